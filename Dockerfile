@@ -1,0 +1,27 @@
+# The steadyloop worker image: `steadyloop worker` against the Temporal server named in
+# TEMPORAL_ADDRESS. Built by docker-compose.yml; usable on its own:
+#   docker build -t steadyloop . && docker run -e TEMPORAL_ADDRESS=... -e OPENAI_API_KEY steadyloop
+FROM python:3.12-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+WORKDIR /app
+# Only what the package build reads (pyproject.toml names README.md as the readme).
+COPY pyproject.toml README.md ./
+COPY steadyloop ./steadyloop
+RUN pip install . \
+    && useradd --create-home --uid 10001 steadyloop
+
+USER steadyloop
+# Where the example tools read (sandbox) and write (outbox); mount volumes here to keep them.
+ENV STEADYLOOP_SANDBOX_DIR=/home/steadyloop/sandbox \
+    STEADYLOOP_OUTBOX_DIR=/home/steadyloop/outbox
+# Created by this user, so a named volume mounted on them starts owned by it, not root.
+RUN mkdir -p "$STEADYLOOP_SANDBOX_DIR" "$STEADYLOOP_OUTBOX_DIR"
+
+# SIGTERM (what `docker stop` sends) starts the worker's graceful shutdown.
+STOPSIGNAL SIGTERM
+CMD ["steadyloop", "worker"]

@@ -1,0 +1,607 @@
+"""How fast steadyloop turns a streamed chat completion into a turn, against baselines.
+
+Run: `.venv/bin/python benchmarks/bench_stream.py` (`--quick` for 3 rounds, `--no-http`
+to skip the loopback part, `--repeat N` for N rounds).
+
+SSE byte streams are built in memory, in the shapes real servers send:
+
+1. `text`: a 20,000-token English answer, one token per chunk, in OpenAI's chunk shape
+   (id, object, created, model, system_fingerprint, choices[0].delta.content, logprobs
+   null, finish_reason null), raw UTF-8 with about one token in a hundred outside
+   ASCII; a role chunk first, then a finish chunk, a usage chunk and `[DONE]`.
+2. `tools4`: four parallel tool calls with ~4 KB of arguments each, streamed in 3-12
+   character fragments; the first delta of each call carries index, id, type,
+   function.name and arguments "".
+3. `ollama`: the same four calls labelled the way Ollama labels them: every delta
+   `index: 0` (the ids tell the calls apart on their first delta only).
+4. `text-intl` (context): stream 1 with every token outside ASCII (CJK, accents,
+   emoji), the decoder's slower path.
+
+Each stream is fed in network-sized reads (4-16 KB, seeded) and timed with
+`time.perf_counter`, best of N rounds, every round running each candidate once in a
+rotating order:
+
+- `steadyloop`: `SSEDecoder.feed_data` per read, `TurnAssembler.feed_events`,
+  `finish()`, the model activity's loop. Context rows repeat it with `SSEDecoder.feed`
+  (a `ServerSentEvent` object per event) and, for the tool streams, with the
+  accumulator stubbed out, to show its share.
+- `floor/json`, `floor/orjson`: the least any reader can do: split each read into
+  lines (carrying the partial line), and parse every `data: ` payload with `json.loads`
+  or `orjson.loads`. No spec handling, no assembly.
+- `openai`: what the official client does with the same bytes: its own `SSEDecoder`
+  (`openai._streaming`), `json.loads` of each payload (`ServerSentEvent.json`),
+  `construct_type(type_=ChatCompletionChunk, value=...)` (`_process_response_data`
+  without strict validation, the client's default), then
+  `ChatCompletionStreamState.handle_chunk` and `get_final_completion()`, as
+  `chat.completions.stream()` does.
+
+Then, over real HTTP on 127.0.0.1 for stream 1, a small asyncio server (in the same
+process) sends the bytes, once in 64 KB writes and once one event per write as a model
+server does, and these read them: a raw socket read to EOF (the floor), httpx bytes
+alone, httpx + `SSEDecoder` + `TurnAssembler` (the whole steadyloop path), and
+`AsyncOpenAI`'s `chat.completions.stream()` against the same server.
+
+The printed tables are times and ratios; nothing here asserts a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import random
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from steadyloop.completion import AssembledTurn
+from steadyloop.sse import ServerSentEvent, SSEDecoder
+from steadyloop.turn_assembly import TurnAssembler
+
+TEXT_TOKENS = 20_000
+TOOL_CALLS = 4
+TOOL_ARGUMENT_CHARS = 4_096
+RESPONSE_ID = "chatcmpl-B9MHDbslfkBeAs8l4bebGdFOJ6PeG"
+MODEL = "gpt-4o-2024-08-06"
+FINGERPRINT = "fp_eb9dce56a8"
+CREATED = 1_741_570_283
+
+# fmt: off
+# English prose as a tokenizer cuts it: leading spaces, punctuation, markdown, digits.
+_ENGLISH = (
+    " the", " a", " stream", " of", " tokens", " is", " folded", " into", " one", " turn",
+    ",", ".", " and", " tool", " calls", " never", " merge", " or", " drop", "\n", " We",
+    " read", " each", " chunk", " once", ":", " `", "json", "`", " to", " in", " that",
+    " it", " for", " with", " as", " on", " be", " this", " are", "\n\n", "**", " -",
+    " 42", " (", ")", " \"quoted\"", " back\\slash", "\t", " retries", " worker",
+)
+# About one token in a hundred is not ASCII in English output (dashes, quotes, names).
+_ENGLISH_RARE = (
+    " \u2014", "\u2019s", " caf\u00e9", "\u2026", " na\u00efve", " \U0001f642", " \u201c",
+    "\u201d",
+)
+# Every token outside ASCII: CJK, accented Latin, emoji.
+_INTERNATIONAL = (
+    "東京", "の", "ストリーム", "は", "一つ", "のターン", "に", "。", "、", "数据", "流", "会",
+    " été", " déjà", " Straße", " 🙂", " 🚀", "—", " über", "ß",
+)
+# fmt: on
+
+
+# -- stream builders (also used by tests/test_bench_streams.py) ---------------------------
+
+
+@dataclass(frozen=True)
+class ToolCallSpec:
+    """One tool call a built stream carries, as it must come out of assembly."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class BuiltStream:
+    """An SSE body and the turn it encodes."""
+
+    name: str
+    body: bytes
+    chunks: int
+    text: str
+    tool_calls: tuple[ToolCallSpec, ...]
+
+
+def _event(payload: dict[str, Any]) -> bytes:
+    # OpenAI sends compact JSON and raw UTF-8.
+    return (
+        b"data: "
+        + json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+        + (b"\n\n")
+    )
+
+
+def _chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+    return {
+        "id": RESPONSE_ID,
+        "object": "chat.completion.chunk",
+        "created": CREATED,
+        "model": MODEL,
+        "system_fingerprint": FINGERPRINT,
+        "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}],
+    }
+
+
+def _usage_chunk(prompt: int, completion: int) -> dict[str, Any]:
+    return {
+        "id": RESPONSE_ID,
+        "object": "chat.completion.chunk",
+        "created": CREATED,
+        "model": MODEL,
+        "system_fingerprint": FINGERPRINT,
+        "choices": [],
+        "usage": {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+            "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
+            "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0},
+        },
+    }
+
+
+def _english_tokens(rng: random.Random, count: int) -> list[str]:
+    return [
+        rng.choice(_ENGLISH_RARE) if rng.random() < 0.01 else rng.choice(_ENGLISH)
+        for _ in range(count)
+    ]
+
+
+def build_text_stream(
+    tokens: int = TEXT_TOKENS, seed: int = 1, *, international: bool = False
+) -> BuiltStream:
+    """Stream 1: a long answer, one token per chunk (English, or every token non-ASCII)."""
+    rng = random.Random(seed)
+    if international:
+        words = [rng.choice(_INTERNATIONAL) for _ in range(tokens)]
+    else:
+        words = _english_tokens(rng, tokens)
+    parts = [_event(_chunk({"role": "assistant", "content": "", "refusal": None}))]
+    parts.extend(_event(_chunk({"content": word})) for word in words)
+    parts.append(_event(_chunk({}, "stop")))
+    parts.append(_event(_usage_chunk(812, tokens)))
+    parts.append(b"data: [DONE]\n\n")
+    name = "text-intl" if international else "text"
+    return BuiltStream(name, b"".join(parts), len(parts) - 1, "".join(words), ())
+
+
+def _tool_arguments(rng: random.Random, number: int, chars: int) -> str:
+    """A realistic arguments object of about `chars`: a path and a file body with escapes."""
+    lines: list[str] = []
+    size = 0
+    while size < chars - 120:
+        words = _english_tokens(rng, rng.randint(4, 12))
+        line = "    " + " ".join(word.strip() or "x" for word in words)
+        lines.append(line)
+        size += len(line) + 2
+    arguments = {
+        "path": f"src/steadyloop/module_{number}.py",
+        "content": "\n".join(lines),
+        "overwrite": number % 2 == 0,
+    }
+    return json.dumps(arguments, ensure_ascii=False)
+
+
+def _fragments(rng: random.Random, text: str) -> Iterator[str]:
+    i = 0
+    while i < len(text):
+        step = rng.randint(3, 12)
+        yield text[i : i + step]
+        i += step
+
+
+def build_tool_stream(
+    *, ollama: bool = False, seed: int = 2, argument_chars: int = TOOL_ARGUMENT_CHARS
+) -> BuiltStream:
+    """Stream 2 (or 3 with `ollama=True`): four calls, ~4 KB arguments, 3-12 char fragments."""
+    rng = random.Random(seed)
+    names = ("read_file", "write_file", "read_file", "run_tests")
+    calls = tuple(
+        ToolCallSpec(
+            id=f"call_{rng.getrandbits(96):024x}",
+            name=names[n % len(names)],
+            arguments=_tool_arguments(rng, n, argument_chars),
+        )
+        for n in range(TOOL_CALLS)
+    )
+    parts = [_event(_chunk({"role": "assistant", "content": None, "refusal": None}))]
+    for n, call in enumerate(calls):
+        index = 0 if ollama else n
+        first = {
+            "index": index,
+            "id": call.id,
+            "type": "function",
+            "function": {"name": call.name, "arguments": ""},
+        }
+        parts.append(_event(_chunk({"tool_calls": [first]})))
+        for fragment in _fragments(rng, call.arguments):
+            delta = {"index": index, "function": {"arguments": fragment}}
+            parts.append(_event(_chunk({"tool_calls": [delta]})))
+    parts.append(_event(_chunk({}, "tool_calls")))
+    parts.append(_event(_usage_chunk(1_530, len(parts))))
+    parts.append(b"data: [DONE]\n\n")
+    name = "ollama" if ollama else "tools4"
+    return BuiltStream(name, b"".join(parts), len(parts) - 1, "", calls)
+
+
+def network_reads(body: bytes, seed: int = 3, low: int = 4_096, high: int = 16_384) -> list[bytes]:
+    """The body cut as a socket would deliver it: reads of 4-16 KB, at arbitrary bytes."""
+    rng = random.Random(seed)
+    reads: list[bytes] = []
+    i = 0
+    while i < len(body):
+        step = rng.randint(low, high)
+        reads.append(body[i : i + step])
+        i += step
+    return reads
+
+
+# -- the paths being timed ------------------------------------------------------------------
+
+
+def steadyloop_assemble(
+    reads: list[bytes], *, stub_accumulator: bool = False, event_objects: bool = False
+) -> AssembledTurn:
+    """SSE decoding plus assembly, as the model activity runs it.
+
+    The activity's loop is `assembler.feed_events(decoder.feed_data(read))`.
+    `event_objects=True` uses `decoder.feed` instead (a `ServerSentEvent` per event), and
+    `stub_accumulator=True` swaps `ToolCallAccumulator` for a no-op: context rows only.
+    """
+    decoder = SSEDecoder()
+    assembler = TurnAssembler()
+    if stub_accumulator:
+        setattr(assembler, "_calls", _AccumulatorStub())  # noqa: B010
+    feed_events = assembler.feed_events
+    decode: Callable[[bytes], Sequence[ServerSentEvent | str]] = (
+        decoder.feed if event_objects else decoder.feed_data
+    )
+    for read in reads:
+        if feed_events(decode(read)):
+            break
+    else:
+        feed_events(decoder.flush())
+    return assembler.finish()
+
+
+class _AccumulatorStub:
+    """A no-op stand-in for `ToolCallAccumulator` (benchmark context rows only)."""
+
+    is_empty = True
+    dropped_deltas = 0
+    malformed_aliases = 0
+    call_count = 0
+
+    def observe(self, deltas: object) -> None:
+        pass
+
+    def assembled(self) -> list[Any]:
+        return []
+
+
+def floor(loads: Callable[[bytes], Any]) -> Callable[[list[bytes]], int]:
+    """Split reads into lines and parse each `data: ` payload: no spec, no assembly."""
+
+    def run(reads: list[bytes]) -> int:
+        parsed = 0
+        pending = b""
+        for read in reads:
+            lines = (pending + read).split(b"\n")
+            pending = lines.pop()
+            for line in lines:
+                if line.startswith(b"data: ") and line != b"data: [DONE]":
+                    loads(line[6:])
+                    parsed += 1
+        return parsed
+
+    return run
+
+
+def openai_assemble(reads: list[bytes]) -> Any:
+    """The official client's path: its SSE decoder, json.loads, construct_type, stream state."""
+    from openai._models import construct_type
+    from openai._streaming import SSEDecoder as OpenAISSEDecoder
+    from openai.lib.streaming.chat import ChatCompletionStreamState
+    from openai.types.chat import ChatCompletionChunk
+
+    state: Any = ChatCompletionStreamState()
+    for sse in OpenAISSEDecoder().iter_bytes(iter(reads)):
+        if sse.data.startswith("[DONE]"):
+            break
+        chunk = construct_type(type_=ChatCompletionChunk, value=sse.json())
+        for _event in state.handle_chunk(chunk):
+            pass
+    return state.get_final_completion()
+
+
+def best_of(runs: dict[str, Callable[[], object]], rounds: int) -> dict[str, float]:
+    """Best wall time of each run over `rounds` rounds, interleaved.
+
+    Every round runs each candidate once, in a rotating order, so a burst of load from
+    elsewhere on the machine hits all of them alike instead of one whole series.
+    """
+    best = {label: float("inf") for label in runs}
+    labels = list(runs)
+    for round_number in range(rounds):
+        shift = round_number % len(labels)
+        for label in labels[shift:] + labels[:shift]:
+            gc.collect()
+            start = time.perf_counter()
+            runs[label]()
+            best[label] = min(best[label], time.perf_counter() - start)
+    return best
+
+
+# -- loopback HTTP ----------------------------------------------------------------------------
+
+
+async def _serve(body: bytes, *, per_event: bool) -> tuple[asyncio.Server, int]:
+    """A loopback server answering every request with `body` as an SSE response.
+
+    `per_event=False` writes the body in 64 KB pieces (the transport at full speed: the
+    harshest floor); `per_event=True` writes one event at a time, as a model server does
+    while it generates, draining every 64 events.
+    """
+    head = (
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+        b"content-length: " + str(len(body)).encode() + b"\r\nconnection: close\r\n\r\n"
+    )
+    if per_event:
+        pieces = [event + b"\n\n" for event in body.split(b"\n\n") if event]
+    else:
+        pieces = [body[i : i + 65_536] for i in range(0, len(body), 65_536)]
+    drain_every = 64 if per_event else 1
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        # Read the request head (and a body, if announced) before answering.
+        raw = await reader.readuntil(b"\r\n\r\n")
+        for line in raw.split(b"\r\n"):
+            if line.lower().startswith(b"content-length:"):
+                await reader.readexactly(int(line.split(b":", 1)[1]))
+        writer.write(head)
+        for number, piece in enumerate(pieces, 1):
+            writer.write(piece)
+            if number % drain_every == 0:
+                await writer.drain()
+        await writer.drain()
+        writer.close()
+        await writer.wait_closed()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    return server, port
+
+
+async def _raw_socket(port: int) -> int:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"GET /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n")
+    total = 0
+    while True:
+        data = await reader.read(65_536)
+        if not data:
+            break
+        total += len(data)
+    writer.close()
+    return total
+
+
+async def _httpx_bytes(client: Any, url: str) -> int:
+    total = 0
+    async with client.stream("POST", url, json={"stream": True}) as response:
+        async for data in response.aiter_raw():
+            total += len(data)
+    return total
+
+
+async def _httpx_steadyloop(client: Any, url: str) -> AssembledTurn:
+    decoder = SSEDecoder()
+    assembler = TurnAssembler()
+    async with client.stream("POST", url, json={"stream": True}) as response:
+        async for data in response.aiter_raw():
+            if assembler.feed_events(decoder.feed_data(data)):
+                break
+        else:
+            assembler.feed_events(decoder.flush())
+    return assembler.finish()
+
+
+async def _openai_client(client: Any) -> Any:
+    async with client.chat.completions.stream(
+        model=MODEL, messages=[{"role": "user", "content": "hi"}]
+    ) as stream:
+        async for _event in stream:
+            pass
+        return await stream.get_final_completion()
+
+
+async def _best_async(runs: dict[str, Callable[[], Any]], rounds: int) -> dict[str, float]:
+    """`best_of` for coroutines: interleaved rounds, best time per label."""
+    best = {label: float("inf") for label in runs}
+    labels = list(runs)
+    for round_number in range(rounds):
+        shift = round_number % len(labels)
+        for label in labels[shift:] + labels[:shift]:
+            gc.collect()
+            start = time.perf_counter()
+            await runs[label]()
+            best[label] = min(best[label], time.perf_counter() - start)
+    return best
+
+
+async def loopback(
+    stream: BuiltStream, repeat: int, openai_repeat: int, *, per_event: bool
+) -> dict[str, float]:
+    """Time the HTTP paths against a server on 127.0.0.1 sending `stream.body`."""
+    import httpx
+    from openai import AsyncOpenAI
+
+    server, port = await _serve(stream.body, per_event=per_event)
+    url = f"http://127.0.0.1:{port}/v1/chat/completions"
+    try:
+        async with httpx.AsyncClient(timeout=60) as client:
+            turn = await _httpx_steadyloop(client, url)
+            if turn.text != stream.text:
+                raise AssertionError("the loopback path assembled the wrong text")
+            results = await _best_async(
+                {
+                    "raw socket read to EOF (floor)": lambda: _raw_socket(port),
+                    "httpx aiter_raw, bytes only": lambda: _httpx_bytes(client, url),
+                    "httpx + SSEDecoder + TurnAssembler": lambda: _httpx_steadyloop(client, url),
+                },
+                repeat,
+            )
+        openai_client = AsyncOpenAI(
+            base_url=f"http://127.0.0.1:{port}/v1", api_key="sk-loopback", max_retries=0
+        )
+        try:
+            completion = await _openai_client(openai_client)
+            if completion.choices[0].message.content != stream.text:
+                raise AssertionError("AsyncOpenAI assembled the wrong text")
+            results.update(
+                await _best_async(
+                    {"AsyncOpenAI .stream() + stream state": lambda: _openai_client(openai_client)},
+                    openai_repeat,
+                )
+            )
+        finally:
+            await openai_client.close()
+    finally:
+        server.close()
+        await server.wait_closed()
+    return results
+
+
+# -- report -----------------------------------------------------------------------------------
+
+
+def _header(ratio: str) -> str:
+    return f"  {'path':<50} {'time':>12} {'throughput':>13} {ratio:>15}"
+
+
+def _row(label: str, seconds: float, base: float, payload_bytes: int) -> str:
+    return (
+        f"  {label:<50} {seconds * 1e3:9.2f} ms {payload_bytes / seconds / 1e6:8.1f} MB/s"
+        f" {seconds / base:14.2f}x"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--repeat", type=int, default=25, help="rounds (best is kept)")
+    parser.add_argument("--quick", action="store_true", help="3 repetitions")
+    parser.add_argument("--no-http", action="store_true", help="skip the loopback HTTP part")
+    args = parser.parse_args(argv)
+    repeat = 3 if args.quick else args.repeat
+    openai_repeat = 1 if args.quick else 3
+
+    streams = [
+        build_text_stream(),
+        build_tool_stream(),
+        build_tool_stream(ollama=True),
+        build_text_stream(international=True),
+    ]
+    floor_json = floor(json.loads)
+    floor_orjson = floor(orjson.loads)
+    print(f"Python {sys.version.split()[0]}, best of {repeat}; ratios are time / baseline time\n")
+    summary: list[tuple[str, float, float, float]] = []
+    for stream in streams:
+        reads = network_reads(stream.body)
+        turn = steadyloop_assemble(reads)
+        if turn.text != stream.text or [(c.id, c.name, c.arguments) for c in turn.tool_calls] != [
+            (c.id, c.name, c.arguments) for c in stream.tool_calls
+        ]:
+            print(f"{stream.name}: steadyloop assembled the wrong turn; not timing it")
+            return 1
+        runs: dict[str, Callable[[], object]] = {
+            "orjson": lambda reads=reads: floor_orjson(reads),  # type: ignore[misc]
+            "json": lambda reads=reads: floor_json(reads),  # type: ignore[misc]
+            "ours": lambda reads=reads: steadyloop_assemble(reads),  # type: ignore[misc]
+        }
+        runs["objects"] = lambda reads=reads: steadyloop_assemble(  # type: ignore[misc]
+            reads, event_objects=True
+        )
+        if stream.tool_calls:
+            runs["stubbed"] = lambda reads=reads: steadyloop_assemble(  # type: ignore[misc]
+                reads, stub_accumulator=True
+            )
+        times = best_of(runs, repeat)
+        t_orjson, t_json, t_ours = times["orjson"], times["json"], times["ours"]
+        t_openai = best_of(
+            {"openai": lambda reads=reads: openai_assemble(reads)},  # type: ignore[misc]
+            openai_repeat,
+        )["openai"]
+        size = len(stream.body)
+        print(
+            f"{stream.name}: {stream.chunks:,} chunks, {size / 1e6:.2f} MB, "
+            f"{len(reads)} reads of 4-16 KB"
+        )
+        print(_header("/ floor orjson"))
+        rows = [
+            ("floor: split lines + orjson.loads", t_orjson),
+            ("floor: split lines + json.loads", t_json),
+            ("steadyloop SSEDecoder + TurnAssembler", t_ours),
+            ("  (context: same via feed, ServerSentEvent objects)", times["objects"]),
+        ]
+        if "stubbed" in times:
+            rows.append(("  (context: same, accumulator stubbed out)", times["stubbed"]))
+        rows.append(("openai SSEDecoder + ChatCompletionStreamState", t_openai))
+        for label, seconds in rows:
+            print(_row(label, seconds, t_orjson, size))
+        print()
+        summary.append((stream.name, t_ours / t_orjson, t_ours / t_json, t_openai / t_ours))
+
+    print("Summary (targets: <= 1.3x the floor with the same parser; >= 20x faster than openai)")
+    columns = ("vs floor/orjson", "vs floor/json", "openai / steadyloop")
+    print(f"  {'stream':<10} {columns[0]:>16} {columns[1]:>14} {columns[2]:>20}")
+    for name, vs_orjson, vs_json, openai_ratio in summary:
+        print(f"  {name:<10} {vs_orjson:15.2f}x {vs_json:13.2f}x {openai_ratio:19.1f}x")
+
+    if not args.no_http:
+        text = streams[0]
+        text_reads = network_reads(text.body, low=65_536, high=65_536)
+        in_memory = best_of(
+            {
+                "orjson": lambda: floor_orjson(text_reads),
+                "ours": lambda: steadyloop_assemble(text_reads),
+            },
+            repeat,
+        )
+        for per_event, how in (
+            (False, "server writes the body in 64 KB pieces"),
+            (True, "server writes one event per token, as a model server does"),
+        ):
+            results = asyncio.run(loopback(text, repeat, openai_repeat, per_event=per_event))
+            base = results["raw socket read to EOF (floor)"]
+            print(
+                f"\nLoopback HTTP, stream 'text' ({len(text.body) / 1e6:.2f} MB), {how}, "
+                f"best of {repeat}"
+            )
+            print(_header("/ raw socket"))
+            for label, seconds in results.items():
+                print(_row(label, seconds, base, len(text.body)))
+            for label, seconds in (
+                ("  (context: no HTTP, split + orjson.loads)", in_memory["orjson"]),
+                ("  (context: no HTTP, SSEDecoder + TurnAssembler)", in_memory["ours"]),
+            ):
+                print(_row(label, seconds, base, len(text.body)))
+        print("  (target: httpx + SSEDecoder + TurnAssembler <= 3x the raw socket)")
+        print("  (context rows: the same work in memory, 64 KB reads, no socket at all)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,59 @@
+"""steadyloop: an LLM agent's tool loop as a Temporal workflow.
+
+The pure primitives are importable from here without a Temporal server: streamed
+tool-call assembly, the tool-call argument reader and completion-defect detection.
+Workflows live under `steadyloop.workflows` (deterministic), activities under
+`steadyloop.activities` (all I/O).
+"""
+
+from temporalio import workflow
+
+# Temporal's sandbox re-imports every module a workflow file reaches, including this
+# package's __init__. Re-imported here, these payload classes would be copies, and
+# pydantic would refuse a `ToolSpec` built from the real module inside a sandboxed
+# `CompletionRequest`. They are pure (no I/O, no state), so every workflow run can
+# share the real modules: pass them through.
+with workflow.unsafe.imports_passed_through():
+    from steadyloop.accumulator import AssemblyDefect, ToolCallAccumulator
+    from steadyloop.arguments import (
+        ArgumentsReading,
+        ParsedArguments,
+        UnparseableArguments,
+        UnsupportedToolCallType,
+        parse_tool_call_arguments,
+        tool_call_arguments_absent,
+    )
+    from steadyloop.chat import ChatMessage, FunctionCall, ToolCall, ToolSpec
+    from steadyloop.completion import AssembledTurn, CompletionRequest, StreamStats, Usage
+    from steadyloop.defects import (
+        DEFECT_RETRY_BUDGETS,
+        CompletionDefect,
+        detect_completion_defect,
+        detect_completion_defects,
+    )
+    from steadyloop.stream_failures import StreamFailed, StreamFailure
+
+__all__ = [
+    "DEFECT_RETRY_BUDGETS",
+    "ArgumentsReading",
+    "AssembledTurn",
+    "AssemblyDefect",
+    "ChatMessage",
+    "CompletionDefect",
+    "CompletionRequest",
+    "FunctionCall",
+    "ParsedArguments",
+    "StreamFailed",
+    "StreamFailure",
+    "StreamStats",
+    "ToolCall",
+    "ToolCallAccumulator",
+    "ToolSpec",
+    "UnparseableArguments",
+    "UnsupportedToolCallType",
+    "Usage",
+    "detect_completion_defect",
+    "detect_completion_defects",
+    "parse_tool_call_arguments",
+    "tool_call_arguments_absent",
+]

@@ -1,0 +1,572 @@
+"""The model activity: stream one chat completion over httpx and return the assembled turn.
+
+`ModelActivities(registry).stream_completion` is the Temporal activity
+(`"steadyloop.stream_completion"`). It looks the endpoint up by name in the worker's
+`EndpointRegistry`, reads the API key from the worker's environment at call time (no
+key or URL ever crosses the workflow boundary), POSTs an OpenAI `/chat/completions`
+request with `stream: true`, decodes the body with `SSEDecoder` and folds every `data:`
+payload into `TurnAssembler` until `[DONE]`. `stream_turn` is the same path without
+Temporal, for benchmarks and callers that bring their own client.
+
+Every way the exchange can fail becomes one classified `StreamFailure`, raised from the
+activity as an `ApplicationError` whose `type` is the failure kind and whose details are
+the failure (`model_dump`), retryable or not as `steadyloop.provider_errors` decides:
+
+- `http_status`: a non-2xx answer before the stream. The provider's message, `error.code`
+  and `error.type` are read from a JSON body when there is one (OpenAI's
+  `{"error": {...}}`, Ollama's `{"error": "..."}`, vLLM's top-level `message`, Gemini's
+  list-wrapped error), with a body excerpt and `Retry-After` (`retry-after-ms`, seconds
+  or an HTTP date). 408/409/425/429 and 5xx are retryable, with `next_retry_delay` from
+  `Retry-After`; other statuses (400, 401, 403, 404, 422, a redirect) are not, and
+  neither is a 429 whose code is `insufficient_quota` (waiting does not refill a quota).
+- `not_sse`: a 2xx body that is not an event stream. The content type alone does not
+  decide: servers send SSE as `text/plain`, `application/json` or with no content type
+  at all, and some send a JSON error or an HTML page labelled `text/event-stream`. So
+  the first non-blank bytes are sniffed. A body labelled `text/event-stream` is SSE
+  unless it starts like a document (`{`, `[`, `<`); any other body is SSE only if it
+  starts like SSE (`data:`, `event:`, `id:`, `retry:` or a `:` comment). Not
+  retryable: a server that answers with a page or a non-streamed body will do it again.
+- `stream_error`: an `error` object (or an `event: error`) inside the stream;
+  retryable unless the provider's code or type says the request itself is at fault.
+- `invalid_chunk`: a `data:` payload that is not a JSON chunk (or a body whose
+  content encoding cannot be decoded); not retryable. An empty `data:` payload is a
+  keep-alive, skipped, not a chunk.
+- `truncated_stream`: the body ended cleanly before `[DONE]` and before any
+  `finish_reason` (an unterminated last event is discarded, as the SSE spec says, and
+  the message says it was cut off). Retryable. A body that ends after a
+  `finish_reason` but without `[DONE]` is accepted: some servers never send `[DONE]`.
+- `network`: connect refused, reset, DNS, TLS, a body cut mid-chunk
+  (`RemoteProtocolError`) and every httpx timeout. Retryable. Timeouts come from the
+  endpoint's configuration, so no read can wait forever.
+
+Two configuration errors are raised before any request, both not retryable:
+`unknown_endpoint` and `missing_api_key` (types from `steadyloop.endpoints`). The key is
+redacted from every message and excerpt that leaves the activity.
+
+Reading stops at `[DONE]` and the response is closed: nothing after it is read, so a
+server that keeps the stream open after `[DONE]` cannot hold the activity (the cost is
+that the connection is not reused). Redirects are not followed: a 3xx is reported as
+`http_status` naming the new location, which belongs in the endpoint's `base_url`.
+
+Cancellation is not caught: `asyncio.CancelledError` ends the request and propagates.
+Progress is heartbeated at most once per `heartbeat_interval_s`, and only when a chunk
+arrives (`StreamProgress`), so the heartbeat reports stream progress rather than
+merely that the worker is alive; the stall watchdog that acts on it is separate.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import math
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from datetime import timedelta
+from types import TracebackType
+from typing import Any
+
+import httpx
+import orjson
+from pydantic import BaseModel
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from steadyloop.completion import STREAM_COMPLETION_ACTIVITY, AssembledTurn, CompletionRequest
+from steadyloop.endpoints import (
+    EndpointConfig,
+    EndpointRegistry,
+    MissingApiKeyError,
+    UnknownEndpointError,
+)
+from steadyloop.provider_errors import failure_is_retryable, parse_retry_after, provider_error
+from steadyloop.sse import ServerSentEvent, SSEDecoder
+from steadyloop.stream_failures import StreamFailed, StreamFailure, excerpt
+from steadyloop.turn_assembly import TurnAssembler
+
+__all__ = [
+    "HEARTBEAT_INTERVAL_S",
+    "STREAM_COMPLETION_ACTIVITY",
+    "ModelActivities",
+    "StreamProgress",
+    "build_headers",
+    "build_request_body",
+    "failure_to_application_error",
+    "stream_turn",
+]
+
+HEARTBEAT_INTERVAL_S = 1.0
+
+# How much of a non-2xx or non-SSE body is read for the message and the excerpt.
+ERROR_BODY_LIMIT = 64 * 1024
+# How many leading bytes are enough to tell SSE from a document.
+_SNIFF_BYTES = 16
+_SSE_STARTS = (b"data:", b"data\n", b"data\r", b":", b"event:", b"id:", b"retry:")
+
+
+def _user_agent() -> str:
+    try:
+        return f"steadyloop/{importlib.metadata.version('steadyloop')}"
+    except importlib.metadata.PackageNotFoundError:
+        return "steadyloop"
+
+
+USER_AGENT = _user_agent()
+
+
+class StreamProgress(BaseModel):
+    """What the activity heartbeats: how far the stream got (coalesced, about once a second)."""
+
+    chunks: int = 0
+    bytes: int = 0
+    output_chars: int = 0
+    tool_calls: int = 0
+    first_token_seen: bool = False
+    produced_output: bool = False
+
+
+ProgressCallback = Callable[[StreamProgress], None]
+
+
+# -- the request --------------------------------------------------------------------
+
+
+def build_request_body(request: CompletionRequest, endpoint: EndpointConfig) -> dict[str, Any]:
+    """The `/chat/completions` body: streaming on, optional fields only when set.
+
+    `tools`, `tool_choice` and `parallel_tool_calls` are sent only when tools are
+    offered: OpenAI rejects the latter two without tools.
+    """
+    body: dict[str, Any] = {
+        "model": request.model,
+        "messages": [message.to_wire() for message in request.messages],
+        "stream": True,
+    }
+    if endpoint.include_usage:
+        body["stream_options"] = {"include_usage": True}
+    if request.tools:
+        body["tools"] = [tool.to_wire() for tool in request.tools]
+        if request.tool_choice is not None:
+            body["tool_choice"] = request.tool_choice
+        if request.parallel_tool_calls is not None:
+            body["parallel_tool_calls"] = request.parallel_tool_calls
+    if request.response_format is not None:
+        body["response_format"] = request.response_format
+    if request.temperature is not None:
+        body["temperature"] = request.temperature
+    if request.top_p is not None:
+        body["top_p"] = request.top_p
+    if request.max_tokens is not None:
+        body[endpoint.max_tokens_field] = request.max_tokens
+    if request.seed is not None:
+        body["seed"] = request.seed
+    if request.stop:
+        body["stop"] = request.stop
+    return body
+
+
+def build_headers(endpoint: EndpointConfig, api_key: str | None) -> dict[str, str]:
+    headers = {
+        "Accept": "text/event-stream",
+        "Content-Type": "application/json",
+        "User-Agent": USER_AGENT,
+        **endpoint.headers,
+    }
+    if api_key is not None:
+        headers["Authorization"] = f"Bearer {api_key}"
+    return headers
+
+
+def endpoint_timeout(endpoint: EndpointConfig) -> httpx.Timeout:
+    return httpx.Timeout(
+        connect=endpoint.connect_timeout_s,
+        read=endpoint.read_timeout_s,
+        write=endpoint.write_timeout_s,
+        pool=endpoint.connect_timeout_s,
+    )
+
+
+# -- reading the answer -------------------------------------------------------------
+
+
+async def stream_turn(
+    client: httpx.AsyncClient,
+    endpoint: EndpointConfig,
+    request: CompletionRequest,
+    *,
+    api_key: str | None,
+    on_progress: ProgressCallback | None = None,
+    progress_interval_s: float = HEARTBEAT_INTERVAL_S,
+) -> AssembledTurn:
+    """Stream one completion and assemble it; raise `StreamFailed` for every failure.
+
+    `on_progress` is called when a chunk arrives, at most once per
+    `progress_interval_s` (the first chunk always reports).
+    """
+    body = orjson.dumps(build_request_body(request, endpoint))
+    reader = _TurnReader(request, on_progress, progress_interval_s)
+    phase = "connecting"
+    try:
+        async with client.stream(
+            "POST",
+            endpoint.chat_completions_url,
+            content=body,
+            headers=build_headers(endpoint, api_key),
+            timeout=endpoint_timeout(endpoint),
+        ) as response:
+            phase = "reading the response"
+            if not response.is_success:
+                raise StreamFailed(await _http_status_failure(response))
+            byte_iter = response.aiter_bytes()
+            prefix = await _sniff(byte_iter)
+            content_type = response.headers.get("content-type", "")
+            if not _is_sse(prefix, content_type):
+                raise StreamFailed(await _not_sse_failure(response, prefix, byte_iter))
+            phase = "reading the stream"
+            if prefix and reader.feed(prefix):
+                return reader.finish()
+            async for piece in byte_iter:
+                if reader.feed(piece):
+                    return reader.finish()
+    except httpx.TimeoutException as exc:
+        raise StreamFailed(_network_failure(exc, phase, endpoint)) from None
+    except httpx.DecodingError as exc:
+        raise StreamFailed(
+            StreamFailure(
+                kind="invalid_chunk",
+                message=f"the response body could not be decoded: {exc}",
+            )
+        ) from None
+    except httpx.TransportError as exc:
+        raise StreamFailed(_network_failure(exc, phase, endpoint)) from None
+    return reader.finish_at_end_of_body()
+
+
+class _TurnReader:
+    """SSE decoding, assembly, stats and progress for one response body.
+
+    Work per event is kept to the payload itself: the clock is read and progress
+    reported once per network read, not once per event (events of one read arrived
+    together, so time to first token is exact to the read).
+    """
+
+    def __init__(
+        self,
+        request: CompletionRequest,
+        on_progress: ProgressCallback | None,
+        progress_interval_s: float,
+    ) -> None:
+        self.decoder = SSEDecoder()
+        self.assembler = TurnAssembler(
+            mint_prefix=request.mint_prefix, wants_json=request.wants_json()
+        )
+        self.started = time.monotonic()
+        self.first_token_at: float | None = None
+        self.bytes = 0
+        self.events = 0
+        self.saw_done = False
+        self.last_data = ""
+        self.on_progress = on_progress
+        self.progress_interval_s = progress_interval_s
+        self.last_progress = -math.inf
+
+    def feed(self, piece: bytes) -> bool:
+        """Consume one network read; True once `[DONE]` arrived (stop reading)."""
+        self.bytes += len(piece)
+        events = self.decoder.feed(piece)
+        if not events:
+            return False
+        self.last_data = events[-1].data
+        done = self._consume(events)
+        if self.first_token_at is None and self.assembler.first_token_seen:
+            self.first_token_at = time.monotonic()
+        if self.on_progress is not None:
+            self._report(self.on_progress)
+        return done
+
+    def _consume(self, events: list[ServerSentEvent]) -> bool:
+        self.events += len(events)
+        for event in events:
+            if not event.data or event.event == "error":
+                return self._consume_one_by_one(events)
+        # The common read: chunk payloads (and perhaps `[DONE]`), folded in one call.
+        done = self.assembler.feed_events(events)
+        self.saw_done = self.saw_done or done
+        return done
+
+    def _consume_one_by_one(self, events: list[ServerSentEvent]) -> bool:
+        """A read holding an `event: error` or an empty `data:` keep-alive."""
+        assembler = self.assembler
+        for event in events:
+            if event.event == "error":
+                # A provider failure whatever the data is: JSON, plain text or nothing.
+                raise StreamFailed(_error_event_failure(event.data))
+            if not event.data:
+                continue  # `data:` with nothing after it: a keep-alive, not a chunk
+            if assembler.feed_events((event,)):
+                self.saw_done = True
+                return True
+        return False
+
+    def _report(self, on_progress: ProgressCallback) -> None:
+        now = time.monotonic()
+        if now - self.last_progress < self.progress_interval_s:
+            return
+        self.last_progress = now
+        assembler = self.assembler
+        on_progress(
+            StreamProgress(
+                chunks=assembler.chunks,
+                bytes=self.bytes,
+                output_chars=assembler.output_chars,
+                tool_calls=assembler.tool_call_count,
+                first_token_seen=assembler.first_token_seen,
+            )
+        )
+
+    def finish_at_end_of_body(self) -> AssembledTurn:
+        """The body ended without `[DONE]`: accept it only after a finish reason."""
+        self._consume(self.decoder.flush())
+        turn = self.finish()
+        if turn.finish_reason is None and not self.saw_done:
+            cut = self.decoder.incomplete_tail
+            raise StreamFailed(
+                StreamFailure(
+                    kind="truncated_stream",
+                    message=(
+                        f"the stream ended after {self.bytes} bytes and {turn.stats.chunks} "
+                        "chunks without [DONE] or a finish_reason"
+                        + (" (the last event was cut off)" if cut else "")
+                    ),
+                    body_excerpt=excerpt(self.decoder.discarded_tail if cut else self.last_data),
+                )
+            )
+        return turn
+
+    def finish(self) -> AssembledTurn:
+        turn = self.assembler.finish()
+        ttft = None if self.first_token_at is None else self.first_token_at - self.started
+        stats = turn.stats.model_copy(
+            update={
+                "events": self.events,
+                "bytes": self.bytes,
+                "time_to_first_token_s": ttft,
+                "duration_s": time.monotonic() - self.started,
+                "saw_done": self.saw_done,
+            }
+        )
+        return turn.model_copy(update={"stats": stats})
+
+
+async def _sniff(byte_iter: AsyncIterator[bytes]) -> bytes:
+    """Read until the first non-blank bytes (enough to classify the body) or the end."""
+    prefix = b""
+    async for piece in byte_iter:
+        prefix += piece
+        start = prefix.lstrip(b"\xef\xbb\xbf \t\r\n")
+        if len(start) >= _SNIFF_BYTES or (start and b"\n" in start) or len(prefix) > 4096:
+            break  # (a body of endless blank lines is classified after 4 KB)
+    return prefix
+
+
+def _is_sse(prefix: bytes, content_type: str) -> bool:
+    start = prefix.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if "text/event-stream" in content_type.lower():
+        return start[:1] not in (b"{", b"[", b"<")
+    if not start:
+        return False
+    return start.startswith(_SSE_STARTS)
+
+
+async def _read_limited(first: bytes, byte_iter: AsyncIterator[bytes]) -> bytes:
+    """The body for a failure report, up to `ERROR_BODY_LIMIT`; a cut-off read keeps what came."""
+    body = bytearray(first)
+    try:
+        async for piece in byte_iter:
+            body += piece
+            if len(body) >= ERROR_BODY_LIMIT:
+                break
+    except httpx.HTTPError:
+        pass
+    return bytes(body[:ERROR_BODY_LIMIT])
+
+
+async def _http_status_failure(response: httpx.Response) -> StreamFailure:
+    body = await _read_limited(b"", response.aiter_bytes())
+    message, code, kind = provider_error(body)
+    status = response.status_code
+    if message is None:
+        message = f"HTTP {status} {response.reason_phrase}".strip()
+    location = response.headers.get("location")
+    if location and 300 <= status < 400:
+        message += f" (redirected to {location}; configure that address as the base_url)"
+    return StreamFailure(
+        kind="http_status",
+        message=message,
+        status=status,
+        provider_code=code,
+        provider_type=kind,
+        body_excerpt=excerpt(body),
+        retry_after_s=parse_retry_after(response.headers),
+    )
+
+
+async def _not_sse_failure(
+    response: httpx.Response, prefix: bytes, byte_iter: AsyncIterator[bytes]
+) -> StreamFailure:
+    body = await _read_limited(prefix, byte_iter)
+    provider_message, code, kind = provider_error(body)
+    content_type = response.headers.get("content-type") or "no content type"
+    if not body.strip():
+        message = f"the server answered {response.status_code} with an empty body ({content_type})"
+    else:
+        message = (
+            f"the server answered {response.status_code} with a body that is not an event "
+            f"stream ({content_type})"
+        )
+    if provider_message is not None:
+        message += f": {provider_message}"
+    return StreamFailure(
+        kind="not_sse",
+        message=message,
+        status=response.status_code,
+        provider_code=code,
+        provider_type=kind,
+        body_excerpt=excerpt(body),
+    )
+
+
+def _error_event_failure(data: str) -> StreamFailure:
+    message, code, kind = provider_error(data.encode("utf-8"))
+    if message is None and data.strip() and data.lstrip()[:1] not in ("{", "["):
+        message = data.strip()
+    return StreamFailure(
+        kind="stream_error",
+        message=message or "the server sent an error event",
+        provider_code=code,
+        provider_type=kind,
+        body_excerpt=excerpt(data),
+    )
+
+
+def _network_failure(exc: httpx.HTTPError, phase: str, endpoint: EndpointConfig) -> StreamFailure:
+    name = type(exc).__name__
+    detail = str(exc) or name
+    if isinstance(exc, httpx.ConnectTimeout):
+        detail = f"no connection within {endpoint.connect_timeout_s:g} s"
+    elif isinstance(exc, httpx.ReadTimeout):
+        detail = f"nothing received for {endpoint.read_timeout_s:g} s (read timeout)"
+    elif isinstance(exc, httpx.WriteTimeout):
+        detail = f"the request could not be sent within {endpoint.write_timeout_s:g} s"
+    elif isinstance(exc, httpx.PoolTimeout):
+        detail = "no free connection in the client's pool"
+    return StreamFailure(
+        kind="network",
+        message=f"{name} while {phase} ({endpoint.chat_completions_url}): {detail}",
+    )
+
+
+# -- to Temporal ----------------------------------------------------------------------
+
+
+def failure_to_application_error(
+    failure: StreamFailure, *, secret: str | None = None
+) -> ApplicationError:
+    """The `ApplicationError` the activity raises: type = kind, details = the failure."""
+    if secret:
+        failure = failure.model_copy(
+            update={
+                "message": failure.message.replace(secret, "[redacted]"),
+                "body_excerpt": failure.body_excerpt.replace(secret, "[redacted]"),
+            }
+        )
+    retryable = failure_is_retryable(failure)
+    delay = (
+        timedelta(seconds=failure.retry_after_s) if retryable and failure.retry_after_s else None
+    )
+    return ApplicationError(
+        failure.describe(),
+        failure.model_dump(mode="json"),
+        type=failure.kind,
+        non_retryable=not retryable,
+        next_retry_delay=delay,
+    )
+
+
+# -- the activity -------------------------------------------------------------------
+
+
+class ModelActivities:
+    """The model activity with the worker's endpoints and one shared HTTP client.
+
+    Construct once per worker and register `stream_completion`; close with `aclose()`
+    (or `async with`) when the worker stops. `environ` replaces `os.environ` for key
+    lookups (tests); it is read at call time either way.
+    """
+
+    def __init__(
+        self,
+        registry: EndpointRegistry,
+        *,
+        client: httpx.AsyncClient | None = None,
+        environ: Mapping[str, str] | None = None,
+        heartbeat_interval_s: float = HEARTBEAT_INTERVAL_S,
+    ) -> None:
+        self.registry = registry
+        self._owns_client = client is None
+        self.client = client or httpx.AsyncClient(
+            follow_redirects=False,  # a redirect is a misconfigured base_url: say so
+            limits=httpx.Limits(max_connections=200, max_keepalive_connections=40),
+        )
+        self._environ = environ
+        self._heartbeat_interval_s = heartbeat_interval_s
+
+    async def aclose(self) -> None:
+        if self._owns_client:
+            await self.client.aclose()
+
+    async def __aenter__(self) -> ModelActivities:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    @activity.defn(name=STREAM_COMPLETION_ACTIVITY)
+    async def stream_completion(self, request: CompletionRequest) -> AssembledTurn:
+        """Stream one completion from the named endpoint; failures are `ApplicationError`s."""
+        try:
+            endpoint = self.registry.get(request.endpoint)
+            api_key = endpoint.api_key(self._environ)
+        except UnknownEndpointError as exc:
+            raise ApplicationError(
+                str(exc),
+                {"endpoint": exc.name, "known": exc.known},
+                type=exc.error_type,
+                non_retryable=True,
+            ) from None
+        except MissingApiKeyError as exc:
+            raise ApplicationError(
+                str(exc),
+                {"endpoint": exc.endpoint, "variable": exc.variable},
+                type=exc.error_type,
+                non_retryable=True,
+            ) from None
+        try:
+            return await stream_turn(
+                self.client,
+                endpoint,
+                request,
+                api_key=api_key,
+                on_progress=_heartbeat,
+                progress_interval_s=self._heartbeat_interval_s,
+            )
+        except StreamFailed as exc:
+            raise failure_to_application_error(exc.failure, secret=api_key) from None
+
+
+def _heartbeat(progress: StreamProgress) -> None:
+    if activity.in_activity():
+        activity.heartbeat(progress.model_dump())

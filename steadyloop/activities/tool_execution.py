@@ -1,0 +1,194 @@
+"""The activities that describe and run a worker's tools.
+
+Register both methods of one `ToolActivities(registry)` with the worker:
+`worker = Worker(..., activities=[*ToolActivities(registry).activities()])`.
+
+Why an activity answers with a value where the obvious version would raise: every
+assistant tool call must be answered by exactly one tool message, and a raised
+activity error is an infrastructure failure the workflow retries or gives up on, not
+something the model can read and correct. So:
+
+- unknown tool (or one outside `allowed_tools`): `unknown_tool`, listing what exists;
+- arguments the schema refuses: `invalid_arguments`, each failing field with its path
+  and pydantic's message, and no tool code runs;
+- the tool raised an `Exception`: `tool_error` with `TypeName: message`, logged with
+  its traceback on the worker; the run goes on;
+- the tool returned something huge: content capped at `MAX_TOOL_CONTENT_BYTES` with a
+  marker, so no result can hit Temporal's 2 MB payload limit.
+
+What is *not* turned into a value, on purpose:
+
+- `asyncio.CancelledError` (and every other `BaseException`) propagates: swallowing it
+  would report a cancelled call as answered and leave the activity running.
+- `temporalio.exceptions.ApplicationError` raised by a tool propagates: it is a tool
+  author's explicit request for Temporal's failure handling (for example
+  `non_retryable=True`), the one way a tool can fail its activity on purpose.
+- Timeouts: the workflow enforces the tool's declared timeout as the activity's
+  `start_to_close_timeout` (from `ToolDescription.timeout_s`); the activity does not
+  race its own clock against it, and does not heartbeat on a timer (a timer
+  heartbeat would overwrite the progress details a resumable tool records).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import ValidationError
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from steadyloop.tools.content import MAX_TOOL_CONTENT_BYTES, cap_content, encode_result
+from steadyloop.tools.context import invocation_scope
+from steadyloop.tools.payloads import (
+    DESCRIBE_TOOLS_ACTIVITY,
+    RUN_TOOL_ACTIVITY,
+    DescribeToolsInput,
+    DescribeToolsResult,
+    ToolInvocation,
+    ToolOutcome,
+    ToolOutcomeStatus,
+    unknown_tool_outcome,
+)
+from steadyloop.tools.registry import AnyTool, ToolRegistry
+
+INPUT_EXCERPT_CHARS = 120
+
+
+class ToolActivities:
+    """The tool activities of one worker, bound to its registry."""
+
+    def __init__(
+        self, registry: ToolRegistry, *, max_content_bytes: int = MAX_TOOL_CONTENT_BYTES
+    ) -> None:
+        self.registry = registry
+        self.max_content_bytes = max_content_bytes
+
+    def activities(self) -> Sequence[Any]:
+        """Both activities, for `Worker(activities=...)`."""
+        return [self.describe_tools, self.run_tool]
+
+    @activity.defn(name=DESCRIBE_TOOLS_ACTIVITY)
+    async def describe_tools(self, request: DescribeToolsInput) -> DescribeToolsResult:
+        """Describe the named tools; names the worker lacks are listed, not raised."""
+        wanted = self.registry.names() if request.names is None else request.names
+        known = [name for name in dict.fromkeys(wanted) if name in self.registry]
+        unknown = [name for name in dict.fromkeys(wanted) if name not in self.registry]
+        return DescribeToolsResult(
+            tools=self.registry.describe(known),
+            unknown=unknown,
+            available=self.registry.names(),
+        )
+
+    @activity.defn(name=RUN_TOOL_ACTIVITY)
+    async def run_tool(self, invocation: ToolInvocation) -> ToolOutcome:
+        """Validate the arguments and run the tool; every tool-level outcome is a value."""
+        available = self.registry.names()
+        if invocation.allowed_tools is not None:
+            available = [name for name in available if name in invocation.allowed_tools]
+        if invocation.tool not in available:
+            return self._capped(unknown_tool_outcome(invocation.tool, available))
+        definition = self.registry.get(invocation.tool)
+
+        try:
+            validated = definition.validate(invocation.arguments)
+        except ValidationError as error:
+            return self._outcome(
+                "invalid_arguments",
+                invalid_arguments_detail(definition, error),
+                error_type="ValidationError",
+            )
+        except Exception as error:  # a validator in the tool's own model raised
+            return self._tool_error(definition, invocation, error)
+
+        try:
+            with invocation_scope(invocation):
+                result = await definition.invoke(validated)
+        except ApplicationError:
+            raise
+        except Exception as error:
+            return self._tool_error(definition, invocation, error)
+        return self._outcome("ok", encode_result(result))
+
+    def _tool_error(
+        self, definition: AnyTool, invocation: ToolInvocation, error: Exception
+    ) -> ToolOutcome:
+        activity.logger.warning(
+            "tool %r raised for call %s of %s",
+            definition.name,
+            invocation.call_id,
+            invocation.workflow_id,
+            exc_info=error,
+        )
+        kind = type(error).__name__
+        message = str(error).strip()
+        text = f"{kind}: {message}" if message else kind
+        return self._outcome(
+            "tool_error", f"Tool {definition.name!r} failed: {text}", error_type=kind
+        )
+
+    def _outcome(
+        self, status: ToolOutcomeStatus, content: str, *, error_type: str | None = None
+    ) -> ToolOutcome:
+        return self._capped(ToolOutcome(status=status, content=content, error_type=error_type))
+
+    def _capped(self, outcome: ToolOutcome) -> ToolOutcome:
+        content, truncated = cap_content(outcome.content, self.max_content_bytes)
+        if not truncated:
+            return outcome
+        return outcome.model_copy(update={"content": content, "truncated": True})
+
+
+def invalid_arguments_detail(definition: AnyTool, error: ValidationError) -> str:
+    """What the model needs to fix its arguments: each failing field, path and reason."""
+    lines = [f"Invalid arguments for tool {definition.name!r}; the tool did not run."]
+    for item in error.errors(include_url=False):
+        path = _path(item["loc"])
+        line = f"- {path}: {item['msg']}"
+        if item["type"] not in ("missing", "extra_forbidden"):
+            line += f" (got {_input_excerpt(item.get('input'))})"
+        lines.append(line)
+    lines.append(_expected(definition.parameters))
+    return "\n".join(lines)
+
+
+def _path(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "(arguments)"
+
+
+def _input_excerpt(value: Any) -> str:
+    text = encode_result(value) if not isinstance(value, str) else repr(value)
+    if len(text) > INPUT_EXCERPT_CHARS:
+        return text[:INPUT_EXCERPT_CHARS] + "..."
+    return text
+
+
+def _expected(parameters: dict[str, Any]) -> str:
+    properties = parameters.get("properties", {})
+    if not properties:
+        return "The tool takes no arguments: send {}."
+    required = set(parameters.get("required", []))
+    described = [
+        f"{name} ({_type_of(schema)}{', required' if name in required else ''})"
+        for name, schema in properties.items()
+    ]
+    extra = parameters.get("additionalProperties")
+    tail = " No other arguments are accepted." if extra is False else ""
+    return "Expected arguments: " + ", ".join(described) + "." + tail
+
+
+def _type_of(schema: Any) -> str:
+    if not isinstance(schema, dict):
+        return "any"
+    if isinstance(schema.get("type"), str):
+        return str(schema["type"])
+    options = schema.get("anyOf") or schema.get("oneOf")
+    if isinstance(options, list):
+        return " or ".join(_type_of(option) for option in options)
+    return "any"

@@ -1,0 +1,86 @@
+"""The OpenAI chat-completions vocabulary steadyloop passes between workflow and activities.
+
+These are payloads: they cross Temporal's data converter, so they are pydantic models
+with no behaviour beyond conversion to the wire. Field names follow the OpenAI wire
+format so a transcript can be sent to any OpenAI-compatible endpoint unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Role = Literal["system", "developer", "user", "assistant", "tool"]
+
+
+class FunctionCall(BaseModel):
+    """The `function` member of an assistant tool call, as the wire spells it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    arguments: str
+
+
+class ToolCall(BaseModel):
+    """One finished assistant tool call.
+
+    `id` is the id steadyloop emits (the wire id when usable, else a minted one);
+    `arguments` is the verbatim concatenation of the streamed fragments, unparsed:
+    reading it is `parse_tool_call_arguments`' job, so every outcome stays a value.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    name: str
+    arguments: str
+    type: str = "function"
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "type": self.type,
+            "function": {"name": self.name, "arguments": self.arguments},
+        }
+
+
+class ChatMessage(BaseModel):
+    """One transcript message. `content` None is legal only for assistant tool-call turns."""
+
+    role: Role
+    content: str | None = None
+    name: str | None = None
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    tool_call_id: str | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.name is not None:
+            out["name"] = self.name
+        if self.tool_calls:
+            out["tool_calls"] = [call.to_wire() for call in self.tool_calls]
+        if self.tool_call_id is not None:
+            out["tool_call_id"] = self.tool_call_id
+        return out
+
+
+class ToolSpec(BaseModel):
+    """A function tool offered to the model (`{"type": "function", "function": {...}}`)."""
+
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = Field(
+        default_factory=lambda: {"type": "object", "properties": {}}
+    )
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            },
+        }

@@ -1,0 +1,145 @@
+"""What a provider's error says: its message, code and type, when to retry, and why.
+
+Pure functions over a response body, headers and a `StreamFailure`, with no I/O and no
+Temporal import, so the model activity and (later) the workflow's route executor read
+failures the same way.
+
+What the obvious implementation gets wrong:
+
+- Providers shape errors differently: OpenAI `{"error": {"message", "type", "code"}}`,
+  Ollama `{"error": "text"}`, vLLM a top-level `{"object": "error", "message", ...}`,
+  FastAPI `{"detail": ...}`, Gemini's OpenAI endpoint a list `[{"error": {...,
+  "status"}}]`, and codes as numbers as often as strings. `provider_error` reads them
+  all, and returns None for what is absent rather than inventing a message.
+- `Retry-After` is seconds (possibly fractional) or an HTTP date, and OpenAI also sends
+  `retry-after-ms`; a negative, NaN or unparseable value is ignored, not a wait.
+- "429 means retry" is wrong for `insufficient_quota`: waiting does not refill a quota,
+  so an unlimited retry policy would spin forever. Likewise a 4xx is the request's
+  fault and a retry repeats it; only 408/409/425/429 and 5xx are worth another attempt.
+  An error inside a stream is retryable unless its code or type blames the request.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import math
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+
+from steadyloop.stream_failures import StreamFailure
+
+__all__ = ["failure_is_retryable", "parse_retry_after", "provider_error"]
+
+# Statuses worth another attempt: timeouts, conflicts, too-early, rate limits, 5xx.
+_RETRYABLE_STATUSES = frozenset({408, 409, 425, 429})
+# Provider codes and types that say the request is at fault, not the moment.
+_CLIENT_FAULT_TYPES = frozenset(
+    {
+        "invalid_request_error",
+        "authentication_error",
+        "permission_error",
+        "permission_denied",
+        "not_found_error",
+        "invalid_argument",
+        "unauthenticated",
+    }
+)
+_CLIENT_FAULT_CODES = frozenset(
+    {
+        "insufficient_quota",
+        "invalid_api_key",
+        "context_length_exceeded",
+        "model_not_found",
+        "invalid_request_error",
+        "unsupported_parameter",
+        "unsupported_value",
+    }
+)
+
+
+def provider_error(body: bytes) -> tuple[str | None, str | None, str | None]:
+    """(message, code, type) from a provider's JSON error body, each None when absent.
+
+    Shapes: OpenAI `{"error": {"message", "type", "code"}}`; Ollama `{"error": "text"}`;
+    vLLM `{"object": "error", "message", "type", "code"}`; FastAPI `{"detail": ...}`;
+    Gemini's OpenAI endpoint `[{"error": {"code", "message", "status"}}]`.
+    """
+    try:
+        data: Any = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None, None, None
+    if isinstance(data, list) and data and isinstance(data[0], dict):
+        data = data[0]
+    if not isinstance(data, dict):
+        return None, None, None
+    error = data.get("error")
+    if isinstance(error, str):
+        return _text(error), None, None
+    source = error if isinstance(error, dict) else data
+    message = _text(source.get("message"))
+    if message is None and "detail" in source:
+        detail = source["detail"]
+        message = _text(detail) or _text(orjson.dumps(detail).decode())
+    kind = _text(source.get("type")) or _text(source.get("status"))
+    return message, _text(source.get("code")), kind
+
+
+def _text(value: Any) -> str | None:
+    if value is None or isinstance(value, dict | list | bool):
+        return None
+    text = str(value).strip()
+    return text or None
+
+
+def parse_retry_after(headers: Mapping[str, str], *, now: datetime | None = None) -> float | None:
+    """Seconds to wait from `retry-after-ms`, or `Retry-After` (seconds or an HTTP date)."""
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        seconds = _seconds(millis)
+        if seconds is not None:
+            return seconds / 1000.0
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    seconds = _seconds(value)
+    if seconds is not None:
+        return seconds
+    try:
+        when = email.utils.parsedate_to_datetime(value.strip())
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
+
+
+def _seconds(value: str) -> float | None:
+    try:
+        seconds = float(value.strip())
+    except ValueError:
+        return None
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None
+
+
+def failure_is_retryable(failure: StreamFailure) -> bool:
+    """Whether another attempt at the same request can succeed."""
+    if failure.kind in ("network", "truncated_stream"):
+        return True
+    if failure.kind in ("not_sse", "invalid_chunk"):
+        return False
+    code = (failure.provider_code or "").lower()
+    kind = (failure.provider_type or "").lower()
+    if code == "insufficient_quota":
+        return False
+    if failure.kind == "http_status":
+        status = failure.status or 0
+        return status in _RETRYABLE_STATUSES or status >= 500
+    # stream_error: the provider's own words decide; unknown errors are worth a retry.
+    if code.isdigit():
+        status = int(code)
+        if 400 <= status < 500:
+            return status in _RETRYABLE_STATUSES
+    return code not in _CLIENT_FAULT_CODES and kind not in _CLIENT_FAULT_TYPES

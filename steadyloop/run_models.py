@@ -1,0 +1,99 @@
+"""Payloads of one agent run: what a user starts `ToolLoopWorkflow` with and gets back.
+
+A run names its model endpoint and tools; it never carries a key or a base URL, so
+nothing secret enters workflow input or history. Stop reasons are a closed set so a
+caller can branch on them instead of parsing text.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from steadyloop.chat import ChatMessage
+
+StopReason = Literal[
+    "final_answer",
+    "max_turns",
+    "token_budget",
+    "deadline",
+    "interrupted",
+    "failed",
+]
+
+
+class RunLimits(BaseModel):
+    """Bounds on one run. `None` disables a bound; zero or negative values are refused."""
+
+    model_config = ConfigDict(frozen=True)
+
+    max_turns: int = Field(default=20, ge=1)
+    token_budget: int | None = Field(default=None, ge=1)
+    deadline_s: float | None = Field(default=None, gt=0)
+    tool_concurrency: int = Field(default=4, ge=1)
+    model_timeout_s: float = Field(default=300.0, gt=0)
+    model_attempts: int = Field(default=3, ge=1)
+
+
+class Sampling(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = Field(default=None, ge=1)
+    seed: int | None = None
+
+
+class RunInput(BaseModel):
+    """Start a run from a prompt, a conversation so far, or both (the prompt is appended)."""
+
+    endpoint: str
+    model: str
+    prompt: str | None = None
+    messages: list[ChatMessage] = Field(default_factory=list)
+    system_prompt: str | None = None
+    tools: list[str] = Field(default_factory=list)
+    limits: RunLimits = Field(default_factory=RunLimits)
+    sampling: Sampling = Field(default_factory=Sampling)
+    tenant_id: str = "default"
+
+    @model_validator(mode="after")
+    def _has_conversation(self) -> RunInput:
+        if not self.prompt and not self.messages:
+            raise ValueError("a run needs a prompt or messages")
+        if len(set(self.tools)) != len(self.tools):
+            raise ValueError("tool names must be unique")
+        return self
+
+
+class RunStats(BaseModel):
+    turns: int = 0
+    model_attempts: int = 0
+    tool_calls: int = 0
+    tool_errors: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    defect_retries: dict[str, int] = Field(default_factory=dict)
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+class RunProgress(BaseModel):
+    """What the `progress` query answers while the run goes on."""
+
+    turn: int
+    tool_calls: int
+    tokens: int
+    phase: str
+    stop_reason: StopReason | None = None
+
+
+class RunResult(BaseModel):
+    final_answer: str | None
+    stop_reason: StopReason
+    detail: str = ""
+    transcript: list[ChatMessage]
+    stats: RunStats

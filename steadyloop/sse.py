@@ -1,0 +1,303 @@
+"""An incremental `text/event-stream` decoder (WHATWG HTML 9.2.5-9.2.6), fast on the usual shape.
+
+Every streamed completion passes through here one network read at a time, so the
+decoder must be exact about the format and cheap on the shape every OpenAI-compatible
+server sends, `data: {...}\\n\\n`. The obvious implementations are wrong in ways that
+each lose or corrupt a chunk:
+
+- Splitting each network read on `\\n\\n`: an event is split across reads whenever the
+  server's writes and the client's reads disagree, which they do under load. Here the
+  bytes after the last blank line are carried to the next read, and nothing is parsed
+  until the blank line that ends its event has arrived.
+- Decoding each read as UTF-8 on its own: a multi-byte character split across reads
+  becomes two U+FFFD. Here only complete lines are ever decoded (a line end is ASCII,
+  so it never falls inside a character); invalid bytes become U+FFFD, as the spec says.
+- Handling only `\\n`: the spec allows CRLF, LF and a lone CR. A CR that ends one read
+  with the LF starting the next is one line end, not a line end and a blank line
+  (which would dispatch a half-built event): `_after_cr` remembers the CR.
+- `line.split(":")` or `strip()`: a value may contain colons, and only one space after
+  the colon is removed (`data:  x` is ` x`). A line with no colon is a field with an
+  empty value (`data` alone appends an empty line to the data).
+- Dispatching at end of input: the spec discards an event not terminated by a blank
+  line. A truncated body yields no half event here; `flush` says whether something was
+  discarded (`incomplete_tail`), so the caller can classify the stream as truncated.
+- An event with no `data:` line (a lone `event:`, `id:` or `retry:` block) is not
+  dispatched, and its event type does not leak onto the next event.
+- `id` containing U+0000 is ignored; the last event id is sticky across events, as the
+  browser's `lastEventId` is. `retry` is honoured only when it is ASCII digits
+  (`str.isdigit` alone takes `"\\u00b2"`). A BOM is stripped at stream start only, even
+  when its three bytes arrive in separate reads.
+
+Speed. Each read is searched for its last blank line from the end (`rfind`), and the
+complete region before it is handled at once. When that region is nothing but
+single-line `data: ` events (the shape every chat-completions server sends), one
+`split(b"\\n\\ndata: ")` yields the payloads directly and `map` builds the events, so no
+line is looked at twice in Python. A region that is ASCII, by far the common case, is
+decoded in one call and split as text; otherwise the bytes are split and each payload
+decoded alone, so one emoji does not widen the whole read's text to four bytes per
+character. Anything else goes through the line interpreter, which the fast path must
+agree with (the tests compare both with a reference written from the spec). Bytes
+after the last blank line are kept as a list of pieces until a blank line arrives, so
+an event spread over many reads is joined once, not copied on every read. Building a
+`ServerSentEvent` per token costs about as much as all of that; `feed_data` returns
+the data strings alone when every event of the read is a plain message, and
+`TurnAssembler.feed_events` takes either form.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["SSEDecoder", "ServerSentEvent"]
+
+_BOM = b"\xef\xbb\xbf"
+_DATA_PREFIX = b"data: "
+_FAST_SEPARATOR = b"\n\ndata: "
+_FAST_SEPARATOR_TEXT = "\n\ndata: "
+
+
+@dataclass(slots=True)
+class ServerSentEvent:
+    """One dispatched event.
+
+    `id` is the stream's last event id when this event was dispatched (sticky, as the
+    browser's `lastEventId`; None when the stream never set one). `retry` is the
+    reconnection time given in this event's own block, if any (the decoder's `retry`
+    keeps the latest one the stream set, dispatched or not).
+    """
+
+    data: str
+    event: str = "message"
+    id: str | None = None
+    retry: int | None = None
+
+
+class SSEDecoder:
+    """Feed raw body bytes as they arrive; get back the events they complete.
+
+    `feed` returns the events completed by this read (possibly none); `feed_data` is
+    the same with plain message events given as their data strings. `flush` ends the
+    stream: it never dispatches (the spec discards an unterminated event) but sets
+    `incomplete_tail` when something other than comments and blank lines was left
+    after the last complete event, and keeps that text in `discarded_tail`.
+
+    Counters for stream stats: `bytes_fed`, `events` (dispatched), `comments`.
+    """
+
+    __slots__ = (
+        "_after_cr",
+        "_at_start",
+        "_closed",
+        "_parts",
+        "_plain",
+        "_tail",
+        "bytes_fed",
+        "comments",
+        "discarded_tail",
+        "events",
+        "incomplete_tail",
+        "last_event_id",
+        "retry",
+    )
+
+    def __init__(self) -> None:
+        # Bytes after the last blank line: complete lines of an unfinished event and a
+        # partial line (LF-only). It never contains b"\n\n" and never starts with b"\n".
+        self._tail = b""
+        # Further pieces of that unfinished event, joined only when a blank line arrives.
+        self._parts: list[bytes] = []
+        self._after_cr = False
+        self._at_start = True
+        self._closed = False
+        self._plain = False  # the last `feed_data` returned data strings
+        self.bytes_fed = 0
+        self.events = 0
+        self.comments = 0
+        self.last_event_id: str | None = None
+        self.retry: int | None = None
+        self.incomplete_tail = False
+        self.discarded_tail = ""
+
+    # -- input ---------------------------------------------------------------------
+
+    def feed(self, chunk: bytes) -> list[ServerSentEvent]:
+        """Take one network read; return the events it completed, in order."""
+        items = self.feed_data(chunk)
+        if self._plain:
+            return list(map(ServerSentEvent, items))  # type: ignore[arg-type]
+        return items  # type: ignore[return-value]
+
+    def feed_data(self, chunk: bytes) -> list[str] | list[ServerSentEvent]:
+        """`feed`, sparing an object per token where it can.
+
+        When every event this read completes is a plain message (type `message`, no
+        event id ever set, no `retry`), which is what chat-completion servers send, the
+        result is the list of their data strings; otherwise it is the list of
+        `ServerSentEvent`s, exactly as `feed` returns them. `TurnAssembler.feed_events`
+        takes either. Building an event object costs about as much as everything else
+        the decoder does per token, so the model activity's loop uses this.
+        """
+        self._plain = False
+        if self._closed:
+            raise ValueError("SSEDecoder.feed called after flush")
+        if not chunk:
+            return []
+        if chunk.__class__ is not bytes:
+            chunk = bytes(chunk)  # a bytearray or memoryview: split pieces must be bytes
+        self.bytes_fed += len(chunk)
+        if self._at_start:
+            chunk = self._strip_bom(chunk)
+            if not chunk:
+                return []
+        if self._after_cr:
+            self._after_cr = False
+            if chunk[0] == 10:  # the LF of a CRLF split across reads
+                chunk = chunk[1:]
+                if not chunk:
+                    return []
+        if b"\r" in chunk:
+            self._after_cr = chunk[-1] == 13
+            chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        return self._take(chunk)
+
+    def _strip_bom(self, chunk: bytes) -> bytes:
+        """Drop a UTF-8 BOM at stream start, even when it arrives split across reads."""
+        head = self._tail + chunk
+        if len(head) < 3 and _BOM.startswith(head):
+            self._tail = head  # could still be a BOM: wait for more
+            return b""
+        self._tail = b""
+        self._at_start = False
+        return head[3:] if head.startswith(_BOM) else head
+
+    def _take(self, chunk: bytes) -> list[str] | list[ServerSentEvent]:
+        parts = self._parts
+        # rfind: the last blank line of a read is near its end, so this is cheap.
+        pos = chunk.rfind(b"\n\n")
+        if pos < 0:
+            previous = parts[-1] if parts else self._tail
+            if chunk[0] != 10 or previous[-1:] != b"\n":
+                # No event ends in this read: keep it without copying what came before.
+                if previous:
+                    parts.append(chunk)
+                else:
+                    # Nothing pending: leading blank lines dispatch nothing.
+                    self._tail = chunk.lstrip(b"\n") if chunk[0] == 10 else chunk
+                return []
+        if parts:
+            prefix = self._tail + b"".join(parts)
+            self._parts = []
+        else:
+            prefix = self._tail
+        if prefix:
+            # pos == -1: the blank line is the LF ending the prefix and this read's first.
+            end = len(prefix) + pos
+            buffer = prefix + chunk
+        else:
+            end = pos
+            buffer = chunk
+        tail = buffer[end + 2 :]
+        if tail[:1] == b"\n":
+            tail = tail.lstrip(b"\n")  # blank lines with nothing pending
+        self._tail = tail
+        if buffer[:6] == _DATA_PREFIX and self.last_event_id is None:
+            # Fast path: b"data: P1\n\ndata: P2 ... Pn" holding no other line end is n
+            # single-line data events, and one split yields their payloads directly.
+            region = buffer[6:end]
+            if region.isascii():
+                # ASCII decodes to the same bytes: split the text once.
+                texts = region.decode("ascii").split(_FAST_SEPARATOR_TEXT)
+                if "\n" not in "".join(texts):
+                    self.events += len(texts)
+                    self._plain = True
+                    return texts
+            else:
+                # Not ASCII: split the bytes and decode each payload, so one wide
+                # character does not widen the whole read's text (UCS-4 is 4x the work).
+                payloads = region.split(_FAST_SEPARATOR)
+                if b"\n" not in b"".join(payloads):
+                    try:
+                        texts = list(map(bytes.decode, payloads))
+                    except UnicodeDecodeError:
+                        texts = [payload.decode("utf-8", "replace") for payload in payloads]
+                    self.events += len(texts)
+                    self._plain = True
+                    return texts
+        out: list[ServerSentEvent] = []
+        for block in buffer[:end].decode("utf-8", "replace").split("\n\n"):
+            event = self._interpret(block)
+            if event is not None:
+                out.append(event)
+        self.events += len(out)
+        return out
+
+    def _interpret(self, block: str) -> ServerSentEvent | None:
+        """Apply the spec's line rules to one block: its lines, then one dispatch."""
+        data: list[str] | None = None
+        event_type = ""
+        retry: int | None = None
+        for line in block.split("\n"):
+            if not line:
+                # A blank line inside a block only occurs as its leading lines, after a
+                # dispatch: nothing is pending, so nothing is dispatched.
+                continue
+            if line[0] == ":":
+                self.comments += 1
+                continue
+            colon = line.find(":")
+            if colon < 0:
+                field, value = line, ""
+            else:
+                field = line[:colon]
+                value = line[colon + 1 :]
+                if value[:1] == " ":
+                    value = value[1:]
+            if field == "data":
+                if data is None:
+                    data = [value]
+                else:
+                    data.append(value)
+            elif field == "event":
+                event_type = value
+            elif field == "id" and "\0" not in value:  # an id with NUL is ignored
+                self.last_event_id = value
+            elif field == "retry" and value.isascii() and value.isdigit():
+                retry = int(value)  # ASCII digits only; any other value is ignored
+                self.retry = retry
+            # Any other field, and an `id` or `retry` refused above, is ignored.
+        if data is None:
+            return None  # empty data buffer: not dispatched, and the event type resets
+        return ServerSentEvent("\n".join(data), event_type or "message", self.last_event_id, retry)
+
+    # -- end of input ----------------------------------------------------------------
+
+    def flush(self, *, dispatch_incomplete: bool = False) -> list[ServerSentEvent]:
+        """End the stream. Returns the events the end of input completes: none, per spec.
+
+        The text after the last blank line is an unterminated event, and the spec
+        discards it; its complete `id:` and `retry:` lines still take effect (the spec
+        applies each line as it arrives). `incomplete_tail` is True when that text held
+        anything but comments and blank lines, and `discarded_tail` keeps the text for a
+        failure excerpt. `dispatch_incomplete=True` is a lenient mode for servers known
+        to omit the final blank line: the tail's complete lines are dispatched as one
+        event (a last line with no line end is still discarded).
+        """
+        if self._closed:
+            return []
+        self._closed = True
+        raw = self._tail + b"".join(self._parts)
+        self._tail = b""
+        self._parts = []
+        if self._at_start and raw.startswith(_BOM):
+            raw = raw[3:]
+        # An unfinished UTF-8 sequence at the very end becomes U+FFFD.
+        tail = raw.decode("utf-8", "replace")
+        self.discarded_tail = tail
+        self.incomplete_tail = any(line and line[0] != ":" for line in tail.split("\n"))
+        complete = tail.rpartition("\n")[0]
+        event = self._interpret(complete) if complete else None
+        if event is None or not dispatch_incomplete:
+            return []
+        self.discarded_tail = tail.rpartition("\n")[2]
+        self.events += 1
+        return [event]

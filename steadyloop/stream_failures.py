@@ -1,0 +1,71 @@
+"""Classified failures of one streamed completion, as values that cross Temporal.
+
+Every way a stream can go wrong becomes one `StreamFailure`: never an unhandled
+exception, never a hang. The kinds are facts about the transport, not decisions:
+routing (what to retry, where to fall back) reads them later. Each carries the HTTP
+status when there was one, the provider's own message and error code when it sent
+them, and a short excerpt of the body so a person can see what actually arrived.
+
+The kind names live here, in one module, so the raising site (the stream reader) and
+the handling site (the activity, later the router) cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+FailureKind = Literal[
+    # A non-2xx status before the stream started.
+    "http_status",
+    # A JSON `error` object sent inside an otherwise well-formed stream.
+    "stream_error",
+    # A 2xx response whose body is not `text/event-stream` (an HTML page, a JSON body).
+    "not_sse",
+    # An SSE `data:` payload that is not JSON, or JSON that is not a chunk object.
+    "invalid_chunk",
+    # The body ended before `[DONE]` or a finish reason: the turn may be partial.
+    "truncated_stream",
+    # Connect refused, reset, DNS, TLS, read error: no HTTP answer, or one cut off.
+    "network",
+]
+
+BODY_EXCERPT_CHARS = 500
+
+
+class StreamFailure(BaseModel):
+    """One classified failure of a streamed completion."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: FailureKind
+    message: str
+    status: int | None = None
+    provider_code: str | None = None
+    provider_type: str | None = None
+    body_excerpt: str = ""
+    retry_after_s: float | None = None
+
+    def describe(self) -> str:
+        parts: list[str] = [self.kind]
+        if self.status is not None:
+            parts.append(f"HTTP {self.status}")
+        if self.provider_code:
+            parts.append(f"code={self.provider_code}")
+        parts.append(self.message)
+        return ": ".join(parts)
+
+
+class StreamFailed(Exception):
+    """Raised by the stream reader; carries the classified failure as a value."""
+
+    def __init__(self, failure: StreamFailure) -> None:
+        super().__init__(failure.describe())
+        self.failure = failure
+
+
+def excerpt(body: str | bytes, limit: int = BODY_EXCERPT_CHARS) -> str:
+    """A short, printable excerpt of a body, for a person reading the failure."""
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} chars)"

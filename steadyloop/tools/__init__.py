@@ -1,0 +1,76 @@
+"""Tools a user declares, the registry a worker serves, and the payloads the workflow sees.
+
+    from steadyloop.tools import tool, ToolRegistry
+
+    @tool(effect="pure")
+    async def add(a: int, b: int) -> int:
+        \"\"\"Add two integers.\"\"\"
+        return a + b
+
+    registry = ToolRegistry([add])
+
+The worker runs tools through `steadyloop.activities.tool_execution.ToolActivities`;
+the workflow imports only the payloads (`steadyloop.tools.payloads`) and never user
+code. Example tools live in `steadyloop.tools.examples` (not imported here: they read
+and write the disk when called).
+"""
+
+from steadyloop.tools.content import (
+    MAX_TOOL_CONTENT_BYTES,
+    TRUNCATION_MARKER,
+    cap_content,
+    encode_result,
+)
+from steadyloop.tools.context import current_invocation
+from steadyloop.tools.definition import (
+    DEFAULT_TOOL_TIMEOUT,
+    TOOL_NAME_PATTERN,
+    ToolDefinition,
+    ToolDefinitionError,
+    tool,
+)
+from steadyloop.tools.payloads import (
+    DESCRIBE_TOOLS_ACTIVITY,
+    EFFECTS,
+    RUN_TOOL_ACTIVITY,
+    DescribeToolsInput,
+    DescribeToolsResult,
+    Effect,
+    ToolDescription,
+    ToolInvocation,
+    ToolOutcome,
+    ToolOutcomeStatus,
+    unknown_tool_outcome,
+)
+from steadyloop.tools.registry import DuplicateToolError, ToolRegistry, UnknownToolError
+from steadyloop.tools.schema import SchemaError, arguments_schema, sanitize_schema
+
+__all__ = [
+    "DEFAULT_TOOL_TIMEOUT",
+    "DESCRIBE_TOOLS_ACTIVITY",
+    "EFFECTS",
+    "MAX_TOOL_CONTENT_BYTES",
+    "RUN_TOOL_ACTIVITY",
+    "TOOL_NAME_PATTERN",
+    "TRUNCATION_MARKER",
+    "DescribeToolsInput",
+    "DescribeToolsResult",
+    "DuplicateToolError",
+    "Effect",
+    "SchemaError",
+    "ToolDefinition",
+    "ToolDefinitionError",
+    "ToolDescription",
+    "ToolInvocation",
+    "ToolOutcome",
+    "ToolOutcomeStatus",
+    "ToolRegistry",
+    "UnknownToolError",
+    "arguments_schema",
+    "cap_content",
+    "current_invocation",
+    "encode_result",
+    "sanitize_schema",
+    "tool",
+    "unknown_tool_outcome",
+]

@@ -1,0 +1,154 @@
+"""What the workflow and the tool activities say to each other, as pydantic payloads.
+
+The workflow never imports user tool code: it learns what tools exist from the
+`steadyloop.describe_tools` activity and asks for one to run through
+`steadyloop.run_tool`. This module is everything both sides share, with no I/O and no
+Temporal import, so workflow code can import it through the sandbox.
+
+Failure modes made values here, so every call still ends in one tool message:
+
+- A tool name the workflow asked about but the worker does not know: reported in
+  `DescribeToolsResult.unknown`, not raised, so the run can tell the model.
+- A call to an unknown tool, arguments the schema refuses, a tool that raised: a
+  `ToolOutcome` with its own `status` and text written for the model.
+- A result too large for a Temporal payload (2 MB hard limit): `ToolOutcome.content`
+  is capped at `MAX_TOOL_CONTENT_BYTES` with a marker (see `steadyloop.tools.content`).
+
+The activity names are constants here so the registering side (the worker) and the
+scheduling side (the workflow) cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from steadyloop.chat import ChatMessage, ToolSpec
+
+DESCRIBE_TOOLS_ACTIVITY = "steadyloop.describe_tools"
+RUN_TOOL_ACTIVITY = "steadyloop.run_tool"
+
+Effect = Literal["pure", "resumable", "opaque"]
+"""What running a tool again would do (see shared/DESIGN.md, *effect*):
+
+- `pure`: no side effect; running it again is harmless.
+- `resumable`: records each sub-operation, so a reclaimed attempt skips what happened.
+- `opaque`: one indivisible effect with no trail; a lost attempt may or may not have
+  happened, and only a person can say which.
+"""
+
+EFFECTS: tuple[Effect, ...] = ("pure", "resumable", "opaque")
+
+ToolOutcomeStatus = Literal["ok", "tool_error", "invalid_arguments", "unknown_tool"]
+
+
+class ToolDescription(BaseModel):
+    """One tool as the workflow sees it: enough to offer it to a model and schedule it.
+
+    `parameters` is the sanitized JSON schema (no `$ref`/`$defs`, no `title`, top level
+    `{"type": "object", "properties": ...}`). `timeout_s` is the tool's declared timeout;
+    the workflow uses it as the run-tool activity's `start_to_close_timeout`.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    effect: Effect
+    timeout_s: float = Field(gt=0)
+
+    @property
+    def timeout(self) -> timedelta:
+        return timedelta(seconds=self.timeout_s)
+
+    def to_spec(self) -> ToolSpec:
+        return ToolSpec(name=self.name, description=self.description, parameters=self.parameters)
+
+
+class DescribeToolsInput(BaseModel):
+    """Which tools to describe. `None` means every registered tool; `[]` means none."""
+
+    model_config = ConfigDict(frozen=True)
+
+    names: list[str] | None = None
+
+
+class DescribeToolsResult(BaseModel):
+    """The described tools, in the order asked for, and the names the worker lacks.
+
+    `available` lists every tool the worker has, so the run can tell the model (or the
+    person who configured it) what it could have asked for instead.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    tools: list[ToolDescription]
+    unknown: list[str] = Field(default_factory=list)
+    available: list[str] = Field(default_factory=list)
+
+
+class ToolInvocation(BaseModel):
+    """One tool call for the run-tool activity.
+
+    `arguments` were already read by the workflow (`steadyloop.parse_tool_call_arguments`);
+    the activity validates them against the tool's schema. `workflow_id` is the run's
+    workflow id (stable across continue-as-new), not Temporal's run id. When
+    `allowed_tools` is set, a name outside it is answered as an unknown tool even if the
+    worker has it, so a model cannot reach a tool its run was not given.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    tool: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    call_id: str
+    workflow_id: str
+    tenant_id: str
+    allowed_tools: list[str] | None = None
+
+
+class ToolOutcome(BaseModel):
+    """How one call ended, with the text the workflow puts in the call's tool message.
+
+    - `ok`: the tool returned; `content` is its result (strings verbatim, anything
+      else JSON, see `steadyloop.tools.content.encode_result`).
+    - `tool_error`: the tool raised; `content` is the error text for the model and
+      `error_type` the exception's class name. The run goes on.
+    - `invalid_arguments`: the arguments failed the schema; no tool code ran;
+      `content` names each failing field and why.
+    - `unknown_tool`: no such tool (or not allowed for this run); `content` lists the
+      available ones.
+
+    `truncated` is True when `content` was capped at `MAX_TOOL_CONTENT_BYTES`.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    status: ToolOutcomeStatus
+    content: str
+    error_type: str | None = None
+    truncated: bool = False
+
+    def to_message(self, call_id: str) -> ChatMessage:
+        """The tool message answering the assistant call `call_id`."""
+        return ChatMessage(role="tool", content=self.content, tool_call_id=call_id)
+
+
+def unknown_tool_outcome(name: str, available: list[str]) -> ToolOutcome:
+    """The answer to a call naming a tool that does not exist (or is not allowed).
+
+    Pure, so the workflow can answer without scheduling an activity when it already
+    knows the name is not among the run's tools; the activity uses the same words.
+    """
+    if available:
+        listing = "Available tools: " + ", ".join(available) + "."
+    else:
+        listing = "No tools are available in this run."
+    return ToolOutcome(
+        status="unknown_tool",
+        content=f"Unknown tool {name!r}. {listing}",
+        error_type="UnknownTool",
+    )

@@ -1,0 +1,536 @@
+"""Folding the chunks of one streamed chat completion into an `AssembledTurn`.
+
+The model activity hands the SSE events of each network read to
+`TurnAssembler.feed_events` (or each `data:` payload to `feed`); `finish` returns the
+assistant text, reasoning text, tool calls, finish reason, usage, defects and counters.
+This runs once per streamed token, so the per-chunk path is one `orjson` parse and a
+handful of subscripts on the common shape, and everything that can wait for `finish`
+does: text is joined once, usage read once, characters counted only when asked.
+
+What the obvious implementation (`chunk["choices"][0]["delta"]["content"]`) gets wrong,
+and what prevents each here:
+
+- Usage chunks have `choices: []` (OpenAI with `stream_options.include_usage`), and
+  some providers send `choices: null` or leave it out: indexing `[0]` raises mid-stream.
+  An empty or missing `choices` is a chunk with no delta; its `usage` is still read.
+- With `n > 1` a chunk's `choices` may hold choice 1 alone. List position 0 is not
+  choice 0: the choice's own `index` decides (position only when `index` is absent).
+  Other choices are counted in `stats.ignored_choices`, never merged into the turn.
+- `finish_reason` often arrives in its own chunk with an empty delta, and `usage`
+  after that; a reader that stops at the first finish reason loses the usage.
+- Reasoning arrives as `delta.reasoning_content` (DeepSeek, vLLM, llama.cpp) or
+  `delta.reasoning` (OpenRouter, Ollama, newer vLLM), some gateways sending both with
+  the same text: it is kept apart from the answer, and counted once per delta.
+- A provider reports a failure *inside* the stream as a JSON object with an `error`
+  member (an object with `message`/`type`/`code`, or a bare string), or vLLM's
+  `{"object": "error", ...}`. Read as a chunk it has no choices and the turn would
+  look merely empty; here it raises `StreamFailed(kind="stream_error")` with the
+  provider's message, code, type and a body excerpt. A payload that is not JSON, or
+  JSON that is not an object, raises `StreamFailed(kind="invalid_chunk")`. Wire
+  content of the wrong type (a `choices` that is a string, a delta that is a number)
+  is `invalid_chunk` too: never an `AttributeError` escaping the activity.
+- Text a provider split inside a UTF-16 surrogate pair (`"\\ud83d"` then `"\\ude00"`
+  in two chunks) is legal JSON that `orjson` refuses. Such a payload is parsed again
+  with the stdlib `json`, and at `finish` pairs split across chunks are re-joined into
+  the one character they mean; a half left unpaired becomes U+FFFD, so the turn can
+  always be serialized. Tool-call text gets the same treatment in the accumulator.
+- Tool calls are not assembled here: each `delta.tool_calls` goes, as sent, to
+  `ToolCallAccumulator.observe`, which owns the rules for merged, split and relabelled
+  calls. `finish` runs `detect_completion_defects` with its `dropped_deltas`.
+
+- A fast path that reads fewer members than the full check must not change the
+  result: it takes only a chunk whose single choice 0 has a null finish reason and a
+  delta that is a non-empty string `content` (and at most `role`) or a lone
+  `tool_calls` list.
+  Everything else, including any chunk that would raise, goes through `_fold`. Both
+  entry points carry the same test, and the tests run every case through both.
+
+`[DONE]` is an SSE convention, not JSON: `feed_events` stops at it and returns True;
+`feed` also takes a payload that starts with `[DONE]` as the end marker rather than as
+an invalid chunk. Either way `stats.saw_done` records it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+
+from steadyloop.accumulator import ToolCallAccumulator, rejoin_surrogates
+from steadyloop.completion import AssembledTurn, StreamStats, Usage
+from steadyloop.defects import detect_completion_defects
+from steadyloop.sse import ServerSentEvent
+from steadyloop.stream_failures import StreamFailed, StreamFailure, excerpt
+
+__all__ = ["TurnAssembler"]
+
+_loads = orjson.loads
+_OrjsonDecodeError = orjson.JSONDecodeError
+_DONE: Any = object()  # `_parse_refused` found the end marker
+_BLANK: Any = object()  # `_parse_refused` found an empty payload (a keep-alive)
+_MESSAGE = "message"  # the same interned object as `ServerSentEvent.event`'s default
+
+
+class TurnAssembler:
+    """Folds the JSON payloads of one streamed chat completion into an `AssembledTurn`.
+
+    Feed each SSE data payload with `feed` (or a batch of decoded events with
+    `feed_events`), then call `finish` once. For heartbeats, `output_chars`,
+    `tool_call_count` and `first_token_seen` are cheap to read at any point.
+    """
+
+    __slots__ = (
+        "_calls",
+        "_chunks",
+        "_counted_argument_chars",
+        "_counted_chars",
+        "_counted_reasoning",
+        "_counted_text",
+        "_counted_tool_deltas",
+        "_finish_reason",
+        "_ignored_choices",
+        "_meta_pending",
+        "_model",
+        "_reasoning",
+        "_response_id",
+        "_stdlib_parsed",
+        "_text",
+        "_tool_deltas",
+        "_usage",
+        "_wants_json",
+        "saw_done",
+    )
+
+    def __init__(self, *, mint_prefix: str = "call_sl", wants_json: bool = False) -> None:
+        self._calls = ToolCallAccumulator(mint_prefix)
+        self._wants_json = wants_json
+        self._text: list[str] = []
+        self._reasoning: list[str] = []
+        self._finish_reason: str | None = None
+        self._usage: dict[str, Any] | None = None
+        self._model: str | None = None
+        self._response_id: str | None = None
+        self._meta_pending = True
+        self._chunks = 0
+        self._ignored_choices = 0
+        self._stdlib_parsed = False
+        self._counted_chars = 0
+        self._counted_text = 0
+        self._counted_reasoning = 0
+        self._tool_deltas: list[list[Any]] = []
+        self._counted_tool_deltas = 0
+        self._counted_argument_chars = 0
+        self.saw_done = False
+
+    # -- progress, for heartbeats ------------------------------------------------------
+
+    @property
+    def output_chars(self) -> int:
+        """Characters of answer and reasoning text so far (counted lazily, incrementally)."""
+        text, reasoning = self._text, self._reasoning
+        added = 0
+        for i in range(self._counted_text, len(text)):
+            added += len(text[i])
+        for i in range(self._counted_reasoning, len(reasoning)):
+            added += len(reasoning[i])
+        self._counted_text = len(text)
+        self._counted_reasoning = len(reasoning)
+        self._counted_chars += added
+        return self._counted_chars
+
+    @property
+    def tool_argument_chars(self) -> int:
+        """Characters of tool-call argument fragments so far (for a runaway guard).
+
+        Counted lazily from the `tool_calls` lists seen since the last read, so the
+        per-chunk path only keeps a reference.
+        """
+        deltas = self._tool_deltas
+        added = 0
+        for position in range(self._counted_tool_deltas, len(deltas)):
+            for call in deltas[position]:
+                try:
+                    arguments = call["function"]["arguments"]
+                except (KeyError, TypeError, IndexError):
+                    continue
+                if arguments.__class__ is str:
+                    added += len(arguments)
+        self._counted_tool_deltas = len(deltas)
+        self._counted_argument_chars += added
+        return self._counted_argument_chars
+
+    @property
+    def tool_call_count(self) -> int:
+        """Tool calls opened so far."""
+        return self._calls.call_count
+
+    @property
+    def first_token_seen(self) -> bool:
+        """True once any answer text, reasoning text or tool call has arrived."""
+        return bool(self._text or self._reasoning) or not self._calls.is_empty
+
+    @property
+    def chunks(self) -> int:
+        """Payloads received so far, `[DONE]` excluded (one that raised is counted)."""
+        return self._chunks
+
+    # -- input -------------------------------------------------------------------------
+    #
+    # `feed_events` and `feed` share one shape test, written out in both because a
+    # function call per token costs a fifth of the per-token budget. A chunk whose only
+    # choice is choice 0 (`index == 0`), with a null finish reason and a delta that is
+    # a non-empty string `content` (alone or beside `role`, which Ollama repeats on
+    # every chunk) or a lone `tool_calls` list, appends that text or hands that list to
+    # the accumulator, and nothing else. Every other chunk, and any chunk whose members
+    # have unexpected types, goes to `_fold`, which validates everything. Not read on
+    # the fast path, by design: the `error` and `usage` members. Providers put a stream
+    # error in a chunk with no choices or beside a finish reason (OpenRouter:
+    # `finish_reason: "error"`), and the final usage in a chunk with no choices or
+    # beside the finish reason, all of which `_fold` reads. (vLLM's per-chunk
+    # `continuous_usage_stats` is running usage; the final figure arrives on those same
+    # slow-path chunks.)
+
+    def feed_events(self, events: Sequence[ServerSentEvent | str]) -> bool:
+        """Fold the data of decoded SSE events, in order; True once `[DONE]` was seen.
+
+        Takes what `SSEDecoder.feed` or `SSEDecoder.feed_data` returns: a string item is
+        the data of a plain `message` event. Events after `[DONE]` are not read. An
+        event of type `error` is a provider failure whatever its data says
+        (`stream_error`); an empty payload is a keep-alive and is skipped; any other
+        event type is folded like a message.
+        """
+        text_append = self._text.append
+        observe = self._calls.observe
+        tool_deltas_append = self._tool_deltas.append
+        fold = self._fold
+        meta_pending = self._meta_pending
+        event: ServerSentEvent | str | None = None
+        data: str
+        try:
+            for event in events:
+                if event.__class__ is str:
+                    data = event
+                else:
+                    data = event.data  # type: ignore[union-attr]
+                    if event.event is not _MESSAGE:  # type: ignore[union-attr]
+                        self._check_event_type(event)  # type: ignore[arg-type]
+                try:
+                    chunk = _loads(data)
+                except _OrjsonDecodeError:
+                    # `[DONE]` and keep-alives are not JSON: they land here, instead of
+                    # costing a comparison on every chunk.
+                    chunk = self._parse_refused(data)
+                    if chunk is _DONE:
+                        break
+                    if chunk is _BLANK:
+                        continue
+                try:
+                    (choice,) = chunk["choices"]
+                    if choice["index"] == 0 and choice["finish_reason"] is None:
+                        delta = choice["delta"]
+                        content = delta.get("content")
+                        if content and content.__class__ is str:
+                            if len(delta) == 1 or (len(delta) == 2 and "role" in delta):
+                                if meta_pending:
+                                    self._read_meta(chunk)
+                                    meta_pending = self._meta_pending
+                                text_append(content)
+                                continue
+                        elif len(delta) == 1:
+                            tool_calls = delta.get("tool_calls")
+                            if tool_calls.__class__ is list:
+                                if meta_pending:
+                                    self._read_meta(chunk)
+                                    meta_pending = self._meta_pending
+                                observe(tool_calls)
+                                tool_deltas_append(tool_calls)
+                                continue
+                except (KeyError, TypeError, IndexError, ValueError, AttributeError):
+                    pass
+                fold(chunk, data)
+                meta_pending = self._meta_pending
+            else:
+                self._chunks += len(events)
+                return False
+        except BaseException:
+            # The failing payload counts as received.
+            self._chunks += _position(events, event) + 1
+            raise
+        # `[DONE]`: counted like any payload above, and taken back by `_parse_refused`.
+        self._chunks += _position(events, event) + 1
+        return True
+
+    def feed(self, data: str | bytes) -> None:
+        """Fold one SSE data payload (one chat-completion chunk, as JSON text)."""
+        self._chunks += 1
+        try:
+            chunk = _loads(data)
+        except _OrjsonDecodeError:
+            chunk = self._parse_refused(data)
+            if chunk is _DONE or chunk is _BLANK:
+                return
+        try:
+            (choice,) = chunk["choices"]
+            if choice["index"] == 0 and choice["finish_reason"] is None:
+                delta = choice["delta"]
+                content = delta.get("content")
+                if content and content.__class__ is str:
+                    if len(delta) == 1 or (len(delta) == 2 and "role" in delta):
+                        if self._meta_pending:
+                            self._read_meta(chunk)
+                        self._text.append(content)
+                        return
+                elif len(delta) == 1:
+                    tool_calls = delta.get("tool_calls")
+                    if tool_calls.__class__ is list:
+                        if self._meta_pending:
+                            self._read_meta(chunk)
+                        self._calls.observe(tool_calls)
+                        self._tool_deltas.append(tool_calls)
+                        return
+        except (KeyError, TypeError, IndexError, ValueError, AttributeError):
+            pass
+        self._fold(chunk, data)
+
+    def _check_event_type(self, event: ServerSentEvent) -> None:
+        """An `event: error` is a provider failure whatever its data says.
+
+        Any other type is folded like a message, as the openai client does: gateways
+        label chunks freely, and an unknown label is no reason to drop a token.
+        """
+        if event.event != "error":
+            return
+        data = event.data
+        try:
+            body = json.loads(data)
+        except (ValueError, RecursionError):
+            raise _provider_error(data, data.strip() or None) from None
+        if body.__class__ is dict:
+            error = body.get("error")
+            raise _provider_error(data, error if error not in (None, False) else body)
+        raise _provider_error(data, body)
+
+    def _fold(self, chunk: Any, data: str | bytes) -> None:
+        """Every chunk the fast shape test did not take, validated member by member."""
+        if chunk.__class__ is not dict:
+            raise _invalid(data, "a stream chunk is JSON but not an object")
+        error = chunk.get("error")
+        if error is not None and error is not False:
+            raise _provider_error(data, error)
+        if self._meta_pending:
+            self._read_meta(chunk)
+        try:
+            choices = chunk.get("choices")
+            if choices:
+                if choices.__class__ is not list:
+                    raise TypeError(f"choices is {type(choices).__name__}, not a list")
+                for position, choice in enumerate(choices):
+                    self._choice(choice, position, chunk)
+            elif chunk.get("object") == "error":
+                raise _provider_error(data, chunk)
+            usage = chunk.get("usage")
+            if usage:
+                self._usage = usage
+        except (AttributeError, TypeError, KeyError) as err:
+            raise _invalid(data, f"a stream chunk has an unexpected shape ({err})") from None
+
+    def _choice(self, choice: Any, position: int, chunk: dict[str, Any]) -> None:
+        if choice.__class__ is not dict:
+            raise TypeError(f"a choice is {type(choice).__name__}, not an object")
+        index = choice.get("index")
+        if index is None:
+            index = position  # no index: list position decides
+        if index != 0:  # the same test as the fast path (`0.0` and `false` equal 0)
+            self._ignored_choices += 1
+            return
+        delta = choice.get("delta")
+        if delta:
+            if delta.__class__ is not dict:
+                raise TypeError(f"delta is {type(delta).__name__}, not an object")
+            content = delta.get("content")
+            if content:
+                if content.__class__ is not str:
+                    raise TypeError(f"delta.content is {type(content).__name__}, not a string")
+                self._text.append(content)
+            tool_calls = delta.get("tool_calls")
+            if tool_calls:
+                self._calls.observe(tool_calls)
+                if tool_calls.__class__ is list:
+                    self._tool_deltas.append(tool_calls)
+            reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+            if reasoning:
+                if reasoning.__class__ is not str:
+                    raise TypeError(f"reasoning is {type(reasoning).__name__}, not a string")
+                self._reasoning.append(reasoning)
+        finish_reason = choice.get("finish_reason")
+        if finish_reason:
+            self._finish_reason = finish_reason
+            groq = chunk.get("x_groq")
+            if groq.__class__ is dict and groq.get("usage"):
+                self._usage = groq["usage"]  # Groq reports usage beside the final chunk
+
+    def _read_meta(self, chunk: dict[str, Any]) -> None:
+        if self._response_id is None:
+            response_id = chunk.get("id")
+            if response_id and response_id.__class__ is str:
+                self._response_id = response_id
+        if self._model is None:
+            model = chunk.get("model")
+            if model and model.__class__ is str:
+                self._model = model
+        self._meta_pending = self._response_id is None or self._model is None
+
+    def _parse_refused(self, data: str | bytes) -> Any:
+        """A payload `orjson` refused: the end marker, a keep-alive, lone surrogates, or
+        not JSON (raised as `invalid_chunk`)."""
+        text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+        stripped = text.strip()
+        if stripped.startswith("[DONE]"):
+            self.saw_done = True
+            self._chunks -= 1
+            return _DONE
+        if not stripped:
+            # `data:` with nothing after it: some proxies' keep-alive, not a chunk.
+            self._chunks -= 1
+            return _BLANK
+        try:
+            # The stdlib parser accepts escapes of unpaired surrogates, which providers
+            # send when a tokenizer splits an astral character across two chunks.
+            chunk = json.loads(text)
+        except (ValueError, RecursionError):
+            raise _invalid(data, "a stream chunk is not valid JSON") from None
+        self._stdlib_parsed = True
+        return chunk
+
+    # -- output ------------------------------------------------------------------------
+
+    def finish(self) -> AssembledTurn:
+        """The assembled turn: text, reasoning, calls, finish reason, usage, defects, stats.
+
+        `stats` carries what the payloads show (chunks, ignored choices, dropped deltas,
+        malformed aliases, whether `[DONE]` was seen); the caller adds what only the
+        transport knows (bytes, events, timings).
+        """
+        text = "".join(self._text)
+        reasoning = "".join(self._reasoning)
+        model, response_id, finish_reason = self._model, self._response_id, self._finish_reason
+        if finish_reason is not None and finish_reason.__class__ is not str:
+            finish_reason = str(finish_reason)
+        if self._stdlib_parsed:
+            text = rejoin_surrogates(text, json_escape=False)
+            reasoning = rejoin_surrogates(reasoning, json_escape=False)
+            model = None if model is None else rejoin_surrogates(model, json_escape=False)
+            if response_id is not None:
+                response_id = rejoin_surrogates(response_id, json_escape=False)
+            if finish_reason is not None:
+                finish_reason = rejoin_surrogates(finish_reason, json_escape=False)
+        calls = self._calls
+        tool_calls = calls.assembled()
+        return AssembledTurn(
+            text=text,
+            reasoning=reasoning,
+            tool_calls=tool_calls,
+            finish_reason=finish_reason,
+            usage=_usage(self._usage),
+            model=model,
+            response_id=response_id,
+            defects=detect_completion_defects(
+                text=text,
+                tool_calls=tool_calls,
+                finish_reason=finish_reason,
+                dropped_deltas=calls.dropped_deltas,
+                wants_json=self._wants_json,
+            ),
+            stats=StreamStats(
+                chunks=self._chunks,
+                saw_done=self.saw_done,
+                dropped_deltas=calls.dropped_deltas,
+                malformed_aliases=calls.malformed_aliases,
+                ignored_choices=self._ignored_choices,
+            ),
+        )
+
+
+# -- helpers -------------------------------------------------------------------------------
+
+
+def _position(events: Sequence[ServerSentEvent | str], event: ServerSentEvent | str | None) -> int:
+    """Where `event` sits in `events` (by identity): the payloads folded before it."""
+    for position, candidate in enumerate(events):
+        if candidate is event:
+            return position
+    return 0
+
+
+def _count(value: Any) -> int | None:
+    if value.__class__ is int and value >= 0:
+        return int(value)
+    if value.__class__ is float and value >= 0 and value.is_integer():
+        return int(value)
+    return None
+
+
+def _usage(raw: Any) -> Usage | None:
+    if raw.__class__ is not dict:
+        return None
+    prompt = _count(raw.get("prompt_tokens")) or 0
+    completion = _count(raw.get("completion_tokens")) or 0
+    total = _count(raw.get("total_tokens"))
+    completion_details = raw.get("completion_tokens_details")
+    prompt_details = raw.get("prompt_tokens_details")
+    return Usage(
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        total_tokens=total if total is not None else prompt + completion,
+        reasoning_tokens=(
+            _count(completion_details.get("reasoning_tokens"))
+            if completion_details.__class__ is dict
+            else None
+        ),
+        cached_tokens=(
+            _count(prompt_details.get("cached_tokens"))
+            if prompt_details.__class__ is dict
+            # DeepSeek reports cache hits at the top level.
+            else _count(raw.get("prompt_cache_hit_tokens"))
+        ),
+    )
+
+
+def _text_of(value: Any) -> str | None:
+    """A provider field as text that can be serialized (lone surrogates replaced)."""
+    if value is None:
+        return None
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return rejoin_surrogates(text, json_escape=False)
+
+
+def _invalid(data: str | bytes, message: str) -> StreamFailed:
+    return StreamFailed(
+        StreamFailure(kind="invalid_chunk", message=message, body_excerpt=excerpt(data))
+    )
+
+
+def _provider_error(data: str | bytes, error: Any) -> StreamFailed:
+    """`stream_error` from an `error` member (object or string) or an error-shaped chunk."""
+    message: str | None = None
+    code: str | None = None
+    error_type: str | None = None
+    if isinstance(error, dict):
+        message = _text_of(error.get("message"))
+        code = _text_of(error.get("code"))
+        error_type = _text_of(error.get("type"))
+    elif isinstance(error, str):
+        message = _text_of(error)
+    else:
+        message = _text_of(error)
+    return StreamFailed(
+        StreamFailure(
+            kind="stream_error",
+            message=message or "the provider reported an error inside the stream",
+            provider_code=code,
+            provider_type=error_type,
+            body_excerpt=excerpt(data),
+        )
+    )

@@ -1,0 +1,470 @@
+"""The `steadyloop` command: `worker`, `run`, `show` and `demo`.
+
+Settings come from flags, then the environment, then a config file (see
+`steadyloop.worker.config`); argparse itself holds no defaults, so that order is the
+only one. Exit codes, in one table so scripts can branch on them:
+
+- 0: the run ended with a final answer (`worker`: it stopped when asked).
+- 1: the run stopped with `failed`, or the workflow itself failed, was terminated,
+  cancelled or timed out; or Temporal was unreachable, or the worker or the dev
+  server could not run.
+- 2: a usage or configuration error (the message says which setting and how to fix it).
+- 3: the run stopped at a limit or was interrupted (`max_turns`, `token_budget`,
+  `deadline`, `interrupted`): it ended cleanly, but without an answer.
+- 130: Ctrl-C while following a run. The run goes on; `steadyloop show ID` attaches again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import sys
+import uuid
+from collections.abc import Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import NoReturn
+
+from pydantic import ValidationError
+from temporalio.client import WorkflowFailureError
+from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
+
+from steadyloop.run_models import RunInput, RunLimits, StopReason
+from steadyloop.worker.config import (
+    CONFIG_ENV,
+    DEFAULT_TASK_QUEUE,
+    ConfigError,
+    LoadedConfig,
+    TemporalSettings,
+    TemporalUnreachable,
+    describe_endpoint,
+    endpoint_settings,
+    load_config,
+    load_tool_registry,
+    run_endpoint,
+    run_model,
+    temporal_settings,
+    tools_spec,
+)
+from steadyloop.worker.dev_server import DEFAULT_DEV_PORT, DevServerError, dev_server, workflow_url
+from steadyloop.worker.follow import RunHandle, follow
+from steadyloop.worker.process import (
+    DEFAULT_GRACEFUL_SHUTDOWN,
+    WorkerOptions,
+    install_stop_signals,
+    serve,
+)
+from steadyloop.worker.progress import ProgressDisplay, result_lines
+from steadyloop.workflows.tool_loop import ToolLoopWorkflow
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_STOPPED = 3
+EXIT_INTERRUPTED = 130
+EXIT_CODES: dict[StopReason, int] = {
+    "final_answer": EXIT_OK,
+    "failed": EXIT_FAILED,
+    "max_turns": EXIT_STOPPED,
+    "token_budget": EXIT_STOPPED,
+    "deadline": EXIT_STOPPED,
+    "interrupted": EXIT_STOPPED,
+}
+UI_URL_ENV = "TEMPORAL_UI_URL"
+
+
+def main(argv: Sequence[str] | None = None) -> NoReturn:
+    """The `steadyloop` console script and `python -m steadyloop`: run, then end the process.
+
+    The process ends with `os._exit` once output is flushed, skipping interpreter
+    finalization: a short-lived process that used a Temporal client can abort there
+    (Rust threads releasing the GIL during finalization, temporalio/sdk-python#300),
+    which turns exit code 0 into a SIGABRT. Everything that needs closing (dev server,
+    worker, temporary directories) is closed by the command itself before this point.
+    """
+    code = run_cli(argv)
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def run_cli(argv: Sequence[str] | None = None) -> int:
+    """Parse `argv` and run the command; the exit code (see the module docstring)."""
+    args = build_parser().parse_args(argv)
+    try:
+        code: int = args.handler(args)
+        return code
+    except ConfigError as exc:
+        _error(str(exc))
+        return EXIT_USAGE
+    except (DevServerError, TemporalUnreachable) as exc:
+        _error(str(exc))
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="steadyloop",
+        description="An LLM agent's tool loop as a durable Temporal workflow.",
+        epilog="Exit codes: 0 answer, 1 failed, 2 usage, 3 stopped at a limit, 130 Ctrl-C.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    connection = argparse.ArgumentParser(add_help=False)
+    group = connection.add_argument_group("Temporal connection")
+    group.add_argument("--address", help="host:port of Temporal (env TEMPORAL_ADDRESS)")
+    group.add_argument("--namespace", help="Temporal namespace (env TEMPORAL_NAMESPACE)")
+    group.add_argument(
+        "--task-queue",
+        help=f"task queue (env STEADYLOOP_TASK_QUEUE; default {DEFAULT_TASK_QUEUE!r})",
+    )
+    group.add_argument("--config", type=Path, help=f"config file, JSON or TOML (env {CONFIG_ENV})")
+
+    worker = commands.add_parser(
+        "worker",
+        parents=[connection],
+        help="run a worker (with --dev: and an embedded Temporal dev server with its UI)",
+        description="Serve ToolLoopWorkflow, the model activity and the tool activities.",
+    )
+    worker.add_argument(
+        "--endpoint",
+        action="append",
+        default=[],
+        metavar="NAME=BASE_URL[,api_key_env=VAR][,model=M]",
+        help="a model endpoint (repeatable; also STEADYLOOP_ENDPOINTS, OPENAI_BASE_URL/"
+        "OPENAI_API_KEY as endpoint 'default', or the config file)",
+    )
+    worker.add_argument(
+        "--tools", metavar="MODULE:ATTRIBUTE", help="your tool registry (env STEADYLOOP_TOOLS)"
+    )
+    worker.add_argument("--dev", action="store_true", help="start an embedded dev server + UI")
+    worker.add_argument(
+        "--dev-port", type=int, default=DEFAULT_DEV_PORT, help="dev server port (default 7233)"
+    )
+    worker.add_argument("--dev-ui-port", type=int, help="dev UI port (default: port + 1000)")
+    worker.add_argument("--dev-db", type=Path, help="keep the dev server's state in this file")
+    worker.add_argument(
+        "--graceful-shutdown",
+        type=float,
+        default=DEFAULT_GRACEFUL_SHUTDOWN.total_seconds(),
+        metavar="SECONDS",
+        help="how long running activities may finish after SIGINT/SIGTERM (default 30)",
+    )
+    worker.add_argument("--max-concurrent-activities", type=int, metavar="N")
+    worker.add_argument("--log-level", default="INFO", help="Python log level (default INFO)")
+    worker.set_defaults(handler=_worker_command)
+
+    run = commands.add_parser(
+        "run",
+        parents=[connection],
+        help="start a run and follow it live",
+        description="Start a ToolLoopWorkflow and show its progress until it ends.",
+    )
+    run.add_argument("prompt", help="what to ask the agent")
+    run.add_argument(
+        "--endpoint", help="endpoint name (env STEADYLOOP_ENDPOINT; default 'default')"
+    )
+    run.add_argument("--model", help="model name (env STEADYLOOP_MODEL, or the endpoint's)")
+    run.add_argument("--system", help="system prompt")
+    run.add_argument(
+        "--tool",
+        action="append",
+        metavar="NAME",
+        help="offer this tool (repeatable; default: every tool of the registry)",
+    )
+    run.add_argument("--no-tools", action="store_true", help="offer no tools")
+    run.add_argument(
+        "--tools",
+        metavar="MODULE:ATTRIBUTE",
+        help="registry whose tools to offer (env STEADYLOOP_TOOLS; default: the examples)",
+    )
+    run.add_argument("--max-turns", type=int, help="model turns at most (default 20)")
+    run.add_argument("--token-budget", type=int, help="stop after this many tokens")
+    run.add_argument("--deadline", type=float, metavar="SECONDS", help="stop after this long")
+    run.add_argument("--tenant", default="default", help="tenant id (default 'default')")
+    run.add_argument("--id", help="workflow id (default: steadyloop-<uuid>)")
+    run.add_argument("--detach", action="store_true", help="print the workflow id and exit")
+    run.add_argument("--ui-url", help=f"Temporal UI address, to print links (env {UI_URL_ENV})")
+    run.set_defaults(handler=_run_command)
+
+    show = commands.add_parser(
+        "show",
+        parents=[connection],
+        help="attach to a run: follow it live, or show how it ended",
+    )
+    show.add_argument("workflow_id", metavar="ID")
+    show.add_argument("--ui-url", help=f"Temporal UI address, to print links (env {UI_URL_ENV})")
+    show.set_defaults(handler=_show_command)
+
+    demo = commands.add_parser(
+        "demo",
+        help="everything embedded: dev server, worker, scripted provider; no key, no Docker",
+    )
+    demo.add_argument(
+        "--keep-running", action="store_true", help="keep the dev server and UI up until Ctrl-C"
+    )
+    demo.add_argument("--workdir", type=Path, help="sandbox and outbox here (default: a temp dir)")
+    demo.add_argument(
+        "--pace", type=float, default=0.04, metavar="SECONDS", help="pause between chunks"
+    )
+    demo.set_defaults(handler=_demo_command)
+    return parser
+
+
+# -- worker ---------------------------------------------------------------------------
+
+
+def _worker_command(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=str(args.log_level).upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    return asyncio.run(_worker(args))
+
+
+async def _worker(args: argparse.Namespace) -> int:
+    environ = os.environ
+    config = load_config(args.config, environ)
+    temporal = _temporal(args, config)
+    endpoints = endpoint_settings(flags=args.endpoint, config=config, environ=environ)
+    spec = tools_spec(args.tools, config, environ)
+    tools = load_tool_registry(spec)
+    if args.graceful_shutdown < 0:
+        raise ConfigError("--graceful-shutdown must be 0 or more seconds")
+    options = WorkerOptions(
+        task_queue=temporal.task_queue,
+        endpoints=endpoints.registry,
+        tools=tools,
+        graceful_shutdown=timedelta(seconds=args.graceful_shutdown),
+        max_concurrent_activities=args.max_concurrent_activities,
+    )
+
+    def summary(address: str, namespace: str) -> None:
+        _say(
+            f"steadyloop worker: task queue {options.task_queue!r}, namespace {namespace!r}, "
+            f"Temporal at {address}"
+        )
+        if len(endpoints.registry) == 0:
+            _say(
+                "  model endpoints: none configured; runs will fail with unknown_endpoint "
+                "(set OPENAI_BASE_URL/OPENAI_API_KEY, STEADYLOOP_ENDPOINTS or --endpoint)"
+            )
+        for endpoint in endpoints.registry:
+            _say(f"  model endpoint {describe_endpoint(endpoint, environ)}")
+        _say(f"  tools ({spec}): {', '.join(tools.names()) or 'none'}")
+
+    stop = asyncio.Event()
+    remove = install_stop_signals(
+        stop,
+        lambda name: _say(
+            f"steadyloop worker: {name}: finishing running activities (up to "
+            f"{args.graceful_shutdown:g}s); signal again to stop now"
+        ),
+    )
+    try:
+        if args.dev:
+            async with dev_server(
+                port=args.dev_port,
+                ui_port=args.dev_ui_port,
+                namespace=temporal.namespace,
+                database=args.dev_db,
+            ) as server:
+                summary(server.address, server.namespace)
+                _say(f"  Temporal UI: {server.ui_url}")
+                _say(
+                    f"  start a run from another terminal: steadyloop run --address "
+                    f'{server.address} "What is 17 * 23?" --model MODEL'
+                )
+                _say("Ctrl-C to stop.")
+                await serve(server.client, options, stop)
+        else:
+            client = await temporal.connect()
+            summary(temporal.address, temporal.namespace)
+            _say("Ctrl-C to stop.")
+            await serve(client, options, stop)
+    except RuntimeError as exc:  # the SDK's worker errors: namespace missing, server gone
+        _error(f"the worker stopped: {exc}")
+        return EXIT_FAILED
+    finally:
+        remove()
+    _say("steadyloop worker: stopped")
+    return EXIT_OK
+
+
+# -- run and show ---------------------------------------------------------------------
+
+
+def _run_command(args: argparse.Namespace) -> int:
+    return asyncio.run(_run(args))
+
+
+async def _run(args: argparse.Namespace) -> int:
+    environ = os.environ
+    config = load_config(args.config, environ)
+    temporal = _temporal(args, config)
+    endpoint = run_endpoint(args.endpoint, config, environ)
+    model = run_model(
+        args.model, endpoint, endpoint_settings(flags=[], config=config, environ=environ), environ
+    )
+    if args.no_tools:
+        tools: list[str] = []
+    elif args.tool:
+        tools = list(dict.fromkeys(args.tool))
+    else:
+        tools = load_tool_registry(tools_spec(args.tools, config, environ)).names()
+    limits = {
+        key: value
+        for key, value in (
+            ("max_turns", args.max_turns),
+            ("token_budget", args.token_budget),
+            ("deadline_s", args.deadline),
+        )
+        if value is not None
+    }
+    try:
+        run = RunInput(
+            endpoint=endpoint,
+            model=model,
+            prompt=args.prompt,
+            system_prompt=args.system,
+            tools=tools,
+            limits=RunLimits.model_validate(limits),
+            tenant_id=args.tenant,
+        )
+    except ValidationError as exc:
+        raise ConfigError(f"the run is not valid: {exc.errors(include_url=False)}") from None
+
+    client = await temporal.connect()
+    workflow_id = args.id or f"steadyloop-{uuid.uuid4()}"
+    try:
+        await client.start_workflow(
+            ToolLoopWorkflow.run, run, id=workflow_id, task_queue=temporal.task_queue
+        )
+    except WorkflowAlreadyStartedError:
+        raise ConfigError(
+            f"a workflow {workflow_id!r} is already running; choose another --id, or attach "
+            f"with `steadyloop show {workflow_id}`"
+        ) from None
+    if args.detach:
+        print(workflow_id, flush=True)
+        return EXIT_OK
+    _say(f"run {workflow_id} started on task queue {temporal.task_queue!r}")
+    _say(f"endpoint {endpoint!r}, model {model!r}, tools: {', '.join(tools) or 'none'}")
+    url = workflow_url(args.ui_url or environ.get(UI_URL_ENV), temporal.namespace, workflow_id)
+    if url:
+        _say(f"Temporal UI: {url}")
+    handle = client.get_workflow_handle_for(ToolLoopWorkflow.run, workflow_id)
+    return await _follow_and_report(handle, temporal.task_queue)
+
+
+def _show_command(args: argparse.Namespace) -> int:
+    return asyncio.run(_show(args))
+
+
+async def _show(args: argparse.Namespace) -> int:
+    config = load_config(args.config, os.environ)
+    temporal = _temporal(args, config)
+    client = await temporal.connect()
+    handle = client.get_workflow_handle_for(ToolLoopWorkflow.run, args.workflow_id)
+    try:
+        description = await handle.describe()
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            raise ConfigError(
+                f"no workflow {args.workflow_id!r} in namespace {temporal.namespace!r} "
+                f"at {temporal.address}"
+            ) from None
+        raise ConfigError(f"cannot describe {args.workflow_id!r}: {exc}") from None
+    if description.workflow_type != "ToolLoopWorkflow":
+        raise ConfigError(
+            f"{args.workflow_id!r} is a {description.workflow_type}, not a steadyloop run"
+        )
+    status = description.status.name.lower() if description.status is not None else "unknown"
+    _say(f"run {args.workflow_id} ({status}, started {description.start_time:%Y-%m-%d %H:%M:%S})")
+    url = workflow_url(
+        args.ui_url or os.environ.get(UI_URL_ENV), temporal.namespace, args.workflow_id
+    )
+    if url:
+        _say(f"Temporal UI: {url}")
+    return await _follow_and_report(handle, description.task_queue)
+
+
+async def _follow_and_report(handle: RunHandle, task_queue: str) -> int:
+    """Follow until the run ends (or Ctrl-C), print the outcome, return the exit code."""
+    stop = asyncio.Event()
+    remove = install_stop_signals(stop, lambda _signal: None)
+    following = asyncio.create_task(
+        follow(handle, ProgressDisplay(sys.stdout), task_queue=task_queue)
+    )
+    stopping = asyncio.create_task(stop.wait())
+    try:
+        await asyncio.wait({following, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        remove()
+        stopping.cancel()
+    if not following.done():
+        following.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await following
+        _say(f"stopped following; the run goes on. Attach again: steadyloop show {handle.id}")
+        return EXIT_INTERRUPTED
+    try:
+        result = following.result()
+    except WorkflowFailureError as exc:
+        _say(f"the workflow did not complete: {_failure_text(exc)}")
+        return EXIT_FAILED
+    for line in result_lines(result):
+        _say(line)
+    return EXIT_CODES.get(result.stop_reason, EXIT_FAILED)
+
+
+def _failure_text(error: BaseException) -> str:
+    messages: list[str] = []
+    cause: BaseException | None = error
+    while cause is not None:
+        text = str(cause).strip()
+        if text and text not in messages:
+            messages.append(text)
+        cause = cause.__cause__
+    return ": ".join(messages) or type(error).__name__
+
+
+# -- demo -----------------------------------------------------------------------------
+
+
+def _demo_command(args: argparse.Namespace) -> int:
+    from steadyloop.worker.demo import run_demo  # imports the scripted server; only here
+
+    if args.pace < 0:
+        raise ConfigError("--pace must be 0 or more seconds")
+    return asyncio.run(
+        run_demo(sys.stdout, workdir=args.workdir, keep_running=args.keep_running, pace_s=args.pace)
+    )
+
+
+# -- helpers --------------------------------------------------------------------------
+
+
+def _temporal(args: argparse.Namespace, config: LoadedConfig) -> TemporalSettings:
+    return temporal_settings(
+        address=args.address,
+        namespace=args.namespace,
+        task_queue=args.task_queue,
+        config=config,
+        environ=os.environ,
+    )
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
+def _error(message: str) -> None:
+    print(f"steadyloop: {message}", file=sys.stderr, flush=True)

@@ -1,0 +1,162 @@
+"""What a person following a run sees: events from the transcript, a status line, the result.
+
+Plain text on purpose. On a terminal the status line is redrawn in place (`\\r` and
+erase-line, nothing else); when stdout is a pipe, a file or a CI log, each status is
+printed once, when it changes, so the output stays readable with no control codes.
+Events (a tool call asked for, a tool's answer) are printed as lines in both cases.
+
+Everything here is pure formatting of values the workflow already reports (the
+`progress` and `transcript` queries, `RunResult`), so it is tested without a server.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TextIO
+
+from steadyloop.chat import ChatMessage
+from steadyloop.run_models import RunProgress, RunResult
+
+EVENT_WIDTH = 110
+_CLEAR_LINE = "\r\x1b[K"
+
+
+@dataclass(frozen=True)
+class ActivityState:
+    """The run's activity in flight, as the server describes it (shown when retrying)."""
+
+    name: str
+    attempt: int
+    last_failure: str | None = None
+
+
+def one_line(text: str, width: int = EVENT_WIDTH) -> str:
+    """`text` on one line (line breaks shown as ` | `), cut to `width` with `...`."""
+    flat = " | ".join(part.strip() for part in text.strip().splitlines() if part.strip())
+    return flat if len(flat) <= width else flat[: max(width - 3, 0)] + "..."
+
+
+def status_line(
+    progress: RunProgress | None,
+    activity: ActivityState | None = None,
+    *,
+    task_queue: str | None = None,
+) -> str:
+    """`turn 2 | model | 3 tool calls | 412 tokens`, or why there is nothing to show yet."""
+    if progress is None:
+        where = f" on task queue {task_queue!r}" if task_queue else ""
+        return f"waiting for a worker{where} to answer (is `steadyloop worker` running?)"
+    parts = [
+        f"turn {progress.turn}",
+        progress.phase,
+        _count(progress.tool_calls, "tool call"),
+        f"{progress.tokens} tokens",
+    ]
+    if activity is not None and activity.attempt > 1:
+        retry = f"{activity.name} attempt {activity.attempt}"
+        if activity.last_failure:
+            retry += f" after: {one_line(activity.last_failure, 60)}"
+        parts.append(retry)
+    return " | ".join(parts)
+
+
+class TranscriptReader:
+    """Turns a growing transcript into event lines, each message reported once."""
+
+    def __init__(self) -> None:
+        self._seen = 0
+        self._turn = 0
+        self._names: dict[str, str] = {}
+
+    def new_lines(self, transcript: Sequence[ChatMessage]) -> list[str]:
+        if len(transcript) < self._seen:  # a shorter transcript: a new run; start over
+            self._seen = 0
+            self._turn = 0
+        lines: list[str] = []
+        for message in transcript[self._seen :]:
+            lines.extend(self._lines(message))
+        self._seen = len(transcript)
+        return lines
+
+    def _lines(self, message: ChatMessage) -> list[str]:
+        if message.role == "assistant":
+            self._turn += 1
+            if not message.tool_calls:
+                return []  # the final answer is printed with the result
+            prefix = f"turn {self._turn}"
+            lines = [f"{prefix}  model: {one_line(message.content)}"] if message.content else []
+            for call in message.tool_calls:
+                self._names[call.id] = call.name
+                arguments = call.arguments if call.arguments.strip() else '""'
+                lines.append(one_line(f"{prefix}  -> {call.name} {arguments}"))
+            return lines
+        if message.role == "tool":
+            name = self._names.get(message.tool_call_id or "", "?")
+            return [one_line(f"turn {self._turn}  <- {name}: {message.content or ''}")]
+        return []
+
+
+class ProgressDisplay:
+    """Event lines plus one status line; `live` (default: `out` is a TTY) redraws in place."""
+
+    def __init__(self, out: TextIO, *, live: bool | None = None) -> None:
+        self._out = out
+        self._live = out.isatty() if live is None else live
+        self._status = ""
+        self._drawn = False
+
+    def event(self, line: str) -> None:
+        if self._drawn:
+            self._out.write(_CLEAR_LINE)
+        self._out.write(line + "\n")
+        self._drawn = False
+        if self._live and self._status:
+            self._draw()
+        self._out.flush()
+
+    def status(self, line: str) -> None:
+        if line == self._status:
+            return
+        self._status = line
+        if self._live:
+            self._draw()
+        else:
+            self._out.write(f"  [{line}]\n")
+        self._out.flush()
+
+    def close(self) -> None:
+        if self._drawn:
+            self._out.write(_CLEAR_LINE)
+            self._out.flush()
+            self._drawn = False
+
+    def _draw(self) -> None:
+        width = max(shutil.get_terminal_size().columns - 1, 20)
+        self._out.write(_CLEAR_LINE + "  [" + one_line(self._status, width - 4) + "]")
+        self._drawn = True
+
+
+def result_lines(result: RunResult) -> list[str]:
+    """The answer, the stop reason with its detail, and the run's numbers."""
+    lines: list[str] = []
+    if result.final_answer:
+        lines.append("answer:")
+        lines.extend(f"  {line}" for line in result.final_answer.strip().splitlines())
+    else:
+        lines.append("answer: (none)")
+    reason = result.stop_reason + (f" ({result.detail})" if result.detail else "")
+    lines.append(f"stop reason: {reason}")
+    stats = result.stats
+    failed = f", {stats.tool_errors} answered with an error" if stats.tool_errors else ""
+    lines.append(
+        f"{_count(stats.turns, 'turn')}, {_count(stats.tool_calls, 'tool call')}{failed}, "
+        f"{stats.total_tokens} tokens ({stats.prompt_tokens} prompt, "
+        f"{stats.completion_tokens} completion)"
+    )
+    return lines
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

@@ -1,0 +1,396 @@
+"""`ToolLoopWorkflow`: model turn, tool batch, repeat, until the agent is done.
+
+Deterministic code only: time is `workflow.now()`, all I/O is an activity, and the
+transcript lives in workflow state. What the obvious loop gets wrong, and where this
+one prevents it:
+
+- An assistant tool call left unanswered makes the provider reject the next request.
+  Every call gets exactly one tool message with its id, whatever happened: run, unknown
+  tool, unparseable arguments, unsupported type, the tool raised, timed out, or the run
+  was interrupted before the batch ran (`_answer_batch`).
+- A defective completion (dropped deltas, truncated arguments, no text and no calls) is
+  never dispatched: it is retried as a fresh completion within its kind's budget, and
+  never appended, so the transcript stays valid when the budget is spent.
+- Arguments are read for the whole batch before any tool runs (two phases), so a batch
+  with one unreadable call does not half-run; results keep the model's order even
+  though calls run concurrently.
+- An exception from workflow code that is not a Temporal failure would fail the
+  workflow *task*, which Temporal retries forever: deterministic errors are listed in
+  `failure_exception_types`, and an activity input that would pass Temporal's payload
+  limit fails the run with an error that names the cause (`_check_payload`).
+- A tool that is not `pure` is not retried by Temporal here: without a receipt a
+  retry could repeat its side effect (receipts make retries safe in a later layer).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import contextlib
+from collections.abc import Awaitable
+from datetime import datetime, timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError
+
+with workflow.unsafe.imports_passed_through():
+    from pydantic import ValidationError
+
+    from steadyloop.arguments import parse_tool_call_arguments
+    from steadyloop.chat import ChatMessage, ToolCall
+    from steadyloop.completion import (
+        STREAM_COMPLETION_ACTIVITY,
+        AssembledTurn,
+        CompletionRequest,
+    )
+    from steadyloop.run_models import (
+        RunInput,
+        RunProgress,
+        RunResult,
+        RunStats,
+        StopReason,
+    )
+    from steadyloop.tools.payloads import (
+        DESCRIBE_TOOLS_ACTIVITY,
+        RUN_TOOL_ACTIVITY,
+        DescribeToolsInput,
+        DescribeToolsResult,
+        ToolDescription,
+        ToolInvocation,
+        ToolOutcome,
+        unknown_tool_outcome,
+    )
+
+# Temporal refuses payloads over 2 MB; leave room for the envelope around the input.
+MAX_ACTIVITY_INPUT_BYTES = 1_900_000
+PAYLOAD_TOO_LARGE = "PayloadTooLarge"
+DESCRIBE_TIMEOUT = timedelta(seconds=30)
+# Rough token estimate when a provider sends no usage: about four characters a token.
+CHARS_PER_TOKEN = 4
+
+
+class _Stop(Exception):
+    """Ends the loop at a turn boundary with a named stop reason."""
+
+    def __init__(self, reason: StopReason, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.detail = detail
+
+
+@workflow.defn(
+    name="ToolLoopWorkflow",
+    failure_exception_types=[ValidationError, ValueError, TypeError, LookupError],
+)
+class ToolLoopWorkflow:
+    """Runs one agent: streams model turns, answers every tool call, stops with a reason."""
+
+    def __init__(self) -> None:
+        self._transcript: list[ChatMessage] = []
+        self._stats = RunStats()
+        self._turn = 0
+        self._phase = "starting"
+        self._stop_reason: StopReason | None = None
+        self._interrupt: str | None = None
+
+    # -- queries and signals ---------------------------------------------------------
+
+    @workflow.query
+    def progress(self) -> RunProgress:
+        return RunProgress(
+            turn=self._turn,
+            tool_calls=self._stats.tool_calls,
+            tokens=self._stats.total_tokens,
+            phase=self._phase,
+            stop_reason=self._stop_reason,
+        )
+
+    @workflow.query
+    def transcript(self) -> list[ChatMessage]:
+        return list(self._transcript)
+
+    @workflow.signal
+    def interrupt(self, reason: str) -> None:
+        """Stop at the next boundary; calls already asked for are answered, not run."""
+        if self._interrupt is None:
+            self._interrupt = reason or "interrupted"
+
+    # -- the loop --------------------------------------------------------------------
+
+    @workflow.run
+    async def run(self, run: RunInput) -> RunResult:
+        self._transcript = _initial_transcript(run)
+        deadline = (
+            workflow.now() + timedelta(seconds=run.limits.deadline_s)
+            if run.limits.deadline_s is not None
+            else None
+        )
+        final_answer: str | None = None
+        try:
+            tools = await self._describe_tools(run)
+            while True:
+                self._check_bounds(run, deadline)
+                self._turn += 1
+                self._stats.turns = self._turn
+                self._phase = "model"
+                turn = await self._model_turn(run, tools, deadline)
+                message = turn.to_message()
+                self._transcript.append(message)
+                if not turn.tool_calls:
+                    final_answer = turn.text
+                    raise _Stop("final_answer", "the model answered without tool calls")
+                self._phase = "tools"
+                await self._answer_batch(run, tools, turn.tool_calls, deadline)
+        except _Stop as stop:
+            self._stop_reason = stop.reason
+            self._phase = "done"
+            return RunResult(
+                final_answer=final_answer,
+                stop_reason=stop.reason,
+                detail=stop.detail,
+                transcript=self._transcript,
+                stats=self._stats,
+            )
+
+    def _check_bounds(self, run: RunInput, deadline: datetime | None) -> None:
+        if self._interrupt is not None:
+            raise _Stop("interrupted", self._interrupt)
+        if deadline is not None and workflow.now() >= deadline:
+            raise _Stop("deadline", f"the run's deadline of {run.limits.deadline_s}s passed")
+        budget = run.limits.token_budget
+        if budget is not None and self._stats.total_tokens >= budget:
+            raise _Stop(
+                "token_budget",
+                f"{self._stats.total_tokens} tokens used of a budget of {budget}",
+            )
+        if self._turn >= run.limits.max_turns:
+            raise _Stop("max_turns", f"{run.limits.max_turns} model turns taken")
+
+    async def _describe_tools(self, run: RunInput) -> dict[str, ToolDescription]:
+        if not run.tools:
+            return {}
+        described = await workflow.execute_activity(
+            DESCRIBE_TOOLS_ACTIVITY,
+            DescribeToolsInput(names=run.tools),
+            result_type=DescribeToolsResult,
+            start_to_close_timeout=DESCRIBE_TIMEOUT,
+        )
+        if described.unknown:
+            raise ApplicationError(
+                f"the run asks for tools the worker does not have: {described.unknown}; "
+                f"available: {described.available}",
+                type="UnknownTools",
+                non_retryable=True,
+            )
+        return {tool.name: tool for tool in described.tools}
+
+    # -- one model turn --------------------------------------------------------------
+
+    async def _model_turn(
+        self, run: RunInput, tools: dict[str, ToolDescription], deadline: datetime | None
+    ) -> AssembledTurn:
+        """A usable completion, spending defect budgets on fresh completions."""
+        spent: dict[str, int] = {}
+        attempt = 0
+        while True:
+            attempt += 1
+            request = CompletionRequest(
+                endpoint=run.endpoint,
+                model=run.model,
+                messages=self._transcript,
+                tools=[tool.to_spec() for tool in tools.values()],
+                temperature=run.sampling.temperature,
+                top_p=run.sampling.top_p,
+                max_tokens=run.sampling.max_tokens,
+                seed=run.sampling.seed,
+                mint_prefix=f"call_sl_t{self._turn}a{attempt}",
+            )
+            _check_payload(request, "the model request (the transcript so far)")
+            timeout = _bounded(timedelta(seconds=run.limits.model_timeout_s), deadline)
+            self._stats.model_attempts += 1
+            try:
+                turn = await _before_deadline(
+                    workflow.execute_activity(
+                        STREAM_COMPLETION_ACTIVITY,
+                        request,
+                        result_type=AssembledTurn,
+                        start_to_close_timeout=timeout,
+                        retry_policy=RetryPolicy(maximum_attempts=run.limits.model_attempts),
+                    ),
+                    deadline,
+                )
+            except ActivityError as error:
+                if deadline is not None and workflow.now() >= deadline:
+                    raise _Stop("deadline", "the deadline passed during a model turn") from None
+                raise _Stop("failed", f"the model call failed: {_cause(error)}") from None
+            self._count_usage(turn)
+            if not turn.defects:
+                return turn
+            defect = turn.defects[0]
+            used = spent.get(defect.kind, 0)
+            if used >= defect.retry_budget:
+                raise _Stop(
+                    "failed",
+                    f"completion defect {defect.kind!r} persisted after {used} fresh "
+                    f"completion(s): {defect.detail}",
+                )
+            spent[defect.kind] = used + 1
+            self._stats.defect_retries[defect.kind] = (
+                self._stats.defect_retries.get(defect.kind, 0) + 1
+            )
+            self._check_bounds(run, deadline)
+
+    def _count_usage(self, turn: AssembledTurn) -> None:
+        if turn.usage is not None:
+            self._stats.prompt_tokens += turn.usage.prompt_tokens
+            self._stats.completion_tokens += turn.usage.completion_tokens
+            return
+        produced = len(turn.text) + sum(len(c.arguments) + len(c.name) for c in turn.tool_calls)
+        self._stats.completion_tokens += max(1, produced // CHARS_PER_TOKEN)
+
+    # -- one tool batch --------------------------------------------------------------
+
+    async def _answer_batch(
+        self,
+        run: RunInput,
+        tools: dict[str, ToolDescription],
+        calls: list[ToolCall],
+        deadline: datetime | None,
+    ) -> None:
+        """Read every call, then run the readable ones; one tool message per call, in order."""
+        answers: list[ToolOutcome | None] = []
+        runnable: list[tuple[int, ToolDescription, ToolInvocation]] = []
+        for position, call in enumerate(calls):
+            self._stats.tool_calls += 1
+            if self._interrupt is not None:
+                answers.append(_not_run(f"the run was interrupted: {self._interrupt}"))
+                continue
+            description = tools.get(call.name)
+            if description is None:
+                answers.append(unknown_tool_outcome(call.name, sorted(tools)))
+                continue
+            reading = parse_tool_call_arguments(call)
+            if reading.kind != "parsed":
+                answers.append(
+                    ToolOutcome(
+                        status="invalid_arguments",
+                        content=f"Invalid tool arguments: {reading.detail}",
+                        error_type=reading.kind,
+                    )
+                )
+                continue
+            invocation = ToolInvocation(
+                tool=call.name,
+                arguments=reading.arguments,
+                call_id=call.id,
+                workflow_id=workflow.info().workflow_id,
+                tenant_id=run.tenant_id,
+                allowed_tools=run.tools,
+            )
+            _check_payload(invocation, f"the arguments of tool call {call.name!r}")
+            answers.append(None)
+            runnable.append((position, description, invocation))
+
+        pool = asyncio.Semaphore(run.limits.tool_concurrency)
+
+        async def run_one(description: ToolDescription, invocation: ToolInvocation) -> ToolOutcome:
+            async with pool:
+                return await self._run_tool(description, invocation, deadline)
+
+        results = await asyncio.gather(
+            *(run_one(description, invocation) for _, description, invocation in runnable)
+        )
+        for (position, _, _), outcome in zip(runnable, results, strict=True):
+            answers[position] = outcome
+        for call, answer in zip(calls, answers, strict=True):
+            assert answer is not None
+            if answer.status != "ok":
+                self._stats.tool_errors += 1
+            self._transcript.append(answer.to_message(call.id))
+
+    async def _run_tool(
+        self, description: ToolDescription, invocation: ToolInvocation, deadline: datetime | None
+    ) -> ToolOutcome:
+        retries = 3 if description.effect == "pure" else 1
+        try:
+            outcome: ToolOutcome = await workflow.execute_activity(
+                RUN_TOOL_ACTIVITY,
+                invocation,
+                result_type=ToolOutcome,
+                start_to_close_timeout=_bounded(description.timeout, deadline),
+                retry_policy=RetryPolicy(maximum_attempts=retries),
+            )
+            return outcome
+        except ActivityError as error:
+            if isinstance(error.cause, TimeoutError):
+                text = f"Tool {description.name!r} timed out after {description.timeout_s:g}s."
+            else:
+                text = f"Tool {description.name!r} failed: {_cause(error)}"
+            return ToolOutcome(status="tool_error", content=text, error_type="ToolFailed")
+
+
+def _initial_transcript(run: RunInput) -> list[ChatMessage]:
+    messages = list(run.messages)
+    if run.system_prompt and not any(m.role == "system" for m in messages):
+        messages.insert(0, ChatMessage(role="system", content=run.system_prompt))
+    if run.prompt:
+        messages.append(ChatMessage(role="user", content=run.prompt))
+    return messages
+
+
+def _not_run(reason: str) -> ToolOutcome:
+    return ToolOutcome(status="tool_error", content=f"Not run: {reason}.", error_type="NotRun")
+
+
+async def _before_deadline(
+    activity: Awaitable[AssembledTurn], deadline: datetime | None
+) -> AssembledTurn:
+    """The activity's result, or a deadline stop when workflow time passes the deadline first.
+
+    A workflow timer races the activity, so the deadline holds in workflow time even while
+    a model streams (and time-skipping tests can reach it); the activity is cancelled.
+    """
+    if deadline is None:
+        return await activity
+    task = asyncio.ensure_future(activity)
+    remaining = deadline - workflow.now()
+    try:
+        if remaining <= timedelta(0):
+            raise builtins.TimeoutError
+        await workflow.wait_condition(task.done, timeout=remaining)
+    except builtins.TimeoutError:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, ActivityError):
+            await task
+        raise _Stop("deadline", "the run's deadline passed during a model turn") from None
+    return task.result()
+
+
+def _bounded(timeout: timedelta, deadline: datetime | None) -> timedelta:
+    """The timeout, shortened so an activity cannot outlive the run's deadline."""
+    if deadline is None:
+        return timeout
+    remaining = deadline - workflow.now()
+    return max(min(timeout, remaining), timedelta(seconds=1))
+
+
+def _cause(error: ActivityError) -> str:
+    """The innermost message: an ActivityError's own text only says which activity failed."""
+    cause: BaseException = error
+    while cause.__cause__ is not None:
+        cause = cause.__cause__
+    return str(cause) or type(cause).__name__
+
+
+def _check_payload(value: object, what: str) -> None:
+    """Fail the run, naming the cause, instead of letting Temporal refuse the payload forever."""
+    size = sum(p.ByteSize() for p in workflow.payload_converter().to_payloads([value]))
+    if size > MAX_ACTIVITY_INPUT_BYTES:
+        raise ApplicationError(
+            f"{what} is {size:,} bytes, over the {MAX_ACTIVITY_INPUT_BYTES:,}-byte limit for "
+            "one activity input (Temporal refuses payloads over 2 MB). Shorten the "
+            "conversation or the tool arguments.",
+            type=PAYLOAD_TOO_LARGE,
+            non_retryable=True,
+        )

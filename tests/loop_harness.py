@@ -1,0 +1,161 @@
+"""A ToolLoopWorkflow on Temporal's time-skipping test server, talking to a scripted
+OpenAI-compatible provider over real HTTP on loopback, with tools whose effects are
+observable. Shared by the workflow tests and the replay-fixture recorder."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from temporalio.client import Client, WorkflowHandle
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from steadyloop.activities.model_stream import ModelActivities
+from steadyloop.activities.tool_execution import ToolActivities
+from steadyloop.chat import ChatMessage
+from steadyloop.endpoints import EndpointRegistry
+from steadyloop.run_models import RunInput, RunLimits, RunResult
+from steadyloop.temporal_binaries import time_skipping_server_path
+from steadyloop.testing.scripted_server import ScriptedResponse, ScriptedServer
+from steadyloop.tools import ToolRegistry, tool
+from steadyloop.workflows.tool_loop import ToolLoopWorkflow
+
+ENDPOINT = "scripted"
+MODEL = "scripted-model"
+
+
+@dataclass
+class Effects:
+    """What the test tools did, so a test can count side effects."""
+
+    notes: list[str] = field(default_factory=list)
+
+
+def build_tools(effects: Effects) -> ToolRegistry:
+    @tool(effect="pure")
+    async def add(a: float, b: float) -> float:
+        """Add two numbers."""
+        return a + b
+
+    @tool(effect="pure")
+    async def current_time() -> str:
+        """The time, as a fixed string so runs are comparable."""
+        return "2026-01-01T00:00:00Z"
+
+    @tool(effect="opaque")
+    async def note(text: str) -> str:
+        """Record a note (a side effect the tests count)."""
+        effects.notes.append(text)
+        return f"noted {text!r}"
+
+    @tool(effect="opaque")
+    async def boom(reason: str) -> str:
+        """Always raises."""
+        raise RuntimeError(f"boom: {reason}")
+
+    @tool(effect="pure", timeout=timedelta(milliseconds=500))
+    async def slow() -> str:
+        """Takes longer than its timeout."""
+        await asyncio.sleep(3)
+        return "too late"
+
+    return ToolRegistry([add, current_time, note, boom, slow])
+
+
+ALL_TOOLS = ["add", "current_time", "note", "boom", "slow"]
+
+
+@dataclass
+class Loop:
+    env: WorkflowEnvironment
+    server: ScriptedServer
+    task_queue: str
+    effects: Effects
+
+    @property
+    def client(self) -> Client:
+        return self.env.client
+
+    async def start(
+        self, run: RunInput, workflow_id: str | None = None
+    ) -> WorkflowHandle[ToolLoopWorkflow, RunResult]:
+        return await self.client.start_workflow(
+            ToolLoopWorkflow.run,
+            run,
+            id=workflow_id or f"loop-{uuid.uuid4()}",
+            task_queue=self.task_queue,
+        )
+
+    async def run(self, run: RunInput) -> RunResult:
+        handle = await self.start(run)
+        result: RunResult = await handle.result()
+        return result
+
+
+def run_input(prompt: str = "help me", **limits: Any) -> RunInput:
+    return RunInput(
+        endpoint=ENDPOINT,
+        model=MODEL,
+        prompt=prompt,
+        system_prompt="You are a test agent.",
+        tools=ALL_TOOLS,
+        limits=RunLimits(**limits),
+    )
+
+
+@asynccontextmanager
+async def running_loop(script: Iterable[ScriptedResponse]) -> AsyncIterator[Loop]:
+    effects = Effects()
+    registry = build_tools(effects)
+    async with ScriptedServer(list(script)) as server:
+        endpoints = EndpointRegistry([server.endpoint(ENDPOINT)])
+        async with ModelActivities(endpoints, environ={}) as model:
+            env = await WorkflowEnvironment.start_time_skipping(
+                data_converter=pydantic_data_converter,
+                test_server_existing_path=time_skipping_server_path(),
+            )
+            async with env:
+                task_queue = f"tq-{uuid.uuid4()}"
+                async with Worker(
+                    env.client,
+                    task_queue=task_queue,
+                    workflows=[ToolLoopWorkflow],
+                    activities=[model.stream_completion, *ToolActivities(registry).activities()],
+                ):
+                    yield Loop(env=env, server=server, task_queue=task_queue, effects=effects)
+
+
+def assert_every_call_answered(transcript: list[ChatMessage]) -> None:
+    """The property providers enforce on the next request: each assistant tool call is
+    answered by exactly one tool message with its id, right after the assistant message,
+    and no tool message answers anything else."""
+    position = 0
+    while position < len(transcript):
+        message = transcript[position]
+        position += 1
+        if message.role == "tool":
+            raise AssertionError(f"orphan tool message {message.tool_call_id!r}")
+        if message.role != "assistant" or not message.tool_calls:
+            continue
+        ids = [call.id for call in message.tool_calls]
+        assert all(i.strip() for i in ids), f"blank tool call id in {ids}"
+        assert len(set(ids)) == len(ids), f"duplicate tool call ids {ids}"
+        answers = transcript[position : position + len(ids)]
+        assert [m.role for m in answers] == ["tool"] * len(ids), (
+            f"calls {ids} not answered by {len(ids)} tool messages: {answers}"
+        )
+        assert [m.tool_call_id for m in answers] == ids
+        position += len(ids)
+    all_ids = [c.id for m in transcript if m.role == "assistant" for c in m.tool_calls]
+    assert len(set(all_ids)) == len(all_ids), f"a tool call id repeats across turns: {all_ids}"
+
+
+def tool_messages(transcript: list[ChatMessage]) -> list[ChatMessage]:
+    return [m for m in transcript if m.role == "tool"]

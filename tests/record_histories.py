@@ -1,0 +1,77 @@
+"""Record ToolLoopWorkflow histories as replay fixtures: `python tests/record_histories.py`.
+
+Re-record only on purpose (a deliberate, versioned workflow change): the point of the
+fixtures is that histories written by earlier code still replay on the current code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from loop_harness import run_input, running_loop
+
+from steadyloop.testing.chunks import (
+    ScriptedCall,
+    finish_chunk,
+    text_chunks,
+    tool_call_chunks,
+    usage_chunk,
+)
+from steadyloop.testing.scripted_server import ScriptedResponse, error_response, sse_response
+
+HISTORIES = Path(__file__).parent / "histories"
+
+
+def _calls(*calls: ScriptedCall, index: str = "distinct") -> ScriptedResponse:
+    return sse_response(
+        [*tool_call_chunks(list(calls), index=index, fragment_size=5), finish_chunk("tool_calls")]  # type: ignore[arg-type]
+    )
+
+
+def _answer(text: str) -> ScriptedResponse:
+    return sse_response([*text_chunks(text), finish_chunk("stop"), usage_chunk(12, 3)])
+
+
+SCENARIOS: dict[str, list[ScriptedResponse]] = {
+    "multi_turn_parallel_calls": [
+        _calls(
+            ScriptedCall("add", {"a": 1, "b": 2}, id="c1"),
+            ScriptedCall("note", {"text": "hi"}, id="c2"),
+            ScriptedCall("no_such_tool", {}, id="c3"),
+            index="zero",
+        ),
+        _calls(ScriptedCall("current_time", ""), ScriptedCall("boom", {"reason": "x"})),
+        _answer("done"),
+    ],
+    "defect_retry_then_answer": [
+        sse_response([*tool_call_chunks([ScriptedCall("add", '{"a": 1')]), finish_chunk("length")]),
+        _answer("fine"),
+    ],
+    "deadline_during_backoff": [
+        error_response(503, "overloaded", type="server_error", retry_after=7200),
+    ],
+}
+DEADLINES = {"deadline_during_backoff": 3600.0}
+
+
+async def record(name: str, script: list[ScriptedResponse], directory: Path = HISTORIES) -> Path:
+    async with running_loop(script) as loop:
+        handle = await loop.start(
+            run_input(deadline_s=DEADLINES.get(name)), workflow_id=f"replay-{name}"
+        )
+        await handle.result()
+        history = await handle.fetch_history()
+    path = directory / f"{name}.json"
+    path.write_text(history.to_json())
+    return path
+
+
+async def main() -> None:
+    HISTORIES.mkdir(exist_ok=True)
+    for name, script in SCENARIOS.items():
+        print("recorded", await record(name, script))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

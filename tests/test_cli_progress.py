@@ -1,0 +1,133 @@
+"""What a person following a run sees: each transcript event once, status lines without
+control codes when output is not a terminal, and an exit code for every stop reason."""
+
+from __future__ import annotations
+
+import io
+import typing
+
+from steadyloop.chat import ChatMessage, ToolCall
+from steadyloop.run_models import RunProgress, RunResult, RunStats, StopReason
+from steadyloop.worker.cli import EXIT_CODES, EXIT_OK
+from steadyloop.worker.progress import (
+    ActivityState,
+    ProgressDisplay,
+    TranscriptReader,
+    one_line,
+    result_lines,
+    status_line,
+)
+
+
+def transcript() -> list[ChatMessage]:
+    return [
+        ChatMessage(role="system", content="be brief"),
+        ChatMessage(role="user", content="what is in the order?"),
+        ChatMessage(
+            role="assistant",
+            content="Let me look.",
+            tool_calls=[
+                ToolCall(id="c1", name="read_file", arguments='{"path":"a.txt"}'),
+                ToolCall(id="c2", name="current_time", arguments=""),
+            ],
+        ),
+        ChatMessage(role="tool", tool_call_id="c1", content="line one\nline two"),
+        ChatMessage(role="tool", tool_call_id="c2", content="2026-01-01T00:00:00Z"),
+        ChatMessage(role="assistant", content="Two lines."),
+    ]
+
+
+def test_every_message_is_reported_once_and_answers_carry_their_call_name() -> None:
+    reader = TranscriptReader()
+    messages = transcript()
+    first = reader.new_lines(messages[:4])
+    rest = reader.new_lines(messages)
+    assert first == [
+        "turn 1  model: Let me look.",
+        'turn 1  -> read_file {"path":"a.txt"}',
+        'turn 1  -> current_time ""',
+        "turn 1  <- read_file: line one | line two",
+    ]
+    # The zero-argument call is shown as the wire sent it; the final answer is not an
+    # event (it is printed with the result).
+    assert rest == ["turn 1  <- current_time: 2026-01-01T00:00:00Z"]
+    assert reader.new_lines(messages) == []
+
+
+def test_a_shorter_transcript_starts_over() -> None:
+    reader = TranscriptReader()
+    reader.new_lines(transcript())
+    again = reader.new_lines(transcript()[:3])
+    assert again[0] == "turn 1  model: Let me look."
+
+
+def test_status_without_a_terminal_is_printed_once_per_change_with_no_control_codes() -> None:
+    out = io.StringIO()
+    display = ProgressDisplay(out, live=False)
+    progress = RunProgress(turn=1, tool_calls=0, tokens=0, phase="model")
+    display.status(status_line(progress))
+    display.status(status_line(progress))
+    display.event("turn 1  -> add {}")
+    display.status(status_line(progress.model_copy(update={"tool_calls": 1, "tokens": 42})))
+    display.close()
+    assert out.getvalue().splitlines() == [
+        "  [turn 1 | model | 0 tool calls | 0 tokens]",
+        "turn 1  -> add {}",
+        "  [turn 1 | model | 1 tool call | 42 tokens]",
+    ]
+    assert "\r" not in out.getvalue()
+    assert "\x1b" not in out.getvalue()
+
+
+def test_status_on_a_terminal_is_redrawn_in_place_and_cleared_at_the_end() -> None:
+    out = io.StringIO()
+    display = ProgressDisplay(out, live=True)
+    display.status("turn 1 | model")
+    display.event("an event")
+    display.close()
+    text = out.getvalue()
+    # The event line starts on a cleared line, the status is redrawn under it, and
+    # closing leaves the cursor on an empty line.
+    assert "\r\x1b[Kan event\n" in text
+    assert text.endswith("\r\x1b[K")
+    assert text.count("turn 1 | model") == 2
+
+
+def test_status_says_why_there_is_no_progress_yet_and_shows_retries() -> None:
+    assert "task queue 'agents'" in status_line(None, task_queue="agents")
+    progress = RunProgress(turn=2, tool_calls=3, tokens=10, phase="model")
+    retrying = ActivityState("steadyloop.stream_completion", attempt=2, last_failure="HTTP 429")
+    assert status_line(progress, retrying).endswith(
+        "steadyloop.stream_completion attempt 2 after: HTTP 429"
+    )
+    first_attempt = ActivityState("steadyloop.stream_completion", attempt=1)
+    assert "attempt" not in status_line(progress, first_attempt)
+
+
+def test_one_line_cuts_and_folds() -> None:
+    assert one_line("a\n\n b \n") == "a | b"
+    assert one_line("x" * 50, 10) == "xxxxxxx..."
+
+
+def test_result_lines_name_the_answer_the_reason_and_the_numbers() -> None:
+    result = RunResult(
+        final_answer="Forty-two.",
+        stop_reason="final_answer",
+        detail="the model answered without tool calls",
+        transcript=[],
+        stats=RunStats(turns=1, tool_calls=0, prompt_tokens=5, completion_tokens=2),
+    )
+    assert result_lines(result) == [
+        "answer:",
+        "  Forty-two.",
+        "stop reason: final_answer (the model answered without tool calls)",
+        "1 turn, 0 tool calls, 7 tokens (5 prompt, 2 completion)",
+    ]
+    stopped = result.model_copy(update={"final_answer": None, "stop_reason": "max_turns"})
+    assert result_lines(stopped)[0] == "answer: (none)"
+
+
+def test_every_stop_reason_has_an_exit_code_and_only_an_answer_exits_zero() -> None:
+    reasons = set(typing.get_args(StopReason))
+    assert set(EXIT_CODES) == reasons
+    assert {reason for reason, code in EXIT_CODES.items() if code == EXIT_OK} == {"final_answer"}

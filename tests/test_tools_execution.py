@@ -1,0 +1,364 @@
+"""The tool activities, run through Temporal's `ActivityEnvironment`: one outcome per status."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from datetime import date
+from typing import Any
+
+import pytest
+from pydantic import BaseModel, field_validator
+from temporalio import activity
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
+
+from steadyloop.activities.tool_execution import ToolActivities
+from steadyloop.tools import (
+    DESCRIBE_TOOLS_ACTIVITY,
+    MAX_TOOL_CONTENT_BYTES,
+    RUN_TOOL_ACTIVITY,
+    DescribeToolsInput,
+    DescribeToolsResult,
+    ToolDescription,
+    ToolInvocation,
+    ToolOutcome,
+    ToolRegistry,
+    current_invocation,
+    tool,
+)
+
+calls: list[str] = []
+
+
+class Line(BaseModel):
+    sku: str
+    qty: int
+
+    @field_validator("qty")
+    @classmethod
+    def positive(cls, qty: int) -> int:
+        if qty <= 0:
+            raise ValueError("quantity must be positive")
+        return qty
+
+
+@dataclasses.dataclass
+class Receipt:
+    total: float
+    day: date
+
+
+@tool(effect="pure")
+async def echo(text: str) -> str:
+    """Return the text unchanged."""
+    calls.append("echo")
+    return text
+
+
+@tool
+async def order(customer: str, lines: list[Line]) -> dict[str, Any]:
+    """Place an order."""
+    calls.append("order")
+    return {"customer": customer, "lines": len(lines)}
+
+
+@tool
+async def structured() -> Receipt:
+    calls.append("structured")
+    return Receipt(total=1.5, day=date(2024, 1, 2))
+
+
+@tool
+async def nothing() -> None:
+    calls.append("nothing")
+
+
+@tool
+async def explode(reason: str) -> str:
+    calls.append("explode")
+    raise RuntimeError(reason)
+
+
+@tool
+async def silent_failure() -> str:
+    raise KeyError()
+
+
+@tool
+async def huge(size: int) -> str:
+    return "é" * size
+
+
+@tool
+async def deliberate() -> str:
+    raise ApplicationError("stop the activity", non_retryable=True)
+
+
+@tool
+async def who_called() -> dict[str, str]:
+    invocation = current_invocation()
+    return {
+        "call": invocation.call_id,
+        "run": invocation.workflow_id,
+        "tenant": invocation.tenant_id,
+    }
+
+
+REGISTRY = ToolRegistry(
+    [echo, order, structured, nothing, explode, silent_failure, huge, deliberate, who_called]
+)
+
+
+@pytest.fixture(autouse=True)
+def _reset_calls() -> None:
+    calls.clear()
+
+
+def invocation(
+    tool_name: str, arguments: dict[str, Any] | None = None, **extra: Any
+) -> ToolInvocation:
+    return ToolInvocation(
+        tool=tool_name,
+        arguments=arguments or {},
+        call_id="call_1",
+        workflow_id="wf-1",
+        tenant_id="acme",
+        **extra,
+    )
+
+
+async def run(tool_invocation: ToolInvocation, registry: ToolRegistry = REGISTRY) -> ToolOutcome:
+    activities = ToolActivities(registry)
+    outcome = await ActivityEnvironment().run(activities.run_tool, tool_invocation)
+    assert isinstance(outcome, ToolOutcome)
+    return outcome
+
+
+# ---------------------------------------------------------------- ok
+
+
+async def test_ok_string_result_is_content_verbatim() -> None:
+    outcome = await run(invocation("echo", {"text": '  {"not": "re-encoded"}\n'}))
+    assert outcome == ToolOutcome(status="ok", content='  {"not": "re-encoded"}\n')
+    assert calls == ["echo"]
+
+
+async def test_ok_structured_results_are_json() -> None:
+    ordered = await run(invocation("order", {"customer": "c", "lines": [{"sku": "a", "qty": 1}]}))
+    assert ordered.content == '{"customer":"c","lines":1}'
+    assert (await run(invocation("structured"))).content == '{"total":1.5,"day":"2024-01-02"}'
+    assert (await run(invocation("nothing"))).content == "null"
+
+
+async def test_tool_sees_its_invocation() -> None:
+    outcome = await run(invocation("who_called"))
+    assert outcome.content == '{"call":"call_1","run":"wf-1","tenant":"acme"}'
+    with pytest.raises(RuntimeError, match="only available while a tool call runs"):
+        current_invocation()
+
+
+# ---------------------------------------------------------------- tool_error
+
+
+async def test_tool_that_raises_answers_with_its_error_and_does_not_fail_the_activity() -> None:
+    outcome = await run(invocation("explode", {"reason": "disk full"}))
+    assert outcome.status == "tool_error"
+    assert outcome.error_type == "RuntimeError"
+    assert outcome.content == "Tool 'explode' failed: RuntimeError: disk full"
+    assert calls == ["explode"]
+
+
+async def test_error_without_message_still_names_its_type() -> None:
+    outcome = await run(invocation("silent_failure"))
+    assert (outcome.status, outcome.error_type) == ("tool_error", "KeyError")
+    assert outcome.content == "Tool 'silent_failure' failed: KeyError"
+
+
+async def test_application_error_propagates_as_an_activity_failure() -> None:
+    with pytest.raises(ApplicationError, match="stop the activity"):
+        await run(invocation("deliberate"))
+
+
+# ---------------------------------------------------------------- invalid_arguments
+
+
+async def test_invalid_arguments_name_each_field_path_and_run_no_tool_code() -> None:
+    outcome = await run(
+        invocation(
+            "order",
+            {"lines": [{"sku": "a", "qty": 1}, {"sku": "b", "qty": "many"}, {"qty": 0}], "x": 1},
+        )
+    )
+    assert outcome.status == "invalid_arguments"
+    assert calls == []
+    lines = outcome.content.splitlines()
+    assert lines[0] == "Invalid arguments for tool 'order'; the tool did not run."
+    assert "- customer: Field required" in lines
+    assert any(line.startswith("- lines[1].qty: Input should be a valid integer") for line in lines)
+    assert "- lines[2].sku: Field required" in lines
+    assert any(
+        line.startswith("- lines[2].qty: Value error, quantity must be positive") for line in lines
+    )
+    assert "- x: Extra inputs are not permitted" in lines
+    assert lines[-1] == (
+        "Expected arguments: customer (string, required), lines (array, required). "
+        "No other arguments are accepted."
+    )
+
+
+async def test_zero_argument_tool_refuses_arguments_and_says_send_empty_object() -> None:
+    outcome = await run(invocation("nothing", {"unexpected": True}))
+    assert outcome.status == "invalid_arguments"
+    assert outcome.content.endswith("The tool takes no arguments: send {}.")
+    assert calls == []
+
+
+# ---------------------------------------------------------------- unknown_tool
+
+
+async def test_unknown_tool_lists_the_available_ones() -> None:
+    outcome = await run(invocation("delete_everything"))
+    assert outcome.status == "unknown_tool"
+    assert outcome.content == (
+        "Unknown tool 'delete_everything'. Available tools: " + ", ".join(REGISTRY.names()) + "."
+    )
+
+
+async def test_allowed_tools_hides_the_others_even_if_registered() -> None:
+    outcome = await run(invocation("explode", {"reason": "x"}, allowed_tools=["echo", "order"]))
+    assert outcome.status == "unknown_tool"
+    assert outcome.content == "Unknown tool 'explode'. Available tools: echo, order."
+    assert calls == []
+    assert (await run(invocation("echo", {"text": "ok"}, allowed_tools=["echo"]))).status == "ok"
+
+
+async def test_empty_registry_says_no_tools() -> None:
+    outcome = await run(invocation("echo"), ToolRegistry())
+    assert outcome.content == "Unknown tool 'echo'. No tools are available in this run."
+
+
+# ---------------------------------------------------------------- size cap
+
+
+async def test_huge_result_is_capped_on_a_character_boundary_with_a_marker() -> None:
+    outcome = await run(invocation("huge", {"size": MAX_TOOL_CONTENT_BYTES}))
+    assert outcome.status == "ok"
+    assert outcome.truncated is True
+    assert len(outcome.content.encode("utf-8")) <= MAX_TOOL_CONTENT_BYTES
+    body, marker = outcome.content.rsplit("\n", 1)
+    assert set(body) == {"é"}
+    assert marker == (
+        f"[steadyloop: output truncated, {len(body.encode())} of "
+        f"{2 * MAX_TOOL_CONTENT_BYTES} bytes shown]"
+    )
+
+
+async def test_result_at_the_cap_is_untouched() -> None:
+    outcome = await run(invocation("huge", {"size": MAX_TOOL_CONTENT_BYTES // 2}))
+    assert outcome.truncated is False
+    assert len(outcome.content.encode("utf-8")) == MAX_TOOL_CONTENT_BYTES
+
+
+async def test_whole_outcome_fits_well_under_temporal_payload_limit() -> None:
+    outcome = await run(invocation("huge", {"size": 3_000_000}))
+    (payload,) = pydantic_data_converter.payload_converter.to_payloads([outcome])
+    assert len(payload.data) < 2 * MAX_TOOL_CONTENT_BYTES < 2 * 1024 * 1024
+
+
+# ---------------------------------------------------------------- cancellation
+
+
+async def test_cancellation_propagates_into_the_tool_and_out_of_the_activity() -> None:
+    started = asyncio.Event()
+    seen: list[str] = []
+
+    @tool
+    async def wait_forever() -> str:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            seen.append("cancelled")
+            raise
+        return "unreachable"
+
+    environment = ActivityEnvironment()
+    activities = ToolActivities(ToolRegistry([wait_forever]))
+    task = asyncio.create_task(environment.run(activities.run_tool, invocation("wait_forever")))
+    await started.wait()
+    environment.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert seen == ["cancelled"]
+
+
+# ---------------------------------------------------------------- describe_tools
+
+
+async def test_describe_tools_reports_unknown_names_as_a_value() -> None:
+    activities = ToolActivities(REGISTRY)
+    result = await ActivityEnvironment().run(
+        activities.describe_tools, DescribeToolsInput(names=["order", "nope", "echo", "order"])
+    )
+    assert isinstance(result, DescribeToolsResult)
+    assert [d.name for d in result.tools] == ["order", "echo"]
+    assert result.unknown == ["nope"]
+    assert result.available == REGISTRY.names()
+    assert result.tools[0] == order.describe()
+
+
+async def test_describe_tools_without_names_describes_all_and_empty_list_none() -> None:
+    activities = ToolActivities(REGISTRY)
+    everything = await ActivityEnvironment().run(activities.describe_tools, DescribeToolsInput())
+    assert [d.name for d in everything.tools] == REGISTRY.names()
+    nothing_asked = await ActivityEnvironment().run(
+        activities.describe_tools, DescribeToolsInput(names=[])
+    )
+    assert (nothing_asked.tools, nothing_asked.unknown) == ([], [])
+
+
+def test_activity_names_are_stable() -> None:
+    activities = ToolActivities(REGISTRY)
+    # `_Definition` is what `Worker` reads to register an activity under its name.
+    names = [activity._Definition.must_from_callable(fn).name for fn in activities.activities()]
+    assert names == [DESCRIBE_TOOLS_ACTIVITY, RUN_TOOL_ACTIVITY]
+    assert names == ["steadyloop.describe_tools", "steadyloop.run_tool"]
+
+
+# ---------------------------------------------------------------- payloads
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        invocation("order", {"customer": "c", "lines": [{"sku": "a", "qty": 1}], "n": None}),
+        invocation("echo", {"text": "ünï"}, allowed_tools=["echo"]),
+        ToolOutcome(status="ok", content="3"),
+        ToolOutcome(status="tool_error", content="x", error_type="RuntimeError", truncated=True),
+        order.describe(),
+        DescribeToolsInput(names=None),
+        DescribeToolsResult(tools=[echo.describe()], unknown=["x"], available=["echo"]),
+    ],
+    ids=lambda value: type(value).__name__,
+)
+def test_payloads_round_trip_through_the_pydantic_data_converter(value: BaseModel) -> None:
+    converter = pydantic_data_converter.payload_converter
+    (payload,) = converter.to_payloads([value])
+    (back,) = converter.from_payloads([payload], [type(value)])
+    assert back == value
+    assert type(back) is type(value)
+
+
+def test_description_round_trip_keeps_the_schema_exactly() -> None:
+    converter = pydantic_data_converter.payload_converter
+    (payload,) = converter.to_payloads([order.describe()])
+    (back,) = converter.from_payloads([payload], [ToolDescription])
+    assert back.parameters == order.parameters
+    assert back.to_spec() == order.to_spec()
+
+
+def test_outcome_answers_its_call_with_a_tool_message() -> None:
+    message = ToolOutcome(status="ok", content="3").to_message("call_9")
+    assert message.to_wire() == {"role": "tool", "content": "3", "tool_call_id": "call_9"}
