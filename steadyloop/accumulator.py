@@ -58,6 +58,14 @@ loss, never two calls with one id):
   dropped and counted in `dropped_deltas`.
 - A named delta whose aliases contradict every call (an id that drifts mid-call):
   a new call. That is the price of never merging on a guess.
+- Two zero-argument calls with one index, no ids and no argument text: the second
+  delta's name is either a restatement (same name: one call, silently) or the rest of
+  a split name (`get_time` then `get_date`: one call named `get_timeget_date`, which
+  the loop answers as an unknown tool). Nothing on the wire tells these apart; servers
+  that send `"{}"` for an empty call (Ollama does) never produce them.
+
+`type` is the wire's own when a delta names one (else `function`), so the argument
+reader can refuse a call of a type nothing here can run instead of running it.
 """
 
 from __future__ import annotations
@@ -103,7 +111,7 @@ class _Record:
 
 
 def _field(obj: Any, key: str) -> Any:
-    if isinstance(obj, Mapping):
+    if obj.__class__ is dict or isinstance(obj, Mapping):
         return obj.get(key)
     return getattr(obj, key, None)
 
@@ -147,6 +155,8 @@ class ToolCallAccumulator:
             raise ValueError("mint_prefix must be a non-blank string")
         self._mint_prefix = mint_prefix
         self._records: list[_Record] = []
+        # The newest record claiming each index: what the scan finds for an index-only delta.
+        self._by_index: dict[int, _Record] = {}
         self._wire_ids: set[str] = set()
         self._deltas = 0
         self.dropped_deltas = 0
@@ -169,7 +179,28 @@ class ToolCallAccumulator:
             self._defect("dropped_delta", f"tool_calls is not a list: {deltas!r:.80}")
             self.dropped_deltas += 1
             return
+        by_index = self._by_index
         for delta in deltas:
+            # Fast path for the commonest delta of all, a bare argument fragment
+            # `{"index": i, "function": {"arguments": "..."}}`: the scan of rule 1 would
+            # resolve it to the newest record claiming index i, which `_by_index` holds.
+            if delta.__class__ is dict and len(delta) == 2:
+                index = delta.get("index")
+                function = delta.get("function")
+                if (
+                    index.__class__ is int
+                    and function.__class__ is dict
+                    and len(function) == 1
+                    and index in by_index
+                ):
+                    arguments = function.get("arguments")
+                    if arguments.__class__ is str:
+                        self._deltas += 1
+                        if arguments:
+                            record = by_index[index]
+                            record.parts.append(arguments)
+                            record.has_args = True
+                        continue
             self._observe_one(delta)
 
     # -- one delta -----------------------------------------------------------------
@@ -228,6 +259,9 @@ class ToolCallAccumulator:
             return
         if index is not None and record.index is None:
             record.index = index
+            claimant = self._by_index.get(index)
+            if claimant is None or claimant.ordinal < record.ordinal:
+                self._by_index[index] = record
         if wire_id is not None and record.wire_id is None:
             record.wire_id = wire_id
         if call_type is not None and record.type is None:
@@ -287,6 +321,8 @@ class ToolCallAccumulator:
     def _open(self, index: int | None, wire_id: str | None, name: str | None) -> _Record:
         record = _Record(len(self._records), index, wire_id, name)
         self._records.append(record)
+        if index is not None:
+            self._by_index[index] = record  # the newest record claims its index
         return record
 
     # -- output --------------------------------------------------------------------

@@ -36,6 +36,8 @@ class Effects:
     """What the test tools did, so a test can count side effects."""
 
     notes: list[str] = field(default_factory=list)
+    running: int = 0
+    most_at_once: int = 0
 
 
 def build_tools(effects: Effects) -> ToolRegistry:
@@ -66,10 +68,21 @@ def build_tools(effects: Effects) -> ToolRegistry:
         await asyncio.sleep(3)
         return "too late"
 
-    return ToolRegistry([add, current_time, note, boom, slow])
+    @tool(effect="pure")
+    async def hold(label: str) -> str:
+        """Holds for a moment, counting how many calls run at once."""
+        effects.running += 1
+        effects.most_at_once = max(effects.most_at_once, effects.running)
+        try:
+            await asyncio.sleep(0.3)
+        finally:
+            effects.running -= 1
+        return label
+
+    return ToolRegistry([add, current_time, note, boom, slow, hold])
 
 
-ALL_TOOLS = ["add", "current_time", "note", "boom", "slow"]
+ALL_TOOLS = ["add", "current_time", "note", "boom", "slow", "hold"]
 
 
 @dataclass

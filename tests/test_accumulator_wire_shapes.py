@@ -335,3 +335,15 @@ def test_assembled_calls_are_the_payload_type_with_function_type() -> None:
         "type": "function",
         "function": {"name": "f", "arguments": "{}"},
     }
+
+
+def test_type_is_the_wires_own_so_the_reader_can_refuse_it() -> None:
+    from steadyloop import parse_tool_call_arguments
+
+    acc = ToolCallAccumulator()
+    acc.observe([{"index": 0, "type": "custom", "function": {"name": "f", "arguments": "{}"}}])
+    acc.observe([{"index": 1, "function": {"name": "g", "arguments": "{}"}}])
+    custom, plain = acc.assembled()
+    assert (custom.type, plain.type) == ("custom", "function")
+    assert parse_tool_call_arguments(custom).kind == "unsupported_type"
+    assert parse_tool_call_arguments(plain).kind == "parsed"

@@ -77,8 +77,23 @@ async def test_multi_turn_run_with_parallel_ollama_shaped_calls() -> None:
     second = sent_messages(requests[1])
     assert [m["role"] for m in second] == ["system", "user", "assistant", "tool", "tool", "tool"]
     assert [t["function"]["name"] for t in requests[0]["tools"]] == [
-        "add", "current_time", "note", "boom", "slow",
+        "add", "current_time", "note", "boom", "slow", "hold",
     ]
+
+
+@pytest.mark.parametrize("pool", [1, 2])
+async def test_batch_runs_concurrently_up_to_the_pool_and_answers_in_order(pool: int) -> None:
+    labels = ["a", "b", "c", "d", "e"]
+    script = [
+        calls(*(ScriptedCall("hold", {"label": x}, id=f"h_{x}") for x in labels), parallel=True),
+        answer("held"),
+    ]
+    async with running_loop(script) as loop:
+        result = await loop.run(run_input(tool_concurrency=pool))
+        most_at_once = loop.effects.most_at_once
+    assert most_at_once == pool
+    assert [m.content for m in tool_messages(result.transcript)] == labels
+    assert [m.tool_call_id for m in tool_messages(result.transcript)] == [f"h_{x}" for x in labels]
 
 
 async def test_zero_argument_call_sent_as_empty_string_runs() -> None:

@@ -638,6 +638,16 @@ WIRE_SHAPES: tuple[WireShape, ...] = (
         calls=(C("read_file", '{"path":"x"}', "call_n1"),),
     ),
     W(
+        case="name_split_around_an_empty_argument_fragment",
+        source="issue 2 rule 6; BerriAI/litellm#11407 (empty arguments continuation chunks)",
+        chunks=(
+            one(index=0, id="call_ef", name="read", arguments=""),
+            one(index=0, arguments=""),
+            one(index=0, name="_file", arguments='{"path":"x"}'),
+        ),
+        calls=(C("read_file", '{"path":"x"}', "call_ef"),),
+    ),
+    W(
         case="gemini_name_split_edit_existing_file",
         source="continuedev/continue#5849 (gemini streams names as edit_ex + isting_file)",
         chunks=(
@@ -880,6 +890,34 @@ WIRE_SHAPES: tuple[WireShape, ...] = (
             one(id="call_b", name="write_file", arguments='{"path":"b"}'),
             one(id="call_a", index=3, arguments='{"path":'),
             one(index=3, arguments='"a"}'),
+        ),
+        calls=(
+            C("read_file", '{"path":"a"}', "call_a"),
+            C("write_file", '{"path":"b"}', "call_b"),
+        ),
+    ),
+    W(
+        case="late_index_on_newer_call_takes_the_claim",
+        source="issue 2 rule 2/3 (newest claimant wins, aliases learned late count)",
+        chunks=(
+            one(index=0, id="call_a", name="read_file", arguments='{"path":"a"}'),
+            one(id="call_b", name="write_file", arguments='{"path":'),
+            one(id="call_b", index=0, arguments=""),
+            one(index=0, arguments='"b"}'),
+        ),
+        calls=(
+            C("read_file", '{"path":"a"}', "call_a"),
+            C("write_file", '{"path":"b"}', "call_b"),
+        ),
+    ),
+    W(
+        case="late_index_on_older_call_does_not_take_a_newer_claim",
+        source="issue 2 rule 2/3 (newest claimant wins, aliases learned late count)",
+        chunks=(
+            one(id="call_a", name="read_file", arguments='{"path":"a"}'),
+            one(index=0, id="call_b", name="write_file", arguments='{"path":'),
+            one(id="call_a", index=0, arguments=""),
+            one(index=0, arguments='"b"}'),
         ),
         calls=(
             C("read_file", '{"path":"a"}', "call_a"),

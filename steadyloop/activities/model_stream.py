@@ -59,7 +59,7 @@ from __future__ import annotations
 import importlib.metadata
 import math
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from datetime import timedelta
 from types import TracebackType
 from typing import Any
@@ -271,10 +271,9 @@ class _TurnReader:
     def feed(self, piece: bytes) -> bool:
         """Consume one network read; True once `[DONE]` arrived (stop reading)."""
         self.bytes += len(piece)
-        events = self.decoder.feed(piece)
+        events = self.decoder.feed_data(piece)
         if not events:
             return False
-        self.last_data = events[-1].data
         done = self._consume(events)
         if self.first_token_at is None and self.assembler.first_token_seen:
             self.first_token_at = time.monotonic()
@@ -282,29 +281,15 @@ class _TurnReader:
             self._report(self.on_progress)
         return done
 
-    def _consume(self, events: list[ServerSentEvent]) -> bool:
+    def _consume(self, events: Sequence[ServerSentEvent | str]) -> bool:
+        """Fold one read's events. `feed_events` raises for an `event: error` (whatever its
+        data) and skips empty keep-alive payloads, so every read takes this one call."""
         self.events += len(events)
-        for event in events:
-            if not event.data or event.event == "error":
-                return self._consume_one_by_one(events)
-        # The common read: chunk payloads (and perhaps `[DONE]`), folded in one call.
+        last = events[-1]
+        self.last_data = last if isinstance(last, str) else last.data
         done = self.assembler.feed_events(events)
         self.saw_done = self.saw_done or done
         return done
-
-    def _consume_one_by_one(self, events: list[ServerSentEvent]) -> bool:
-        """A read holding an `event: error` or an empty `data:` keep-alive."""
-        assembler = self.assembler
-        for event in events:
-            if event.event == "error":
-                # A provider failure whatever the data is: JSON, plain text or nothing.
-                raise StreamFailed(_error_event_failure(event.data))
-            if not event.data:
-                continue  # `data:` with nothing after it: a keep-alive, not a chunk
-            if assembler.feed_events((event,)):
-                self.saw_done = True
-                return True
-        return False
 
     def _report(self, on_progress: ProgressCallback) -> None:
         now = time.monotonic()
@@ -324,7 +309,9 @@ class _TurnReader:
 
     def finish_at_end_of_body(self) -> AssembledTurn:
         """The body ended without `[DONE]`: accept it only after a finish reason."""
-        self._consume(self.decoder.flush())
+        tail = self.decoder.flush()
+        if tail:
+            self._consume(tail)
         turn = self.finish()
         if turn.finish_reason is None and not self.saw_done:
             cut = self.decoder.incomplete_tail
@@ -431,19 +418,6 @@ async def _not_sse_failure(
         provider_code=code,
         provider_type=kind,
         body_excerpt=excerpt(body),
-    )
-
-
-def _error_event_failure(data: str) -> StreamFailure:
-    message, code, kind = provider_error(data.encode("utf-8"))
-    if message is None and data.strip() and data.lstrip()[:1] not in ("{", "["):
-        message = data.strip()
-    return StreamFailure(
-        kind="stream_error",
-        message=message or "the server sent an error event",
-        provider_code=code,
-        provider_type=kind,
-        body_excerpt=excerpt(data),
     )
 
 
