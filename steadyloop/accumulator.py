@@ -173,31 +173,28 @@ class ToolCallAccumulator:
 
     def observe(self, deltas: Sequence[Any] | None) -> None:
         """Fold one chunk's `choices[0].delta.tool_calls` (None and [] are no-ops)."""
-        if not deltas:
-            return
-        if not isinstance(deltas, list | tuple):
-            self._defect("dropped_delta", f"tool_calls is not a list: {deltas!r:.80}")
-            self.dropped_deltas += 1
-            return
+        if deltas.__class__ is not list:
+            if not deltas:
+                return
+            if not isinstance(deltas, list | tuple):
+                self._defect("dropped_delta", f"tool_calls is not a list: {deltas!r:.80}")
+                self.dropped_deltas += 1
+                return
         by_index = self._by_index
         for delta in deltas:
             # Fast path for the commonest delta of all, a bare argument fragment
             # `{"index": i, "function": {"arguments": "..."}}`: the scan of rule 1 would
             # resolve it to the newest record claiming index i, which `_by_index` holds.
             if delta.__class__ is dict and len(delta) == 2:
-                index = delta.get("index")
                 function = delta.get("function")
-                if (
-                    index.__class__ is int
-                    and function.__class__ is dict
-                    and len(function) == 1
-                    and index in by_index
-                ):
+                index = delta.get("index")
+                # `is int`: True and 1.0 hash like 1 but are malformed aliases (rule 9).
+                if index.__class__ is int and function.__class__ is dict and len(function) == 1:
                     arguments = function.get("arguments")
-                    if arguments.__class__ is str:
+                    record = by_index.get(index)
+                    if record is not None and arguments.__class__ is str:
                         self._deltas += 1
                         if arguments:
-                            record = by_index[index]
                             record.parts.append(arguments)
                             record.has_args = True
                         continue

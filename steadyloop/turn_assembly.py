@@ -84,11 +84,9 @@ class TurnAssembler:
     __slots__ = (
         "_calls",
         "_chunks",
-        "_counted_argument_chars",
         "_counted_chars",
         "_counted_reasoning",
         "_counted_text",
-        "_counted_tool_deltas",
         "_finish_reason",
         "_ignored_choices",
         "_meta_pending",
@@ -97,7 +95,6 @@ class TurnAssembler:
         "_response_id",
         "_stdlib_parsed",
         "_text",
-        "_tool_deltas",
         "_usage",
         "_wants_json",
         "saw_done",
@@ -119,9 +116,6 @@ class TurnAssembler:
         self._counted_chars = 0
         self._counted_text = 0
         self._counted_reasoning = 0
-        self._tool_deltas: list[list[Any]] = []
-        self._counted_tool_deltas = 0
-        self._counted_argument_chars = 0
         self.saw_done = False
 
     # -- progress, for heartbeats ------------------------------------------------------
@@ -139,27 +133,6 @@ class TurnAssembler:
         self._counted_reasoning = len(reasoning)
         self._counted_chars += added
         return self._counted_chars
-
-    @property
-    def tool_argument_chars(self) -> int:
-        """Characters of tool-call argument fragments so far (for a runaway guard).
-
-        Counted lazily from the `tool_calls` lists seen since the last read, so the
-        per-chunk path only keeps a reference.
-        """
-        deltas = self._tool_deltas
-        added = 0
-        for position in range(self._counted_tool_deltas, len(deltas)):
-            for call in deltas[position]:
-                try:
-                    arguments = call["function"]["arguments"]
-                except (KeyError, TypeError, IndexError):
-                    continue
-                if arguments.__class__ is str:
-                    added += len(arguments)
-        self._counted_tool_deltas = len(deltas)
-        self._counted_argument_chars += added
-        return self._counted_argument_chars
 
     @property
     def tool_call_count(self) -> int:
@@ -203,7 +176,6 @@ class TurnAssembler:
         """
         text_append = self._text.append
         observe = self._calls.observe
-        tool_deltas_append = self._tool_deltas.append
         fold = self._fold
         meta_pending = self._meta_pending
         event: ServerSentEvent | str | None = None
@@ -245,7 +217,6 @@ class TurnAssembler:
                                     self._read_meta(chunk)
                                     meta_pending = self._meta_pending
                                 observe(tool_calls)
-                                tool_deltas_append(tool_calls)
                                 continue
                 except (KeyError, TypeError, IndexError, ValueError, AttributeError):
                     pass
@@ -288,7 +259,6 @@ class TurnAssembler:
                         if self._meta_pending:
                             self._read_meta(chunk)
                         self._calls.observe(tool_calls)
-                        self._tool_deltas.append(tool_calls)
                         return
         except (KeyError, TypeError, IndexError, ValueError, AttributeError):
             pass
@@ -357,8 +327,6 @@ class TurnAssembler:
             tool_calls = delta.get("tool_calls")
             if tool_calls:
                 self._calls.observe(tool_calls)
-                if tool_calls.__class__ is list:
-                    self._tool_deltas.append(tool_calls)
             reasoning = delta.get("reasoning_content") or delta.get("reasoning")
             if reasoning:
                 if reasoning.__class__ is not str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -347,3 +348,150 @@ def test_type_is_the_wires_own_so_the_reader_can_refuse_it() -> None:
     assert (custom.type, plain.type) == ("custom", "function")
     assert parse_tool_call_arguments(custom).kind == "unsupported_type"
     assert parse_tool_call_arguments(plain).kind == "parsed"
+
+
+# ---------------------------------------------------------------- pinned by mutation testing
+
+
+def as_read_only_mappings(chunk: Chunk) -> Any:
+    """The chunk's deltas as `Mapping`s that are not dicts (an SDK's read-only views)."""
+    if chunk is None:
+        return None
+    out: list[Any] = []
+    for delta in chunk:
+        fields = dict(delta)
+        function = fields.get("function")
+        if isinstance(function, dict):
+            fields["function"] = MappingProxyType(function)
+        out.append(MappingProxyType(fields))
+    return out
+
+
+@shapes
+def test_wire_shape_as_read_only_mappings(shape: WireShape) -> None:
+    """Any `Mapping` is read by key, not only a dict (and never by attribute)."""
+    acc = run_chunks(as_read_only_mappings(chunk) for chunk in shape.chunks)
+    assert_shape_outcome(acc, shape)
+
+
+@pytest.mark.parametrize("prefix", ["", " ", "\t\n"])
+def test_a_blank_mint_prefix_is_refused(prefix: str) -> None:
+    with pytest.raises(ValueError, match="mint_prefix must be a non-blank"):
+        ToolCallAccumulator(prefix)
+
+
+def test_a_chunk_that_is_not_a_list_is_one_dropped_delta_each() -> None:
+    acc = ToolCallAccumulator()
+    acc.observe(one(index=0, id="a", name="f", arguments="{}"))
+    not_a_list: Any = {"index": 0, "function": {"arguments": "x"}}
+    acc.observe(not_a_list)
+    acc.observe("tool_calls")
+    assert acc.dropped_deltas == 2
+    assert [d.kind for d in acc.defects] == ["dropped_delta", "dropped_delta"]
+    assert all("not a list" in d.detail for d in acc.defects), acc.defects
+    assert acc.assembled() == [ToolCall(id="a", name="f", arguments="{}")]
+
+
+def test_a_delta_that_is_not_an_object_is_dropped_and_counted() -> None:
+    acc = ToolCallAccumulator()
+    acc.observe(one(index=0, id="a", name="f", arguments="{}"))
+    junk: list[Any] = [None, 7, 1.5, "x", b"y", [1]]
+    acc.observe(junk)
+    assert acc.dropped_deltas == len(junk)
+    assert [d.kind for d in acc.defects] == ["dropped_delta"] * len(junk)
+    assert all("not an object" in d.detail for d in acc.defects), acc.defects
+    assert [d.delta_number for d in acc.defects] == [2, 3, 4, 5, 6, 7]
+    assert acc.malformed_aliases == 0
+    assert acc.assembled() == [ToolCall(id="a", name="f", arguments="{}")]
+
+
+def test_defects_are_numbered_by_the_delta_they_describe() -> None:
+    """`delta_number` counts every delta of the turn from 1, bare fragments included."""
+    acc = ToolCallAccumulator()
+    acc.observe(one(index=0, id="a", name="lookup", arguments='{"q":'))  # 1
+    acc.observe(one(index=0, arguments='"v'))  # 2: a bare fragment
+    acc.observe(one(index=0, arguments=""))  # 3: an empty bare fragment
+    acc.observe([tc(index=0, arguments='"'), tc(index=0, arguments="}")])  # 4, 5
+    acc.observe(one(index=-1))  # 6: malformed index
+    acc.observe(one(index=0, id=99))  # 7: malformed id
+    assert [(d.kind, d.delta_number) for d in acc.defects] == [
+        ("malformed_index", 6),
+        ("malformed_id", 7),
+    ]
+    assert acc.assembled() == [ToolCall(id="a", name="lookup", arguments='{"q":"v"}')]
+
+
+def test_non_string_ids_are_counted_as_malformed_aliases() -> None:
+    acc = ToolCallAccumulator()
+    acc.observe(one(index=0, id="call_a", name="lookup", arguments='{"q":'))
+    acc.observe(one(index=0, id=12345, arguments='"v"'))
+    acc.observe(one(index=0, id=["call_a"], arguments="}"))
+    assert acc.malformed_aliases == 2
+    assert [d.kind for d in acc.defects] == ["malformed_id", "malformed_id"]
+    assert acc.assembled() == [ToolCall(id="call_a", name="lookup", arguments='{"q":"v"}')]
+
+
+@pytest.mark.parametrize("function", ["x", [1], None, 7])
+def test_a_function_member_that_is_not_an_object_is_ignored(function: Any) -> None:
+    acc = ToolCallAccumulator()
+    acc.observe(one(index=0, id="a", name="f", arguments="{}"))
+    acc.observe([{"index": 0, "function": function}])
+    assert acc.assembled() == [ToolCall(id="a", name="f", arguments="{}")]
+    assert acc.dropped_deltas == 0
+
+
+def test_arguments_object_is_serialized_as_text_not_ascii_escapes() -> None:
+    """An arguments object becomes the text a string-sending provider would have sent."""
+    acc = ToolCallAccumulator()
+    acc.observe(one(index=0, id="c", name="f", arguments={"city": "Zürich", "note": "😀"}))
+    [call] = acc.assembled()
+    assert call.arguments == '{"city":"Zürich","note":"😀"}'
+    [defect] = acc.defects
+    assert defect.kind == "malformed_arguments"
+    assert "arrived as an object" in defect.detail
+
+
+@pytest.mark.parametrize("half", ["\ud800", "\udbff", "\udc00", "\udfff"])
+def test_every_lone_surrogate_half_is_made_encodable(half: str) -> None:
+    """The range ends included: each half left unpaired is escaped (JSON) or replaced."""
+    acc = ToolCallAccumulator()
+    acc.observe(one(index=0, id="c", name=f"n{half}", arguments=f'{{"t":"{half}"}}'))
+    [call] = acc.assembled()
+    call.arguments.encode("utf-8")
+    assert json.loads(call.arguments) == {"t": half}
+    assert call.name == "n\ufffd"
+
+
+@pytest.mark.parametrize("wire_type", [" ", "", None, 1, {"kind": "function"}])
+def test_a_blank_or_non_string_type_reads_as_function(wire_type: Any) -> None:
+    acc = ToolCallAccumulator()
+    acc.observe([tc(index=0, id="c", type=wire_type, name="f", arguments="{}")])
+    [call] = acc.assembled()
+    assert call.type == "function"
+
+
+def test_a_type_first_named_on_a_continuation_is_learned() -> None:
+    acc = ToolCallAccumulator()
+    acc.observe(one(index=0, id="c", name="f", arguments="{"))
+    acc.observe(one(index=0, type="custom", arguments="}"))
+    [call] = acc.assembled()
+    assert call.type == "custom"
+
+
+def test_the_first_type_the_wire_names_is_kept() -> None:
+    """A later delta restating `function` cannot turn a refused custom call into a runnable one."""
+    acc = ToolCallAccumulator()
+    acc.observe(one(index=0, id="c", type="custom", name="f", arguments="{"))
+    acc.observe(one(index=0, type="function", arguments="}"))
+    [call] = acc.assembled()
+    assert call.type == "custom"
+
+
+def test_minted_ids_follow_the_documented_scheme() -> None:
+    """`{mint_prefix}_{n}` for the n-th call; on a clash, the smallest free `_{k}` suffix."""
+    acc = ToolCallAccumulator()
+    acc.observe(one(index=0, name="first", arguments="{}"))  # call_sl_0 is a wire id below
+    acc.observe(one(index=1, id="call_sl_0", name="second", arguments="{}"))
+    acc.observe(one(index=2, id="call_sl_0", name="third", arguments="{}"))  # id already used
+    acc.observe(one(index=3, id="", name="fourth", arguments="{}"))
+    assert [c.id for c in acc.assembled()] == ["call_sl_0_1", "call_sl_0", "call_sl_2", "call_sl_3"]

@@ -122,8 +122,7 @@ def test_surrounding_whitespace_is_fine() -> None:
 )
 def test_json_that_is_not_an_object_is_refused(text: str, kind_words: str) -> None:
     detail = unparseable(call(text))
-    assert "JSON object" in detail
-    assert f"got {kind_words}" in detail
+    assert f"must be a JSON object of named parameters, got {kind_words}." in detail
     assert text in detail  # the model sees what it sent
 
 
@@ -139,7 +138,7 @@ def test_double_encoded_object_is_refused_as_a_string() -> None:
 @pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity"])
 def test_non_finite_literals_are_refused(literal: str) -> None:
     detail = unparseable(call(f'{{"x": {literal}}}'))
-    assert literal in detail
+    assert f"{literal} is not valid JSON" in detail  # the reason, not only the excerpt
     assert "refused" in detail
 
 
@@ -262,14 +261,33 @@ def test_attribute_object_with_function_member() -> None:
     assert isinstance(parse_tool_call_arguments(custom), UnsupportedToolCallType)
 
 
+def test_attribute_object_without_a_type_attribute_reads_as_function() -> None:
+    assert parsed(SimpleNamespace(function=SimpleNamespace(arguments='{"a": 1}'))) == {"a": 1}
+    assert parsed(SimpleNamespace(arguments='{"a": 2}')) == {"a": 2}
+
+
+def test_attribute_object_whose_function_has_no_arguments_falls_back_to_flat_arguments() -> None:
+    obj = SimpleNamespace(type="function", function=SimpleNamespace(name="f"), arguments='{"a": 1}')
+    assert parsed(obj) == {"a": 1}
+    junk_function = SimpleNamespace(type="function", function="junk", arguments='{"a": 2}')
+    assert parsed(junk_function) == {"a": 2}
+
+
+def test_attribute_object_with_no_arguments_anywhere_is_a_zero_argument_call() -> None:
+    assert parsed(SimpleNamespace(type="function", function=SimpleNamespace(name="f"))) == {}
+    assert parsed(SimpleNamespace(type="function")) == {}
+    assert parsed(SimpleNamespace()) == {}
+
+
 @pytest.mark.parametrize(
     ("arguments", "type_name"),
     [({"a": 1}, "dict"), (42, "int"), (["a"], "list"), (True, "bool"), (1.5, "float")],
 )
 def test_non_string_arguments_are_unparseable(arguments: Any, type_name: str) -> None:
     detail = unparseable(wire(arguments))
-    assert "string" in detail
-    assert type_name in detail
+    assert f"must be a JSON object encoded as a string, got a {type_name}." in detail
+    obj = SimpleNamespace(type="function", function=SimpleNamespace(arguments=arguments))
+    assert unparseable(obj) == detail
 
 
 def test_readings_are_immutable_values() -> None:

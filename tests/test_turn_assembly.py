@@ -677,14 +677,11 @@ def test_progress_properties() -> None:
     assert assembler.output_chars == 7
     assert assembler.output_chars == 7  # reading twice does not count twice
     assert assembler.tool_call_count == 0
-    assert assembler.tool_argument_chars == 0
     assembler.feed(json.dumps(chunk({"tool_calls": [tool_delta(0, "{", id="c", name="f")]})))
     assembler.feed_events(
         [ServerSentEvent(json.dumps(chunk({"tool_calls": [tool_delta(0, '"k":1}')]})))]
     )
     assert assembler.tool_call_count == 1
-    assert assembler.tool_argument_chars == 7
-    assert assembler.tool_argument_chars == 7
     assert assembler.chunks == 6
 
 

@@ -182,6 +182,23 @@ WIRE_SHAPES: tuple[WireShape, ...] = (
         ),
     ),
     W(
+        case="bare_fragments_of_two_calls_in_one_chunk",
+        source="comet-ml/opik#7385 (several calls' deltas in one chunk), streamed in fragments",
+        chunks=(
+            [
+                tc(index=0, id="call_a", type="function", name="read_file", arguments=""),
+                tc(index=1, id="call_b", type="function", name="write_file", arguments=""),
+            ],
+            [
+                tc(index=0, arguments='{"path":'),
+                tc(index=1, arguments='{"path":'),
+                tc(index=0, arguments='"a"}'),
+            ],
+            [tc(index=1, arguments='"b"}')],
+        ),
+        calls=(C("read_file", '{"path":"a"}', "call_a"), C("write_file", '{"path":"b"}', "call_b")),
+    ),
+    W(
         case="mistral_complete_call_single_chunk",
         source="microsoft/semantic-kernel#6316 (Mistral tool calls arrive whole in one chunk)",
         chunks=(
@@ -1009,6 +1026,19 @@ WIRE_SHAPES: tuple[WireShape, ...] = (
         dropped=2,
         defects=("dropped_delta", "dropped_delta"),
     ),
+    W(
+        case="alias_no_call_has_seen_is_not_claimed_by_a_call_without_aliases",
+        source="issue 2 rule 2 (not contradicted is not enough: one alias must match) + rule 5",
+        chunks=(
+            one(index=0, id="call_a", name="read_file", arguments='{"path":"a"}'),
+            one(name="write_file", arguments='{"path":"b"}'),
+            one(index=7, arguments="}"),
+            one(id="call_zz", arguments="}"),
+        ),
+        calls=(C("read_file", '{"path":"a"}', "call_a"), C("write_file", '{"path":"b"}')),
+        dropped=2,
+        defects=("dropped_delta", "dropped_delta"),
+    ),
     # ------------------------------------------------------------------ contract extensions
     W(
         case="ext_a_alias_only_opening_named_later",
@@ -1040,6 +1070,28 @@ WIRE_SHAPES: tuple[WireShape, ...] = (
             one(index=0, id="call_ln", type="function", name="lookup"),
         ),
         calls=(C("lookup", '{"q":"v"}', "call_ln"),),
+    ),
+    W(
+        case="ext_a_index_only_opening_named_later",
+        source="contract ext (a), the opening delta carrying an index only; issue 2 rule 4",
+        chunks=(
+            one(index=0, id="call_a", name="read_file", arguments='{"path":"a"}'),
+            one(index=1, type="function"),
+            one(index=1, arguments='{"path":"c"}'),
+            one(index=1, name="write_file"),
+        ),
+        calls=(C("read_file", '{"path":"a"}', "call_a"), C("write_file", '{"path":"c"}')),
+    ),
+    W(
+        case="ext_a_id_only_opening_named_later",
+        source="contract ext (a), the opening delta carrying an id only; issue 2 rule 4",
+        chunks=(
+            one(index=0, id="call_a", name="read_file", arguments='{"path":"a"}'),
+            one(id="call_c", type="function"),
+            one(id="call_c", arguments='{"path":"c"}'),
+            one(id="call_c", name="write_file"),
+        ),
+        calls=(C("read_file", '{"path":"a"}', "call_a"), C("write_file", '{"path":"c"}', "call_c")),
     ),
     W(
         case="ext_b_empty_and_type_only_deltas_ignored",

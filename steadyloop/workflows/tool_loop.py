@@ -206,7 +206,8 @@ class ToolLoopWorkflow:
                 seed=run.sampling.seed,
                 mint_prefix=f"call_sl_t{self._turn}a{attempt}",
             )
-            _check_payload(request, "the model request (the transcript so far)")
+            if _text_bound(self._transcript) + _tools_bound(tools) > MAX_ACTIVITY_INPUT_BYTES:
+                _check_payload(request, "the model request (the transcript so far)")
             timeout = _bounded(timedelta(seconds=run.limits.model_timeout_s), deadline)
             self._stats.model_attempts += 1
             try:
@@ -381,6 +382,26 @@ def _cause(error: ActivityError) -> str:
     while cause.__cause__ is not None:
         cause = cause.__cause__
     return str(cause) or type(cause).__name__
+
+
+def _text_bound(messages: list[ChatMessage]) -> int:
+    """An upper bound on the transcript's JSON size, so the exact (serializing) check runs
+    only when it could fail: at most 6 bytes a character (`\\u0000` escapes) plus a
+    generous envelope a message."""
+    chars = 0
+    for message in messages:
+        chars += len(message.content or "") + len(message.name or "")
+        for call in message.tool_calls:
+            chars += len(call.arguments) + len(call.name) + len(call.id)
+    return 6 * chars + 512 * len(messages) + 64 * 1024
+
+
+def _tools_bound(tools: dict[str, ToolDescription]) -> int:
+    """The same bound for the tool specs (their schemas' repr is about their JSON size)."""
+    return sum(
+        6 * (len(t.name) + len(t.description) + len(repr(t.parameters))) + 512
+        for t in tools.values()
+    )
 
 
 def _check_payload(value: object, what: str) -> None:
