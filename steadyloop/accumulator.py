@@ -96,13 +96,13 @@ class _Record:
 
     __slots__ = ("has_args", "index", "name", "ordinal", "parts", "type", "wire_id")
 
-    def __init__(
-        self, ordinal: int, index: int | None, wire_id: str | None, name: str | None
-    ) -> None:
+    def __init__(self, ordinal: int) -> None:
+        # Aliases and name are learned from the delta that opens the record, by the
+        # same step that learns them from continuations.
         self.ordinal = ordinal
-        self.index = index
-        self.wire_id = wire_id
-        self.name = name or ""
+        self.index: int | None = None
+        self.wire_id: str | None = None
+        self.name = ""
         self.parts: list[str] = []
         self.has_args = False
         self.type: str | None = None
@@ -295,7 +295,7 @@ class ToolCallAccumulator:
                         break  # the claimant's call is finished: this names a new one
                     return record
         if name is not None:
-            return self._open(index, wire_id, name)
+            return self._open()
         if len(records) == 1:
             lone = records[0]
             if not (
@@ -305,7 +305,7 @@ class ToolCallAccumulator:
                 return lone
         if not arguments:
             if index is not None or wire_id is not None:
-                return self._open(index, wire_id, None)  # announced now, named later
+                return self._open()  # announced now, named later
             return None  # carries nothing: nothing to lose
         self.dropped_deltas += 1
         self._defect(
@@ -315,11 +315,9 @@ class ToolCallAccumulator:
         )
         return None
 
-    def _open(self, index: int | None, wire_id: str | None, name: str | None) -> _Record:
-        record = _Record(len(self._records), index, wire_id, name)
+    def _open(self) -> _Record:
+        record = _Record(len(self._records))
         self._records.append(record)
-        if index is not None:
-            self._by_index[index] = record  # the newest record claims its index
         return record
 
     # -- output --------------------------------------------------------------------

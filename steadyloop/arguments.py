@@ -90,13 +90,13 @@ def _call_fields(call: Any) -> tuple[str, str | None]:
         arguments = function.get("arguments") if isinstance(function, Mapping) else None
         if arguments is None:
             arguments = call.get("arguments")
-        call_type = call.get("type", "function")
+        call_type = call.get("type")
     else:
         function = getattr(call, "function", None)
-        arguments = getattr(function, "arguments", None) if function is not None else None
+        arguments = getattr(function, "arguments", None)
         if arguments is None:
             arguments = getattr(call, "arguments", None)
-        call_type = getattr(call, "type", "function")
+        call_type = getattr(call, "type", None)
     if call_type is None:
         call_type = "function"
     return str(call_type), arguments
@@ -159,6 +159,4 @@ def _json_kind(value: Any) -> str:
         return "a number"
     if isinstance(value, str):
         return "a string"
-    if isinstance(value, list):
-        return "an array"
-    return type(value).__name__
+    return "an array"  # json.loads yields nothing else here: objects were handled first

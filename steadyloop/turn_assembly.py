@@ -165,7 +165,7 @@ class TurnAssembler:
     # `continuous_usage_stats` is running usage; the final figure arrives on those same
     # slow-path chunks.)
 
-    def feed_events(self, events: Sequence[ServerSentEvent | str]) -> bool:
+    def feed_events(self, events: Sequence[ServerSentEvent | str | bytes]) -> bool:
         """Fold the data of decoded SSE events, in order; True once `[DONE]` was seen.
 
         Takes what `SSEDecoder.feed` or `SSEDecoder.feed_data` returns: a string item is
@@ -178,11 +178,11 @@ class TurnAssembler:
         observe = self._calls.observe
         fold = self._fold
         meta_pending = self._meta_pending
-        event: ServerSentEvent | str | None = None
-        data: str
+        event: ServerSentEvent | str | bytes | None = None
+        data: str | bytes
         try:
             for event in events:
-                if event.__class__ is str:
+                if event.__class__ is str or event.__class__ is bytes:
                     data = event
                 else:
                     data = event.data  # type: ignore[union-attr]
@@ -235,34 +235,7 @@ class TurnAssembler:
 
     def feed(self, data: str | bytes) -> None:
         """Fold one SSE data payload (one chat-completion chunk, as JSON text)."""
-        self._chunks += 1
-        try:
-            chunk = _loads(data)
-        except _OrjsonDecodeError:
-            chunk = self._parse_refused(data)
-            if chunk is _DONE or chunk is _BLANK:
-                return
-        try:
-            (choice,) = chunk["choices"]
-            if choice["index"] == 0 and choice["finish_reason"] is None:
-                delta = choice["delta"]
-                content = delta.get("content")
-                if content and content.__class__ is str:
-                    if len(delta) == 1 or (len(delta) == 2 and "role" in delta):
-                        if self._meta_pending:
-                            self._read_meta(chunk)
-                        self._text.append(content)
-                        return
-                elif len(delta) == 1:
-                    tool_calls = delta.get("tool_calls")
-                    if tool_calls.__class__ is list:
-                        if self._meta_pending:
-                            self._read_meta(chunk)
-                        self._calls.observe(tool_calls)
-                        return
-        except (KeyError, TypeError, IndexError, ValueError, AttributeError):
-            pass
-        self._fold(chunk, data)
+        self.feed_events((data,))
 
     def _check_event_type(self, event: ServerSentEvent) -> None:
         """An `event: error` is a provider failure whatever its data says.
@@ -424,7 +397,9 @@ class TurnAssembler:
 # -- helpers -------------------------------------------------------------------------------
 
 
-def _position(events: Sequence[ServerSentEvent | str], event: ServerSentEvent | str | None) -> int:
+def _position(
+    events: Sequence[ServerSentEvent | str | bytes], event: ServerSentEvent | str | bytes | None
+) -> int:
     """Where `event` sits in `events` (by identity): the payloads folded before it."""
     for position, candidate in enumerate(events):
         if candidate is event:
