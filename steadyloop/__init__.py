@@ -1,7 +1,8 @@
 """steadyloop: an LLM agent's tool loop as a Temporal workflow.
 
 The pure primitives are importable from here without a Temporal server: streamed
-tool-call assembly, the tool-call argument reader and completion-defect detection.
+tool-call assembly, the tool-call argument reader, completion-defect detection,
+canonical JSON, receipt decisions and the receipt ledger.
 Workflows live under `steadyloop.workflows` (deterministic), activities under
 `steadyloop.activities` (all I/O).
 """
@@ -23,6 +24,7 @@ with workflow.unsafe.imports_passed_through():
         parse_tool_call_arguments,
         tool_call_arguments_absent,
     )
+    from steadyloop.canonical_json import CanonicalJsonError, canonical_json
     from steadyloop.chat import ChatMessage, FunctionCall, ToolCall, ToolSpec
     from steadyloop.completion import AssembledTurn, CompletionRequest, StreamStats, Usage
     from steadyloop.defects import (
@@ -31,18 +33,57 @@ with workflow.unsafe.imports_passed_through():
         detect_completion_defect,
         detect_completion_defects,
     )
+    from steadyloop.receipt_decision import (
+        Ambiguous,
+        Effect,
+        Execute,
+        NaiveDatetimeError,
+        Receipt,
+        ReceiptDecision,
+        ReceiptKey,
+        Replay,
+        Wait,
+        decide_tool_call_receipt,
+        receipt_key,
+        tool_call_args_hash,
+    )
+    from steadyloop.receipt_ledger import (
+        AmbiguityResolution,
+        DidNotHappen,
+        GiveUp,
+        Happened,
+        LedgerWrite,
+        ReceiptLedger,
+        WriteApplied,
+        WriteIgnored,
+    )
     from steadyloop.stream_failures import StreamFailed, StreamFailure
 
 __all__ = [
     "DEFECT_RETRY_BUDGETS",
+    "AmbiguityResolution",
+    "Ambiguous",
     "ArgumentsReading",
     "AssembledTurn",
     "AssemblyDefect",
+    "CanonicalJsonError",
     "ChatMessage",
     "CompletionDefect",
     "CompletionRequest",
+    "DidNotHappen",
+    "Effect",
+    "Execute",
     "FunctionCall",
+    "GiveUp",
+    "Happened",
+    "LedgerWrite",
+    "NaiveDatetimeError",
     "ParsedArguments",
+    "Receipt",
+    "ReceiptDecision",
+    "ReceiptKey",
+    "ReceiptLedger",
+    "Replay",
     "StreamFailed",
     "StreamFailure",
     "StreamStats",
@@ -52,8 +93,15 @@ __all__ = [
     "UnparseableArguments",
     "UnsupportedToolCallType",
     "Usage",
+    "Wait",
+    "WriteApplied",
+    "WriteIgnored",
+    "canonical_json",
+    "decide_tool_call_receipt",
     "detect_completion_defect",
     "detect_completion_defects",
     "parse_tool_call_arguments",
+    "receipt_key",
+    "tool_call_args_hash",
     "tool_call_arguments_absent",
 ]

@@ -10,7 +10,8 @@ that each cost a turn or run a tool on input it never asked for:
 - Valid JSON that is not an object (`null`, `[]`, `42`, `"x"`, a double-encoded object)
   is refused: arguments are a named parameter bag, and a tool handed an array fails
   confusingly, perhaps after a side effect.
-- Python's `json` accepts `NaN`, `Infinity` and duplicate keys. A duplicate key means
+- Python's `json` accepts `NaN`, `Infinity`, numbers like `1e400` (read as infinity)
+  and duplicate keys. A duplicate key means
   two values for one parameter and the last silently wins; NaN cannot be hashed into a
   receipt key faithfully. Both are refused here with a detail the model can act on.
 - Every refusal carries `detail` written for the model: its next turn is the only
@@ -20,6 +21,7 @@ that each cost a turn or run a tool on input it never asked for:
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -66,6 +68,15 @@ class _Refused(ValueError):
 
 def _refuse_constant(name: str) -> Any:
     raise _Refused(f"{name} is not valid JSON")
+
+
+def _finite_float(text: str) -> float:
+    # `1e400` is a legal JSON number that Python reads as infinity: refuse it like the
+    # `Infinity` literal, or it would reach a tool (and a receipt hash) as a non-number.
+    value = float(text)
+    if math.isinf(value):
+        raise _Refused(f"the number {text[:40]} is too large to represent")
+    return value
 
 
 def _object_without_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -129,6 +140,7 @@ def parse_tool_call_arguments(call: Any) -> ArgumentsReading:
             arguments,
             object_pairs_hook=_object_without_duplicates,
             parse_constant=_refuse_constant,
+            parse_float=_finite_float,
         )
     except _Refused as refused:
         return UnparseableArguments(

@@ -335,3 +335,20 @@ def test_any_text_reads_to_a_value_never_an_exception(text: str) -> None:
 )
 def test_every_json_object_round_trips(value: dict[str, Any]) -> None:
     assert parsed(call(json.dumps(value))) == value
+
+
+@pytest.mark.parametrize("number", ["1e400", "-1e400", "1.5e309"])
+def test_a_number_too_large_for_a_float_is_refused_like_infinity(number: str) -> None:
+    reading = parse_tool_call_arguments(
+        {"type": "function", "function": {"arguments": f'{{"x": {number}}}'}}
+    )
+    assert reading.kind == "unparseable"
+    assert "too large" in reading.detail
+
+
+def test_large_but_finite_numbers_still_parse() -> None:
+    reading = parse_tool_call_arguments(
+        {"function": {"arguments": '{"x": 1e300, "n": 123456789012345678901234567890}'}}
+    )
+    assert reading.kind == "parsed"
+    assert reading.arguments == {"x": 1e300, "n": 123456789012345678901234567890}
