@@ -72,6 +72,7 @@ class RunStats(BaseModel):
     model_attempts: int = 0
     tool_calls: int = 0
     tool_errors: int = 0
+    tool_replays: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     defect_retries: dict[str, int] = Field(default_factory=dict)
@@ -89,6 +90,9 @@ class RunProgress(BaseModel):
     tokens: int
     phase: str
     stop_reason: StopReason | None = None
+    receipts: int = 0
+    receipts_bytes: int = 0
+    ambiguous: int = 0
 
 
 class RunResult(BaseModel):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ class Effects:
     """What the test tools did, so a test can count side effects."""
 
     notes: list[str] = field(default_factory=list)
+    started: Counter[str] = field(default_factory=Counter)
     running: int = 0
     most_at_once: int = 0
 
@@ -60,6 +62,7 @@ def build_tools(effects: Effects) -> ToolRegistry:
     @tool(effect="opaque")
     async def boom(reason: str) -> str:
         """Always raises."""
+        effects.started["boom"] += 1
         raise RuntimeError(f"boom: {reason}")
 
     @tool(effect="pure", timeout=timedelta(milliseconds=500))
@@ -79,10 +82,18 @@ def build_tools(effects: Effects) -> ToolRegistry:
             effects.running -= 1
         return label
 
-    return ToolRegistry([add, current_time, note, boom, slow, hold])
+    @tool(effect="opaque", timeout=timedelta(milliseconds=500))
+    async def slow_note(text: str) -> str:
+        """An opaque side effect that outlives its timeout: its outcome is unknown."""
+        effects.started["slow_note"] += 1
+        await asyncio.sleep(2)
+        effects.notes.append(text)
+        return f"noted {text!r}"
+
+    return ToolRegistry([add, current_time, note, boom, slow, hold, slow_note])
 
 
-ALL_TOOLS = ["add", "current_time", "note", "boom", "slow", "hold"]
+ALL_TOOLS = ["add", "current_time", "note", "boom", "slow", "hold", "slow_note"]
 
 
 @dataclass

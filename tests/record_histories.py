@@ -1,4 +1,4 @@
-"""Record ToolLoopWorkflow histories as replay fixtures: `python tests/record_histories.py`.
+"""Record ToolLoopWorkflow histories as replay fixtures: `python tests/record_histories.py [NAME]`.
 
 Re-record only on purpose (a deliberate, versioned workflow change): the point of the
 fixtures is that histories written by earlier code still replay on the current code.
@@ -7,6 +7,7 @@ fixtures is that histories written by earlier code still replay on the current c
 from __future__ import annotations
 
 import asyncio
+import sys
 from pathlib import Path
 
 from loop_harness import run_input, running_loop
@@ -51,6 +52,18 @@ SCENARIOS: dict[str, list[ScriptedResponse]] = {
     "deadline_during_backoff": [
         error_response(503, "overloaded", type="server_error", retry_after=7200),
     ],
+    "receipts_replay_and_ambiguous": [
+        _calls(
+            ScriptedCall("note", {"text": "once"}, id="a"),
+            ScriptedCall("note", {"text": "once"}, id="b"),
+            ScriptedCall("slow_note", {"text": "maybe"}, id="c"),
+        ),
+        _calls(
+            ScriptedCall("note", {"text": "once"}, id="d"),
+            ScriptedCall("slow_note", {"text": "maybe"}, id="e"),
+        ),
+        _answer("done"),
+    ],
 }
 DEADLINES = {"deadline_during_backoff": 3600.0}
 
@@ -67,11 +80,12 @@ async def record(name: str, script: list[ScriptedResponse], directory: Path = HI
     return path
 
 
-async def main() -> None:
+async def main(names: list[str]) -> None:
+    """Record the named scenarios (all when none are named)."""
     HISTORIES.mkdir(exist_ok=True)
-    for name, script in SCENARIOS.items():
-        print("recorded", await record(name, script))
+    for name in names or list(SCENARIOS):
+        print("recorded", await record(name, SCENARIOS[name]))
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    asyncio.run(main(sys.argv[1:]))

@@ -108,6 +108,10 @@ class ToolInvocation(BaseModel):
     workflow_id: str
     tenant_id: str
     allowed_tools: list[str] | None = None
+    # The receipt's attempt number, and a key stable for the receipt: hand it to APIs
+    # that deduplicate (an `Idempotency-Key` header), so a repeat is a no-op there too.
+    attempt: int = Field(default=1, ge=1)
+    idempotency_key: str | None = None
 
 
 class ToolOutcome(BaseModel):

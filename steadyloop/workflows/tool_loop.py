@@ -18,8 +18,12 @@ one prevents it:
   workflow *task*, which Temporal retries forever: deterministic errors are listed in
   `failure_exception_types`, and an activity input that would pass Temporal's payload
   limit fails the run with an error that names the cause (`_check_payload`).
-- A tool that is not `pure` is not retried by Temporal here: without a receipt a
-  retry could repeat its side effect (receipts make retries safe in a later layer).
+- A retried turn, a model asking again, or a repeat within one batch would repeat a
+  side effect. Each call runs under a content-keyed receipt in workflow state
+  (`_run_guarded`): claimed before the activity, recorded after, replayed when
+  complete; tool activities run one attempt each, so Temporal never re-runs an effect
+  behind the table's back. An opaque call whose attempt ended without an outcome is
+  ambiguous and is not run again.
 """
 
 from __future__ import annotations
@@ -44,6 +48,8 @@ with workflow.unsafe.imports_passed_through():
         AssembledTurn,
         CompletionRequest,
     )
+    from steadyloop.receipt_decision import ReceiptKey, receipt_key
+    from steadyloop.receipt_ledger import ReceiptLedger
     from steadyloop.run_models import (
         RunInput,
         RunProgress,
@@ -66,6 +72,9 @@ with workflow.unsafe.imports_passed_through():
 MAX_ACTIVITY_INPUT_BYTES = 1_900_000
 PAYLOAD_TOO_LARGE = "PayloadTooLarge"
 DESCRIBE_TIMEOUT = timedelta(seconds=30)
+# A receipt's lease outlives its activity's timeout by this much, so the timeout (not
+# the lease) is what ends a lost attempt first.
+LEASE_MARGIN = timedelta(seconds=5)
 # Rough token estimate when a provider sends no usage: about four characters a token.
 CHARS_PER_TOKEN = 4
 
@@ -93,6 +102,8 @@ class ToolLoopWorkflow:
         self._phase = "starting"
         self._stop_reason: StopReason | None = None
         self._interrupt: str | None = None
+        self._receipts = ReceiptLedger()
+        self._ambiguous: dict[str, str] = {}
 
     # -- queries and signals ---------------------------------------------------------
 
@@ -104,11 +115,19 @@ class ToolLoopWorkflow:
             tokens=self._stats.total_tokens,
             phase=self._phase,
             stop_reason=self._stop_reason,
+            receipts=len(self._receipts),
+            receipts_bytes=self._receipts.size_bytes(),
+            ambiguous=len(self._ambiguous),
         )
 
     @workflow.query
     def transcript(self) -> list[ChatMessage]:
         return list(self._transcript)
+
+    @workflow.query
+    def ambiguous_receipts(self) -> dict[str, str]:
+        """Calls not re-run because an earlier attempt may have taken effect: key -> why."""
+        return dict(self._ambiguous)
 
     @workflow.signal
     def interrupt(self, reason: str) -> None:
@@ -261,7 +280,7 @@ class ToolLoopWorkflow:
     ) -> None:
         """Read every call, then run the readable ones; one tool message per call, in order."""
         answers: list[ToolOutcome | None] = []
-        runnable: list[tuple[int, ToolDescription, ToolInvocation]] = []
+        runnable: list[tuple[int, ToolDescription, ToolInvocation, ReceiptKey]] = []
         for position, call in enumerate(calls):
             self._stats.tool_calls += 1
             if self._interrupt is not None:
@@ -281,6 +300,19 @@ class ToolLoopWorkflow:
                     )
                 )
                 continue
+            try:
+                key = receipt_key(
+                    run.tenant_id, workflow.info().workflow_id, call.name, reading.arguments
+                )
+            except ValueError as refused:  # CanonicalJsonError: no faithful identity
+                answers.append(
+                    ToolOutcome(
+                        status="invalid_arguments",
+                        content=f"Invalid tool arguments: {refused}",
+                        error_type="unhashable",
+                    )
+                )
+                continue
             invocation = ToolInvocation(
                 tool=call.name,
                 arguments=reading.arguments,
@@ -288,21 +320,39 @@ class ToolLoopWorkflow:
                 workflow_id=workflow.info().workflow_id,
                 tenant_id=run.tenant_id,
                 allowed_tools=run.tools,
+                idempotency_key=key.text,
             )
             _check_payload(invocation, f"the arguments of tool call {call.name!r}")
             answers.append(None)
-            runnable.append((position, description, invocation))
+            runnable.append((position, description, invocation, key))
 
         pool = asyncio.Semaphore(run.limits.tool_concurrency)
+        # One task per receipt key: a second call with the same key in this batch waits
+        # for the first and replays its answer, with its own tool message and id.
+        first_by_key: dict[str, asyncio.Task[ToolOutcome]] = {}
 
-        async def run_one(description: ToolDescription, invocation: ToolInvocation) -> ToolOutcome:
+        async def run_one(
+            description: ToolDescription, invocation: ToolInvocation, key: ReceiptKey
+        ) -> ToolOutcome:
             async with pool:
-                return await self._run_tool(description, invocation, deadline)
+                return await self._run_guarded(description, invocation, key, deadline)
 
-        results = await asyncio.gather(
-            *(run_one(description, invocation) for _, description, invocation in runnable)
-        )
-        for (position, _, _), outcome in zip(runnable, results, strict=True):
+        async def replay_of(first: asyncio.Task[ToolOutcome]) -> ToolOutcome:
+            await workflow.wait_condition(first.done)
+            self._stats.tool_replays += 1
+            return first.result()
+
+        tasks: list[asyncio.Task[ToolOutcome]] = []
+        for _, description, invocation, key in runnable:
+            first = first_by_key.get(key.text)
+            if first is None:
+                task = asyncio.ensure_future(run_one(description, invocation, key))
+                first_by_key[key.text] = task
+            else:
+                task = asyncio.ensure_future(replay_of(first))
+            tasks.append(task)
+        results = await asyncio.gather(*tasks)
+        for (position, _, _, _), outcome in zip(runnable, results, strict=True):
             answers[position] = outcome
         for call, answer in zip(calls, answers, strict=True):
             assert answer is not None
@@ -310,25 +360,68 @@ class ToolLoopWorkflow:
                 self._stats.tool_errors += 1
             self._transcript.append(answer.to_message(call.id))
 
-    async def _run_tool(
-        self, description: ToolDescription, invocation: ToolInvocation, deadline: datetime | None
+    async def _run_guarded(
+        self,
+        description: ToolDescription,
+        invocation: ToolInvocation,
+        key: ReceiptKey,
+        deadline: datetime | None,
     ) -> ToolOutcome:
-        retries = 3 if description.effect == "pure" else 1
+        """Run one call under its receipt: claim before, record after, replay if done.
+
+        Leases are workflow time. An attempt whose activity ended without an outcome
+        (timed out, worker lost) keeps its receipt running until the lease expires; then
+        a resumable or pure tool is reclaimed, an opaque one is ambiguous and not re-run.
+        """
+        while True:
+            decision = self._receipts.decide(key, description.effect, workflow.now())
+            if decision.kind == "replay":
+                self._stats.tool_replays += 1
+                return ToolOutcome(status="ok", content=decision.result)
+            if decision.kind == "wait":
+                await workflow.sleep(max(decision.until - workflow.now(), timedelta(seconds=1)))
+                continue
+            if decision.kind == "ambiguous":
+                self._ambiguous[key.text] = decision.reason
+                return ToolOutcome(
+                    status="tool_error",
+                    content=(
+                        f"Not run again: an earlier attempt of {description.name!r} with these "
+                        "arguments ended without a result, so it may already have taken "
+                        "effect. It needs a person to resolve it."
+                    ),
+                    error_type="AmbiguousReceipt",
+                )
+            break
+        timeout = _bounded(description.timeout, deadline)
+        now = workflow.now()
+        claimed = self._receipts.claim(key, decision.attempt, now + timeout + LEASE_MARGIN, now=now)
+        if not claimed.applied:  # cannot happen in one workflow; say so rather than guess
+            raise ApplicationError(
+                f"receipt claim refused for {description.name!r}: {claimed}", type="ReceiptClaim"
+            )
+        invocation = invocation.model_copy(update={"attempt": decision.attempt})
         try:
             outcome: ToolOutcome = await workflow.execute_activity(
                 RUN_TOOL_ACTIVITY,
                 invocation,
                 result_type=ToolOutcome,
-                start_to_close_timeout=_bounded(description.timeout, deadline),
-                retry_policy=RetryPolicy(maximum_attempts=retries),
+                start_to_close_timeout=timeout,
+                # The receipt table owns retries of side effects: one attempt each.
+                retry_policy=RetryPolicy(maximum_attempts=1),
             )
-            return outcome
         except ActivityError as error:
             if isinstance(error.cause, TimeoutError):
+                # No outcome: the effect may or may not have happened. The receipt stays
+                # running until its lease expires.
                 text = f"Tool {description.name!r} timed out after {description.timeout_s:g}s."
             else:
+                self._receipts.fail(key, decision.attempt)
                 text = f"Tool {description.name!r} failed: {_cause(error)}"
             return ToolOutcome(status="tool_error", content=text, error_type="ToolFailed")
+        # An answer the model should read (even a tool's own error) is the call's result.
+        self._receipts.complete(key, decision.attempt, outcome.content)
+        return outcome
 
 
 def _initial_transcript(run: RunInput) -> list[ChatMessage]:
