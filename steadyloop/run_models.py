@@ -7,11 +7,12 @@ caller can branch on them instead of parsing text.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from steadyloop.chat import ChatMessage
+from steadyloop.receipt_ledger import AmbiguityResolution, ReceiptLedger
 
 StopReason = Literal[
     "final_answer",
@@ -32,6 +33,9 @@ class RunLimits(BaseModel):
     token_budget: int | None = Field(default=None, ge=1)
     deadline_s: float | None = Field(default=None, gt=0)
     tool_concurrency: int = Field(default=4, ge=1)
+    # Continue-as-new after this many turns in one run (besides when Temporal suggests
+    # it); None: only when suggested.
+    continue_as_new_after_turns: int | None = Field(default=None, ge=1)
     model_timeout_s: float = Field(default=300.0, gt=0)
     model_attempts: int = Field(default=3, ge=1)
 
@@ -57,14 +61,38 @@ class RunInput(BaseModel):
     limits: RunLimits = Field(default_factory=RunLimits)
     sampling: Sampling = Field(default_factory=Sampling)
     tenant_id: str = "default"
+    # Set only by the run itself when it continues-as-new.
+    carried: CarriedState | None = None
 
     @model_validator(mode="after")
     def _has_conversation(self) -> RunInput:
-        if not self.prompt and not self.messages:
+        if not self.prompt and not self.messages and self.carried is None:
             raise ValueError("a run needs a prompt or messages")
         if len(set(self.tools)) != len(self.tools):
             raise ValueError("tool names must be unique")
         return self
+
+
+class AmbiguousCall(BaseModel):
+    """A call suspended because an earlier attempt may have taken effect (query view)."""
+
+    key: str
+    tool: str
+    arguments: dict[str, Any]
+    attempt: int
+    reason: str
+    call_ids: list[str]
+
+
+class ResolveReceipt(BaseModel):
+    """The `resolve_receipt` update: what a person decided about an ambiguous call.
+
+    `happened` (with the result the model should read), `did_not_happen` (run it again),
+    or `give_up` (tell the model it was abandoned).
+    """
+
+    key: str
+    resolution: AmbiguityResolution
 
 
 class RunStats(BaseModel):
@@ -93,6 +121,16 @@ class RunProgress(BaseModel):
     receipts: int = 0
     receipts_bytes: int = 0
     ambiguous: int = 0
+
+
+class CarriedState(BaseModel):
+    """What a run carries across continue-as-new: everything its next turn needs."""
+
+    transcript: list[ChatMessage]
+    receipts: ReceiptLedger
+    stats: RunStats
+    turn: int
+    deadline: str | None = None  # ISO workflow time, so a new run keeps the old deadline
 
 
 class RunResult(BaseModel):
