@@ -86,7 +86,7 @@ def build_tools(effects: Effects) -> ToolRegistry:
     async def slow_note(text: str) -> str:
         """An opaque side effect that outlives its timeout: its outcome is unknown."""
         effects.started["slow_note"] += 1
-        await asyncio.sleep(2)
+        await asyncio.sleep(1.2)
         effects.notes.append(text)
         return f"noted {text!r}"
 

@@ -12,6 +12,8 @@ from pathlib import Path
 
 from loop_harness import run_input, running_loop
 
+from steadyloop.receipt_ledger import Happened
+from steadyloop.run_models import AmbiguousCall, ResolveReceipt
 from steadyloop.testing.chunks import (
     ScriptedCall,
     finish_chunk,
@@ -66,6 +68,8 @@ SCENARIOS: dict[str, list[ScriptedResponse]] = {
     ],
 }
 DEADLINES = {"deadline_during_backoff": 3600.0}
+# Scenarios in which a person resolves the ambiguous call, with this answer.
+RESOLUTIONS = {"receipts_replay_and_ambiguous": Happened(result="it was noted")}
 
 
 async def record(name: str, script: list[ScriptedResponse], directory: Path = HISTORIES) -> Path:
@@ -73,6 +77,15 @@ async def record(name: str, script: list[ScriptedResponse], directory: Path = HI
         handle = await loop.start(
             run_input(deadline_s=DEADLINES.get(name)), workflow_id=f"replay-{name}"
         )
+        if name in RESOLUTIONS:
+            open_calls: list[AmbiguousCall] = []
+            while not open_calls:
+                await asyncio.sleep(0.05)
+                open_calls = await handle.query(
+                    "ambiguous_receipts", result_type=list[AmbiguousCall]
+                )
+            update = ResolveReceipt(key=open_calls[0].key, resolution=RESOLUTIONS[name])
+            await handle.execute_update("resolve_receipt", update)
         await handle.result()
         history = await handle.fetch_history()
     path = directory / f"{name}.json"

@@ -6,10 +6,15 @@ effects the tools performed and asserts the exact number.
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 import pytest
 from loop_harness import assert_every_call_answered, run_input, running_loop, tool_messages
+from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 
-from steadyloop.run_models import RunProgress
+from steadyloop.receipt_ledger import AmbiguityResolution, DidNotHappen, GiveUp, Happened
+from steadyloop.run_models import AmbiguousCall, ResolveReceipt, RunProgress
 from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
 from steadyloop.testing.scripted_server import ScriptedResponse, sse_response
 
@@ -80,10 +85,31 @@ async def test_a_tool_error_the_model_saw_is_replayed_not_rerun() -> None:
     assert first.content == second.content and "disk full" in (first.content or "")
 
 
-async def test_an_opaque_call_that_timed_out_is_ambiguous_and_never_rerun() -> None:
+async def wait_for_ambiguous(handle: WorkflowHandle[Any, Any]) -> list[AmbiguousCall]:
+    for _ in range(200):
+        open_calls: list[AmbiguousCall] = await handle.query(
+            "ambiguous_receipts", result_type=list[AmbiguousCall]
+        )
+        if open_calls:
+            return open_calls
+        await asyncio.sleep(0.05)
+    raise AssertionError("no call became ambiguous")
+
+
+@pytest.mark.parametrize(
+    ("resolution", "second_answer", "runs"),
+    [
+        (Happened(result="paid: ref 42"), "paid: ref 42", 1),
+        (GiveUp(note="checked by hand"), "abandoned", 1),
+        (DidNotHappen(), "timed out", 2),
+    ],
+)
+async def test_an_opaque_call_that_timed_out_is_suspended_until_a_person_resolves_it(
+    resolution: AmbiguityResolution, second_answer: str, runs: int
+) -> None:
     # The first attempt times out with its outcome unknown (it finishes later, in the
     # background). Asked again, the call waits out the lease in workflow time, then is
-    # refused as ambiguous instead of being run a second time.
+    # suspended as ambiguous: never run again unless a person says it did not happen.
     script = [
         calls(ScriptedCall("slow_note", {"text": "pay invoice"}, id="s1")),
         calls(ScriptedCall("slow_note", {"text": "pay invoice"}, id="s2")),
@@ -91,15 +117,52 @@ async def test_an_opaque_call_that_timed_out_is_ambiguous_and_never_rerun() -> N
     ]
     async with running_loop(script) as loop:
         handle = await loop.start(run_input())
+        (suspended,) = await wait_for_ambiguous(handle)
+        progress = await handle.query("progress", result_type=RunProgress)
+        started_while_suspended = loop.effects.started["slow_note"]
+        applied = await handle.execute_update(
+            "resolve_receipt",
+            ResolveReceipt(key=suspended.key, resolution=resolution),
+            result_type=str,
+        )
         result = await handle.result()
-        ambiguous = await handle.query("ambiguous_receipts", result_type=dict[str, str])
         started = loop.effects.started["slow_note"]
-    assert started == 1
+    assert started_while_suspended == 1
+    assert (suspended.tool, suspended.arguments, suspended.call_ids) == (
+        "slow_note",
+        {"text": "pay invoice"},
+        ["s2"],
+    )
+    assert "opaque" in suspended.reason
+    assert progress.ambiguous == 1 and progress.phase == "awaiting a person"
+    assert resolution.kind in applied
+    assert started == runs
+    assert result.stop_reason == "final_answer"
     assert_every_call_answered(result.transcript)
     first, second = tool_messages(result.transcript)
     assert "timed out" in (first.content or "")
-    assert "Not run again" in (second.content or "")
-    assert len(ambiguous) == 1 and "opaque" in next(iter(ambiguous.values()))
+    assert second_answer in (second.content or "")
+
+
+async def test_resolving_an_unknown_key_is_refused_and_changes_nothing() -> None:
+    script = [
+        calls(ScriptedCall("slow_note", {"text": "x"}, id="s1")),
+        calls(ScriptedCall("slow_note", {"text": "x"}, id="s2")),
+        answer("stopped"),
+    ]
+    async with running_loop(script) as loop:
+        handle = await loop.start(run_input())
+        (suspended,) = await wait_for_ambiguous(handle)
+        with pytest.raises(WorkflowUpdateFailedError):
+            await handle.execute_update(
+                "resolve_receipt", ResolveReceipt(key="nope", resolution=DidNotHappen())
+            )
+        still_open = await handle.query("ambiguous_receipts", result_type=list[AmbiguousCall])
+        await handle.execute_update(
+            "resolve_receipt", ResolveReceipt(key=suspended.key, resolution=GiveUp())
+        )
+        await handle.result()
+    assert [c.key for c in still_open] == [suspended.key]
 
 
 async def test_different_arguments_are_different_calls() -> None:
@@ -113,3 +176,33 @@ async def test_different_arguments_are_different_calls() -> None:
         notes = list(loop.effects.notes)
     assert notes == ["a", "b"]
     assert result.stats.tool_replays == 0
+
+
+async def test_receipts_transcript_and_stats_survive_continue_as_new() -> None:
+    script = [
+        calls(ScriptedCall("note", {"text": "carried"}, id="n1")),
+        calls(ScriptedCall("note", {"text": "carried"}, id="n2")),
+        calls(ScriptedCall("add", {"a": 1, "b": 2}, id="a1")),
+        answer("done"),
+    ]
+    async with running_loop(script) as loop:
+        handle = await loop.start(run_input(continue_as_new_after_turns=1))
+        result = await handle.result()
+        history = await handle.fetch_history()  # the last run of the chain
+        notes = list(loop.effects.notes)
+        fourth_request = loop.server.requests[3].json
+    assert notes == ["carried"]
+    assert result.stop_reason == "final_answer"
+    assert result.stats.turns == 4 and result.stats.tool_calls == 3
+    assert result.stats.tool_replays == 1
+    assert_every_call_answered(result.transcript)
+    assert [m.content for m in tool_messages(result.transcript)] == [
+        "noted 'carried'",
+        "noted 'carried'",
+        "3.0",
+    ]
+    # Three hand-overs: the last run started from carried state, not from the prompt.
+    started = history.events[0].workflow_execution_started_event_attributes
+    assert started.continued_execution_run_id
+    assert isinstance(fourth_request, dict)
+    assert [m["role"] for m in fourth_request["messages"]].count("tool") == 3

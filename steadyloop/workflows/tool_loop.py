@@ -33,6 +33,7 @@ import builtins
 import contextlib
 from collections.abc import Awaitable
 from datetime import datetime, timedelta
+from typing import NoReturn
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -48,9 +49,12 @@ with workflow.unsafe.imports_passed_through():
         AssembledTurn,
         CompletionRequest,
     )
-    from steadyloop.receipt_decision import ReceiptKey, receipt_key
+    from steadyloop.receipt_decision import Ambiguous, ReceiptKey, receipt_key
     from steadyloop.receipt_ledger import ReceiptLedger
     from steadyloop.run_models import (
+        AmbiguousCall,
+        CarriedState,
+        ResolveReceipt,
         RunInput,
         RunProgress,
         RunResult,
@@ -103,7 +107,8 @@ class ToolLoopWorkflow:
         self._stop_reason: StopReason | None = None
         self._interrupt: str | None = None
         self._receipts = ReceiptLedger()
-        self._ambiguous: dict[str, str] = {}
+        self._ambiguous: dict[str, AmbiguousCall] = {}
+        self._deadline: datetime | None = None
 
     # -- queries and signals ---------------------------------------------------------
 
@@ -125,9 +130,27 @@ class ToolLoopWorkflow:
         return list(self._transcript)
 
     @workflow.query
-    def ambiguous_receipts(self) -> dict[str, str]:
-        """Calls not re-run because an earlier attempt may have taken effect: key -> why."""
-        return dict(self._ambiguous)
+    def ambiguous_receipts(self) -> list[AmbiguousCall]:
+        """Calls suspended because an earlier attempt may have taken effect."""
+        return list(self._ambiguous.values())
+
+    @workflow.update
+    def resolve_receipt(self, request: ResolveReceipt) -> str:
+        """A person's answer for an ambiguous call; the suspended call then goes on."""
+        view = self._ambiguous[request.key]
+        written = self._receipts.resolve_ambiguous(
+            ReceiptKey.from_text(request.key), view.attempt, request.resolution, now=workflow.now()
+        )
+        if not written.applied:
+            raise ApplicationError(f"not applied: {written}", type="ReceiptResolution")
+        del self._ambiguous[request.key]
+        return f"{request.resolution.kind}: applied to {view.tool!r} (attempt {view.attempt})"
+
+    @resolve_receipt.validator
+    def _validate_resolve_receipt(self, request: ResolveReceipt) -> None:
+        if request.key not in self._ambiguous:
+            open_keys = ", ".join(self._ambiguous) or "none"
+            raise ValueError(f"no ambiguous call with key {request.key!r}; open: {open_keys}")
 
     @workflow.signal
     def interrupt(self, reason: str) -> None:
@@ -139,17 +162,16 @@ class ToolLoopWorkflow:
 
     @workflow.run
     async def run(self, run: RunInput) -> RunResult:
-        self._transcript = _initial_transcript(run)
-        deadline = (
-            workflow.now() + timedelta(seconds=run.limits.deadline_s)
-            if run.limits.deadline_s is not None
-            else None
-        )
+        deadline = self._deadline = self._restore(run)
+        turns_this_run = 0
         final_answer: str | None = None
         try:
             tools = await self._describe_tools(run)
             while True:
                 self._check_bounds(run, deadline)
+                if self._should_continue_as_new(run, turns_this_run):
+                    await self._continue_as_new(run, deadline)
+                turns_this_run += 1
                 self._turn += 1
                 self._stats.turns = self._turn
                 self._phase = "model"
@@ -171,6 +193,43 @@ class ToolLoopWorkflow:
                 transcript=self._transcript,
                 stats=self._stats,
             )
+
+    def _restore(self, run: RunInput) -> datetime | None:
+        """State from the run this one continues, or a fresh start; returns the deadline."""
+        carried = run.carried
+        if carried is None:
+            self._transcript = _initial_transcript(run)
+            if run.limits.deadline_s is None:
+                return None
+            return workflow.now() + timedelta(seconds=run.limits.deadline_s)
+        self._transcript = list(carried.transcript)
+        self._receipts = carried.receipts
+        self._stats = carried.stats
+        self._turn = carried.turn
+        return None if carried.deadline is None else datetime.fromisoformat(carried.deadline)
+
+    def _should_continue_as_new(self, run: RunInput, turns_this_run: int) -> bool:
+        if turns_this_run == 0:
+            return False  # always make progress before handing over
+        every = run.limits.continue_as_new_after_turns
+        return workflow.info().is_continue_as_new_suggested() or (
+            every is not None and turns_this_run >= every
+        )
+
+    async def _continue_as_new(self, run: RunInput, deadline: datetime | None) -> NoReturn:
+        """Hand over at a turn boundary, after handlers finish: no activity is in flight."""
+        self._phase = "continuing as new"
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        carried = CarriedState(
+            transcript=self._transcript,
+            receipts=self._receipts,
+            stats=self._stats,
+            turn=self._turn,
+            deadline=None if deadline is None else deadline.isoformat(),
+        )
+        workflow.continue_as_new(
+            run.model_copy(update={"carried": carried, "prompt": None, "messages": []})
+        )
 
     def _check_bounds(self, run: RunInput, deadline: datetime | None) -> None:
         if self._interrupt is not None:
@@ -360,6 +419,40 @@ class ToolLoopWorkflow:
                 self._stats.tool_errors += 1
             self._transcript.append(answer.to_message(call.id))
 
+    async def _await_resolution(
+        self,
+        key: ReceiptKey,
+        description: ToolDescription,
+        invocation: ToolInvocation,
+        decision: Ambiguous,
+    ) -> bool:
+        """Wait for `resolve_receipt` on this call; False if the run stops first."""
+        view = self._ambiguous.get(key.text)
+        if view is None:
+            view = AmbiguousCall(
+                key=key.text,
+                tool=description.name,
+                arguments=invocation.arguments,
+                attempt=decision.attempt,
+                reason=decision.reason,
+                call_ids=[],
+            )
+            self._ambiguous[key.text] = view
+        view.call_ids.append(invocation.call_id)
+        self._phase = "awaiting a person"
+        timeout = None if self._deadline is None else self._deadline - workflow.now()
+        try:
+            if timeout is not None and timeout <= timedelta(0):
+                raise builtins.TimeoutError
+            await workflow.wait_condition(
+                lambda: key.text not in self._ambiguous or self._interrupt is not None,
+                timeout=timeout,
+            )
+        except builtins.TimeoutError:
+            return False
+        self._phase = "tools"
+        return key.text not in self._ambiguous
+
     async def _run_guarded(
         self,
         description: ToolDescription,
@@ -382,16 +475,19 @@ class ToolLoopWorkflow:
                 await workflow.sleep(max(decision.until - workflow.now(), timedelta(seconds=1)))
                 continue
             if decision.kind == "ambiguous":
-                self._ambiguous[key.text] = decision.reason
-                return ToolOutcome(
-                    status="tool_error",
-                    content=(
-                        f"Not run again: an earlier attempt of {description.name!r} with these "
-                        "arguments ended without a result, so it may already have taken "
-                        "effect. It needs a person to resolve it."
-                    ),
-                    error_type="AmbiguousReceipt",
-                )
+                # Do not guess: suspend this call (the rest of the batch goes on) until a
+                # person says what happened through `resolve_receipt`.
+                if not await self._await_resolution(key, description, invocation, decision):
+                    return ToolOutcome(
+                        status="tool_error",
+                        content=(
+                            f"Not run again: an earlier attempt of {description.name!r} with "
+                            "these arguments ended without a result, so it may already have "
+                            "taken effect, and nobody resolved it before the run stopped."
+                        ),
+                        error_type="AmbiguousReceipt",
+                    )
+                continue
             break
         timeout = _bounded(description.timeout, deadline)
         now = workflow.now()
