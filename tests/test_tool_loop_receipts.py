@@ -97,59 +97,64 @@ async def wait_for_ambiguous(handle: WorkflowHandle[Any, Any]) -> list[Ambiguous
 
 
 @pytest.mark.parametrize(
-    ("resolution", "second_answer", "runs"),
+    ("resolutions", "answer_text", "runs"),
     [
-        (Happened(result="paid: ref 42"), "paid: ref 42", 1),
-        (GiveUp(note="checked by hand"), "abandoned", 1),
-        (DidNotHappen(), "timed out", 2),
+        ([Happened(result="paid: ref 42")], "paid: ref 42", 1),
+        ([GiveUp(note="checked by hand")], "abandoned", 1),
+        # "It did not happen, run it": a second attempt, lost again, then given up.
+        ([DidNotHappen(), GiveUp()], "abandoned", 2),
     ],
 )
-async def test_an_opaque_call_that_timed_out_is_suspended_until_a_person_resolves_it(
-    resolution: AmbiguityResolution, second_answer: str, runs: int
+async def test_an_opaque_call_lost_mid_attempt_is_suspended_until_a_person_resolves_it(
+    resolutions: list[AmbiguityResolution], answer_text: str, runs: int
 ) -> None:
-    # The first attempt times out with its outcome unknown (it finishes later, in the
-    # background). Asked again, the call waits out the lease in workflow time, then is
-    # suspended as ambiguous: never run again unless a person says it did not happen.
+    # The attempt times out with its outcome unknown (it finishes later, in the
+    # background). The call waits out its lease in workflow time, then is suspended as
+    # ambiguous: never run again unless a person says it did not happen.
+    script = [calls(ScriptedCall("slow_note", {"text": "pay invoice"}, id="s1")), answer("ok")]
+    seen: list[AmbiguousCall] = []
+    async with running_loop(script) as loop:
+        handle = await loop.start(run_input())
+        for resolution in resolutions:
+            (suspended,) = await wait_for_ambiguous(handle)
+            seen.append(suspended)
+            progress = await handle.query("progress", result_type=RunProgress)
+            assert progress.ambiguous == 1 and progress.phase == "awaiting a person"
+            update = ResolveReceipt(key=suspended.key, resolution=resolution)
+            applied = await handle.execute_update("resolve_receipt", update, result_type=str)
+            assert resolution.kind in applied
+        result = await handle.result()
+        started = loop.effects.started["slow_note"]
+    assert started == runs
+    assert [(c.tool, c.arguments, c.call_ids, c.attempt) for c in seen] == [
+        ("slow_note", {"text": "pay invoice"}, ["s1"], attempt) for attempt in range(1, runs + 1)
+    ]
+    assert all("opaque" in c.reason for c in seen)
+    assert result.stop_reason == "final_answer"
+    assert_every_call_answered(result.transcript)
+    (only,) = tool_messages(result.transcript)
+    assert answer_text in (only.content or "")
+
+
+async def test_a_lost_call_asked_again_after_resolution_replays() -> None:
     script = [
-        calls(ScriptedCall("slow_note", {"text": "pay invoice"}, id="s1")),
-        calls(ScriptedCall("slow_note", {"text": "pay invoice"}, id="s2")),
-        answer("stopped"),
+        calls(ScriptedCall("slow_note", {"text": "x"}, id="s1")),
+        calls(ScriptedCall("slow_note", {"text": "x"}, id="s2")),
+        answer("done"),
     ]
     async with running_loop(script) as loop:
         handle = await loop.start(run_input())
         (suspended,) = await wait_for_ambiguous(handle)
-        progress = await handle.query("progress", result_type=RunProgress)
-        started_while_suspended = loop.effects.started["slow_note"]
-        applied = await handle.execute_update(
-            "resolve_receipt",
-            ResolveReceipt(key=suspended.key, resolution=resolution),
-            result_type=str,
-        )
+        update = ResolveReceipt(key=suspended.key, resolution=Happened(result="written"))
+        await handle.execute_update("resolve_receipt", update)
         result = await handle.result()
         started = loop.effects.started["slow_note"]
-    assert started_while_suspended == 1
-    assert (suspended.tool, suspended.arguments, suspended.call_ids) == (
-        "slow_note",
-        {"text": "pay invoice"},
-        ["s2"],
-    )
-    assert "opaque" in suspended.reason
-    assert progress.ambiguous == 1 and progress.phase == "awaiting a person"
-    assert resolution.kind in applied
-    assert started == runs
-    assert result.stop_reason == "final_answer"
-    assert_every_call_answered(result.transcript)
-    first, second = tool_messages(result.transcript)
-    assert "timed out" in (first.content or "")
-    assert second_answer in (second.content or "")
+    assert started == 1
+    assert [m.content for m in tool_messages(result.transcript)] == ["written", "written"]
 
 
 async def test_resolving_an_unknown_key_is_refused_and_changes_nothing() -> None:
-    script = [
-        calls(ScriptedCall("slow_note", {"text": "x"}, id="s1")),
-        calls(ScriptedCall("slow_note", {"text": "x"}, id="s2")),
-        answer("stopped"),
-    ]
+    script = [calls(ScriptedCall("slow_note", {"text": "x"}, id="s1")), answer("stopped")]
     async with running_loop(script) as loop:
         handle = await loop.start(run_input())
         (suspended,) = await wait_for_ambiguous(handle)

@@ -33,7 +33,7 @@ import builtins
 import contextlib
 from collections.abc import Awaitable
 from datetime import datetime, timedelta
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -49,7 +49,7 @@ with workflow.unsafe.imports_passed_through():
         AssembledTurn,
         CompletionRequest,
     )
-    from steadyloop.receipt_decision import Ambiguous, ReceiptKey, receipt_key
+    from steadyloop.receipt_decision import Ambiguous, Execute, ReceiptKey, receipt_key
     from steadyloop.receipt_ledger import ReceiptLedger
     from steadyloop.run_models import (
         AmbiguousCall,
@@ -79,6 +79,8 @@ DESCRIBE_TIMEOUT = timedelta(seconds=30)
 # A receipt's lease outlives its activity's timeout by this much, so the timeout (not
 # the lease) is what ends a lost attempt first.
 LEASE_MARGIN = timedelta(seconds=5)
+# Attempts one call may take within one answer before the model is told it was lost.
+TOOL_ATTEMPTS = 3
 # Rough token estimate when a provider sends no usage: about four characters a token.
 CHARS_PER_TOKEN = 4
 
@@ -462,10 +464,15 @@ class ToolLoopWorkflow:
     ) -> ToolOutcome:
         """Run one call under its receipt: claim before, record after, replay if done.
 
-        Leases are workflow time. An attempt whose activity ended without an outcome
-        (timed out, worker lost) keeps its receipt running until the lease expires; then
-        a resumable or pure tool is reclaimed, an opaque one is ambiguous and not re-run.
+        The workflow owns retries of tools (each activity runs one attempt). An attempt
+        that ends without an outcome (timed out, worker lost) is retried by the table:
+        a pure tool runs again; a resumable one is reclaimed with the sub-operations its
+        last heartbeat recorded, after a grace for the lost attempt to notice it is
+        dead; an opaque one keeps its receipt running until the lease expires, then is
+        ambiguous, and waits for a person.
         """
+        attempts_here = 0
+        lost = ""
         while True:
             decision = self._receipts.decide(key, description.effect, workflow.now())
             if decision.kind == "replay":
@@ -481,42 +488,75 @@ class ToolLoopWorkflow:
                     return ToolOutcome(
                         status="tool_error",
                         content=(
-                            f"Not run again: an earlier attempt of {description.name!r} with "
-                            "these arguments ended without a result, so it may already have "
-                            "taken effect, and nobody resolved it before the run stopped."
+                            f"Not run again: an attempt of {description.name!r} with these "
+                            "arguments ended without a result, so it may already have taken "
+                            "effect, and nobody resolved it before the run stopped."
                         ),
                         error_type="AmbiguousReceipt",
                     )
                 continue
-            break
+            if attempts_here >= TOOL_ATTEMPTS:
+                return ToolOutcome(status="tool_error", content=lost, error_type="ToolLost")
+            attempts_here += 1
+            outcome = await self._attempt(description, invocation, key, decision, deadline)
+            if isinstance(outcome, ToolOutcome):
+                return outcome
+            lost = outcome
+
+    async def _attempt(
+        self,
+        description: ToolDescription,
+        invocation: ToolInvocation,
+        key: ReceiptKey,
+        decision: Execute,
+        deadline: datetime | None,
+    ) -> ToolOutcome | str:
+        """One claimed attempt: its outcome, or (lost, no outcome) why, for a retry."""
+        attempt = decision.attempt
         timeout = _bounded(description.timeout, deadline)
         now = workflow.now()
-        claimed = self._receipts.claim(key, decision.attempt, now + timeout + LEASE_MARGIN, now=now)
+        claimed = self._receipts.claim(key, attempt, now + timeout + LEASE_MARGIN, now=now)
         if not claimed.applied:  # cannot happen in one workflow; say so rather than guess
             raise ApplicationError(
                 f"receipt claim refused for {description.name!r}: {claimed}", type="ReceiptClaim"
             )
-        invocation = invocation.model_copy(update={"attempt": decision.attempt})
         try:
             outcome: ToolOutcome = await workflow.execute_activity(
                 RUN_TOOL_ACTIVITY,
-                invocation,
+                invocation.model_copy(
+                    update={
+                        "attempt": attempt,
+                        "previous_progress": list(decision.previous_progress),
+                        "reclaimed": decision.reclaimed or attempt > 1,
+                    }
+                ),
                 result_type=ToolOutcome,
                 start_to_close_timeout=timeout,
+                heartbeat_timeout=description.heartbeat_timeout,
                 # The receipt table owns retries of side effects: one attempt each.
                 retry_policy=RetryPolicy(maximum_attempts=1),
             )
         except ActivityError as error:
-            if isinstance(error.cause, TimeoutError):
-                # No outcome: the effect may or may not have happened. The receipt stays
-                # running until its lease expires.
-                text = f"Tool {description.name!r} timed out after {description.timeout_s:g}s."
-            else:
-                self._receipts.fail(key, decision.attempt)
-                text = f"Tool {description.name!r} failed: {_cause(error)}"
-            return ToolOutcome(status="tool_error", content=text, error_type="ToolFailed")
+            cause = error.cause
+            if not isinstance(cause, TimeoutError):
+                self._receipts.fail(key, attempt)
+                return ToolOutcome(
+                    status="tool_error",
+                    content=f"Tool {description.name!r} failed: {_cause(error)}",
+                    error_type="ToolFailed",
+                )
+            # No outcome: the effect may or may not have happened.
+            progress = _recorded_progress(cause)
+            if progress is not None:
+                self._receipts.record_progress(key, attempt, progress)
+            if description.effect != "opaque":
+                # Temporal has declared the attempt lost; give it one heartbeat period to
+                # notice before another attempt starts beside it.
+                await workflow.sleep(description.heartbeat_timeout or LEASE_MARGIN)
+                self._receipts.fail(key, attempt)
+            return f"Tool {description.name!r} timed out after {description.timeout_s:g}s."
         # An answer the model should read (even a tool's own error) is the call's result.
-        self._receipts.complete(key, decision.attempt, outcome.content)
+        self._receipts.complete(key, attempt, outcome.content)
         return outcome
 
 
@@ -527,6 +567,14 @@ def _initial_transcript(run: RunInput) -> list[ChatMessage]:
     if run.prompt:
         messages.append(ChatMessage(role="user", content=run.prompt))
     return messages
+
+
+def _recorded_progress(timeout: TimeoutError) -> list[Any] | None:
+    """The sub-operations a lost attempt recorded: its last heartbeat's first detail."""
+    details = timeout.last_heartbeat_details
+    if details and isinstance(details[0], list):
+        return list(details[0])
+    return None
 
 
 def _not_run(reason: str) -> ToolOutcome:
