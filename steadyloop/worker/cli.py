@@ -1,14 +1,17 @@
-"""The `steadyloop` command: `worker`, `run`, `show` and `demo`.
+"""The `steadyloop` command: `worker`, `run`, `show`, `receipts` and `demo`.
 
 Settings come from flags, then the environment, then a config file (see
 `steadyloop.worker.config`); argparse itself holds no defaults, so that order is the
 only one. Exit codes, in one table so scripts can branch on them:
 
-- 0: the run ended with a final answer (`worker`: it stopped when asked).
+- 0: the run ended with a final answer (`worker`: it stopped when asked; `receipts`:
+  listed, or resolved).
 - 1: the run stopped with `failed`, or the workflow itself failed, was terminated,
   cancelled or timed out; or Temporal was unreachable, or the worker or the dev
-  server could not run.
-- 2: a usage or configuration error (the message says which setting and how to fix it).
+  server could not run (`receipts`: the run has ended, no worker answered, or the
+  workflow refused the resolution).
+- 2: a usage or configuration error (the message says which setting and how to fix it;
+  `show`, `receipts`: an unknown run; `receipts`: an unknown or ambiguous key).
 - 3: the run stopped at a limit or was interrupted (`max_turns`, `token_budget`,
   `deadline`, `interrupted`): it ended cleanly, but without an answer.
 - 130: Ctrl-C while following a run. The run goes on; `steadyloop show ID` attaches again.
@@ -59,6 +62,7 @@ from steadyloop.worker.process import (
     serve,
 )
 from steadyloop.worker.progress import ProgressDisplay, result_lines
+from steadyloop.worker.receipts_cli import add_receipts_parser
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 EXIT_OK = 0
@@ -202,6 +206,8 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("workflow_id", metavar="ID")
     show.add_argument("--ui-url", help=f"Temporal UI address, to print links (env {UI_URL_ENV})")
     show.set_defaults(handler=_show_command)
+
+    add_receipts_parser(commands, connection)
 
     demo = commands.add_parser(
         "demo",
