@@ -94,7 +94,7 @@ class AssemblyDefect:
 class _Record:
     """One call as it is being assembled. `index`/`wire_id` are aliases, not identity."""
 
-    __slots__ = ("has_args", "index", "name", "ordinal", "parts", "type", "wire_id")
+    __slots__ = ("index", "name", "ordinal", "parts", "type", "wire_id")
 
     def __init__(self, ordinal: int) -> None:
         # Aliases and name are learned from the delta that opens the record, by the
@@ -103,8 +103,7 @@ class _Record:
         self.index: int | None = None
         self.wire_id: str | None = None
         self.name = ""
-        self.parts: list[str] = []
-        self.has_args = False
+        self.parts: list[str] = []  # non-empty fragments only: "has argument text" is `parts`
         self.type: str | None = None
 
 
@@ -196,7 +195,6 @@ class ToolCallAccumulator:
                         self._deltas += 1
                         if arguments:
                             record.parts.append(arguments)
-                            record.has_args = True
                         continue
             self._observe_one(delta)
 
@@ -266,11 +264,10 @@ class ToolCallAccumulator:
         if name is not None and name != record.name:
             if not record.name:
                 record.name = name
-            elif not record.has_args:
+            elif not record.parts:
                 record.name += name
         if arguments:
             record.parts.append(arguments)
-            record.has_args = True
 
     def _resolve(
         self, index: int | None, wire_id: str | None, name: str | None, arguments: str | None
@@ -288,7 +285,7 @@ class ToolCallAccumulator:
                 ):
                     if (
                         name is not None
-                        and record.has_args
+                        and record.parts
                         and record.name
                         and name != record.name
                     ):
