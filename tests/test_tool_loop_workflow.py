@@ -77,7 +77,13 @@ async def test_multi_turn_run_with_parallel_ollama_shaped_calls() -> None:
     second = sent_messages(requests[1])
     assert [m["role"] for m in second] == ["system", "user", "assistant", "tool", "tool", "tool"]
     assert [t["function"]["name"] for t in requests[0]["tools"]] == [
-        "add", "current_time", "note", "boom", "slow", "hold", "slow_note",
+        "add",
+        "current_time",
+        "note",
+        "boom",
+        "slow",
+        "hold",
+        "slow_note",
     ]
 
 

@@ -142,6 +142,8 @@ def test_metadata_defaults_and_docstring_first_paragraph() -> None:
     assert lookup.description == "Look up a key in the store."
     assert lookup.effect == "opaque"
     assert lookup.timeout == DEFAULT_TOOL_TIMEOUT == timedelta(seconds=30)
+    assert lookup.heartbeat_timeout is None
+    assert lookup.describe().heartbeat_timeout_s is None
 
 
 def test_explicit_metadata_wins_and_is_described() -> None:
@@ -155,6 +157,17 @@ def test_explicit_metadata_wins_and_is_described() -> None:
     assert (description.effect, description.timeout_s) == ("pure", 2.0)
     assert description.parameters == lookup.parameters
     assert lookup.to_spec().to_wire()["function"]["name"] == "kv-get"
+
+
+def test_a_resumable_tool_may_declare_a_heartbeat_timeout() -> None:
+    @tool(effect="resumable", timeout=timedelta(minutes=5), heartbeat_timeout=timedelta(seconds=3))
+    async def crawl(pages: int) -> int:
+        return pages
+
+    assert crawl.heartbeat_timeout == timedelta(seconds=3)
+    description = crawl.describe()
+    assert (description.timeout_s, description.heartbeat_timeout_s) == (300.0, 3.0)
+    assert description.heartbeat_timeout == timedelta(seconds=3)
 
 
 def test_no_docstring_gives_empty_description() -> None:
@@ -257,6 +270,35 @@ async def _fine(a: int) -> int:
         (_fine, {"name": "é"}, "is not a valid tool name"),
         (_fine, {"name": "x" * 65}, "is not a valid tool name"),
         (_fine, {"description": 3}, "description must be a string"),
+        (
+            _fine,
+            {"effect": "resumable", "heartbeat_timeout": timedelta(0)},
+            "heartbeat_timeout must be positive",
+        ),
+        (
+            _fine,
+            {"effect": "resumable", "heartbeat_timeout": 5},
+            "heartbeat_timeout must be a datetime.timedelta or None",
+        ),
+        (
+            _fine,
+            {"heartbeat_timeout": timedelta(seconds=5)},
+            "heartbeat_timeout is only for effect='resumable' tools",
+        ),
+        (
+            _fine,
+            {"effect": "pure", "heartbeat_timeout": timedelta(seconds=5)},
+            "a pure tool never heartbeats",
+        ),
+        (
+            _fine,
+            {
+                "effect": "resumable",
+                "timeout": timedelta(seconds=5),
+                "heartbeat_timeout": timedelta(seconds=5),
+            },
+            "must be shorter than timeout",
+        ),
     ],
     ids=lambda value: value if isinstance(value, str) else None,
 )

@@ -8,16 +8,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import JsonValue
 from temporalio.testing import ActivityEnvironment
 
 from steadyloop.activities.tool_execution import ToolActivities
+from steadyloop.canonical_json import canonical_json
+from steadyloop.receipt_ledger import DEFAULT_PROGRESS_LIMIT_BYTES
 from steadyloop.tools import ToolInvocation, ToolOutcome
 from steadyloop.tools.examples import (
     DEFAULT_OUTBOX_DIR,
     DEFAULT_SANDBOX_DIR,
+    MAX_RECIPIENT_CHARS,
+    MAX_RECIPIENTS,
     NOTES_FILE,
     OUTBOX_DIR_ENV,
     SANDBOX_DIR_ENV,
+    SENT_FILE,
     example_registry,
     outbox_dir,
     sandbox_dir,
@@ -69,6 +75,7 @@ def test_registry_has_one_of_each_kind() -> None:
         "calculate": "pure",
         "read_file": "pure",
         "append_note": "opaque",
+        "send_batch": "resumable",
         "list_notes": "pure",
         "current_time": "pure",
     }
@@ -235,6 +242,81 @@ async def test_invalid_or_blank_notes_write_nothing(outbox: Path) -> None:
     assert (await run("append_note", {"text": "x", "extra": 1})).status == "invalid_arguments"
     assert (await run("append_note", {"text": " \n "})).status == "tool_error"
     assert not (outbox / NOTES_FILE).exists()
+
+
+# ---------------------------------------------------------------- resumable side effect
+
+
+async def send(
+    arguments: dict[str, Any], **extra: Any
+) -> tuple[ToolOutcome, list[list[JsonValue]]]:
+    environment = ActivityEnvironment()
+    beats: list[list[JsonValue]] = []
+    environment.on_heartbeat = lambda *details: beats.append(details[0])
+    outcome = await environment.run(
+        ToolActivities(example_registry()).run_tool,
+        ToolInvocation(
+            tool="send_batch",
+            arguments=arguments,
+            call_id="c1",
+            workflow_id="w",
+            tenant_id="t",
+            **extra,
+        ),
+    )
+    assert isinstance(outcome, ToolOutcome)
+    return outcome, beats
+
+
+async def test_send_batch_sends_one_line_per_recipient_and_records_each(outbox: Path) -> None:
+    recipients = ["a@x.io", "b@x.io", "a@x.io", "c@x.io"]  # a repeat is sent once
+    outcome, beats = await send({"recipients": recipients, "message": "hi\nthere"})
+    assert outcome == ToolOutcome(status="ok", content="Sent to 3 recipient(s).")
+    assert (outbox / SENT_FILE).read_text().splitlines() == [
+        "a@x.io\thi there",
+        "b@x.io\thi there",
+        "c@x.io\thi there",
+    ]
+    assert beats == [["a@x.io"], ["a@x.io", "b@x.io"], ["a@x.io", "b@x.io", "c@x.io"]]
+
+
+async def test_send_batch_reclaimed_sends_only_to_those_not_recorded(outbox: Path) -> None:
+    outcome, beats = await send(
+        {"recipients": ["a@x.io", "b@x.io", "c@x.io"], "message": "hi"},
+        attempt=2,
+        reclaimed=True,
+        previous_progress=["a@x.io", "b@x.io"],
+    )
+    assert outcome.content == (
+        "Sent to 1 recipient(s). 2 had already been sent by an earlier attempt."
+    )
+    assert (outbox / SENT_FILE).read_text() == "c@x.io\thi\n"
+    assert beats[-1] == ["a@x.io", "b@x.io", "c@x.io"]
+
+
+async def test_send_batch_refuses_bad_recipients_and_blank_messages(outbox: Path) -> None:
+    for arguments in [
+        {"recipients": [], "message": "hi"},
+        {"recipients": ["not an address"], "message": "hi"},
+        {"recipients": ["é@x.io"], "message": "hi"},
+        {"recipients": ["a@x.io"] * (MAX_RECIPIENTS + 1), "message": "hi"},
+        {"recipients": ["a@x.io"], "message": ""},
+    ]:
+        outcome, _ = await send(arguments)
+        assert outcome.status == "invalid_arguments", arguments
+    outcome, _ = await send({"recipients": ["a@x.io"], "message": " \t "})
+    assert outcome.status == "tool_error"
+    assert not (outbox / SENT_FILE).exists()
+
+
+async def test_send_batch_worst_case_trail_fits_what_a_receipt_keeps(outbox: Path) -> None:
+    # Quotes and backslashes double in JSON: the longest trail the schema admits.
+    worst = [f"{n:02d}@" + '"\\' * ((MAX_RECIPIENT_CHARS - 3) // 2) for n in range(MAX_RECIPIENTS)]
+    assert all(len(r) <= MAX_RECIPIENT_CHARS for r in worst)
+    outcome, beats = await send({"recipients": worst, "message": "hi"})
+    assert outcome.status == "ok", outcome.content
+    assert len(beats[-1]) == MAX_RECIPIENTS
+    assert len(canonical_json(beats[-1])) <= DEFAULT_PROGRESS_LIMIT_BYTES
 
 
 # ---------------------------------------------------------------- zero-argument tools

@@ -26,7 +26,16 @@ What is *not* turned into a value, on purpose:
 - Timeouts: the workflow enforces the tool's declared timeout as the activity's
   `start_to_close_timeout` (from `ToolDescription.timeout_s`); the activity does not
   race its own clock against it, and does not heartbeat on a timer (a timer
-  heartbeat would overwrite the progress details a resumable tool records).
+  heartbeat would overwrite the progress details a resumable tool records, and would
+  prove only that the worker is alive, not that the tool is getting anywhere).
+
+Resumable tools (`effect="resumable"`) run with a `ToolProgress`
+(`steadyloop.tools.current_progress()`) built from the invocation's attempt,
+idempotency key and `previous_progress`; each `record` heartbeats the full list of
+sub-operations, so the heartbeat details the workflow reads from a lost attempt carry
+all of them. When `previous_progress` is not empty the activity heartbeats it before
+the tool starts, so an attempt that dies before recording anything still hands the
+trail on. Pure and opaque tools never heartbeat.
 """
 
 from __future__ import annotations
@@ -34,12 +43,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import JsonValue, ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from steadyloop.tools.content import MAX_TOOL_CONTENT_BYTES, cap_content, encode_result
-from steadyloop.tools.context import invocation_scope
+from steadyloop.tools.context import ToolProgress, invocation_scope
 from steadyloop.tools.payloads import (
     DESCRIBE_TOOLS_ACTIVITY,
     RUN_TOOL_ACTIVITY,
@@ -101,8 +110,13 @@ class ToolActivities:
         except Exception as error:  # a validator in the tool's own model raised
             return self._tool_error(definition, invocation, error)
 
+        progress: ToolProgress | None = None
+        if definition.effect == "resumable":
+            progress = ToolProgress(invocation, _heartbeat)
+            if invocation.previous_progress:
+                progress.keep_alive()
         try:
-            with invocation_scope(invocation):
+            with invocation_scope(invocation, progress):
                 result = await definition.invoke(validated)
         except ApplicationError:
             raise
@@ -137,6 +151,10 @@ class ToolActivities:
         if not truncated:
             return outcome
         return outcome.model_copy(update={"content": content, "truncated": True})
+
+
+def _heartbeat(steps: list[JsonValue]) -> None:
+    activity.heartbeat(steps)
 
 
 def invalid_arguments_detail(definition: AnyTool, error: ValidationError) -> str:

@@ -21,7 +21,12 @@ from steadyloop.tools.content import (
     cap_content,
     encode_result,
 )
-from steadyloop.tools.context import current_invocation
+from steadyloop.tools.context import (
+    ProgressTooLarge,
+    ToolProgress,
+    current_invocation,
+    current_progress,
+)
 from steadyloop.tools.definition import (
     DEFAULT_TOOL_TIMEOUT,
     TOOL_NAME_PATTERN,
@@ -57,6 +62,7 @@ __all__ = [
     "DescribeToolsResult",
     "DuplicateToolError",
     "Effect",
+    "ProgressTooLarge",
     "SchemaError",
     "ToolDefinition",
     "ToolDefinitionError",
@@ -64,11 +70,13 @@ __all__ = [
     "ToolInvocation",
     "ToolOutcome",
     "ToolOutcomeStatus",
+    "ToolProgress",
     "ToolRegistry",
     "UnknownToolError",
     "arguments_schema",
     "cap_content",
     "current_invocation",
+    "current_progress",
     "encode_result",
     "sanitize_schema",
     "tool",

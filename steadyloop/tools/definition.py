@@ -5,7 +5,8 @@ a `ToolDefinitionError` naming the function and the fix, never on the first call
 production: a sync function (it would block the worker's event loop), a parameter
 without a type hint (no schema), `*args`/`**kwargs` (no named schema), a type pydantic
 cannot describe, a recursive model (cannot be inlined for providers), a name the OpenAI
-API refuses (`^[a-zA-Z0-9_-]{1,64}$`), an unknown effect, a non-positive timeout.
+API refuses (`^[a-zA-Z0-9_-]{1,64}$`), an unknown effect, a non-positive timeout, a
+heartbeat timeout on a tool that is not resumable or that is not shorter than its timeout.
 
 The argument schema comes from one of two shapes:
 
@@ -67,6 +68,7 @@ class ToolDefinition(Generic[P, R]):
     description: str
     effect: Effect
     timeout: timedelta
+    heartbeat_timeout: timedelta | None
     arguments_model: type[BaseModel]
     parameters: dict[str, Any]
     # Model shape: the parameter that receives the whole validated model.
@@ -102,6 +104,9 @@ class ToolDefinition(Generic[P, R]):
             parameters=copy.deepcopy(self.parameters),
             effect=self.effect,
             timeout_s=self.timeout.total_seconds(),
+            heartbeat_timeout_s=(
+                None if self.heartbeat_timeout is None else self.heartbeat_timeout.total_seconds()
+            ),
         )
 
     def to_spec(self) -> ToolSpec:
@@ -119,6 +124,7 @@ def tool(
     description: str | None = None,
     effect: Effect = "opaque",
     timeout: timedelta = DEFAULT_TOOL_TIMEOUT,
+    heartbeat_timeout: timedelta | None = None,
 ) -> Callable[[Callable[P, Awaitable[R]]], ToolDefinition[P, R]]: ...
 
 
@@ -130,6 +136,7 @@ def tool(
     description: str | None = None,
     effect: Effect = "opaque",
     timeout: timedelta = DEFAULT_TOOL_TIMEOUT,
+    heartbeat_timeout: timedelta | None = None,
 ) -> ToolDefinition[P, R] | Callable[[Callable[P, Awaitable[R]]], ToolDefinition[P, R]]:
     """Declare an async function as a tool. Use as `@tool` or `@tool(...)`.
 
@@ -145,6 +152,14 @@ def tool(
       effect.
     - `timeout`: the longest one call may take; the workflow uses it as the tool
       activity's start-to-close timeout. Must be positive.
+    - `heartbeat_timeout` (resumable tools only): the longest an attempt may go without
+      recording a sub-operation (`current_progress().record(...)`, or `.keep_alive()`
+      during a long one) before Temporal declares it lost. Without it a killed worker is
+      noticed only when `timeout` runs out; with it, after this long, and the workflow
+      reclaims the call with the progress recorded so far. Must be positive and shorter
+      than `timeout`. Refused on pure and opaque tools: nothing in them heartbeats, so
+      every call longer than it would be declared lost (for an opaque tool, a spurious
+      ambiguous call held for a person).
     """
 
     def decorate(function: Callable[P, Awaitable[R]]) -> ToolDefinition[P, R]:
@@ -154,6 +169,7 @@ def tool(
             description=description,
             effect=effect,
             timeout=timeout,
+            heartbeat_timeout=heartbeat_timeout,
             scope=_caller_scope(),
         )
 
@@ -170,6 +186,7 @@ def tool(
         description=description,
         effect=effect,
         timeout=timeout,
+        heartbeat_timeout=heartbeat_timeout,
         scope=_caller_scope(),
     )
 
@@ -181,6 +198,7 @@ def _define(
     description: str | None,
     effect: Any,
     timeout: Any,
+    heartbeat_timeout: Any,
     scope: dict[str, Any],
 ) -> ToolDefinition[P, R]:
     label = getattr(fn, "__qualname__", None) or repr(fn)
@@ -206,6 +224,7 @@ def _define(
         )
     if timeout <= timedelta(0):
         raise ToolDefinitionError(f"tool {tool_name!r}: timeout must be positive, got {timeout}")
+    _check_heartbeat_timeout(tool_name, effect, timeout, heartbeat_timeout)
     if description is None:
         description = _first_paragraph(inspect.getdoc(fn))
     elif not isinstance(description, str):
@@ -224,11 +243,41 @@ def _define(
         description=description.strip(),
         effect=effect,
         timeout=timeout,
+        heartbeat_timeout=heartbeat_timeout,
         arguments_model=model,
         parameters=parameters,
         model_parameter=model_parameter,
         argument_fields=fields,
     )
+
+
+def _check_heartbeat_timeout(
+    tool_name: str, effect: Effect, timeout: timedelta, heartbeat_timeout: Any
+) -> None:
+    if heartbeat_timeout is None:
+        return
+    if not isinstance(heartbeat_timeout, timedelta):
+        raise ToolDefinitionError(
+            f"tool {tool_name!r}: heartbeat_timeout must be a datetime.timedelta or None, "
+            f"got {heartbeat_timeout!r}"
+        )
+    if heartbeat_timeout <= timedelta(0):
+        raise ToolDefinitionError(
+            f"tool {tool_name!r}: heartbeat_timeout must be positive, got {heartbeat_timeout}"
+        )
+    if effect != "resumable":
+        raise ToolDefinitionError(
+            f"tool {tool_name!r}: heartbeat_timeout is only for effect='resumable' tools, "
+            f"which heartbeat each sub-operation they record; a {effect} tool never "
+            "heartbeats, so every call longer than the heartbeat timeout would be declared "
+            "lost. Drop heartbeat_timeout, or declare the tool resumable and record its "
+            "sub-operations with steadyloop.tools.current_progress()"
+        )
+    if heartbeat_timeout >= timeout:
+        raise ToolDefinitionError(
+            f"tool {tool_name!r}: heartbeat_timeout ({heartbeat_timeout}) must be shorter "
+            f"than timeout ({timeout}); otherwise the timeout always ends a lost attempt first"
+        )
 
 
 def _caller_scope() -> dict[str, Any]:

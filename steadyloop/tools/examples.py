@@ -16,6 +16,14 @@
   concurrent calls and even a worker killed mid-call never interleave half lines.
   Line breaks in the note are folded to spaces, to keep one call one line. Effect
   `opaque`: a lost call may or may not have written its line.
+- `send_batch`: a resumable side effect. "Sends" one message to each recipient by
+  appending one line (`recipient<TAB>message`) to `sent.txt` in the outbox, recording
+  each recipient after its line is written (`current_progress().record`), and skipping
+  the recipients an earlier attempt recorded; so a worker killed halfway through and a
+  new attempt that reclaims the call send each message once (a repeated recipient in
+  the list is sent once too). Recipients are printable ASCII addresses of at most 120
+  characters, at most 50 of them: that bounds the recorded trail well under what a
+  receipt keeps. Heartbeat timeout 10 s: a killed worker is noticed within that.
 - `list_notes`, `current_time`: zero-argument tools (the model sends `""` or `{}`).
 
 Directories are read from the environment at call time, not import time, so a test or
@@ -33,12 +41,13 @@ import math
 import operator
 import os
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from steadyloop.tools.context import current_progress
 from steadyloop.tools.definition import tool
 from steadyloop.tools.registry import ToolRegistry
 
@@ -47,6 +56,10 @@ OUTBOX_DIR_ENV = "STEADYLOOP_OUTBOX_DIR"
 DEFAULT_SANDBOX_DIR = Path("~/.steadyloop/sandbox")
 DEFAULT_OUTBOX_DIR = Path("~/.steadyloop/outbox")
 NOTES_FILE = "notes.txt"
+SENT_FILE = "sent.txt"
+MAX_RECIPIENTS = 50
+MAX_RECIPIENT_CHARS = 120
+MAX_MESSAGE_CHARS = 1000
 MAX_READ_BYTES = 1024 * 1024
 
 MAX_EXPRESSION_CHARS = 200
@@ -191,6 +204,50 @@ def _append_line(target: Path, line: str) -> None:
         os.close(fd)
 
 
+Recipient = Annotated[
+    str,
+    Field(
+        min_length=3,
+        max_length=MAX_RECIPIENT_CHARS,
+        pattern=r"^[!-~]+@[!-~]+$",
+        description="An address like name@example.com (printable ASCII, no spaces).",
+    ),
+]
+
+
+@tool(effect="resumable", heartbeat_timeout=timedelta(seconds=10))
+async def send_batch(
+    recipients: Annotated[
+        list[Recipient],
+        Field(min_length=1, max_length=MAX_RECIPIENTS, description="Who to send it to."),
+    ],
+    message: Annotated[
+        str, Field(min_length=1, max_length=MAX_MESSAGE_CHARS, description="One line of text.")
+    ],
+) -> str:
+    """Send one message to each recipient (a real side effect: one outbox line each).
+
+    Resumable: if the worker is lost halfway, the retry sends only to those not yet sent.
+    """
+    folded = " ".join(message.split())
+    if not folded:
+        raise ValueError("the message is empty; send some text")
+    progress = current_progress()
+    target = outbox_dir() / SENT_FILE
+    sent = skipped = 0
+    for recipient in dict.fromkeys(recipients):
+        if progress.done(recipient):
+            skipped += 1
+            continue
+        await asyncio.to_thread(_append_line, target, f"{recipient}\t{folded}\n")
+        progress.record(recipient)  # after the effect: a recorded step has happened
+        sent += 1
+    text = f"Sent to {sent} recipient(s)."
+    if skipped:
+        text += f" {skipped} had already been sent by an earlier attempt."
+    return text
+
+
 @tool(effect="pure")
 async def list_notes() -> list[str]:
     """List the notes saved in the outbox, oldest first."""
@@ -207,7 +264,7 @@ async def current_time() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-EXAMPLE_TOOLS = (add, calculate, read_file, append_note, list_notes, current_time)
+EXAMPLE_TOOLS = (add, calculate, read_file, append_note, send_batch, list_notes, current_time)
 
 
 def example_registry() -> ToolRegistry:

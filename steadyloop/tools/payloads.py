@@ -23,7 +23,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from steadyloop.chat import ChatMessage, ToolSpec
 
@@ -50,6 +50,10 @@ class ToolDescription(BaseModel):
     `parameters` is the sanitized JSON schema (no `$ref`/`$defs`, no `title`, top level
     `{"type": "object", "properties": ...}`). `timeout_s` is the tool's declared timeout;
     the workflow uses it as the run-tool activity's `start_to_close_timeout`.
+    `heartbeat_timeout_s` (resumable tools only, else None) is the activity's
+    `heartbeat_timeout`: how long an attempt may go without recording a sub-operation
+    before Temporal declares it lost, so a killed worker is noticed in seconds rather
+    than at `timeout_s`.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -59,10 +63,17 @@ class ToolDescription(BaseModel):
     parameters: dict[str, Any]
     effect: Effect
     timeout_s: float = Field(gt=0)
+    heartbeat_timeout_s: float | None = Field(default=None, gt=0)
 
     @property
     def timeout(self) -> timedelta:
         return timedelta(seconds=self.timeout_s)
+
+    @property
+    def heartbeat_timeout(self) -> timedelta | None:
+        if self.heartbeat_timeout_s is None:
+            return None
+        return timedelta(seconds=self.heartbeat_timeout_s)
 
     def to_spec(self) -> ToolSpec:
         return ToolSpec(name=self.name, description=self.description, parameters=self.parameters)
@@ -112,6 +123,12 @@ class ToolInvocation(BaseModel):
     # that deduplicate (an `Idempotency-Key` header), so a repeat is a no-op there too.
     attempt: int = Field(default=1, ge=1)
     idempotency_key: str | None = None
+    # Resumable tools: the sub-operations earlier attempts recorded (the receipt's
+    # progress snapshot, from the last heartbeat details of the attempt before), so
+    # this attempt skips them; and whether this attempt took over from one that lost
+    # its lease (that attempt may still be running somewhere as a zombie).
+    previous_progress: list[JsonValue] = Field(default_factory=list)
+    reclaimed: bool = False
 
 
 class ToolOutcome(BaseModel):

@@ -498,7 +498,9 @@ class ToolLoopWorkflow:
             if attempts_here >= TOOL_ATTEMPTS:
                 return ToolOutcome(status="tool_error", content=lost, error_type="ToolLost")
             attempts_here += 1
-            outcome = await self._attempt(description, invocation, key, decision, deadline)
+            outcome = await self._attempt(
+                description, invocation, key, decision, deadline, after_lost=bool(lost)
+            )
             if isinstance(outcome, ToolOutcome):
                 return outcome
             lost = outcome
@@ -510,8 +512,13 @@ class ToolLoopWorkflow:
         key: ReceiptKey,
         decision: Execute,
         deadline: datetime | None,
+        *,
+        after_lost: bool,
     ) -> ToolOutcome | str:
-        """One claimed attempt: its outcome, or (lost, no outcome) why, for a retry."""
+        """One claimed attempt: its outcome, or (lost, no outcome) why, for a retry.
+
+        `after_lost`: the attempt before this one lost its outcome (timed out, worker
+        lost), so this one takes over from it: the tool is told (`reclaimed`)."""
         attempt = decision.attempt
         timeout = _bounded(description.timeout, deadline)
         now = workflow.now()
@@ -527,7 +534,7 @@ class ToolLoopWorkflow:
                     update={
                         "attempt": attempt,
                         "previous_progress": list(decision.previous_progress),
-                        "reclaimed": decision.reclaimed or attempt > 1,
+                        "reclaimed": decision.reclaimed or after_lost,
                     }
                 ),
                 result_type=ToolOutcome,

@@ -1,0 +1,266 @@
+"""Helpers for the receipts end-to-end tests: a dev server, a scripted provider, workers
+as separate processes (`receipts_worker_main.py`), and the side-effect counter they write.
+
+`e2e_run(responder)` starts everything and guarantees, in its `finally`, that every
+worker process it started is dead (SIGTERM, then SIGKILL) and the servers are stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+import time
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from temporalio.client import Client, WorkflowHandle
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from steadyloop.chat import ChatMessage
+from steadyloop.run_models import RunInput, RunLimits, RunResult
+from steadyloop.temporal_binaries import dev_server_path
+from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
+from steadyloop.testing.scripted_server import (
+    Pause,
+    RecordedRequest,
+    ScriptedResponse,
+    ScriptedServer,
+    sse_response,
+)
+from steadyloop.workflows.tool_loop import ToolLoopWorkflow
+
+WORKER_SCRIPT = Path(__file__).with_name("receipts_worker_main.py")
+ENDPOINT = "scripted"
+MODEL = "scripted-model"
+TOOLS = ["deliver", "charge", "notify"]
+START_GUARD_S = 20.0
+STOP_GUARD_S = 10.0
+
+T = TypeVar("T")
+
+
+# -- the scripted model --------------------------------------------------------------
+
+
+def calls(*scripted: ScriptedCall) -> ScriptedResponse:
+    return sse_response([*tool_call_chunks(list(scripted)), finish_chunk("tool_calls")])
+
+
+def answer(text: str) -> ScriptedResponse:
+    return sse_response([*text_chunks(text), finish_chunk("stop")])
+
+
+def stall(seconds: float) -> ScriptedResponse:
+    """A stream that sends nothing for `seconds` (the worker is killed meanwhile)."""
+    return sse_response([Pause(seconds), *text_chunks("too late"), finish_chunk("stop")])
+
+
+def sent_messages(request: RecordedRequest) -> list[dict[str, Any]]:
+    body = request.json
+    assert isinstance(body, dict), request.body[:200]
+    messages = body["messages"]
+    assert isinstance(messages, list)
+    return messages
+
+
+def tool_answers(request: RecordedRequest) -> list[dict[str, Any]]:
+    """The tool messages of the transcript a request carries, in order."""
+    return [m for m in sent_messages(request) if m.get("role") == "tool"]
+
+
+# -- side effects, counted outside every worker ------------------------------------------
+
+
+@dataclass(frozen=True)
+class Effect:
+    tool: str
+    item: str
+    attempt: int
+    pid: int
+    call_id: str
+
+
+def read_effects(path: Path) -> list[Effect]:
+    if not path.exists():
+        return []
+    return [Effect(**json.loads(line)) for line in path.read_text().splitlines() if line]
+
+
+def effect_counts(path: Path, tool: str) -> Counter[str]:
+    return Counter(e.item for e in read_effects(path) if e.tool == tool)
+
+
+# -- worker processes --------------------------------------------------------------------
+
+
+@dataclass
+class WorkerProcess:
+    process: asyncio.subprocess.Process
+    log: Path
+    lines: list[str] = field(default_factory=list)
+    ready: asyncio.Event = field(default_factory=asyncio.Event)
+    reader: asyncio.Task[None] | None = None
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def output(self) -> str:
+        stderr = self.log.read_text(errors="replace") if self.log.exists() else ""
+        return "\n".join(self.lines) + "\n--- stderr ---\n" + stderr[-4000:]
+
+    async def _read(self) -> None:
+        assert self.process.stdout is not None
+        async for raw in self.process.stdout:
+            line = raw.decode(errors="replace").rstrip("\n")
+            self.lines.append(line)
+            if line == "READY":
+                self.ready.set()
+        self.ready.set()  # ended before it was ready: let the waiter see why
+
+    async def kill(self) -> None:
+        """SIGKILL: no cleanup, no graceful shutdown, exactly a lost machine."""
+        if self.process.returncode is None:
+            self.process.send_signal(signal.SIGKILL)
+        await asyncio.wait_for(self.process.wait(), STOP_GUARD_S)
+
+    async def stop(self) -> None:
+        """SIGTERM, then SIGKILL if it does not exit in time."""
+        if self.process.returncode is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(self.process.wait(), STOP_GUARD_S)
+            except TimeoutError:
+                await self.kill()
+        if self.reader is not None:
+            await asyncio.wait_for(self.reader, STOP_GUARD_S)
+
+
+@dataclass
+class E2E:
+    env: WorkflowEnvironment
+    provider: ScriptedServer
+    task_queue: str
+    effects: Path
+    workdir: Path
+    workers: list[WorkerProcess] = field(default_factory=list)
+
+    @property
+    def client(self) -> Client:
+        return self.env.client
+
+    @property
+    def address(self) -> str:
+        return self.env.client.service_client.config.target_host
+
+    async def start_worker(self, *hang: str) -> WorkerProcess:
+        """A worker process serving the loop and the test tools; waits until it polls."""
+        log = self.workdir / f"worker-{len(self.workers) + 1}.stderr"
+        args = [
+            str(WORKER_SCRIPT),
+            "--address",
+            self.address,
+            "--task-queue",
+            self.task_queue,
+            "--base-url",
+            self.provider.base_url,
+            "--effects",
+            str(self.effects),
+        ]
+        for spec in hang:
+            args += ["--hang", spec]
+        with log.open("wb") as stderr:
+            process = await asyncio.create_subprocess_exec(
+                sys.executable, *args, stdout=asyncio.subprocess.PIPE, stderr=stderr
+            )
+        worker = WorkerProcess(process, log)
+        self.workers.append(worker)
+        worker.reader = asyncio.ensure_future(worker._read())
+        await asyncio.wait_for(worker.ready.wait(), START_GUARD_S)
+        assert "READY" in worker.lines, worker.output()
+        return worker
+
+    async def start(
+        self, *, prompt: str = "go", **limits: Any
+    ) -> WorkflowHandle[ToolLoopWorkflow, RunResult]:
+        run = RunInput(
+            endpoint=ENDPOINT,
+            model=MODEL,
+            prompt=prompt,
+            tools=TOOLS,
+            limits=RunLimits(**limits),
+        )
+        return await self.client.start_workflow(
+            ToolLoopWorkflow.run, run, id=f"receipts-e2e-{uuid.uuid4()}", task_queue=self.task_queue
+        )
+
+
+@asynccontextmanager
+async def e2e_run(
+    responder: Callable[[RecordedRequest], ScriptedResponse], workdir: Path
+) -> AsyncIterator[E2E]:
+    async with ScriptedServer(responder) as provider:
+        env = await WorkflowEnvironment.start_local(
+            dev_server_existing_path=dev_server_path(), data_converter=pydantic_data_converter
+        )
+        async with env:
+            harness = E2E(
+                env=env,
+                provider=provider,
+                task_queue=f"receipts-{uuid.uuid4().hex[:8]}",
+                effects=workdir / "effects.jsonl",
+                workdir=workdir,
+            )
+            try:
+                yield harness
+            finally:
+                for worker in harness.workers:
+                    try:
+                        await worker.stop()
+                    except Exception:
+                        if worker.process.returncode is None:
+                            worker.process.kill()
+                        raise
+            assert provider.errors == [], provider.errors
+
+
+async def eventually(
+    probe: Callable[[], Awaitable[T | None]], *, timeout_s: float, what: str, every_s: float = 0.05
+) -> T:
+    """Poll `probe` until it returns something other than None."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = await probe()
+        if value is not None:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+        await asyncio.sleep(every_s)
+
+
+async def pending_heartbeat(
+    client: Client, handle: WorkflowHandle[Any, Any], activity_type: str
+) -> list[Any] | None:
+    """The first heartbeat detail the *server* holds for a pending activity, if any."""
+    description = await handle.describe()
+    for pending in description.raw_description.pending_activities:
+        if pending.activity_type.name != activity_type:
+            continue
+        if not pending.heartbeat_details.payloads:
+            return None
+        details = await client.data_converter.decode(pending.heartbeat_details.payloads)
+        first = details[0]
+        return first if isinstance(first, list) else None
+    return None
+
+
+def tool_messages(transcript: list[ChatMessage]) -> list[ChatMessage]:
+    return [m for m in transcript if m.role == "tool"]
