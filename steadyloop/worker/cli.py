@@ -54,6 +54,7 @@ from steadyloop.worker.config import (
     tools_spec,
 )
 from steadyloop.worker.dev_server import DEFAULT_DEV_PORT, DevServerError, dev_server, workflow_url
+from steadyloop.worker.failure_text import failure_text
 from steadyloop.worker.follow import RunHandle, follow
 from steadyloop.worker.process import (
     DEFAULT_GRACEFUL_SHUTDOWN,
@@ -424,22 +425,11 @@ async def _follow_and_report(handle: RunHandle, task_queue: str) -> int:
     try:
         result = following.result()
     except WorkflowFailureError as exc:
-        _say(f"the workflow did not complete: {_failure_text(exc)}")
+        _say(f"the workflow did not complete: {failure_text(exc)}")
         return EXIT_FAILED
     for line in result_lines(result):
         _say(line)
     return EXIT_CODES.get(result.stop_reason, EXIT_FAILED)
-
-
-def _failure_text(error: BaseException) -> str:
-    messages: list[str] = []
-    cause: BaseException | None = error
-    while cause is not None:
-        text = str(cause).strip()
-        if text and text not in messages:
-            messages.append(text)
-        cause = cause.__cause__
-    return ": ".join(messages) or type(error).__name__
 
 
 # -- demo -----------------------------------------------------------------------------

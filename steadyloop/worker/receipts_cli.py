@@ -54,6 +54,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from steadyloop.receipt_ledger import DidNotHappen, GiveUp, Happened
 from steadyloop.run_models import AmbiguousCall, ResolveReceipt, RunResult
 from steadyloop.worker.config import ConfigError, load_config, temporal_settings
+from steadyloop.worker.failure_text import failure_text
 from steadyloop.worker.progress import one_line
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
@@ -415,7 +416,7 @@ async def resolve(handle: RunHandle, call: AmbiguousCall, resolution: Resolution
     except WorkflowUpdateFailedError as exc:
         raise ReceiptsFailure(
             f"the run refused to resolve {short_key(call.key)} ({call.tool}): "
-            f"{_cause_text(exc.cause)}. List the open calls again: "
+            f"{failure_text(exc.cause)}. List the open calls again: "
             f"`steadyloop receipts {handle.id}`"
         ) from None
     except WorkflowUpdateRPCTimeoutOrCancelledError:
@@ -430,14 +431,3 @@ async def resolve(handle: RunHandle, call: AmbiguousCall, resolution: Resolution
                 f"run {handle.id} ended before the resolution reached it: {exc}"
             ) from None
         raise ReceiptsFailure(f"cannot send the resolution to run {handle.id}: {exc}") from None
-
-
-def _cause_text(error: BaseException) -> str:
-    messages: list[str] = []
-    cause: BaseException | None = error
-    while cause is not None:
-        text = str(cause).strip()
-        if text and text not in messages:
-            messages.append(text)
-        cause = cause.__cause__
-    return ": ".join(messages) or type(error).__name__
