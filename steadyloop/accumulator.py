@@ -170,6 +170,12 @@ class ToolCallAccumulator:
     def call_count(self) -> int:
         return len(self._records)
 
+    @property
+    def records(self) -> Sequence[_Record]:
+        """The calls being assembled, in creation order. Read-only: the runaway guard
+        counts their argument fragments (`parts`) after each network read."""
+        return self._records
+
     def observe(self, deltas: Sequence[Any] | None) -> None:
         """Fold one chunk's `choices[0].delta.tool_calls` (None and [] are no-ops)."""
         if deltas.__class__ is not list:

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from steadyloop.chat import ChatMessage, ToolCall, ToolSpec
 from steadyloop.defects import CompletionDefect
+from steadyloop.runaway_guard import ArgumentLimits
 
 # The model activity's name, here so the scheduling side (workflow) and the registering
 # side (worker) cannot drift apart, and workflow code need not import httpx to know it.
@@ -27,6 +28,8 @@ class CompletionRequest(BaseModel):
     (`json_object` or `json_schema`), content that does not parse is a defect.
     `mint_prefix` namespaces the ids steadyloop mints for calls whose wire id is
     unusable, so two turns of one run never mint the same id.
+    `argument_limits` replaces the endpoint's runaway-argument limits for this request
+    (None: the endpoint's).
     """
 
     endpoint: str
@@ -42,6 +45,7 @@ class CompletionRequest(BaseModel):
     seed: int | None = None
     stop: list[str] | None = None
     mint_prefix: str = "call_sl"
+    argument_limits: ArgumentLimits | None = None
 
     def wants_json(self) -> bool:
         kind = (self.response_format or {}).get("type")
@@ -72,6 +76,8 @@ class StreamStats(BaseModel):
     dropped_deltas: int = 0
     malformed_aliases: int = 0
     ignored_choices: int = 0
+    # The runaway-argument guard's code when it cut this stream (`steadyloop.runaway_guard`).
+    cut_by_guard: str | None = None
 
 
 class AssembledTurn(BaseModel):

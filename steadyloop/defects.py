@@ -34,6 +34,11 @@ DefectKind = Literal[
     "truncated_tool_call",
     "empty_completion",
     "structured_output_unparseable",
+    # The runaway-argument guard cut the stream (`steadyloop.runaway_guard`): the kind
+    # is the guard's stable code, and the turn carries no tool calls.
+    "TOOL_CALL_ARGUMENTS_TOO_LARGE",
+    "TOOL_CALL_ARGUMENTS_TOO_MANY_FRAGMENTS",
+    "TOOL_CALL_ARGUMENTS_TOTAL_TOO_LARGE",
 ]
 
 # Fresh completions the workflow may spend on each kind before it stops the run.
@@ -43,6 +48,10 @@ DEFECT_RETRY_BUDGETS: dict[str, int] = {
     "truncated_tool_call": 2,
     "empty_completion": 2,
     "structured_output_unparseable": 2,
+    # One fresh sample: a runaway costs a whole output budget, and often repeats.
+    "TOOL_CALL_ARGUMENTS_TOO_LARGE": 1,
+    "TOOL_CALL_ARGUMENTS_TOO_MANY_FRAGMENTS": 1,
+    "TOOL_CALL_ARGUMENTS_TOTAL_TOO_LARGE": 1,
 }
 
 LENGTH_FINISH_REASONS = frozenset({"length", "max_tokens"})

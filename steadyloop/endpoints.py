@@ -54,6 +54,15 @@ from pydantic import (
     model_validator,
 )
 
+from steadyloop.runaway_guard import ArgumentLimits
+from steadyloop.stream_watchdog import (
+    DEFAULT_FIRST_TOKEN_S,
+    DEFAULT_INTER_CHUNK_S,
+    DEFAULT_REASONING_GAP_S,
+    DEFAULT_TOTAL_S,
+    validate_budget,
+)
+
 ENDPOINTS_ENV = "STEADYLOOP_ENDPOINTS"
 DEFAULT_ENDPOINT_NAME = "default"
 OPENAI_BASE_URL_ENV = "OPENAI_BASE_URL"
@@ -125,6 +134,15 @@ class EndpointConfig(BaseModel):
     which some servers reject. `max_tokens_field` picks the wire name of
     `CompletionRequest.max_tokens` (OpenAI's reasoning models want
     `max_completion_tokens`; most compatible servers only know `max_tokens`).
+
+    The stall watchdog's budgets, in seconds, each finite and above 0 or None (off):
+    `first_token_s` (120: request to first token, reasoning included),
+    `reasoning_gap_s` (120: between events while the model reasons, before its first
+    answer token), `inter_chunk_s` (30: between events once the answer started) and
+    `total_s` (600: the whole call); see `steadyloop.stream_watchdog`. `false` also
+    turns a budget off (a TOML configuration file has no null).
+    `argument_limits` are the runaway-argument guard's limits (default: 24576 UTF-8
+    bytes per call, fragments and turn total off; see `steadyloop.runaway_guard`).
     """
 
     # hide_input_in_errors: a key pasted into the wrong field must not reach a log line.
@@ -139,6 +157,11 @@ class EndpointConfig(BaseModel):
     connect_timeout_s: float = 10.0
     read_timeout_s: float = 120.0
     write_timeout_s: float = 30.0
+    first_token_s: float | None = DEFAULT_FIRST_TOKEN_S
+    reasoning_gap_s: float | None = DEFAULT_REASONING_GAP_S
+    inter_chunk_s: float | None = DEFAULT_INTER_CHUNK_S
+    total_s: float | None = DEFAULT_TOTAL_S
+    argument_limits: ArgumentLimits = Field(default_factory=ArgumentLimits)
 
     @field_validator("name")
     @classmethod
@@ -190,6 +213,18 @@ class EndpointConfig(BaseModel):
     @classmethod
     def _timeouts(cls, value: float, info: ValidationInfo) -> float:
         return _positive_finite(value, str(info.field_name))
+
+    @field_validator("first_token_s", "reasoning_gap_s", "inter_chunk_s", "total_s", mode="before")
+    @classmethod
+    def _budget_off(cls, value: Any) -> Any:
+        if value is True:
+            raise ValueError("true is not a number; use a number, or false/null to turn it off")
+        return None if value is False else value  # TOML has no null: `false` turns it off
+
+    @field_validator("first_token_s", "reasoning_gap_s", "inter_chunk_s", "total_s")
+    @classmethod
+    def _watchdog_budgets(cls, value: float | None, info: ValidationInfo) -> float | None:
+        return validate_budget(value, str(info.field_name))
 
     @model_validator(mode="after")
     def _no_two_sources_of_auth(self) -> EndpointConfig:

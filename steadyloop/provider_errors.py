@@ -126,7 +126,7 @@ def _seconds(value: str) -> float | None:
 
 def failure_is_retryable(failure: StreamFailure) -> bool:
     """Whether another attempt at the same request can succeed."""
-    if failure.kind in ("network", "truncated_stream"):
+    if failure.kind in ("network", "truncated_stream", "stall"):
         return True
     if failure.kind in ("not_sse", "invalid_chunk"):
         return False

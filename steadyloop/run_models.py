@@ -36,7 +36,9 @@ class RunLimits(BaseModel):
     # Continue-as-new after this many turns in one run (besides when Temporal suggests
     # it); None: only when suggested.
     continue_as_new_after_turns: int | None = Field(default=None, ge=1)
-    model_timeout_s: float = Field(default=300.0, gt=0)
+    # Above the watchdog's default total cap (600 s), so a stream that runs too long ends as
+    # a classified stall rather than a bare activity timeout.
+    model_timeout_s: float = Field(default=630.0, gt=0)
     model_attempts: int = Field(default=3, ge=1)
 
 

@@ -29,7 +29,14 @@ FailureKind = Literal[
     "truncated_stream",
     # Connect refused, reset, DNS, TLS, read error: no HTTP answer, or one cut off.
     "network",
+    # The stall watchdog ended the stream: no first token, no chunk, or no end in time.
+    "stall",
 ]
+
+# Where a stream stalled: waiting for its first token, between two chunks (the
+# inter-chunk budget once the answer started, the reasoning gap before), or past the
+# absolute cap on the call.
+StallPhase = Literal["before_first_token", "between_chunks", "total_cap"]
 
 BODY_EXCERPT_CHARS = 500
 
@@ -46,6 +53,11 @@ class StreamFailure(BaseModel):
     provider_type: str | None = None
     body_excerpt: str = ""
     retry_after_s: float | None = None
+    # `stall` only: the phase, the budget that ran out (its configuration field name,
+    # e.g. `inter_chunk_s`) and its value in seconds.
+    stall_phase: StallPhase | None = None
+    budget: str | None = None
+    budget_s: float | None = None
 
     def describe(self) -> str:
         parts: list[str] = [self.kind]

@@ -145,6 +145,16 @@ class TurnAssembler:
         return bool(self._text or self._reasoning) or not self._calls.is_empty
 
     @property
+    def answer_token_seen(self) -> bool:
+        """True once answer text or a tool call has arrived (reasoning is not an answer)."""
+        return bool(self._text) or not self._calls.is_empty
+
+    @property
+    def calls(self) -> ToolCallAccumulator:
+        """The tool-call accumulator, for reading progress mid-stream (never feed it)."""
+        return self._calls
+
+    @property
     def chunks(self) -> int:
         """Payloads received so far, `[DONE]` excluded (one that raised is counted)."""
         return self._chunks

@@ -218,7 +218,10 @@ def test_each_defect_carries_its_kinds_budget() -> None:
         for defect in found:
             assert defect.retry_budget == DEFECT_RETRY_BUDGETS[defect.kind]
             seen.add(defect.kind)
-    assert seen == set(get_args(DefectKind))
+    # The runaway guard's kinds come from `runaway_guard.apply_breach`, not from detection
+    # (tests/test_runaway_guard.py checks their budgets).
+    guard_kinds = {k for k in get_args(DefectKind) if k.startswith("TOOL_CALL_ARGUMENTS_")}
+    assert seen == set(get_args(DefectKind)) - guard_kinds
 
 
 def test_exported_at_the_package_top_level() -> None:

@@ -38,6 +38,11 @@ the failure (`model_dump`), retryable or not as `steadyloop.provider_errors` dec
 - `network`: connect refused, reset, DNS, TLS, a body cut mid-chunk
   (`RemoteProtocolError`) and every httpx timeout. Retryable. Timeouts come from the
   endpoint's configuration, so no read can wait forever.
+- `stall`: the stall watchdog (`steadyloop.stream_watchdog`) ended the stream: no
+  token within `first_token_s` of the request, nothing for `reasoning_gap_s` while
+  the model reasons or for `inter_chunk_s` once it answers, or the call past
+  `total_s`. The failure names the phase and the budget; the connection is closed,
+  not reused. Retryable.
 
 Two configuration errors are raised before any request, both not retryable:
 `unknown_endpoint` and `missing_api_key` (types from `steadyloop.endpoints`). The key is
@@ -48,14 +53,21 @@ server that keeps the stream open after `[DONE]` cannot hold the activity (the c
 that the connection is not reused). Redirects are not followed: a 3xx is reported as
 `http_status` naming the new location, which belongs in the endpoint's `base_url`.
 
-Cancellation is not caught: `asyncio.CancelledError` ends the request and propagates.
+Cancellation is not caught: `asyncio.CancelledError` ends the request, closes the
+connection and propagates, never reported as a stall or an upstream failure.
 Progress is heartbeated at most once per `heartbeat_interval_s`, and only when a chunk
 arrives (`StreamProgress`), so the heartbeat reports stream progress rather than
-merely that the worker is alive; the stall watchdog that acts on it is separate.
+merely that the worker is alive; the stall watchdog watches the same progress.
+
+The runaway-argument guard (`steadyloop.runaway_guard`) is not a failure: when a tool
+call's arguments pass a limit, reading stops, the connection is closed and the turn
+is returned with the guard's code as its first defect and no tool calls (or, observe
+only, normally, with the cut call left unparseable).
 """
 
 from __future__ import annotations
 
+import asyncio
 import importlib.metadata
 import math
 import time
@@ -78,8 +90,10 @@ from steadyloop.endpoints import (
     UnknownEndpointError,
 )
 from steadyloop.provider_errors import failure_is_retryable, parse_retry_after, provider_error
+from steadyloop.runaway_guard import ArgumentLimits, RunawayGuard, apply_breach
 from steadyloop.sse import ServerSentEvent, SSEDecoder
 from steadyloop.stream_failures import StreamFailed, StreamFailure, excerpt
+from steadyloop.stream_watchdog import StreamWatchdog
 from steadyloop.turn_assembly import TurnAssembler
 
 __all__ = [
@@ -200,12 +214,32 @@ async def stream_turn(
 
     `on_progress` is called when a chunk arrives, at most once per
     `progress_interval_s` (the first chunk always reports).
+
+    The stall watchdog (`steadyloop.stream_watchdog`, budgets from the endpoint) is one
+    `asyncio.timeout`, re-armed after every read that delivered events. When it fires,
+    leaving the `client.stream` block closes the response (the connection is dropped,
+    not reused) and the stall is raised as `StreamFailed(kind="stall")`. A cancellation
+    from outside (the activity cancelled, the worker shutting down) is not the
+    watchdog's: `asyncio.timeout` re-raises it as `CancelledError`, never as a stall.
+    The runaway-argument guard (`steadyloop.runaway_guard`; the request's
+    `argument_limits`, else the endpoint's) stops reading the same way, and the turn
+    is finished as its mode says.
     """
     body = orjson.dumps(build_request_body(request, endpoint))
-    reader = _TurnReader(request, on_progress, progress_interval_s)
+    loop = asyncio.get_running_loop()
+    watchdog = StreamWatchdog(
+        started=loop.time(),
+        first_token_s=endpoint.first_token_s,
+        inter_chunk_s=endpoint.inter_chunk_s,
+        reasoning_gap_s=endpoint.reasoning_gap_s,
+        total_s=endpoint.total_s,
+    )
+    timer = asyncio.timeout_at(watchdog.deadline)
+    limits = request.argument_limits or endpoint.argument_limits
+    reader = _TurnReader(request, on_progress, progress_interval_s, limits, watchdog, timer)
     phase = "connecting"
     try:
-        async with client.stream(
+        async with timer, client.stream(
             "POST",
             endpoint.chat_completions_url,
             content=body,
@@ -226,6 +260,14 @@ async def stream_turn(
             async for piece in byte_iter:
                 if reader.feed(piece):
                     return reader.finish()
+    except TimeoutError:
+        if not timer.expired():
+            raise  # not the watchdog's
+        raise StreamFailed(
+            watchdog.stall(
+                loop.time(), chunks=reader.assembler.chunks, received_bytes=reader.bytes
+            )
+        ) from None
     except httpx.TimeoutException as exc:
         raise StreamFailed(_network_failure(exc, phase, endpoint)) from None
     except httpx.DecodingError as exc:
@@ -253,6 +295,9 @@ class _TurnReader:
         request: CompletionRequest,
         on_progress: ProgressCallback | None,
         progress_interval_s: float,
+        limits: ArgumentLimits | None = None,
+        watchdog: StreamWatchdog | None = None,
+        timer: asyncio.Timeout | None = None,
     ) -> None:
         self.decoder = SSEDecoder()
         self.assembler = TurnAssembler(
@@ -267,18 +312,41 @@ class _TurnReader:
         self.on_progress = on_progress
         self.progress_interval_s = progress_interval_s
         self.last_progress = -math.inf
+        self.limits = limits
+        self.guard = RunawayGuard(limits) if limits is not None and limits.active else None
+        self.watchdog = watchdog
+        self.timer = timer if watchdog is not None else None
+        # The watchdog's clock is the event loop's, the one `asyncio.timeout` reads.
+        self.clock = asyncio.get_running_loop().time if self.timer is not None else time.monotonic
 
     def feed(self, piece: bytes) -> bool:
-        """Consume one network read; True once `[DONE]` arrived (stop reading)."""
+        """Consume one network read; True once `[DONE]` arrived or the runaway guard cut
+        the stream (stop reading)."""
         self.bytes += len(piece)
         events = self.decoder.feed_data(piece)
         if not events:
             return False
         done = self._consume(events)
-        if self.first_token_at is None and self.assembler.first_token_seen:
+        assembler = self.assembler
+        if self.first_token_at is None and assembler.first_token_seen:
             self.first_token_at = time.monotonic()
         if self.on_progress is not None:
             self._report(self.on_progress)
+        guard = self.guard
+        if guard is not None and not assembler.calls.is_empty and guard.check(
+            assembler.calls.records
+        ):
+            return True
+        timer = self.timer
+        if timer is not None:
+            watchdog = self.watchdog
+            assert watchdog is not None
+            if watchdog.progress(
+                self.clock(),
+                first_token=assembler.first_token_seen,
+                answer_token=assembler.answer_token_seen,
+            ):
+                timer.reschedule(watchdog.deadline)
         return done
 
     def _consume(self, events: Sequence[ServerSentEvent | str]) -> bool:
@@ -330,6 +398,10 @@ class _TurnReader:
 
     def finish(self) -> AssembledTurn:
         turn = self.assembler.finish()
+        breach = None if self.guard is None else self.guard.breach
+        if breach is not None:
+            assert self.limits is not None
+            turn = apply_breach(turn, breach, self.limits.mode)
         ttft = None if self.first_token_at is None else self.first_token_at - self.started
         stats = turn.stats.model_copy(
             update={
