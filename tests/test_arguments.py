@@ -352,3 +352,11 @@ def test_large_but_finite_numbers_still_parse() -> None:
     )
     assert reading.kind == "parsed"
     assert reading.arguments == {"x": 1e300, "n": 123456789012345678901234567890}
+
+
+def test_an_overflowing_number_is_echoed_to_the_model_in_40_characters_at_most() -> None:
+    number = "1" * 45 + "e400"
+    arguments = f'{{"x": {number}}}'
+    reading = parse_tool_call_arguments({"function": {"arguments": arguments}})
+    assert reading.kind == "unparseable"
+    assert f"the number {number[:40]} is too large" in reading.detail
