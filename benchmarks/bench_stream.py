@@ -432,6 +432,20 @@ async def _httpx_steadyloop(client: Any, url: str) -> AssembledTurn:
     return assembler.finish()
 
 
+async def _activity_reader(client: Any, base_url: str) -> AssembledTurn:
+    """The model activity's own path: `stream_turn`, watchdog and runaway guard included."""
+    from steadyloop.activities.model_stream import stream_turn
+    from steadyloop.chat import ChatMessage
+    from steadyloop.completion import CompletionRequest
+    from steadyloop.endpoints import EndpointConfig
+
+    endpoint = EndpointConfig(name="bench", base_url=base_url, include_usage=False)
+    request = CompletionRequest(
+        endpoint="bench", model=MODEL, messages=[ChatMessage(role="user", content="hi")]
+    )
+    return await stream_turn(client, endpoint, request, api_key=None)
+
+
 async def _openai_client(client: Any) -> Any:
     async with client.chat.completions.stream(
         model=MODEL, messages=[{"role": "user", "content": "hi"}]
@@ -474,6 +488,9 @@ async def loopback(
                     "raw socket read to EOF (floor)": lambda: _raw_socket(port),
                     "httpx aiter_raw, bytes only": lambda: _httpx_bytes(client, url),
                     "httpx + SSEDecoder + TurnAssembler": lambda: _httpx_steadyloop(client, url),
+                    "  the model activity's stream_turn (+ watchdog, guard)": lambda: (
+                        _activity_reader(client, f"http://127.0.0.1:{port}/v1")
+                    ),
                 },
                 repeat,
             )
