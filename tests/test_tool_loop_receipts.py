@@ -211,3 +211,22 @@ async def test_receipts_transcript_and_stats_survive_continue_as_new() -> None:
     assert started.continued_execution_run_id
     assert isinstance(fourth_request, dict)
     assert [m["role"] for m in fourth_request["messages"]].count("tool") == 3
+
+
+async def test_a_suspended_call_holds_no_pool_slot_so_the_rest_of_its_batch_runs() -> None:
+    script = [
+        calls(
+            ScriptedCall("slow_note", {"text": "unknown outcome"}, id="s1"),
+            ScriptedCall("note", {"text": "runs meanwhile"}, id="n1"),
+        ),
+        answer("done"),
+    ]
+    async with running_loop(script) as loop:
+        handle = await loop.start(run_input(tool_concurrency=1))
+        (suspended,) = await wait_for_ambiguous(handle)
+        notes_while_suspended = list(loop.effects.notes)
+        update = ResolveReceipt(key=suspended.key, resolution=GiveUp())
+        await handle.execute_update("resolve_receipt", update)
+        result = await handle.result()
+    assert "runs meanwhile" in notes_while_suspended
+    assert_every_call_answered(result.transcript)

@@ -111,6 +111,7 @@ class ToolLoopWorkflow:
         self._receipts = ReceiptLedger()
         self._ambiguous: dict[str, AmbiguousCall] = {}
         self._deadline: datetime | None = None
+        self._pool = asyncio.Semaphore(1)  # replaced per batch with the run's pool size
 
     # -- queries and signals ---------------------------------------------------------
 
@@ -387,7 +388,7 @@ class ToolLoopWorkflow:
             answers.append(None)
             runnable.append((position, description, invocation, key))
 
-        pool = asyncio.Semaphore(run.limits.tool_concurrency)
+        self._pool = asyncio.Semaphore(run.limits.tool_concurrency)
         # One task per receipt key: a second call with the same key in this batch waits
         # for the first and replays its answer, with its own tool message and id.
         first_by_key: dict[str, asyncio.Task[ToolOutcome]] = {}
@@ -395,8 +396,7 @@ class ToolLoopWorkflow:
         async def run_one(
             description: ToolDescription, invocation: ToolInvocation, key: ReceiptKey
         ) -> ToolOutcome:
-            async with pool:
-                return await self._run_guarded(description, invocation, key, deadline)
+            return await self._run_guarded(description, invocation, key, deadline)
 
         async def replay_of(first: asyncio.Task[ToolOutcome]) -> ToolOutcome:
             await workflow.wait_condition(first.done)
@@ -521,35 +521,42 @@ class ToolLoopWorkflow:
         lost), so this one takes over from it: the tool is told (`reclaimed`)."""
         attempt = decision.attempt
         timeout = _bounded(description.timeout, deadline)
-        now = workflow.now()
-        claimed = self._receipts.claim(key, attempt, now + timeout + LEASE_MARGIN, now=now)
-        if not claimed.applied:  # cannot happen in one workflow; say so rather than guess
-            raise ApplicationError(
-                f"receipt claim refused for {description.name!r}: {claimed}", type="ReceiptClaim"
-            )
-        try:
-            outcome: ToolOutcome = await workflow.execute_activity(
-                RUN_TOOL_ACTIVITY,
-                invocation.model_copy(
-                    update={
-                        "attempt": attempt,
-                        "previous_progress": list(decision.previous_progress),
-                        "reclaimed": decision.reclaimed or after_lost,
-                    }
-                ),
-                result_type=ToolOutcome,
-                start_to_close_timeout=timeout,
-                heartbeat_timeout=description.heartbeat_timeout,
-                # The receipt table owns retries of side effects: one attempt each.
-                retry_policy=RetryPolicy(maximum_attempts=1),
-            )
-        except ActivityError as error:
-            cause = error.cause
+        lost: ActivityError | None = None
+        # The pool bounds running activities only, and the lease starts when the attempt
+        # does: a call waiting for a slot, a lease or a person holds nothing.
+        async with self._pool:
+            now = workflow.now()
+            claimed = self._receipts.claim(key, attempt, now + timeout + LEASE_MARGIN, now=now)
+            if not claimed.applied:  # cannot happen in one workflow; say so, do not guess
+                raise ApplicationError(
+                    f"receipt claim refused for {description.name!r}: {claimed}",
+                    type="ReceiptClaim",
+                )
+            try:
+                outcome: ToolOutcome = await workflow.execute_activity(
+                    RUN_TOOL_ACTIVITY,
+                    invocation.model_copy(
+                        update={
+                            "attempt": attempt,
+                            "previous_progress": list(decision.previous_progress),
+                            "reclaimed": decision.reclaimed or after_lost,
+                        }
+                    ),
+                    result_type=ToolOutcome,
+                    start_to_close_timeout=timeout,
+                    heartbeat_timeout=description.heartbeat_timeout,
+                    # The receipt table owns retries of side effects: one attempt each.
+                    retry_policy=RetryPolicy(maximum_attempts=1),
+                )
+            except ActivityError as error:
+                lost = error
+        if lost is not None:
+            cause = lost.cause
             if not isinstance(cause, TimeoutError):
                 self._receipts.fail(key, attempt)
                 return ToolOutcome(
                     status="tool_error",
-                    content=f"Tool {description.name!r} failed: {_cause(error)}",
+                    content=f"Tool {description.name!r} failed: {_cause(lost)}",
                     error_type="ToolFailed",
                 )
             # No outcome: the effect may or may not have happened.
