@@ -165,27 +165,27 @@ class ToolLoopWorkflow:
 
     @workflow.run
     async def run(self, run: RunInput) -> RunResult:
-        deadline = self._deadline = self._restore(run)
+        self._deadline = self._restore(run)
         turns_this_run = 0
         final_answer: str | None = None
         try:
             tools = await self._describe_tools(run)
             while True:
-                self._check_bounds(run, deadline)
+                self._check_bounds(run)
                 if self._should_continue_as_new(run, turns_this_run):
-                    await self._continue_as_new(run, deadline)
+                    await self._continue_as_new(run)
                 turns_this_run += 1
                 self._turn += 1
                 self._stats.turns = self._turn
                 self._phase = "model"
-                turn = await self._model_turn(run, tools, deadline)
+                turn = await self._model_turn(run, tools)
                 message = turn.to_message()
                 self._transcript.append(message)
                 if not turn.tool_calls:
                     final_answer = turn.text
                     raise _Stop("final_answer", "the model answered without tool calls")
                 self._phase = "tools"
-                await self._answer_batch(run, tools, turn.tool_calls, deadline)
+                await self._answer_batch(run, tools, turn.tool_calls)
         except _Stop as stop:
             self._stop_reason = stop.reason
             self._phase = "done"
@@ -219,7 +219,7 @@ class ToolLoopWorkflow:
             every is not None and turns_this_run >= every
         )
 
-    async def _continue_as_new(self, run: RunInput, deadline: datetime | None) -> NoReturn:
+    async def _continue_as_new(self, run: RunInput) -> NoReturn:
         """Hand over at a turn boundary, after handlers finish: no activity is in flight."""
         self._phase = "continuing as new"
         await workflow.wait_condition(workflow.all_handlers_finished)
@@ -228,16 +228,16 @@ class ToolLoopWorkflow:
             receipts=self._receipts,
             stats=self._stats,
             turn=self._turn,
-            deadline=None if deadline is None else deadline.isoformat(),
+            deadline=None if self._deadline is None else self._deadline.isoformat(),
         )
         workflow.continue_as_new(
             run.model_copy(update={"carried": carried, "prompt": None, "messages": []})
         )
 
-    def _check_bounds(self, run: RunInput, deadline: datetime | None) -> None:
+    def _check_bounds(self, run: RunInput) -> None:
         if self._interrupt is not None:
             raise _Stop("interrupted", self._interrupt)
-        if deadline is not None and workflow.now() >= deadline:
+        if self._deadline is not None and workflow.now() >= self._deadline:
             raise _Stop("deadline", f"the run's deadline of {run.limits.deadline_s}s passed")
         budget = run.limits.token_budget
         if budget is not None and self._stats.total_tokens >= budget:
@@ -268,9 +268,7 @@ class ToolLoopWorkflow:
 
     # -- one model turn --------------------------------------------------------------
 
-    async def _model_turn(
-        self, run: RunInput, tools: dict[str, ToolDescription], deadline: datetime | None
-    ) -> AssembledTurn:
+    async def _model_turn(self, run: RunInput, tools: dict[str, ToolDescription]) -> AssembledTurn:
         """A usable completion, spending defect budgets on fresh completions."""
         spent: dict[str, int] = {}
         attempt = 0
@@ -289,7 +287,7 @@ class ToolLoopWorkflow:
             )
             if _text_bound(self._transcript) + _tools_bound(tools) > MAX_ACTIVITY_INPUT_BYTES:
                 _check_payload(request, "the model request (the transcript so far)")
-            timeout = _bounded(timedelta(seconds=run.limits.model_timeout_s), deadline)
+            timeout = _bounded(timedelta(seconds=run.limits.model_timeout_s), self._deadline)
             self._stats.model_attempts += 1
             try:
                 turn = await _before_deadline(
@@ -300,10 +298,10 @@ class ToolLoopWorkflow:
                         start_to_close_timeout=timeout,
                         retry_policy=RetryPolicy(maximum_attempts=run.limits.model_attempts),
                     ),
-                    deadline,
+                    self._deadline,
                 )
             except ActivityError as error:
-                if deadline is not None and workflow.now() >= deadline:
+                if self._deadline is not None and workflow.now() >= self._deadline:
                     raise _Stop("deadline", "the deadline passed during a model turn") from None
                 raise _Stop("failed", f"the model call failed: {_cause(error)}") from None
             self._count_usage(turn)
@@ -321,7 +319,7 @@ class ToolLoopWorkflow:
             self._stats.defect_retries[defect.kind] = (
                 self._stats.defect_retries.get(defect.kind, 0) + 1
             )
-            self._check_bounds(run, deadline)
+            self._check_bounds(run)
 
     def _count_usage(self, turn: AssembledTurn) -> None:
         if turn.usage is not None:
@@ -338,7 +336,6 @@ class ToolLoopWorkflow:
         run: RunInput,
         tools: dict[str, ToolDescription],
         calls: list[ToolCall],
-        deadline: datetime | None,
     ) -> None:
         """Read every call, then run the readable ones; one tool message per call, in order."""
         answers: list[ToolOutcome | None] = []
@@ -396,7 +393,7 @@ class ToolLoopWorkflow:
         async def run_one(
             description: ToolDescription, invocation: ToolInvocation, key: ReceiptKey
         ) -> ToolOutcome:
-            return await self._run_guarded(description, invocation, key, deadline)
+            return await self._run_guarded(description, invocation, key)
 
         async def replay_of(first: asyncio.Task[ToolOutcome]) -> ToolOutcome:
             await workflow.wait_condition(first.done)
@@ -460,7 +457,6 @@ class ToolLoopWorkflow:
         description: ToolDescription,
         invocation: ToolInvocation,
         key: ReceiptKey,
-        deadline: datetime | None,
     ) -> ToolOutcome:
         """Run one call under its receipt: claim before, record after, replay if done.
 
@@ -499,7 +495,7 @@ class ToolLoopWorkflow:
                 return ToolOutcome(status="tool_error", content=lost, error_type="ToolLost")
             attempts_here += 1
             outcome = await self._attempt(
-                description, invocation, key, decision, deadline, after_lost=bool(lost)
+                description, invocation, key, decision, after_lost=bool(lost)
             )
             if isinstance(outcome, ToolOutcome):
                 return outcome
@@ -511,7 +507,6 @@ class ToolLoopWorkflow:
         invocation: ToolInvocation,
         key: ReceiptKey,
         decision: Execute,
-        deadline: datetime | None,
         *,
         after_lost: bool,
     ) -> ToolOutcome | str:
@@ -520,7 +515,7 @@ class ToolLoopWorkflow:
         `after_lost`: the attempt before this one lost its outcome (timed out, worker
         lost), so this one takes over from it: the tool is told (`reclaimed`)."""
         attempt = decision.attempt
-        timeout = _bounded(description.timeout, deadline)
+        timeout = _bounded(description.timeout, self._deadline)
         lost: ActivityError | None = None
         # The pool bounds running activities only, and the lease starts when the attempt
         # does: a call waiting for a slot, a lease or a person holds nothing.
