@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from steadyloop.chat import ChatMessage, ToolCall, ToolSpec
 from steadyloop.defects import CompletionDefect
+from steadyloop.output_forwarding import ForwardTarget
 from steadyloop.runaway_guard import ArgumentLimits
 
 # The model activity's name, here so the scheduling side (workflow) and the registering
@@ -29,7 +30,8 @@ class CompletionRequest(BaseModel):
     `mint_prefix` namespaces the ids steadyloop mints for calls whose wire id is
     unusable, so two turns of one run never mint the same id.
     `argument_limits` replaces the endpoint's runaway-argument limits for this request
-    (None: the endpoint's).
+    (None: the endpoint's). `forward` names where this attempt forwards its output for
+    people watching (None: nowhere; see `steadyloop.output_forwarding`).
     """
 
     endpoint: str
@@ -46,6 +48,7 @@ class CompletionRequest(BaseModel):
     stop: list[str] | None = None
     mint_prefix: str = "call_sl"
     argument_limits: ArgumentLimits | None = None
+    forward: ForwardTarget | None = None
 
     def wants_json(self) -> bool:
         kind = (self.response_format or {}).get("type")
@@ -78,6 +81,9 @@ class StreamStats(BaseModel):
     ignored_choices: int = 0
     # The runaway-argument guard's code when it cut this stream (`steadyloop.runaway_guard`).
     cut_by_guard: str | None = None
+    # Whether output was forwarded to people watching, and how many characters of it.
+    produced_output: bool = False
+    forwarded_chars: int = 0
 
 
 class AssembledTurn(BaseModel):

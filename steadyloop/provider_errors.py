@@ -125,7 +125,13 @@ def _seconds(value: str) -> float | None:
 
 
 def failure_is_retryable(failure: StreamFailure) -> bool:
-    """Whether another attempt at the same request can succeed."""
+    """Whether another attempt at the same request can succeed (and may be made).
+
+    An attempt that already forwarded output is never repeated, whatever failed: a
+    second attempt would show a person a second answer after the first.
+    """
+    if failure.produced_output:
+        return False
     if failure.kind in ("network", "truncated_stream", "stall"):
         return True
     if failure.kind in ("not_sse", "invalid_chunk"):

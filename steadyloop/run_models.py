@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from steadyloop.chat import ChatMessage
+from steadyloop.output_forwarding import ForwardingOptions, PartialOutput
 from steadyloop.receipt_ledger import AmbiguityResolution, ReceiptLedger
 
 StopReason = Literal[
@@ -21,6 +22,9 @@ StopReason = Literal[
     "deadline",
     "interrupted",
     "failed",
+    # An attempt failed after its output was shown to people watching: it is not
+    # repeated; the result keeps what was shown (`RunResult.partial`).
+    "output_interrupted",
 ]
 
 
@@ -39,7 +43,15 @@ class RunLimits(BaseModel):
     # Above the watchdog's default total cap (600 s), so a stream that runs too long ends as
     # a classified stall rather than a bare activity timeout.
     model_timeout_s: float = Field(default=630.0, gt=0)
+    # Attempts at one completion when the transport fails (steadyloop retries in the
+    # workflow, so it can read what a lost attempt heartbeated), and the first backoff,
+    # doubled each time up to a minute; a provider's Retry-After wins.
     model_attempts: int = Field(default=3, ge=1)
+    model_retry_initial_s: float = Field(default=1.0, gt=0)
+    # How long a model stream may go without a heartbeat before Temporal declares its
+    # worker lost. Heartbeats come from stream progress, so keep it above the endpoint's
+    # watchdog budgets (120 s by default); None: only `model_timeout_s` ends a lost attempt.
+    model_heartbeat_timeout_s: float | None = Field(default=150.0, gt=0)
 
 
 class Sampling(BaseModel):
@@ -63,6 +75,7 @@ class RunInput(BaseModel):
     limits: RunLimits = Field(default_factory=RunLimits)
     sampling: Sampling = Field(default_factory=Sampling)
     tenant_id: str = "default"
+    forwarding: ForwardingOptions = Field(default_factory=ForwardingOptions)
     # Set only by the run itself when it continues-as-new.
     carried: CarriedState | None = None
 
@@ -106,6 +119,8 @@ class RunStats(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     defect_retries: dict[str, int] = Field(default_factory=dict)
+    # Transport failures retried, by failure kind (`stall`, `network`, `http_status`...).
+    model_retries: dict[str, int] = Field(default_factory=dict)
 
     @property
     def total_tokens(self) -> int:
@@ -136,8 +151,13 @@ class CarriedState(BaseModel):
 
 
 class RunResult(BaseModel):
+    """How a run ended. `partial` is set when it stopped with `output_interrupted`: the
+    output a person saw of the turn that could not finish (not in the transcript, which
+    stays valid for a provider)."""
+
     final_answer: str | None
     stop_reason: StopReason
     detail: str = ""
     transcript: list[ChatMessage]
     stats: RunStats
+    partial: PartialOutput | None = None

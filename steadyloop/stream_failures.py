@@ -58,6 +58,9 @@ class StreamFailure(BaseModel):
     stall_phase: StallPhase | None = None
     budget: str | None = None
     budget_s: float | None = None
+    # True when the attempt had already forwarded output to a person when it failed:
+    # such an attempt is never repeated (`steadyloop.output_forwarding`).
+    produced_output: bool = False
 
     def describe(self) -> str:
         parts: list[str] = [self.kind]
@@ -70,11 +73,19 @@ class StreamFailure(BaseModel):
 
 
 class StreamFailed(Exception):
-    """Raised by the stream reader; carries the classified failure as a value."""
+    """Raised by the stream reader; carries the classified failure as a value.
 
-    def __init__(self, failure: StreamFailure) -> None:
+    `shown_text` and `shown_reasoning` are what the attempt had forwarded to people
+    watching before it failed (empty when it forwarded nothing).
+    """
+
+    def __init__(
+        self, failure: StreamFailure, *, shown_text: str = "", shown_reasoning: str = ""
+    ) -> None:
         super().__init__(failure.describe())
         self.failure = failure
+        self.shown_text = shown_text
+        self.shown_reasoning = shown_reasoning
 
 
 def excerpt(body: str | bytes, limit: int = BODY_EXCERPT_CHARS) -> str:

@@ -135,6 +135,16 @@ class TurnAssembler:
         return self._counted_chars
 
     @property
+    def text_parts(self) -> list[str]:
+        """The answer text's pieces so far, in order (read-only: for forwarding)."""
+        return self._text
+
+    @property
+    def reasoning_parts(self) -> list[str]:
+        """The reasoning text's pieces so far, in order (read-only: for forwarding)."""
+        return self._reasoning
+
+    @property
     def tool_call_count(self) -> int:
         """Tool calls opened so far."""
         return self._calls.call_count

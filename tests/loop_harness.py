@@ -26,6 +26,7 @@ from steadyloop.run_models import RunInput, RunLimits, RunResult
 from steadyloop.temporal_binaries import time_skipping_server_path
 from steadyloop.testing.scripted_server import ScriptedResponse, ScriptedServer
 from steadyloop.tools import ToolRegistry, tool
+from steadyloop.worker.process import HEARTBEAT_THROTTLE, RUN_WORKFLOWS
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 ENDPOINT = "scripted"
@@ -135,11 +136,13 @@ def run_input(prompt: str = "help me", **limits: Any) -> RunInput:
 
 
 @asynccontextmanager
-async def running_loop(script: Iterable[ScriptedResponse]) -> AsyncIterator[Loop]:
+async def running_loop(
+    script: Iterable[ScriptedResponse], **endpoint_config: Any
+) -> AsyncIterator[Loop]:
     effects = Effects()
     registry = build_tools(effects)
     async with ScriptedServer(list(script)) as server:
-        endpoints = EndpointRegistry([server.endpoint(ENDPOINT)])
+        endpoints = EndpointRegistry([server.endpoint(ENDPOINT, **endpoint_config)])
         async with ModelActivities(endpoints, environ={}) as model:
             env = await WorkflowEnvironment.start_time_skipping(
                 data_converter=pydantic_data_converter,
@@ -150,8 +153,9 @@ async def running_loop(script: Iterable[ScriptedResponse]) -> AsyncIterator[Loop
                 async with Worker(
                     env.client,
                     task_queue=task_queue,
-                    workflows=[ToolLoopWorkflow],
-                    activities=[model.stream_completion, *ToolActivities(registry).activities()],
+                    workflows=RUN_WORKFLOWS,
+                    activities=[*model.activities(), *ToolActivities(registry).activities()],
+                    max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
                 ):
                     yield Loop(env=env, server=server, task_queue=task_queue, effects=effects)
 

@@ -34,7 +34,7 @@ from steadyloop.activities.model_stream import ModelActivities
 from steadyloop.activities.tool_execution import ToolActivities
 from steadyloop.endpoints import EndpointConfig, EndpointRegistry
 from steadyloop.tools import ToolRegistry, current_invocation, current_progress, tool
-from steadyloop.workflows.tool_loop import ToolLoopWorkflow
+from steadyloop.worker.process import HEARTBEAT_THROTTLE, RUN_WORKFLOWS
 
 READY = "READY"
 ENDPOINT = "scripted"
@@ -132,8 +132,9 @@ async def serve(args: argparse.Namespace) -> None:
         worker = Worker(
             client,
             task_queue=args.task_queue,
-            workflows=[ToolLoopWorkflow],
-            activities=[model.stream_completion, *ToolActivities(TOOLS).activities()],
+            workflows=RUN_WORKFLOWS,
+            activities=[*model.activities(), *ToolActivities(TOOLS).activities()],
+            max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
             # A killed worker's sticky queue holds the run's next workflow task until
             # this runs out; the default (10 s) would only slow the test down.
             sticky_queue_schedule_to_start_timeout=timedelta(seconds=1),

@@ -63,6 +63,14 @@ The runaway-argument guard (`steadyloop.runaway_guard`) is not a failure: when a
 call's arguments pass a limit, reading stops, the connection is closed and the turn
 is returned with the guard's code as its first defect and no tool calls (or, observe
 only, normally, with the cut call left unparseable).
+
+Forwarding (`steadyloop.output_forwarding`): when the request names a `forward` target,
+the text of every read is published to the run's output host as it arrives. From the
+first forwarded piece on, the attempt has `produced_output`: it is heartbeated at once
+(not at the next interval), every failure after it is raised non-retryable with the
+text that was shown, and a later attempt of the same turn refuses to stream
+(`output_already_forwarded`) when the host or the previous attempt's last heartbeat
+shows that this one already showed something.
 """
 
 from __future__ import annotations
@@ -82,12 +90,22 @@ from pydantic import BaseModel
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from steadyloop.activities.output_publisher import OutputPublisher, ensure_host, read_forwarded
 from steadyloop.completion import STREAM_COMPLETION_ACTIVITY, AssembledTurn, CompletionRequest
 from steadyloop.endpoints import (
     EndpointConfig,
     EndpointRegistry,
     MissingApiKeyError,
     UnknownEndpointError,
+)
+from steadyloop.output_forwarding import (
+    OUTPUT_ALREADY_FORWARDED,
+    READ_FORWARDED_OUTPUT_ACTIVITY,
+    ForwardedOutput,
+    ForwardTarget,
+    OutputDelta,
+    OutputKind,
+    ReadForwardedOutput,
 )
 from steadyloop.provider_errors import failure_is_retryable, parse_retry_after, provider_error
 from steadyloop.runaway_guard import ArgumentLimits, RunawayGuard, apply_breach
@@ -135,9 +153,12 @@ class StreamProgress(BaseModel):
     tool_calls: int = 0
     first_token_seen: bool = False
     produced_output: bool = False
+    forwarded_chars: int = 0
 
 
 ProgressCallback = Callable[[StreamProgress], None]
+# Receives each forwarded piece; the flag is True for the first piece a person will see.
+OutputSink = Callable[[OutputDelta, bool], None]
 
 
 # -- the request --------------------------------------------------------------------
@@ -209,6 +230,7 @@ async def stream_turn(
     api_key: str | None,
     on_progress: ProgressCallback | None = None,
     progress_interval_s: float = HEARTBEAT_INTERVAL_S,
+    sink: OutputSink | None = None,
 ) -> AssembledTurn:
     """Stream one completion and assemble it; raise `StreamFailed` for every failure.
 
@@ -223,7 +245,9 @@ async def stream_turn(
     watchdog's: `asyncio.timeout` re-raises it as `CancelledError`, never as a stall.
     The runaway-argument guard (`steadyloop.runaway_guard`; the request's
     `argument_limits`, else the endpoint's) stops reading the same way, and the turn
-    is finished as its mode says.
+    is finished as its mode says. With a `sink` and a request that forwards, each read's
+    text goes to the sink, and a failure after the first piece is marked
+    `produced_output` and carries the text that was shown.
     """
     body = orjson.dumps(build_request_body(request, endpoint))
     loop = asyncio.get_running_loop()
@@ -236,7 +260,31 @@ async def stream_turn(
     )
     timer = asyncio.timeout_at(watchdog.deadline)
     limits = request.argument_limits or endpoint.argument_limits
-    reader = _TurnReader(request, on_progress, progress_interval_s, limits, watchdog, timer)
+    reader = _TurnReader(
+        request, on_progress, progress_interval_s, limits, watchdog, timer, sink=sink
+    )
+    try:
+        return await _read_turn(client, endpoint, body, api_key, reader, watchdog, timer)
+    except StreamFailed as exc:
+        if not reader.produced_output:
+            raise
+        raise StreamFailed(
+            exc.failure.model_copy(update={"produced_output": True}),
+            shown_text=reader.shown("text"),
+            shown_reasoning=reader.shown("reasoning"),
+        ) from None
+
+
+async def _read_turn(
+    client: httpx.AsyncClient,
+    endpoint: EndpointConfig,
+    body: bytes,
+    api_key: str | None,
+    reader: _TurnReader,
+    watchdog: StreamWatchdog,
+    timer: asyncio.Timeout,
+) -> AssembledTurn:
+    loop = asyncio.get_running_loop()
     phase = "connecting"
     try:
         async with timer, client.stream(
@@ -298,6 +346,8 @@ class _TurnReader:
         limits: ArgumentLimits | None = None,
         watchdog: StreamWatchdog | None = None,
         timer: asyncio.Timeout | None = None,
+        *,
+        sink: OutputSink | None = None,
     ) -> None:
         self.decoder = SSEDecoder()
         self.assembler = TurnAssembler(
@@ -318,6 +368,13 @@ class _TurnReader:
         self.timer = timer if watchdog is not None else None
         # The watchdog's clock is the event loop's, the one `asyncio.timeout` reads.
         self.clock = asyncio.get_running_loop().time if self.timer is not None else time.monotonic
+        # Forwarding: structured output is never forwarded (see `output_forwarding`).
+        forward = request.forward if sink is not None and not request.wants_json() else None
+        self.forward: ForwardTarget | None = forward
+        self.sink = sink if forward is not None else None
+        self.marks: dict[OutputKind, int] = {"text": 0, "reasoning": 0}
+        self.produced_output = False
+        self.forwarded_chars = 0
 
     def feed(self, piece: bytes) -> bool:
         """Consume one network read; True once `[DONE]` arrived or the runaway guard cut
@@ -330,6 +387,8 @@ class _TurnReader:
         assembler = self.assembler
         if self.first_token_at is None and assembler.first_token_seen:
             self.first_token_at = time.monotonic()
+        if self.sink is not None and self._forward():
+            self.last_progress = -math.inf  # the first output shown: heartbeat it now
         if self.on_progress is not None:
             self._report(self.on_progress)
         guard = self.guard
@@ -359,6 +418,42 @@ class _TurnReader:
         self.saw_done = self.saw_done or done
         return done
 
+    def _forward(self) -> bool:
+        """Publish the text this read added; True when it is the first output shown."""
+        assert self.forward is not None and self.sink is not None
+        first = False
+        sources: tuple[tuple[OutputKind, list[str]], ...] = (
+            ("text", self.assembler.text_parts),
+            ("reasoning", self.assembler.reasoning_parts),
+        )
+        for kind, parts in sources:
+            mark = self.marks[kind]
+            if len(parts) == mark:
+                continue
+            piece = "".join(parts[mark:])
+            self.marks[kind] = len(parts)
+            counts = self.forward.counts(kind)
+            newly = counts and not self.produced_output
+            if counts:
+                self.produced_output = True
+                self.forwarded_chars += len(piece)
+            delta = OutputDelta(
+                turn=self.forward.turn,
+                attempt=self.forward.attempt,
+                kind=kind,
+                text=piece,
+            )
+            self.sink(delta, newly)
+            first = first or newly
+        return first
+
+    def shown(self, kind: OutputKind) -> str:
+        """The text of `kind` forwarded so far, if forwarding it made the output seen."""
+        if self.forward is None or not self.forward.counts(kind):
+            return ""
+        parts = self.assembler.text_parts if kind == "text" else self.assembler.reasoning_parts
+        return "".join(parts[: self.marks[kind]])
+
     def _report(self, on_progress: ProgressCallback) -> None:
         now = time.monotonic()
         if now - self.last_progress < self.progress_interval_s:
@@ -372,6 +467,8 @@ class _TurnReader:
                 output_chars=assembler.output_chars,
                 tool_calls=assembler.tool_call_count,
                 first_token_seen=assembler.first_token_seen,
+                produced_output=self.produced_output,
+                forwarded_chars=self.forwarded_chars,
             )
         )
 
@@ -380,6 +477,8 @@ class _TurnReader:
         tail = self.decoder.flush()
         if tail:
             self._consume(tail)
+            if self.sink is not None:
+                self._forward()
         turn = self.finish()
         if turn.finish_reason is None and not self.saw_done:
             cut = self.decoder.incomplete_tail
@@ -410,6 +509,8 @@ class _TurnReader:
                 "time_to_first_token_s": ttft,
                 "duration_s": time.monotonic() - self.started,
                 "saw_done": self.saw_done,
+                "produced_output": self.produced_output,
+                "forwarded_chars": self.forwarded_chars,
             }
         )
         return turn.model_copy(update={"stats": stats})
@@ -514,9 +615,16 @@ def _network_failure(exc: httpx.HTTPError, phase: str, endpoint: EndpointConfig)
 
 
 def failure_to_application_error(
-    failure: StreamFailure, *, secret: str | None = None
+    failure: StreamFailure,
+    *,
+    secret: str | None = None,
+    shown: ForwardedOutput | None = None,
 ) -> ApplicationError:
-    """The `ApplicationError` the activity raises: type = kind, details = the failure."""
+    """The `ApplicationError` the activity raises: type = kind, details = the failure.
+
+    A failure after output was forwarded is not retryable and carries, as its second
+    detail, the output that was shown (`ForwardedOutput`), for the run's result.
+    """
     if secret:
         failure = failure.model_copy(
             update={
@@ -528,9 +636,12 @@ def failure_to_application_error(
     delay = (
         timedelta(seconds=failure.retry_after_s) if retryable and failure.retry_after_s else None
     )
+    details: list[Any] = [failure.model_dump(mode="json")]
+    if failure.produced_output:
+        details.append((shown or ForwardedOutput()).model_dump(mode="json"))
     return ApplicationError(
         failure.describe(),
-        failure.model_dump(mode="json"),
+        *details,
         type=failure.kind,
         non_retryable=not retryable,
         next_retry_delay=delay,
@@ -564,6 +675,11 @@ class ModelActivities:
         )
         self._environ = environ
         self._heartbeat_interval_s = heartbeat_interval_s
+
+    def activities(self) -> list[Callable[..., Any]]:
+        """Both model activities (the stream, and reading forwarded output back), for
+        `Worker(activities=...)`."""
+        return [self.stream_completion, self.read_forwarded_output]
 
     async def aclose(self) -> None:
         if self._owns_client:
@@ -600,17 +716,87 @@ class ModelActivities:
                 type=exc.error_type,
                 non_retryable=True,
             ) from None
+        forward = request.forward if not request.wants_json() else None
         try:
-            return await stream_turn(
-                self.client,
-                endpoint,
-                request,
-                api_key=api_key,
-                on_progress=_heartbeat,
-                progress_interval_s=self._heartbeat_interval_s,
-            )
+            if forward is None:
+                return await self._stream(endpoint, request, api_key, None)
+            client = activity.client()
+            info = activity.info()
+            await _refuse_if_already_shown(forward, info.attempt, info.heartbeat_details)
+            await ensure_host(client, forward, info.task_queue)
+            async with OutputPublisher(client, forward) as publisher:
+
+                def sink(delta: OutputDelta, first: bool) -> None:
+                    publisher.publish(delta, now=first)
+
+                return await self._stream(endpoint, request, api_key, sink)
         except StreamFailed as exc:
-            raise failure_to_application_error(exc.failure, secret=api_key) from None
+            shown = ForwardedOutput(text=exc.shown_text, reasoning=exc.shown_reasoning)
+            raise failure_to_application_error(exc.failure, secret=api_key, shown=shown) from None
+
+    async def _stream(
+        self,
+        endpoint: EndpointConfig,
+        request: CompletionRequest,
+        api_key: str | None,
+        sink: OutputSink | None,
+    ) -> AssembledTurn:
+        return await stream_turn(
+            self.client,
+            endpoint,
+            request,
+            api_key=api_key,
+            on_progress=_heartbeat,
+            progress_interval_s=self._heartbeat_interval_s,
+            sink=sink,
+        )
+
+    @activity.defn(name=READ_FORWARDED_OUTPUT_ACTIVITY)
+    async def read_forwarded_output(self, request: ReadForwardedOutput) -> ForwardedOutput:
+        """What a run's output host retained of one turn (the text a person saw)."""
+        return await read_forwarded(
+            activity.client(),
+            activity.payload_converter(),
+            request.stream_id,
+            request.turn,
+            before_attempt=request.before_attempt,
+        )
+
+
+async def _refuse_if_already_shown(
+    forward: ForwardTarget, temporal_attempt: int, previous_heartbeat: Sequence[Any]
+) -> None:
+    """Raise `output_already_forwarded` when an earlier attempt of this turn showed output.
+
+    Two sources, because either can lag: the previous Temporal attempt's last
+    heartbeat (`produced_output`), and the host itself, which holds exactly what was
+    published (a heartbeat is coalesced; a publish can land just before a crash).
+    """
+    if forward.attempt == 1 and temporal_attempt == 1:
+        return  # the turn's first try: nothing can have been shown yet
+    last = previous_heartbeat[-1] if previous_heartbeat else None
+    flagged = isinstance(last, Mapping) and bool(last.get("produced_output"))
+    before = forward.attempt + (1 if temporal_attempt > 1 else 0)
+    shown = await read_forwarded(
+        activity.client(),
+        activity.payload_converter(),
+        forward.stream_id,
+        forward.turn,
+        before_attempt=before,
+    )
+    if not flagged and not shown.text and not (forward.reasoning_is_output and shown.reasoning):
+        return
+    message = (
+        f"turn {forward.turn} already showed output to people watching (attempts "
+        f"{shown.attempts or 'unknown'}); repeating it would show a second answer"
+    )
+    raise ApplicationError(
+        message,
+        {"kind": OUTPUT_ALREADY_FORWARDED, "message": message, "produced_output": True},
+        shown.model_dump(mode="json"),
+        type=OUTPUT_ALREADY_FORWARDED,
+        non_retryable=True,
+    )
 
 
 def _heartbeat(progress: StreamProgress) -> None:

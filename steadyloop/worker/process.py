@@ -31,9 +31,16 @@ from steadyloop.activities.model_stream import ModelActivities
 from steadyloop.activities.tool_execution import ToolActivities
 from steadyloop.endpoints import EndpointRegistry
 from steadyloop.tools.registry import ToolRegistry
+from steadyloop.workflows.output_stream import OutputStreamWorkflow
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 DEFAULT_GRACEFUL_SHUTDOWN = timedelta(seconds=30)
+# Every workflow a run needs: the loop, and the host of its forwarded output.
+RUN_WORKFLOWS = [ToolLoopWorkflow, OutputStreamWorkflow]
+# Heartbeats reach the server at most this often. The SDK's default (up to 60 s)
+# would let a worker die with "output shown" still unsent; a model stream heartbeats
+# only on progress and about once a second, so this costs nothing when idle.
+HEARTBEAT_THROTTLE = timedelta(seconds=1)
 
 
 @dataclass(frozen=True)
@@ -51,9 +58,10 @@ def build_worker(client: Client, options: WorkerOptions, model: ModelActivities)
     return Worker(
         client,
         task_queue=options.task_queue,
-        workflows=[ToolLoopWorkflow],
-        activities=[model.stream_completion, *tools.activities()],
+        workflows=RUN_WORKFLOWS,
+        activities=[*model.activities(), *tools.activities()],
         graceful_shutdown_timeout=options.graceful_shutdown,
+        max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
         max_concurrent_activities=options.max_concurrent_activities,
     )
 

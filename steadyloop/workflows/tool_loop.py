@@ -32,8 +32,9 @@ import asyncio
 import builtins
 import contextlib
 from collections.abc import Awaitable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, NoReturn
+from typing import Any, Literal, NoReturn
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -48,6 +49,15 @@ with workflow.unsafe.imports_passed_through():
         STREAM_COMPLETION_ACTIVITY,
         AssembledTurn,
         CompletionRequest,
+    )
+    from steadyloop.output_forwarding import (
+        CLOSE_OUTPUT_STREAM_SIGNAL,
+        READ_FORWARDED_OUTPUT_ACTIVITY,
+        ForwardedOutput,
+        ForwardTarget,
+        PartialOutput,
+        ReadForwardedOutput,
+        output_stream_id,
     )
     from steadyloop.receipt_decision import Ambiguous, Execute, ReceiptKey, receipt_key
     from steadyloop.receipt_ledger import ReceiptLedger
@@ -83,6 +93,8 @@ LEASE_MARGIN = timedelta(seconds=5)
 TOOL_ATTEMPTS = 3
 # Rough token estimate when a provider sends no usage: about four characters a token.
 CHARS_PER_TOKEN = 4
+# The longest wait between two model attempts when the provider names none.
+MAX_BACKOFF_S = 60.0
 
 
 class _Stop(Exception):
@@ -92,6 +104,15 @@ class _Stop(Exception):
         super().__init__(detail)
         self.reason = reason
         self.detail = detail
+
+
+@dataclass(frozen=True)
+class _Retry:
+    """A model attempt that failed in a way another attempt can fix."""
+
+    kind: str
+    cause: str
+    delay: timedelta | None
 
 
 @workflow.defn(
@@ -111,6 +132,7 @@ class ToolLoopWorkflow:
         self._receipts = ReceiptLedger()
         self._ambiguous: dict[str, AmbiguousCall] = {}
         self._deadline: datetime | None = None
+        self._partial: PartialOutput | None = None
         self._pool = asyncio.Semaphore(1)  # replaced per batch with the run's pool size
 
     # -- queries and signals ---------------------------------------------------------
@@ -189,12 +211,15 @@ class ToolLoopWorkflow:
         except _Stop as stop:
             self._stop_reason = stop.reason
             self._phase = "done"
+            if run.forwarding.enabled:
+                await _close_output_stream()
             return RunResult(
                 final_answer=final_answer,
                 stop_reason=stop.reason,
                 detail=stop.detail,
                 transcript=self._transcript,
                 stats=self._stats,
+                partial=self._partial,
             )
 
     def _restore(self, run: RunInput) -> datetime | None:
@@ -269,45 +294,46 @@ class ToolLoopWorkflow:
     # -- one model turn --------------------------------------------------------------
 
     async def _model_turn(self, run: RunInput, tools: dict[str, ToolDescription]) -> AssembledTurn:
-        """A usable completion, spending defect budgets on fresh completions."""
+        """A usable completion, spending defect budgets on fresh completions and transport
+        retries on new attempts, never repeating an attempt whose output was shown."""
         spent: dict[str, int] = {}
         attempt = 0
+        failures = 0
         while True:
             attempt += 1
-            request = CompletionRequest(
-                endpoint=run.endpoint,
-                model=run.model,
-                messages=self._transcript,
-                tools=[tool.to_spec() for tool in tools.values()],
-                temperature=run.sampling.temperature,
-                top_p=run.sampling.top_p,
-                max_tokens=run.sampling.max_tokens,
-                seed=run.sampling.seed,
-                mint_prefix=f"call_sl_t{self._turn}a{attempt}",
-            )
-            if _text_bound(self._transcript) + _tools_bound(tools) > MAX_ACTIVITY_INPUT_BYTES:
-                _check_payload(request, "the model request (the transcript so far)")
-            timeout = _bounded(timedelta(seconds=run.limits.model_timeout_s), self._deadline)
+            request = self._request(run, tools, attempt)
             self._stats.model_attempts += 1
-            try:
-                turn = await _before_deadline(
-                    workflow.execute_activity(
-                        STREAM_COMPLETION_ACTIVITY,
-                        request,
-                        result_type=AssembledTurn,
-                        start_to_close_timeout=timeout,
-                        retry_policy=RetryPolicy(maximum_attempts=run.limits.model_attempts),
-                    ),
-                    self._deadline,
-                )
-            except ActivityError as error:
-                if self._deadline is not None and workflow.now() >= self._deadline:
-                    raise _Stop("deadline", "the deadline passed during a model turn") from None
-                raise _Stop("failed", f"the model call failed: {_cause(error)}") from None
+            outcome = await self._model_attempt(run, request, attempt)
+            if isinstance(outcome, _Retry):
+                failures += 1
+                if failures >= run.limits.model_attempts:
+                    raise _Stop(
+                        "failed",
+                        f"the model call failed after {failures} attempt(s): {outcome.cause}",
+                    )
+                retries = self._stats.model_retries
+                retries[outcome.kind] = retries.get(outcome.kind, 0) + 1
+                await self._back_off(run, outcome, failures)
+                continue
+            turn = outcome
             self._count_usage(turn)
             if not turn.defects:
                 return turn
             defect = turn.defects[0]
+            if turn.stats.produced_output:
+                self._partial = PartialOutput(
+                    turn=self._turn,
+                    attempt=attempt,
+                    text=turn.text,
+                    reasoning=turn.reasoning if run.forwarding.reasoning_is_output else "",
+                    source="activity",
+                    cause=f"completion defect {defect.kind!r}: {defect.detail}",
+                )
+                raise _Stop(
+                    "output_interrupted",
+                    f"the turn's output was already shown, so its completion defect "
+                    f"{defect.kind!r} is not retried: {defect.detail}",
+                )
             used = spent.get(defect.kind, 0)
             if used >= defect.retry_budget:
                 raise _Stop(
@@ -320,6 +346,133 @@ class ToolLoopWorkflow:
                 self._stats.defect_retries.get(defect.kind, 0) + 1
             )
             self._check_bounds(run)
+
+    def _request(
+        self, run: RunInput, tools: dict[str, ToolDescription], attempt: int
+    ) -> CompletionRequest:
+        forwarding = run.forwarding
+        forward = None
+        if forwarding.enabled:
+            forward = ForwardTarget(
+                stream_id=output_stream_id(workflow.info().workflow_id),
+                turn=self._turn,
+                attempt=attempt,
+                reasoning_is_output=forwarding.reasoning_is_output,
+                batch_interval_s=forwarding.batch_interval_s,
+                host_max_events=forwarding.host_max_events,
+            )
+        request = CompletionRequest(
+            endpoint=run.endpoint,
+            model=run.model,
+            messages=self._transcript,
+            tools=[tool.to_spec() for tool in tools.values()],
+            temperature=run.sampling.temperature,
+            top_p=run.sampling.top_p,
+            max_tokens=run.sampling.max_tokens,
+            seed=run.sampling.seed,
+            mint_prefix=f"call_sl_t{self._turn}a{attempt}",
+            forward=forward,
+        )
+        if _text_bound(self._transcript) + _tools_bound(tools) > MAX_ACTIVITY_INPUT_BYTES:
+            _check_payload(request, "the model request (the transcript so far)")
+        return request
+
+    async def _model_attempt(
+        self, run: RunInput, request: CompletionRequest, attempt: int
+    ) -> AssembledTurn | _Retry:
+        """One attempt, as one activity attempt: Temporal never retries it behind our back,
+        so a lost attempt's last heartbeat (did it show output?) reaches this code."""
+        timeout = _bounded(timedelta(seconds=run.limits.model_timeout_s), self._deadline)
+        heartbeat_s = run.limits.model_heartbeat_timeout_s
+        try:
+            return await _before_deadline(
+                workflow.execute_activity(
+                    STREAM_COMPLETION_ACTIVITY,
+                    request,
+                    result_type=AssembledTurn,
+                    start_to_close_timeout=timeout,
+                    heartbeat_timeout=None
+                    if heartbeat_s is None
+                    else timedelta(seconds=heartbeat_s),
+                    retry_policy=RetryPolicy(maximum_attempts=1),
+                ),
+                self._deadline,
+            )
+        except ActivityError as error:
+            if self._deadline is not None and workflow.now() >= self._deadline:
+                raise _Stop("deadline", "the deadline passed during a model turn") from None
+            cause = error.cause
+            if isinstance(cause, ApplicationError):
+                head = cause.details[0] if cause.details else None
+                if isinstance(head, dict) and head.get("produced_output"):
+                    shown = (
+                        ForwardedOutput.model_validate(cause.details[1])
+                        if len(cause.details) > 1
+                        else ForwardedOutput(complete=False)
+                    )
+                    await self._stop_shown(request, attempt, shown, "activity", _cause(error))
+                if cause.non_retryable:
+                    raise _Stop("failed", f"the model call failed: {_cause(error)}") from None
+                return _Retry(cause.type or "error", _cause(error), cause.next_retry_delay)
+            if isinstance(cause, TimeoutError):
+                progress = _last_heartbeat(cause)
+                if request.forward is not None and progress.get("produced_output"):
+                    shown = await workflow.execute_activity(
+                        READ_FORWARDED_OUTPUT_ACTIVITY,
+                        ReadForwardedOutput(
+                            stream_id=request.forward.stream_id,
+                            turn=self._turn,
+                            before_attempt=attempt + 1,
+                        ),
+                        result_type=ForwardedOutput,
+                        start_to_close_timeout=DESCRIBE_TIMEOUT,
+                    )
+                    await self._stop_shown(request, attempt, shown, "stream", _cause(error))
+                return _Retry(
+                    f"timeout_{cause.type.name.lower()}" if cause.type else "timeout",
+                    _cause(error),
+                    None,
+                )
+            raise _Stop("failed", f"the model call failed: {_cause(error)}") from None
+
+    async def _stop_shown(
+        self,
+        request: CompletionRequest,
+        attempt: int,
+        shown: ForwardedOutput,
+        source: Literal["activity", "stream"],
+        cause: str,
+    ) -> NoReturn:
+        """Stop the run: this attempt's output was shown, so it is never repeated."""
+        reasoning_counts = request.forward is not None and request.forward.reasoning_is_output
+        self._partial = PartialOutput(
+            turn=self._turn,
+            attempt=attempt,
+            text=shown.text,
+            reasoning=shown.reasoning if reasoning_counts else "",
+            source=source,
+            complete=shown.complete,
+            cause=cause,
+        )
+        raise _Stop(
+            "output_interrupted",
+            f"the model call failed after its output was shown, so it is not repeated: {cause}",
+        )
+
+    async def _back_off(self, run: RunInput, retry: _Retry, failures: int) -> None:
+        """Wait before the next attempt: the provider's Retry-After, else doubling from the
+        run's initial backoff up to a minute; never past the deadline."""
+        delay = retry.delay or timedelta(
+            seconds=min(run.limits.model_retry_initial_s * 2 ** (failures - 1), MAX_BACKOFF_S)
+        )
+        if self._deadline is not None and workflow.now() + delay >= self._deadline:
+            raise _Stop(
+                "deadline", f"the deadline would pass before the next attempt ({retry.cause})"
+            )
+        self._phase = f"model retry in {delay.total_seconds():g}s"
+        await workflow.sleep(delay)
+        self._phase = "model"
+        self._check_bounds(run)
 
     def _count_usage(self, turn: AssembledTurn) -> None:
         if turn.usage is not None:
@@ -584,6 +737,27 @@ def _recorded_progress(timeout: TimeoutError) -> list[Any] | None:
     if details and isinstance(details[0], list):
         return list(details[0])
     return None
+
+
+def _last_heartbeat(timeout: TimeoutError) -> dict[str, Any]:
+    """The model stream's last reported progress (`StreamProgress` as a dict), or {}."""
+    details = timeout.last_heartbeat_details
+    if details and isinstance(details[-1], dict):
+        return details[-1]
+    return {}
+
+
+async def _close_output_stream() -> None:
+    """Tell the run's output host the run is over (it drains to subscribers and ends).
+
+    No host is fine: nothing was forwarded (or it already ended, idle); the run's end
+    does not depend on it.
+    """
+    host = workflow.get_external_workflow_handle(output_stream_id(workflow.info().workflow_id))
+    try:
+        await host.signal(CLOSE_OUTPUT_STREAM_SIGNAL)
+    except Exception:
+        workflow.logger.info("no output stream to close for this run")
 
 
 def _not_run(reason: str) -> ToolOutcome:

@@ -1,0 +1,173 @@
+"""The activity side of forwarding: start-or-attach the run's output host, publish, read back.
+
+Three jobs, all Temporal client calls made from inside an activity:
+- `ensure_host` starts the run's `OutputStreamWorkflow` or attaches to the running
+  one (`USE_EXISTING`), so neither the model activity nor a subscriber has to come first.
+- `OutputPublisher` gathers `OutputDelta`s and publishes them in batches through
+  `WorkflowStreamClient` (one signal per batch, deduplicated by the host).
+- `read_forwarded` reads back, by query, what the host retained of one turn: the
+  partial text a person saw when the worker died mid-stream, and the check a new
+  attempt makes before streaming (anything an earlier attempt of the same turn showed
+  means this attempt must not run).
+
+A publishing failure never fails the model call: the answer matters more than its
+live view, and the attempt is already marked as having produced output, the
+conservative side.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import logging
+from datetime import timedelta
+from types import TracebackType
+
+from temporalio.api.common.v1 import Payload
+from temporalio.client import Client, WorkflowHandle
+from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.contrib.workflow_streams import PollInput, PollResult, WorkflowStreamClient
+from temporalio.converter import PayloadConverter
+from temporalio.service import RPCError, RPCStatusCode
+
+from steadyloop.output_forwarding import (
+    OUTPUT_STREAM_WORKFLOW,
+    OUTPUT_TOPIC,
+    ForwardedOutput,
+    ForwardTarget,
+    OutputDelta,
+)
+from steadyloop.workflows.output_stream import OutputStreamInput
+
+logger = logging.getLogger(__name__)
+
+_POLL_QUERY = "__temporal_workflow_stream_poll"
+# How long a batch may be retried before the publisher gives up on it.
+PUBLISH_RETRY = timedelta(seconds=30)
+
+
+async def ensure_host(client: Client, target: ForwardTarget, task_queue: str) -> None:
+    """Start the run's output host, or attach to it when it is already running."""
+    await client.start_workflow(
+        OUTPUT_STREAM_WORKFLOW,
+        OutputStreamInput(max_events=target.host_max_events),
+        id=target.stream_id,
+        task_queue=task_queue,
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+    )
+
+
+class OutputPublisher:
+    """Publishes one attempt's output to its host; use as `async with`.
+
+    Flushing is driven here rather than by `WorkflowStreamClient`'s own context manager:
+    its flusher waits with `asyncio.wait_for`, which on Python 3.11 can swallow the
+    cancellation that stops it when a wake-up arrives at the same moment (a forced first
+    flush right before a short stream ends), leaving the activity waiting until Temporal
+    times it out. `asyncio.timeout` has no such race.
+    """
+
+    def __init__(self, client: Client, target: ForwardTarget) -> None:
+        self._stream = WorkflowStreamClient.create(
+            client, target.stream_id, max_retry_duration=PUBLISH_RETRY
+        )
+        self._topic = self._stream.topic(OUTPUT_TOPIC, type=OutputDelta)
+        self._interval = target.batch_interval_s
+        self._wake = asyncio.Event()
+        self._pump: asyncio.Task[None] | None = None
+        self.failed: BaseException | None = None
+
+    def publish(self, delta: OutputDelta, *, now: bool = False) -> None:
+        """Queue `delta`; `now` flushes at once (the first output a person will see)."""
+        self._topic.publish(delta)
+        if now:
+            self._wake.set()
+
+    async def _run(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self._interval):
+                    await self._wake.wait()
+            self._wake.clear()
+            try:
+                await self._stream.flush()
+            except RPCError as error:
+                logger.warning("forwarded output not yet published (will retry): %s", error)
+
+    async def __aenter__(self) -> OutputPublisher:
+        self._pump = asyncio.create_task(self._run(), name="steadyloop-output-publisher")
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._pump is not None:
+            self._pump.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._pump
+        try:
+            await self._stream.flush()
+        except Exception as error:  # the live view failed; the answer goes on
+            self.failed = error
+            logger.warning("forwarded output could not be published: %s", error)
+
+
+async def read_forwarded(
+    client: Client,
+    converter: PayloadConverter,
+    stream_id: str,
+    turn: int,
+    *,
+    before_attempt: int | None = None,
+) -> ForwardedOutput:
+    """What the host retained of `turn` (attempts below `before_attempt`), oldest first.
+
+    A host that never started means nothing was forwarded. Items truncated by a
+    roll-over make the answer `complete=False`.
+    """
+    handle: WorkflowHandle[object, object] = client.get_workflow_handle(stream_id)
+    text: list[str] = []
+    reasoning: list[str] = []
+    attempts: list[int] = []
+    offset = 0
+    first = True
+    complete = True
+    while True:
+        try:
+            result = await handle.query(
+                _POLL_QUERY, PollInput(from_offset=offset), result_type=PollResult
+            )
+        except RPCError as error:
+            if error.status == RPCStatusCode.NOT_FOUND:
+                return ForwardedOutput()
+            raise
+        for item in result.items:
+            if item.topic != OUTPUT_TOPIC:
+                continue
+            delta = converter.from_payload(_payload(item.data), OutputDelta)
+            if first and item.offset > 0 and delta.turn == turn:
+                complete = False  # items before this one, maybe of this turn, are gone
+            first = False
+            if delta.turn != turn:
+                continue
+            if before_attempt is not None and delta.attempt >= before_attempt:
+                continue
+            if delta.attempt not in attempts:
+                attempts.append(delta.attempt)
+            (text if delta.kind == "text" else reasoning).append(delta.text)
+        offset = result.next_offset
+        if not result.more_ready:
+            break
+    return ForwardedOutput(
+        text="".join(text), reasoning="".join(reasoning), attempts=attempts, complete=complete
+    )
+
+
+def _payload(wire: str) -> Payload:
+    payload = Payload()
+    payload.ParseFromString(base64.b64decode(wire))
+    return payload
