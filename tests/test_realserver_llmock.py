@@ -24,6 +24,7 @@ from typing import Any
 import httpx
 import pytest
 from loop_harness import assert_every_call_answered
+from real_servers import loop_on_dev_server
 from realserver_cases import (
     LLMOCK,
     LLMOCK_CASES,
@@ -35,17 +36,12 @@ from realserver_cases import (
 )
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHandle
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
 from wire_capture import RecordingTransport
 
 from steadyloop.activities.model_stream import ModelActivities
-from steadyloop.activities.tool_execution import ToolActivities
 from steadyloop.completion import STREAM_COMPLETION_ACTIVITY
 from steadyloop.endpoints import EndpointConfig, EndpointRegistry
 from steadyloop.run_models import RunInput, RunLimits, RunResult
-from steadyloop.temporal_binaries import dev_server_path
 from steadyloop.tools import ToolRegistry, tool
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
@@ -89,32 +85,22 @@ async def run_against_llmock(llmock_url: str) -> tuple[RunResult, list[int]]:
     endpoint = EndpointConfig(name=LLMOCK, base_url=llmock_url + "/v1")
     async with (
         ModelActivities(EndpointRegistry([endpoint]), environ={}) as model,
-        await WorkflowEnvironment.start_local(
-            dev_server_existing_path=dev_server_path(), data_converter=pydantic_data_converter
-        ) as env,
+        loop_on_dev_server(model, ToolRegistry([get_weather])) as (client, task_queue),
     ):
-        task_queue = f"llmock-{uuid.uuid4()}"
-        tools = ToolActivities(ToolRegistry([get_weather]))
-        async with Worker(
-            env.client,
+        handle = await client.start_workflow(
+            ToolLoopWorkflow.run,
+            RunInput(
+                endpoint=LLMOCK,
+                model=MODELS[LLMOCK],
+                prompt="What is the weather in Paris?",
+                tools=["get_weather"],
+                limits=RunLimits(max_turns=4),
+            ),
+            id=f"llmock-run-{uuid.uuid4()}",
             task_queue=task_queue,
-            workflows=[ToolLoopWorkflow],
-            activities=[model.stream_completion, *tools.activities()],
-        ):
-            handle = await env.client.start_workflow(
-                ToolLoopWorkflow.run,
-                RunInput(
-                    endpoint=LLMOCK,
-                    model=MODELS[LLMOCK],
-                    prompt="What is the weather in Paris?",
-                    tools=["get_weather"],
-                    limits=RunLimits(max_turns=4),
-                ),
-                id=f"llmock-run-{uuid.uuid4()}",
-                task_queue=task_queue,
-            )
-            result: RunResult = await handle.result()
-            return result, await model_attempts(handle)
+        )
+        result: RunResult = await handle.result()
+        return result, await model_attempts(handle)
 
 
 async def model_attempts(handle: WorkflowHandle[Any, Any]) -> list[int]:
