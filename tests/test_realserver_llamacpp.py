@@ -113,6 +113,7 @@ async def test_a_whole_run_answers_every_call_and_stops_with_a_named_reason(
                 prompt="What is the weather in Paris?",
                 tools=["get_weather"],
                 sampling=Sampling(temperature=0, max_tokens=96),
+                # At temperature 0 a second attempt would say the same: fail fast.
                 limits=RunLimits(max_turns=3, model_attempts=1),
             ),
             id=f"llamacpp-run-{uuid.uuid4()}",
