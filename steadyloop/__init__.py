@@ -2,7 +2,7 @@
 
 The pure primitives are importable from here without a Temporal server: streamed
 tool-call assembly, the tool-call argument reader, completion-defect detection,
-canonical JSON, receipt decisions and the receipt ledger.
+canonical JSON, receipt decisions, the receipt ledger and transcript healing.
 Workflows live under `steadyloop.workflows` (deterministic), activities under
 `steadyloop.activities` (all I/O).
 """
@@ -58,6 +58,12 @@ with workflow.unsafe.imports_passed_through():
         WriteIgnored,
     )
     from steadyloop.stream_failures import StreamFailed, StreamFailure
+    from steadyloop.transcript_healing import (
+        Healing,
+        TranscriptProfile,
+        TranscriptRules,
+        validate_and_heal,
+    )
 
 __all__ = [
     "DEFECT_RETRY_BUDGETS",
@@ -76,6 +82,7 @@ __all__ = [
     "FunctionCall",
     "GiveUp",
     "Happened",
+    "Healing",
     "LedgerWrite",
     "NaiveDatetimeError",
     "ParsedArguments",
@@ -90,6 +97,8 @@ __all__ = [
     "ToolCall",
     "ToolCallAccumulator",
     "ToolSpec",
+    "TranscriptProfile",
+    "TranscriptRules",
     "UnparseableArguments",
     "UnsupportedToolCallType",
     "Usage",
@@ -104,4 +113,5 @@ __all__ = [
     "receipt_key",
     "tool_call_args_hash",
     "tool_call_arguments_absent",
+    "validate_and_heal",
 ]
