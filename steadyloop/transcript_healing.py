@@ -211,6 +211,7 @@ class _Block:
     calls: list[ToolCall]
     answers: list[Located | None]
     arrival: list[int] = field(default_factory=list)
+    renamed: bool = False
 
     def open_slot(self, key: str) -> int | None:
         for slot, call in enumerate(self.calls):
@@ -302,7 +303,7 @@ def _flatten(entries: list[_Block | Located], healings: list[Healing]) -> list[L
                     detail="blank text beside tool calls set to null",
                 )
             )
-        if content != assistant.content or block.calls != list(assistant.tool_calls):
+        if content != assistant.content or block.renamed:
             assistant = assistant.model_copy(update={"content": content, "tool_calls": block.calls})
         flat.append((block.index, assistant))
         for call, answer in zip(block.calls, block.answers, strict=True):
@@ -376,6 +377,7 @@ def _heal_ids(
                 )
             )
             entry.calls[slot] = call.model_copy(update={"id": new_id})
+            entry.renamed = True
 
 
 def _mint(old: str, salt: str, style: IdStyle, taken: set[str]) -> str:
