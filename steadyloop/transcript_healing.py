@@ -65,7 +65,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -176,18 +176,9 @@ def validate_and_heal(
     _heal_ids(entries, rules.id_style, _all_ids(messages), healings)
     flat = _flatten(entries, healings)
     flat = _drop_empty(flat, healings)
-    if rules.system_first:
-        flat = _system_first(flat, healings)
-    if rules.text_apart_from_calls:
-        flat = _split_text_from_calls(flat, healings)
-    if rules.call_turn_after_user:
-        flat = _call_turn_after_user(flat, healings)
-    if rules.merge_consecutive:
-        flat = _merge_consecutive(flat, healings)
-    if rules.first_turn_user:
-        flat = _first_turn_user(flat, healings)
-    if rules.no_user_after_tool:
-        flat = _no_user_after_tool(flat, healings)
+    for rule, heal in _PROFILE_PASSES:  # in this order: each pass relies on the ones before
+        if getattr(rules, rule):
+            flat = heal(flat, healings)
     return [message for _, message in flat], healings
 
 
@@ -564,3 +555,13 @@ def _no_user_after_tool(flat: list[Located], healings: list[Healing]) -> list[Lo
             out.append((None, ChatMessage(role="assistant", content=ASSISTANT_TURN_PLACEHOLDER)))
         out.append((index, message))
     return out
+
+
+_PROFILE_PASSES: tuple[tuple[str, Callable[[list[Located], list[Healing]], list[Located]]], ...] = (
+    ("system_first", _system_first),
+    ("text_apart_from_calls", _split_text_from_calls),
+    ("call_turn_after_user", _call_turn_after_user),
+    ("merge_consecutive", _merge_consecutive),
+    ("first_turn_user", _first_turn_user),
+    ("no_user_after_tool", _no_user_after_tool),
+)

@@ -10,6 +10,8 @@ import pytest
 from loop_harness import ENDPOINT, assert_every_call_answered, run_input, running_loop, summarize
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
+from test_tool_loop_workflow import answer, calls
+from test_tool_loop_workflow import sent_messages as sent
 
 from steadyloop.chat import ChatMessage, ToolCall
 from steadyloop.compaction import ELIDED_MARK, CompactionPolicy, CompactionReply, CompactionRequest
@@ -18,29 +20,12 @@ from steadyloop.run_models import RunLimits
 from steadyloop.testing.chunks import (
     ScriptedCall,
     finish_chunk,
-    text_chunks,
     tool_call_chunks,
-    usage_chunk,
 )
-from steadyloop.testing.scripted_server import ScriptedResponse, sse_response
+from steadyloop.testing.scripted_server import sse_response
 from steadyloop.transcript_healing import NO_RESULT
 
 pytestmark = pytest.mark.slow
-
-
-def calls(*scripted: ScriptedCall) -> ScriptedResponse:
-    return sse_response([*tool_call_chunks(list(scripted)), finish_chunk("tool_calls")])
-
-
-def answer(text: str) -> ScriptedResponse:
-    return sse_response([*text_chunks(text), finish_chunk("stop"), usage_chunk(12, 3)])
-
-
-def sent(request_json: object) -> list[dict[str, object]]:
-    assert isinstance(request_json, dict)
-    messages = request_json["messages"]
-    assert isinstance(messages, list)
-    return messages
 
 
 async def test_a_broken_conversation_is_healed_before_the_first_request() -> None:
@@ -164,7 +149,7 @@ async def test_cost_is_summed_from_reported_usage_and_unreported_calls_are_count
     async with running_loop(script) as loop:
         result = await loop.run(run)
         handle_progress_cost = result.stats.cost_usd
-    # Only the final answer reported usage: 12 prompt and 3 completion tokens.
-    assert handle_progress_cost == pytest.approx((12 * 1000 + 3 * 2000) / 1_000_000)
+    # Only the final answer reported usage: 10 prompt and 5 completion tokens.
+    assert handle_progress_cost == pytest.approx((10 * 1000 + 5 * 2000) / 1_000_000)
     assert (result.stats.priced_calls, result.stats.unpriced_calls) == (1, 2)
     assert result.stats.retries == {"truncated_tool_call": 1}
