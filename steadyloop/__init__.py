@@ -2,7 +2,8 @@
 
 The pure primitives are importable from here without a Temporal server: streamed
 tool-call assembly, the tool-call argument reader, completion-defect detection,
-canonical JSON, receipt decisions and the receipt ledger.
+canonical JSON, receipt decisions, the receipt ledger, transcript healing and tool-schema
+sanitizing.
 Workflows live under `steadyloop.workflows` (deterministic), activities under
 `steadyloop.activities` (all I/O).
 """
@@ -58,6 +59,13 @@ with workflow.unsafe.imports_passed_through():
         WriteIgnored,
     )
     from steadyloop.stream_failures import StreamFailed, StreamFailure
+    from steadyloop.tools.schema_profiles import SchemaProfile, sanitize_tool_schema
+    from steadyloop.transcript_healing import (
+        Healing,
+        TranscriptProfile,
+        TranscriptRules,
+        validate_and_heal,
+    )
 
 __all__ = [
     "DEFECT_RETRY_BUDGETS",
@@ -76,6 +84,7 @@ __all__ = [
     "FunctionCall",
     "GiveUp",
     "Happened",
+    "Healing",
     "LedgerWrite",
     "NaiveDatetimeError",
     "ParsedArguments",
@@ -84,12 +93,15 @@ __all__ = [
     "ReceiptKey",
     "ReceiptLedger",
     "Replay",
+    "SchemaProfile",
     "StreamFailed",
     "StreamFailure",
     "StreamStats",
     "ToolCall",
     "ToolCallAccumulator",
     "ToolSpec",
+    "TranscriptProfile",
+    "TranscriptRules",
     "UnparseableArguments",
     "UnsupportedToolCallType",
     "Usage",
@@ -102,6 +114,8 @@ __all__ = [
     "detect_completion_defects",
     "parse_tool_call_arguments",
     "receipt_key",
+    "sanitize_tool_schema",
     "tool_call_args_hash",
     "tool_call_arguments_absent",
+    "validate_and_heal",
 ]

@@ -67,20 +67,26 @@ class ChatMessage(BaseModel):
 
 
 class ToolSpec(BaseModel):
-    """A function tool offered to the model (`{"type": "function", "function": {...}}`)."""
+    """A function tool offered to the model (`{"type": "function", "function": {...}}`).
+
+    `strict` asks OpenAI to hold the arguments to the schema (sent only when True: other
+    providers may not know the field); the schema must then be strict-shaped
+    (`steadyloop.sanitize_tool_schema(schema, "openai_strict")`).
+    """
 
     name: str
     description: str = ""
     parameters: dict[str, Any] = Field(
         default_factory=lambda: {"type": "object", "properties": {}}
     )
+    strict: bool = False
 
     def to_wire(self) -> dict[str, Any]:
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.description,
-                "parameters": self.parameters,
-            },
+        function: dict[str, Any] = {
+            "name": self.name,
+            "description": self.description,
+            "parameters": self.parameters,
         }
+        if self.strict:
+            function["strict"] = True
+        return {"type": "function", "function": function}

@@ -12,8 +12,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from steadyloop.chat import ChatMessage
+from steadyloop.compaction import CompactionPolicy, CompactionRecord
+from steadyloop.completion import Usage
 from steadyloop.output_forwarding import ForwardingOptions, PartialOutput
+from steadyloop.pricing import Price, cost_of
+from steadyloop.provider_profiles import ProviderProfile
 from steadyloop.receipt_ledger import AmbiguityResolution, ReceiptLedger
+from steadyloop.transcript_healing import Healing
 
 StopReason = Literal[
     "final_answer",
@@ -52,6 +57,8 @@ class RunLimits(BaseModel):
     # worker lost. Heartbeats come from stream progress, so keep it above the endpoint's
     # watchdog budgets (120 s by default); None: only `model_timeout_s` ends a lost attempt.
     model_heartbeat_timeout_s: float | None = Field(default=150.0, gt=0)
+    # Shrink the transcript at a turn boundary once it passes a size (None: never).
+    compaction: CompactionPolicy | None = None
 
 
 class Sampling(BaseModel):
@@ -76,6 +83,11 @@ class RunInput(BaseModel):
     sampling: Sampling = Field(default_factory=Sampling)
     tenant_id: str = "default"
     forwarding: ForwardingOptions = Field(default_factory=ForwardingOptions)
+    # What the provider accepts: the transcript is healed and tool schemas are
+    # sanitized for it (`steadyloop.provider_profiles`).
+    provider_profile: ProviderProfile = "portable"
+    # USD per million tokens by endpoint name (or "endpoint/model"), for RunStats.cost_usd.
+    prices: dict[str, Price] = Field(default_factory=dict)
     # Set only by the run itself when it continues-as-new.
     carried: CarriedState | None = None
 
@@ -111,6 +123,16 @@ class ResolveReceipt(BaseModel):
 
 
 class RunStats(BaseModel):
+    """A run's numbers, carried across continue-as-new and folded in from children.
+
+    Every field has a default, so stats recorded before a field existed still load.
+    `retries` counts retries by reason (a defect kind for a fresh completion, and what
+    else spent an attempt); `defect_retries` is the defect part alone. `cost_usd` sums
+    the calls that could be priced (reported usage and a price); `unpriced_calls`
+    counts those that could not, so a cost is never shown as complete when it is not.
+    `healed` counts transcript healings by kind, `compactions` compactions by kind.
+    """
+
     turns: int = 0
     model_attempts: int = 0
     tool_calls: int = 0
@@ -118,13 +140,57 @@ class RunStats(BaseModel):
     tool_replays: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0
     defect_retries: dict[str, int] = Field(default_factory=dict)
-    # Transport failures retried, by failure kind (`stall`, `network`, `http_status`...).
-    model_retries: dict[str, int] = Field(default_factory=dict)
+    retries: dict[str, int] = Field(default_factory=dict)
+    cost_usd: float = 0.0
+    priced_calls: int = 0
+    unpriced_calls: int = 0
+    healed: dict[str, int] = Field(default_factory=dict)
+    compactions: dict[str, int] = Field(default_factory=dict)
+    elided_results: int = 0
+    # Turns taken by child runs folded in (`turns` is this run's own: it bounds the run).
+    child_turns: int = 0
 
     @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
+
+    def count_retry(self, reason: str) -> None:
+        self.retries[reason] = self.retries.get(reason, 0) + 1
+
+    def count_cost(self, usage: Usage | None, price: Price | None) -> None:
+        """Add one model call's cost, or count it unpriced (no usage reported, no price)."""
+        if usage is not None:
+            self.cached_tokens += usage.cached_tokens or 0
+        if usage is None or price is None:
+            self.unpriced_calls += 1
+            return
+        self.priced_calls += 1
+        self.cost_usd += cost_of(usage, price)
+
+    def count_healings(self, healings: list[Healing]) -> None:
+        for healing in healings:
+            self.healed[healing.kind] = self.healed.get(healing.kind, 0) + 1
+
+    def count_compaction(self, record: CompactionRecord) -> None:
+        self.compactions[record.kind] = self.compactions.get(record.kind, 0) + 1
+        self.elided_results += len(record.elided_call_ids)
+        for kind in record.healed:
+            self.healed[kind] = self.healed.get(kind, 0) + 1
+
+    def fold(self, other: RunStats) -> None:
+        """Add `other` (a child run's stats) into these; its turns go to `child_turns`."""
+        for name, value in other:
+            if name == "turns":
+                self.child_turns += value
+                continue
+            mine = getattr(self, name)
+            if isinstance(value, dict):
+                for key, count in value.items():
+                    mine[key] = mine.get(key, 0) + count
+            else:
+                setattr(self, name, mine + value)
 
 
 class RunProgress(BaseModel):
@@ -138,6 +204,7 @@ class RunProgress(BaseModel):
     receipts: int = 0
     receipts_bytes: int = 0
     ambiguous: int = 0
+    cost_usd: float = 0.0
 
 
 class CarriedState(BaseModel):

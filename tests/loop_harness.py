@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from temporalio import activity
 from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
@@ -21,6 +22,7 @@ from temporalio.worker import Worker
 from steadyloop.activities.model_stream import ModelActivities
 from steadyloop.activities.tool_execution import ToolActivities
 from steadyloop.chat import ChatMessage
+from steadyloop.compaction import CompactionReply, CompactionRequest
 from steadyloop.endpoints import EndpointRegistry
 from steadyloop.run_models import RunInput, RunLimits, RunResult
 from steadyloop.temporal_binaries import time_skipping_server_path
@@ -137,7 +139,9 @@ def run_input(prompt: str = "help me", **limits: Any) -> RunInput:
 
 @asynccontextmanager
 async def running_loop(
-    script: Iterable[ScriptedResponse], **endpoint_config: Any
+    script: Iterable[ScriptedResponse],
+    extra_activities: Iterable[Any] = (),
+    **endpoint_config: Any,
 ) -> AsyncIterator[Loop]:
     effects = Effects()
     registry = build_tools(effects)
@@ -154,10 +158,24 @@ async def running_loop(
                     env.client,
                     task_queue=task_queue,
                     workflows=RUN_WORKFLOWS,
-                    activities=[*model.activities(), *ToolActivities(registry).activities()],
+                    activities=[
+                        *model.activities(),
+                        *ToolActivities(registry).activities(),
+                        *extra_activities,
+                    ],
                     max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
                 ):
                     yield Loop(env=env, server=server, task_queue=task_queue, effects=effects)
+
+
+@activity.defn(name="test.summarize")
+async def summarize(request: CompactionRequest) -> CompactionReply:
+    """A user compaction activity: keeps the system prompt and the first request,
+    summarizes the rest in one message, and (carelessly) keeps the last tool answer
+    without its call, which healing must drop."""
+    kept = request.messages[:2]
+    summary = ChatMessage(role="user", content=f"(summary of {len(request.messages)} messages)")
+    return CompactionReply(messages=[*kept, summary, request.messages[-1]])
 
 
 def assert_every_call_answered(transcript: list[ChatMessage]) -> None:

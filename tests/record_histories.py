@@ -9,11 +9,15 @@ from __future__ import annotations
 import asyncio
 import sys
 from pathlib import Path
+from typing import Any
 
-from loop_harness import run_input, running_loop
+from loop_harness import run_input, running_loop, summarize
 
+from steadyloop.chat import ChatMessage, ToolCall
+from steadyloop.compaction import CompactionPolicy
+from steadyloop.pricing import Price
 from steadyloop.receipt_ledger import Happened
-from steadyloop.run_models import AmbiguousCall, ResolveReceipt
+from steadyloop.run_models import AmbiguousCall, ResolveReceipt, RunLimits
 from steadyloop.testing.chunks import (
     ScriptedCall,
     finish_chunk,
@@ -66,17 +70,44 @@ SCENARIOS: dict[str, list[ScriptedResponse]] = {
         ),
         _answer("done"),
     ],
+    # A broken history healed before the first request (Mistral ids), cost counted, and
+    # the transcript compacted by a user activity at a turn boundary.
+    "long_run_upkeep": [
+        _calls(ScriptedCall("note", {"text": "0" + "u" * 600}, id="call_1")),
+        _calls(ScriptedCall("note", {"text": "1" + "u" * 600}, id="call_2")),
+        _calls(ScriptedCall("note", {"text": "2" + "u" * 600}, id="call_3")),
+        _answer("done"),
+    ],
 }
 DEADLINES = {"deadline_during_backoff": 3600.0}
+# Scenarios that start from more than a prompt: fields of RunInput to set.
+RUN_UPDATES: dict[str, dict[str, Any]] = {
+    "long_run_upkeep": {
+        "provider_profile": "mistral",
+        "prices": {"scripted": Price(input=1.0, cached_input=0.5, output=2.0)},
+        "limits": RunLimits(
+            compaction=CompactionPolicy(
+                max_chars=2500, keep_recent_turns=1, min_result_chars=100, activity="test.summarize"
+            )
+        ),
+        "messages": [
+            ChatMessage(role="user", content="earlier"),
+            ChatMessage(
+                role="assistant",
+                tool_calls=[ToolCall(id="old-1", name="add", arguments='{"a": 1, "b": 2}')],
+            ),
+            ChatMessage(role="tool", content="stray", tool_call_id="nobody"),
+        ],
+    }
+}
 # Scenarios in which a person resolves the ambiguous call, with this answer.
 RESOLUTIONS = {"receipts_replay_and_ambiguous": Happened(result="it was noted")}
 
 
 async def record(name: str, script: list[ScriptedResponse], directory: Path = HISTORIES) -> Path:
-    async with running_loop(script) as loop:
-        handle = await loop.start(
-            run_input(deadline_s=DEADLINES.get(name)), workflow_id=f"replay-{name}"
-        )
+    async with running_loop(script, [summarize]) as loop:
+        run = run_input(deadline_s=DEADLINES.get(name)).model_copy(update=RUN_UPDATES.get(name, {}))
+        handle = await loop.start(run, workflow_id=f"replay-{name}")
         if name in RESOLUTIONS:
             open_calls: list[AmbiguousCall] = []
             while not open_calls:

@@ -26,6 +26,7 @@ from steadyloop.worker.config import (
     parse_endpoint_flag,
     run_endpoint,
     run_model,
+    run_prices,
     temporal_settings,
     tools_spec,
 )
@@ -154,6 +155,8 @@ def test_the_config_file_can_come_from_the_environment(tmp_path: Path) -> None:
         ("typo2.toml", "[temporal]\nadress = 'x'\n", "temporal.adress"),
         ("bad.toml", "[temporal\n", "not valid TOML"),
         ("bad.json", "{", "not valid JSON"),
+        ("price.toml", "[prices.local]\ninput = 1\noutptu = 2\n", "prices.local.outptu"),
+        ("nan.toml", "[prices.local]\ninput = nan\noutput = 2\n", "prices.local.input"),
     ],
 )
 def test_config_file_mistakes_are_refused_naming_file_and_key(
@@ -384,3 +387,28 @@ def test_an_unreachable_temporal_is_named_and_exits_1(capsys: pytest.CaptureFixt
     code = run_cli(["run", "hi", "--model", "m", "--address", f"127.0.0.1:{port}"])
     assert code == EXIT_FAILED
     assert f"cannot reach Temporal at 127.0.0.1:{port}" in capsys.readouterr().err
+
+
+def test_a_run_carries_the_prices_of_its_endpoint_and_of_its_models_only(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "prices.toml",
+        """
+[prices.openai]
+input = 2.0
+cached_input = 0.5
+output = 8.0
+
+[prices."openai/gpt-mini"]
+input = 0.1
+output = 0.4
+
+[prices.local]
+input = 0
+output = 0
+""",
+    )
+    config = load_config(path, {})
+    prices = run_prices("openai", config)
+    assert sorted(prices) == ["openai", "openai/gpt-mini"]
+    assert prices["openai"].cached_input == 0.5 and prices["openai/gpt-mini"].output == 0.4
+    assert run_prices("elsewhere", config) == {}

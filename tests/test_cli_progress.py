@@ -127,6 +127,34 @@ def test_result_lines_name_the_answer_the_reason_and_the_numbers() -> None:
     assert result_lines(stopped)[0] == "answer: (none)"
 
 
+def test_result_lines_show_cost_retries_healing_and_compaction_only_when_they_happened() -> None:
+    stats = RunStats(
+        turns=3,
+        prompt_tokens=900,
+        completion_tokens=100,
+        cached_tokens=300,
+        cost_usd=0.01234,
+        priced_calls=3,
+        unpriced_calls=1,
+        retries={"truncated_arguments": 1, "tool_lost": 2},
+        healed={"missing_answer_added": 1},
+        compactions={"elided": 2},
+        elided_results=5,
+    )
+    result = RunResult(final_answer="ok", stop_reason="final_answer", transcript=[], stats=stats)
+    assert result_lines(result)[-4:] == [
+        "cost: $0.0123 for 3 model calls, 300 cached input tokens; 1 call not priced "
+        "(no usage reported or no price)",
+        "retries: tool_lost 2, truncated_arguments 1",
+        "transcript healed: missing_answer_added 1",
+        "compacted: elided 2 (5 tool results elided)",
+    ]
+    quiet = result.model_copy(update={"stats": RunStats(turns=1, unpriced_calls=1)})
+    assert len(result_lines(quiet)) == 4  # no cost line without a single priced call
+    progress = RunProgress(turn=2, tool_calls=1, tokens=10, phase="tools", cost_usd=1234.5)
+    assert status_line(progress).endswith("10 tokens | $1,234.50")
+
+
 def test_every_stop_reason_has_an_exit_code_and_only_an_answer_exits_zero() -> None:
     reasons = set(typing.get_args(StopReason))
     assert set(EXIT_CODES) == reasons

@@ -139,7 +139,7 @@ async def test_a_stall_before_any_output_is_retried_and_the_run_completes() -> N
     result = watched.result
     assert result.stop_reason == "final_answer" and result.final_answer == "hello there"
     assert requests == 2
-    assert result.stats.model_retries == {"stall": 1}
+    assert result.stats.retries == {"model_stall": 1}
     assert {d.attempt for d in watched.seen} == {2}  # the failed attempt showed nothing
 
 

@@ -84,7 +84,7 @@ class ToolActivities:
         known = [name for name in dict.fromkeys(wanted) if name in self.registry]
         unknown = [name for name in dict.fromkeys(wanted) if name not in self.registry]
         return DescribeToolsResult(
-            tools=self.registry.describe(known),
+            tools=self.registry.describe(known, request.schema_profile),
             unknown=unknown,
             available=self.registry.names(),
         )

@@ -49,6 +49,12 @@ from steadyloop.tools.payloads import (
 )
 from steadyloop.tools.registry import DuplicateToolError, ToolRegistry, UnknownToolError
 from steadyloop.tools.schema import SchemaError, arguments_schema, sanitize_schema
+from steadyloop.tools.schema_profiles import (
+    SCHEMA_PROFILES,
+    SchemaProfile,
+    drop_absent_nulls,
+    sanitize_tool_schema,
+)
 
 __all__ = [
     "DEFAULT_TOOL_TIMEOUT",
@@ -56,6 +62,7 @@ __all__ = [
     "EFFECTS",
     "MAX_TOOL_CONTENT_BYTES",
     "RUN_TOOL_ACTIVITY",
+    "SCHEMA_PROFILES",
     "TOOL_NAME_PATTERN",
     "TRUNCATION_MARKER",
     "DescribeToolsInput",
@@ -64,6 +71,7 @@ __all__ = [
     "Effect",
     "ProgressTooLarge",
     "SchemaError",
+    "SchemaProfile",
     "ToolDefinition",
     "ToolDefinitionError",
     "ToolDescription",
@@ -77,8 +85,10 @@ __all__ = [
     "cap_content",
     "current_invocation",
     "current_progress",
+    "drop_absent_nulls",
     "encode_result",
     "sanitize_schema",
+    "sanitize_tool_schema",
     "tool",
     "unknown_tool_outcome",
 ]

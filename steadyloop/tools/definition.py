@@ -40,7 +40,8 @@ from pydantic.fields import FieldInfo
 
 from steadyloop.chat import ToolSpec
 from steadyloop.tools.payloads import EFFECTS, Effect, ToolDescription
-from steadyloop.tools.schema import arguments_schema
+from steadyloop.tools.schema import SchemaError, arguments_schema
+from steadyloop.tools.schema_profiles import SchemaProfile, drop_absent_nulls, sanitize_tool_schema
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -80,8 +81,13 @@ class ToolDefinition(Generic[P, R]):
         return self.fn(*args, **kwargs)
 
     def validate(self, arguments: Mapping[str, Any]) -> BaseModel:
-        """Arguments checked against the schema; raises `pydantic.ValidationError`."""
-        return self.arguments_model.model_validate(dict(arguments))
+        """Arguments checked against the schema; raises `pydantic.ValidationError`.
+
+        A `null` for an optional argument that cannot be null means "not given" (the
+        default applies): it is what a model answering a strict schema sends for an
+        argument it leaves out (`steadyloop.tools.schema_profiles`).
+        """
+        return self.arguments_model.model_validate(drop_absent_nulls(arguments, self.parameters))
 
     async def invoke(self, validated: BaseModel) -> R:
         """Run the tool on arguments `validate` returned."""
@@ -97,11 +103,25 @@ class ToolDefinition(Generic[P, R]):
         call: Callable[..., Awaitable[R]] = self.fn
         return await call(*args, **kwargs)
 
-    def describe(self) -> ToolDescription:
+    def describe(self, profile: SchemaProfile = "portable") -> ToolDescription:
+        """The tool as a workflow offers it to a model of `profile`'s provider.
+
+        A schema OpenAI's strict mode cannot express (a free-form object, an untyped
+        value) is offered without `strict`, rather than not at all.
+        """
+        strict = profile == "openai_strict"
+        try:
+            parameters = sanitize_tool_schema(self.parameters, profile)
+        except SchemaError:
+            if not strict:
+                raise
+            strict = False
+            parameters = copy.deepcopy(self.parameters)
         return ToolDescription(
             name=self.name,
             description=self.description,
-            parameters=copy.deepcopy(self.parameters),
+            parameters=parameters,
+            strict=strict,
             effect=self.effect,
             timeout_s=self.timeout.total_seconds(),
             heartbeat_timeout_s=(

@@ -26,6 +26,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from steadyloop.chat import ChatMessage, ToolSpec
+from steadyloop.tools.schema_profiles import SchemaProfile
 
 DESCRIBE_TOOLS_ACTIVITY = "steadyloop.describe_tools"
 RUN_TOOL_ACTIVITY = "steadyloop.run_tool"
@@ -53,7 +54,8 @@ class ToolDescription(BaseModel):
     `heartbeat_timeout_s` (resumable tools only, else None) is the activity's
     `heartbeat_timeout`: how long an attempt may go without recording a sub-operation
     before Temporal declares it lost, so a killed worker is noticed in seconds rather
-    than at `timeout_s`.
+    than at `timeout_s`. `strict`: `parameters` is shaped for OpenAI's strict mode and
+    the spec asks for it.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -64,6 +66,7 @@ class ToolDescription(BaseModel):
     effect: Effect
     timeout_s: float = Field(gt=0)
     heartbeat_timeout_s: float | None = Field(default=None, gt=0)
+    strict: bool = False
 
     @property
     def timeout(self) -> timedelta:
@@ -76,15 +79,22 @@ class ToolDescription(BaseModel):
         return timedelta(seconds=self.heartbeat_timeout_s)
 
     def to_spec(self) -> ToolSpec:
-        return ToolSpec(name=self.name, description=self.description, parameters=self.parameters)
+        return ToolSpec(
+            name=self.name,
+            description=self.description,
+            parameters=self.parameters,
+            strict=self.strict,
+        )
 
 
 class DescribeToolsInput(BaseModel):
-    """Which tools to describe. `None` means every registered tool; `[]` means none."""
+    """Which tools to describe (`None`: every registered tool; `[]`: none), and for which
+    provider's schema rules (`steadyloop.tools.schema_profiles`)."""
 
     model_config = ConfigDict(frozen=True)
 
     names: list[str] | None = None
+    schema_profile: SchemaProfile = "portable"
 
 
 class DescribeToolsResult(BaseModel):

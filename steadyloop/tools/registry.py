@@ -21,6 +21,7 @@ from typing import Any
 from steadyloop.chat import ToolSpec
 from steadyloop.tools.definition import ToolDefinition
 from steadyloop.tools.payloads import ToolDescription
+from steadyloop.tools.schema_profiles import SchemaProfile
 
 AnyTool = ToolDefinition[..., Any]
 
@@ -72,18 +73,23 @@ class ToolRegistry:
         """Registered tool names, in registration order."""
         return list(self._tools)
 
-    def describe(self, names: Iterable[str] | None = None) -> list[ToolDescription]:
-        """Descriptions of `names` in that order, repeats dropped (every tool when None).
+    def describe(
+        self, names: Iterable[str] | None = None, profile: SchemaProfile = "portable"
+    ) -> list[ToolDescription]:
+        """Descriptions of `names` in that order, repeats dropped (every tool when None),
+        with schemas for `profile`'s provider.
 
         Raises `UnknownToolError` for the first missing name; the describe-tools
         activity partitions names first, so it reports missing ones as a value.
         """
         selected = self.names() if names is None else list(dict.fromkeys(names))
-        return [self.get(name).describe() for name in selected]
+        return [self.get(name).describe(profile) for name in selected]
 
-    def specs(self, names: Iterable[str] | None = None) -> list[ToolSpec]:
-        """`describe(names)` as the `ToolSpec`s a completion request carries."""
-        return [description.to_spec() for description in self.describe(names)]
+    def specs(
+        self, names: Iterable[str] | None = None, profile: SchemaProfile = "portable"
+    ) -> list[ToolSpec]:
+        """`describe(names, profile)` as the `ToolSpec`s a completion request carries."""
+        return [description.to_spec() for description in self.describe(names, profile)]
 
     def __contains__(self, name: object) -> bool:
         return name in self._tools

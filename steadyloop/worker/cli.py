@@ -25,6 +25,7 @@ import contextlib
 import logging
 import os
 import sys
+import typing
 import uuid
 from collections.abc import Sequence
 from datetime import timedelta
@@ -36,6 +37,7 @@ from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from steadyloop.provider_profiles import ProviderProfile
 from steadyloop.run_models import RunInput, RunLimits, StopReason
 from steadyloop.worker.config import (
     CONFIG_ENV,
@@ -50,6 +52,7 @@ from steadyloop.worker.config import (
     load_tool_registry,
     run_endpoint,
     run_model,
+    run_prices,
     temporal_settings,
     tools_spec,
 )
@@ -193,6 +196,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-turns", type=int, help="model turns at most (default 20)")
     run.add_argument("--token-budget", type=int, help="stop after this many tokens")
     run.add_argument("--deadline", type=float, metavar="SECONDS", help="stop after this long")
+    run.add_argument(
+        "--profile",
+        choices=typing.get_args(ProviderProfile),
+        default="portable",
+        help="what the provider accepts: transcripts are healed and tool schemas sanitized "
+        "for it (default 'portable')",
+    )
     run.add_argument("--tenant", default="default", help="tenant id (default 'default')")
     run.add_argument("--id", help="workflow id (default: steadyloop-<uuid>)")
     run.add_argument("--detach", action="store_true", help="print the workflow id and exit")
@@ -344,6 +354,8 @@ async def _run(args: argparse.Namespace) -> int:
             tools=tools,
             limits=RunLimits.model_validate(limits),
             tenant_id=args.tenant,
+            provider_profile=args.profile,
+            prices=run_prices(endpoint, config),
         )
     except ValidationError as exc:
         raise ConfigError(f"the run is not valid: {exc.errors(include_url=False)}") from None

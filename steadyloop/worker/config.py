@@ -55,6 +55,7 @@ from steadyloop.endpoints import (
     EndpointConfigError,
     EndpointRegistry,
 )
+from steadyloop.pricing import Price
 from steadyloop.tools.definition import ToolDefinition
 from steadyloop.tools.registry import ToolRegistry
 
@@ -108,6 +109,12 @@ class ConfigFile(BaseModel):
     base_url = "https://api.openai.com/v1"
     api_key_env = "OPENAI_API_KEY"
     model = "gpt-4.1-mini"
+
+    # USD per million tokens, by endpoint (or "endpoint/model"); see steadyloop.pricing.
+    [prices.openai]
+    input = 0.4
+    cached_input = 0.1
+    output = 1.6
     ```
     """
 
@@ -117,6 +124,7 @@ class ConfigFile(BaseModel):
     endpoints: dict[str, dict[str, Any]] | list[dict[str, Any]] = Field(default_factory=dict)
     default_endpoint: str | None = None
     tools: str | None = None
+    prices: dict[str, Price] = Field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -438,6 +446,15 @@ def run_endpoint(flag: str | None, config: LoadedConfig, environ: Mapping[str, s
     return _first(
         flag, environ.get(ENDPOINT_ENV), config.file.default_endpoint, DEFAULT_ENDPOINT_NAME
     )
+
+
+def run_prices(endpoint: str, config: LoadedConfig) -> dict[str, Price]:
+    """The config file's prices for `endpoint` (its own and its models'), for the run."""
+    return {
+        key: price
+        for key, price in config.file.prices.items()
+        if key == endpoint or key.startswith(f"{endpoint}/")
+    }
 
 
 def run_model(

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from steadyloop.chat import ChatMessage
-from steadyloop.run_models import RunProgress, RunResult
+from steadyloop.run_models import RunProgress, RunResult, RunStats
 
 EVENT_WIDTH = 110
 _CLEAR_LINE = "\r\x1b[K"
@@ -54,6 +54,8 @@ def status_line(
         _count(progress.tool_calls, "tool call"),
         f"{progress.tokens} tokens",
     ]
+    if progress.cost_usd > 0:
+        parts.append(_dollars(progress.cost_usd))
     if activity is not None and activity.attempt > 1:
         retry = f"{activity.name} attempt {activity.attempt}"
         if activity.last_failure:
@@ -155,7 +157,37 @@ def result_lines(result: RunResult) -> list[str]:
         f"{stats.total_tokens} tokens ({stats.prompt_tokens} prompt, "
         f"{stats.completion_tokens} completion)"
     )
+    return lines + stats_lines(stats)
+
+
+def stats_lines(stats: RunStats) -> list[str]:
+    """Cost, retries by reason, healed transcripts and compactions; only what happened."""
+    lines: list[str] = []
+    if stats.priced_calls:
+        unpriced = (
+            f"; {_count(stats.unpriced_calls, 'call')} not priced (no usage reported or no price)"
+            if stats.unpriced_calls
+            else ""
+        )
+        cached = f", {stats.cached_tokens} cached input tokens" if stats.cached_tokens else ""
+        lines.append(
+            f"cost: {_dollars(stats.cost_usd)} for {_count(stats.priced_calls, 'model call')}"
+            f"{cached}{unpriced}"
+        )
+    for label, counts in (
+        ("retries", stats.retries),
+        ("transcript healed", stats.healed),
+        ("compacted", stats.compactions),
+    ):
+        if counts:
+            lines.append(f"{label}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    if stats.elided_results:
+        lines[-1] += f" ({_count(stats.elided_results, 'tool result')} elided)"
     return lines
+
+
+def _dollars(amount: float) -> str:
+    return f"${amount:.4f}" if amount < 1 else f"${amount:,.2f}"
 
 
 def _count(n: int, noun: str) -> str:

@@ -59,6 +59,8 @@ with workflow.unsafe.imports_passed_through():
         ReadForwardedOutput,
         output_stream_id,
     )
+    from steadyloop.pricing import price_for
+    from steadyloop.provider_profiles import schema_profile, transcript_rules
     from steadyloop.receipt_decision import Ambiguous, Execute, ReceiptKey, receipt_key
     from steadyloop.receipt_ledger import ReceiptLedger
     from steadyloop.run_models import (
@@ -81,6 +83,8 @@ with workflow.unsafe.imports_passed_through():
         ToolOutcome,
         unknown_tool_outcome,
     )
+    from steadyloop.transcript_healing import validate_and_heal
+    from steadyloop.workflows.compaction_step import compact_at_boundary
 
 # Temporal refuses payloads over 2 MB; leave room for the envelope around the input.
 MAX_ACTIVITY_INPUT_BYTES = 1_900_000
@@ -148,6 +152,7 @@ class ToolLoopWorkflow:
             receipts=len(self._receipts),
             receipts_bytes=self._receipts.size_bytes(),
             ambiguous=len(self._ambiguous),
+            cost_usd=self._stats.cost_usd,
         )
 
     @workflow.query
@@ -196,6 +201,9 @@ class ToolLoopWorkflow:
                 self._check_bounds(run)
                 if self._should_continue_as_new(run, turns_this_run):
                     await self._continue_as_new(run)
+                self._transcript = await compact_at_boundary(
+                    self._transcript, run.limits.compaction, self._stats
+                )
                 turns_this_run += 1
                 self._turn += 1
                 self._stats.turns = self._turn
@@ -278,7 +286,9 @@ class ToolLoopWorkflow:
             return {}
         described = await workflow.execute_activity(
             DESCRIBE_TOOLS_ACTIVITY,
-            DescribeToolsInput(names=run.tools),
+            DescribeToolsInput(
+                names=run.tools, schema_profile=schema_profile(run.provider_profile)
+            ),
             result_type=DescribeToolsResult,
             start_to_close_timeout=DESCRIBE_TIMEOUT,
         )
@@ -301,6 +311,11 @@ class ToolLoopWorkflow:
         failures = 0
         while True:
             attempt += 1
+            # Before every request: a transcript the provider would refuse is healed here.
+            self._transcript, healed = validate_and_heal(
+                self._transcript, transcript_rules(run.provider_profile)
+            )
+            self._stats.count_healings(healed)
             request = self._request(run, tools, attempt)
             self._stats.model_attempts += 1
             outcome = await self._model_attempt(run, request, attempt)
@@ -311,12 +326,12 @@ class ToolLoopWorkflow:
                         "failed",
                         f"the model call failed after {failures} attempt(s): {outcome.cause}",
                     )
-                retries = self._stats.model_retries
-                retries[outcome.kind] = retries.get(outcome.kind, 0) + 1
+                self._stats.count_retry(f"model_{outcome.kind}")
                 await self._back_off(run, outcome, failures)
                 continue
             turn = outcome
             self._count_usage(turn)
+            self._stats.count_cost(turn.usage, price_for(run.prices, run.endpoint, run.model))
             if not turn.defects:
                 return turn
             defect = turn.defects[0]
@@ -342,6 +357,7 @@ class ToolLoopWorkflow:
                     f"completion(s): {defect.detail}",
                 )
             spent[defect.kind] = used + 1
+            self._stats.count_retry(defect.kind)
             self._stats.defect_retries[defect.kind] = (
                 self._stats.defect_retries.get(defect.kind, 0) + 1
             )
@@ -647,6 +663,8 @@ class ToolLoopWorkflow:
             if attempts_here >= TOOL_ATTEMPTS:
                 return ToolOutcome(status="tool_error", content=lost, error_type="ToolLost")
             attempts_here += 1
+            if lost:
+                self._stats.count_retry("tool_lost")
             outcome = await self._attempt(
                 description, invocation, key, decision, after_lost=bool(lost)
             )
