@@ -3,16 +3,26 @@
 A run names its model endpoint and tools; it never carries a key or a base URL, so
 nothing secret enters workflow input or history. Stop reasons are a closed set so a
 caller can branch on them instead of parsing text.
+
+A run that may delegate carries `Delegation`: the agent profiles of its chain, which
+of them it may hand work to, and the chain's limits. A child inherits the profiles and
+the limits; what it may delegate to is its own profile's `delegates_to`.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from steadyloop.chain_limits import DEFAULT_CHAIN_LIMITS, ChainLimit, ChildRecord
 from steadyloop.chat import ChatMessage
+from steadyloop.lineage import Lineage
 from steadyloop.receipt_ledger import AmbiguityResolution, ReceiptLedger
+
+# An agent profile's name: what the model types, and half of a `pair_key` ("a|b"), so
+# no "|" and nothing a visibility query or a workflow id would trip on.
+AgentName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
 
 StopReason = Literal[
     "final_answer",
@@ -51,8 +61,66 @@ class Sampling(BaseModel):
     seed: int | None = None
 
 
+class AgentProfile(BaseModel):
+    """An agent another run may delegate to: what the model is told about it, and how it runs.
+
+    `endpoint`, `model` and `sampling` default to the delegating run's; `limits` are the
+    child's own (its deadline is also cut to what remains of the parent's).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    description: str = Field(min_length=1)
+    system_prompt: str | None = None
+    tools: list[str] = Field(default_factory=list)
+    delegates_to: list[AgentName] = Field(default_factory=list)
+    endpoint: str | None = None
+    model: str | None = None
+    limits: RunLimits = Field(default_factory=RunLimits)
+    sampling: Sampling | None = None
+
+
+class Delegation(BaseModel):
+    """Which agents this run may delegate to (`to`), every profile of the chain, and the
+    chain's limits, checked in order (the first refusal is what the model reads)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    to: list[AgentName]
+    agents: dict[AgentName, AgentProfile]
+    limits: list[ChainLimit] = Field(default_factory=lambda: list(DEFAULT_CHAIN_LIMITS))
+
+    @model_validator(mode="after")
+    def _names_known(self) -> Self:
+        named = {"to": self.to} | {
+            f"agents[{name!r}].delegates_to": p.delegates_to for name, p in self.agents.items()
+        }
+        for where, names in named.items():
+            unknown = sorted(set(names) - set(self.agents))
+            if unknown:
+                raise ValueError(
+                    f"{where} names agents with no profile: {unknown}; "
+                    f"profiles: {sorted(self.agents)}"
+                )
+            if len(set(names)) != len(names):
+                raise ValueError(f"{where} names an agent twice")
+        kinds = [limit.kind for limit in self.limits]
+        if len(set(kinds)) != len(kinds):
+            raise ValueError(f"each kind of chain limit may be given once; got {kinds}")
+        return self
+
+    def for_child(self, agent: str) -> Delegation | None:
+        """What a child playing `agent` may delegate (None: nothing)."""
+        to = self.agents[agent].delegates_to
+        return self.model_copy(update={"to": list(to)}) if to else None
+
+
 class RunInput(BaseModel):
-    """Start a run from a prompt, a conversation so far, or both (the prompt is appended)."""
+    """Start a run from a prompt, a conversation so far, or both (the prompt is appended).
+
+    `agent` names the agent this run plays (a root may leave it `main`); `lineage` and
+    `parent_agent` are set by the run that starts a child, never by hand.
+    """
 
     endpoint: str
     model: str
@@ -63,6 +131,10 @@ class RunInput(BaseModel):
     limits: RunLimits = Field(default_factory=RunLimits)
     sampling: Sampling = Field(default_factory=Sampling)
     tenant_id: str = "default"
+    agent: AgentName = "main"
+    delegation: Delegation | None = None
+    lineage: Lineage = Field(default_factory=Lineage)
+    parent_agent: AgentName | None = None
     # Set only by the run itself when it continues-as-new.
     carried: CarriedState | None = None
 
@@ -98,6 +170,9 @@ class ResolveReceipt(BaseModel):
 
 
 class RunStats(BaseModel):
+    """What one run did. `children` is the sum over every child run it started, their own
+    children folded in; the run's own counters (and its token budget) exclude them."""
+
     turns: int = 0
     model_attempts: int = 0
     tool_calls: int = 0
@@ -106,10 +181,34 @@ class RunStats(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     defect_retries: dict[str, int] = Field(default_factory=dict)
+    child_runs: int = 0  # children started (or re-attached to) by this run
+    child_refusals: int = 0  # delegations a chain rule refused
+    children: RunStats | None = None
 
     @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
+
+    def fold_child(self, child: RunStats) -> None:
+        """Add a finished child's stats (and its descendants') to `children`."""
+        self.children = _summed(self.children or RunStats(), child.flattened())
+
+    def flattened(self) -> RunStats:
+        """This run's counters plus its descendants', as one run's worth (no `children`)."""
+        own = self.model_copy(update={"children": None})
+        return own if self.children is None else _summed(own, self.children)
+
+
+def _summed(a: RunStats, b: RunStats) -> RunStats:
+    counters = {
+        name: getattr(a, name) + getattr(b, name)
+        for name, field in RunStats.model_fields.items()
+        if field.annotation is int
+    }
+    retries = dict(a.defect_retries)
+    for kind, count in b.defect_retries.items():
+        retries[kind] = retries.get(kind, 0) + count
+    return RunStats(**counters, defect_retries=retries, children=None)
 
 
 class RunProgress(BaseModel):
@@ -133,6 +232,7 @@ class CarriedState(BaseModel):
     stats: RunStats
     turn: int
     deadline: str | None = None  # ISO workflow time, so a new run keeps the old deadline
+    children: list[ChildRecord] = Field(default_factory=list)  # for chain admissions
 
 
 class RunResult(BaseModel):

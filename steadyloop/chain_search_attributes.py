@@ -1,0 +1,135 @@
+"""The custom search attributes chain runs carry, and the visibility queries that count them.
+
+No I/O: names, types, the attribute values of one run, and query text. The workflow
+sets the attributes (a child at its start, a delegating root by upserting them once);
+the measurement activity (`steadyloop.activities.chain_measurement`) runs the queries.
+A Temporal namespace must have them registered before a run that delegates starts:
+the embedded dev server and docker-compose.yml register them, other clusters with
+`temporal operator search-attribute create` (see `CHAIN_SEARCH_ATTRIBUTES`).
+
+Query pitfalls handled here:
+
+- **Quotes in ids.** A workflow id may contain `'`; pasted into a query it ends the
+  string early (or injects a clause). `quoted` escapes `\\` and `'` with a backslash,
+  which Temporal's visibility parser reads back (checked against the dev server).
+- **`!=` on a missing attribute.** A root has no `SteadyloopParent`, and
+  `SteadyloopParent != 'x'` is false for it (SQL null semantics), so "not my child"
+  must be `(SteadyloopParent IS NULL OR SteadyloopParent != 'x')`.
+- **One run counted once per continue-as-new.** Every execution of a workflow id stays
+  in visibility; the closed ones have status `ContinuedAsNew` and are excluded.
+  (The running execution's `StartTime` is when it continued, so a run that continued
+  inside a rate window counts as started in it: the count errs high, never low.)
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
+
+__all__ = [
+    "AGENT",
+    "CHAIN_ROOT",
+    "CHAIN_SEARCH_ATTRIBUTES",
+    "CHAIN_SEARCH_ATTRIBUTE_KEYS",
+    "DEPTH",
+    "PAIR",
+    "PARENT",
+    "TENANT",
+    "chain_search_attributes",
+    "others_in_chain",
+    "others_of_tenant",
+    "quoted",
+]
+
+TENANT = SearchAttributeKey.for_keyword("SteadyloopTenant")
+CHAIN_ROOT = SearchAttributeKey.for_keyword("SteadyloopChainRoot")
+PARENT = SearchAttributeKey.for_keyword("SteadyloopParent")
+DEPTH = SearchAttributeKey.for_int("SteadyloopDepth")
+AGENT = SearchAttributeKey.for_keyword("SteadyloopAgent")
+# The unordered pair (parent's agent, this run's agent) as `pair_key` spells it: one
+# equality answers "did these two agents already work together in this chain".
+PAIR = SearchAttributeKey.for_keyword("SteadyloopPair")
+
+# Name -> type as `temporal operator search-attribute create --type` and
+# `temporal server start-dev --search-attribute NAME=TYPE` spell it.
+CHAIN_SEARCH_ATTRIBUTES: dict[str, Literal["Keyword", "Int"]] = {
+    TENANT.name: "Keyword",
+    CHAIN_ROOT.name: "Keyword",
+    PARENT.name: "Keyword",
+    DEPTH.name: "Int",
+    AGENT.name: "Keyword",
+    PAIR.name: "Keyword",
+}
+CHAIN_SEARCH_ATTRIBUTE_KEYS: tuple[SearchAttributeKey[str] | SearchAttributeKey[int], ...] = (
+    TENANT,
+    CHAIN_ROOT,
+    PARENT,
+    DEPTH,
+    AGENT,
+    PAIR,
+)
+
+
+def chain_search_attributes(
+    *,
+    tenant: str,
+    chain_root: str,
+    depth: int,
+    agent: str,
+    parent: str | None = None,
+    pair: str | None = None,
+) -> TypedSearchAttributes:
+    """The attributes of one run; a root has no parent and no pair."""
+    pairs: list[SearchAttributePair[str] | SearchAttributePair[int]] = [
+        SearchAttributePair(TENANT, tenant),
+        SearchAttributePair(CHAIN_ROOT, chain_root),
+        SearchAttributePair(DEPTH, depth),
+        SearchAttributePair(AGENT, agent),
+    ]
+    if parent is not None:
+        pairs.append(SearchAttributePair(PARENT, parent))
+    if pair is not None:
+        pairs.append(SearchAttributePair(PAIR, pair))
+    return TypedSearchAttributes(pairs)
+
+
+def quoted(value: str) -> str:
+    """`value` as a visibility-query string literal."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _not_me_nor_mine(me: str) -> str:
+    return (
+        f"WorkflowId != {quoted(me)} AND "
+        f"({PARENT.name} IS NULL OR {PARENT.name} != {quoted(me)}) AND "
+        "ExecutionStatus != 'ContinuedAsNew'"
+    )
+
+
+def others_in_chain(chain_root: str, me: str, *, pair: str | None = None) -> str:
+    """Runs of the chain other than `me` and `me`'s children (of `pair` only, when given)."""
+    query = f"{CHAIN_ROOT.name} = {quoted(chain_root)} AND {_not_me_nor_mine(me)}"
+    if pair is not None:
+        query += f" AND {PAIR.name} = {quoted(pair)}"
+    return query
+
+
+def others_of_tenant(
+    tenant: str,
+    me: str,
+    *,
+    running: bool = False,
+    started_since: datetime | None = None,
+) -> str:
+    """The tenant's chain runs other than `me` and `me`'s children: running now, or
+    started at or after `started_since` (tz-aware)."""
+    query = f"{TENANT.name} = {quoted(tenant)} AND {_not_me_nor_mine(me)}"
+    if running:
+        query += " AND ExecutionStatus = 'Running'"
+    if started_since is not None:
+        if started_since.tzinfo is None:
+            raise ValueError("started_since must be tz-aware (workflow time is UTC)")
+        query += f" AND StartTime >= {quoted(started_since.isoformat())}"
+    return query
