@@ -161,6 +161,7 @@ class HistoryVisibility:
     roots: list[str] = field(default_factory=list)
     requests: list[MeasureChainInput] = field(default_factory=list)
     unavailable: bool = False  # every measurement fails, as when visibility is down
+    hold: asyncio.Event | None = None  # when set, measurements wait for it
 
     async def runs(self, client: Client) -> list[RunView]:
         views: list[RunView] = []
@@ -186,6 +187,8 @@ class HistoryVisibility:
 
     async def measure(self, client: Client, request: MeasureChainInput) -> ChainMeasurements:
         self.requests.append(request)
+        if self.hold is not None:
+            await self.hold.wait()
         if self.unavailable:
             raise RuntimeError("visibility is unavailable")
         me = request.run

@@ -384,6 +384,28 @@ async def test_a_child_cancelled_during_its_model_turn_closes_with_its_parent() 
     assert writer_turns == 1
 
 
+async def test_a_parent_cancelled_while_measuring_starts_no_child() -> None:
+    # The cancelled measurement is not "could not measure" (which would admit): no
+    # child is started, and the parent ends cancelled at once.
+    def brain(turn: Turn) -> ScriptedResponse:
+        return calls(delegate("writer", "draft")) if turn.agent == "main" else answer("x")
+
+    agents = {"writer": profile("writer")}
+    run = chain_input("go", to=["writer"], agents=agents, limits=[ChainBudgetLimit(max_runs=5)])
+    async with running_chains(brain) as chains:
+        chains.visibility.hold = asyncio.Event()
+        handle = await chains.start(run)
+        await eventually(lambda: bool(chains.visibility.requests), "a measurement")
+        await handle.cancel()
+        with pytest.raises(WorkflowFailureError) as failed:
+            await handle.result()
+        chains.visibility.hold.set()
+        runs = await chains.runs()
+    assert isinstance(failed.value.cause, CancelledError)
+    assert [agent_of(v) for v in runs] == ["main"]
+    assert chains.turns("writer") == []
+
+
 async def test_children_and_lineage_are_carried_across_continue_as_new() -> None:
     # The root continues-as-new after every turn. Its first child still counts against
     # the budget afterwards (visibility of other runs excludes the root's own children,

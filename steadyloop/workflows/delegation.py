@@ -23,8 +23,11 @@ this one prevents it:
   a child cancels the child and waits for it to close; a parent that closes any other
   way (terminated, timed out) takes its children with it (`ParentClosePolicy.TERMINATE`).
   A re-attached child is not Temporal's child of this run, so it is cancelled through
-  its external handle. A cancelled activity ends the run as cancelled instead of being
-  answered like a failure (`raise_if_cancelled`), so a cancelled child does stop.
+  its external handle.
+- **A cancellation read as a failed measurement.** Temporal reports the in-flight
+  measurement of a cancelled run as an `ActivityError`; read as "could not measure",
+  it would admit and start a child in a run being cancelled, and the run would wait
+  for that child. `raise_if_cancelled` ends the delegation as cancelled instead.
 - **A root missing from its own chain's counts.** A delegating root upserts its chain
   attributes once, at its first start (they survive continue-as-new); a child gets them
   at its start, so it is counted from its first moment.
@@ -298,12 +301,8 @@ class ChildRuns:
 
 
 def raise_if_cancelled(error: ActivityError) -> None:
-    """End the run as cancelled when `error` is an activity cancelled because the run was.
-
-    Temporal reports a cancelled run's in-flight activity as an `ActivityError` caused by
-    `CancelledError`; answered like any failure, the run would go on to its next turn
-    and never end as cancelled (nor would a child whose parent was cancelled).
-    """
+    """Raise `asyncio.CancelledError` when `error` is an activity cancelled because this
+    run was (Temporal reports it as an `ActivityError` caused by `CancelledError`)."""
     if isinstance(error.cause, CancelledError):
         raise asyncio.CancelledError from None
 

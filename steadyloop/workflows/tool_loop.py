@@ -75,7 +75,7 @@ with workflow.unsafe.imports_passed_through():
         unknown_tool_outcome,
     )
 
-from steadyloop.workflows.delegation import ChildRuns, raise_if_cancelled
+from steadyloop.workflows.delegation import ChildRuns
 
 # Temporal refuses payloads over 2 MB; leave room for the envelope around the input.
 MAX_ACTIVITY_INPUT_BYTES = 1_900_000
@@ -559,7 +559,6 @@ class ToolLoopWorkflow:
                     retry_policy=RetryPolicy(maximum_attempts=1),
                 )
             except ActivityError as error:
-                raise_if_cancelled(error)
                 lost = error
         if lost is not None:
             cause = lost.cause
