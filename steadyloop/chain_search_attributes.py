@@ -9,9 +9,15 @@ the embedded dev server and docker-compose.yml register them, other clusters wit
 
 Query pitfalls handled here:
 
-- **Quotes in ids.** A workflow id may contain `'`; pasted into a query it ends the
-  string early (or injects a clause). `quoted` escapes `\\` and `'` with a backslash,
-  which Temporal's visibility parser reads back (checked against the dev server).
+- **Quotes in ids.** A workflow id or tenant may contain `'`; pasted into a query it
+  ends the string early (or injects a clause). Temporal's parser has no escape that
+  round-trips every string: on the dev server `\\'` reads as `'`, but `\\\\` does not read
+  as one backslash, a backslash before a quote cannot be written, and a `"` inside
+  single quotes never matches. So `quoted` refuses `'`, `"`, `\\` and control
+  characters (`UnquotableValue`) instead of building a query that silently matches
+  nothing, and a run that delegates must not use them in its tenant or workflow id
+  (checked when the run starts). Spaces, `%`, `_`, `|`, `;` and non-ASCII letters
+  match exactly as written.
 - **`!=` on a missing attribute.** A root has no `SteadyloopParent`, and
   `SteadyloopParent != 'x'` is false for it (SQL null semantics), so "not my child"
   must be `(SteadyloopParent IS NULL OR SteadyloopParent != 'x')`.
@@ -23,6 +29,7 @@ Query pitfalls handled here:
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Literal
 
@@ -37,9 +44,11 @@ __all__ = [
     "PAIR",
     "PARENT",
     "TENANT",
+    "UnquotableValue",
     "chain_search_attributes",
     "others_in_chain",
     "others_of_tenant",
+    "quotable",
     "quoted",
 ]
 
@@ -95,9 +104,26 @@ def chain_search_attributes(
     return TypedSearchAttributes(pairs)
 
 
+class UnquotableValue(ValueError):
+    """A value no visibility query can match exactly (see the module docstring)."""
+
+
+_UNQUOTABLE = re.compile(r"['\"\\\x00-\x1f\x7f]")
+
+
+def quotable(value: str) -> bool:
+    """True when `value` can be matched exactly in a visibility query."""
+    return _UNQUOTABLE.search(value) is None
+
+
 def quoted(value: str) -> str:
-    """`value` as a visibility-query string literal."""
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    """`value` as a visibility-query string literal; `UnquotableValue` when it cannot be."""
+    if not quotable(value):
+        raise UnquotableValue(
+            f"{value!r} contains a quote, a backslash or a control character, which a "
+            "Temporal visibility query cannot match exactly"
+        )
+    return f"'{value}'"
 
 
 def _not_me_nor_mine(me: str) -> str:

@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from steadyloop.chain_limits import DEFAULT_CHAIN_LIMITS, ChainLimit, ChildRecord
+from steadyloop.chain_search_attributes import quotable
 from steadyloop.chat import ChatMessage
 from steadyloop.lineage import Lineage
 from steadyloop.receipt_ledger import AmbiguityResolution, ReceiptLedger
@@ -144,6 +145,12 @@ class RunInput(BaseModel):
             raise ValueError("a run needs a prompt or messages")
         if len(set(self.tools)) != len(self.tools):
             raise ValueError("tool names must be unique")
+        if self.delegation is not None and not quotable(self.tenant_id):
+            raise ValueError(
+                f"tenant_id {self.tenant_id!r}: a run that delegates is counted by its tenant "
+                "in Temporal visibility, which cannot match quotes, backslashes or control "
+                "characters; use a tenant id without them"
+            )
         return self
 
 

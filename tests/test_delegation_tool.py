@@ -204,3 +204,11 @@ def test_a_childs_stats_fold_into_the_parents_children_with_its_descendants() ->
     assert (folded.tool_calls, folded.child_runs) == (4, 1)
     assert folded.defect_retries == {"x": 3, "y": 1}
     assert parent.flattened().total_tokens == 1000 + 118
+
+
+def test_a_delegating_run_needs_a_tenant_visibility_can_match() -> None:
+    with pytest.raises(ValidationError, match="tenant_id \"o'brien\""):
+        PARENT.model_validate(PARENT.model_dump() | {"tenant_id": "o'brien"})
+    # Without delegation the tenant is never put in a query.
+    plain = RunInput(endpoint="ep", model="m", prompt="p", tenant_id="o'brien")
+    assert plain.tenant_id == "o'brien"

@@ -505,3 +505,17 @@ async def test_a_run_whose_own_tool_is_named_delegate_fails_with_a_clear_error()
     cause = failed.value.cause
     assert isinstance(cause, ApplicationError) and cause.type == "ReservedToolName"
     assert "rename the tool" in str(cause)
+
+
+async def test_a_delegating_run_under_an_id_visibility_cannot_match_fails_clearly() -> None:
+    agents = {"writer": profile("writer")}
+    run = chain_input("go", to=["writer"], agents=agents, limits=[DepthLimit(max_depth=1)])
+    async with running_chains(lambda turn: answer("unused")) as chains:
+        handle = await chains.start(run, workflow_id="order 'B'")
+        with pytest.raises(WorkflowFailureError) as failed:
+            await handle.result()
+        asked = chains.turns()
+    cause = failed.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == "UnusableWorkflowId"
+    assert "order 'B'" in str(cause)
+    assert asked == []

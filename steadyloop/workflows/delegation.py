@@ -64,7 +64,7 @@ with workflow.unsafe.imports_passed_through():
         pair_key,
     )
     from steadyloop.chain_rules import Refused, admit_child_run
-    from steadyloop.chain_search_attributes import chain_search_attributes
+    from steadyloop.chain_search_attributes import chain_search_attributes, quotable
     from steadyloop.delegation_tool import (
         AWAIT_CHILD_RUN_ACTIVITY,
         DELEGATE_TOOL,
@@ -130,6 +130,14 @@ class ChildRuns:
     ) -> ChildRuns:
         """Delegation for a run starting or continuing: its children carried over, and a
         root put into its chain's and tenant's counts at its first start."""
+        if not quotable(workflow.info().workflow_id):
+            raise ApplicationError(
+                f"workflow id {workflow.info().workflow_id!r}: a run that delegates is counted "
+                "by its id in Temporal visibility, which cannot match quotes, backslashes or "
+                "control characters; start it under an id without them",
+                type="UnusableWorkflowId",
+                non_retryable=True,
+            )
         carried = run.carried
         children = [] if carried is None else carried.children
         runs = cls(
