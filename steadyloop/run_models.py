@@ -108,6 +108,14 @@ class Delegation(BaseModel):
         kinds = [limit.kind for limit in self.limits]
         if len(set(kinds)) != len(kinds):
             raise ValueError(f"each kind of chain limit may be given once; got {kinds}")
+        if "depth" not in kinds:
+            # Every other rule needs a visibility count and is left out when the count
+            # cannot be taken; without depth, a visibility outage would let a chain
+            # recurse without end.
+            raise ValueError(
+                "limits must include a depth limit (DepthLimit): it needs no measurement, "
+                "so it bounds a chain even when visibility cannot answer"
+            )
         return self
 
     def for_child(self, agent: str) -> Delegation | None:

@@ -41,6 +41,7 @@ from steadyloop.chain_limits import (
     MEASURE_CHAIN_ACTIVITY,
     ChainLimit,
     ChainMeasurements,
+    DepthLimit,
     MeasureChainInput,
     PairRecency,
 )
@@ -130,6 +131,10 @@ def chain_input(
     tenant: str = TENANT_ID,
     **run_limits: Any,
 ) -> RunInput:
+    """A root run; a generous depth limit is added after `limits` when they have none
+    (a Delegation requires one), so a test's rule is the one that decides."""
+    if not any(limit.kind == "depth" for limit in limits):
+        limits = [*limits, DepthLimit(max_depth=5)]
     return RunInput(
         endpoint=ENDPOINT,
         model=MODEL,

@@ -185,6 +185,11 @@ def test_a_delegation_that_names_unknown_agents_or_repeats_a_limit_is_refused(
         Delegation.model_validate(data)
 
 
+def test_a_delegation_must_have_the_one_limit_that_needs_no_measurement() -> None:
+    with pytest.raises(ValidationError, match="must include a depth limit"):
+        Delegation(to=[], agents={}, limits=[ChainBudgetLimit(max_runs=3)])
+
+
 def test_a_run_that_configures_no_limits_is_still_bounded() -> None:
     kinds = {limit.kind for limit in Delegation(to=[], agents={}).limits}
     assert {"depth", "chain_budget"} <= kinds
