@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from loop_harness import ALL_TOOLS, MODEL, Effects, build_tools
+from loop_harness import ALL_TOOLS, MODEL, Effects, Loop, build_tools
 from temporalio import activity
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
@@ -254,17 +254,11 @@ class Gate:
 
 
 @dataclass
-class Chains:
-    env: WorkflowEnvironment
-    server: ScriptedServer
-    task_queue: str
-    visibility: HistoryVisibility
-    effects: Effects
-    gate: Gate
+class Chains(Loop):
+    """A `Loop` whose roots are walked by `HistoryVisibility`."""
 
-    @property
-    def client(self) -> Client:
-        return self.env.client
+    visibility: HistoryVisibility = field(default_factory=HistoryVisibility)
+    gate: Gate = field(default_factory=Gate)
 
     async def start(
         self, run: RunInput, workflow_id: str | None = None
@@ -272,9 +266,7 @@ class Chains:
         workflow_id = workflow_id or f"root-{uuid.uuid4().hex[:8]}"
         if workflow_id not in self.visibility.roots:
             self.visibility.roots.append(workflow_id)
-        return await self.client.start_workflow(
-            ToolLoopWorkflow.run, run, id=workflow_id, task_queue=self.task_queue
-        )
+        return await super().start(run, workflow_id)
 
     def turns(self, agent: str | None = None) -> list[Turn]:
         """Every model request so far (of `agent` only, when given)."""
@@ -331,7 +323,7 @@ async def running_chains(brain: Brain) -> AsyncIterator[Chains]:
                     ],
                 ):
                     try:
-                        yield Chains(env, server, task_queue, visibility, effects, gate)
+                        yield Chains(env, server, task_queue, effects, visibility, gate)
                     finally:
                         gate.released.set()  # a held call must not keep the worker open
 
