@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from steadyloop.chain_limits import DEFAULT_CHAIN_LIMITS, ChainLimit, ChildRecord
-from steadyloop.chain_search_attributes import quotable
+from steadyloop.chain_queries import quotable
 from steadyloop.chat import ChatMessage
 from steadyloop.lineage import Lineage
 from steadyloop.receipt_ledger import AmbiguityResolution, ReceiptLedger

@@ -45,7 +45,7 @@ from steadyloop.chain_limits import (
     MeasureChainInput,
     PairRecency,
 )
-from steadyloop.chain_search_attributes import (
+from steadyloop.chain_queries import (
     AGENT,
     CHAIN_ROOT,
     CHAIN_SEARCH_ATTRIBUTES,
@@ -200,11 +200,11 @@ class HistoryVisibility:
         others = [
             v
             for v in await self.runs(client)
-            if v.workflow_id != me and v.attributes.get(PARENT.name) != me
+            if v.workflow_id != me and v.attributes.get(PARENT) != me
         ]
-        chain = [v for v in others if v.attributes.get(CHAIN_ROOT.name) == request.chain_root]
-        pair = [v for v in chain if v.attributes.get(PAIR.name) == request.pair]
-        tenant = [v for v in others if v.attributes.get(TENANT.name) == request.tenant]
+        chain = [v for v in others if v.attributes.get(CHAIN_ROOT) == request.chain_root]
+        pair = [v for v in chain if v.attributes.get(PAIR) == request.pair]
+        tenant = [v for v in others if v.attributes.get(TENANT) == request.tenant]
         kinds = set(request.kinds)
         window_start = request.window_start
         return ChainMeasurements(
@@ -329,7 +329,7 @@ async def running_chains(brain: Brain) -> AsyncIterator[Chains]:
 
 
 def agent_of(view: RunView) -> str:
-    return str(view.attributes.get(AGENT.name))
+    return str(view.attributes.get(AGENT))
 
 
 async def eventually(condition: Callable[[], bool], what: str, timeout: float = 20.0) -> None:

@@ -23,15 +23,15 @@ from temporalio.worker import Worker
 
 from steadyloop.activities.chain_measurement import measure
 from steadyloop.chain_limits import ChainMeasurements, MeasureChainInput, PairRecency
-from steadyloop.chain_search_attributes import (
+from steadyloop.chain_queries import (
     TENANT,
     UnquotableValue,
-    chain_search_attributes,
     others_in_chain,
     others_of_tenant,
     quotable,
     quoted,
 )
+from steadyloop.chain_search_attributes import chain_search_attributes
 from steadyloop.worker.dev_server import dev_server
 
 ALL_KINDS: list[Any] = [
@@ -196,7 +196,7 @@ async def test_measurements_count_the_right_runs_on_a_real_visibility_store() ->
                 client, queue, elsewhere, depth=0, agent="a", tenant=elsewhere, chain_root=elsewhere
             )
             # Six executions of the tenant: g1 continued once (two executions).
-            await settled(client, f"{TENANT.name} = {quoted(tenant)}", 6)
+            await settled(client, f"{TENANT} = {quoted(tenant)}", 6)
 
             as_c1 = await measure(
                 client,

@@ -25,7 +25,7 @@ from delegation_harness import (
 from loop_harness import ENDPOINT, Effects, tool_messages
 
 from steadyloop.chain_limits import ChainBudgetLimit, ChainLimit, TenantCeilingLimit
-from steadyloop.chain_search_attributes import CHAIN_ROOT, quoted
+from steadyloop.chain_queries import CHAIN_ROOT, quoted
 from steadyloop.endpoints import EndpointRegistry
 from steadyloop.testing.scripted_server import RecordedRequest, ScriptedResponse, ScriptedServer
 from steadyloop.worker.dev_server import dev_server
@@ -71,7 +71,7 @@ async def test_a_chain_budget_is_decided_by_real_visibility_counts() -> None:
             result = await temporal.client.execute_workflow(
                 ToolLoopWorkflow.run, run, id=root_id, task_queue=options.task_queue
             )
-        chain = await temporal.client.count_workflows(f"{CHAIN_ROOT.name} = {quoted(root_id)}")
+        chain = await temporal.client.count_workflows(f"{CHAIN_ROOT} = {quoted(root_id)}")
         critic_turns = [t for t in map(read_turn, server.requests) if t.agent == "critic"]
     (answered,) = tool_messages(result.transcript)
     assert (answered.content or "").startswith("writer: critic: Delegation refused")

@@ -21,7 +21,7 @@ from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.testing import WorkflowEnvironment
 
-from steadyloop.chain_search_attributes import CHAIN_SEARCH_ATTRIBUTES
+from steadyloop.chain_queries import CHAIN_SEARCH_ATTRIBUTES
 from steadyloop.temporal_binaries import dev_server_path
 from steadyloop.worker.process import DEFAULT_GRACEFUL_SHUTDOWN
 

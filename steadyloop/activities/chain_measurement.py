@@ -33,7 +33,7 @@ from steadyloop.chain_limits import (
     MeasureChainInput,
     PairRecency,
 )
-from steadyloop.chain_search_attributes import others_in_chain, others_of_tenant
+from steadyloop.chain_queries import others_in_chain, others_of_tenant
 from steadyloop.delegation_tool import AWAIT_CHILD_RUN_ACTIVITY, AwaitChildRunInput
 from steadyloop.run_models import RunResult
 

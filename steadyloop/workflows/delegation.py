@@ -63,8 +63,9 @@ with workflow.unsafe.imports_passed_through():
         chain_rules,
         pair_key,
     )
+    from steadyloop.chain_queries import quotable
     from steadyloop.chain_rules import Refused, admit_child_run
-    from steadyloop.chain_search_attributes import chain_search_attributes, quotable
+    from steadyloop.chain_search_attributes import chain_search_attributes
     from steadyloop.delegation_tool import (
         AWAIT_CHILD_RUN_ACTIVITY,
         DELEGATE_TOOL,
