@@ -3,7 +3,7 @@
 The pure primitives are importable from here without a Temporal server: streamed
 tool-call assembly, the tool-call argument reader, completion-defect detection,
 canonical JSON, receipt decisions, the receipt ledger, transcript healing and tool-schema
-sanitizing.
+sanitizing, chain rules for child runs (`admit_child_run`) and lineage (`descend_chain`).
 Workflows live under `steadyloop.workflows` (deterministic), activities under
 `steadyloop.activities` (all I/O).
 """
@@ -26,6 +26,27 @@ with workflow.unsafe.imports_passed_through():
         tool_call_arguments_absent,
     )
     from steadyloop.canonical_json import CanonicalJsonError, canonical_json
+    from steadyloop.chain_limits import (
+        ChainBudgetLimit,
+        ChainLimit,
+        DepthLimit,
+        PairCooldownLimit,
+        PairSeenLimit,
+        TenantCeilingLimit,
+        TenantRateLimit,
+    )
+    from steadyloop.chain_rules import (
+        Admitted,
+        ChainBudgetRule,
+        ChainRule,
+        DepthRule,
+        PairCooldownRule,
+        PairSeenRule,
+        Refused,
+        TenantCeilingRule,
+        TenantRateRule,
+        admit_child_run,
+    )
     from steadyloop.chat import ChatMessage, FunctionCall, ToolCall, ToolSpec
     from steadyloop.completion import AssembledTurn, CompletionRequest, StreamStats, Usage
     from steadyloop.defects import (
@@ -34,6 +55,7 @@ with workflow.unsafe.imports_passed_through():
         detect_completion_defect,
         detect_completion_defects,
     )
+    from steadyloop.lineage import Lineage, descend_chain
     from steadyloop.receipt_decision import (
         Ambiguous,
         Effect,
@@ -58,6 +80,7 @@ with workflow.unsafe.imports_passed_through():
         WriteApplied,
         WriteIgnored,
     )
+    from steadyloop.run_models import AgentProfile, Delegation
     from steadyloop.stream_failures import StreamFailed, StreamFailure
     from steadyloop.tools.schema_profiles import SchemaProfile, sanitize_tool_schema
     from steadyloop.transcript_healing import (
@@ -69,15 +92,24 @@ with workflow.unsafe.imports_passed_through():
 
 __all__ = [
     "DEFECT_RETRY_BUDGETS",
+    "Admitted",
+    "AgentProfile",
     "AmbiguityResolution",
     "Ambiguous",
     "ArgumentsReading",
     "AssembledTurn",
     "AssemblyDefect",
     "CanonicalJsonError",
+    "ChainBudgetLimit",
+    "ChainBudgetRule",
+    "ChainLimit",
+    "ChainRule",
     "ChatMessage",
     "CompletionDefect",
     "CompletionRequest",
+    "Delegation",
+    "DepthLimit",
+    "DepthRule",
     "DidNotHappen",
     "Effect",
     "Execute",
@@ -86,17 +118,27 @@ __all__ = [
     "Happened",
     "Healing",
     "LedgerWrite",
+    "Lineage",
     "NaiveDatetimeError",
+    "PairCooldownLimit",
+    "PairCooldownRule",
+    "PairSeenLimit",
+    "PairSeenRule",
     "ParsedArguments",
     "Receipt",
     "ReceiptDecision",
     "ReceiptKey",
     "ReceiptLedger",
+    "Refused",
     "Replay",
     "SchemaProfile",
     "StreamFailed",
     "StreamFailure",
     "StreamStats",
+    "TenantCeilingLimit",
+    "TenantCeilingRule",
+    "TenantRateLimit",
+    "TenantRateRule",
     "ToolCall",
     "ToolCallAccumulator",
     "ToolSpec",
@@ -108,8 +150,10 @@ __all__ = [
     "Wait",
     "WriteApplied",
     "WriteIgnored",
+    "admit_child_run",
     "canonical_json",
     "decide_tool_call_receipt",
+    "descend_chain",
     "detect_completion_defect",
     "detect_completion_defects",
     "parse_tool_call_arguments",

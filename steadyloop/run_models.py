@@ -3,22 +3,33 @@
 A run names its model endpoint and tools; it never carries a key or a base URL, so
 nothing secret enters workflow input or history. Stop reasons are a closed set so a
 caller can branch on them instead of parsing text.
+
+A run that may delegate carries `Delegation`: the agent profiles of its chain, which
+of them it may hand work to, and the chain's limits. A child inherits the profiles and
+the limits; what it may delegate to is its own profile's `delegates_to`.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from steadyloop.chain_limits import DEFAULT_CHAIN_LIMITS, ChainLimit, ChildRecord
+from steadyloop.chain_queries import quotable
 from steadyloop.chat import ChatMessage
 from steadyloop.compaction import CompactionPolicy, CompactionRecord
 from steadyloop.completion import Usage
+from steadyloop.lineage import Lineage
 from steadyloop.output_forwarding import ForwardingOptions, PartialOutput
 from steadyloop.pricing import Price, cost_of
 from steadyloop.provider_profiles import ProviderProfile
 from steadyloop.receipt_ledger import AmbiguityResolution, ReceiptLedger
 from steadyloop.transcript_healing import Healing
+
+# An agent profile's name: what the model types, and half of a `pair_key` ("a|b"), so
+# no "|" and nothing a visibility query or a workflow id would trip on.
+AgentName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
 
 StopReason = Literal[
     "final_answer",
@@ -70,8 +81,74 @@ class Sampling(BaseModel):
     seed: int | None = None
 
 
+class AgentProfile(BaseModel):
+    """An agent another run may delegate to: what the model is told about it, and how it runs.
+
+    `endpoint`, `model` and `sampling` default to the delegating run's; `limits` are the
+    child's own (its deadline is also cut to what remains of the parent's).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    description: str = Field(min_length=1)
+    system_prompt: str | None = None
+    tools: list[str] = Field(default_factory=list)
+    delegates_to: list[AgentName] = Field(default_factory=list)
+    endpoint: str | None = None
+    model: str | None = None
+    limits: RunLimits = Field(default_factory=RunLimits)
+    sampling: Sampling | None = None
+
+
+class Delegation(BaseModel):
+    """Which agents this run may delegate to (`to`), every profile of the chain, and the
+    chain's limits, checked in order (the first refusal is what the model reads)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    to: list[AgentName]
+    agents: dict[AgentName, AgentProfile]
+    limits: list[ChainLimit] = Field(default_factory=lambda: list(DEFAULT_CHAIN_LIMITS))
+
+    @model_validator(mode="after")
+    def _names_known(self) -> Self:
+        named = {"to": self.to} | {
+            f"agents[{name!r}].delegates_to": p.delegates_to for name, p in self.agents.items()
+        }
+        for where, names in named.items():
+            unknown = sorted(set(names) - set(self.agents))
+            if unknown:
+                raise ValueError(
+                    f"{where} names agents with no profile: {unknown}; "
+                    f"profiles: {sorted(self.agents)}"
+                )
+            if len(set(names)) != len(names):
+                raise ValueError(f"{where} names an agent twice")
+        kinds = [limit.kind for limit in self.limits]
+        if len(set(kinds)) != len(kinds):
+            raise ValueError(f"each kind of chain limit may be given once; got {kinds}")
+        if "depth" not in kinds:
+            # Every other rule needs a visibility count and is left out when the count
+            # cannot be taken; without depth, a visibility outage would let a chain
+            # recurse without end.
+            raise ValueError(
+                "limits must include a depth limit (DepthLimit): it needs no measurement, "
+                "so it bounds a chain even when visibility cannot answer"
+            )
+        return self
+
+    def for_child(self, agent: str) -> Delegation | None:
+        """What a child playing `agent` may delegate (None: nothing)."""
+        to = self.agents[agent].delegates_to
+        return self.model_copy(update={"to": list(to)}) if to else None
+
+
 class RunInput(BaseModel):
-    """Start a run from a prompt, a conversation so far, or both (the prompt is appended)."""
+    """Start a run from a prompt, a conversation so far, or both (the prompt is appended).
+
+    `agent` names the agent this run plays (a root may leave it `main`); `lineage` and
+    `parent_agent` are set by the run that starts a child, never by hand.
+    """
 
     endpoint: str
     model: str
@@ -88,6 +165,10 @@ class RunInput(BaseModel):
     provider_profile: ProviderProfile = "portable"
     # USD per million tokens by endpoint name (or "endpoint/model"), for RunStats.cost_usd.
     prices: dict[str, Price] = Field(default_factory=dict)
+    agent: AgentName = "main"
+    delegation: Delegation | None = None
+    lineage: Lineage = Field(default_factory=Lineage)
+    parent_agent: AgentName | None = None
     # Set only by the run itself when it continues-as-new.
     carried: CarriedState | None = None
 
@@ -97,6 +178,12 @@ class RunInput(BaseModel):
             raise ValueError("a run needs a prompt or messages")
         if len(set(self.tools)) != len(self.tools):
             raise ValueError("tool names must be unique")
+        if self.delegation is not None and not quotable(self.tenant_id):
+            raise ValueError(
+                f"tenant_id {self.tenant_id!r}: a run that delegates is counted by its tenant "
+                "in Temporal visibility, which cannot match quotes, backslashes or control "
+                "characters; use a tenant id without them"
+            )
         return self
 
 
@@ -131,6 +218,8 @@ class RunStats(BaseModel):
     the calls that could be priced (reported usage and a price); `unpriced_calls`
     counts those that could not, so a cost is never shown as complete when it is not.
     `healed` counts transcript healings by kind, `compactions` compactions by kind.
+    `children` is the sum over every child run it started, their own children folded
+    in; the run's own counters (and its token budget) exclude them.
     """
 
     turns: int = 0
@@ -149,8 +238,9 @@ class RunStats(BaseModel):
     healed: dict[str, int] = Field(default_factory=dict)
     compactions: dict[str, int] = Field(default_factory=dict)
     elided_results: int = 0
-    # Turns taken by child runs folded in (`turns` is this run's own: it bounds the run).
-    child_turns: int = 0
+    child_runs: int = 0  # children started (or re-attached to) by this run
+    child_refusals: int = 0  # delegations a chain rule refused
+    children: RunStats | None = None
 
     @property
     def total_tokens(self) -> int:
@@ -179,18 +269,32 @@ class RunStats(BaseModel):
         for kind in record.healed:
             self.healed[kind] = self.healed.get(kind, 0) + 1
 
-    def fold(self, other: RunStats) -> None:
-        """Add `other` (a child run's stats) into these; its turns go to `child_turns`."""
-        for name, value in other:
-            if name == "turns":
-                self.child_turns += value
-                continue
-            mine = getattr(self, name)
-            if isinstance(value, dict):
-                for key, count in value.items():
-                    mine[key] = mine.get(key, 0) + count
-            else:
-                setattr(self, name, mine + value)
+    def fold_child(self, child: RunStats) -> None:
+        """Add a finished child's stats (and its descendants') to `children`."""
+        self.children = _summed(self.children or RunStats(), child.flattened())
+
+    def flattened(self) -> RunStats:
+        """This run's counters plus its descendants', as one run's worth (no `children`)."""
+        own = self.model_copy(update={"children": None})
+        return own if self.children is None else _summed(own, self.children)
+
+
+def _summed(a: RunStats, b: RunStats) -> RunStats:
+    """Field-wise sum: numbers added, counts by kind merged (every field, so a counter
+    added later is folded too)."""
+    summed: dict[str, Any] = {}
+    for name in RunStats.model_fields:
+        if name == "children":
+            continue
+        mine, theirs = getattr(a, name), getattr(b, name)
+        if isinstance(mine, dict):
+            merged = dict(mine)
+            for key, count in theirs.items():
+                merged[key] = merged.get(key, 0) + count
+            summed[name] = merged
+        else:
+            summed[name] = mine + theirs
+    return RunStats(**summed, children=None)
 
 
 class RunProgress(BaseModel):
@@ -215,6 +319,7 @@ class CarriedState(BaseModel):
     stats: RunStats
     turn: int
     deadline: str | None = None  # ISO workflow time, so a new run keeps the old deadline
+    children: list[ChildRecord] = Field(default_factory=list)  # for chain admissions
 
 
 class RunResult(BaseModel):

@@ -11,13 +11,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from delegation_harness import Brain, Turn, chain_input, delegate, profile, running_chains
 from loop_harness import run_input, running_loop, summarize
 
+from steadyloop.chain_limits import ChainBudgetLimit, DepthLimit
 from steadyloop.chat import ChatMessage, ToolCall
 from steadyloop.compaction import CompactionPolicy
 from steadyloop.pricing import Price
 from steadyloop.receipt_ledger import Happened
-from steadyloop.run_models import AmbiguousCall, ResolveReceipt, RunLimits
+from steadyloop.run_models import AmbiguousCall, ResolveReceipt, RunInput, RunLimits
 from steadyloop.testing.chunks import (
     ScriptedCall,
     finish_chunk,
@@ -104,6 +106,49 @@ RUN_UPDATES: dict[str, dict[str, Any]] = {
 RESOLUTIONS = {"receipts_replay_and_ambiguous": Happened(result="it was noted")}
 
 
+def _fan_out_brain(turn: Turn) -> ScriptedResponse:
+    """Four delegations in one batch (one a repeat, one over the budget), the first again
+    next turn (replayed from its receipt), then an answer."""
+    if turn.agent == "writer":
+        return _answer(f"wrote {turn.task}")
+    if turn.turn == 1:
+        return _calls(
+            delegate("writer", "part a", "d1"),
+            delegate("writer", "part a", "d2"),
+            delegate("writer", "part b", "d3"),
+            delegate("writer", "part c", "d4"),
+        )
+    if turn.turn == 2:
+        return _calls(delegate("writer", "part a", "d5"))
+    return _answer("assembled")
+
+
+# Delegation scenarios: the root's history, recorded with chain measurements and a child
+# run per admitted delegation (see delegation_harness).
+CHAIN_SCENARIOS: dict[str, tuple[Brain, RunInput]] = {
+    "delegation_fan_out_budget_and_replay": (
+        _fan_out_brain,
+        chain_input(
+            "write it",
+            to=["writer"],
+            agents={"writer": profile("writer")},
+            limits=[DepthLimit(max_depth=2), ChainBudgetLimit(max_runs=3)],
+        ),
+    ),
+}
+
+
+async def record_chain(name: str, directory: Path = HISTORIES) -> Path:
+    brain, run = CHAIN_SCENARIOS[name]
+    async with running_chains(brain) as chains:
+        handle = await chains.start(run, workflow_id=f"replay-{name}")
+        await handle.result()
+        history = await handle.fetch_history()
+    path = directory / f"{name}.json"
+    path.write_text(history.to_json())
+    return path
+
+
 async def record(name: str, script: list[ScriptedResponse], directory: Path = HISTORIES) -> Path:
     async with running_loop(script, [summarize]) as loop:
         run = run_input(deadline_s=DEADLINES.get(name)).model_copy(update=RUN_UPDATES.get(name, {}))
@@ -127,8 +172,11 @@ async def record(name: str, script: list[ScriptedResponse], directory: Path = HI
 async def main(names: list[str]) -> None:
     """Record the named scenarios (all when none are named)."""
     HISTORIES.mkdir(exist_ok=True)
-    for name in names or list(SCENARIOS):
-        print("recorded", await record(name, SCENARIOS[name]))
+    for name in names or [*SCENARIOS, *CHAIN_SCENARIOS]:
+        if name in CHAIN_SCENARIOS:
+            print("recorded", await record_chain(name))
+        else:
+            print("recorded", await record(name, SCENARIOS[name]))
 
 
 if __name__ == "__main__":

@@ -7,7 +7,9 @@ file, an image that does not install or start the worker."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
 import tomllib
 from graphlib import TopologicalSorter
 from pathlib import Path
@@ -15,7 +17,12 @@ from typing import Any
 
 import pytest
 import yaml
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
+from temporalio.testing import WorkflowEnvironment
 
+from steadyloop.chain_queries import CHAIN_SEARCH_ATTRIBUTES
+from steadyloop.temporal_binaries import dev_server_path
 from steadyloop.worker.process import DEFAULT_GRACEFUL_SHUTDOWN
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -201,3 +208,43 @@ def test_the_command_the_image_runs_is_the_console_script_the_package_declares()
 def test_the_build_context_leaves_out_local_state() -> None:
     ignored = (ROOT / ".dockerignore").read_text().split()
     assert {".venv", ".git"} <= set(ignored)
+
+
+def registered_search_attributes() -> dict[str, str]:
+    spec = str(environment("temporal-namespace")["SEARCH_ATTRIBUTES"])
+    return dict(item.split("=", 1) for item in spec.split())
+
+
+def test_the_namespace_job_registers_exactly_the_chain_search_attributes() -> None:
+    # A delegating run sets these; a cluster without them fails its workflow task forever.
+    assert registered_search_attributes() == CHAIN_SEARCH_ATTRIBUTES
+
+
+@pytest.mark.slow
+async def test_the_namespace_job_registers_them_on_a_real_server_and_can_run_again() -> None:
+    """The job's shell script, run with the `temporal` CLI against a dev server started
+    without the attributes: all six exist afterwards with their types, and a second run
+    (every `docker compose up`) succeeds without changing anything."""
+    script = SERVICES["temporal-namespace"]["command"][0].replace("$$", "$")
+    cli = dev_server_path()
+    env = await WorkflowEnvironment.start_local(dev_server_existing_path=cli, ui=False)
+    async with env:
+        shell_env = {
+            **os.environ,
+            "PATH": f"{Path(cli).parent}:{os.environ.get('PATH', '')}",
+            "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
+            "NAMESPACE": "default",
+            "SEARCH_ATTRIBUTES": str(environment("temporal-namespace")["SEARCH_ATTRIBUTES"]),
+        }
+        for _ in range(2):
+            done = subprocess.run(
+                ["/bin/sh", "-ec", script], env=shell_env, capture_output=True, text=True
+            )
+            assert done.returncode == 0, done.stderr
+        listed = await env.client.operator_service.list_search_attributes(
+            ListSearchAttributesRequest(namespace="default")
+        )
+    kinds = {"Keyword": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD}
+    kinds["Int"] = IndexedValueType.INDEXED_VALUE_TYPE_INT
+    for name, kind in CHAIN_SEARCH_ATTRIBUTES.items():
+        assert listed.custom_attributes.get(name) == kinds[kind], name

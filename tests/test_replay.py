@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from record_histories import SCENARIOS, record
+from record_histories import CHAIN_SCENARIOS, SCENARIOS, record, record_chain
 from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
@@ -25,7 +25,7 @@ def replayer() -> Replayer:
 
 
 def test_every_scenario_has_a_recorded_history() -> None:
-    assert {path.stem for path in HISTORIES} == set(SCENARIOS)
+    assert {path.stem for path in HISTORIES} == set(SCENARIOS) | set(CHAIN_SCENARIOS)
 
 
 @pytest.mark.parametrize("path", HISTORIES, ids=lambda p: p.stem)
@@ -40,5 +40,15 @@ async def test_a_fresh_run_replays(tmp_path: Path) -> None:
     name = "multi_turn_parallel_calls"
     path = await record(name, SCENARIOS[name], directory=tmp_path)
     history = WorkflowHistory.from_json("fresh", path.read_text())
+    result = await replayer().replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is None, result.replay_failure
+
+
+@pytest.mark.slow
+async def test_a_fresh_delegating_run_replays(tmp_path: Path) -> None:
+    name = "delegation_fan_out_budget_and_replay"
+    path = await record_chain(name, directory=tmp_path)
+    # The workflow id must be the recorded one: child ids are derived from it.
+    history = WorkflowHistory.from_json(f"replay-{name}", path.read_text())
     result = await replayer().replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is None, result.replay_failure

@@ -82,24 +82,28 @@ def test_retries_healings_and_compactions_are_counted_by_kind() -> None:
     assert stats.compactions == {"elided": 1, "custom": 1} and stats.elided_results == 2
 
 
-def test_folding_a_childs_stats_adds_every_number_and_keeps_turns_apart() -> None:
+def test_folding_a_childs_stats_adds_every_number_and_keeps_the_run_s_own_apart() -> None:
     parent = RunStats(turns=3, tool_calls=2, cost_usd=0.5, retries={"a": 1}, healed={"x": 1})
+    grandchild = RunStats(turns=6, cost_usd=0.125, retries={"c": 1})
     child = RunStats(
         turns=4,
-        child_turns=6,
         tool_calls=5,
         prompt_tokens=7,
         cost_usd=0.25,
         unpriced_calls=1,
         retries={"a": 2, "b": 1},
         compactions={"elided": 1},
+        children=grandchild,
     )
-    parent.fold(child)
-    assert parent.turns == 3 and parent.child_turns == 10
-    assert (parent.tool_calls, parent.prompt_tokens, parent.unpriced_calls) == (7, 7, 1)
-    assert parent.cost_usd == pytest.approx(0.75)
-    assert parent.retries == {"a": 3, "b": 1}
-    assert parent.healed == {"x": 1} and parent.compactions == {"elided": 1}
+    parent.fold_child(child)
+    assert (parent.turns, parent.tool_calls, parent.cost_usd) == (3, 2, 0.5)  # its own
+    folded = parent.children
+    assert folded is not None and folded.children is None
+    assert folded.turns == 10
+    assert (folded.tool_calls, folded.prompt_tokens, folded.unpriced_calls) == (5, 7, 1)
+    assert folded.cost_usd == pytest.approx(0.375)
+    assert folded.retries == {"a": 2, "b": 1, "c": 1}
+    assert folded.compactions == {"elided": 1}
     assert child.retries == {"a": 2, "b": 1}  # the child's own numbers are untouched
 
 
@@ -115,7 +119,7 @@ def test_stats_and_runs_recorded_before_these_fields_existed_still_load() -> Non
         "defect_retries": {},
     }
     stats = RunStats.model_validate(old_stats)
-    assert (stats.cost_usd, stats.retries, stats.healed, stats.child_turns) == (0.0, {}, {}, 0)
+    assert (stats.cost_usd, stats.retries, stats.healed, stats.children) == (0.0, {}, {}, None)
     carried = CarriedState.model_validate(
         {"transcript": [], "receipts": {}, "stats": old_stats, "turn": 2}
     )

@@ -7,6 +7,10 @@ which hangs or fails on a machine without internet.
 
 The UI port is chosen here, not left to the server: the CLI's default (server port +
 1000) is not reported back, and the address printed for the user must be the real one.
+
+The chain search attributes (`steadyloop.chain_search_attributes`) are registered at
+start (`--search-attribute NAME=TYPE`): a run that delegates sets them, and on a server
+without them its workflow task would fail over and over.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from steadyloop.chain_search_attributes import CHAIN_SEARCH_ATTRIBUTE_KEYS
 from steadyloop.temporal_binaries import TemporalBinaryMissing, dev_server_path
 
 DEFAULT_DEV_PORT = 7233
@@ -136,6 +141,7 @@ async def dev_server(
                 dev_server_existing_path=cli,
                 dev_server_database_filename=str(database) if database is not None else None,
                 dev_server_log_level=log_level,
+                search_attributes=CHAIN_SEARCH_ATTRIBUTE_KEYS,
             )
     except Exception as exc:  # the SDK raises RuntimeError with the server's own words
         where = f"{ip}:{port}" if port is not None else ip

@@ -1,5 +1,6 @@
-"""The worker process: `ToolLoopWorkflow`, the model activity and the tool activities on one
-task queue, stopped gracefully.
+"""The worker process: `ToolLoopWorkflow`, the model activity, the tool activities and the
+delegation activities (chain measurements, awaiting a child) on one task queue, stopped
+gracefully.
 
 Graceful, because the obvious stop is wrong for this workload. Temporal's worker, told
 to shut down with no grace period, cancels every running activity at once. A cancelled
@@ -27,6 +28,7 @@ from datetime import timedelta
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from steadyloop.activities.chain_measurement import await_child_run, measure_chain
 from steadyloop.activities.model_stream import ModelActivities
 from steadyloop.activities.tool_execution import ToolActivities
 from steadyloop.endpoints import EndpointRegistry
@@ -59,7 +61,7 @@ def build_worker(client: Client, options: WorkerOptions, model: ModelActivities)
         client,
         task_queue=options.task_queue,
         workflows=RUN_WORKFLOWS,
-        activities=[*model.activities(), *tools.activities()],
+        activities=[*model.activities(), *tools.activities(), measure_chain, await_child_run],
         graceful_shutdown_timeout=options.graceful_shutdown,
         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
         max_concurrent_activities=options.max_concurrent_activities,

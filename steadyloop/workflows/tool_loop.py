@@ -24,6 +24,8 @@ one prevents it:
   complete; tool activities run one attempt each, so Temporal never re-runs an effect
   behind the table's back. An opaque call whose attempt ended without an outcome is
   ambiguous and is not run again.
+- A run carrying a `Delegation` gets the `delegate` tool; its calls take the same
+  receipt path and start child runs admitted by chain rules (`delegation.ChildRuns`).
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ with workflow.unsafe.imports_passed_through():
         AssembledTurn,
         CompletionRequest,
     )
+    from steadyloop.delegation_tool import DELEGATE_TOOL
     from steadyloop.output_forwarding import (
         CLOSE_OUTPUT_STREAM_SIGNAL,
         READ_FORWARDED_OUTPUT_ACTIVITY,
@@ -85,6 +88,8 @@ with workflow.unsafe.imports_passed_through():
     )
     from steadyloop.transcript_healing import validate_and_heal
     from steadyloop.workflows.compaction_step import compact_at_boundary
+
+from steadyloop.workflows.delegation import ChildRuns, raise_if_cancelled
 
 # Temporal refuses payloads over 2 MB; leave room for the envelope around the input.
 MAX_ACTIVITY_INPUT_BYTES = 1_900_000
@@ -138,6 +143,7 @@ class ToolLoopWorkflow:
         self._deadline: datetime | None = None
         self._partial: PartialOutput | None = None
         self._pool = asyncio.Semaphore(1)  # replaced per batch with the run's pool size
+        self._child_runs: ChildRuns | None = None  # set when the run may delegate
 
     # -- queries and signals ---------------------------------------------------------
 
@@ -193,10 +199,16 @@ class ToolLoopWorkflow:
     @workflow.run
     async def run(self, run: RunInput) -> RunResult:
         self._deadline = self._restore(run)
+        if run.delegation is not None:
+            self._child_runs = ChildRuns.begin(
+                run, run.delegation, self._stats, self._receipts, self._deadline
+            )
         turns_this_run = 0
         final_answer: str | None = None
         try:
             tools = await self._describe_tools(run)
+            if self._child_runs is not None:
+                tools = self._child_runs.offer(tools)
             while True:
                 self._check_bounds(run)
                 if self._should_continue_as_new(run, turns_this_run):
@@ -262,6 +274,7 @@ class ToolLoopWorkflow:
             stats=self._stats,
             turn=self._turn,
             deadline=None if self._deadline is None else self._deadline.isoformat(),
+            children=[] if self._child_runs is None else self._child_runs.children,
         )
         workflow.continue_as_new(
             run.model_copy(update={"carried": carried, "prompt": None, "messages": []})
@@ -417,6 +430,7 @@ class ToolLoopWorkflow:
         except ActivityError as error:
             if self._deadline is not None and workflow.now() >= self._deadline:
                 raise _Stop("deadline", "the deadline passed during a model turn") from None
+            raise_if_cancelled(error)  # the run was cancelled: not a model failure
             cause = error.cause
             if isinstance(cause, ApplicationError):
                 head = cause.details[0] if cause.details else None
@@ -685,6 +699,8 @@ class ToolLoopWorkflow:
 
         `after_lost`: the attempt before this one lost its outcome (timed out, worker
         lost), so this one takes over from it: the tool is told (`reclaimed`)."""
+        if self._child_runs is not None and description.name == DELEGATE_TOOL:
+            return await self._child_runs.attempt(invocation, key, decision)
         attempt = decision.attempt
         timeout = _bounded(description.timeout, self._deadline)
         lost: ActivityError | None = None

@@ -1,0 +1,324 @@
+"""Child runs of a `ToolLoopWorkflow`: the `delegate` tool, admitted by chain rules.
+
+Deterministic workflow code: measurements come from an activity, time from
+`workflow.now()`. `ToolLoopWorkflow` holds one `ChildRuns` when its input carries a
+`Delegation`, offers the `delegate` tool through it, and hands it each `delegate` call
+from the receipt-guarded tool path. What the obvious version gets wrong, and where
+this one prevents it:
+
+- **A fan-out admitted against a stale count.** Visibility lags behind starts, and
+  calls of one batch run concurrently: five delegations measured at once all see the
+  same count and all pass a budget of three. Admission holds `_admission` from the
+  measurement until the child has started, and the run's own children are counted
+  from its state, not from visibility (`steadyloop.chain_limits`).
+- **A retried or repeated delegation starting a second child.** Each call runs under
+  its receipt like an opaque tool: claimed before the child starts, completed with its
+  answer, replayed when asked again. The child's id is derived from the parent's id
+  and the receipt key, with `ALLOW_DUPLICATE_FAILED_ONLY`, so a parent whose ledger
+  forgot the call (restarted under the same id, reset) re-attaches to the child that
+  answered (`_attach`) instead of running it again; only a failed child is run anew.
+- **A refusal recorded as the call's answer.** A refused call claims no receipt, so the
+  same call asked again later is admitted afresh (a cooldown or a ceiling clears).
+- **Children orphaned by a cancelled parent.** Cancelling the parent while it waits for
+  a child cancels the child and waits for it to close; a parent that closes any other
+  way (terminated, timed out) takes its children with it (`ParentClosePolicy.TERMINATE`).
+  A re-attached child is not Temporal's child of this run, so it is cancelled through
+  its external handle.
+- **A cancellation read as a failed measurement.** Temporal reports the in-flight
+  measurement of a cancelled run as an `ActivityError`; read as "could not measure",
+  it would admit and start a child in a run being cancelled, and the run would wait
+  for that child. `raise_if_cancelled` ends the delegation as cancelled instead.
+- **A root missing from its own chain's counts.** A delegating root upserts its chain
+  attributes once, at its first start (they survive continue-as-new); a child gets them
+  at its start, so it is counted from its first moment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Awaitable, Sequence
+from datetime import datetime, timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy, WorkflowIDReusePolicy
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    CancelledError,
+    ChildWorkflowError,
+    WorkflowAlreadyStartedError,
+)
+
+with workflow.unsafe.imports_passed_through():
+    from steadyloop.chain_limits import (
+        MEASURE_CHAIN_ACTIVITY,
+        VISIBILITY_KINDS,
+        ChainLimit,
+        ChainMeasurements,
+        ChainPosition,
+        ChildRecord,
+        MeasureChainInput,
+        TenantRateLimit,
+        chain_rules,
+        pair_key,
+    )
+    from steadyloop.chain_queries import quotable
+    from steadyloop.chain_rules import Refused, admit_child_run
+    from steadyloop.chain_search_attributes import chain_search_attributes
+    from steadyloop.delegation_tool import (
+        AWAIT_CHILD_RUN_ACTIVITY,
+        DELEGATE_TOOL,
+        DELEGATION_HORIZON_S,
+        AwaitChildRunInput,
+        DelegateRequest,
+        child_failed_outcome,
+        child_outcome,
+        child_run_input,
+        child_workflow_id,
+        delegate_tool_description,
+        read_delegate_request,
+    )
+    from steadyloop.receipt_decision import Execute, ReceiptKey
+    from steadyloop.receipt_ledger import ReceiptLedger
+    from steadyloop.run_models import Delegation, RunInput, RunResult, RunStats
+    from steadyloop.tools.payloads import ToolDescription, ToolInvocation, ToolOutcome
+
+MEASURE_TIMEOUT = timedelta(seconds=10)
+# An attached child is awaited by an activity; its heartbeat shows the waiter is alive.
+ATTACH_HEARTBEAT_TIMEOUT = timedelta(seconds=60)
+CHILD_LEASE_MARGIN = timedelta(seconds=5)
+
+
+class ChildRuns:
+    """The delegations of one run: admission, start or re-attach, answer, stats."""
+
+    def __init__(
+        self,
+        run: RunInput,
+        delegation: Delegation,
+        *,
+        stats: RunStats,
+        receipts: ReceiptLedger,
+        deadline: datetime | None,
+        children: list[ChildRecord],
+    ) -> None:
+        info = workflow.info()
+        self._run = run
+        self._delegation = delegation
+        self._stats = stats
+        self._receipts = receipts
+        self._deadline = deadline
+        self._me = info.workflow_id
+        self._chain_root = run.lineage.root_of(self._me)
+        self._position = ChainPosition(
+            agent=run.agent,
+            parent_agent=run.parent_agent,
+            depth=run.lineage.depth,
+            started_at=info.workflow_start_time,
+        )
+        self.children = children
+        self._admission = asyncio.Lock()
+
+    @classmethod
+    def begin(
+        cls,
+        run: RunInput,
+        delegation: Delegation,
+        stats: RunStats,
+        receipts: ReceiptLedger,
+        deadline: datetime | None,
+    ) -> ChildRuns:
+        """Delegation for a run starting or continuing: its children carried over, and a
+        root put into its chain's and tenant's counts at its first start."""
+        if not quotable(workflow.info().workflow_id):
+            raise ApplicationError(
+                f"workflow id {workflow.info().workflow_id!r}: a run that delegates is counted "
+                "by its id in Temporal visibility, which cannot match quotes, backslashes or "
+                "control characters; start it under an id without them",
+                type="UnusableWorkflowId",
+                non_retryable=True,
+            )
+        carried = run.carried
+        children = [] if carried is None else carried.children
+        runs = cls(
+            run, delegation, stats=stats, receipts=receipts, deadline=deadline, children=children
+        )
+        if carried is None and run.lineage.is_root:
+            attributes = chain_search_attributes(
+                tenant=run.tenant_id, chain_root=runs._me, depth=0, agent=run.agent
+            )
+            workflow.upsert_search_attributes([p.key.value_set(p.value) for p in attributes])
+        return runs
+
+    def offer(self, tools: dict[str, ToolDescription]) -> dict[str, ToolDescription]:
+        """The run's tools with `delegate` added (when there is anyone to delegate to: a
+        run with an empty `to` is still counted in its tenant's limits)."""
+        if not self._delegation.to:
+            return tools
+        if DELEGATE_TOOL in tools:
+            raise ApplicationError(
+                f"the run has a tool named {DELEGATE_TOOL!r}, which is reserved for delegation "
+                "when the run carries a Delegation; rename the tool",
+                type="ReservedToolName",
+                non_retryable=True,
+            )
+        return {**tools, DELEGATE_TOOL: delegate_tool_description(self._delegation)}
+
+    async def attempt(
+        self, invocation: ToolInvocation, key: ReceiptKey, decision: Execute
+    ) -> ToolOutcome:
+        """One claimed delegation: admitted, started (or re-attached), answered."""
+        request = read_delegate_request(invocation.arguments, self._delegation)
+        if isinstance(request, ToolOutcome):
+            return request
+        async with self._admission:
+            refused = await self._refusal(request.agent)
+            if refused is not None:
+                self._stats.child_refusals += 1
+                return ToolOutcome(
+                    status="tool_error", content=refused.reason, error_type="ChainRuleRefused"
+                )
+            now = workflow.now()
+            remaining = None if self._deadline is None else self._deadline - now
+            child = child_run_input(
+                self._run,
+                parent_id=self._me,
+                request=request,
+                remaining_s=None if remaining is None else remaining.total_seconds(),
+            )
+            horizon = timedelta(seconds=child.limits.deadline_s or DELEGATION_HORIZON_S)
+            claimed = self._receipts.claim(
+                key, decision.attempt, now + horizon + CHILD_LEASE_MARGIN, now=now
+            )
+            if not claimed.applied:  # cannot happen in one workflow; say so, do not guess
+                raise ApplicationError(
+                    f"receipt claim refused for a delegation: {claimed}", type="ReceiptClaim"
+                )
+            child_id = child_workflow_id(self._me, key)
+            answer = await self._start(child_id, child, request, horizon)
+            record = ChildRecord(workflow_id=child_id, agent=request.agent, started_at=now)
+            self.children.append(record)
+            self._stats.child_runs += 1
+        try:
+            result = await answer
+        except (ChildWorkflowError, ActivityError) as error:
+            self._receipts.fail(key, decision.attempt)
+            return child_failed_outcome(request.agent, _cause(error))
+        finally:
+            record.running = False
+        self._stats.fold_child(result.stats)
+        outcome = child_outcome(request.agent, result)
+        self._receipts.complete(key, decision.attempt, outcome.content)
+        return outcome
+
+    async def _refusal(self, agent: str) -> Refused | None:
+        """The first chain rule that refuses delegating to `agent` now, if any.
+
+        Rules that need no visibility and come first (depth, usually) are checked before
+        anything is measured: when one refuses, no later rule could be the first.
+        """
+        limits = self._delegation.limits
+        needed = [limit.kind for limit in limits if limit.kind in VISIBILITY_KINDS]
+        local = list(itertools.takewhile(lambda x: x.kind not in VISIBILITY_KINDS, limits))
+        measured = ChainMeasurements()
+        if local and needed:
+            early = self._admit(agent, local, measured)
+            if early is not None:
+                return early
+        if needed:
+            window = next((x.window_s for x in limits if isinstance(x, TenantRateLimit)), None)
+            request = MeasureChainInput(
+                tenant=self._run.tenant_id,
+                chain_root=self._chain_root,
+                run=self._me,
+                kinds=needed,
+                pair=pair_key(self._run.agent, agent),
+                window_start=None
+                if window is None
+                else workflow.now() - timedelta(seconds=window),
+            )
+            try:
+                measured = await workflow.execute_activity(
+                    MEASURE_CHAIN_ACTIVITY,
+                    request,
+                    result_type=ChainMeasurements,
+                    start_to_close_timeout=MEASURE_TIMEOUT,
+                    retry_policy=RetryPolicy(maximum_attempts=2),
+                )
+            except ActivityError as error:
+                raise_if_cancelled(error)
+                # Nothing measured: every visibility rule is left out (admits); depth holds.
+                workflow.logger.warning("chain measurement failed: %s", _cause(error))
+        return self._admit(agent, limits, measured)
+
+    def _admit(
+        self, agent: str, limits: Sequence[ChainLimit], measured: ChainMeasurements
+    ) -> Refused | None:
+        admission = admit_child_run(
+            chain_rules(
+                limits,
+                position=self._position,
+                target=agent,
+                children=self.children,
+                measured=measured,
+                now=workflow.now(),
+            )
+        )
+        return admission if isinstance(admission, Refused) else None
+
+    async def _start(
+        self, child_id: str, child: RunInput, request: DelegateRequest, horizon: timedelta
+    ) -> Awaitable[RunResult]:
+        """The child's answer to wait for: a new child, or the one that already has this id."""
+        try:
+            return await workflow.start_child_workflow(
+                "ToolLoopWorkflow",
+                child,
+                id=child_id,
+                result_type=RunResult,
+                parent_close_policy=workflow.ParentClosePolicy.TERMINATE,
+                id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
+                search_attributes=chain_search_attributes(
+                    tenant=self._run.tenant_id,
+                    chain_root=self._chain_root,
+                    depth=child.lineage.depth,
+                    agent=request.agent,
+                    parent=self._me,
+                    pair=pair_key(self._run.agent, request.agent),
+                ),
+                static_summary=f"{request.agent}: {request.task[:120]}",
+            )
+        except WorkflowAlreadyStartedError:
+            return self._attach(child_id, horizon)
+
+    async def _attach(self, child_id: str, horizon: timedelta) -> RunResult:
+        try:
+            result: RunResult = await workflow.execute_activity(
+                AWAIT_CHILD_RUN_ACTIVITY,
+                AwaitChildRunInput(workflow_id=child_id),
+                result_type=RunResult,
+                schedule_to_close_timeout=horizon + CHILD_LEASE_MARGIN,
+                heartbeat_timeout=ATTACH_HEARTBEAT_TIMEOUT,
+            )
+        except ActivityError as error:
+            if isinstance(error.cause, CancelledError):
+                await workflow.get_external_workflow_handle(child_id).cancel()
+            raise_if_cancelled(error)
+            raise
+        return result
+
+
+def raise_if_cancelled(error: ActivityError) -> None:
+    """Raise `asyncio.CancelledError` when `error` is an activity cancelled because this
+    run was (Temporal reports it as an `ActivityError` caused by `CancelledError`)."""
+    if isinstance(error.cause, CancelledError):
+        raise asyncio.CancelledError from None
+
+
+def _cause(error: BaseException) -> str:
+    """The innermost message: the outer errors only say which child or activity failed."""
+    cause: BaseException = error
+    while cause.__cause__ is not None:
+        cause = cause.__cause__
+    return str(cause) or type(cause).__name__

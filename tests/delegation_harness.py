@@ -1,0 +1,341 @@
+"""Chains of ToolLoopWorkflow runs on Temporal's time-skipping test server.
+
+The model is a scripted provider on loopback whose answer depends on who asks: a
+`Brain` gets the asking agent (from its system prompt, "You are agent NAME."), its
+task, its turn number and the tool results so far, so concurrent runs of a chain are
+scripted without depending on which request arrives first.
+
+Visibility: the time-skipping server (V1) stores custom search attributes once they
+are registered, but implements no list or count of workflows. `HistoryVisibility`
+stands in for the measurement activity, registered under its name: it walks the
+chains from the roots a test started (each run's history names the children it
+started, each description gives status, start time and search attributes) and applies
+the same predicates as the real queries (other runs of the chain, not this run nor its
+children, by pair, by tenant, running, started in a window). The real queries are run
+against the dev server in `test_chain_measurement.py`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from loop_harness import ALL_TOOLS, MODEL, Effects, Loop, build_tools
+from temporalio import activity
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from steadyloop.activities.chain_measurement import await_child_run
+from steadyloop.activities.model_stream import ModelActivities
+from steadyloop.activities.tool_execution import ToolActivities
+from steadyloop.chain_limits import (
+    MEASURE_CHAIN_ACTIVITY,
+    ChainLimit,
+    ChainMeasurements,
+    DepthLimit,
+    MeasureChainInput,
+    PairRecency,
+)
+from steadyloop.chain_queries import (
+    AGENT,
+    CHAIN_ROOT,
+    CHAIN_SEARCH_ATTRIBUTES,
+    PAIR,
+    PARENT,
+    TENANT,
+)
+from steadyloop.delegation_tool import DELEGATE_TOOL
+from steadyloop.endpoints import EndpointRegistry
+from steadyloop.run_models import AgentProfile, Delegation, RunInput, RunLimits, RunResult
+from steadyloop.temporal_binaries import time_skipping_server_path
+from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
+from steadyloop.testing.scripted_server import (
+    RecordedRequest,
+    ScriptedResponse,
+    ScriptedServer,
+    sse_response,
+)
+from steadyloop.tools import ToolRegistry, tool
+from steadyloop.workflows.tool_loop import ToolLoopWorkflow
+
+ENDPOINT = "scripted"
+TENANT_ID = "acme"
+
+
+# -- the scripted model ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One model request, as the brain sees it."""
+
+    agent: str
+    task: str
+    turn: int  # 1 for the first request of a run
+    results: list[str]  # the contents of the tool messages so far, in order
+
+
+Brain = Callable[[Turn], "ScriptedResponse | Awaitable[ScriptedResponse]"]
+
+
+def read_turn(request: RecordedRequest) -> Turn:
+    messages: list[dict[str, Any]] = request.json["messages"]
+    system = next(m["content"] for m in messages if m["role"] == "system")
+    agent = system.removeprefix("You are agent ").removesuffix(".")
+    task = next(m["content"] for m in messages if m["role"] == "user")
+    turn = 1 + sum(m["role"] == "assistant" for m in messages)
+    results = [m["content"] for m in messages if m["role"] == "tool"]
+    return Turn(agent=agent, task=task, turn=turn, results=results)
+
+
+def delegate(agent: str, task: str, call_id: str | None = None) -> ScriptedCall:
+    return ScriptedCall(DELEGATE_TOOL, {"agent": agent, "task": task}, id=call_id)
+
+
+def calls(*scripted: ScriptedCall) -> ScriptedResponse:
+    return sse_response([*tool_call_chunks(list(scripted)), finish_chunk("tool_calls")])
+
+
+def answer(text: str) -> ScriptedResponse:
+    return sse_response([*text_chunks(text), finish_chunk("stop")])
+
+
+# -- runs and profiles -------------------------------------------------------------------
+
+
+def profile(name: str, *, delegates_to: Sequence[str] = (), **fields: Any) -> AgentProfile:
+    return AgentProfile(
+        description=f"The {name} agent.",
+        system_prompt=f"You are agent {name}.",
+        delegates_to=list(delegates_to),
+        **fields,
+    )
+
+
+def chain_input(
+    task: str,
+    *,
+    agent: str = "main",
+    to: Sequence[str],
+    agents: dict[str, AgentProfile],
+    limits: Sequence[ChainLimit],
+    tenant: str = TENANT_ID,
+    **run_limits: Any,
+) -> RunInput:
+    """A root run; a generous depth limit is added after `limits` when they have none
+    (a Delegation requires one), so a test's rule is the one that decides."""
+    if not any(limit.kind == "depth" for limit in limits):
+        limits = [*limits, DepthLimit(max_depth=5)]
+    return RunInput(
+        endpoint=ENDPOINT,
+        model=MODEL,
+        prompt=task,
+        system_prompt=f"You are agent {agent}.",
+        tools=[*ALL_TOOLS, "wait_for_release"],
+        agent=agent,
+        tenant_id=tenant,
+        delegation=Delegation(to=list(to), agents=agents, limits=list(limits)),
+        limits=RunLimits(**run_limits),
+    )
+
+
+# -- visibility over the time-skipping server ---------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunView:
+    workflow_id: str
+    running: bool
+    started_at: datetime
+    attributes: dict[str, Any]
+
+
+@dataclass
+class HistoryVisibility:
+    """Chain measurements computed from the histories of the chains a test started."""
+
+    roots: list[str] = field(default_factory=list)
+    requests: list[MeasureChainInput] = field(default_factory=list)
+    unavailable: bool = False  # every measurement fails, as when visibility is down
+    hold: asyncio.Event | None = None  # when set, measurements wait for it
+
+    async def runs(self, client: Client) -> list[RunView]:
+        views: list[RunView] = []
+        frontier = list(self.roots)
+        while frontier:
+            handle = client.get_workflow_handle(frontier.pop())
+            described = await handle.describe()
+            views.append(
+                RunView(
+                    workflow_id=handle.id,
+                    running=described.status == WorkflowExecutionStatus.RUNNING,
+                    started_at=described.start_time,
+                    attributes={p.key.name: p.value for p in described.typed_search_attributes},
+                )
+            )
+            async for event in handle.fetch_history_events():
+                if event.HasField("child_workflow_execution_started_event_attributes"):
+                    started = event.child_workflow_execution_started_event_attributes
+                    if started.workflow_execution.workflow_id not in frontier:
+                        frontier.append(started.workflow_execution.workflow_id)
+        # A re-attached child appears in two histories; count it once.
+        return list({view.workflow_id: view for view in views}.values())
+
+    async def measure(self, client: Client, request: MeasureChainInput) -> ChainMeasurements:
+        self.requests.append(request)
+        if self.hold is not None:
+            await self.hold.wait()
+        if self.unavailable:
+            raise RuntimeError("visibility is unavailable")
+        me = request.run
+        others = [
+            v
+            for v in await self.runs(client)
+            if v.workflow_id != me and v.attributes.get(PARENT) != me
+        ]
+        chain = [v for v in others if v.attributes.get(CHAIN_ROOT) == request.chain_root]
+        pair = [v for v in chain if v.attributes.get(PAIR) == request.pair]
+        tenant = [v for v in others if v.attributes.get(TENANT) == request.tenant]
+        kinds = set(request.kinds)
+        window_start = request.window_start
+        return ChainMeasurements(
+            runs_in_chain=len(chain) if "chain_budget" in kinds else None,
+            pair_runs=len(pair) if "pair_seen" in kinds else None,
+            pair_recency=PairRecency(last_started=max((v.started_at for v in pair), default=None))
+            if "pair_cooldown" in kinds
+            else None,
+            tenant_started_in_window=sum(v.started_at >= window_start for v in tenant)
+            if "tenant_rate" in kinds and window_start is not None
+            else None,
+            tenant_active=sum(v.running for v in tenant) if "tenant_ceiling" in kinds else None,
+        )
+
+    def activity(self) -> Callable[[MeasureChainInput], Awaitable[ChainMeasurements]]:
+        @activity.defn(name=MEASURE_CHAIN_ACTIVITY)
+        async def measure_chain(request: MeasureChainInput) -> ChainMeasurements:
+            return await self.measure(activity.client(), request)
+
+        return measure_chain
+
+
+# -- the environment ---------------------------------------------------------------------
+
+
+@dataclass
+class Gate:
+    """The `wait_for_release` tool: a call that holds until the test releases it."""
+
+    entered: asyncio.Event = field(default_factory=asyncio.Event)
+    released: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def tools(self, effects: Effects) -> ToolRegistry:
+        @tool(effect="opaque", timeout=timedelta(seconds=120))
+        async def wait_for_release() -> str:
+            """Holds until released."""
+            self.entered.set()
+            await self.released.wait()
+            return "released"
+
+        @tool(name=DELEGATE_TOOL, effect="pure")
+        async def a_tool_named_delegate() -> str:
+            """A user tool whose name collides with the built-in one."""
+            return "never offered"
+
+        return ToolRegistry([*build_tools(effects), wait_for_release, a_tool_named_delegate])
+
+
+@dataclass
+class Chains(Loop):
+    """A `Loop` whose roots are walked by `HistoryVisibility`."""
+
+    visibility: HistoryVisibility = field(default_factory=HistoryVisibility)
+    gate: Gate = field(default_factory=Gate)
+
+    async def start(
+        self, run: RunInput, workflow_id: str | None = None
+    ) -> WorkflowHandle[ToolLoopWorkflow, RunResult]:
+        workflow_id = workflow_id or f"root-{uuid.uuid4().hex[:8]}"
+        if workflow_id not in self.visibility.roots:
+            self.visibility.roots.append(workflow_id)
+        return await super().start(run, workflow_id)
+
+    def turns(self, agent: str | None = None) -> list[Turn]:
+        """Every model request so far (of `agent` only, when given)."""
+        seen = [read_turn(request) for request in self.server.requests]
+        return [t for t in seen if agent is None or t.agent == agent]
+
+    async def runs(self) -> list[RunView]:
+        return await self.visibility.runs(self.client)
+
+
+async def register_chain_search_attributes(client: Client, namespace: str = "default") -> None:
+    kinds = {
+        "Keyword": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
+        "Int": IndexedValueType.INDEXED_VALUE_TYPE_INT,
+    }
+    await client.operator_service.add_search_attributes(
+        AddSearchAttributesRequest(
+            namespace=namespace,
+            search_attributes={name: kinds[kind] for name, kind in CHAIN_SEARCH_ATTRIBUTES.items()},
+        )
+    )
+
+
+@asynccontextmanager
+async def running_chains(brain: Brain) -> AsyncIterator[Chains]:
+    async def respond(request: RecordedRequest) -> ScriptedResponse:
+        produced = brain(read_turn(request))
+        if isinstance(produced, ScriptedResponse):
+            return produced
+        return await produced
+
+    visibility = HistoryVisibility()
+    effects = Effects()
+    gate = Gate()
+    async with ScriptedServer(respond) as server:
+        endpoints = EndpointRegistry([server.endpoint(ENDPOINT)])
+        async with ModelActivities(endpoints, environ={}) as model:
+            env = await WorkflowEnvironment.start_time_skipping(
+                data_converter=pydantic_data_converter,
+                test_server_existing_path=time_skipping_server_path(),
+            )
+            async with env:
+                await register_chain_search_attributes(env.client)
+                task_queue = f"tq-{uuid.uuid4()}"
+                async with Worker(
+                    env.client,
+                    task_queue=task_queue,
+                    workflows=[ToolLoopWorkflow],
+                    activities=[
+                        model.stream_completion,
+                        *ToolActivities(gate.tools(effects)).activities(),
+                        visibility.activity(),
+                        await_child_run,
+                    ],
+                ):
+                    try:
+                        yield Chains(env, server, task_queue, effects, visibility, gate)
+                    finally:
+                        gate.released.set()  # a held call must not keep the worker open
+
+
+def agent_of(view: RunView) -> str:
+    return str(view.attributes.get(AGENT))
+
+
+async def eventually(condition: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
+    """Wait in real time for something a concurrent run does."""
+    for _ in range(int(timeout / 0.02)):
+        if condition():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")

@@ -1,0 +1,83 @@
+"""Delegation end to end on a real Temporal dev server: the worker steadyloop ships
+(`build_worker`, with the real `measure_chain` activity), the dev server steadyloop
+starts (which registers the chain search attributes), and chain rules decided by real
+visibility counts of the attributes the workflows set themselves.
+
+The time-skipping tests (`test_delegation_workflow.py`) stand in for visibility; this is
+the one place the workflow, the activity and the visibility store meet.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from delegation_harness import (
+    Gate,
+    Turn,
+    answer,
+    calls,
+    chain_input,
+    delegate,
+    profile,
+    read_turn,
+)
+from loop_harness import ENDPOINT, Effects, tool_messages
+
+from steadyloop.chain_limits import ChainBudgetLimit, ChainLimit, TenantCeilingLimit
+from steadyloop.chain_queries import CHAIN_ROOT, quoted
+from steadyloop.endpoints import EndpointRegistry
+from steadyloop.testing.scripted_server import RecordedRequest, ScriptedResponse, ScriptedServer
+from steadyloop.worker.dev_server import dev_server
+from steadyloop.worker.process import WorkerOptions, running_worker
+from steadyloop.workflows.tool_loop import ToolLoopWorkflow
+
+pytestmark = pytest.mark.slow
+
+
+def brain(turn: Turn) -> ScriptedResponse:
+    """main -> writer -> critic; the critic tries to bring in another writer."""
+    if turn.turn == 1 and turn.agent == "main":
+        return calls(delegate("writer", "draft"))
+    if turn.turn == 1 and turn.agent == "writer":
+        return calls(delegate("critic", "review the draft"))
+    if turn.turn == 1 and turn.agent == "critic":
+        return calls(delegate("writer", "rewrite it"))
+    return answer(f"{turn.agent}: {turn.results[-1]}")
+
+
+async def test_a_chain_budget_is_decided_by_real_visibility_counts() -> None:
+    # Budget three runs. The critic (third) sees the root and the writer in visibility,
+    # set there by the root's upsert and the writer's start; its own delegation would be
+    # the fourth run and is refused. A failed count would leave the rule out and admit.
+    agents = {
+        "writer": profile("writer", delegates_to=["critic"]),
+        "critic": profile("critic", delegates_to=["writer"]),
+    }
+    limits: list[ChainLimit] = [TenantCeilingLimit(max_active=50), ChainBudgetLimit(max_runs=3)]
+    run = chain_input("launch post", to=["writer"], agents=agents, limits=limits)
+
+    def respond(request: RecordedRequest) -> ScriptedResponse:
+        return brain(read_turn(request))
+
+    async with ScriptedServer(respond) as server, dev_server(ui=False) as temporal:
+        options = WorkerOptions(
+            task_queue=f"e2e-{uuid.uuid4().hex[:8]}",
+            endpoints=EndpointRegistry([server.endpoint(ENDPOINT)]),
+            tools=Gate().tools(Effects()),
+        )
+        root_id = f"launch-{uuid.uuid4().hex[:8]}"
+        async with running_worker(temporal.client, options):
+            result = await temporal.client.execute_workflow(
+                ToolLoopWorkflow.run, run, id=root_id, task_queue=options.task_queue
+            )
+        chain = await temporal.client.count_workflows(f"{CHAIN_ROOT} = {quoted(root_id)}")
+        critic_turns = [t for t in map(read_turn, server.requests) if t.agent == "critic"]
+    (answered,) = tool_messages(result.transcript)
+    assert (answered.content or "").startswith("writer: critic: Delegation refused")
+    refusal = critic_turns[-1].results[0]
+    assert "chain rule 'chain_budget'" in refusal
+    assert "already has 3 run(s)" in refusal
+    assert chain.count == 3
+    assert result.stats.children is not None
+    assert result.stats.children.child_runs == 1 and result.stats.children.child_refusals == 1
