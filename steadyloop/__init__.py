@@ -2,7 +2,8 @@
 
 The pure primitives are importable from here without a Temporal server: streamed
 tool-call assembly, the tool-call argument reader, completion-defect detection,
-canonical JSON, receipt decisions and the receipt ledger.
+canonical JSON, receipt decisions and the receipt ledger, and routing: the failure
+taxonomy, `plan_route`, `failure_disposition` and the circuit breaker.
 Workflows live under `steadyloop.workflows` (deterministic), activities under
 `steadyloop.activities` (all I/O).
 """
@@ -26,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from steadyloop.canonical_json import CanonicalJsonError, canonical_json
     from steadyloop.chat import ChatMessage, FunctionCall, ToolCall, ToolSpec
+    from steadyloop.circuit_breaker import BreakerPolicy, BreakerState
     from steadyloop.completion import AssembledTurn, CompletionRequest, StreamStats, Usage
     from steadyloop.defects import (
         DEFECT_RETRY_BUDGETS,
@@ -33,6 +35,9 @@ with workflow.unsafe.imports_passed_through():
         detect_completion_defect,
         detect_completion_defects,
     )
+    from steadyloop.endpoint_health import EndpointHealth
+    from steadyloop.failure_disposition import AttemptContext, Disposition, failure_disposition
+    from steadyloop.failure_taxonomy import FailureFacts, facts_from_stream_failure
     from steadyloop.receipt_decision import (
         Ambiguous,
         Effect,
@@ -57,6 +62,14 @@ with workflow.unsafe.imports_passed_through():
         WriteApplied,
         WriteIgnored,
     )
+    from steadyloop.route_plan import (
+        Backoff,
+        RouteCandidate,
+        RouteConfig,
+        RoutePlan,
+        RouteRequest,
+        plan_route,
+    )
     from steadyloop.stream_failures import StreamFailed, StreamFailure
 
 __all__ = [
@@ -66,13 +79,20 @@ __all__ = [
     "ArgumentsReading",
     "AssembledTurn",
     "AssemblyDefect",
+    "AttemptContext",
+    "Backoff",
+    "BreakerPolicy",
+    "BreakerState",
     "CanonicalJsonError",
     "ChatMessage",
     "CompletionDefect",
     "CompletionRequest",
     "DidNotHappen",
+    "Disposition",
     "Effect",
+    "EndpointHealth",
     "Execute",
+    "FailureFacts",
     "FunctionCall",
     "GiveUp",
     "Happened",
@@ -84,6 +104,10 @@ __all__ = [
     "ReceiptKey",
     "ReceiptLedger",
     "Replay",
+    "RouteCandidate",
+    "RouteConfig",
+    "RoutePlan",
+    "RouteRequest",
     "StreamFailed",
     "StreamFailure",
     "StreamStats",
@@ -100,7 +124,10 @@ __all__ = [
     "decide_tool_call_receipt",
     "detect_completion_defect",
     "detect_completion_defects",
+    "facts_from_stream_failure",
+    "failure_disposition",
     "parse_tool_call_arguments",
+    "plan_route",
     "receipt_key",
     "tool_call_args_hash",
     "tool_call_arguments_absent",
