@@ -28,8 +28,9 @@ import asyncio
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
+from pydantic import BaseModel
 from temporalio import activity
 from temporalio.client import Client, WithStartWorkflowOperation
 from temporalio.common import WorkflowIDConflictPolicy
@@ -54,6 +55,7 @@ from steadyloop.endpoint_health import (
 __all__ = ["DEFAULT_CACHE_TTL_S", "EndpointHealthActivities", "HealthCache"]
 
 DEFAULT_CACHE_TTL_S = 2.0
+R = TypeVar("R", bound=BaseModel)
 QUERY_TIMEOUT = timedelta(seconds=5)
 
 
@@ -112,37 +114,32 @@ class EndpointHealthActivities:
     @activity.defn(name=RECORD_ENDPOINT_OUTCOME_ACTIVITY)
     async def record_endpoint_outcome(self, outcome: EndpointOutcome) -> EndpointHealth:
         outcome = outcome.model_copy(update={"policy": self.policy_for(outcome.endpoint)})
-        health: EndpointHealth = await self.client.execute_update_with_start_workflow(
-            "record",
-            outcome,
-            start_workflow_operation=self._start(outcome.endpoint),
-            result_type=EndpointHealth,
-        )
+        health = await self._update("record", outcome, outcome.endpoint, EndpointHealth)
         self.cache.put(health)
         return health
 
     @activity.defn(name=ADMIT_PROBE_ACTIVITY)
     async def admit_probe(self, request: ProbeRequest) -> ProbeGrant:
         request = request.model_copy(update={"policy": self.policy_for(request.endpoint)})
-        grant: ProbeGrant = await self.client.execute_update_with_start_workflow(
-            "admit_probe",
-            request,
-            start_workflow_operation=self._start(request.endpoint),
-            result_type=ProbeGrant,
-        )
+        grant = await self._update("admit_probe", request, request.endpoint, ProbeGrant)
         self.cache.put(grant.health)
         return grant
 
     # -- helpers ---------------------------------------------------------------------
 
-    def _start(self, endpoint: str) -> WithStartWorkflowOperation[Any, Any]:
-        return WithStartWorkflowOperation(
+    async def _update(self, update: str, arg: BaseModel, endpoint: str, result: type[R]) -> R:
+        """An update on the endpoint's entity, starting it if it does not run yet."""
+        start: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
             ENDPOINT_HEALTH_WORKFLOW,
             EndpointHealthInput(endpoint=endpoint),
             id=health_workflow_id(endpoint, self.id_prefix),
             task_queue=self.task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
         )
+        answer: R = await self.client.execute_update_with_start_workflow(
+            update, arg, start_workflow_operation=start, result_type=result
+        )
+        return answer
 
     async def _read(self, endpoint: str) -> EndpointHealth:
         cached = self.cache.get(endpoint)

@@ -406,7 +406,7 @@ class ScriptedServer:
             return error_response(
                 404, f"scripted server: no route for {request.method} {request.path}"
             )
-        body = request.json
+        body = request.json if self.unsupported_parameters else None
         if isinstance(body, dict):
             refused = sorted(self.unsupported_parameters.intersection(body))
             if refused:

@@ -93,11 +93,7 @@ class EndpointHealthWorkflow:
 
     @workflow.update
     def record(self, outcome: EndpointOutcome) -> EndpointHealth:
-        self._handled += 1
-        now = workflow.now()
-        if outcome.policy is not None:
-            self._policy = outcome.policy
-        before = breaker_phase(self._breaker, now)
+        now, before = self._begin(outcome.policy)
         if outcome.outcome == "failure":
             self._breaker = record_failure(self._breaker, self._policy, now, outcome.detail)
         elif outcome.outcome == "success":
@@ -124,11 +120,7 @@ class EndpointHealthWorkflow:
 
     @workflow.update
     def admit_probe(self, request: ProbeRequest) -> ProbeGrant:
-        self._handled += 1
-        now = workflow.now()
-        if request.policy is not None:
-            self._policy = request.policy
-        before = breaker_phase(self._breaker, now)
+        now, before = self._begin(request.policy)
         self._breaker, granted = admit_probe(self._breaker, self._policy, now)
         if granted and before == "half_open":
             workflow.logger.info("endpoint %r is half-open: one probe admitted", self._endpoint)
@@ -148,6 +140,14 @@ class EndpointHealthWorkflow:
             )
 
     # -- helpers -------------------------------------------------------------------------
+
+    def _begin(self, policy: BreakerPolicy | None) -> tuple[datetime, BreakerPhase]:
+        """Count the message, adopt the worker's policy; the time and the phase before."""
+        self._handled += 1
+        if policy is not None:
+            self._policy = policy
+        now = workflow.now()
+        return now, breaker_phase(self._breaker, now)
 
     def _check_endpoint(self, endpoint: str) -> None:
         if endpoint != self._endpoint:
