@@ -25,7 +25,13 @@ What it does that a loop of `try/except` would get wrong:
   caller's deadline.
 
 Health is advice: if a health activity fails, the turn goes on as if every endpoint
-were healthy.
+were healthy. The health activities run as local activities, so every worker that runs
+a workflow calling this must register them (`EndpointHealthActivities.activities()`;
+`steadyloop.worker.process.build_worker` does): a worker without them fails the
+workflow task until one that has them takes it.
+
+A half-open probe that fails for the request's own reason (a 400) records nothing, so
+its lease (`BreakerPolicy.probe_lease_s`) lapses before another probe is admitted.
 """
 
 from __future__ import annotations
