@@ -3,7 +3,9 @@
 The pure primitives are importable from here without a Temporal server: streamed
 tool-call assembly, the tool-call argument reader, completion-defect detection,
 canonical JSON, receipt decisions, the receipt ledger, transcript healing and tool-schema
-sanitizing, chain rules for child runs (`admit_child_run`) and lineage (`descend_chain`).
+sanitizing, chain rules for child runs (`admit_child_run`) and lineage (`descend_chain`),
+and routing: the failure taxonomy, `plan_route`, `failure_disposition` and the circuit
+breaker.
 Workflows live under `steadyloop.workflows` (deterministic), activities under
 `steadyloop.activities` (all I/O).
 """
@@ -48,6 +50,7 @@ with workflow.unsafe.imports_passed_through():
         admit_child_run,
     )
     from steadyloop.chat import ChatMessage, FunctionCall, ToolCall, ToolSpec
+    from steadyloop.circuit_breaker import BreakerPolicy, BreakerState
     from steadyloop.completion import AssembledTurn, CompletionRequest, StreamStats, Usage
     from steadyloop.defects import (
         DEFECT_RETRY_BUDGETS,
@@ -55,6 +58,9 @@ with workflow.unsafe.imports_passed_through():
         detect_completion_defect,
         detect_completion_defects,
     )
+    from steadyloop.endpoint_health import EndpointHealth
+    from steadyloop.failure_disposition import AttemptContext, Disposition, failure_disposition
+    from steadyloop.failure_taxonomy import FailureFacts, facts_from_stream_failure
     from steadyloop.lineage import Lineage, descend_chain
     from steadyloop.receipt_decision import (
         Ambiguous,
@@ -80,6 +86,14 @@ with workflow.unsafe.imports_passed_through():
         WriteApplied,
         WriteIgnored,
     )
+    from steadyloop.route_plan import (
+        Backoff,
+        RouteCandidate,
+        RouteConfig,
+        RoutePlan,
+        RouteRequest,
+        plan_route,
+    )
     from steadyloop.run_models import AgentProfile, Delegation
     from steadyloop.stream_failures import StreamFailed, StreamFailure
     from steadyloop.tools.schema_profiles import SchemaProfile, sanitize_tool_schema
@@ -99,6 +113,10 @@ __all__ = [
     "ArgumentsReading",
     "AssembledTurn",
     "AssemblyDefect",
+    "AttemptContext",
+    "Backoff",
+    "BreakerPolicy",
+    "BreakerState",
     "CanonicalJsonError",
     "ChainBudgetLimit",
     "ChainBudgetRule",
@@ -111,8 +129,11 @@ __all__ = [
     "DepthLimit",
     "DepthRule",
     "DidNotHappen",
+    "Disposition",
     "Effect",
+    "EndpointHealth",
     "Execute",
+    "FailureFacts",
     "FunctionCall",
     "GiveUp",
     "Happened",
@@ -131,6 +152,10 @@ __all__ = [
     "ReceiptLedger",
     "Refused",
     "Replay",
+    "RouteCandidate",
+    "RouteConfig",
+    "RoutePlan",
+    "RouteRequest",
     "SchemaProfile",
     "StreamFailed",
     "StreamFailure",
@@ -156,7 +181,10 @@ __all__ = [
     "descend_chain",
     "detect_completion_defect",
     "detect_completion_defects",
+    "facts_from_stream_failure",
+    "failure_disposition",
     "parse_tool_call_arguments",
+    "plan_route",
     "receipt_key",
     "sanitize_tool_schema",
     "tool_call_args_hash",

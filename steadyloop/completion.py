@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from steadyloop.chat import ChatMessage, ToolCall, ToolSpec
 from steadyloop.defects import CompletionDefect
+from steadyloop.failure_taxonomy import DegradableParameter
 from steadyloop.output_forwarding import ForwardTarget
 from steadyloop.runaway_guard import ArgumentLimits
 
@@ -32,6 +33,9 @@ class CompletionRequest(BaseModel):
     `argument_limits` replaces the endpoint's runaway-argument limits for this request
     (None: the endpoint's). `forward` names where this attempt forwards its output for
     people watching (None: nowhere; see `steadyloop.output_forwarding`).
+    `omit_parameters` are left out of the body even when set (or, for `stream_options`,
+    configured on the endpoint): the route executor fills it with what the endpoint is
+    known not to support (`steadyloop.failure_taxonomy.DEGRADABLE_PARAMETERS`).
     """
 
     endpoint: str
@@ -46,6 +50,9 @@ class CompletionRequest(BaseModel):
     max_tokens: int | None = None
     seed: int | None = None
     stop: list[str] | None = None
+    # OpenAI's reasoning models: "minimal", "low", "medium", "high" (sent verbatim).
+    reasoning_effort: str | None = None
+    omit_parameters: list[DegradableParameter] = Field(default_factory=list)
     mint_prefix: str = "call_sl"
     argument_limits: ArgumentLimits | None = None
     forward: ForwardTarget | None = None

@@ -8,9 +8,11 @@ What the obvious implementation gets wrong:
 
 - Providers shape errors differently: OpenAI `{"error": {"message", "type", "code"}}`,
   Ollama `{"error": "text"}`, vLLM a top-level `{"object": "error", "message", ...}`,
-  FastAPI `{"detail": ...}`, Gemini's OpenAI endpoint a list `[{"error": {...,
-  "status"}}]`, and codes as numbers as often as strings. `provider_error` reads them
-  all, and returns None for what is absent rather than inventing a message.
+  FastAPI `{"detail": ...}` (Mistral nests it in `message`), Gemini's OpenAI endpoint
+  a list `[{"error": {..., "status"}}]`, and codes as numbers as often as strings.
+  `provider_error` reads them all, and returns None for what is absent rather than
+  inventing a message. `blamed_parameter` reads which request parameter an error
+  names (`param`, or a validation error's `loc`), for degrading an unsupported one.
 - `Retry-After` is seconds (possibly fractional) or an HTTP date, and OpenAI also sends
   `retry-after-ms`; a negative, NaN or unparseable value is ignored, not a wait.
 - "429 means retry" is wrong for `insufficient_quota`: waiting does not refill a quota,
@@ -31,7 +33,7 @@ import orjson
 
 from steadyloop.stream_failures import StreamFailure
 
-__all__ = ["failure_is_retryable", "parse_retry_after", "provider_error"]
+__all__ = ["blamed_parameter", "failure_is_retryable", "parse_retry_after", "provider_error"]
 
 # Statuses worth another attempt: timeouts, conflicts, too-early, rate limits, 5xx.
 _RETRYABLE_STATUSES = frozenset({408, 409, 425, 429})
@@ -80,11 +82,57 @@ def provider_error(body: bytes) -> tuple[str | None, str | None, str | None]:
         return _text(error), None, None
     source = error if isinstance(error, dict) else data
     message = _text(source.get("message"))
-    if message is None and "detail" in source:
-        detail = source["detail"]
-        message = _text(detail) or _text(orjson.dumps(detail).decode())
+    for holder in (source, source.get("message")):
+        if message is None and isinstance(holder, dict) and "detail" in holder:
+            message = _detail_text(holder["detail"])
     kind = _text(source.get("type")) or _text(source.get("status"))
     return message, _text(source.get("code")), kind
+
+
+def _detail_text(detail: Any) -> str | None:
+    """A validation `detail`: text as is; a list of `{loc, msg, type}` as one line each
+    (`body.stream_options: Extra inputs are not permitted [extra_forbidden]`)."""
+    if isinstance(detail, list) and detail and all(isinstance(e, dict) for e in detail):
+        lines = []
+        for entry in detail:
+            loc = entry.get("loc")
+            where = ".".join(str(p) for p in loc) if isinstance(loc, list) else ""
+            kind = _text(entry.get("type"))
+            line = f"{where}: {entry.get('msg', '')}" if where else str(entry.get("msg", ""))
+            lines.append(line + (f" [{kind}]" if kind else ""))
+        return "; ".join(lines)
+    return _text(detail) or _text(orjson.dumps(detail).decode())
+
+
+def blamed_parameter(body: bytes) -> str | None:
+    """The request parameter an error body blames, or None when it names none.
+
+    OpenAI and Groq put it in `error.param`, vLLM in a top-level `param`; FastAPI-style
+    validators (Mistral, some gateways) list `{"loc": ["body", "<name>"], ...}` under
+    `detail`, at the top or inside `message`. Only a top-level body field counts: a
+    `loc` deeper in the body (`["body", "messages", 3, "content"]`) blames content,
+    not a parameter.
+    """
+    try:
+        data: Any = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    if isinstance(data, list) and data and isinstance(data[0], dict):
+        data = data[0]
+    if not isinstance(data, dict):
+        return None
+    error = data.get("error")
+    source = error if isinstance(error, dict) else data
+    param = _text(source.get("param"))
+    if param is not None:
+        return param
+    for holder in (source, source.get("message")):
+        detail = holder.get("detail") if isinstance(holder, dict) else None
+        for entry in detail if isinstance(detail, list) else ():
+            loc = entry.get("loc") if isinstance(entry, dict) else None
+            if isinstance(loc, list) and len(loc) == 2 and loc[0] == "body":
+                return _text(loc[1])
+    return None
 
 
 def _text(value: Any) -> str | None:

@@ -38,6 +38,12 @@ FailureKind = Literal[
 # absolute cap on the call.
 StallPhase = Literal["before_first_token", "between_chunks", "total_cap"]
 
+# What a `network` failure was, read from the httpx exception and its causes
+# (`steadyloop.transport_errors.network_reason`): no connection (`refused`, `dns`,
+# `tls`), a connection that broke (`reset`: no answer or a reset; `cut`: a body ended
+# mid-message), an httpx `timeout`, or `other`.
+NetworkReason = Literal["refused", "dns", "tls", "reset", "cut", "timeout", "other"]
+
 BODY_EXCERPT_CHARS = 500
 
 
@@ -58,6 +64,11 @@ class StreamFailure(BaseModel):
     stall_phase: StallPhase | None = None
     budget: str | None = None
     budget_s: float | None = None
+    # `network` only: what broke (None from a reader that did not say).
+    network_reason: NetworkReason | None = None
+    # The request parameter the provider's error body blamed (`error.param`, a
+    # validation error's `loc`), when it named one.
+    parameter: str | None = None
     # True when the attempt had already forwarded output to a person when it failed:
     # such an attempt is never repeated (`steadyloop.output_forwarding`).
     produced_output: bool = False

@@ -1,4 +1,8 @@
-"""Record ToolLoopWorkflow histories as replay fixtures: `python tests/record_histories.py [NAME]`.
+"""Record workflow histories as replay fixtures: `python tests/record_histories.py [NAME]`.
+
+`SCENARIOS` are runs of ToolLoopWorkflow; `ROUTING_SCENARIOS` are a routed model turn
+(`routed_completion` inside a test workflow) and the endpoint-health entity workflow
+through a breaker's whole cycle and a continue-as-new.
 
 Re-record only on purpose (a deliberate, versioned workflow change): the point of the
 fixtures is that histories written by earlier code still replay on the current code.
@@ -8,15 +12,25 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from delegation_harness import Brain, Turn, chain_input, delegate, profile, running_chains
 from loop_harness import run_input, running_loop, summarize
+from routing_harness import Routing, candidate, route, routing
+from temporalio.client import WorkflowHistory
 
 from steadyloop.chain_limits import ChainBudgetLimit, DepthLimit
 from steadyloop.chat import ChatMessage, ToolCall
 from steadyloop.compaction import CompactionPolicy
+from steadyloop.endpoint_health import (
+    EndpointHealthInput,
+    EndpointOutcome,
+    ProbeRequest,
+    health_workflow_id,
+)
 from steadyloop.pricing import Price
 from steadyloop.receipt_ledger import Happened
 from steadyloop.run_models import AmbiguousCall, ResolveReceipt, RunInput, RunLimits
@@ -28,6 +42,7 @@ from steadyloop.testing.chunks import (
     usage_chunk,
 )
 from steadyloop.testing.scripted_server import ScriptedResponse, error_response, sse_response
+from steadyloop.workflows.endpoint_health import EndpointHealthWorkflow
 
 HISTORIES = Path(__file__).parent / "histories"
 
@@ -169,12 +184,73 @@ async def record(name: str, script: list[ScriptedResponse], directory: Path = HI
     return path
 
 
+async def _routed_turn_fallback(env: Routing) -> WorkflowHistory:
+    """`a` refuses a parameter, then rate-limits, then fails twice; `b` answers."""
+    env.a.unsupported_parameters.add("parallel_tool_calls")
+    env.a.enqueue(
+        error_response(429, "slow down", code="rate_limit_exceeded", retry_after=2),
+        error_response(500, "boom", type="server_error"),
+        error_response(500, "boom", type="server_error"),
+    )
+    env.b.enqueue(_answer("from b"))
+    handle = await env.start(route(candidate("a"), "b"))
+    await handle.result()
+    return await handle.fetch_history()
+
+
+async def _endpoint_health_cycle(env: Routing) -> WorkflowHistory:
+    """Closed, open, half-open with one probe, closed; a parameter degraded and forgotten;
+    then the hand-over to a new run."""
+    handle = await env.env.client.start_workflow(
+        EndpointHealthWorkflow.run,
+        EndpointHealthInput(endpoint="a", continue_as_new_after=9),
+        id=health_workflow_id("a"),
+        task_queue=env.task_queue,
+    )
+    activities = env.health
+    for detail in ("HTTP 500", "HTTP 502", "HTTP 503"):
+        await activities.record_endpoint_outcome(
+            EndpointOutcome(endpoint="a", outcome="failure", detail=detail)
+        )
+    await activities.admit_probe(ProbeRequest(endpoint="a"))  # open: refused
+    await env.env.sleep(timedelta(seconds=31))
+    await activities.admit_probe(ProbeRequest(endpoint="a"))  # half-open: the probe
+    await activities.admit_probe(ProbeRequest(endpoint="a"))  # refused: probe out
+    await activities.record_endpoint_outcome(EndpointOutcome(endpoint="a", outcome="success"))
+    await activities.record_endpoint_outcome(
+        EndpointOutcome(
+            endpoint="a", outcome="degraded", parameter="stream_options", detail="unsupported"
+        )
+    )
+    await handle.signal("forget_degradation", "stream_options")  # the ninth: hand over
+    run_id = handle.first_execution_run_id
+    while (await env.env.client.get_workflow_handle(handle.id).describe()).run_id == run_id:
+        await asyncio.sleep(0.05)
+    return await env.env.client.get_workflow_handle(handle.id, run_id=run_id).fetch_history()
+
+
+ROUTING_SCENARIOS: dict[str, Callable[[Routing], Awaitable[WorkflowHistory]]] = {
+    "routed_turn_fallback": _routed_turn_fallback,
+    "endpoint_health_cycle": _endpoint_health_cycle,
+}
+
+
+async def record_routing(name: str, directory: Path = HISTORIES) -> Path:
+    async with routing() as env:
+        history = await ROUTING_SCENARIOS[name](env)
+    path = directory / f"{name}.json"
+    path.write_text(history.to_json())
+    return path
+
+
 async def main(names: list[str]) -> None:
     """Record the named scenarios (all when none are named)."""
     HISTORIES.mkdir(exist_ok=True)
-    for name in names or [*SCENARIOS, *CHAIN_SCENARIOS]:
+    for name in names or [*SCENARIOS, *CHAIN_SCENARIOS, *ROUTING_SCENARIOS]:
         if name in CHAIN_SCENARIOS:
             print("recorded", await record_chain(name))
+        elif name in ROUTING_SCENARIOS:
+            print("recorded", await record_routing(name))
         else:
             print("recorded", await record(name, SCENARIOS[name]))
 

@@ -13,6 +13,7 @@ from steadyloop.testing import (
     ScriptedResponse,
     ScriptedServer,
     error_response,
+    refused_base_url,
     sse_response,
     text_chunks,
     tool_call_chunks,
@@ -109,3 +110,30 @@ def test_usage_chunk_has_empty_choices() -> None:
     assert chunk["choices"] == []
     assert chunk["usage"]["total_tokens"] == 7
     assert chunk["usage"]["completion_tokens_details"] == {"reasoning_tokens": 2}
+
+
+async def test_unsupported_parameters_are_refused_before_the_script() -> None:
+    async with (
+        ScriptedServer(
+            [sse_response(text_chunks("ok"))], unsupported_parameters=["parallel_tool_calls"]
+        ) as server,
+        httpx.AsyncClient() as client,
+    ):
+        refused = await client.post(
+            server.base_url + "/chat/completions", json={"parallel_tool_calls": False}
+        )
+        accepted = await client.post(server.base_url + "/chat/completions", json={"x": 1})
+
+    assert refused.status_code == 400
+    assert refused.json()["error"]["param"] == "parallel_tool_calls"
+    assert refused.json()["error"]["code"] == "unsupported_parameter"
+    assert accepted.status_code == 200 and server.pending == 0
+
+
+async def test_the_refused_address_refuses() -> None:
+    async with httpx.AsyncClient() as client:
+        try:
+            await client.get(refused_base_url())
+        except httpx.ConnectError:
+            return
+    raise AssertionError("something answered on the refused address")

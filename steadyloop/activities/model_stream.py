@@ -107,11 +107,17 @@ from steadyloop.output_forwarding import (
     OutputKind,
     ReadForwardedOutput,
 )
-from steadyloop.provider_errors import failure_is_retryable, parse_retry_after, provider_error
+from steadyloop.provider_errors import (
+    blamed_parameter,
+    failure_is_retryable,
+    parse_retry_after,
+    provider_error,
+)
 from steadyloop.runaway_guard import ArgumentLimits, RunawayGuard, apply_breach
 from steadyloop.sse import ServerSentEvent, SSEDecoder
 from steadyloop.stream_failures import StreamFailed, StreamFailure, excerpt
 from steadyloop.stream_watchdog import StreamWatchdog
+from steadyloop.transport_errors import network_reason
 from steadyloop.turn_assembly import TurnAssembler
 
 __all__ = [
@@ -195,6 +201,10 @@ def build_request_body(request: CompletionRequest, endpoint: EndpointConfig) -> 
         body["seed"] = request.seed
     if request.stop:
         body["stop"] = request.stop
+    if request.reasoning_effort is not None:
+        body["reasoning_effort"] = request.reasoning_effort
+    for parameter in request.omit_parameters:  # what this endpoint is known to refuse
+        body.pop(parameter, None)
     return body
 
 
@@ -566,6 +576,7 @@ async def _http_status_failure(response: httpx.Response) -> StreamFailure:
         provider_type=kind,
         body_excerpt=excerpt(body),
         retry_after_s=parse_retry_after(response.headers),
+        parameter=blamed_parameter(body),
     )
 
 
@@ -608,6 +619,7 @@ def _network_failure(exc: httpx.HTTPError, phase: str, endpoint: EndpointConfig)
     return StreamFailure(
         kind="network",
         message=f"{name} while {phase} ({endpoint.chat_completions_url}): {detail}",
+        network_reason=network_reason(exc),
     )
 
 

@@ -28,8 +28,10 @@ from steadyloop.testing.scripted_server import (
     error_response,
     json_response,
     raw_response,
+    refused_base_url,
     sse_event,
     sse_response,
+    unsupported_parameter_response,
 )
 
 __all__ = [
@@ -47,6 +49,7 @@ __all__ = [
     "json_response",
     "raw_response",
     "reasoning_chunks",
+    "refused_base_url",
     "role_chunk",
     "sse_event",
     "sse_response",
@@ -54,5 +57,6 @@ __all__ = [
     "tool_call_chunks",
     "tool_call_delta",
     "tool_calls_chunk",
+    "unsupported_parameter_response",
     "usage_chunk",
 ]

@@ -21,6 +21,11 @@ a chosen ending:
   `Retry-After`.
 - `json_response(body)`: a 2xx JSON body (a server that ignored `stream: true`).
 - `disconnect()`: close the connection without answering.
+- `unsupported_parameter_response(name)`: OpenAI's 400 for a parameter the model does
+  not support. `ScriptedServer(unsupported_parameters=[...])` answers it, before the
+  script, to every request whose body carries one of those parameters, the way a
+  provider without that feature does.
+- `refused_base_url()`: a loopback address nothing listens on (connection refused).
 
 Framing is `chunked` (what real SSE servers send; one HTTP chunk per part), `close`
 (no length, the body ends when the connection closes) or `length`. Endings:
@@ -228,6 +233,35 @@ def disconnect() -> ScriptedResponse:
     return ScriptedResponse(answer=False)
 
 
+def unsupported_parameter_response(parameter: str) -> ScriptedResponse:
+    """OpenAI's answer to a parameter the model does not support."""
+    return error_response(
+        400,
+        f"Unsupported parameter: '{parameter}' is not supported with this model.",
+        body={
+            "error": {
+                "message": f"Unsupported parameter: '{parameter}' is not supported with this "
+                "model.",
+                "type": "invalid_request_error",
+                "param": parameter,
+                "code": "unsupported_parameter",
+            }
+        },
+    )
+
+
+def refused_base_url(host: str = "127.0.0.1") -> str:
+    """An API root on a loopback port nothing listens on: connecting is refused.
+
+    The port was free a moment ago; another process could take it, which on loopback
+    in a test is unlikely enough to ignore.
+    """
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        port = sock.getsockname()[1]
+    return f"http://{host}:{port}/v1"
+
+
 class ScriptedServer:
     """A loopback OpenAI-compatible server answering from a script; an async context manager.
 
@@ -241,8 +275,10 @@ class ScriptedServer:
         *,
         host: str = "127.0.0.1",
         port: int = 0,
+        unsupported_parameters: Iterable[str] = (),
     ) -> None:
         self._responder: Responder | None = None
+        self.unsupported_parameters = set(unsupported_parameters)
         self._queue: deque[ScriptedResponse] = deque()
         if callable(script):
             self._responder = script
@@ -370,6 +406,11 @@ class ScriptedServer:
             return error_response(
                 404, f"scripted server: no route for {request.method} {request.path}"
             )
+        body = request.json if self.unsupported_parameters else None
+        if isinstance(body, dict):
+            refused = sorted(self.unsupported_parameters.intersection(body))
+            if refused:
+                return unsupported_parameter_response(refused[0])
         try:
             if self._responder is not None:
                 produced = self._responder(request)

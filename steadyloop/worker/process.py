@@ -1,6 +1,7 @@
-"""The worker process: `ToolLoopWorkflow`, the model activity, the tool activities and the
-delegation activities (chain measurements, awaiting a child) on one task queue, stopped
-gracefully.
+"""The worker process: `ToolLoopWorkflow` and its output host, the model activities, the
+tool activities, the delegation activities (chain measurements, awaiting a child) and the
+endpoint-health entity workflow with its activities (breakers and degraded parameters
+shared by every run), on one task queue, stopped gracefully.
 
 Graceful, because the obvious stop is wrong for this workload. Temporal's worker, told
 to shut down with no grace period, cancels every running activity at once. A cancelled
@@ -22,17 +23,20 @@ import asyncio
 import signal
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from temporalio.client import Client
 from temporalio.worker import Worker
 
 from steadyloop.activities.chain_measurement import await_child_run, measure_chain
+from steadyloop.activities.endpoint_health import DEFAULT_CACHE_TTL_S, EndpointHealthActivities
 from steadyloop.activities.model_stream import ModelActivities
 from steadyloop.activities.tool_execution import ToolActivities
+from steadyloop.circuit_breaker import BreakerPolicy
 from steadyloop.endpoints import EndpointRegistry
 from steadyloop.tools.registry import ToolRegistry
+from steadyloop.workflows.endpoint_health import EndpointHealthWorkflow
 from steadyloop.workflows.output_stream import OutputStreamWorkflow
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
@@ -52,16 +56,30 @@ class WorkerOptions:
     tools: ToolRegistry
     graceful_shutdown: timedelta = DEFAULT_GRACEFUL_SHUTDOWN
     max_concurrent_activities: int | None = None
+    breaker: BreakerPolicy = field(default_factory=BreakerPolicy)
+    health_cache_ttl_s: float = DEFAULT_CACHE_TTL_S
 
 
 def build_worker(client: Client, options: WorkerOptions, model: ModelActivities) -> Worker:
     """The Temporal worker; `client` must use steadyloop's (pydantic) data converter."""
     tools = ToolActivities(options.tools)
+    health = EndpointHealthActivities(
+        client,
+        task_queue=options.task_queue,
+        policy=options.breaker,
+        cache_ttl_s=options.health_cache_ttl_s,
+    )
     return Worker(
         client,
         task_queue=options.task_queue,
-        workflows=RUN_WORKFLOWS,
-        activities=[*model.activities(), *tools.activities(), measure_chain, await_child_run],
+        workflows=[*RUN_WORKFLOWS, EndpointHealthWorkflow],
+        activities=[
+            *model.activities(),
+            *tools.activities(),
+            measure_chain,
+            await_child_run,
+            *health.activities(),
+        ],
         graceful_shutdown_timeout=options.graceful_shutdown,
         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
         max_concurrent_activities=options.max_concurrent_activities,

@@ -1,0 +1,171 @@
+"""The health activities: read, record and probe an endpoint's shared breaker state.
+
+Workflow code must not read process memory, and a query per model call would cost a
+round trip to Temporal each time. So these activities (run as local activities by
+`steadyloop.workflows.routed_turn`, their results recorded in history) keep a
+short-lived per-process cache (`HealthCache`, `cache_ttl_s`, 2 s by default) in front
+of the entity workflows (`EndpointHealthWorkflow`):
+
+- `read_endpoint_health`: each endpoint's health, from the cache or by one query.
+  An entity that does not exist yet is a healthy endpoint. Health is advice: when
+  Temporal does not answer, the endpoint is reported healthy (`known=False`) and the
+  miss is cached for the TTL too, so a broken breaker never stops a model call and an
+  unreachable one is not asked again on every request.
+- `record_endpoint_outcome`: an update-with-start on the entity (created on first use);
+  the health it returns replaces the cached copy, so this process sees its own
+  failures at once. Other workers see them within the TTL.
+- `admit_probe`: the entity decides, one update at a time, so of several runs that see
+  a half-open breaker exactly one is admitted.
+
+The breaker policy comes from the worker (`policy`, or `policies` per endpoint) and
+travels with each outcome, so a policy change takes effect without touching the
+entities, and workflow code never carries it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping, Sequence
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+from temporalio import activity
+from temporalio.client import Client, WithStartWorkflowOperation
+from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.service import RPCError, RPCStatusCode
+
+from steadyloop.circuit_breaker import BreakerPolicy
+from steadyloop.endpoint_health import (
+    ADMIT_PROBE_ACTIVITY,
+    ENDPOINT_HEALTH_WORKFLOW,
+    HEALTH_WORKFLOW_ID_PREFIX,
+    READ_ENDPOINT_HEALTH_ACTIVITY,
+    RECORD_ENDPOINT_OUTCOME_ACTIVITY,
+    EndpointHealth,
+    EndpointHealthInput,
+    EndpointOutcome,
+    ProbeGrant,
+    ProbeRequest,
+    ReadHealthInput,
+    health_workflow_id,
+)
+
+__all__ = ["DEFAULT_CACHE_TTL_S", "EndpointHealthActivities", "HealthCache"]
+
+DEFAULT_CACHE_TTL_S = 2.0
+R = TypeVar("R", bound=BaseModel)
+QUERY_TIMEOUT = timedelta(seconds=5)
+
+
+class HealthCache:
+    """Endpoint health copies that expire `ttl_s` after they were stored."""
+
+    def __init__(self, ttl_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+        if not ttl_s >= 0:
+            raise ValueError(f"cache_ttl_s must be 0 or more, got {ttl_s!r}")
+        self.ttl_s = ttl_s
+        self._clock = clock
+        self._entries: dict[str, tuple[float, EndpointHealth]] = {}
+
+    def get(self, endpoint: str) -> EndpointHealth | None:
+        entry = self._entries.get(endpoint)
+        if entry is None or self._clock() - entry[0] >= self.ttl_s:
+            return None
+        return entry[1]
+
+    def put(self, health: EndpointHealth) -> None:
+        self._entries[health.endpoint] = (self._clock(), health)
+
+
+class EndpointHealthActivities:
+    """The health activities, bound to a client and the task queue the entities run on."""
+
+    def __init__(
+        self,
+        client: Client,
+        *,
+        task_queue: str,
+        policy: BreakerPolicy | None = None,
+        policies: Mapping[str, BreakerPolicy] | None = None,
+        cache_ttl_s: float = DEFAULT_CACHE_TTL_S,
+        id_prefix: str = HEALTH_WORKFLOW_ID_PREFIX,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.client = client
+        self.task_queue = task_queue
+        self.policy = policy or BreakerPolicy()
+        self.policies = dict(policies or {})
+        self.cache = HealthCache(cache_ttl_s, clock)
+        self.id_prefix = id_prefix
+        self.queries = 0  # how many reads went past the cache (tests, benchmarks)
+
+    def activities(self) -> Sequence[Callable[..., Any]]:
+        return [self.read_endpoint_health, self.record_endpoint_outcome, self.admit_probe]
+
+    def policy_for(self, endpoint: str) -> BreakerPolicy:
+        return self.policies.get(endpoint, self.policy)
+
+    @activity.defn(name=READ_ENDPOINT_HEALTH_ACTIVITY)
+    async def read_endpoint_health(self, request: ReadHealthInput) -> list[EndpointHealth]:
+        return list(await asyncio.gather(*(self._read(name) for name in request.endpoints)))
+
+    @activity.defn(name=RECORD_ENDPOINT_OUTCOME_ACTIVITY)
+    async def record_endpoint_outcome(self, outcome: EndpointOutcome) -> EndpointHealth:
+        outcome = outcome.model_copy(update={"policy": self.policy_for(outcome.endpoint)})
+        health = await self._update("record", outcome, outcome.endpoint, EndpointHealth)
+        self.cache.put(health)
+        return health
+
+    @activity.defn(name=ADMIT_PROBE_ACTIVITY)
+    async def admit_probe(self, request: ProbeRequest) -> ProbeGrant:
+        request = request.model_copy(update={"policy": self.policy_for(request.endpoint)})
+        grant = await self._update("admit_probe", request, request.endpoint, ProbeGrant)
+        self.cache.put(grant.health)
+        return grant
+
+    # -- helpers ---------------------------------------------------------------------
+
+    async def _update(self, update: str, arg: BaseModel, endpoint: str, result: type[R]) -> R:
+        """An update on the endpoint's entity, starting it if it does not run yet."""
+        start: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
+            ENDPOINT_HEALTH_WORKFLOW,
+            EndpointHealthInput(endpoint=endpoint),
+            id=health_workflow_id(endpoint, self.id_prefix),
+            task_queue=self.task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        )
+        answer: R = await self.client.execute_update_with_start_workflow(
+            update, arg, start_workflow_operation=start, result_type=result
+        )
+        return answer
+
+    async def _read(self, endpoint: str) -> EndpointHealth:
+        cached = self.cache.get(endpoint)
+        if cached is not None:
+            return cached
+        self.queries += 1
+        handle = self.client.get_workflow_handle(health_workflow_id(endpoint, self.id_prefix))
+        try:
+            health: EndpointHealth = await handle.query(
+                "health", result_type=EndpointHealth, rpc_timeout=QUERY_TIMEOUT
+            )
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.NOT_FOUND:
+                health = self._unknown(endpoint, exc)
+            else:  # nobody has recorded anything: a healthy endpoint
+                health = EndpointHealth(endpoint=endpoint, policy=self.policy_for(endpoint))
+        except Exception as exc:  # health is advice; never fail a model call over it
+            health = self._unknown(endpoint, exc)
+        self.cache.put(health)
+        return health
+
+    def _unknown(self, endpoint: str, exc: BaseException) -> EndpointHealth:
+        activity.logger.warning(
+            "could not read the health of endpoint %r (%s: %s); treating it as healthy",
+            endpoint,
+            type(exc).__name__,
+            exc,
+        )
+        return EndpointHealth(endpoint=endpoint, policy=self.policy_for(endpoint), known=False)

@@ -1,0 +1,424 @@
+"""`routed_completion`: one model turn across a route's candidates, by one table.
+
+Called from workflow code. It reads the candidates' shared health (a local activity,
+answered from the worker's cache), plans (`plan_route`), and runs the model activity
+on each planned candidate in order, one attempt per activity execution (so every
+attempt is visible in history and no retry happens behind the table's back). After
+each failure it asks `failure_disposition` what to do: wait and retry the same
+candidate, go on to the next, or stop; and records the failure on the endpoint's
+breaker when the table says the endpoint is at fault.
+
+What it does that a loop of `try/except` would get wrong:
+
+- An attempt that already forwarded output is never retried nor sent elsewhere. The
+  flag is read from the failure (`produced_output` in the activity's error details)
+  and, for an attempt that ended without an outcome (the worker died), from its last
+  heartbeat (`StreamProgress.produced_output`).
+- A rejected request (400, content filter) moves on without touching the breaker,
+  so one caller's malformed request cannot open a healthy endpoint for everyone.
+- A half-open endpoint gets exactly one probe: the entity admits it by update before
+  anything is sent; a run that is refused the probe moves on.
+- A parameter the endpoint refused as unsupported is dropped for one more attempt;
+  when that attempt succeeds, the endpoint's health remembers it, so later plans leave
+  it out from the start.
+- Backoff sleeps are workflow timers, and no sleep or attempt is started past the
+  caller's deadline.
+
+Health is advice: if a health activity fails, the turn goes on as if every endpoint
+were healthy. The health activities run as local activities, so every worker that runs
+a workflow calling this must register them (`EndpointHealthActivities.activities()`;
+`steadyloop.worker.process.build_worker` does): a worker without them fails the
+workflow task until one that has them takes it.
+
+A half-open probe that fails for the request's own reason (a 400) records nothing, so
+its lease (`BreakerPolicy.probe_lease_s`) lapses before another probe is admitted.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, TimeoutError
+
+with workflow.unsafe.imports_passed_through():
+    from pydantic import ValidationError
+
+    from steadyloop.completion import (
+        STREAM_COMPLETION_ACTIVITY,
+        AssembledTurn,
+        CompletionRequest,
+    )
+    from steadyloop.endpoint_health import (
+        ADMIT_PROBE_ACTIVITY,
+        READ_ENDPOINT_HEALTH_ACTIVITY,
+        RECORD_ENDPOINT_OUTCOME_ACTIVITY,
+        EndpointHealth,
+        EndpointOutcome,
+        ProbeGrant,
+        ProbeRequest,
+        ReadHealthInput,
+    )
+    from steadyloop.endpoints import MISSING_API_KEY_ERROR_TYPE, UNKNOWN_ENDPOINT_ERROR_TYPE
+    from steadyloop.failure_disposition import Action, AttemptContext, failure_disposition
+    from steadyloop.failure_taxonomy import (
+        DegradableParameter,
+        FailureFacts,
+        facts_from_stream_failure,
+    )
+    from steadyloop.route_plan import (
+        PlannedCandidate,
+        RouteConfig,
+        RoutePlan,
+        RouteRequest,
+        plan_route,
+    )
+    from steadyloop.stream_failures import StreamFailure
+
+__all__ = [
+    "RouteAttempt",
+    "RouteStop",
+    "RoutedTurn",
+    "facts_from_activity_error",
+    "routed_completion",
+]
+
+HEALTH_TIMEOUT = timedelta(seconds=10)
+HEALTH_RETRY = RetryPolicy(maximum_attempts=2, initial_interval=timedelta(milliseconds=200))
+# Longest evidence kept with a degraded parameter or a breaker failure.
+DETAIL_CHARS = 300
+
+
+class RouteAttempt(BaseModel):
+    """One line of the route's log: an attempt, or a candidate skipped without one."""
+
+    endpoint: str
+    model: str
+    attempt: int = 0
+    outcome: Literal["ok", "failed", "skipped"]
+    rule: str = ""
+    action: Action | None = None
+    delay_s: float = 0.0
+    failure: FailureFacts | None = None
+    omitted: list[DegradableParameter] = Field(default_factory=list)
+    breaker_recorded: bool = False
+    detail: str = ""
+
+
+class RouteStop(BaseModel):
+    """Why the route ended without a turn.
+
+    `rule`: a rule of the table stopped it (`produced_output`, `context_length`,
+    `aborted`); `exhausted`: every planned candidate was tried; `no_candidate`: every
+    candidate was skipped (breakers open, probe taken; `next_open_at` says when the
+    first cool-off ends); `deadline`: the caller's deadline came first.
+    """
+
+    reason: Literal["rule", "exhausted", "no_candidate", "deadline"]
+    rule: str = ""
+    detail: str = ""
+    failure: FailureFacts | None = None
+    next_open_at: datetime | None = None
+
+
+class RoutedTurn(BaseModel):
+    """The turn and the candidate that produced it, or why there is none; and the log."""
+
+    turn: AssembledTurn | None = None
+    endpoint: str | None = None
+    model: str | None = None
+    plan: RoutePlan
+    attempts: list[RouteAttempt] = Field(default_factory=list)
+    stop: RouteStop | None = None
+
+
+async def routed_completion(
+    route: RouteConfig,
+    request: CompletionRequest,
+    *,
+    attempt_timeout: timedelta,
+    heartbeat_timeout: timedelta | None = None,
+    deadline: datetime | None = None,
+) -> RoutedTurn:
+    """Run `request` across `route`; `request.endpoint` and `.model` are replaced per
+    candidate. Never raises for a model failure: the result says what happened."""
+    health = await _read_health(route.endpoints)
+    plan = plan_route(route, RouteRequest(now=workflow.now(), health=list(health.values())))
+    log: list[RouteAttempt] = []
+    last: RouteAttempt | None = None
+    for position, planned in enumerate(plan.candidates):
+        candidate = planned.candidate
+        if planned.probe and not await _admit_probe(candidate.endpoint):
+            log.append(
+                RouteAttempt(
+                    endpoint=candidate.endpoint,
+                    model=candidate.model,
+                    outcome="skipped",
+                    rule="probe_taken",
+                    detail="half-open, and another run holds the probe",
+                )
+            )
+            continue
+        ended = await _run_candidate(
+            planned,
+            request,
+            larger_context_later=_larger_context_later(plan.candidates, position),
+            attempt_timeout=attempt_timeout,
+            heartbeat_timeout=heartbeat_timeout,
+            deadline=deadline,
+            log=log,
+        )
+        if isinstance(ended, AssembledTurn):
+            return RoutedTurn(
+                turn=ended,
+                endpoint=candidate.endpoint,
+                model=candidate.model,
+                plan=plan,
+                attempts=log,
+            )
+        if isinstance(ended, RouteStop):
+            return RoutedTurn(plan=plan, attempts=log, stop=ended)
+        last = ended
+    if last is None:
+        return RoutedTurn(
+            plan=plan,
+            attempts=log,
+            stop=RouteStop(
+                reason="no_candidate",
+                detail="every candidate was skipped: "
+                + "; ".join(
+                    [f"{s.candidate.endpoint}: {s.reason}" for s in plan.skipped]
+                    + [f"{a.endpoint}: {a.detail}" for a in log if a.outcome == "skipped"]
+                ),
+                next_open_at=plan.next_open_at,
+            ),
+        )
+    return RoutedTurn(
+        plan=plan,
+        attempts=log,
+        stop=RouteStop(
+            reason="exhausted",
+            rule=last.rule,
+            detail=f"every candidate failed; the last: {last.detail}",
+            failure=last.failure,
+        ),
+    )
+
+
+async def _run_candidate(
+    planned: PlannedCandidate,
+    request: CompletionRequest,
+    *,
+    larger_context_later: bool,
+    attempt_timeout: timedelta,
+    heartbeat_timeout: timedelta | None,
+    deadline: datetime | None,
+    log: list[RouteAttempt],
+) -> AssembledTurn | RouteStop | RouteAttempt:
+    """Attempts on one candidate: the turn, a stop, or the attempt that traversed."""
+    candidate = planned.candidate
+    omitted = list(planned.omit_parameters)
+    dropped: dict[DegradableParameter, str] = {}
+    attempt = 1
+    while True:
+        if deadline is not None and workflow.now() >= deadline:
+            return RouteStop(reason="deadline", detail="the deadline passed before an attempt")
+        sent = request.model_copy(
+            update={
+                "endpoint": candidate.endpoint,
+                "model": candidate.model,
+                "omit_parameters": sorted({*request.omit_parameters, *omitted}),
+            }
+        )
+        try:
+            turn: AssembledTurn = await workflow.execute_activity(
+                STREAM_COMPLETION_ACTIVITY,
+                sent,
+                result_type=AssembledTurn,
+                start_to_close_timeout=_bounded(attempt_timeout, deadline),
+                heartbeat_timeout=heartbeat_timeout,
+                # The table owns retries: one attempt per execution, each in history.
+                retry_policy=RetryPolicy(maximum_attempts=1),
+            )
+        except ActivityError as error:
+            facts = facts_from_activity_error(error)
+        else:
+            log.append(
+                RouteAttempt(
+                    endpoint=candidate.endpoint,
+                    model=candidate.model,
+                    attempt=attempt,
+                    outcome="ok",
+                    omitted=sent.omit_parameters,
+                )
+            )
+            for parameter, evidence in dropped.items():
+                await _record(candidate.endpoint, "degraded", evidence, parameter)
+            if planned.probe:
+                await _record(candidate.endpoint, "success", "the half-open probe succeeded")
+            return turn
+        disposition = failure_disposition(
+            facts,
+            AttemptContext(
+                attempt=attempt,
+                attempts=candidate.attempts,
+                backoff=candidate.backoff,
+                max_retry_after_s=candidate.max_retry_after_s,
+                omitted=omitted,
+                larger_context_available=larger_context_later,
+            ),
+        )
+        recorded = disposition.record_failure and await _record(
+            candidate.endpoint, "failure", facts.describe()
+        )
+        entry = RouteAttempt(
+            endpoint=candidate.endpoint,
+            model=candidate.model,
+            attempt=attempt,
+            outcome="failed",
+            rule=disposition.rule,
+            action=disposition.action,
+            delay_s=disposition.delay_s,
+            failure=facts,
+            omitted=sent.omit_parameters,
+            breaker_recorded=recorded,
+            detail=disposition.reason,
+        )
+        log.append(entry)
+        if disposition.action == "stop":
+            return RouteStop(
+                reason="rule", rule=disposition.rule, detail=disposition.reason, failure=facts
+            )
+        if disposition.action == "traverse":
+            return entry
+        if disposition.drop_parameter is not None:
+            omitted.append(disposition.drop_parameter)
+            dropped[disposition.drop_parameter] = facts.message
+        else:
+            attempt += 1
+        if disposition.delay_s > 0:
+            wake = workflow.now() + timedelta(seconds=disposition.delay_s)
+            if deadline is not None and wake >= deadline:
+                return RouteStop(
+                    reason="deadline",
+                    rule=disposition.rule,
+                    detail=f"the deadline comes before the retry ({disposition.reason})",
+                    failure=facts,
+                )
+            await workflow.sleep(timedelta(seconds=disposition.delay_s))
+
+
+def facts_from_activity_error(error: ActivityError) -> FailureFacts:
+    """The facts of a failed model activity, as the workflow receives them.
+
+    The model activity raises an `ApplicationError` whose type is the failure kind and
+    whose first detail is the `StreamFailure` (plus `produced_output` once output was
+    forwarded). An attempt that timed out (the worker died mid-stream) carries its last
+    heartbeat, whose `produced_output` says whether a user already saw part of it.
+    """
+    cause = error.cause
+    if isinstance(cause, CancelledError):
+        return FailureFacts(kind="aborted", message=str(cause) or "the attempt was cancelled")
+    if isinstance(cause, TimeoutError):
+        return FailureFacts(
+            kind="lost",
+            message=f"the attempt timed out ({cause.type.name if cause.type else 'timeout'}) "
+            "without an outcome",
+            produced_output=_flag(cause.last_heartbeat_details),
+        )
+    if not isinstance(cause, ApplicationError):
+        return FailureFacts(kind="lost", message=str(cause or error))
+    produced = _flag(cause.details)
+    if cause.type in (UNKNOWN_ENDPOINT_ERROR_TYPE, MISSING_API_KEY_ERROR_TYPE):
+        return FailureFacts(kind="configuration", message=cause.message, produced_output=produced)
+    first = cause.details[0] if cause.details else None
+    try:
+        failure = StreamFailure.model_validate(first)
+    except ValidationError:
+        # Not a classified stream failure (an unexpected error in the activity).
+        return FailureFacts(
+            kind="lost", message=f"{cause.type}: {cause.message}", produced_output=produced
+        )
+    return facts_from_stream_failure(failure, produced_output=produced)
+
+
+def _flag(details: Any) -> bool:
+    """`produced_output` from the first detail (a failure or a heartbeat), if any."""
+    if not details:
+        return False
+    first = details[0]
+    return isinstance(first, dict) and first.get("produced_output") is True
+
+
+def _larger_context_later(candidates: list[PlannedCandidate], position: int) -> bool:
+    here = candidates[position].candidate.context_tokens
+    if here is None:
+        return False
+    return any((later.candidate.context_tokens or 0) > here for later in candidates[position + 1 :])
+
+
+def _bounded(timeout: timedelta, deadline: datetime | None) -> timedelta:
+    if deadline is None:
+        return timeout
+    return max(min(timeout, deadline - workflow.now()), timedelta(seconds=1))
+
+
+# -- the health activities (advice: a failure here never fails the turn) -----------------
+
+
+async def _read_health(endpoints: list[str]) -> dict[str, EndpointHealth]:
+    try:
+        read: list[EndpointHealth] = await workflow.execute_local_activity(
+            READ_ENDPOINT_HEALTH_ACTIVITY,
+            ReadHealthInput(endpoints=endpoints),
+            result_type=list[EndpointHealth],
+            start_to_close_timeout=HEALTH_TIMEOUT,
+            retry_policy=HEALTH_RETRY,
+        )
+    except ActivityError as error:
+        workflow.logger.warning("endpoint health unavailable, routing without it: %s", error)
+        return {}
+    return {h.endpoint: h for h in read}
+
+
+async def _admit_probe(endpoint: str) -> bool:
+    try:
+        grant: ProbeGrant = await workflow.execute_local_activity(
+            ADMIT_PROBE_ACTIVITY,
+            ProbeRequest(endpoint=endpoint),
+            result_type=ProbeGrant,
+            start_to_close_timeout=HEALTH_TIMEOUT,
+            retry_policy=HEALTH_RETRY,
+        )
+    except ActivityError as error:
+        workflow.logger.warning("no probe decision for %r, trying it: %s", endpoint, error)
+        return True
+    return grant.granted
+
+
+async def _record(
+    endpoint: str,
+    outcome: Literal["success", "failure", "degraded"],
+    detail: str,
+    parameter: DegradableParameter | None = None,
+) -> bool:
+    try:
+        await workflow.execute_local_activity(
+            RECORD_ENDPOINT_OUTCOME_ACTIVITY,
+            EndpointOutcome(
+                endpoint=endpoint,
+                outcome=outcome,
+                detail=detail[:DETAIL_CHARS],
+                parameter=parameter,
+            ),
+            result_type=EndpointHealth,
+            start_to_close_timeout=HEALTH_TIMEOUT,
+            retry_policy=HEALTH_RETRY,
+        )
+    except ActivityError as error:
+        workflow.logger.warning("could not record %s on %r: %s", outcome, endpoint, error)
+        return False
+    return True

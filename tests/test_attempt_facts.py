@@ -1,0 +1,119 @@
+"""What the workflow reads from a failed model activity: the failure's facts, and whether
+the attempt had already forwarded output (from the error's details, or from the last
+heartbeat of an attempt whose worker died)."""
+
+from __future__ import annotations
+
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    CancelledError,
+    TimeoutError,
+    TimeoutType,
+)
+
+from steadyloop.activities.model_stream import StreamProgress, failure_to_application_error
+from steadyloop.endpoints import MISSING_API_KEY_ERROR_TYPE
+from steadyloop.failure_disposition import AttemptContext, failure_disposition
+from steadyloop.stream_failures import StreamFailure
+from steadyloop.workflows.routed_turn import facts_from_activity_error
+
+
+def activity_error(cause: BaseException) -> ActivityError:
+    error = ActivityError(
+        "activity failed",
+        scheduled_event_id=5,
+        started_event_id=6,
+        identity="worker",
+        activity_type="steadyloop.stream_completion",
+        activity_id="1",
+        retry_state=None,
+    )
+    error.__cause__ = cause
+    return error
+
+
+def test_a_classified_failure_as_the_model_activity_raises_it() -> None:
+    failure = StreamFailure(
+        kind="http_status",
+        message="Unsupported parameter: 'parallel_tool_calls' is not supported with this model.",
+        status=400,
+        provider_code="unsupported_parameter",
+        parameter="parallel_tool_calls",
+    )
+    raised = failure_to_application_error(failure)
+    # What the workflow receives: details decoded to plain JSON values.
+    received = ApplicationError(
+        raised.message, failure.model_dump(mode="json"), type=raised.type, non_retryable=True
+    )
+
+    facts = facts_from_activity_error(activity_error(received))
+
+    assert (facts.kind, facts.category, facts.unsupported_parameter) == (
+        "http_status",
+        "request_rejected",
+        "parallel_tool_calls",
+    )
+    assert facts.produced_output is False
+
+
+def test_produced_output_in_the_failure_details_stops_everything() -> None:
+    details = StreamFailure(
+        kind="stall", message="stalled", stall_phase="between_chunks"
+    ).model_dump(mode="json") | {"produced_output": True}
+    cause = ApplicationError("stalled", details, type="stall", non_retryable=True)
+
+    facts = facts_from_activity_error(activity_error(cause))
+
+    assert facts.produced_output is True and facts.stall_phase == "between_chunks"
+    decided = failure_disposition(facts, AttemptContext())
+    assert (decided.action, decided.rule, decided.record_failure) == (
+        "stop",
+        "produced_output",
+        True,
+    )
+
+
+def test_a_lost_attempt_reads_produced_output_from_its_last_heartbeat() -> None:
+    forwarded = StreamProgress(chunks=4, first_token_seen=True, produced_output=True)
+    cause = TimeoutError(
+        "heartbeat timeout",
+        type=TimeoutType.HEARTBEAT,
+        last_heartbeat_details=[forwarded.model_dump()],
+    )
+
+    facts = facts_from_activity_error(activity_error(cause))
+
+    assert (facts.kind, facts.produced_output) == ("lost", True)
+    assert failure_disposition(facts, AttemptContext()).action == "stop"
+
+
+def test_a_lost_attempt_that_forwarded_nothing_is_retried() -> None:
+    quiet = StreamProgress(chunks=2, first_token_seen=True)
+    cause = TimeoutError(
+        "start-to-close",
+        type=TimeoutType.START_TO_CLOSE,
+        last_heartbeat_details=[quiet.model_dump()],
+    )
+
+    facts = facts_from_activity_error(activity_error(cause))
+
+    assert (facts.kind, facts.produced_output) == ("lost", False)
+    decided = failure_disposition(facts, AttemptContext())
+    assert (decided.action, decided.record_failure) == ("retry", False)
+
+
+def test_configuration_errors_and_cancellation() -> None:
+    missing = ApplicationError(
+        "no key", {"endpoint": "a", "variable": "K"}, type=MISSING_API_KEY_ERROR_TYPE
+    )
+    assert facts_from_activity_error(activity_error(missing)).kind == "configuration"
+    assert facts_from_activity_error(activity_error(CancelledError("cancelled"))).kind == (
+        "aborted"
+    )
+
+
+def test_an_unexpected_error_in_the_activity_is_a_lost_attempt() -> None:
+    crash = ApplicationError("boom", type="RuntimeError")
+    facts = facts_from_activity_error(activity_error(crash))
+    assert facts.kind == "lost" and "RuntimeError" in facts.message
