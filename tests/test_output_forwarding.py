@@ -9,6 +9,7 @@ carry the text that was shown; before that, a failure stays retryable.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -215,6 +216,9 @@ async def test_a_stall_after_output_was_shown_is_not_retryable_and_keeps_the_tex
     failure = info.value.failure
     assert failure.kind == "stall" and failure.produced_output
     assert not failure_is_retryable(failure)
+    [exchange] = server.exchanges
+    await asyncio.wait_for(exchange.ended.wait(), 2.0)
+    assert exchange.client_disconnected  # the stalled connection was released
     assert info.value.shown_text == sink.text() == "The answer is"
     error = failure_to_application_error(
         failure, shown=ForwardedOutput(text=info.value.shown_text)
