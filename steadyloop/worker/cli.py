@@ -33,7 +33,12 @@ from pathlib import Path
 from typing import NoReturn
 
 from pydantic import ValidationError
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.client import (
+    Client,
+    WorkflowExecutionDescription,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+)
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
@@ -422,7 +427,10 @@ def _show_command(args: argparse.Namespace) -> int:
     return asyncio.run(_show(args))
 
 
-async def _show(args: argparse.Namespace) -> int:
+async def _existing_run(
+    args: argparse.Namespace,
+) -> tuple[Client, TemporalSettings, RunHandle, WorkflowExecutionDescription]:
+    """The run named by `args.workflow_id`, described; a clear error when it is not one."""
     config = load_config(args.config, os.environ)
     temporal = _temporal(args, config)
     client = await temporal.connect()
@@ -440,6 +448,11 @@ async def _show(args: argparse.Namespace) -> int:
         raise ConfigError(
             f"{args.workflow_id!r} is a {description.workflow_type}, not a steadyloop run"
         )
+    return client, temporal, handle, description
+
+
+async def _show(args: argparse.Namespace) -> int:
+    client, temporal, handle, description = await _existing_run(args)
     status = description.status.name.lower() if description.status is not None else "unknown"
     _say(f"run {args.workflow_id} ({status}, started {description.start_time:%Y-%m-%d %H:%M:%S})")
     url = workflow_url(
@@ -455,14 +468,7 @@ def _resume_command(args: argparse.Namespace) -> int:
 
 
 async def _resume(args: argparse.Namespace) -> int:
-    config = load_config(args.config, os.environ)
-    temporal = _temporal(args, config)
-    client = await temporal.connect()
-    stopped = client.get_workflow_handle_for(ToolLoopWorkflow.run, args.workflow_id)
-    try:
-        description = await stopped.describe()
-    except RPCError as exc:
-        raise ConfigError(f"cannot find run {args.workflow_id!r}: {exc}") from None
+    client, _, stopped, description = await _existing_run(args)
     if description.status == WorkflowExecutionStatus.RUNNING:
         raise ConfigError(
             f"run {args.workflow_id!r} is still running; it can be resumed once it stops"
