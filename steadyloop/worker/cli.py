@@ -27,7 +27,7 @@ import os
 import sys
 import typing
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import NoReturn
@@ -45,7 +45,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from steadyloop.output_forwarding import ForwardingOptions
 from steadyloop.provider_profiles import ProviderProfile
-from steadyloop.run_models import RunInput, RunLimits, StopReason
+from steadyloop.run_models import RunInput, RunLimits, RunPlugins, StopReason
 from steadyloop.run_resume import DEFAULT_RESUME_PROMPT, resume_input
 from steadyloop.worker.config import (
     CONFIG_ENV,
@@ -194,9 +194,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--tool",
         action="append",
         metavar="NAME",
-        help="offer this tool (repeatable; default: every tool of the registry)",
+        help="offer this tool (repeatable; default: every tool of the registry in no plugin)",
     )
-    run.add_argument("--no-tools", action="store_true", help="offer no tools")
+    run.add_argument(
+        "--plugin",
+        action="append",
+        metavar="NAME",
+        help="let the model activate this plugin's tools (repeatable; default: every plugin "
+        "of the registry, unless --tool is given)",
+    )
+    run.add_argument("--no-tools", action="store_true", help="offer no tools or plugins")
     run.add_argument(
         "--tools",
         metavar="MODULE:ATTRIBUTE",
@@ -365,12 +372,7 @@ async def _run(args: argparse.Namespace) -> int:
     model = run_model(
         args.model, endpoint, endpoint_settings(flags=[], config=config, environ=environ), environ
     )
-    if args.no_tools:
-        tools: list[str] = []
-    elif args.tool:
-        tools = list(dict.fromkeys(args.tool))
-    else:
-        tools = load_tool_registry(tools_spec(args.tools, config, environ)).names()
+    tools, plugins = _run_tools(args, config, environ)
     limits = {
         key: value
         for key, value in (
@@ -387,6 +389,7 @@ async def _run(args: argparse.Namespace) -> int:
             prompt=args.prompt,
             system_prompt=args.system,
             tools=tools,
+            plugins=RunPlugins(on_demand=plugins),
             limits=RunLimits.model_validate(limits),
             tenant_id=args.tenant,
             provider_profile=args.profile,
@@ -414,6 +417,8 @@ async def _run(args: argparse.Namespace) -> int:
         return EXIT_OK
     _say(f"run {workflow_id} started on task queue {temporal.task_queue!r}")
     _say(f"endpoint {endpoint!r}, model {model!r}, tools: {', '.join(tools) or 'none'}")
+    if plugins:
+        _say(f"plugins the model may activate: {', '.join(plugins)}")
     url = workflow_url(args.ui_url or environ.get(UI_URL_ENV), temporal.namespace, workflow_id)
     if url:
         _say(f"Temporal UI: {url}")
@@ -421,6 +426,19 @@ async def _run(args: argparse.Namespace) -> int:
     return await _follow_and_report(
         handle, temporal.task_queue, output=client if run.forwarding.enabled else None
     )
+
+
+def _run_tools(
+    args: argparse.Namespace, config: LoadedConfig, environ: Mapping[str, str]
+) -> tuple[list[str], list[str]]:
+    """The run's core tools and on-demand plugins: as named, or (neither named) every tool
+    in no plugin and every plugin of the registry."""
+    if args.no_tools:
+        return [], []
+    if args.tool or args.plugin:
+        return list(dict.fromkeys(args.tool or [])), list(dict.fromkeys(args.plugin or []))
+    registry = load_tool_registry(tools_spec(args.tools, config, environ))
+    return registry.unplugged(), registry.plugin_names()
 
 
 def _show_command(args: argparse.Namespace) -> int:
