@@ -5,12 +5,15 @@ What decides the outcome downstream: a subscriber reads the answer as it streams
 loop's own history holds no per-token events; an attempt that showed output is never
 repeated (one request to the provider) and the run stops `output_interrupted` with the
 text that was shown; an attempt that showed nothing is retried and the run completes.
+The host's history grows with time, not with the stream's speed (one publish a batch
+interval).
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 import uuid
 
 import pytest
@@ -23,6 +26,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from steadyloop.activities.model_stream import ModelActivities
+from steadyloop.activities.output_publisher import OutputPublisher, ensure_host, read_forwarded
 from steadyloop.chat import ChatMessage
 from steadyloop.completion import CompletionRequest
 from steadyloop.endpoints import EndpointRegistry
@@ -214,3 +218,36 @@ async def test_a_new_attempt_refuses_when_the_host_shows_an_earlier_attempt_s_ou
     assert error.details[1]["text"] == "Already shown"
     assert requests == 0  # nothing was asked of the provider
 
+
+async def test_the_publisher_sends_one_signal_a_batch_interval_however_fast_text_arrives() -> None:
+    """`batch_interval_s` is what bounds the host's history: text arriving faster than a
+    signal's round trip must still cost one signal per interval, not one per round trip
+    (a flush that kept sending until nothing was left never stopped while text arrived)."""
+    interval = 0.2
+    pieces = [f"t{index} " for index in range(300)]
+    async with running_loop([]) as loop:
+        target = ForwardTarget(
+            stream_id=f"batches-{uuid.uuid4()}/output",
+            turn=1,
+            attempt=1,
+            batch_interval_s=interval,
+        )
+        await ensure_host(loop.client, target, loop.task_queue)
+        started = time.monotonic()
+        async with OutputPublisher(loop.client, target) as publisher:
+            for index, piece in enumerate(pieces):
+                publisher.publish(
+                    OutputDelta(turn=1, attempt=1, kind="text", text=piece), now=index == 0
+                )
+                await asyncio.sleep(0.002)
+        elapsed = time.monotonic() - started
+        shown = await read_forwarded(
+            loop.client, pydantic_data_converter.payload_converter, target.stream_id, turn=1
+        )
+        history = await event_types(loop.client.get_workflow_handle(target.stream_id))
+
+    assert publisher.failed is None
+    assert shown.text == "".join(pieces)  # every piece, once, in order
+    signals = history.count(EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED)
+    # The first piece at once, then one batch a whole interval, then the rest on close.
+    assert 2 <= signals <= 2 + elapsed / interval, (signals, elapsed)
