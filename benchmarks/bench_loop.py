@@ -533,22 +533,10 @@ class LoopBench:
         """Everything the runs need; `quiet` keeps server and SDK warnings off the output
         (the benchmark reads the same facts from the histories and prints them)."""
         provider = Provider(fragment_chars)
-        runtime = None
-        if quiet:
-            runtime = Runtime(
-                telemetry=TelemetryConfig(
-                    logging=LoggingConfig(filter=TelemetryFilter("ERROR", "ERROR"))
-                )
-            )
         async with ScriptedServer(provider) as server:
             endpoints = EndpointRegistry([server.endpoint(ENDPOINT)])
             async with ModelActivities(endpoints, environ={}) as model:
-                env = await WorkflowEnvironment.start_local(
-                    dev_server_existing_path=dev_server_path(),
-                    data_converter=pydantic_data_converter,
-                    dev_server_log_level="error" if quiet else "warn",
-                    runtime=runtime,
-                )
+                env = await start_dev_server(quiet=quiet)
                 async with env:
                     queue = f"bench-loop-{uuid.uuid4()}"
                     async with Worker(
@@ -627,7 +615,27 @@ def _mb(size: int) -> str:
     return f"{size / 1_000_000:.2f} MB"
 
 
-def _versions() -> str:
+def quiet_runtime() -> Runtime:
+    """A Temporal runtime that logs only errors: the benchmarks read what the server and
+    the SDK would warn about from the histories, and print it themselves."""
+    return Runtime(
+        telemetry=TelemetryConfig(logging=LoggingConfig(filter=TelemetryFilter("ERROR", "ERROR")))
+    )
+
+
+async def start_dev_server(*, quiet: bool) -> WorkflowEnvironment:
+    """Temporal's local dev server (in memory) with the pydantic data converter; `quiet`
+    keeps the server's and the SDK's warnings off the output."""
+    return await WorkflowEnvironment.start_local(
+        dev_server_existing_path=dev_server_path(),
+        data_converter=pydantic_data_converter,
+        dev_server_log_level="error" if quiet else "warn",
+        runtime=quiet_runtime() if quiet else None,
+    )
+
+
+def versions() -> str:
+    """The versions line a benchmark prints first: CLI, SDK, Python, machine."""
     try:
         cli = subprocess.run(
             [dev_server_path(), "--version"], capture_output=True, text=True, timeout=30
@@ -862,7 +870,7 @@ async def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
     async with LoopBench.start(args.fragment, quiet=not args.verbose) as bench:
         print("\nsteadyloop tool-loop benchmark")
-        print(f"   {_versions()}")
+        print(f"   {versions()}")
         print(
             "   local dev server (in memory); one worker runs both workflows; pydantic data "
             "converter;\n   scripted provider on 127.0.0.1; tool-call text streamed in "
