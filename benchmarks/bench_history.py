@@ -48,9 +48,6 @@ from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowFailureError
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
-from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -63,22 +60,19 @@ from bench_loop import (
     TOOL_NAME,
     Provider,
     Script,
+    bench_services,
     build_tools,
     check_steadyloop,
     event_bytes,
 )
 
-from steadyloop.activities.model_stream import ModelActivities
 from steadyloop.activities.tool_execution import ToolActivities
-from steadyloop.endpoints import EndpointRegistry
 from steadyloop.payload_storage import (
     DEFAULT_THRESHOLD_BYTES,
     LocalFileStorageDriver,
     steadyloop_data_converter,
 )
 from steadyloop.run_models import RunInput, RunLimits, RunResult
-from steadyloop.temporal_binaries import dev_server_path
-from steadyloop.testing.scripted_server import ScriptedServer
 from steadyloop.tools.payloads import RUN_TOOL_ACTIVITY
 from steadyloop.worker.process import RUN_WORKFLOWS
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
@@ -207,53 +201,34 @@ class HistoryBench:
         blob_dir: Path, *, threshold_bytes: int = DEFAULT_THRESHOLD_BYTES, quiet: bool = True
     ) -> AsyncIterator[HistoryBench]:
         provider = Provider(FRAGMENT_CHARS)
-        runtime = None
-        if quiet:
-            runtime = Runtime(
-                telemetry=TelemetryConfig(
-                    logging=LoggingConfig(filter=TelemetryFilter("ERROR", "ERROR"))
-                )
-            )
         converter = steadyloop_data_converter(blob_dir, threshold_bytes=threshold_bytes)
         assert converter.external_storage is not None
         driver = converter.external_storage.drivers[0]
         assert isinstance(driver, LocalFileStorageDriver)
-        async with ScriptedServer(provider) as server:
-            endpoints = EndpointRegistry([server.endpoint(ENDPOINT)])
-            async with ModelActivities(endpoints, environ={}) as model:
-                env = await WorkflowEnvironment.start_local(
-                    dev_server_existing_path=dev_server_path(),
-                    data_converter=pydantic_data_converter,
-                    dev_server_log_level="error" if quiet else "warn",
-                    runtime=runtime,
-                )
-                async with env:
-                    config = env.client.config()
-                    config["data_converter"] = converter
-                    blobs = Client(**config)
-                    queues = {
-                        "unbounded": f"bench-history-inline-{uuid.uuid4()}",
-                        "bounded": f"bench-history-blobs-{uuid.uuid4()}",
-                    }
-                    activities = [
-                        model.stream_completion,
-                        *ToolActivities(build_tools()).activities(),
-                    ]
-                    async with (
-                        Worker(
-                            env.client,
-                            task_queue=queues["unbounded"],
-                            workflows=RUN_WORKFLOWS,
-                            activities=activities,
-                        ),
-                        Worker(
-                            blobs,
-                            task_queue=queues["bounded"],
-                            workflows=RUN_WORKFLOWS,
-                            activities=activities,
-                        ),
-                    ):
-                        yield HistoryBench(env.client, blobs, queues, provider, driver)
+        async with bench_services(provider, quiet=quiet) as (env, _, model):
+            config = env.client.config()
+            config["data_converter"] = converter
+            blobs = Client(**config)
+            queues = {
+                "unbounded": f"bench-history-inline-{uuid.uuid4()}",
+                "bounded": f"bench-history-blobs-{uuid.uuid4()}",
+            }
+            activities = [model.stream_completion, *ToolActivities(build_tools()).activities()]
+            async with (
+                Worker(
+                    env.client,
+                    task_queue=queues["unbounded"],
+                    workflows=RUN_WORKFLOWS,
+                    activities=activities,
+                ),
+                Worker(
+                    blobs,
+                    task_queue=queues["bounded"],
+                    workflows=RUN_WORKFLOWS,
+                    activities=activities,
+                ),
+            ):
+                yield HistoryBench(env.client, blobs, queues, provider, driver)
 
     async def run(
         self, label: str, turns: int, call_chars: int, limits: RunLimits, timeout_s: float
