@@ -510,6 +510,32 @@ def check_steadyloop(result: RunResult, turns: int, call_chars: int) -> str | No
     return None
 
 
+@asynccontextmanager
+async def bench_services(
+    provider: Provider, *, quiet: bool
+) -> AsyncIterator[tuple[WorkflowEnvironment, ScriptedServer, ModelActivities]]:
+    """The dev server (in memory, pydantic converter), `provider` on loopback HTTP, and the
+    model activities pointed at it; `quiet` keeps server and SDK warnings off the output."""
+    runtime = None
+    if quiet:
+        runtime = Runtime(
+            telemetry=TelemetryConfig(
+                logging=LoggingConfig(filter=TelemetryFilter("ERROR", "ERROR"))
+            )
+        )
+    async with ScriptedServer(provider) as server:
+        endpoints = EndpointRegistry([server.endpoint(ENDPOINT)])
+        async with ModelActivities(endpoints, environ={}) as model:
+            env = await WorkflowEnvironment.start_local(
+                dev_server_existing_path=dev_server_path(),
+                data_converter=pydantic_data_converter,
+                dev_server_log_level="error" if quiet else "warn",
+                runtime=runtime,
+            )
+            async with env:
+                yield env, server, model
+
+
 class LoopBench:
     """A dev server, the scripted provider and one worker running both workflows."""
 
@@ -533,23 +559,19 @@ class LoopBench:
         """Everything the runs need; `quiet` keeps server and SDK warnings off the output
         (the benchmark reads the same facts from the histories and prints them)."""
         provider = Provider(fragment_chars)
-        async with ScriptedServer(provider) as server:
-            endpoints = EndpointRegistry([server.endpoint(ENDPOINT)])
-            async with ModelActivities(endpoints, environ={}) as model:
-                env = await start_dev_server(quiet=quiet)
-                async with env:
-                    queue = f"bench-loop-{uuid.uuid4()}"
-                    async with Worker(
-                        env.client,
-                        task_queue=queue,
-                        workflows=[ToolLoopWorkflow, FloorWorkflow],
-                        activities=[
-                            model.stream_completion,
-                            *ToolActivities(build_tools()).activities(),
-                            *FLOOR_ACTIVITIES,
-                        ],
-                    ):
-                        yield LoopBench(env, server, provider, queue)
+        async with bench_services(provider, quiet=quiet) as (env, server, model):
+            queue = f"bench-loop-{uuid.uuid4()}"
+            async with Worker(
+                env.client,
+                task_queue=queue,
+                workflows=[ToolLoopWorkflow, FloorWorkflow],
+                activities=[
+                    model.stream_completion,
+                    *ToolActivities(build_tools()).activities(),
+                    *FLOOR_ACTIVITIES,
+                ],
+            ):
+                yield LoopBench(env, server, provider, queue)
 
     async def run_steadyloop(self, turns: int, call_chars: int) -> Measured:
         script = Script(turns=turns, call_chars=call_chars)

@@ -53,9 +53,15 @@ class RunLimits(BaseModel):
     token_budget: int | None = Field(default=None, ge=1)
     deadline_s: float | None = Field(default=None, gt=0)
     tool_concurrency: int = Field(default=4, ge=1)
-    # Continue-as-new after this many turns in one run (besides when Temporal suggests
-    # it); None: only when suggested.
+    # Continue-as-new at a turn boundary when Temporal suggests it, or when this
+    # execution reaches any of these (None turns that bound off): turns taken, history
+    # events, history bytes, updates handled. Defaults sit well below the server's
+    # limits (warning at 10,240 events / 10 MB, terminated at 51,200 / 50 MB; 2,000
+    # updates), since a turn must still fit after the check (`steadyloop.history_budget`).
     continue_as_new_after_turns: int | None = Field(default=None, ge=1)
+    continue_as_new_at_events: int | None = Field(default=8_000, ge=1)
+    continue_as_new_at_bytes: int | None = Field(default=8_000_000, ge=1)
+    continue_as_new_at_updates: int | None = Field(default=1_500, ge=1)
     # Above the watchdog's default total cap (600 s), so a stream that runs too long ends as
     # a classified stall rather than a bare activity timeout.
     model_timeout_s: float = Field(default=630.0, gt=0)
@@ -269,6 +275,8 @@ class RunStats(BaseModel):
     healed: dict[str, int] = Field(default_factory=dict)
     compactions: dict[str, int] = Field(default_factory=dict)
     elided_results: int = 0
+    # Continue-as-new hand-overs by reason (`history_budget.ContinueAsNewReason`).
+    continued_as_new: dict[str, int] = Field(default_factory=dict)
     child_runs: int = 0  # children started (or re-attached to) by this run
     child_refusals: int = 0  # delegations a chain rule refused
     children: RunStats | None = None

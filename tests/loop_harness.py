@@ -5,17 +5,19 @@ observable. Shared by the workflow tests and the replay-fixture recorder."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import tempfile
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from temporalio import activity
 from temporalio.client import Client, WorkflowHandle
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
@@ -24,6 +26,7 @@ from steadyloop.activities.tool_execution import ToolActivities
 from steadyloop.chat import ChatMessage
 from steadyloop.compaction import CompactionReply, CompactionRequest
 from steadyloop.endpoints import EndpointRegistry
+from steadyloop.payload_storage import DEFAULT_THRESHOLD_BYTES, steadyloop_data_converter
 from steadyloop.run_models import RunInput, RunLimits, RunResult
 from steadyloop.temporal_binaries import time_skipping_server_path
 from steadyloop.testing.scripted_server import ScriptedResponse, ScriptedServer
@@ -166,15 +169,41 @@ def run_input(prompt: str = "help me", **limits: Any) -> RunInput:
 async def running_loop(
     script: Iterable[ScriptedResponse],
     extra_activities: Iterable[Any] = (),
+    blob_threshold: int = DEFAULT_THRESHOLD_BYTES,
+    blob_dir: Path | None = None,
     **endpoint_config: Any,
 ) -> AsyncIterator[Loop]:
+    """A loop on the time-skipping server with steadyloop's data converter: payloads of
+    `blob_threshold` bytes or more go to `blob_dir`, else a directory of the loop's own."""
     effects = Effects()
     registry = build_tools(effects)
+    own: contextlib.AbstractContextManager[str] = (
+        tempfile.TemporaryDirectory(prefix="steadyloop-blobs-")
+        if blob_dir is None
+        else contextlib.nullcontext(str(blob_dir))
+    )
+    with own as blobs:
+        async with _loop_on(
+            script, extra_activities, blobs, blob_threshold, endpoint_config, effects, registry
+        ) as loop:
+            yield loop
+
+
+@asynccontextmanager
+async def _loop_on(
+    script: Iterable[ScriptedResponse],
+    extra_activities: Iterable[Any],
+    blobs: str,
+    blob_threshold: int,
+    endpoint_config: dict[str, Any],
+    effects: Effects,
+    registry: ToolRegistry,
+) -> AsyncIterator[Loop]:
     async with ScriptedServer(list(script)) as server:
         endpoints = EndpointRegistry([server.endpoint(ENDPOINT, **endpoint_config)])
         async with ModelActivities(endpoints, environ={}) as model:
             env = await WorkflowEnvironment.start_time_skipping(
-                data_converter=pydantic_data_converter,
+                data_converter=steadyloop_data_converter(blobs, threshold_bytes=blob_threshold),
                 test_server_existing_path=time_skipping_server_path(),
             )
             async with env:

@@ -32,6 +32,7 @@ from steadyloop.endpoint_health import (
     health_workflow_id,
 )
 from steadyloop.output_forwarding import ForwardingOptions
+from steadyloop.payload_storage import DEFAULT_THRESHOLD_BYTES
 from steadyloop.pricing import Price
 from steadyloop.receipt_ledger import Happened
 from steadyloop.run_models import AmbiguousCall, ResolveReceipt, RunInput, RunLimits, RunPlugins
@@ -121,6 +122,14 @@ SCENARIOS: dict[str, list[ScriptedResponse]] = {
         ),
         _answer("done"),
     ],
+    # Three turns, each execution handing over after its first turn (its history passed
+    # `continue_as_new_at_events`): the first execution is recorded.
+    "continue_as_new_at_events": [
+        _calls(ScriptedCall("add", {"a": 1, "b": 2}, id="k1")),
+        _calls(ScriptedCall("note", {"text": "x" * 2000}, id="k2")),
+        _calls(ScriptedCall("add", {"a": 3, "b": 4}, id="k3")),
+        _answer("done"),
+    ],
 }
 DEADLINES = {"deadline_during_backoff": 3600.0}
 # Scenarios whose endpoint needs more than the defaults (watchdog budgets).
@@ -133,6 +142,7 @@ RUN_UPDATES: dict[str, dict[str, Any]] = {
         "forwarding": ForwardingOptions(enabled=True, batch_interval_s=0.05),
         "limits": RunLimits(model_retry_initial_s=0.1),
     },
+    "continue_as_new_at_events": {"limits": RunLimits(continue_as_new_at_events=12)},
     "long_run_upkeep": {
         "provider_profile": "mistral",
         "prices": {"scripted": Price(input=1.0, cached_input=0.5, output=2.0)},
@@ -202,8 +212,23 @@ async def record_chain(name: str, directory: Path = HISTORIES) -> Path:
     return path
 
 
-async def record(name: str, script: list[ScriptedResponse], directory: Path = HISTORIES) -> Path:
-    async with running_loop(script, [summarize], **ENDPOINT_CONFIG.get(name, {})) as loop:
+async def record(
+    name: str,
+    script: list[ScriptedResponse],
+    directory: Path = HISTORIES,
+    *,
+    blob_dir: Path | None = None,
+    blob_threshold: int = DEFAULT_THRESHOLD_BYTES,
+) -> Path:
+    """Record a scenario's (first execution's) history; payloads of `blob_threshold` bytes
+    or more go to `blob_dir`, which a replay of it then needs."""
+    async with running_loop(
+        script,
+        [summarize],
+        blob_threshold=blob_threshold,
+        blob_dir=blob_dir,
+        **ENDPOINT_CONFIG.get(name, {}),
+    ) as loop:
         run = run_input(deadline_s=DEADLINES.get(name)).model_copy(update=RUN_UPDATES.get(name, {}))
         handle = await loop.start(run, workflow_id=f"replay-{name}")
         if name in RESOLUTIONS:
@@ -216,7 +241,8 @@ async def record(name: str, script: list[ScriptedResponse], directory: Path = HI
             update = ResolveReceipt(key=open_calls[0].key, resolution=RESOLUTIONS[name])
             await handle.execute_update("resolve_receipt", update)
         await handle.result()
-        history = await handle.fetch_history()
+        first = loop.client.get_workflow_handle(handle.id, run_id=handle.first_execution_run_id)
+        history = await first.fetch_history()
     path = directory / f"{name}.json"
     path.write_text(history.to_json())
     return path

@@ -39,7 +39,6 @@ from temporalio.client import (
     WorkflowExecutionStatus,
     WorkflowFailureError,
 )
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -334,6 +333,7 @@ async def _worker(args: argparse.Namespace) -> int:
                 ui_port=args.dev_ui_port,
                 namespace=temporal.namespace,
                 database=args.dev_db,
+                data_converter=temporal.data_converter,
             ) as server:
                 summary(server.address, server.namespace)
                 _say(f"  Temporal UI: {server.ui_url}")
@@ -497,7 +497,7 @@ async def _resume(args: argparse.Namespace) -> int:
         raise ConfigError(
             f"run {args.workflow_id!r} did not complete: {failure_text(exc)}"
         ) from None
-    original = await _run_input_of(stopped)
+    original = await _run_input_of(client, stopped)
     run = resume_input(original, result, prompt=args.prompt)
     workflow_id = args.id or await _free_id(client, f"{args.workflow_id}-resumed")
     await client.start_workflow(
@@ -513,11 +513,12 @@ async def _resume(args: argparse.Namespace) -> int:
     )
 
 
-async def _run_input_of(handle: RunHandle) -> RunInput:
-    """The input the run's latest execution started with (its configuration)."""
+async def _run_input_of(client: Client, handle: RunHandle) -> RunInput:
+    """The input the run's latest execution started with (its configuration); decoded with
+    the client's converter, since a continued run's input sits in the blob directory."""
     async for event in handle.fetch_history_events():
         started = event.workflow_execution_started_event_attributes
-        decoded = await pydantic_data_converter.decode(started.input.payloads, [RunInput])
+        decoded = await client.data_converter.decode(started.input.payloads, [RunInput])
         return RunInput.model_validate(decoded[0])
     raise ConfigError(f"run {handle.id!r} has no history")
 

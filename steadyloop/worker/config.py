@@ -9,6 +9,10 @@ setting, so "where did this value come from" has one answer.
   `TEMPORAL_PROFILE`, `TEMPORAL_CONFIG_FILE`), through `temporalio.envconfig`, so a
   worker pointed at Temporal Cloud needs no steadyloop-specific variable. The task
   queue is `STEADYLOOP_TASK_QUEUE` (default `steadyloop`).
+- Large payloads (a long transcript, a run's result) leave history for a blob directory,
+  `STEADYLOOP_BLOB_DIR` (default `$STEADYLOOP_HOME/blobs`, else `~/.steadyloop/blobs`;
+  `off` keeps them inline), from `STEADYLOOP_BLOB_THRESHOLD` bytes (32 KiB). Workers and
+  command lines of one deployment must share it (`steadyloop.payload_storage`).
 - Model endpoints, by name: the config file's `endpoints`, then `STEADYLOOP_ENDPOINTS`
   (JSON), then `--endpoint` flags; a later source replaces an endpoint of the same name.
   The OpenAI convention (`OPENAI_BASE_URL`, `OPENAI_API_KEY`) fills the endpoint
@@ -43,7 +47,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import DataConverter
 from temporalio.envconfig import ClientConfig
 
 from steadyloop.endpoints import (
@@ -55,6 +59,7 @@ from steadyloop.endpoints import (
     EndpointConfigError,
     EndpointRegistry,
 )
+from steadyloop.payload_storage import BlobSettings, blob_settings, steadyloop_data_converter
 from steadyloop.pricing import Price
 from steadyloop.tools.definition import ToolDefinition
 from steadyloop.tools.registry import ToolRegistry
@@ -193,13 +198,22 @@ class TemporalSettings:
     """Where the worker and the command line reach Temporal.
 
     `extra` holds the remaining `Client.connect` arguments Temporal's environment
-    configuration produced (API key, TLS, gRPC metadata); it is never printed.
+    configuration produced (API key, TLS, gRPC metadata); it is never printed. `blobs`
+    says where payloads too large for history go (`steadyloop.payload_storage`).
     """
 
     address: str = DEFAULT_ADDRESS
     namespace: str = DEFAULT_NAMESPACE
     task_queue: str = DEFAULT_TASK_QUEUE
     extra: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    blobs: BlobSettings = field(default_factory=lambda: blob_settings({}))
+
+    @property
+    def data_converter(self) -> DataConverter:
+        """steadyloop's data converter: pydantic, large payloads in the blob directory."""
+        return steadyloop_data_converter(
+            self.blobs.directory, threshold_bytes=self.blobs.threshold_bytes
+        )
 
     async def connect(self) -> Client:
         """A client with steadyloop's data converter; `TemporalUnreachable` when it is not."""
@@ -207,7 +221,7 @@ class TemporalSettings:
             return await Client.connect(
                 self.address,
                 namespace=self.namespace,
-                data_converter=pydantic_data_converter,
+                data_converter=self.data_converter,
                 **self.extra,
             )
         except RuntimeError as exc:  # the SDK reports connection failures as RuntimeError
@@ -235,6 +249,10 @@ def temporal_settings(
     from_env_namespace = loaded.get("namespace")
     connect = {k: v for k, v in loaded.items() if k not in ("target_host", "namespace")}
     section = config.file.temporal
+    try:
+        blobs = blob_settings(environ)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     return TemporalSettings(
         address=_first(address, from_env_address, section.address, DEFAULT_ADDRESS),
         namespace=_first(namespace, from_env_namespace, section.namespace, DEFAULT_NAMESPACE),
@@ -242,6 +260,7 @@ def temporal_settings(
             task_queue, environ.get(TASK_QUEUE_ENV), section.task_queue, DEFAULT_TASK_QUEUE
         ),
         extra=connect,
+        blobs=blobs,
     )
 
 

@@ -55,6 +55,12 @@ with workflow.unsafe.imports_passed_through():
         CompletionRequest,
     )
     from steadyloop.delegation_tool import DELEGATE_TOOL
+    from steadyloop.history_budget import (
+        ContinueAsNewReason,
+        HistoryReading,
+        HistoryThresholds,
+        continue_as_new_reason,
+    )
     from steadyloop.output_forwarding import (
         CLOSE_OUTPUT_STREAM_SIGNAL,
         READ_FORWARDED_OUTPUT_ACTIVITY,
@@ -144,6 +150,7 @@ class ToolLoopWorkflow:
         self._pool = asyncio.Semaphore(1)  # replaced per batch with the run's pool size
         self._child_runs: ChildRuns | None = None  # set when the run may delegate
         self._disclosure = PluginDisclosure.none()  # the run's tools, once described
+        self._updates = 0  # updates handled by this execution (Temporal caps them)
 
     # -- queries and signals ---------------------------------------------------------
 
@@ -175,6 +182,7 @@ class ToolLoopWorkflow:
     @workflow.update
     def resolve_receipt(self, request: ResolveReceipt) -> str:
         """A person's answer for an ambiguous call; the suspended call then goes on."""
+        self._updates += 1
         view = self._ambiguous[request.key]
         written = self._receipts.resolve_ambiguous(
             ReceiptKey.from_text(request.key), view.attempt, request.resolution, now=workflow.now()
@@ -211,8 +219,9 @@ class ToolLoopWorkflow:
             self._disclosure = await disclose_tools(run)
             while True:
                 self._check_bounds(run)
-                if self._should_continue_as_new(run, turns_this_run):
-                    await self._continue_as_new(run)
+                reason = self._should_continue_as_new(run, turns_this_run)
+                if reason is not None:
+                    await self._continue_as_new(run, reason)
                 self._transcript = await compact_at_boundary(
                     self._transcript, run.limits.compaction, self._stats
                 )
@@ -259,18 +268,38 @@ class ToolLoopWorkflow:
         self._turn = carried.turn
         return None if carried.deadline is None else datetime.fromisoformat(carried.deadline)
 
-    def _should_continue_as_new(self, run: RunInput, turns_this_run: int) -> bool:
-        if turns_this_run == 0:
-            return False  # always make progress before handing over
-        every = run.limits.continue_as_new_after_turns
-        return workflow.info().is_continue_as_new_suggested() or (
-            every is not None and turns_this_run >= every
+    def _should_continue_as_new(
+        self, run: RunInput, turns_this_run: int
+    ) -> ContinueAsNewReason | None:
+        """Why to hand over now (Temporal's suggestion, or this execution's turns, history
+        events, bytes or updates past the run's limits), or None."""
+        info = workflow.info()
+        limits = run.limits
+        return continue_as_new_reason(
+            HistoryReading(
+                turns=turns_this_run,
+                events=info.get_current_history_length(),
+                bytes=info.get_current_history_size(),
+                updates=self._updates,
+                suggested=info.is_continue_as_new_suggested(),
+            ),
+            HistoryThresholds(
+                turns=limits.continue_as_new_after_turns,
+                events=limits.continue_as_new_at_events,
+                bytes=limits.continue_as_new_at_bytes,
+                updates=limits.continue_as_new_at_updates,
+            ),
         )
 
-    async def _continue_as_new(self, run: RunInput) -> NoReturn:
-        """Hand over at a turn boundary, after handlers finish: no activity is in flight."""
+    async def _continue_as_new(self, run: RunInput, reason: ContinueAsNewReason) -> NoReturn:
+        """Hand over at a turn boundary, after handlers finish: no activity is in flight.
+
+        A signal that arrived while handlers finished (an interrupt) is honoured here
+        rather than lost with this execution."""
         self._phase = "continuing as new"
         await workflow.wait_condition(workflow.all_handlers_finished)
+        self._check_bounds(run)
+        self._stats.continued_as_new[reason] = self._stats.continued_as_new.get(reason, 0) + 1
         carried = CarriedState(
             transcript=self._transcript,
             receipts=self._receipts,
