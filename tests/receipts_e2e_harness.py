@@ -25,6 +25,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from steadyloop.chat import ChatMessage
+from steadyloop.output_forwarding import ForwardingOptions
 from steadyloop.run_models import RunInput, RunLimits, RunResult
 from steadyloop.temporal_binaries import dev_server_path
 from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
@@ -189,7 +190,7 @@ class E2E:
         return worker
 
     async def start(
-        self, *, prompt: str = "go", **limits: Any
+        self, *, prompt: str = "go", forwarding: ForwardingOptions | None = None, **limits: Any
     ) -> WorkflowHandle[ToolLoopWorkflow, RunResult]:
         run = RunInput(
             endpoint=ENDPOINT,
@@ -197,6 +198,7 @@ class E2E:
             prompt=prompt,
             tools=TOOLS,
             limits=RunLimits(**limits),
+            forwarding=forwarding or ForwardingOptions(),
         )
         return await self.client.start_workflow(
             ToolLoopWorkflow.run, run, id=f"receipts-e2e-{uuid.uuid4()}", task_queue=self.task_queue

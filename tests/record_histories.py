@@ -31,6 +31,7 @@ from steadyloop.endpoint_health import (
     ProbeRequest,
     health_workflow_id,
 )
+from steadyloop.output_forwarding import ForwardingOptions
 from steadyloop.pricing import Price
 from steadyloop.receipt_ledger import Happened
 from steadyloop.run_models import AmbiguousCall, ResolveReceipt, RunInput, RunLimits
@@ -41,7 +42,12 @@ from steadyloop.testing.chunks import (
     tool_call_chunks,
     usage_chunk,
 )
-from steadyloop.testing.scripted_server import ScriptedResponse, error_response, sse_response
+from steadyloop.testing.scripted_server import (
+    Pause,
+    ScriptedResponse,
+    error_response,
+    sse_response,
+)
 from steadyloop.workflows.endpoint_health import EndpointHealthWorkflow
 
 HISTORIES = Path(__file__).parent / "histories"
@@ -87,6 +93,12 @@ SCENARIOS: dict[str, list[ScriptedResponse]] = {
         ),
         _answer("done"),
     ],
+    # Forwarding: a silent first attempt retried after a backoff, then an attempt that
+    # showed text and stalled, so the run stops `output_interrupted` (and closes its host).
+    "forwarded_output_interrupted": [
+        sse_response([Pause(2.0), *text_chunks("late")], done=False),
+        sse_response([*text_chunks("Shown to a person"), Pause(2.0)], done=False),
+    ],
     # A broken history healed before the first request (Mistral ids), cost counted, and
     # the transcript compacted by a user activity at a turn boundary.
     "long_run_upkeep": [
@@ -97,8 +109,16 @@ SCENARIOS: dict[str, list[ScriptedResponse]] = {
     ],
 }
 DEADLINES = {"deadline_during_backoff": 3600.0}
+# Scenarios whose endpoint needs more than the defaults (watchdog budgets).
+ENDPOINT_CONFIG: dict[str, dict[str, Any]] = {
+    "forwarded_output_interrupted": {"first_token_s": 0.3, "inter_chunk_s": 0.3},
+}
 # Scenarios that start from more than a prompt: fields of RunInput to set.
 RUN_UPDATES: dict[str, dict[str, Any]] = {
+    "forwarded_output_interrupted": {
+        "forwarding": ForwardingOptions(enabled=True, batch_interval_s=0.05),
+        "limits": RunLimits(model_retry_initial_s=0.1),
+    },
     "long_run_upkeep": {
         "provider_profile": "mistral",
         "prices": {"scripted": Price(input=1.0, cached_input=0.5, output=2.0)},
@@ -165,7 +185,7 @@ async def record_chain(name: str, directory: Path = HISTORIES) -> Path:
 
 
 async def record(name: str, script: list[ScriptedResponse], directory: Path = HISTORIES) -> Path:
-    async with running_loop(script, [summarize]) as loop:
+    async with running_loop(script, [summarize], **ENDPOINT_CONFIG.get(name, {})) as loop:
         run = run_input(deadline_s=DEADLINES.get(name)).model_copy(update=RUN_UPDATES.get(name, {}))
         handle = await loop.start(run, workflow_id=f"replay-{name}")
         if name in RESOLUTIONS:

@@ -9,6 +9,7 @@ carry the text that was shown; before that, a failure stays retryable.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -215,6 +216,9 @@ async def test_a_stall_after_output_was_shown_is_not_retryable_and_keeps_the_tex
     failure = info.value.failure
     assert failure.kind == "stall" and failure.produced_output
     assert not failure_is_retryable(failure)
+    [exchange] = server.exchanges
+    await asyncio.wait_for(exchange.ended.wait(), 2.0)
+    assert exchange.client_disconnected  # the stalled connection was released
     assert info.value.shown_text == sink.text() == "The answer is"
     error = failure_to_application_error(
         failure, shown=ForwardedOutput(text=info.value.shown_text)
@@ -270,3 +274,33 @@ async def test_a_disconnect_after_output_is_not_retryable(server: ScriptedServer
     assert info.value.failure.produced_output
     assert not failure_is_retryable(info.value.failure)
     assert info.value.shown_text == "Partial answ"
+
+
+async def test_each_call_repaired_for_an_empty_identity_is_logged_once(
+    server: ScriptedServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    from steadyloop.testing.chunks import tool_call_delta, tool_calls_chunk
+
+    calls = [
+        tool_calls_chunk([tool_call_delta(index=0, id="", name="add", arguments='{"a": 1}')]),
+        tool_calls_chunk([tool_call_delta(index=1, id="call_ok", name="add", arguments="{}")]),
+    ]
+    with caplog.at_level("WARNING", logger="steadyloop.activities.model_stream"):
+        turn = await read(server, sse_response([*calls, finish_chunk("tool_calls")]), None)
+    repaired = [r.getMessage() for r in caplog.records]
+    blank = turn.tool_calls[0]
+    assert blank.id.strip() and blank.id != "call_ok"
+    assert repaired == [
+        f"tool call {blank.id} repaired: empty id (absent, blank or repeated on the wire; "
+        f"minted {blank.id!r})"
+    ]
+
+
+def test_a_call_with_no_name_is_logged_naming_the_name(caplog: pytest.LogCaptureFixture) -> None:
+    from steadyloop.activities.model_stream import _log_repaired_calls
+    from steadyloop.chat import ToolCall
+
+    turn = AssembledTurn(tool_calls=[ToolCall(id="call_x", name=" ", arguments="{}")])
+    with caplog.at_level("WARNING", logger="steadyloop.activities.model_stream"):
+        _log_repaired_calls(turn, "call_sl_t1a1")
+    assert [r.getMessage() for r in caplog.records] == ["tool call call_x repaired: empty name"]

@@ -152,12 +152,6 @@ async def test_a_malformed_chunk_stops_the_run_after_one_attempt(llmock_url: str
     assert [m.role for m in result.transcript] == ["user"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="steadyloop/workflows/tool_loop.py `_cause` uses str(ApplicationError), which "
-    "prefixes the error type to a message that already starts with the failure kind: "
-    "the detail reads 'invalid_chunk: invalid_chunk: ...'",
-)
 async def test_a_failed_runs_detail_names_the_failure_kind_once(llmock_url: str) -> None:
     fault = {"type": "stream_fault", "kind": "malformed", "after_chunks": 2}
     async with llmock_admin(llmock_url, [fault]):

@@ -77,6 +77,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.metadata
+import logging
 import math
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -132,6 +133,7 @@ __all__ = [
 ]
 
 HEARTBEAT_INTERVAL_S = 1.0
+logger = logging.getLogger(__name__)
 
 # How much of a non-2xx or non-SSE body is read for the message and the excerpt.
 ERROR_BODY_LIMIT = 64 * 1024
@@ -360,6 +362,7 @@ class _TurnReader:
         sink: OutputSink | None = None,
     ) -> None:
         self.decoder = SSEDecoder()
+        self.mint_prefix = request.mint_prefix
         self.assembler = TurnAssembler(
             mint_prefix=request.mint_prefix, wants_json=request.wants_json()
         )
@@ -507,6 +510,7 @@ class _TurnReader:
 
     def finish(self) -> AssembledTurn:
         turn = self.assembler.finish()
+        _log_repaired_calls(turn, self.mint_prefix)
         breach = None if self.guard is None else self.guard.breach
         if breach is not None:
             assert self.limits is not None
@@ -524,6 +528,20 @@ class _TurnReader:
             }
         )
         return turn.model_copy(update={"stats": stats})
+
+
+def _log_repaired_calls(turn: AssembledTurn, mint_prefix: str) -> None:
+    """One warning per call whose identity arrived empty, naming the empty fields: the
+    minted id keeps the transcript valid, a missing name makes the turn a defect."""
+    minted = f"{mint_prefix}_"
+    for call in turn.tool_calls:
+        empty = []
+        if call.id.startswith(minted):
+            empty.append(f"id (absent, blank or repeated on the wire; minted {call.id!r})")
+        if not call.name.strip():
+            empty.append("name")
+        if empty:
+            logger.warning("tool call %s repaired: empty %s", call.id, " and ".join(empty))
 
 
 async def _sniff(byte_iter: AsyncIterator[bytes]) -> bytes:

@@ -33,12 +33,15 @@ from pathlib import Path
 from typing import NoReturn
 
 from pydantic import ValidationError
-from temporalio.client import WorkflowFailureError
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from steadyloop.output_forwarding import ForwardingOptions
 from steadyloop.provider_profiles import ProviderProfile
 from steadyloop.run_models import RunInput, RunLimits, StopReason
+from steadyloop.run_resume import DEFAULT_RESUME_PROMPT, resume_input
 from steadyloop.worker.config import (
     CONFIG_ENV,
     DEFAULT_TASK_QUEUE,
@@ -65,7 +68,7 @@ from steadyloop.worker.process import (
     install_stop_signals,
     serve,
 )
-from steadyloop.worker.progress import ProgressDisplay, result_lines
+from steadyloop.worker.progress import ProgressDisplay, partial_lines, result_lines
 from steadyloop.worker.receipts_cli import add_receipts_parser
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
@@ -81,6 +84,7 @@ EXIT_CODES: dict[StopReason, int] = {
     "token_budget": EXIT_STOPPED,
     "deadline": EXIT_STOPPED,
     "interrupted": EXIT_STOPPED,
+    "output_interrupted": EXIT_STOPPED,
 }
 UI_URL_ENV = "TEMPORAL_UI_URL"
 
@@ -203,6 +207,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="what the provider accepts: transcripts are healed and tool schemas sanitized "
         "for it (default 'portable')",
     )
+    run.add_argument(
+        "--no-stream",
+        action="store_true",
+        help="do not forward the model's text as it streams (then a failed attempt may be "
+        "retried freely; with streaming, an attempt whose text was shown is never repeated)",
+    )
+    run.add_argument(
+        "--reasoning-is-output",
+        action="store_true",
+        help="count forwarded reasoning as shown output (default: only answer text counts)",
+    )
     run.add_argument("--tenant", default="default", help="tenant id (default 'default')")
     run.add_argument("--id", help="workflow id (default: steadyloop-<uuid>)")
     run.add_argument("--detach", action="store_true", help="print the workflow id and exit")
@@ -217,6 +232,21 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("workflow_id", metavar="ID")
     show.add_argument("--ui-url", help=f"Temporal UI address, to print links (env {UI_URL_ENV})")
     show.set_defaults(handler=_show_command)
+
+    resume = commands.add_parser(
+        "resume",
+        parents=[connection],
+        help="carry on from a run that stopped, as a new run (after output_interrupted)",
+        description="Start a new run with a stopped run's configuration and conversation, "
+        "the partial answer that was shown included, and follow it.",
+    )
+    resume.add_argument("workflow_id", metavar="ID", help="the stopped run")
+    resume.add_argument(
+        "--prompt", default=DEFAULT_RESUME_PROMPT, help="the user message that asks to go on"
+    )
+    resume.add_argument("--id", help="the new run's workflow id (default: ID-resumed-<n>)")
+    resume.add_argument("--detach", action="store_true", help="print the new id and exit")
+    resume.set_defaults(handler=_resume_command)
 
     add_receipts_parser(commands, connection)
 
@@ -356,6 +386,9 @@ async def _run(args: argparse.Namespace) -> int:
             tenant_id=args.tenant,
             provider_profile=args.profile,
             prices=run_prices(endpoint, config),
+            forwarding=ForwardingOptions(
+                enabled=not args.no_stream, reasoning_is_output=args.reasoning_is_output
+            ),
         )
     except ValidationError as exc:
         raise ConfigError(f"the run is not valid: {exc.errors(include_url=False)}") from None
@@ -380,7 +413,9 @@ async def _run(args: argparse.Namespace) -> int:
     if url:
         _say(f"Temporal UI: {url}")
     handle = client.get_workflow_handle_for(ToolLoopWorkflow.run, workflow_id)
-    return await _follow_and_report(handle, temporal.task_queue)
+    return await _follow_and_report(
+        handle, temporal.task_queue, output=client if run.forwarding.enabled else None
+    )
 
 
 def _show_command(args: argparse.Namespace) -> int:
@@ -412,15 +447,82 @@ async def _show(args: argparse.Namespace) -> int:
     )
     if url:
         _say(f"Temporal UI: {url}")
-    return await _follow_and_report(handle, description.task_queue)
+    return await _follow_and_report(handle, description.task_queue, output=client)
 
 
-async def _follow_and_report(handle: RunHandle, task_queue: str) -> int:
-    """Follow until the run ends (or Ctrl-C), print the outcome, return the exit code."""
+def _resume_command(args: argparse.Namespace) -> int:
+    return asyncio.run(_resume(args))
+
+
+async def _resume(args: argparse.Namespace) -> int:
+    config = load_config(args.config, os.environ)
+    temporal = _temporal(args, config)
+    client = await temporal.connect()
+    stopped = client.get_workflow_handle_for(ToolLoopWorkflow.run, args.workflow_id)
+    try:
+        description = await stopped.describe()
+    except RPCError as exc:
+        raise ConfigError(f"cannot find run {args.workflow_id!r}: {exc}") from None
+    if description.status == WorkflowExecutionStatus.RUNNING:
+        raise ConfigError(
+            f"run {args.workflow_id!r} is still running; it can be resumed once it stops"
+        )
+    try:
+        result = await stopped.result()
+    except WorkflowFailureError as exc:
+        raise ConfigError(
+            f"run {args.workflow_id!r} did not complete: {failure_text(exc)}"
+        ) from None
+    original = await _run_input_of(stopped)
+    run = resume_input(original, result, prompt=args.prompt)
+    workflow_id = args.id or await _free_id(client, f"{args.workflow_id}-resumed")
+    await client.start_workflow(
+        ToolLoopWorkflow.run, run, id=workflow_id, task_queue=description.task_queue
+    )
+    if args.detach:
+        print(workflow_id, flush=True)
+        return EXIT_OK
+    _say(f"run {workflow_id} resumes {args.workflow_id} ({result.stop_reason})")
+    handle = client.get_workflow_handle_for(ToolLoopWorkflow.run, workflow_id)
+    return await _follow_and_report(
+        handle, description.task_queue, output=client if run.forwarding.enabled else None
+    )
+
+
+async def _run_input_of(handle: RunHandle) -> RunInput:
+    """The input the run's latest execution started with (its configuration)."""
+    async for event in handle.fetch_history_events():
+        started = event.workflow_execution_started_event_attributes
+        decoded = await pydantic_data_converter.decode(started.input.payloads, [RunInput])
+        return RunInput.model_validate(decoded[0])
+    raise ConfigError(f"run {handle.id!r} has no history")
+
+
+async def _free_id(client: Client, stem: str) -> str:
+    """`stem-1`, `stem-2`...: the first id no workflow has."""
+    number = 1
+    while True:
+        candidate = f"{stem}-{number}"
+        try:
+            await client.get_workflow_handle(candidate).describe()
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.NOT_FOUND:
+                return candidate
+            raise
+        number += 1
+
+
+async def _follow_and_report(
+    handle: RunHandle, task_queue: str, *, output: Client | None = None
+) -> int:
+    """Follow until the run ends (or Ctrl-C), print the outcome, return the exit code.
+
+    With `output`, the model's forwarded text is printed as it streams.
+    """
     stop = asyncio.Event()
     remove = install_stop_signals(stop, lambda _signal: None)
     following = asyncio.create_task(
-        follow(handle, ProgressDisplay(sys.stdout), task_queue=task_queue)
+        follow(handle, ProgressDisplay(sys.stdout), task_queue=task_queue, output=output)
     )
     stopping = asyncio.create_task(stop.wait())
     try:
@@ -439,7 +541,7 @@ async def _follow_and_report(handle: RunHandle, task_queue: str) -> int:
     except WorkflowFailureError as exc:
         _say(f"the workflow did not complete: {failure_text(exc)}")
         return EXIT_FAILED
-    for line in result_lines(result):
+    for line in [*result_lines(result), *partial_lines(result, handle.id)]:
         _say(line)
     return EXIT_CODES.get(result.stop_reason, EXIT_FAILED)
 

@@ -15,16 +15,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Sequence
 from datetime import timedelta
 
+from temporalio.api.common.v1 import Payload
 from temporalio.client import (
+    Client,
     WorkflowHandle,
     WorkflowQueryFailedError,
     WorkflowQueryRejectedError,
 )
+from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 
 from steadyloop.chat import ChatMessage
+from steadyloop.completion import STREAM_COMPLETION_ACTIVITY
+from steadyloop.output_follow import follow_output
 from steadyloop.run_models import RunProgress, RunResult
 from steadyloop.worker.progress import (
     ActivityState,
@@ -35,6 +41,8 @@ from steadyloop.worker.progress import (
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 DEFAULT_POLL_INTERVAL_S = 0.3
+# After the run's result, how long its forwarded text may take to finish printing.
+OUTPUT_DRAIN_S = 3.0
 QUERY_TIMEOUT = timedelta(seconds=5)
 _QUERY_ERRORS = (RPCError, WorkflowQueryFailedError, WorkflowQueryRejectedError, TimeoutError)
 
@@ -47,10 +55,17 @@ async def follow(
     *,
     task_queue: str | None = None,
     poll_interval_s: float = DEFAULT_POLL_INTERVAL_S,
+    output: Client | None = None,
 ) -> RunResult:
-    """Show the run's progress on `display` until it ends; return its result."""
-    reader = TranscriptReader()
+    """Show the run's progress on `display` until it ends; return its result.
+
+    With `output` (a client), the run's forwarded text is printed as it streams.
+    """
+    reader = TranscriptReader(streamed=output is not None)
     result = asyncio.ensure_future(handle.result())
+    tokens = None
+    if output is not None:
+        tokens = asyncio.ensure_future(_print_output(output, handle, display))
     last: RunProgress | None = None
     try:
         while not result.done():
@@ -68,15 +83,31 @@ async def follow(
                 display.status(status_line(progress, activity, task_queue=task_queue))
             await asyncio.wait({result}, timeout=poll_interval_s)
         outcome = result.result()
+        if tokens is not None:  # the host drains and ends once the run closed it
+            with contextlib.suppress(asyncio.TimeoutError, Exception):
+                await asyncio.wait_for(asyncio.shield(tokens), OUTPUT_DRAIN_S)
         for line in reader.new_lines(outcome.transcript):
             display.event(line)
         return outcome
     finally:
+        if tokens is not None and not tokens.done():
+            tokens.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await tokens
         if not result.done():
             result.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await result
         display.close()
+
+
+async def _print_output(client: Client, handle: RunHandle, display: ProgressDisplay) -> None:
+    """Print the run's forwarded text as it arrives; a broken live view never ends following."""
+    try:
+        async for delta in follow_output(client, handle.id):
+            display.text(delta)
+    except RPCError:
+        display.event("(live output unavailable; the answer follows when the run ends)")
 
 
 async def _progress(handle: RunHandle) -> RunProgress | None:
@@ -104,6 +135,24 @@ async def _activity_in_flight(handle: RunHandle) -> ActivityState | None:
         return None
     busiest = max(pending, key=lambda activity: activity.attempt)
     failure = busiest.last_failure.message if busiest.HasField("last_failure") else None
+    stream: dict[str, object] | None = None
+    if busiest.activity_type.name == STREAM_COMPLETION_ACTIVITY:
+        stream = await _last_heartbeat(busiest.heartbeat_details.payloads)
     return ActivityState(
-        name=busiest.activity_type.name, attempt=busiest.attempt, last_failure=failure or None
+        name=busiest.activity_type.name,
+        attempt=busiest.attempt,
+        last_failure=failure or None,
+        stream=stream,
     )
+
+
+async def _last_heartbeat(payloads: Sequence[Payload]) -> dict[str, object] | None:
+    """The model stream's last heartbeat as a dict (progress is plain JSON), or None."""
+    if not payloads:
+        return None
+    try:
+        details = await pydantic_data_converter.decode(payloads)
+    except Exception:
+        return None
+    last = details[-1] if details else None
+    return last if isinstance(last, dict) else None

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from steadyloop.chat import ChatMessage
+from steadyloop.output_forwarding import OutputDelta
 from steadyloop.run_models import RunProgress, RunResult, RunStats
 
 EVENT_WIDTH = 110
@@ -30,6 +31,8 @@ class ActivityState:
     name: str
     attempt: int
     last_failure: str | None = None
+    # The model stream's last heartbeat (`StreamProgress` as a dict), when it sent one.
+    stream: dict[str, object] | None = None
 
 
 def one_line(text: str, width: int = EVENT_WIDTH) -> str:
@@ -56,6 +59,8 @@ def status_line(
     ]
     if progress.cost_usd > 0:
         parts.append(_dollars(progress.cost_usd))
+    if activity is not None and activity.stream:
+        parts.append(_stream_part(activity.stream))
     if activity is not None and activity.attempt > 1:
         retry = f"{activity.name} attempt {activity.attempt}"
         if activity.last_failure:
@@ -65,9 +70,14 @@ def status_line(
 
 
 class TranscriptReader:
-    """Turns a growing transcript into event lines, each message reported once."""
+    """Turns a growing transcript into event lines, each message reported once.
 
-    def __init__(self) -> None:
+    `streamed`: the model's text was already shown as it streamed, so an assistant
+    message's text is not repeated (its tool calls still are).
+    """
+
+    def __init__(self, *, streamed: bool = False) -> None:
+        self._streamed = streamed
         self._seen = 0
         self._turn = 0
         self._names: dict[str, str] = {}
@@ -88,7 +98,8 @@ class TranscriptReader:
             if not message.tool_calls:
                 return []  # the final answer is printed with the result
             prefix = f"turn {self._turn}"
-            lines = [f"{prefix}  model: {one_line(message.content)}"] if message.content else []
+            said = message.content and not self._streamed
+            lines = [f"{prefix}  model: {one_line(message.content or '')}"] if said else []
             for call in message.tool_calls:
                 self._names[call.id] = call.name
                 arguments = call.arguments if call.arguments.strip() else '""'
@@ -101,15 +112,37 @@ class TranscriptReader:
 
 
 class ProgressDisplay:
-    """Event lines plus one status line; `live` (default: `out` is a TTY) redraws in place."""
+    """Event lines plus one status line; `live` (default: `out` is a TTY) redraws in place.
+
+    Streamed answer text (`text`) is written as it arrives, on its own line per turn and
+    attempt; while it flows the status line is not drawn (it would cut through the text),
+    and the text's line is ended before the next event or status.
+    """
 
     def __init__(self, out: TextIO, *, live: bool | None = None) -> None:
         self._out = out
         self._live = out.isatty() if live is None else live
         self._status = ""
         self._drawn = False
+        self._streaming: tuple[int, int] | None = None
+
+    def text(self, delta: OutputDelta) -> None:
+        """Answer text forwarded by the model, as it arrives (reasoning is not printed)."""
+        if delta.kind != "text" or not delta.text:
+            return
+        key = (delta.turn, delta.attempt)
+        if self._streaming != key:
+            self._end_text()
+            if self._drawn:
+                self._out.write(_CLEAR_LINE)
+                self._drawn = False
+            self._out.write(f"turn {delta.turn}  model: ")
+            self._streaming = key
+        self._out.write(delta.text)
+        self._out.flush()
 
     def event(self, line: str) -> None:
+        self._end_text()
         if self._drawn:
             self._out.write(_CLEAR_LINE)
         self._out.write(line + "\n")
@@ -122,6 +155,8 @@ class ProgressDisplay:
         if line == self._status:
             return
         self._status = line
+        if self._streaming is not None:
+            return  # shown once the text's line ends
         if self._live:
             self._draw()
         else:
@@ -129,10 +164,17 @@ class ProgressDisplay:
         self._out.flush()
 
     def close(self) -> None:
+        self._end_text()
         if self._drawn:
             self._out.write(_CLEAR_LINE)
             self._out.flush()
             self._drawn = False
+
+    def _end_text(self) -> None:
+        if self._streaming is not None:
+            self._out.write("\n")
+            self._streaming = None
+            self._out.flush()
 
     def _draw(self) -> None:
         width = max(shutil.get_terminal_size().columns - 1, 20)
@@ -183,6 +225,30 @@ def stats_lines(stats: RunStats) -> list[str]:
             lines.append(f"{label}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
     if stats.elided_results:
         lines[-1] += f" ({_count(stats.elided_results, 'tool result')} elided)"
+    return lines
+
+
+def _stream_part(stream: dict[str, object]) -> str:
+    """`streaming: 1234 chars, 2 tool calls, shown`: the model stream's own progress."""
+    chars = stream.get("output_chars", 0)
+    calls = stream.get("tool_calls", 0)
+    part = f"streaming: {chars} chars"
+    if isinstance(calls, int) and calls:
+        part += f", {_count(calls, 'tool call')}"
+    if stream.get("produced_output"):
+        part += ", shown"
+    return part
+
+
+def partial_lines(result: RunResult, workflow_id: str) -> list[str]:
+    """What a person saw of the turn that could not finish, and how to go on."""
+    partial = result.partial
+    if partial is None:
+        return []
+    note = "" if partial.complete else " (its beginning was no longer retained)"
+    lines = [f"partial output of turn {partial.turn}, shown before it failed{note}:"]
+    lines.extend(f"  {line}" for line in (partial.text or "(none)").strip().splitlines())
+    lines.append(f"resume the run: steadyloop resume {workflow_id}")
     return lines
 
 

@@ -47,6 +47,7 @@ from temporalio.exceptions import (
     ApplicationError,
     CancelledError,
     ChildWorkflowError,
+    FailureError,
     WorkflowAlreadyStartedError,
 )
 
@@ -204,7 +205,7 @@ class ChildRuns:
             result = await answer
         except (ChildWorkflowError, ActivityError) as error:
             self._receipts.fail(key, decision.attempt)
-            return child_failed_outcome(request.agent, _cause(error))
+            return child_failed_outcome(request.agent, innermost_message(error))
         finally:
             record.running = False
         self._stats.fold_child(result.stats)
@@ -249,7 +250,7 @@ class ChildRuns:
             except ActivityError as error:
                 raise_if_cancelled(error)
                 # Nothing measured: every visibility rule is left out (admits); depth holds.
-                workflow.logger.warning("chain measurement failed: %s", _cause(error))
+                workflow.logger.warning("chain measurement failed: %s", innermost_message(error))
         return self._admit(agent, limits, measured)
 
     def _admit(
@@ -316,9 +317,14 @@ def raise_if_cancelled(error: ActivityError) -> None:
         raise asyncio.CancelledError from None
 
 
-def _cause(error: BaseException) -> str:
-    """The innermost message: the outer errors only say which child or activity failed."""
+def innermost_message(error: BaseException) -> str:
+    """The innermost message: the outer errors only say which child or activity failed.
+
+    A Temporal failure's own `message`, not its `str()`, which prefixes the error type
+    to a message that (for the model activity's failures) already starts with it.
+    """
     cause: BaseException = error
     while cause.__cause__ is not None:
         cause = cause.__cause__
-    return str(cause) or type(cause).__name__
+    text = cause.message if isinstance(cause, FailureError) else str(cause)
+    return text or type(cause).__name__

@@ -89,7 +89,7 @@ with workflow.unsafe.imports_passed_through():
     from steadyloop.transcript_healing import validate_and_heal
     from steadyloop.workflows.compaction_step import compact_at_boundary
 
-from steadyloop.workflows.delegation import ChildRuns, raise_if_cancelled
+from steadyloop.workflows.delegation import ChildRuns, innermost_message, raise_if_cancelled
 
 # Temporal refuses payloads over 2 MB; leave room for the envelope around the input.
 MAX_ACTIVITY_INPUT_BYTES = 1_900_000
@@ -432,6 +432,7 @@ class ToolLoopWorkflow:
                 raise _Stop("deadline", "the deadline passed during a model turn") from None
             raise_if_cancelled(error)  # the run was cancelled: not a model failure
             cause = error.cause
+            why = innermost_message(error)
             if isinstance(cause, ApplicationError):
                 head = cause.details[0] if cause.details else None
                 if isinstance(head, dict) and head.get("produced_output"):
@@ -440,10 +441,10 @@ class ToolLoopWorkflow:
                         if len(cause.details) > 1
                         else ForwardedOutput(complete=False)
                     )
-                    await self._stop_shown(request, attempt, shown, "activity", _cause(error))
+                    await self._stop_shown(request, attempt, shown, "activity", why)
                 if cause.non_retryable:
-                    raise _Stop("failed", f"the model call failed: {_cause(error)}") from None
-                return _Retry(cause.type or "error", _cause(error), cause.next_retry_delay)
+                    raise _Stop("failed", f"the model call failed: {why}") from None
+                return _Retry(cause.type or "error", why, cause.next_retry_delay)
             if isinstance(cause, TimeoutError):
                 progress = _last_heartbeat(cause)
                 if request.forward is not None and progress.get("produced_output"):
@@ -457,13 +458,13 @@ class ToolLoopWorkflow:
                         result_type=ForwardedOutput,
                         start_to_close_timeout=DESCRIBE_TIMEOUT,
                     )
-                    await self._stop_shown(request, attempt, shown, "stream", _cause(error))
+                    await self._stop_shown(request, attempt, shown, "stream", why)
                 return _Retry(
                     f"timeout_{cause.type.name.lower()}" if cause.type else "timeout",
-                    _cause(error),
+                    why,
                     None,
                 )
-            raise _Stop("failed", f"the model call failed: {_cause(error)}") from None
+            raise _Stop("failed", f"the model call failed: {why}") from None
 
     async def _stop_shown(
         self,
@@ -738,7 +739,7 @@ class ToolLoopWorkflow:
                 self._receipts.fail(key, attempt)
                 return ToolOutcome(
                     status="tool_error",
-                    content=f"Tool {description.name!r} failed: {_cause(lost)}",
+                    content=f"Tool {description.name!r} failed: {innermost_message(lost)}",
                     error_type="ToolFailed",
                 )
             # No outcome: the effect may or may not have happened.
@@ -828,14 +829,6 @@ def _bounded(timeout: timedelta, deadline: datetime | None) -> timedelta:
         return timeout
     remaining = deadline - workflow.now()
     return max(min(timeout, remaining), timedelta(seconds=1))
-
-
-def _cause(error: ActivityError) -> str:
-    """The innermost message: an ActivityError's own text only says which activity failed."""
-    cause: BaseException = error
-    while cause.__cause__ is not None:
-        cause = cause.__cause__
-    return str(cause) or type(cause).__name__
 
 
 def _text_bound(messages: list[ChatMessage]) -> int:

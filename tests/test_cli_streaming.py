@@ -1,0 +1,136 @@
+"""What `steadyloop run` and `steadyloop resume` show and do with forwarded output.
+
+Pure formatting first (the text printed as it streams, the status line from the model
+stream's heartbeat, the partial answer of an interrupted run), then the same through
+Temporal: `follow` prints a run's text as it streams, and a resumed run carries on from
+the partial answer the person saw.
+"""
+
+from __future__ import annotations
+
+import io
+import uuid
+
+from loop_harness import running_loop
+from test_output_forwarding_workflow import forwarding_run, slow_answer
+
+from steadyloop.chat import ChatMessage, ToolCall
+from steadyloop.output_forwarding import OutputDelta, PartialOutput
+from steadyloop.run_models import RunProgress, RunResult, RunStats
+from steadyloop.run_resume import resume_input
+from steadyloop.testing import Pause, sse_response, text_chunks
+from steadyloop.worker.follow import follow
+from steadyloop.worker.progress import (
+    ActivityState,
+    ProgressDisplay,
+    TranscriptReader,
+    partial_lines,
+    status_line,
+)
+from steadyloop.workflows.tool_loop import ToolLoopWorkflow
+
+
+def delta(text: str, turn: int = 1, attempt: int = 1, kind: str = "text") -> OutputDelta:
+    return OutputDelta.model_validate(
+        {"turn": turn, "attempt": attempt, "kind": kind, "text": text}
+    )
+
+
+def test_streamed_text_is_written_as_it_arrives_one_line_per_turn() -> None:
+    out = io.StringIO()
+    display = ProgressDisplay(out, live=False)
+    display.text(delta("Hel"))
+    display.text(delta("lo"))
+    display.status("turn 1 | model")  # held back: it would cut through the text
+    display.text(delta("thinking", kind="reasoning"))  # reasoning is not printed
+    display.event("turn 1  -> search {}")
+    display.text(delta("Done.", turn=2))
+    display.close()
+    assert out.getvalue() == ("turn 1  model: Hello\nturn 1  -> search {}\nturn 2  model: Done.\n")
+
+
+def test_a_streamed_run_does_not_repeat_its_text_from_the_transcript() -> None:
+    assistant = ChatMessage(
+        role="assistant",
+        content="Let me search.",
+        tool_calls=[ToolCall(id="c1", name="search", arguments="{}")],
+    )
+    plain = TranscriptReader().new_lines([assistant])
+    streamed = TranscriptReader(streamed=True).new_lines([assistant])
+    assert plain == ["turn 1  model: Let me search.", "turn 1  -> search {}"]
+    assert streamed == ["turn 1  -> search {}"]
+
+
+def test_the_status_line_shows_the_model_stream_s_own_progress() -> None:
+    progress = RunProgress(turn=2, tool_calls=1, tokens=40, phase="model")
+    stream: dict[str, object] = {"output_chars": 120, "tool_calls": 2, "produced_output": True}
+    line = status_line(progress, ActivityState("steadyloop.stream_completion", 1, stream=stream))
+    assert line.endswith("streaming: 120 chars, 2 tool calls, shown")
+    quiet: dict[str, object] = {"output_chars": 0, "tool_calls": 0, "produced_output": False}
+    line = status_line(progress, ActivityState("steadyloop.stream_completion", 1, stream=quiet))
+    assert line.endswith("streaming: 0 chars")
+
+
+def interrupted(text: str = "The first half") -> RunResult:
+    return RunResult(
+        final_answer=None,
+        stop_reason="output_interrupted",
+        transcript=[
+            ChatMessage(role="system", content="Be brief."),
+            ChatMessage(role="user", content="Tell me."),
+        ],
+        stats=RunStats(),
+        partial=PartialOutput(turn=1, attempt=1, text=text, source="stream"),
+    )
+
+
+def test_an_interrupted_run_shows_what_was_seen_and_how_to_resume() -> None:
+    lines = partial_lines(interrupted(), "run-7")
+    assert lines[0].startswith("partial output of turn 1")
+    assert "  The first half" in lines
+    assert lines[-1] == "resume the run: steadyloop resume run-7"
+    assert partial_lines(interrupted().model_copy(update={"partial": None}), "x") == []
+
+
+def test_resuming_continues_from_the_partial_answer_with_the_same_configuration() -> None:
+    original = forwarding_run(max_turns=7)
+    resumed = resume_input(original, interrupted(), prompt="Go on.")
+    assert [(m.role, m.content) for m in resumed.messages] == [
+        ("system", "Be brief."),
+        ("user", "Tell me."),
+        ("assistant", "The first half"),
+        ("user", "Go on."),
+    ]
+    assert resumed.system_prompt is None and resumed.prompt is None  # not added twice
+    assert resumed.limits == original.limits and resumed.forwarding == original.forwarding
+    assert resumed.tools == original.tools and resumed.endpoint == original.endpoint
+    blank = resume_input(original, interrupted(text="  "), prompt=None)
+    assert [m.role for m in blank.messages] == ["system", "user"]
+
+
+async def test_follow_prints_the_answer_as_it_streams_and_a_resumed_run_completes() -> None:
+    stalls = sse_response([*text_chunks("Half an"), Pause(3.0)], done=False)
+    script = [stalls, slow_answer("answer, finished.")]
+    async with running_loop(script, inter_chunk_s=0.3) as loop:
+        out = io.StringIO()
+        first = await loop.start(forwarding_run())
+        stopped = await follow(
+            first, ProgressDisplay(out, live=False), output=loop.client, poll_interval_s=0.05
+        )
+        assert stopped.stop_reason == "output_interrupted"
+        assert "turn 1  model: Half an\n" in out.getvalue()
+
+        run = resume_input(forwarding_run(), stopped)
+        handle = await loop.client.start_workflow(
+            ToolLoopWorkflow.run, run, id=f"resumed-{uuid.uuid4()}", task_queue=loop.task_queue
+        )
+        out = io.StringIO()
+        done = await follow(
+            handle, ProgressDisplay(out, live=False), output=loop.client, poll_interval_s=0.05
+        )
+        sent = loop.server.requests[-1].json["messages"]
+
+    assert done.stop_reason == "final_answer" and done.final_answer == "answer, finished."
+    assert "turn 1  model: answer, finished.\n" in out.getvalue()
+    assert [m["role"] for m in sent][-2:] == ["assistant", "user"]
+    assert sent[-2]["content"] == "Half an"
