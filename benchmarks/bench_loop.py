@@ -83,6 +83,7 @@ from loop_floor import (
     turn_text,
 )
 
+from steadyloop.activities.endpoint_health import EndpointHealthActivities
 from steadyloop.activities.model_stream import ModelActivities
 from steadyloop.activities.tool_execution import ToolActivities
 from steadyloop.completion import STREAM_COMPLETION_ACTIVITY
@@ -105,6 +106,7 @@ from steadyloop.testing.scripted_server import (
 )
 from steadyloop.tools import ToolRegistry, tool
 from steadyloop.tools.payloads import DESCRIBE_TOOLS_ACTIVITY, RUN_TOOL_ACTIVITY
+from steadyloop.workflows.endpoint_health import EndpointHealthWorkflow
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 ENDPOINT = "bench"
@@ -554,10 +556,13 @@ class LoopBench:
                     async with Worker(
                         env.client,
                         task_queue=queue,
-                        workflows=[ToolLoopWorkflow, FloorWorkflow],
+                        # The loop routes each model turn: it reads endpoint health
+                        # through local activities (cached in the worker, as deployed).
+                        workflows=[ToolLoopWorkflow, EndpointHealthWorkflow, FloorWorkflow],
                         activities=[
                             model.stream_completion,
                             *ToolActivities(build_tools()).activities(),
+                            *EndpointHealthActivities(env.client, task_queue=queue).activities(),
                             *FLOOR_ACTIVITIES,
                         ],
                     ):

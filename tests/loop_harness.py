@@ -1,14 +1,16 @@
 """A ToolLoopWorkflow on Temporal's time-skipping test server, talking to a scripted
-OpenAI-compatible provider over real HTTP on loopback, with tools whose effects are
-observable. Shared by the workflow tests and the replay-fixture recorder."""
+OpenAI-compatible provider over real HTTP on loopback (and, for routed runs, more
+providers, each its own endpoint), with tools whose effects are observable. The worker
+runs what `steadyloop worker` runs for a run: the endpoint-health entities and their
+activities too. Shared by the workflow tests and the replay-fixture recorder."""
 
 from __future__ import annotations
 
 import asyncio
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Iterable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterable, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -19,6 +21,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from steadyloop.activities.endpoint_health import EndpointHealthActivities
 from steadyloop.activities.model_stream import ModelActivities
 from steadyloop.activities.tool_execution import ToolActivities
 from steadyloop.chat import ChatMessage
@@ -102,9 +105,11 @@ ALL_TOOLS = ["add", "current_time", "note", "boom", "slow", "hold", "slow_note"]
 @dataclass
 class Loop:
     env: WorkflowEnvironment
-    server: ScriptedServer
+    server: ScriptedServer  # the endpoint ENDPOINT
     task_queue: str
     effects: Effects
+    # Every scripted provider by endpoint name (ENDPOINT and `more_endpoints`).
+    servers: dict[str, ScriptedServer] = field(default_factory=dict)
 
     @property
     def client(self) -> Client:
@@ -141,12 +146,23 @@ def run_input(prompt: str = "help me", **limits: Any) -> RunInput:
 async def running_loop(
     script: Iterable[ScriptedResponse],
     extra_activities: Iterable[Any] = (),
+    *,
+    more_endpoints: Mapping[str, Iterable[ScriptedResponse]] | None = None,
     **endpoint_config: Any,
 ) -> AsyncIterator[Loop]:
+    """A worker for runs on ENDPOINT (scripted by `script`, configured by
+    `endpoint_config`) and on each of `more_endpoints` (name: its script)."""
     effects = Effects()
     registry = build_tools(effects)
-    async with ScriptedServer(list(script)) as server:
-        endpoints = EndpointRegistry([server.endpoint(ENDPOINT, **endpoint_config)])
+    async with AsyncExitStack() as stack:
+        server = await stack.enter_async_context(ScriptedServer(list(script)))
+        servers = {ENDPOINT: server}
+        for name, more in (more_endpoints or {}).items():
+            servers[name] = await stack.enter_async_context(ScriptedServer(list(more)))
+        endpoints = EndpointRegistry(
+            [server.endpoint(ENDPOINT, **endpoint_config)]
+            + [s.endpoint(name) for name, s in servers.items() if name != ENDPOINT]
+        )
         async with ModelActivities(endpoints, environ={}) as model:
             env = await WorkflowEnvironment.start_time_skipping(
                 data_converter=pydantic_data_converter,
@@ -154,6 +170,7 @@ async def running_loop(
             )
             async with env:
                 task_queue = f"tq-{uuid.uuid4()}"
+                health = EndpointHealthActivities(env.client, task_queue=task_queue)
                 async with Worker(
                     env.client,
                     task_queue=task_queue,
@@ -161,11 +178,18 @@ async def running_loop(
                     activities=[
                         *model.activities(),
                         *ToolActivities(registry).activities(),
+                        *health.activities(),
                         *extra_activities,
                     ],
                     max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
                 ):
-                    yield Loop(env=env, server=server, task_queue=task_queue, effects=effects)
+                    yield Loop(
+                        env=env,
+                        server=server,
+                        task_queue=task_queue,
+                        effects=effects,
+                        servers=servers,
+                    )
 
 
 @activity.defn(name="test.summarize")

@@ -119,6 +119,9 @@ class RouteAttempt(BaseModel):
     action: Action | None = None
     delay_s: float = 0.0
     failure: FailureFacts | None = None
+    # The failure as Temporal reported it: the activity's error type (the stream
+    # failure's kind, `unknown_endpoint`, ...) or `timeout_<type>` for a lost attempt.
+    error_type: str = ""
     omitted: list[DegradableParameter] = Field(default_factory=list)
     breaker_recorded: bool = False
     detail: str = ""
@@ -327,6 +330,7 @@ async def _run_candidate(
             action=disposition.action,
             delay_s=disposition.delay_s,
             failure=facts,
+            error_type=_error_type(failed),
             omitted=sent.omit_parameters,
             breaker_recorded=recorded,
             detail=disposition.reason,
@@ -424,6 +428,15 @@ async def _shown_output(
         start_to_close_timeout=READ_SHOWN_TIMEOUT,
     )
     return shown, "stream"
+
+
+def _error_type(error: ActivityError) -> str:
+    cause = error.cause
+    if isinstance(cause, TimeoutError):
+        return f"timeout_{cause.type.name.lower()}" if cause.type else "timeout"
+    if isinstance(cause, ApplicationError):
+        return cause.type or "error"
+    return type(cause or error).__name__
 
 
 def _flag(details: Any) -> bool:
