@@ -419,7 +419,7 @@ class ToolLoopWorkflow:
         stop = routed.stop
         assert stop is not None  # a routed turn without a turn always says why
         if stop.reason == "deadline":
-            raise _Stop("deadline", f"the run's deadline came during a model turn: {stop.detail}")
+            raise _Stop("deadline", f"the run's deadline: {stop.detail}")
         if stop.rule == "aborted":
             raise asyncio.CancelledError  # the run was cancelled: not a model failure
         cause = stop.failure.describe() if stop.failure is not None else stop.detail
