@@ -153,7 +153,9 @@ the whole transcript, only a marker with the result) and costs a few ms instead 
 but it cannot heartbeat, is retried by the workflow task that runs it, holds that
 workflow task open while it runs, and is meant for short work. The floor uses regular
 activities with the same timeouts and retry policies, so the ratio compares like with
-like."""
+like. One local activity is steadyloop's own: before each model call the loop reads its
+route's endpoint health (breakers, parameters to leave out), answered from the worker's
+cache; the floor has no such step, so its cost is part of the ratio."""
 
 
 # -- the scripted provider -----------------------------------------------------------
