@@ -213,8 +213,10 @@ def failure_disposition(failure: FailureFacts, attempt: AttemptContext) -> Dispo
             rule="context_length_larger_window",
             reason=f"a later candidate has a larger context window: {what}",
         )
-    if action == "traverse" and row in RETRIED_WHEN_LAST and not attempt.later_candidates:
-        return _retry_in_place(row, what, records, attempt)
+    # Rule 5: nowhere left to traverse to, so the same candidate again, after its backoff.
+    last_resort = action == "traverse" and row in RETRIED_WHEN_LAST and not attempt.later_candidates
+    if last_resort:
+        action, waits = "retry", True
     if action != "retry":
         return Disposition(action=action, rule=row, reason=what, record_failure=records)
     if row == "unsupported_parameter":
@@ -243,22 +245,10 @@ def failure_disposition(failure: FailureFacts, attempt: AttemptContext) -> Dispo
                 record_failure=records,
             )
         delay = max(attempt.backoff.delay(attempt.attempt), retry_after or 0.0)
-    return Disposition(action="retry", rule=row, reason=what, delay_s=delay, record_failure=records)
-
-
-def _retry_in_place(row: Row, what: str, records: bool, attempt: AttemptContext) -> Disposition:
-    """Rule 5: nowhere left to traverse to, so the same candidate again, after its backoff."""
-    if attempt.attempt >= attempt.attempts:
-        return Disposition(
-            action="traverse",
-            rule=f"{row}_attempts_spent",
-            reason=f"{attempt.attempts} attempt(s) spent on the last candidate: {what}",
-            record_failure=records,
-        )
     return Disposition(
         action="retry",
-        rule=f"{row}_last_candidate",
-        reason=f"no later candidate to go to, so this one again: {what}",
-        delay_s=attempt.backoff.delay(attempt.attempt),
+        rule=f"{row}_last_candidate" if last_resort else row,
+        reason=what,
+        delay_s=delay,
         record_failure=records,
     )

@@ -413,6 +413,8 @@ output = 0
     assert sorted(prices) == ["openai", "openai/gpt-mini"]
     assert prices["openai"].cached_input == 0.5 and prices["openai/gpt-mini"].output == 0.4
     assert run_prices("elsewhere", config) == {}
+    # A routed run: every endpoint of its route.
+    assert sorted(run_prices(["openai", "local"], config)) == ["local", "openai", "openai/gpt-mini"]
 
 
 def test_a_route_flag_lists_endpoints_in_order_with_their_models(
@@ -450,23 +452,3 @@ def test_a_route_is_given_instead_of_an_endpoint_and_model(
 ) -> None:
     assert run_cli(["run", "hi", "--route", "a=m", "--endpoint", "b"]) == EXIT_USAGE
     assert "leave out --endpoint and --model" in capsys.readouterr().err
-
-
-def test_a_routed_run_carries_the_prices_of_every_endpoint_of_its_route(tmp_path: Path) -> None:
-    path = write(
-        tmp_path / "prices.toml",
-        """
-[prices.a]
-input = 1
-output = 2
-
-[prices."b/m"]
-input = 3
-output = 4
-
-[prices.c]
-input = 5
-output = 6
-""",
-    )
-    assert sorted(run_prices(["a", "b"], load_config(path, {}))) == ["a", "b/m"]
