@@ -110,6 +110,8 @@ class Loop:
     effects: Effects
     # Every scripted provider by endpoint name (ENDPOINT and `more_endpoints`).
     servers: dict[str, ScriptedServer] = field(default_factory=dict)
+    # The worker's endpoint-health activities (to record outcomes as another run would).
+    health: EndpointHealthActivities | None = None
 
     @property
     def client(self) -> Client:
@@ -189,6 +191,7 @@ async def running_loop(
                         task_queue=task_queue,
                         effects=effects,
                         servers=servers,
+                        health=health,
                     )
 
 

@@ -8,9 +8,9 @@ tool arguments, an unknown tool; the model activity's classification (failure ki
 `realserver_cases.py`, and what the loop then does (retried after the provider's
 delay, stopped, a fresh completion, the model told) by whole runs on the dev server.
 
-These assert today's behaviour with a single endpoint. Routing (issue 7) will add
-traversal to another endpoint and a circuit breaker; produced output (issue 4) will
-make a failure after forwarded text non-retryable. Each check names what will tighten.
+These runs name a single endpoint, so their model turns take the route of that endpoint
+alone: a failure is retried there or stops the run, by the same table that sends a
+routed run to its next candidate (`steadyloop.failure_disposition`).
 """
 
 from __future__ import annotations

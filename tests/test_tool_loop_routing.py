@@ -7,7 +7,8 @@ failing endpoint is left for the next one and the run completes there (priced as
 one that answered); an attempt whose output a person saw is sent nowhere else (one
 request in total) and the run stops `output_interrupted` with the text that was shown;
 a rejected request moves on without counting against the endpoint that rejected it; a
-context-length error is not sent to every provider in turn.
+context-length error is not sent to every provider in turn; a route whose breakers are
+all open sends nothing and says when a probe will be admitted.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import pytest
 from loop_harness import ENDPOINT, MODEL, Loop, run_input, running_loop
 from routing_harness import endpoint_health
 
+from steadyloop.endpoint_health import EndpointOutcome
 from steadyloop.output_follow import follow_output
 from steadyloop.output_forwarding import ForwardingOptions, OutputDelta
 from steadyloop.pricing import Price
@@ -153,3 +155,20 @@ async def test_a_context_length_error_stops_instead_of_trying_every_endpoint() -
     assert result.stop_reason == "failed"
     assert "context_length" in result.detail
     assert len(loop.servers[ENDPOINT].requests) == 1 and loop.servers[BACKUP].requests == []
+
+
+async def test_a_route_whose_breakers_are_all_open_stops_without_a_request() -> None:
+    async with running_loop([answer("x")], more_endpoints={BACKUP: [answer("y")]}) as loop:
+        assert loop.health is not None
+        for endpoint in (ENDPOINT, BACKUP):  # other runs saw five failures within a minute
+            for _ in range(5):
+                await loop.health.record_endpoint_outcome(
+                    EndpointOutcome(endpoint=endpoint, outcome="failure", detail="HTTP 503")
+                )
+        result = await loop.run(routed_run())
+
+    assert result.stop_reason == "failed"
+    assert result.detail.startswith("no endpoint of the route was tried")
+    assert "breaker open" in result.detail and "a probe is admitted at" in result.detail
+    assert loop.servers[ENDPOINT].requests == [] and loop.servers[BACKUP].requests == []
+    assert result.stats.model_attempts == 0

@@ -1,6 +1,7 @@
 """`routed_completion`: one model turn across a route's candidates, by one table.
 
-Called from workflow code. It reads the candidates' shared health (a local activity,
+Called from workflow code (`ToolLoopWorkflow` routes every model turn through it,
+over the run's route). It reads the candidates' shared health (a local activity,
 answered from the worker's cache), plans (`plan_route`), and runs the model activity
 on each planned candidate in order, one attempt per activity execution (so every
 attempt is visible in history and no retry happens behind the table's back). After

@@ -443,7 +443,9 @@ class ToolLoopWorkflow:
         if stop.reason == "rule":  # context_length: compacting is the caller's decision
             raise _Stop("failed", f"the model call stopped ({stop.rule}): {cause}")
         if not routed.sent:  # no_candidate: every breaker open, or the probe taken
-            raise _Stop("failed", f"no endpoint of the route was tried: {stop.detail}")
+            reopens = stop.next_open_at
+            when = "" if reopens is None else f" (a probe is admitted at {reopens.isoformat()})"
+            raise _Stop("failed", f"no endpoint of the route was tried: {stop.detail}{when}")
         last = routed.sent[-1]
         raise _Stop(
             "failed",
