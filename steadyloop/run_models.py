@@ -169,6 +169,35 @@ class Delegation(BaseModel):
         return self.model_copy(update={"to": list(to)}) if to else None
 
 
+class RunPlugins(BaseModel):
+    """Which of the worker's tool plugins a run uses (`steadyloop.tools.plugins`).
+
+    `core` plugins are offered from the first turn, like `RunInput.tools`. `on_demand`
+    plugins are not: the run offers an `activate_plugin` tool naming them, and a plugin
+    the model activates is offered from its next turn on. No `on_demand` plugins, no
+    activation tool; to offer every plugin at once, list them all in `core`.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    core: list[str] = Field(default_factory=list)
+    on_demand: list[str] = Field(default_factory=list)
+
+    @property
+    def named(self) -> list[str]:
+        """Every plugin the run names, core first."""
+        return [*self.core, *self.on_demand]
+
+    @model_validator(mode="after")
+    def _each_once(self) -> Self:
+        if len(set(self.named)) != len(self.named):
+            raise ValueError(
+                f"each plugin may be named once, in core or in on_demand; got core={self.core}, "
+                f"on_demand={self.on_demand}"
+            )
+        return self
+
+
 class RunInput(BaseModel):
     """Start a run from a prompt, a conversation so far, or both (the prompt is appended).
 
@@ -185,6 +214,8 @@ class RunInput(BaseModel):
     messages: list[ChatMessage] = Field(default_factory=list)
     system_prompt: str | None = None
     tools: list[str] = Field(default_factory=list)
+    # Plugins whose tools are offered from the start or once the model activates them.
+    plugins: RunPlugins = Field(default_factory=RunPlugins)
     limits: RunLimits = Field(default_factory=RunLimits)
     sampling: Sampling = Field(default_factory=Sampling)
     tenant_id: str = "default"
@@ -373,6 +404,10 @@ class RunProgress(BaseModel):
     receipts_bytes: int = 0
     ambiguous: int = 0
     cost_usd: float = 0.0
+    # Plugins whose tools are offered (core first, then in activation order), and the
+    # on-demand plugins the model has not activated.
+    active_plugins: list[str] = Field(default_factory=list)
+    activatable_plugins: list[str] = Field(default_factory=list)
 
 
 class CarriedState(BaseModel):
@@ -384,6 +419,7 @@ class CarriedState(BaseModel):
     turn: int
     deadline: str | None = None  # ISO workflow time, so a new run keeps the old deadline
     children: list[ChildRecord] = Field(default_factory=list)  # for chain admissions
+    activated_plugins: list[str] = Field(default_factory=list)  # in activation order
 
 
 class RunResult(BaseModel):
@@ -397,3 +433,6 @@ class RunResult(BaseModel):
     transcript: list[ChatMessage]
     stats: RunStats
     partial: PartialOutput | None = None
+    # As in `RunProgress`: which plugins were active when the run ended, and which not.
+    active_plugins: list[str] = Field(default_factory=list)
+    activatable_plugins: list[str] = Field(default_factory=list)

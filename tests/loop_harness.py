@@ -30,7 +30,7 @@ from steadyloop.endpoints import EndpointRegistry
 from steadyloop.run_models import RunInput, RunLimits, RunResult
 from steadyloop.temporal_binaries import time_skipping_server_path
 from steadyloop.testing.scripted_server import ScriptedResponse, ScriptedServer
-from steadyloop.tools import ToolRegistry, tool
+from steadyloop.tools import ToolPlugin, ToolRegistry, tool
 from steadyloop.worker.process import HEARTBEAT_THROTTLE, RUN_WORKFLOWS
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
@@ -43,6 +43,7 @@ class Effects:
     """What the test tools did, so a test can count side effects."""
 
     notes: list[str] = field(default_factory=list)
+    files: dict[str, str] = field(default_factory=dict)
     started: Counter[str] = field(default_factory=Counter)
     running: int = 0
     most_at_once: int = 0
@@ -96,7 +97,31 @@ def build_tools(effects: Effects) -> ToolRegistry:
         effects.notes.append(text)
         return f"noted {text!r}"
 
-    return ToolRegistry([add, current_time, note, boom, slow, hold, slow_note])
+    # Plugins (not in ALL_TOOLS: a run offers them only when it names them in
+    # `RunInput.plugins`). `files` by `@tool(plugin=...)`, `search` by `ToolPlugin`.
+    @tool(effect="pure", plugin="files")
+    async def read_scratch(path: str) -> str:
+        """Read a scratch file."""
+        return effects.files.get(path, "")
+
+    @tool(effect="opaque", plugin="files")
+    async def write_scratch(path: str, text: str) -> str:
+        """Write a scratch file (a side effect the tests count)."""
+        effects.files[path] = text
+        return f"wrote {len(text)} characters to {path}"
+
+    @tool(effect="pure")
+    async def find_note(word: str) -> list[str]:
+        """Notes containing a word."""
+        return [n for n in effects.notes if word in n]
+
+    return ToolRegistry(
+        [add, current_time, note, boom, slow, hold, slow_note, read_scratch, write_scratch],
+        plugins=[
+            ToolPlugin("files", "Read and write scratch files."),
+            ToolPlugin("search", "Look things up in the notes.", [find_note]),
+        ],
+    )
 
 
 ALL_TOOLS = ["add", "current_time", "note", "boom", "slow", "hold", "slow_note"]

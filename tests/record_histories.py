@@ -35,7 +35,7 @@ from steadyloop.output_forwarding import ForwardingOptions
 from steadyloop.pricing import Price
 from steadyloop.receipt_ledger import Happened
 from steadyloop.route_plan import RouteCandidate, RouteConfig
-from steadyloop.run_models import AmbiguousCall, ResolveReceipt, RunInput, RunLimits
+from steadyloop.run_models import AmbiguousCall, ResolveReceipt, RunInput, RunLimits, RunPlugins
 from steadyloop.testing.chunks import (
     ScriptedCall,
     finish_chunk,
@@ -115,6 +115,20 @@ SCENARIOS: dict[str, list[ScriptedResponse]] = {
         _calls(ScriptedCall("note", {"text": "2" + "u" * 600}, id="call_3")),
         _answer("done"),
     ],
+    # Progressive disclosure: a tool of an inactive plugin, an activation, an unknown
+    # plugin; then the plugin's tool runs and the activation is asked for again.
+    "progressive_tool_disclosure": [
+        _calls(
+            ScriptedCall("write_scratch", {"path": "a", "text": "early"}, id="w1"),
+            ScriptedCall("activate_plugin", {"plugin": "files"}, id="act1"),
+            ScriptedCall("activate_plugin", {"plugin": "web"}, id="act2"),
+        ),
+        _calls(
+            ScriptedCall("write_scratch", {"path": "a", "text": "now"}, id="w2"),
+            ScriptedCall("activate_plugin", {"plugin": "files"}, id="act3"),
+        ),
+        _answer("done"),
+    ],
 }
 DEADLINES = {"deadline_during_backoff": 3600.0}
 # Scenarios whose endpoint needs more than the defaults (watchdog budgets).
@@ -157,7 +171,11 @@ RUN_UPDATES: dict[str, dict[str, Any]] = {
             ),
             ChatMessage(role="tool", content="stray", tool_call_id="nobody"),
         ],
-    }
+    },
+    "progressive_tool_disclosure": {
+        "tools": ["add"],
+        "plugins": RunPlugins(on_demand=["files", "search"]),
+    },
 }
 # Scenarios in which a person resolves the ambiguous call, with this answer.
 RESOLUTIONS = {"receipts_replay_and_ambiguous": Happened(result="it was noted")}

@@ -268,3 +268,40 @@ async def test_worker_dev_starts_a_dev_server_whose_ui_answers_at_the_printed_ad
     finally:
         assert await worker.stop(signal.SIGINT) == 0, worker.output
     assert worker.lines[-1] == "steadyloop worker: stopped"
+
+
+async def test_run_prints_the_answer_as_it_streams_and_resume_carries_on_after_it_was_cut(
+    temporal: DevServer, workspace: dict[str, str]
+) -> None:
+    queue = f"q-{uuid.uuid4().hex[:8]}"
+    connection = ["--address", temporal.address, "--task-queue", queue]
+    environ = cli_environment(STEADYLOOP_MODEL="scripted-model")
+    cut = sse_response([*text_chunks("The first half,"), Pause(5.0)], done=False)
+    rest = sse_response([*text_chunks("and the second half."), finish_chunk("stop")])
+    async with ScriptedServer([cut, rest]) as provider:
+        worker = await start_worker(
+            *connection,
+            "--endpoint",
+            f"scripted={provider.base_url},inter_chunk_s=0.5",
+            environ=cli_environment(**workspace),
+        )
+        try:
+            code, out = await steadyloop(
+                "run", "x", *connection, "--endpoint", "scripted", "--id", "cut-run",
+                environ=environ,
+            )  # fmt: skip
+            assert code == 3, out
+            assert "turn 1  model: The first half,\n" in out  # printed as it streamed
+            assert "stop reason: output_interrupted" in out
+            assert "  The first half," in out and "resume the run: steadyloop resume cut-run" in out
+            assert len(provider.requests) == 1  # the shown attempt was not repeated
+
+            code, out = await steadyloop("resume", "cut-run", *connection, environ=environ)
+            assert code == 0, out
+            assert "run cut-run-resumed-1 resumes cut-run (output_interrupted)" in out
+            assert "turn 1  model: and the second half.\n" in out
+            sent = provider.requests[-1].json["messages"]
+            assert [m["role"] for m in sent][-2:] == ["assistant", "user"]
+            assert sent[-2]["content"] == "The first half,"
+        finally:
+            assert await worker.stop() == 0, worker.output

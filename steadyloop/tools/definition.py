@@ -6,7 +6,8 @@ production: a sync function (it would block the worker's event loop), a paramete
 without a type hint (no schema), `*args`/`**kwargs` (no named schema), a type pydantic
 cannot describe, a recursive model (cannot be inlined for providers), a name the OpenAI
 API refuses (`^[a-zA-Z0-9_-]{1,64}$`), an unknown effect, a non-positive timeout, a
-heartbeat timeout on a tool that is not resumable or that is not shorter than its timeout.
+heartbeat timeout on a tool that is not resumable or that is not shorter than its timeout,
+a plugin name that rule refuses.
 
 The argument schema comes from one of two shapes:
 
@@ -76,6 +77,9 @@ class ToolDefinition(Generic[P, R]):
     model_parameter: inspect.Parameter | None
     # Keyword shape: (model field name, parameter) per parameter, in signature order.
     argument_fields: tuple[tuple[str, inspect.Parameter], ...]
+    # The plugin it belongs to (`steadyloop.tools.plugins`); None: a registry may still
+    # put it in one.
+    plugin: str | None = None
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Awaitable[R]:
         return self.fn(*args, **kwargs)
@@ -127,6 +131,7 @@ class ToolDefinition(Generic[P, R]):
             heartbeat_timeout_s=(
                 None if self.heartbeat_timeout is None else self.heartbeat_timeout.total_seconds()
             ),
+            plugin=self.plugin,
         )
 
     def to_spec(self) -> ToolSpec:
@@ -145,6 +150,7 @@ def tool(
     effect: Effect = "opaque",
     timeout: timedelta = DEFAULT_TOOL_TIMEOUT,
     heartbeat_timeout: timedelta | None = None,
+    plugin: str | None = None,
 ) -> Callable[[Callable[P, Awaitable[R]]], ToolDefinition[P, R]]: ...
 
 
@@ -157,6 +163,7 @@ def tool(
     effect: Effect = "opaque",
     timeout: timedelta = DEFAULT_TOOL_TIMEOUT,
     heartbeat_timeout: timedelta | None = None,
+    plugin: str | None = None,
 ) -> ToolDefinition[P, R] | Callable[[Callable[P, Awaitable[R]]], ToolDefinition[P, R]]:
     """Declare an async function as a tool. Use as `@tool` or `@tool(...)`.
 
@@ -180,6 +187,9 @@ def tool(
       than `timeout`. Refused on pure and opaque tools: nothing in them heartbeats, so
       every call longer than it would be declared lost (for an opaque tool, a spurious
       ambiguous call held for a person).
+    - `plugin`: the plugin the tool belongs to: a run offers it only once the model
+      activates that plugin, or when the run makes the plugin core
+      (`steadyloop.tools.plugins`). Same naming rule as `name`.
     """
 
     def decorate(function: Callable[P, Awaitable[R]]) -> ToolDefinition[P, R]:
@@ -190,6 +200,7 @@ def tool(
             effect=effect,
             timeout=timeout,
             heartbeat_timeout=heartbeat_timeout,
+            plugin=plugin,
             scope=_caller_scope(),
         )
 
@@ -207,6 +218,7 @@ def tool(
         effect=effect,
         timeout=timeout,
         heartbeat_timeout=heartbeat_timeout,
+        plugin=plugin,
         scope=_caller_scope(),
     )
 
@@ -219,6 +231,7 @@ def _define(
     effect: Any,
     timeout: Any,
     heartbeat_timeout: Any,
+    plugin: Any,
     scope: dict[str, Any],
 ) -> ToolDefinition[P, R]:
     label = getattr(fn, "__qualname__", None) or repr(fn)
@@ -245,6 +258,13 @@ def _define(
     if timeout <= timedelta(0):
         raise ToolDefinitionError(f"tool {tool_name!r}: timeout must be positive, got {timeout}")
     _check_heartbeat_timeout(tool_name, effect, timeout, heartbeat_timeout)
+    if plugin is not None and (
+        not isinstance(plugin, str) or not TOOL_NAME_PATTERN.fullmatch(plugin)
+    ):
+        raise ToolDefinitionError(
+            f"tool {tool_name!r}: plugin {plugin!r} is not a valid plugin name; it must match "
+            f"{TOOL_NAME_PATTERN.pattern}"
+        )
     if description is None:
         description = _first_paragraph(inspect.getdoc(fn))
     elif not isinstance(description, str):
@@ -268,6 +288,7 @@ def _define(
         parameters=parameters,
         model_parameter=model_parameter,
         argument_fields=fields,
+        plugin=plugin,
     )
 
 

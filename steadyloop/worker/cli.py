@@ -27,20 +27,25 @@ import os
 import sys
 import typing
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import NoReturn
 
 from pydantic import ValidationError
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.client import (
+    Client,
+    WorkflowExecutionDescription,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+)
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from steadyloop.output_forwarding import ForwardingOptions
 from steadyloop.provider_profiles import ProviderProfile
-from steadyloop.run_models import RunInput, RunLimits, StopReason
+from steadyloop.run_models import RunInput, RunLimits, RunPlugins, StopReason
 from steadyloop.run_resume import DEFAULT_RESUME_PROMPT, resume_input
 from steadyloop.worker.config import (
     CONFIG_ENV,
@@ -197,9 +202,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--tool",
         action="append",
         metavar="NAME",
-        help="offer this tool (repeatable; default: every tool of the registry)",
+        help="offer this tool (repeatable; default: every tool of the registry in no plugin)",
     )
-    run.add_argument("--no-tools", action="store_true", help="offer no tools")
+    run.add_argument(
+        "--plugin",
+        action="append",
+        metavar="NAME",
+        help="let the model activate this plugin's tools (repeatable; default: every plugin "
+        "of the registry, unless --tool is given)",
+    )
+    run.add_argument("--no-tools", action="store_true", help="offer no tools or plugins")
     run.add_argument(
         "--tools",
         metavar="MODULE:ATTRIBUTE",
@@ -375,12 +387,7 @@ async def _run(args: argparse.Namespace) -> int:
         )
     else:
         endpoint, model = route.candidates[0].endpoint, route.candidates[0].model
-    if args.no_tools:
-        tools: list[str] = []
-    elif args.tool:
-        tools = list(dict.fromkeys(args.tool))
-    else:
-        tools = load_tool_registry(tools_spec(args.tools, config, environ)).names()
+    tools, plugins = _run_tools(args, config, environ)
     limits = {
         key: value
         for key, value in (
@@ -397,6 +404,7 @@ async def _run(args: argparse.Namespace) -> int:
             prompt=args.prompt,
             system_prompt=args.system,
             tools=tools,
+            plugins=RunPlugins(on_demand=plugins),
             limits=RunLimits.model_validate(limits),
             tenant_id=args.tenant,
             provider_profile=args.profile,
@@ -429,6 +437,8 @@ async def _run(args: argparse.Namespace) -> int:
     else:
         asked = "route " + " then ".join(f"{c.endpoint}={c.model}" for c in route.candidates)
     _say(f"{asked}, tools: {', '.join(tools) or 'none'}")
+    if plugins:
+        _say(f"plugins the model may activate: {', '.join(plugins)}")
     url = workflow_url(args.ui_url or environ.get(UI_URL_ENV), temporal.namespace, workflow_id)
     if url:
         _say(f"Temporal UI: {url}")
@@ -438,11 +448,27 @@ async def _run(args: argparse.Namespace) -> int:
     )
 
 
+def _run_tools(
+    args: argparse.Namespace, config: LoadedConfig, environ: Mapping[str, str]
+) -> tuple[list[str], list[str]]:
+    """The run's core tools and on-demand plugins: as named, or (neither named) every tool
+    in no plugin and every plugin of the registry."""
+    if args.no_tools:
+        return [], []
+    if args.tool or args.plugin:
+        return list(dict.fromkeys(args.tool or [])), list(dict.fromkeys(args.plugin or []))
+    registry = load_tool_registry(tools_spec(args.tools, config, environ))
+    return registry.unplugged(), registry.plugin_names()
+
+
 def _show_command(args: argparse.Namespace) -> int:
     return asyncio.run(_show(args))
 
 
-async def _show(args: argparse.Namespace) -> int:
+async def _existing_run(
+    args: argparse.Namespace,
+) -> tuple[Client, TemporalSettings, RunHandle, WorkflowExecutionDescription]:
+    """The run named by `args.workflow_id`, described; a clear error when it is not one."""
     config = load_config(args.config, os.environ)
     temporal = _temporal(args, config)
     client = await temporal.connect()
@@ -460,6 +486,11 @@ async def _show(args: argparse.Namespace) -> int:
         raise ConfigError(
             f"{args.workflow_id!r} is a {description.workflow_type}, not a steadyloop run"
         )
+    return client, temporal, handle, description
+
+
+async def _show(args: argparse.Namespace) -> int:
+    client, temporal, handle, description = await _existing_run(args)
     status = description.status.name.lower() if description.status is not None else "unknown"
     _say(f"run {args.workflow_id} ({status}, started {description.start_time:%Y-%m-%d %H:%M:%S})")
     url = workflow_url(
@@ -475,14 +506,7 @@ def _resume_command(args: argparse.Namespace) -> int:
 
 
 async def _resume(args: argparse.Namespace) -> int:
-    config = load_config(args.config, os.environ)
-    temporal = _temporal(args, config)
-    client = await temporal.connect()
-    stopped = client.get_workflow_handle_for(ToolLoopWorkflow.run, args.workflow_id)
-    try:
-        description = await stopped.describe()
-    except RPCError as exc:
-        raise ConfigError(f"cannot find run {args.workflow_id!r}: {exc}") from None
+    client, _, stopped, description = await _existing_run(args)
     if description.status == WorkflowExecutionStatus.RUNNING:
         raise ConfigError(
             f"run {args.workflow_id!r} is still running; it can be resumed once it stops"

@@ -320,11 +320,14 @@ def raise_if_cancelled(error: ActivityError) -> None:
 def innermost_message(error: BaseException) -> str:
     """The innermost message: the outer errors only say which child or activity failed.
 
-    A Temporal failure's own `message`, not its `str()`, which prefixes the error type
-    to a message that (for the model activity's failures) already starts with it.
+    An application error's type is named once: `str()` prefixes it even to a message
+    that already starts with it (the model activity's failures do).
     """
     cause: BaseException = error
     while cause.__cause__ is not None:
         cause = cause.__cause__
     text = cause.message if isinstance(cause, FailureError) else str(cause)
+    kind = cause.type if isinstance(cause, ApplicationError) else None
+    if kind and not text.startswith(kind):
+        text = f"{kind}: {text}"
     return text or type(cause).__name__

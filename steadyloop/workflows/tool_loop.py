@@ -31,6 +31,8 @@ one prevents it:
   ambiguous and is not run again.
 - A run carrying a `Delegation` gets the `delegate` tool; its calls take the same
   receipt path and start child runs admitted by chain rules (`delegation.ChildRuns`).
+- A run with on-demand plugins gets `activate_plugin`; activation is workflow state,
+  answered without an activity or a receipt (`tool_disclosure`, `steadyloop.tool_plugins`).
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ with workflow.unsafe.imports_passed_through():
         output_stream_id,
     )
     from steadyloop.pricing import price_for
-    from steadyloop.provider_profiles import schema_profile, transcript_rules
+    from steadyloop.provider_profiles import transcript_rules
     from steadyloop.receipt_decision import Ambiguous, Execute, ReceiptKey, receipt_key
     from steadyloop.receipt_ledger import ReceiptLedger
     from steadyloop.run_models import (
@@ -74,26 +76,23 @@ with workflow.unsafe.imports_passed_through():
         RunStats,
         StopReason,
     )
+    from steadyloop.tool_plugins import PluginDisclosure
     from steadyloop.tools.payloads import (
-        DESCRIBE_TOOLS_ACTIVITY,
         RUN_TOOL_ACTIVITY,
-        DescribeToolsInput,
-        DescribeToolsResult,
         ToolDescription,
         ToolInvocation,
         ToolOutcome,
-        unknown_tool_outcome,
     )
     from steadyloop.transcript_healing import validate_and_heal
     from steadyloop.workflows.compaction_step import compact_at_boundary
     from steadyloop.workflows.routed_turn import RoutedTurn, routed_completion
 
 from steadyloop.workflows.delegation import ChildRuns, innermost_message
+from steadyloop.workflows.tool_disclosure import disclose_tools
 
 # Temporal refuses payloads over 2 MB; leave room for the envelope around the input.
 MAX_ACTIVITY_INPUT_BYTES = 1_900_000
 PAYLOAD_TOO_LARGE = "PayloadTooLarge"
-DESCRIBE_TIMEOUT = timedelta(seconds=30)
 # A receipt's lease outlives its activity's timeout by this much, so the timeout (not
 # the lease) is what ends a lost attempt first.
 LEASE_MARGIN = timedelta(seconds=5)
@@ -133,6 +132,7 @@ class ToolLoopWorkflow:
         self._partial: PartialOutput | None = None
         self._pool = asyncio.Semaphore(1)  # replaced per batch with the run's pool size
         self._child_runs: ChildRuns | None = None  # set when the run may delegate
+        self._disclosure = PluginDisclosure.none()  # the run's tools, once described
 
     # -- queries and signals ---------------------------------------------------------
 
@@ -148,6 +148,8 @@ class ToolLoopWorkflow:
             receipts_bytes=self._receipts.size_bytes(),
             ambiguous=len(self._ambiguous),
             cost_usd=self._stats.cost_usd,
+            active_plugins=self._disclosure.active_plugins,
+            activatable_plugins=self._disclosure.activatable_plugins,
         )
 
     @workflow.query
@@ -195,9 +197,7 @@ class ToolLoopWorkflow:
         turns_this_run = 0
         final_answer: str | None = None
         try:
-            tools = await self._describe_tools(run)
-            if self._child_runs is not None:
-                tools = self._child_runs.offer(tools)
+            self._disclosure = await disclose_tools(run)
             while True:
                 self._check_bounds(run)
                 if self._should_continue_as_new(run, turns_this_run):
@@ -209,6 +209,7 @@ class ToolLoopWorkflow:
                 self._turn += 1
                 self._stats.turns = self._turn
                 self._phase = "model"
+                tools = self._offered()
                 turn = await self._model_turn(run, tools)
                 message = turn.to_message()
                 self._transcript.append(message)
@@ -229,6 +230,8 @@ class ToolLoopWorkflow:
                 transcript=self._transcript,
                 stats=self._stats,
                 partial=self._partial,
+                active_plugins=self._disclosure.active_plugins,
+                activatable_plugins=self._disclosure.activatable_plugins,
             )
 
     def _restore(self, run: RunInput) -> datetime | None:
@@ -264,6 +267,7 @@ class ToolLoopWorkflow:
             turn=self._turn,
             deadline=None if self._deadline is None else self._deadline.isoformat(),
             children=[] if self._child_runs is None else self._child_runs.children,
+            activated_plugins=self._disclosure.activated,
         )
         workflow.continue_as_new(
             run.model_copy(update={"carried": carried, "prompt": None, "messages": []})
@@ -283,25 +287,12 @@ class ToolLoopWorkflow:
         if self._turn >= run.limits.max_turns:
             raise _Stop("max_turns", f"{run.limits.max_turns} model turns taken")
 
-    async def _describe_tools(self, run: RunInput) -> dict[str, ToolDescription]:
-        if not run.tools:
-            return {}
-        described = await workflow.execute_activity(
-            DESCRIBE_TOOLS_ACTIVITY,
-            DescribeToolsInput(
-                names=run.tools, schema_profile=schema_profile(run.provider_profile)
-            ),
-            result_type=DescribeToolsResult,
-            start_to_close_timeout=DESCRIBE_TIMEOUT,
-        )
-        if described.unknown:
-            raise ApplicationError(
-                f"the run asks for tools the worker does not have: {described.unknown}; "
-                f"available: {described.available}",
-                type="UnknownTools",
-                non_retryable=True,
-            )
-        return {tool.name: tool for tool in described.tools}
+    def _offered(self) -> dict[str, ToolDescription]:
+        """This turn's tools: core and built-in first, then the active plugins' appended."""
+        tools = self._disclosure.core()
+        if self._child_runs is not None:
+            tools = self._child_runs.offer(tools)
+        return self._disclosure.with_active_plugins(tools)
 
     # -- one model turn --------------------------------------------------------------
 
@@ -479,7 +470,7 @@ class ToolLoopWorkflow:
                 continue
             description = tools.get(call.name)
             if description is None:
-                answers.append(unknown_tool_outcome(call.name, sorted(tools)))
+                answers.append(self._disclosure.unknown_tool(call.name, tools))
                 continue
             reading = parse_tool_call_arguments(call)
             if reading.kind != "parsed":
@@ -490,6 +481,9 @@ class ToolLoopWorkflow:
                         error_type=reading.kind,
                     )
                 )
+                continue
+            if self._disclosure.handles(call.name):  # workflow state: no activity, no receipt
+                answers.append(self._disclosure.activate(reading.arguments))
                 continue
             try:
                 key = receipt_key(
@@ -510,7 +504,7 @@ class ToolLoopWorkflow:
                 call_id=call.id,
                 workflow_id=workflow.info().workflow_id,
                 tenant_id=run.tenant_id,
-                allowed_tools=run.tools,
+                allowed_tools=self._disclosure.allowed(tools),
                 idempotency_key=key.text,
             )
             _check_payload(invocation, f"the arguments of tool call {call.name!r}")
