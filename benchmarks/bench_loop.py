@@ -83,6 +83,7 @@ from loop_floor import (
     turn_text,
 )
 
+from steadyloop.activities.endpoint_health import EndpointHealthActivities
 from steadyloop.activities.model_stream import ModelActivities
 from steadyloop.activities.tool_execution import ToolActivities
 from steadyloop.completion import STREAM_COMPLETION_ACTIVITY
@@ -105,6 +106,7 @@ from steadyloop.testing.scripted_server import (
 )
 from steadyloop.tools import ToolRegistry, tool
 from steadyloop.tools.payloads import DESCRIBE_TOOLS_ACTIVITY, RUN_TOOL_ACTIVITY
+from steadyloop.workflows.endpoint_health import EndpointHealthWorkflow
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 ENDPOINT = "bench"
@@ -151,7 +153,9 @@ the whole transcript, only a marker with the result) and costs a few ms instead 
 but it cannot heartbeat, is retried by the workflow task that runs it, holds that
 workflow task open while it runs, and is meant for short work. The floor uses regular
 activities with the same timeouts and retry policies, so the ratio compares like with
-like."""
+like. One local activity is steadyloop's own: before each model call the loop reads its
+route's endpoint health (breakers, parameters to leave out), answered from the worker's
+cache; the floor has no such step, so its cost is part of the ratio."""
 
 
 # -- the scripted provider -----------------------------------------------------------
@@ -564,10 +568,13 @@ class LoopBench:
             async with Worker(
                 env.client,
                 task_queue=queue,
-                workflows=[ToolLoopWorkflow, FloorWorkflow],
+                # The loop routes each model turn: it reads endpoint health
+                # through local activities (cached in the worker, as deployed).
+                workflows=[ToolLoopWorkflow, EndpointHealthWorkflow, FloorWorkflow],
                 activities=[
                     model.stream_completion,
                     *ToolActivities(build_tools()).activities(),
+                    *EndpointHealthActivities(env.client, task_queue=queue).activities(),
                     *FLOOR_ACTIVITIES,
                 ],
             ):

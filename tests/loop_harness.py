@@ -1,6 +1,8 @@
 """A ToolLoopWorkflow on Temporal's time-skipping test server, talking to a scripted
-OpenAI-compatible provider over real HTTP on loopback, with tools whose effects are
-observable. Shared by the workflow tests and the replay-fixture recorder."""
+OpenAI-compatible provider over real HTTP on loopback (and, for routed runs, more
+providers, each its own endpoint), with tools whose effects are observable. The worker
+runs what `steadyloop worker` runs for a run: the endpoint-health entities and their
+activities too. Shared by the workflow tests and the replay-fixture recorder."""
 
 from __future__ import annotations
 
@@ -9,8 +11,8 @@ import contextlib
 import tempfile
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Iterable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterable, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -21,6 +23,7 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from steadyloop.activities.endpoint_health import EndpointHealthActivities
 from steadyloop.activities.model_stream import ModelActivities
 from steadyloop.activities.tool_execution import ToolActivities
 from steadyloop.chat import ChatMessage
@@ -130,9 +133,13 @@ ALL_TOOLS = ["add", "current_time", "note", "boom", "slow", "hold", "slow_note"]
 @dataclass
 class Loop:
     env: WorkflowEnvironment
-    server: ScriptedServer
+    server: ScriptedServer  # the endpoint ENDPOINT
     task_queue: str
     effects: Effects
+    # Every scripted provider by endpoint name (ENDPOINT and `more_endpoints`).
+    servers: dict[str, ScriptedServer] = field(default_factory=dict)
+    # The worker's endpoint-health activities (to record outcomes as another run would).
+    health: EndpointHealthActivities | None = None
 
     @property
     def client(self) -> Client:
@@ -171,10 +178,14 @@ async def running_loop(
     extra_activities: Iterable[Any] = (),
     blob_threshold: int = DEFAULT_THRESHOLD_BYTES,
     blob_dir: Path | None = None,
+    *,
+    more_endpoints: Mapping[str, Iterable[ScriptedResponse]] | None = None,
     **endpoint_config: Any,
 ) -> AsyncIterator[Loop]:
-    """A loop on the time-skipping server with steadyloop's data converter: payloads of
-    `blob_threshold` bytes or more go to `blob_dir`, else a directory of the loop's own."""
+    """A worker on the time-skipping server for runs on ENDPOINT (scripted by `script`,
+    configured by `endpoint_config`) and on each of `more_endpoints` (name: its script),
+    with steadyloop's data converter: payloads of `blob_threshold` bytes or more go to
+    `blob_dir`, else a directory of the loop's own."""
     effects = Effects()
     registry = build_tools(effects)
     own: contextlib.AbstractContextManager[str] = (
@@ -184,7 +195,14 @@ async def running_loop(
     )
     with own as blobs:
         async with _loop_on(
-            script, extra_activities, blobs, blob_threshold, endpoint_config, effects, registry
+            script,
+            extra_activities,
+            blobs,
+            blob_threshold,
+            more_endpoints or {},
+            endpoint_config,
+            effects,
+            registry,
         ) as loop:
             yield loop
 
@@ -195,12 +213,20 @@ async def _loop_on(
     extra_activities: Iterable[Any],
     blobs: str,
     blob_threshold: int,
+    more_endpoints: Mapping[str, Iterable[ScriptedResponse]],
     endpoint_config: dict[str, Any],
     effects: Effects,
     registry: ToolRegistry,
 ) -> AsyncIterator[Loop]:
-    async with ScriptedServer(list(script)) as server:
-        endpoints = EndpointRegistry([server.endpoint(ENDPOINT, **endpoint_config)])
+    async with AsyncExitStack() as stack:
+        server = await stack.enter_async_context(ScriptedServer(list(script)))
+        servers = {ENDPOINT: server}
+        for name, more in more_endpoints.items():
+            servers[name] = await stack.enter_async_context(ScriptedServer(list(more)))
+        endpoints = EndpointRegistry(
+            [server.endpoint(ENDPOINT, **endpoint_config)]
+            + [s.endpoint(name) for name, s in servers.items() if name != ENDPOINT]
+        )
         async with ModelActivities(endpoints, environ={}) as model:
             env = await WorkflowEnvironment.start_time_skipping(
                 data_converter=steadyloop_data_converter(blobs, threshold_bytes=blob_threshold),
@@ -208,6 +234,7 @@ async def _loop_on(
             )
             async with env:
                 task_queue = f"tq-{uuid.uuid4()}"
+                health = EndpointHealthActivities(env.client, task_queue=task_queue)
                 async with Worker(
                     env.client,
                     task_queue=task_queue,
@@ -215,11 +242,19 @@ async def _loop_on(
                     activities=[
                         *model.activities(),
                         *ToolActivities(registry).activities(),
+                        *health.activities(),
                         *extra_activities,
                     ],
                     max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
                 ):
-                    yield Loop(env=env, server=server, task_queue=task_queue, effects=effects)
+                    yield Loop(
+                        env=env,
+                        server=server,
+                        task_queue=task_queue,
+                        effects=effects,
+                        servers=servers,
+                        health=health,
+                    )
 
 
 @activity.defn(name="test.summarize")

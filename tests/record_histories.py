@@ -35,6 +35,7 @@ from steadyloop.output_forwarding import ForwardingOptions
 from steadyloop.payload_storage import DEFAULT_THRESHOLD_BYTES
 from steadyloop.pricing import Price
 from steadyloop.receipt_ledger import Happened
+from steadyloop.route_plan import RouteCandidate, RouteConfig
 from steadyloop.run_models import AmbiguousCall, ResolveReceipt, RunInput, RunLimits, RunPlugins
 from steadyloop.testing.chunks import (
     ScriptedCall,
@@ -100,6 +101,13 @@ SCENARIOS: dict[str, list[ScriptedResponse]] = {
         sse_response([Pause(2.0), *text_chunks("late")], done=False),
         sse_response([*text_chunks("Shown to a person"), Pause(2.0)], done=False),
     ],
+    # A route of two endpoints: the first fails twice (its budget), the second answers
+    # the first turn; the first answers the next (its breaker is still closed).
+    "routed_run_falls_back": [
+        error_response(500, "boom", type="server_error"),
+        error_response(500, "boom", type="server_error"),
+        _answer("done"),
+    ],
     # A broken history healed before the first request (Mistral ids), cost counted, and
     # the transcript compacted by a user activity at a turn boundary.
     "long_run_upkeep": [
@@ -136,6 +144,12 @@ DEADLINES = {"deadline_during_backoff": 3600.0}
 ENDPOINT_CONFIG: dict[str, dict[str, Any]] = {
     "forwarded_output_interrupted": {"first_token_s": 0.3, "inter_chunk_s": 0.3},
 }
+# Scenarios with more providers than the first: endpoint name -> its script.
+MORE_ENDPOINTS: dict[str, dict[str, list[ScriptedResponse]]] = {
+    "routed_run_falls_back": {
+        "backup": [_calls(ScriptedCall("add", {"a": 1, "b": 2}, id="r1"))],
+    },
+}
 # Scenarios that start from more than a prompt: fields of RunInput to set.
 RUN_UPDATES: dict[str, dict[str, Any]] = {
     "forwarded_output_interrupted": {
@@ -143,6 +157,14 @@ RUN_UPDATES: dict[str, dict[str, Any]] = {
         "limits": RunLimits(model_retry_initial_s=0.1),
     },
     "continue_as_new_at_events": {"limits": RunLimits(continue_as_new_at_events=12)},
+    "routed_run_falls_back": {
+        "route": RouteConfig(
+            candidates=[
+                RouteCandidate(endpoint="scripted", model="scripted-model", attempts=2),
+                RouteCandidate(endpoint="backup", model="backup-model"),
+            ]
+        ),
+    },
     "long_run_upkeep": {
         "provider_profile": "mistral",
         "prices": {"scripted": Price(input=1.0, cached_input=0.5, output=2.0)},
@@ -227,6 +249,7 @@ async def record(
         [summarize],
         blob_threshold=blob_threshold,
         blob_dir=blob_dir,
+        more_endpoints=MORE_ENDPOINTS.get(name),
         **ENDPOINT_CONFIG.get(name, {}),
     ) as loop:
         run = run_input(deadline_s=DEADLINES.get(name)).model_copy(update=RUN_UPDATES.get(name, {}))

@@ -60,6 +60,7 @@ from steadyloop.worker.config import (
     run_endpoint,
     run_model,
     run_prices,
+    run_route,
     temporal_settings,
     tools_spec,
 )
@@ -188,6 +189,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--endpoint", help="endpoint name (env STEADYLOOP_ENDPOINT; default 'default')"
     )
     run.add_argument("--model", help="model name (env STEADYLOOP_MODEL, or the endpoint's)")
+    run.add_argument(
+        "--route",
+        action="append",
+        metavar="NAME[=MODEL]",
+        help="try these endpoints in order, each with its model (default: the endpoint's); "
+        "repeatable, instead of --endpoint and --model",
+    )
     run.add_argument("--system", help="system prompt")
     run.add_argument(
         "--tool",
@@ -368,10 +376,17 @@ async def _run(args: argparse.Namespace) -> int:
     environ = os.environ
     config = load_config(args.config, environ)
     temporal = _temporal(args, config)
-    endpoint = run_endpoint(args.endpoint, config, environ)
-    model = run_model(
-        args.model, endpoint, endpoint_settings(flags=[], config=config, environ=environ), environ
-    )
+    settings = endpoint_settings(flags=[], config=config, environ=environ)
+    route = run_route(args.route or [], settings)
+    if route is None:
+        endpoint = run_endpoint(args.endpoint, config, environ)
+        model = run_model(args.model, endpoint, settings, environ)
+    elif args.endpoint or args.model:
+        raise ConfigError(
+            "--route names the endpoints and models; leave out --endpoint and --model"
+        )
+    else:
+        endpoint, model = route.candidates[0].endpoint, route.candidates[0].model
     tools, plugins = _run_tools(args, config, environ)
     limits = {
         key: value
@@ -393,7 +408,8 @@ async def _run(args: argparse.Namespace) -> int:
             limits=RunLimits.model_validate(limits),
             tenant_id=args.tenant,
             provider_profile=args.profile,
-            prices=run_prices(endpoint, config),
+            prices=run_prices(route.endpoints if route else endpoint, config),
+            route=route,
             forwarding=ForwardingOptions(
                 enabled=not args.no_stream, reasoning_is_output=args.reasoning_is_output
             ),
@@ -416,7 +432,11 @@ async def _run(args: argparse.Namespace) -> int:
         print(workflow_id, flush=True)
         return EXIT_OK
     _say(f"run {workflow_id} started on task queue {temporal.task_queue!r}")
-    _say(f"endpoint {endpoint!r}, model {model!r}, tools: {', '.join(tools) or 'none'}")
+    if route is None:
+        asked = f"endpoint {endpoint!r}, model {model!r}"
+    else:
+        asked = "route " + " then ".join(f"{c.endpoint}={c.model}" for c in route.candidates)
+    _say(f"{asked}, tools: {', '.join(tools) or 'none'}")
     if plugins:
         _say(f"plugins the model may activate: {', '.join(plugins)}")
     url = workflow_url(args.ui_url or environ.get(UI_URL_ENV), temporal.namespace, workflow_id)

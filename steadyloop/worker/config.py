@@ -61,6 +61,7 @@ from steadyloop.endpoints import (
 )
 from steadyloop.payload_storage import BlobSettings, blob_settings, steadyloop_data_converter
 from steadyloop.pricing import Price
+from steadyloop.route_plan import RouteCandidate, RouteConfig
 from steadyloop.tools.definition import ToolDefinition
 from steadyloop.tools.registry import ToolRegistry
 
@@ -467,13 +468,41 @@ def run_endpoint(flag: str | None, config: LoadedConfig, environ: Mapping[str, s
     )
 
 
-def run_prices(endpoint: str, config: LoadedConfig) -> dict[str, Price]:
-    """The config file's prices for `endpoint` (its own and its models'), for the run."""
+def run_prices(endpoint: str | Sequence[str], config: LoadedConfig) -> dict[str, Price]:
+    """The config file's prices for the run's endpoint(s) (their own and their models')."""
+    names = [endpoint] if isinstance(endpoint, str) else list(endpoint)
     return {
         key: price
         for key, price in config.file.prices.items()
-        if key == endpoint or key.startswith(f"{endpoint}/")
+        if any(key == name or key.startswith(f"{name}/") for name in names)
     }
+
+
+def run_route(specs: Sequence[str], endpoints: EndpointSettings) -> RouteConfig | None:
+    """The route `--route NAME[=MODEL]` flags ask for, in their order (None: no flag).
+
+    A candidate without `=MODEL` asks for its endpoint's configured model. Each gets a
+    candidate's default patience (`RouteCandidate`: 3 attempts, backoff from 1 s).
+    """
+    if not specs:
+        return None
+    candidates: list[RouteCandidate] = []
+    for spec in specs:
+        name, sep, model = (part.strip() for part in spec.partition("="))
+        if not name or (sep and not model):
+            raise ConfigError(f"--route {spec!r}: expected NAME or NAME=MODEL")
+        model = model or endpoints.models.get(name, "")
+        if not model:
+            raise ConfigError(
+                f"--route {spec!r}: no model for endpoint {name!r}; write {name}=MODEL or "
+                "give the endpoint a model in the config file"
+            )
+        candidates.append(RouteCandidate(endpoint=name, model=model))
+    try:
+        return RouteConfig(candidates=candidates)
+    except ValidationError as exc:
+        problems = "; ".join(err["msg"] for err in exc.errors(include_url=False))
+        raise ConfigError(f"--route: {problems}") from None
 
 
 def run_model(

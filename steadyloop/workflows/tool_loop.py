@@ -8,6 +8,11 @@ one prevents it:
   Every call gets exactly one tool message with its id, whatever happened: run, unknown
   tool, unparseable arguments, unsupported type, the tool raised, timed out, or the run
   was interrupted before the batch ran (`_answer_batch`).
+- A model turn that fails is retried, sent to another endpoint, or stopped by one table
+  (`routed_completion` over the run's route, `RunInput.resolved_route`), and an attempt
+  whose output a person already saw is never repeated anywhere: the run stops
+  `output_interrupted` with what was shown (`RunResult.partial`). Every worker running
+  this workflow registers the endpoint-health activities the route reads.
 - A defective completion (dropped deltas, truncated arguments, no text and no calls) is
   never dispatched: it is retried as a fresh completion within its kind's budget, and
   never appended, so the transcript stays valid when the budget is spent.
@@ -36,9 +41,8 @@ import asyncio
 import builtins
 import contextlib
 from collections.abc import Awaitable
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Literal, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -49,11 +53,7 @@ with workflow.unsafe.imports_passed_through():
 
     from steadyloop.arguments import parse_tool_call_arguments
     from steadyloop.chat import ChatMessage, ToolCall
-    from steadyloop.completion import (
-        STREAM_COMPLETION_ACTIVITY,
-        AssembledTurn,
-        CompletionRequest,
-    )
+    from steadyloop.completion import AssembledTurn, CompletionRequest
     from steadyloop.delegation_tool import DELEGATE_TOOL
     from steadyloop.history_budget import (
         ContinueAsNewReason,
@@ -63,11 +63,9 @@ with workflow.unsafe.imports_passed_through():
     )
     from steadyloop.output_forwarding import (
         CLOSE_OUTPUT_STREAM_SIGNAL,
-        READ_FORWARDED_OUTPUT_ACTIVITY,
         ForwardedOutput,
         ForwardTarget,
         PartialOutput,
-        ReadForwardedOutput,
         output_stream_id,
     )
     from steadyloop.pricing import price_for
@@ -93,9 +91,10 @@ with workflow.unsafe.imports_passed_through():
     )
     from steadyloop.transcript_healing import validate_and_heal
     from steadyloop.workflows.compaction_step import compact_at_boundary
+    from steadyloop.workflows.routed_turn import RoutedTurn, routed_completion
 
-from steadyloop.workflows.delegation import ChildRuns, innermost_message, raise_if_cancelled
-from steadyloop.workflows.tool_disclosure import DESCRIBE_TIMEOUT, disclose_tools
+from steadyloop.workflows.delegation import ChildRuns, innermost_message
+from steadyloop.workflows.tool_disclosure import disclose_tools
 
 # Temporal refuses payloads over 2 MB; leave room for the envelope around the input.
 MAX_ACTIVITY_INPUT_BYTES = 1_900_000
@@ -107,8 +106,7 @@ LEASE_MARGIN = timedelta(seconds=5)
 TOOL_ATTEMPTS = 3
 # Rough token estimate when a provider sends no usage: about four characters a token.
 CHARS_PER_TOKEN = 4
-# The longest wait between two model attempts when the provider names none.
-MAX_BACKOFF_S = 60.0
+T = TypeVar("T")
 
 
 class _Stop(Exception):
@@ -118,15 +116,6 @@ class _Stop(Exception):
         super().__init__(detail)
         self.reason = reason
         self.detail = detail
-
-
-@dataclass(frozen=True)
-class _Retry:
-    """A model attempt that failed in a way another attempt can fix."""
-
-    kind: str
-    cause: str
-    delay: timedelta | None
 
 
 @workflow.defn(
@@ -337,41 +326,50 @@ class ToolLoopWorkflow:
     # -- one model turn --------------------------------------------------------------
 
     async def _model_turn(self, run: RunInput, tools: dict[str, ToolDescription]) -> AssembledTurn:
-        """A usable completion, spending defect budgets on fresh completions and transport
-        retries on new attempts, never repeating an attempt whose output was shown."""
+        """A usable completion. Each completion is routed (`routed_completion`: retries,
+        traversal to other candidates and breakers, by one table); a defective one is
+        replaced by a fresh completion within its kind's budget; an attempt whose output
+        was shown is never repeated."""
+        route = run.resolved_route()
+        heartbeat_s = run.limits.model_heartbeat_timeout_s
         spent: dict[str, int] = {}
-        attempt = 0
-        failures = 0
+        attempt = 1  # the number of the turn's next attempt, across fresh completions
         while True:
-            attempt += 1
-            # Before every request: a transcript the provider would refuse is healed here.
+            # Before every completion: a transcript the provider would refuse is healed.
             self._transcript, healed = validate_and_heal(
                 self._transcript, transcript_rules(run.provider_profile)
             )
             self._stats.count_healings(healed)
             request = self._request(run, tools, attempt)
-            self._stats.model_attempts += 1
-            outcome = await self._model_attempt(run, request, attempt)
-            if isinstance(outcome, _Retry):
-                failures += 1
-                if failures >= run.limits.model_attempts:
-                    raise _Stop(
-                        "failed",
-                        f"the model call failed after {failures} attempt(s): {outcome.cause}",
-                    )
-                self._stats.count_retry(f"model_{outcome.kind}")
-                await self._back_off(run, outcome, failures)
-                continue
-            turn = outcome
+            routed = await _before_deadline(
+                routed_completion(
+                    route,
+                    request,
+                    attempt_timeout=timedelta(seconds=run.limits.model_timeout_s),
+                    heartbeat_timeout=None
+                    if heartbeat_s is None
+                    else timedelta(seconds=heartbeat_s),
+                    deadline=self._deadline,
+                    first_attempt=attempt,
+                ),
+                self._deadline,
+            )
+            self._count_attempts(routed)
+            attempt += len(routed.sent)
+            if routed.turn is None:
+                self._stop_routed(routed, request)
+            turn = routed.turn
             self._count_usage(turn)
-            self._stats.count_cost(turn.usage, price_for(run.prices, run.endpoint, run.model))
+            # Priced as the candidate that answered, not the run's first choice.
+            answered = price_for(run.prices, routed.endpoint or run.endpoint, routed.model)
+            self._stats.count_cost(turn.usage, answered)
             if not turn.defects:
                 return turn
             defect = turn.defects[0]
             if turn.stats.produced_output:
                 self._partial = PartialOutput(
                     turn=self._turn,
-                    attempt=attempt,
+                    attempt=routed.sent[-1].sequence,
                     text=turn.text,
                     reasoning=turn.reasoning if run.forwarding.reasoning_is_output else "",
                     source="activity",
@@ -399,6 +397,8 @@ class ToolLoopWorkflow:
     def _request(
         self, run: RunInput, tools: dict[str, ToolDescription], attempt: int
     ) -> CompletionRequest:
+        """The completion to route; `routed_completion` sets the endpoint and model of
+        each candidate and the number of each attempt (`forward.attempt`)."""
         forwarding = run.forwarding
         forward = None
         if forwarding.enabled:
@@ -426,104 +426,52 @@ class ToolLoopWorkflow:
             _check_payload(request, "the model request (the transcript so far)")
         return request
 
-    async def _model_attempt(
-        self, run: RunInput, request: CompletionRequest, attempt: int
-    ) -> AssembledTurn | _Retry:
-        """One attempt, as one activity attempt: Temporal never retries it behind our back,
-        so a lost attempt's last heartbeat (did it show output?) reaches this code."""
-        timeout = _bounded(timedelta(seconds=run.limits.model_timeout_s), self._deadline)
-        heartbeat_s = run.limits.model_heartbeat_timeout_s
-        try:
-            return await _before_deadline(
-                workflow.execute_activity(
-                    STREAM_COMPLETION_ACTIVITY,
-                    request,
-                    result_type=AssembledTurn,
-                    start_to_close_timeout=timeout,
-                    heartbeat_timeout=None
-                    if heartbeat_s is None
-                    else timedelta(seconds=heartbeat_s),
-                    retry_policy=RetryPolicy(maximum_attempts=1),
-                ),
-                self._deadline,
+    def _count_attempts(self, routed: RoutedTurn) -> None:
+        """Every attempt sent is a model attempt; every failed one followed by another (on
+        the same candidate or the next) is a retry, by the type of its failure."""
+        sent = routed.sent
+        self._stats.model_attempts += len(sent)
+        for line in sent[:-1]:
+            self._stats.count_retry(f"model_{line.error_type or 'error'}")
+
+    def _stop_routed(self, routed: RoutedTurn, request: CompletionRequest) -> NoReturn:
+        """End the run for a route that produced no turn, with the reason it gives."""
+        stop = routed.stop
+        assert stop is not None  # a routed turn without a turn always says why
+        if stop.reason == "deadline":
+            raise _Stop("deadline", f"the run's deadline: {stop.detail}")
+        if stop.rule == "aborted":
+            raise asyncio.CancelledError  # the run was cancelled: not a model failure
+        cause = stop.failure.describe() if stop.failure is not None else stop.detail
+        if stop.rule == "produced_output":
+            shown = stop.shown or ForwardedOutput(complete=False)
+            reasoning_counts = request.forward is not None and request.forward.reasoning_is_output
+            self._partial = PartialOutput(
+                turn=self._turn,
+                attempt=stop.sequence or routed.sent[-1].sequence,
+                text=shown.text,
+                reasoning=shown.reasoning if reasoning_counts else "",
+                source=stop.shown_source or "activity",
+                complete=shown.complete,
+                cause=cause,
             )
-        except ActivityError as error:
-            if self._deadline is not None and workflow.now() >= self._deadline:
-                raise _Stop("deadline", "the deadline passed during a model turn") from None
-            raise_if_cancelled(error)  # the run was cancelled: not a model failure
-            cause = error.cause
-            why = innermost_message(error)
-            if isinstance(cause, ApplicationError):
-                head = cause.details[0] if cause.details else None
-                if isinstance(head, dict) and head.get("produced_output"):
-                    shown = (
-                        ForwardedOutput.model_validate(cause.details[1])
-                        if len(cause.details) > 1
-                        else ForwardedOutput(complete=False)
-                    )
-                    await self._stop_shown(request, attempt, shown, "activity", why)
-                if cause.non_retryable:
-                    raise _Stop("failed", f"the model call failed: {why}") from None
-                return _Retry(cause.type or "error", why, cause.next_retry_delay)
-            if isinstance(cause, TimeoutError):
-                progress = _last_heartbeat(cause)
-                if request.forward is not None and progress.get("produced_output"):
-                    shown = await workflow.execute_activity(
-                        READ_FORWARDED_OUTPUT_ACTIVITY,
-                        ReadForwardedOutput(
-                            stream_id=request.forward.stream_id,
-                            turn=self._turn,
-                            before_attempt=attempt + 1,
-                        ),
-                        result_type=ForwardedOutput,
-                        start_to_close_timeout=DESCRIBE_TIMEOUT,
-                    )
-                    await self._stop_shown(request, attempt, shown, "stream", why)
-                return _Retry(
-                    f"timeout_{cause.type.name.lower()}" if cause.type else "timeout",
-                    why,
-                    None,
-                )
-            raise _Stop("failed", f"the model call failed: {why}") from None
-
-    async def _stop_shown(
-        self,
-        request: CompletionRequest,
-        attempt: int,
-        shown: ForwardedOutput,
-        source: Literal["activity", "stream"],
-        cause: str,
-    ) -> NoReturn:
-        """Stop the run: this attempt's output was shown, so it is never repeated."""
-        reasoning_counts = request.forward is not None and request.forward.reasoning_is_output
-        self._partial = PartialOutput(
-            turn=self._turn,
-            attempt=attempt,
-            text=shown.text,
-            reasoning=shown.reasoning if reasoning_counts else "",
-            source=source,
-            complete=shown.complete,
-            cause=cause,
-        )
-        raise _Stop(
-            "output_interrupted",
-            f"the model call failed after its output was shown, so it is not repeated: {cause}",
-        )
-
-    async def _back_off(self, run: RunInput, retry: _Retry, failures: int) -> None:
-        """Wait before the next attempt: the provider's Retry-After, else doubling from the
-        run's initial backoff up to a minute; never past the deadline."""
-        delay = retry.delay or timedelta(
-            seconds=min(run.limits.model_retry_initial_s * 2 ** (failures - 1), MAX_BACKOFF_S)
-        )
-        if self._deadline is not None and workflow.now() + delay >= self._deadline:
             raise _Stop(
-                "deadline", f"the deadline would pass before the next attempt ({retry.cause})"
+                "output_interrupted",
+                f"the model call failed after its output was shown, so it is not repeated: "
+                f"{cause}",
             )
-        self._phase = f"model retry in {delay.total_seconds():g}s"
-        await workflow.sleep(delay)
-        self._phase = "model"
-        self._check_bounds(run)
+        if stop.reason == "rule":  # context_length: compacting is the caller's decision
+            raise _Stop("failed", f"the model call stopped ({stop.rule}): {cause}")
+        if not routed.sent:  # no_candidate: every breaker open, or the probe taken
+            reopens = stop.next_open_at
+            when = "" if reopens is None else f" (a probe is admitted at {reopens.isoformat()})"
+            raise _Stop("failed", f"no endpoint of the route was tried: {stop.detail}{when}")
+        last = routed.sent[-1]
+        raise _Stop(
+            "failed",
+            f"the model call failed after {len(routed.sent)} attempt(s) "
+            f"({last.error_type}): {stop.detail}",
+        )
 
     def _count_usage(self, turn: AssembledTurn) -> None:
         if turn.usage is not None:
@@ -797,14 +745,6 @@ def _recorded_progress(timeout: TimeoutError) -> list[Any] | None:
     return None
 
 
-def _last_heartbeat(timeout: TimeoutError) -> dict[str, Any]:
-    """The model stream's last reported progress (`StreamProgress` as a dict), or {}."""
-    details = timeout.last_heartbeat_details
-    if details and isinstance(details[-1], dict):
-        return details[-1]
-    return {}
-
-
 async def _close_output_stream() -> None:
     """Tell the run's output host the run is over (it drains to subscribers and ends).
 
@@ -822,17 +762,16 @@ def _not_run(reason: str) -> ToolOutcome:
     return ToolOutcome(status="tool_error", content=f"Not run: {reason}.", error_type="NotRun")
 
 
-async def _before_deadline(
-    activity: Awaitable[AssembledTurn], deadline: datetime | None
-) -> AssembledTurn:
-    """The activity's result, or a deadline stop when workflow time passes the deadline first.
+async def _before_deadline(work: Awaitable[T], deadline: datetime | None) -> T:
+    """The work's result, or a deadline stop when workflow time passes the deadline first.
 
-    A workflow timer races the activity, so the deadline holds in workflow time even while
-    a model streams (and time-skipping tests can reach it); the activity is cancelled.
+    A workflow timer races the work (a routed model turn), so the deadline holds in
+    workflow time even while a model streams (and time-skipping tests can reach it); the
+    work is cancelled, and with it the activity or backoff it was waiting for.
     """
     if deadline is None:
-        return await activity
-    task = asyncio.ensure_future(activity)
+        return await work
+    task = asyncio.ensure_future(work)
     remaining = deadline - workflow.now()
     try:
         if remaining <= timedelta(0):
