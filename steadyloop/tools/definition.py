@@ -70,6 +70,7 @@ class ToolDefinition(Generic[P, R]):
     effect: Effect
     timeout: timedelta
     heartbeat_timeout: timedelta | None
+    approval: bool
     arguments_model: type[BaseModel]
     parameters: dict[str, Any]
     # Model shape: the parameter that receives the whole validated model.
@@ -127,6 +128,7 @@ class ToolDefinition(Generic[P, R]):
             heartbeat_timeout_s=(
                 None if self.heartbeat_timeout is None else self.heartbeat_timeout.total_seconds()
             ),
+            approval=self.approval,
         )
 
     def to_spec(self) -> ToolSpec:
@@ -145,6 +147,7 @@ def tool(
     effect: Effect = "opaque",
     timeout: timedelta = DEFAULT_TOOL_TIMEOUT,
     heartbeat_timeout: timedelta | None = None,
+    approval: bool = False,
 ) -> Callable[[Callable[P, Awaitable[R]]], ToolDefinition[P, R]]: ...
 
 
@@ -157,6 +160,7 @@ def tool(
     effect: Effect = "opaque",
     timeout: timedelta = DEFAULT_TOOL_TIMEOUT,
     heartbeat_timeout: timedelta | None = None,
+    approval: bool = False,
 ) -> ToolDefinition[P, R] | Callable[[Callable[P, Awaitable[R]]], ToolDefinition[P, R]]:
     """Declare an async function as a tool. Use as `@tool` or `@tool(...)`.
 
@@ -180,6 +184,9 @@ def tool(
       than `timeout`. Refused on pure and opaque tools: nothing in them heartbeats, so
       every call longer than it would be declared lost (for an opaque tool, a spurious
       ambiguous call held for a person).
+    - `approval`: every call waits for a person to approve or reject it before it runs
+      (`steadyloop approve ID CALL`); a rejection is answered to the model with the
+      person's reason. Calls of the same batch that need no approval run meanwhile.
     """
 
     def decorate(function: Callable[P, Awaitable[R]]) -> ToolDefinition[P, R]:
@@ -190,6 +197,7 @@ def tool(
             effect=effect,
             timeout=timeout,
             heartbeat_timeout=heartbeat_timeout,
+            approval=approval,
             scope=_caller_scope(),
         )
 
@@ -207,6 +215,7 @@ def tool(
         effect=effect,
         timeout=timeout,
         heartbeat_timeout=heartbeat_timeout,
+        approval=approval,
         scope=_caller_scope(),
     )
 
@@ -219,6 +228,7 @@ def _define(
     effect: Any,
     timeout: Any,
     heartbeat_timeout: Any,
+    approval: Any,
     scope: dict[str, Any],
 ) -> ToolDefinition[P, R]:
     label = getattr(fn, "__qualname__", None) or repr(fn)
@@ -245,6 +255,8 @@ def _define(
     if timeout <= timedelta(0):
         raise ToolDefinitionError(f"tool {tool_name!r}: timeout must be positive, got {timeout}")
     _check_heartbeat_timeout(tool_name, effect, timeout, heartbeat_timeout)
+    if not isinstance(approval, bool):
+        raise ToolDefinitionError(f"tool {tool_name!r}: approval must be True or False")
     if description is None:
         description = _first_paragraph(inspect.getdoc(fn))
     elif not isinstance(description, str):
@@ -264,6 +276,7 @@ def _define(
         effect=effect,
         timeout=timeout,
         heartbeat_timeout=heartbeat_timeout,
+        approval=approval,
         arguments_model=model,
         parameters=parameters,
         model_parameter=model_parameter,

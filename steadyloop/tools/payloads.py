@@ -55,7 +55,8 @@ class ToolDescription(BaseModel):
     `heartbeat_timeout`: how long an attempt may go without recording a sub-operation
     before Temporal declares it lost, so a killed worker is noticed in seconds rather
     than at `timeout_s`. `strict`: `parameters` is shaped for OpenAI's strict mode and
-    the spec asks for it.
+    the spec asks for it. `approval`: each call waits for a person's approval before it
+    runs (`@tool(approval=True)`).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -67,6 +68,7 @@ class ToolDescription(BaseModel):
     timeout_s: float = Field(gt=0)
     heartbeat_timeout_s: float | None = Field(default=None, gt=0)
     strict: bool = False
+    approval: bool = False
 
     @property
     def timeout(self) -> timedelta:

@@ -26,6 +26,10 @@ one prevents it:
   ambiguous and is not run again.
 - A run carrying a `Delegation` gets the `delegate` tool; its calls take the same
   receipt path and start child runs admitted by chain rules (`delegation.ChildRuns`).
+- People steer a running run (`steering.Steering`): messages are appended at a turn
+  boundary, a pause holds the run there, and an interrupt cancels the model turn or the
+  tool batch in flight, answering every call. Calls of tools declared
+  `approval=True` wait for a person inside their receipt path (`approvals.Approvals`).
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ from typing import Any, Literal, NoReturn
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, TimeoutError
 
 with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
@@ -76,6 +80,12 @@ with workflow.unsafe.imports_passed_through():
         RunStats,
         StopReason,
     )
+    from steadyloop.steering_models import (
+        ApprovalDecision,
+        PendingApproval,
+        UserMessage,
+        interrupted_outcome,
+    )
     from steadyloop.tools.payloads import (
         DESCRIBE_TOOLS_ACTIVITY,
         RUN_TOOL_ACTIVITY,
@@ -89,7 +99,9 @@ with workflow.unsafe.imports_passed_through():
     from steadyloop.transcript_healing import validate_and_heal
     from steadyloop.workflows.compaction_step import compact_at_boundary
 
+from steadyloop.workflows.approvals import Approvals
 from steadyloop.workflows.delegation import ChildRuns, innermost_message, raise_if_cancelled
+from steadyloop.workflows.steering import Steering
 
 # Temporal refuses payloads over 2 MB; leave room for the envelope around the input.
 MAX_ACTIVITY_INPUT_BYTES = 1_900_000
@@ -137,7 +149,8 @@ class ToolLoopWorkflow:
         self._turn = 0
         self._phase = "starting"
         self._stop_reason: StopReason | None = None
-        self._interrupt: str | None = None
+        self._steering = Steering()
+        self._approvals = Approvals()
         self._receipts = ReceiptLedger()
         self._ambiguous: dict[str, AmbiguousCall] = {}
         self._deadline: datetime | None = None
@@ -159,6 +172,9 @@ class ToolLoopWorkflow:
             receipts_bytes=self._receipts.size_bytes(),
             ambiguous=len(self._ambiguous),
             cost_usd=self._stats.cost_usd,
+            paused=self._steering.paused,
+            pending_approvals=len(self._approvals.pending()),
+            pending_messages=self._steering.messages_waiting,
         )
 
     @workflow.query
@@ -190,9 +206,46 @@ class ToolLoopWorkflow:
 
     @workflow.signal
     def interrupt(self, reason: str) -> None:
-        """Stop at the next boundary; calls already asked for are answered, not run."""
-        if self._interrupt is None:
-            self._interrupt = reason or "interrupted"
+        """Stop now with `interrupted`: the model turn or tool batch in flight is
+        cancelled, and every call asked for is answered (not run, or interrupted)."""
+        self._steering.interrupt(reason)
+
+    @workflow.query
+    def pending_approvals(self) -> list[PendingApproval]:
+        """Calls of tools declared `approval=True` waiting for a person's decision."""
+        return self._approvals.pending()
+
+    @workflow.update
+    def approve_call(self, decision: ApprovalDecision) -> str:
+        """Approve a waiting call (it runs under its receipt) or reject it (the model
+        reads the reason)."""
+        return self._approvals.decide(decision)
+
+    @approve_call.validator
+    def _validate_approve_call(self, decision: ApprovalDecision) -> None:
+        self._approvals.check(decision)
+
+    @workflow.update
+    def send_message(self, message: UserMessage) -> str:
+        """A person's message, appended before the next model request."""
+        waiting = self._steering.send(message)
+        return f"queued for turn {self._turn + 1} ({waiting} waiting)"
+
+    @send_message.validator
+    def _validate_send_message(self, message: UserMessage) -> None:
+        if self._stop_reason is not None or self._steering.interrupted is not None:
+            raise ValueError("the run is stopping; start a new run to go on")
+
+    @workflow.update
+    def pause(self) -> str:
+        """Hold the run at its next turn boundary (nothing in flight); the deadline runs."""
+        if not self._steering.pause():
+            return "already paused"
+        return "pausing at the next turn boundary"
+
+    @workflow.update
+    def unpause(self) -> str:
+        return "going on" if self._steering.unpause() else "not paused"
 
     # -- the loop --------------------------------------------------------------------
 
@@ -210,20 +263,29 @@ class ToolLoopWorkflow:
             if self._child_runs is not None:
                 tools = self._child_runs.offer(tools)
             while True:
+                if self._steering.paused:
+                    self._phase = "paused"
+                    await self._steering.hold_while_paused(self._deadline)
                 self._check_bounds(run)
                 if self._should_continue_as_new(run, turns_this_run):
                     await self._continue_as_new(run)
                 self._transcript = await compact_at_boundary(
                     self._transcript, run.limits.compaction, self._stats
                 )
+                self._transcript.extend(self._steering.take_messages())
                 turns_this_run += 1
                 self._turn += 1
                 self._stats.turns = self._turn
                 self._phase = "model"
-                turn = await self._model_turn(run, tools)
+                turn = await self._steering.unless_interrupted(self._model_turn(run, tools))
+                if turn is None:
+                    reason = self._steering.interrupted
+                    raise _Stop("interrupted", f"{reason} (the model turn was cancelled)")
                 message = turn.to_message()
                 self._transcript.append(message)
                 if not turn.tool_calls:
+                    if self._steering.messages_waiting:
+                        continue  # a person spoke while the model answered: answer that too
                     final_answer = turn.text
                     raise _Stop("final_answer", "the model answered without tool calls")
                 self._phase = "tools"
@@ -231,6 +293,9 @@ class ToolLoopWorkflow:
         except _Stop as stop:
             self._stop_reason = stop.reason
             self._phase = "done"
+            # Messages a person sent that no request carried: kept, so nothing said is lost
+            # (a run resumed from this one sends them).
+            self._transcript.extend(self._steering.take_messages())
             if run.forwarding.enabled:
                 await _close_output_stream()
             return RunResult(
@@ -252,6 +317,7 @@ class ToolLoopWorkflow:
             return workflow.now() + timedelta(seconds=run.limits.deadline_s)
         self._transcript = list(carried.transcript)
         self._receipts = carried.receipts
+        self._steering = Steering(carried.steering)
         self._stats = carried.stats
         self._turn = carried.turn
         return None if carried.deadline is None else datetime.fromisoformat(carried.deadline)
@@ -275,14 +341,15 @@ class ToolLoopWorkflow:
             turn=self._turn,
             deadline=None if self._deadline is None else self._deadline.isoformat(),
             children=[] if self._child_runs is None else self._child_runs.children,
+            steering=self._steering.state,
         )
         workflow.continue_as_new(
             run.model_copy(update={"carried": carried, "prompt": None, "messages": []})
         )
 
     def _check_bounds(self, run: RunInput) -> None:
-        if self._interrupt is not None:
-            raise _Stop("interrupted", self._interrupt)
+        if self._steering.interrupted is not None:
+            raise _Stop("interrupted", self._steering.interrupted)
         if self._deadline is not None and workflow.now() >= self._deadline:
             raise _Stop("deadline", f"the run's deadline of {run.limits.deadline_s}s passed")
         budget = run.limits.token_budget
@@ -526,8 +593,8 @@ class ToolLoopWorkflow:
         runnable: list[tuple[int, ToolDescription, ToolInvocation, ReceiptKey]] = []
         for position, call in enumerate(calls):
             self._stats.tool_calls += 1
-            if self._interrupt is not None:
-                answers.append(_not_run(f"the run was interrupted: {self._interrupt}"))
+            if self._steering.interrupted is not None:
+                answers.append(self._interrupted_before_running())
                 continue
             description = tools.get(call.name)
             if description is None:
@@ -593,7 +660,7 @@ class ToolLoopWorkflow:
             else:
                 task = asyncio.ensure_future(replay_of(first))
             tasks.append(task)
-        results = await asyncio.gather(*tasks)
+        results = await self._steering.settle(tasks, self._interrupted_before_running)
         for (position, _, _, _), outcome in zip(runnable, results, strict=True):
             answers[position] = outcome
         for call, answer in zip(calls, answers, strict=True):
@@ -601,6 +668,9 @@ class ToolLoopWorkflow:
             if answer.status != "ok":
                 self._stats.tool_errors += 1
             self._transcript.append(answer.to_message(call.id))
+
+    def _interrupted_before_running(self) -> ToolOutcome:
+        return _not_run(f"the run was interrupted: {self._steering.interrupted}")
 
     async def _await_resolution(
         self,
@@ -628,10 +698,10 @@ class ToolLoopWorkflow:
             if timeout is not None and timeout <= timedelta(0):
                 raise builtins.TimeoutError
             await workflow.wait_condition(
-                lambda: key.text not in self._ambiguous or self._interrupt is not None,
+                lambda: key.text not in self._ambiguous or self._steering.interrupted is not None,
                 timeout=timeout,
             )
-        except builtins.TimeoutError:
+        except (builtins.TimeoutError, asyncio.CancelledError):  # deadline; interrupted
             return False
         self._phase = "tools"
         return key.text not in self._ambiguous
@@ -653,6 +723,7 @@ class ToolLoopWorkflow:
         """
         attempts_here = 0
         lost = ""
+        approved = False
         while True:
             decision = self._receipts.decide(key, description.effect, workflow.now())
             if decision.kind == "replay":
@@ -675,6 +746,18 @@ class ToolLoopWorkflow:
                         error_type="AmbiguousReceipt",
                     )
                 continue
+            if description.approval and not approved:
+                refused = await self._approvals.ask(
+                    description,
+                    invocation,
+                    turn=self._turn,
+                    deadline=self._deadline,
+                    interrupted=lambda: self._steering.interrupted,
+                )
+                if refused is not None:
+                    return refused
+                approved = True
+                continue  # decide again: the ledger may have moved while a person thought
             if attempts_here >= TOOL_ATTEMPTS:
                 return ToolOutcome(status="tool_error", content=lost, error_type="ToolLost")
             attempts_here += 1
@@ -735,6 +818,13 @@ class ToolLoopWorkflow:
                 lost = error
         if lost is not None:
             cause = lost.cause
+            if isinstance(cause, CancelledError):  # interrupted mid-attempt
+                if description.effect == "pure":
+                    self._receipts.fail(key, attempt)
+                # Otherwise the receipt stays running: the effect may have happened, and
+                # an ask after its lease is ambiguous, as for a lost attempt.
+                reason = self._steering.interrupted or "the run was cancelled"
+                return interrupted_outcome(description.name, description.effect, reason)
             if not isinstance(cause, TimeoutError):
                 self._receipts.fail(key, attempt)
                 return ToolOutcome(
@@ -806,6 +896,7 @@ async def _before_deadline(
 
     A workflow timer races the activity, so the deadline holds in workflow time even while
     a model streams (and time-skipping tests can reach it); the activity is cancelled.
+    Cancelling this wait (an interrupt) cancels the activity too.
     """
     if deadline is None:
         return await activity
@@ -815,6 +906,11 @@ async def _before_deadline(
         if remaining <= timedelta(0):
             raise builtins.TimeoutError
         await workflow.wait_condition(task.done, timeout=remaining)
+    except asyncio.CancelledError:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, ActivityError):
+            await task
+        raise
     except builtins.TimeoutError:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError, ActivityError):
