@@ -9,6 +9,7 @@ effect that was cut off is never reported as "not run".
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 from loop_harness import (
@@ -27,9 +28,11 @@ from steering_harness import (
     trickle,
     wait_for_phase,
 )
+from temporalio import activity
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import WorkflowUpdateFailedError
+from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 
+from steadyloop.compaction import CompactionPolicy, CompactionReply, CompactionRequest
 from steadyloop.provider_profiles import ProviderProfile
 from steadyloop.steering_models import UserMessage
 from steadyloop.testing.chunks import ScriptedCall
@@ -142,6 +145,43 @@ async def test_interrupt_between_turns_while_paused() -> None:
     assert len(loop.server.requests) == 1
 
 
+async def test_an_interrupt_during_a_compaction_starts_no_model_turn() -> None:
+    # The user's compaction activity holds at the turn-2 boundary until released; the
+    # interrupt lands meanwhile, so turn 2's model activity is never even scheduled.
+    release = asyncio.Event()
+    compactions: list[int] = []
+
+    @activity.defn(name="test.held_summarize")
+    async def held_summarize(request: CompactionRequest) -> CompactionReply:
+        compactions.append(len(request.messages))
+        if len(compactions) > 1:
+            await asyncio.wait_for(release.wait(), GUARD_S)
+        return CompactionReply(messages=request.messages)
+
+    policy = CompactionPolicy(max_chars=1, keep_recent_turns=0, activity="test.held_summarize")
+    script = [calls(ScriptedCall("add", {"a": 1, "b": 2}, id="a1")), answer("3")]
+    async with running_loop(script, [held_summarize]) as loop:
+        handle = await loop.start(run_input(compaction=policy))
+        await eventually(lambda: len(compactions) == 2, "the turn-2 compaction runs")
+        await handle.signal("interrupt", "mid-compaction")
+        release.set()
+        result = await handle.result()
+        model_turns = await _scheduled(handle, "steadyloop.stream_completion")
+    assert result.stop_reason == "interrupted"
+    assert model_turns == 1 and len(loop.server.requests) == 1
+    assert result.stats.model_attempts == 1  # turn 2 never began
+
+
+async def _scheduled(handle: WorkflowHandle[Any, Any], activity_type: str) -> int:
+    history = await handle.fetch_history()
+    return sum(
+        1
+        for event in history.events
+        if event.HasField("activity_task_scheduled_event_attributes")
+        and event.activity_task_scheduled_event_attributes.activity_type.name == activity_type
+    )
+
+
 # -- pause -------------------------------------------------------------------------------
 
 
@@ -213,6 +253,21 @@ async def test_a_message_sent_mid_turn_is_in_the_next_request(
     assert second["messages"][-1]["content"] == "also, use base 10"
     assert result.stop_reason == "final_answer"
     assert [m.role for m in result.transcript][-2:] == ["user", "assistant"]
+
+
+async def test_a_message_waiting_at_a_hand_over_goes_out_from_the_next_run() -> None:
+    script = [calls(ScriptedCall("add", {"a": 1, "b": 2}, id="a1"), pause_s=0.5), answer("ok")]
+    async with running_loop(script) as loop:
+        handle = await loop.start(run_input(continue_as_new_after_turns=1))
+        await eventually(lambda: loop.server.exchanges, "turn 1 streams")
+        await handle.execute_update("send_message", UserMessage(content="carried over"))
+        result = await handle.result()
+        history = await handle.fetch_history()  # the last run of the chain
+    started = history.events[0].workflow_execution_started_event_attributes
+    assert started.continued_execution_run_id  # the message crossed a continue-as-new
+    second = loop.server.requests[1].json
+    assert second["messages"][-1] == {"role": "user", "content": "carried over"}
+    assert result.final_answer == "ok"
 
 
 async def test_a_message_sent_during_the_final_answer_gets_answered_too() -> None:

@@ -272,6 +272,7 @@ class ToolLoopWorkflow:
                 self._transcript = await compact_at_boundary(
                     self._transcript, run.limits.compaction, self._stats
                 )
+                self._check_interrupt()  # a compaction activity may have taken a while
                 self._transcript.extend(self._steering.take_messages())
                 turns_this_run += 1
                 self._turn += 1
@@ -347,9 +348,12 @@ class ToolLoopWorkflow:
             run.model_copy(update={"carried": carried, "prompt": None, "messages": []})
         )
 
-    def _check_bounds(self, run: RunInput) -> None:
+    def _check_interrupt(self) -> None:
         if self._steering.interrupted is not None:
             raise _Stop("interrupted", self._steering.interrupted)
+
+    def _check_bounds(self, run: RunInput) -> None:
+        self._check_interrupt()
         if self._deadline is not None and workflow.now() >= self._deadline:
             raise _Stop("deadline", f"the run's deadline of {run.limits.deadline_s}s passed")
         budget = run.limits.token_budget
