@@ -83,6 +83,7 @@ from loop_floor import (
     turn_text,
 )
 
+from steadyloop.activities.endpoint_health import EndpointHealthActivities
 from steadyloop.activities.model_stream import ModelActivities
 from steadyloop.activities.tool_execution import ToolActivities
 from steadyloop.completion import STREAM_COMPLETION_ACTIVITY
@@ -105,6 +106,7 @@ from steadyloop.testing.scripted_server import (
 )
 from steadyloop.tools import ToolRegistry, tool
 from steadyloop.tools.payloads import DESCRIBE_TOOLS_ACTIVITY, RUN_TOOL_ACTIVITY
+from steadyloop.workflows.endpoint_health import EndpointHealthWorkflow
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 ENDPOINT = "bench"
@@ -151,7 +153,9 @@ the whole transcript, only a marker with the result) and costs a few ms instead 
 but it cannot heartbeat, is retried by the workflow task that runs it, holds that
 workflow task open while it runs, and is meant for short work. The floor uses regular
 activities with the same timeouts and retry policies, so the ratio compares like with
-like."""
+like. One local activity is steadyloop's own: before each model call the loop reads its
+route's endpoint health (breakers, parameters to leave out), answered from the worker's
+cache; the floor has no such step, so its cost is part of the ratio."""
 
 
 # -- the scripted provider -----------------------------------------------------------
@@ -510,6 +514,32 @@ def check_steadyloop(result: RunResult, turns: int, call_chars: int) -> str | No
     return None
 
 
+@asynccontextmanager
+async def bench_services(
+    provider: Provider, *, quiet: bool
+) -> AsyncIterator[tuple[WorkflowEnvironment, ScriptedServer, ModelActivities]]:
+    """The dev server (in memory, pydantic converter), `provider` on loopback HTTP, and the
+    model activities pointed at it; `quiet` keeps server and SDK warnings off the output."""
+    runtime = None
+    if quiet:
+        runtime = Runtime(
+            telemetry=TelemetryConfig(
+                logging=LoggingConfig(filter=TelemetryFilter("ERROR", "ERROR"))
+            )
+        )
+    async with ScriptedServer(provider) as server:
+        endpoints = EndpointRegistry([server.endpoint(ENDPOINT)])
+        async with ModelActivities(endpoints, environ={}) as model:
+            env = await WorkflowEnvironment.start_local(
+                dev_server_existing_path=dev_server_path(),
+                data_converter=pydantic_data_converter,
+                dev_server_log_level="error" if quiet else "warn",
+                runtime=runtime,
+            )
+            async with env:
+                yield env, server, model
+
+
 class LoopBench:
     """A dev server, the scripted provider and one worker running both workflows."""
 
@@ -533,35 +563,22 @@ class LoopBench:
         """Everything the runs need; `quiet` keeps server and SDK warnings off the output
         (the benchmark reads the same facts from the histories and prints them)."""
         provider = Provider(fragment_chars)
-        runtime = None
-        if quiet:
-            runtime = Runtime(
-                telemetry=TelemetryConfig(
-                    logging=LoggingConfig(filter=TelemetryFilter("ERROR", "ERROR"))
-                )
-            )
-        async with ScriptedServer(provider) as server:
-            endpoints = EndpointRegistry([server.endpoint(ENDPOINT)])
-            async with ModelActivities(endpoints, environ={}) as model:
-                env = await WorkflowEnvironment.start_local(
-                    dev_server_existing_path=dev_server_path(),
-                    data_converter=pydantic_data_converter,
-                    dev_server_log_level="error" if quiet else "warn",
-                    runtime=runtime,
-                )
-                async with env:
-                    queue = f"bench-loop-{uuid.uuid4()}"
-                    async with Worker(
-                        env.client,
-                        task_queue=queue,
-                        workflows=[ToolLoopWorkflow, FloorWorkflow],
-                        activities=[
-                            model.stream_completion,
-                            *ToolActivities(build_tools()).activities(),
-                            *FLOOR_ACTIVITIES,
-                        ],
-                    ):
-                        yield LoopBench(env, server, provider, queue)
+        async with bench_services(provider, quiet=quiet) as (env, server, model):
+            queue = f"bench-loop-{uuid.uuid4()}"
+            async with Worker(
+                env.client,
+                task_queue=queue,
+                # The loop routes each model turn: it reads endpoint health
+                # through local activities (cached in the worker, as deployed).
+                workflows=[ToolLoopWorkflow, EndpointHealthWorkflow, FloorWorkflow],
+                activities=[
+                    model.stream_completion,
+                    *ToolActivities(build_tools()).activities(),
+                    *EndpointHealthActivities(env.client, task_queue=queue).activities(),
+                    *FLOOR_ACTIVITIES,
+                ],
+            ):
+                yield LoopBench(env, server, provider, queue)
 
     async def run_steadyloop(self, turns: int, call_chars: int) -> Measured:
         script = Script(turns=turns, call_chars=call_chars)
@@ -627,7 +644,27 @@ def _mb(size: int) -> str:
     return f"{size / 1_000_000:.2f} MB"
 
 
-def _versions() -> str:
+def quiet_runtime() -> Runtime:
+    """A Temporal runtime that logs only errors: the benchmarks read what the server and
+    the SDK would warn about from the histories, and print it themselves."""
+    return Runtime(
+        telemetry=TelemetryConfig(logging=LoggingConfig(filter=TelemetryFilter("ERROR", "ERROR")))
+    )
+
+
+async def start_dev_server(*, quiet: bool) -> WorkflowEnvironment:
+    """Temporal's local dev server (in memory) with the pydantic data converter; `quiet`
+    keeps the server's and the SDK's warnings off the output."""
+    return await WorkflowEnvironment.start_local(
+        dev_server_existing_path=dev_server_path(),
+        data_converter=pydantic_data_converter,
+        dev_server_log_level="error" if quiet else "warn",
+        runtime=quiet_runtime() if quiet else None,
+    )
+
+
+def versions() -> str:
+    """The versions line a benchmark prints first: CLI, SDK, Python, machine."""
     try:
         cli = subprocess.run(
             [dev_server_path(), "--version"], capture_output=True, text=True, timeout=30
@@ -862,7 +899,7 @@ async def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
     async with LoopBench.start(args.fragment, quiet=not args.verbose) as bench:
         print("\nsteadyloop tool-loop benchmark")
-        print(f"   {_versions()}")
+        print(f"   {versions()}")
         print(
             "   local dev server (in memory); one worker runs both workflows; pydantic data "
             "converter;\n   scripted provider on 127.0.0.1; tool-call text streamed in "

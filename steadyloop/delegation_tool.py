@@ -135,9 +135,13 @@ def child_run_input(
         own = limits.deadline_s
         cut = max(1.0, remaining_s if own is None else min(own, remaining_s))
         limits = limits.model_copy(update={"deadline_s": cut})
+    route = profile.route
+    if route is None and profile.endpoint is None and profile.model is None:
+        route = parent.route  # the parent's model, and the parent's way of reaching it
     return RunInput(
-        endpoint=profile.endpoint or parent.endpoint,
-        model=profile.model or parent.model,
+        endpoint="" if route is not None else profile.endpoint or parent.endpoint,
+        model="" if route is not None else profile.model or parent.model,
+        route=route,
         prompt=request.task,
         system_prompt=profile.system_prompt,
         tools=list(profile.tools),

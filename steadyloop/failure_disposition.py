@@ -24,9 +24,9 @@ whether it counts against the endpoint are fixed per row.
 | rate_limit                | retry    | yes     | honours Retry-After                     |
 | server_error              | retry    | yes     | honours Retry-After                     |
 | transient                 | retry    | yes     | 408/409/425                             |
-| unreachable               | traverse | yes     | refused, DNS, TLS: nothing to retry     |
+| unreachable               | traverse | yes     | refused, DNS, TLS (rule 5 when last)    |
 | interrupted               | retry    | yes     | reset, cut, timeout                     |
-| stall_before_first_token  | traverse | yes     | nothing came: try elsewhere             |
+| stall_before_first_token  | traverse | yes     | nothing came (rule 5 when last)         |
 | stall_mid_stream          | retry    | yes     | between chunks, total cap               |
 | protocol                  | traverse | yes     | not an event stream                     |
 | lost                      | retry    | no      | worker died, activity timed out         |
@@ -49,6 +49,12 @@ Rules over the rows, in order:
 4. `context_length` traverses only when a later candidate declares a larger context
    window (`context_length_larger_window`); otherwise it stops, so the caller can
    compact the conversation, instead of sending it to every provider in turn.
+5. A row that traverses because the endpoint is unreachable or silent *at the moment*
+   (`RETRIED_WHEN_LAST`: refused, DNS, TLS, a stall before the first token) retries the
+   same candidate, with its backoff, when no later candidate is left to traverse to
+   (`<row>_last_candidate`, then `<row>_attempts_spent`). Going elsewhere is better
+   when there is an elsewhere; giving up at once is not, when there is none (a run
+   with one endpoint would fail on the first refused connection of a restart).
 """
 
 from __future__ import annotations
@@ -61,6 +67,7 @@ from steadyloop.failure_taxonomy import DegradableParameter, FailureFacts
 from steadyloop.route_plan import Backoff
 
 __all__ = [
+    "RETRIED_WHEN_LAST",
     "ROWS",
     "RULES",
     "Action",
@@ -119,6 +126,10 @@ ROWS: Final[dict[Row, tuple[Action, bool, bool]]] = {
     "other": ("traverse", True, False),
 }
 
+# Traverse rows that retry the same candidate when no later candidate is left: the
+# endpoint's state at the moment, which another attempt a little later may find changed.
+RETRIED_WHEN_LAST: Final[frozenset[Row]] = frozenset({"unreachable", "stall_before_first_token"})
+
 # Every rule name a disposition can carry.
 RULES: Final[frozenset[str]] = frozenset(
     {"produced_output", "context_length_larger_window"}
@@ -129,13 +140,15 @@ RULES: Final[frozenset[str]] = frozenset(
         if action == "retry" and row != "unsupported_parameter"
     }
     | {f"{row}_retry_after_too_long" for row, (_, _, waits) in ROWS.items() if waits}
+    | {f"{row}_last_candidate" for row in RETRIED_WHEN_LAST}
+    | {f"{row}_attempts_spent" for row in RETRIED_WHEN_LAST}
 )
 
 
 class AttemptContext(BaseModel):
     """Where a failed attempt stands: its number on its candidate and the candidate's
-    budget, backoff and patience, what it already left out, and whether a later
-    candidate has a larger context window."""
+    budget, backoff and patience, what it already left out, whether a later candidate
+    is left to traverse to, and whether one has a larger context window."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -144,6 +157,7 @@ class AttemptContext(BaseModel):
     backoff: Backoff = Field(default_factory=Backoff)
     max_retry_after_s: float = Field(default=60.0, ge=0)
     omitted: list[DegradableParameter] = Field(default_factory=list)
+    later_candidates: bool = True
     larger_context_available: bool = False
 
 
@@ -199,6 +213,10 @@ def failure_disposition(failure: FailureFacts, attempt: AttemptContext) -> Dispo
             rule="context_length_larger_window",
             reason=f"a later candidate has a larger context window: {what}",
         )
+    # Rule 5: nowhere left to traverse to, so the same candidate again, after its backoff.
+    last_resort = action == "traverse" and row in RETRIED_WHEN_LAST and not attempt.later_candidates
+    if last_resort:
+        action, waits = "retry", True
     if action != "retry":
         return Disposition(action=action, rule=row, reason=what, record_failure=records)
     if row == "unsupported_parameter":
@@ -227,4 +245,10 @@ def failure_disposition(failure: FailureFacts, attempt: AttemptContext) -> Dispo
                 record_failure=records,
             )
         delay = max(attempt.backoff.delay(attempt.attempt), retry_after or 0.0)
-    return Disposition(action="retry", rule=row, reason=what, delay_s=delay, record_failure=records)
+    return Disposition(
+        action="retry",
+        rule=f"{row}_last_candidate" if last_resort else row,
+        reason=what,
+        delay_s=delay,
+        record_failure=records,
+    )

@@ -1,7 +1,7 @@
 """What a provider's error says: its message, code and type, when to retry, and why.
 
 Pure functions over a response body, headers and a `StreamFailure`, with no I/O and no
-Temporal import, so the model activity and (later) the workflow's route executor read
+Temporal import, so the model activity and the workflow's route executor read
 failures the same way.
 
 What the obvious implementation gets wrong:

@@ -4,6 +4,11 @@ A run names its model endpoint and tools; it never carries a key or a base URL, 
 nothing secret enters workflow input or history. Stop reasons are a closed set so a
 caller can branch on them instead of parsing text.
 
+A run may name a route instead of one endpoint (`RunInput.route`): candidates tried in
+order by `steadyloop.failure_disposition`'s table. A run without one has the route of
+its endpoint and model alone, with the patience `RunLimits` gives it
+(`RunInput.resolved_route`).
+
 A run that may delegate carries `Delegation`: the agent profiles of its chain, which
 of them it may hand work to, and the chain's limits. A child inherits the profiles and
 the limits; what it may delegate to is its own profile's `delegates_to`.
@@ -25,12 +30,20 @@ from steadyloop.output_forwarding import ForwardingOptions, PartialOutput
 from steadyloop.pricing import Price, cost_of
 from steadyloop.provider_profiles import ProviderProfile
 from steadyloop.receipt_ledger import AmbiguityResolution, ReceiptLedger
+from steadyloop.route_plan import Backoff, RouteCandidate, RouteConfig
 from steadyloop.steering_models import SteeringState
 from steadyloop.transcript_healing import Healing
 
 # An agent profile's name: what the model types, and half of a `pair_key` ("a|b"), so
 # no "|" and nothing a visibility query or a workflow id would trip on.
 AgentName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
+
+# The longest wait between two model attempts of a run without a route, when the
+# provider names none.
+MAX_BACKOFF_S = 60.0
+# How long a run without a route waits when a provider asks (`Retry-After`): it has no
+# other endpoint to go to, so as long as asked; its deadline still bounds the wait.
+SINGLE_ROUTE_MAX_RETRY_AFTER_S = 86_400.0
 
 StopReason = Literal[
     "final_answer",
@@ -54,15 +67,23 @@ class RunLimits(BaseModel):
     token_budget: int | None = Field(default=None, ge=1)
     deadline_s: float | None = Field(default=None, gt=0)
     tool_concurrency: int = Field(default=4, ge=1)
-    # Continue-as-new after this many turns in one run (besides when Temporal suggests
-    # it); None: only when suggested.
+    # Continue-as-new at a turn boundary when Temporal suggests it, or when this
+    # execution reaches any of these (None turns that bound off): turns taken, history
+    # events, history bytes, updates handled. Defaults sit well below the server's
+    # limits (warning at 10,240 events / 10 MB, terminated at 51,200 / 50 MB; 2,000
+    # updates), since a turn must still fit after the check (`steadyloop.history_budget`).
     continue_as_new_after_turns: int | None = Field(default=None, ge=1)
+    continue_as_new_at_events: int | None = Field(default=8_000, ge=1)
+    continue_as_new_at_bytes: int | None = Field(default=8_000_000, ge=1)
+    continue_as_new_at_updates: int | None = Field(default=1_500, ge=1)
     # Above the watchdog's default total cap (600 s), so a stream that runs too long ends as
     # a classified stall rather than a bare activity timeout.
     model_timeout_s: float = Field(default=630.0, gt=0)
     # Attempts at one completion when the transport fails (steadyloop retries in the
     # workflow, so it can read what a lost attempt heartbeated), and the first backoff,
-    # doubled each time up to a minute; a provider's Retry-After wins.
+    # doubled each time up to a minute; a longer Retry-After from the provider wins.
+    # They shape a run without a route (`RunInput.resolved_route`); a route's candidates
+    # carry their own.
     model_attempts: int = Field(default=3, ge=1)
     model_retry_initial_s: float = Field(default=1.0, gt=0)
     # How long a model stream may go without a heartbeat before Temporal declares its
@@ -85,8 +106,9 @@ class Sampling(BaseModel):
 class AgentProfile(BaseModel):
     """An agent another run may delegate to: what the model is told about it, and how it runs.
 
-    `endpoint`, `model` and `sampling` default to the delegating run's; `limits` are the
-    child's own (its deadline is also cut to what remains of the parent's).
+    `endpoint`, `model` and `sampling` default to the delegating run's, and so does its
+    route when the profile names no endpoint, model or route of its own; `limits` are
+    the child's own (its deadline is also cut to what remains of the parent's).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -97,8 +119,18 @@ class AgentProfile(BaseModel):
     delegates_to: list[AgentName] = Field(default_factory=list)
     endpoint: str | None = None
     model: str | None = None
+    route: RouteConfig | None = None
     limits: RunLimits = Field(default_factory=RunLimits)
     sampling: Sampling | None = None
+
+    @model_validator(mode="after")
+    def _one_way_to_name_the_model(self) -> Self:
+        if self.route is not None and (self.endpoint is not None or self.model is not None):
+            raise ValueError(
+                "an agent profile names its model by `route` or by `endpoint`/`model`, not "
+                "both (a route's first candidate is its endpoint and model)"
+            )
+        return self
 
 
 class Delegation(BaseModel):
@@ -144,19 +176,53 @@ class Delegation(BaseModel):
         return self.model_copy(update={"to": list(to)}) if to else None
 
 
+class RunPlugins(BaseModel):
+    """Which of the worker's tool plugins a run uses (`steadyloop.tools.plugins`).
+
+    `core` plugins are offered from the first turn, like `RunInput.tools`. `on_demand`
+    plugins are not: the run offers an `activate_plugin` tool naming them, and a plugin
+    the model activates is offered from its next turn on. No `on_demand` plugins, no
+    activation tool; to offer every plugin at once, list them all in `core`.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    core: list[str] = Field(default_factory=list)
+    on_demand: list[str] = Field(default_factory=list)
+
+    @property
+    def named(self) -> list[str]:
+        """Every plugin the run names, core first."""
+        return [*self.core, *self.on_demand]
+
+    @model_validator(mode="after")
+    def _each_once(self) -> Self:
+        if len(set(self.named)) != len(self.named):
+            raise ValueError(
+                f"each plugin may be named once, in core or in on_demand; got core={self.core}, "
+                f"on_demand={self.on_demand}"
+            )
+        return self
+
+
 class RunInput(BaseModel):
     """Start a run from a prompt, a conversation so far, or both (the prompt is appended).
 
+    The model is `endpoint` and `model`, or a `route` of candidates tried in order (then
+    `endpoint` and `model` may be left out: they are the route's first candidate).
     `agent` names the agent this run plays (a root may leave it `main`); `lineage` and
     `parent_agent` are set by the run that starts a child, never by hand.
     """
 
-    endpoint: str
-    model: str
+    endpoint: str = ""
+    model: str = ""
+    route: RouteConfig | None = None
     prompt: str | None = None
     messages: list[ChatMessage] = Field(default_factory=list)
     system_prompt: str | None = None
     tools: list[str] = Field(default_factory=list)
+    # Plugins whose tools are offered from the start or once the model activates them.
+    plugins: RunPlugins = Field(default_factory=RunPlugins)
     limits: RunLimits = Field(default_factory=RunLimits)
     sampling: Sampling = Field(default_factory=Sampling)
     tenant_id: str = "default"
@@ -172,6 +238,41 @@ class RunInput(BaseModel):
     parent_agent: AgentName | None = None
     # Set only by the run itself when it continues-as-new.
     carried: CarriedState | None = None
+
+    def resolved_route(self) -> RouteConfig:
+        """The route the run's model turns take: its own, or its endpoint and model alone,
+        retried by `limits` (attempts, backoff doubling from `model_retry_initial_s` up to
+        a minute, and any `Retry-After` the provider asks for)."""
+        if self.route is not None:
+            return self.route
+        limits = self.limits
+        candidate = RouteCandidate(
+            endpoint=self.endpoint,
+            model=self.model,
+            attempts=limits.model_attempts,
+            backoff=Backoff(
+                initial_s=limits.model_retry_initial_s, multiplier=2.0, max_s=MAX_BACKOFF_S
+            ),
+            max_retry_after_s=SINGLE_ROUTE_MAX_RETRY_AFTER_S,
+        )
+        return RouteConfig(candidates=[candidate])
+
+    @model_validator(mode="after")
+    def _model_named(self) -> RunInput:
+        """An endpoint and model, or a route whose first candidate they are."""
+        if self.route is not None:
+            first = self.route.candidates[0]
+            if not self.endpoint and not self.model:
+                self.endpoint, self.model = first.endpoint, first.model
+            elif (first.endpoint, first.model) != (self.endpoint, self.model):
+                raise ValueError(
+                    f"endpoint {self.endpoint!r} and model {self.model!r} are not the route's "
+                    f"first candidate ({first.endpoint!r}, {first.model!r}); leave them out "
+                    "when a route is given"
+                )
+        elif not self.endpoint.strip() or not self.model.strip():
+            raise ValueError("a run needs an endpoint and a model, or a route")
+        return self
 
     @model_validator(mode="after")
     def _has_conversation(self) -> RunInput:
@@ -239,6 +340,8 @@ class RunStats(BaseModel):
     healed: dict[str, int] = Field(default_factory=dict)
     compactions: dict[str, int] = Field(default_factory=dict)
     elided_results: int = 0
+    # Continue-as-new hand-overs by reason (`history_budget.ContinueAsNewReason`).
+    continued_as_new: dict[str, int] = Field(default_factory=dict)
     child_runs: int = 0  # children started (or re-attached to) by this run
     child_refusals: int = 0  # delegations a chain rule refused
     children: RunStats | None = None
@@ -315,6 +418,10 @@ class RunProgress(BaseModel):
     paused: bool = False
     pending_approvals: int = 0
     pending_messages: int = 0
+    # Plugins whose tools are offered (core first, then in activation order), and the
+    # on-demand plugins the model has not activated.
+    active_plugins: list[str] = Field(default_factory=list)
+    activatable_plugins: list[str] = Field(default_factory=list)
 
 
 class CarriedState(BaseModel):
@@ -327,6 +434,7 @@ class CarriedState(BaseModel):
     deadline: str | None = None  # ISO workflow time, so a new run keeps the old deadline
     children: list[ChildRecord] = Field(default_factory=list)  # for chain admissions
     steering: SteeringState = Field(default_factory=SteeringState)
+    activated_plugins: list[str] = Field(default_factory=list)  # in activation order
 
 
 class RunResult(BaseModel):
@@ -340,3 +448,6 @@ class RunResult(BaseModel):
     transcript: list[ChatMessage]
     stats: RunStats
     partial: PartialOutput | None = None
+    # As in `RunProgress`: which plugins were active when the run ended, and which not.
+    active_plugins: list[str] = Field(default_factory=list)
+    activatable_plugins: list[str] = Field(default_factory=list)

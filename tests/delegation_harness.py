@@ -35,6 +35,7 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from steadyloop.activities.chain_measurement import await_child_run
+from steadyloop.activities.endpoint_health import EndpointHealthActivities
 from steadyloop.activities.model_stream import ModelActivities
 from steadyloop.activities.tool_execution import ToolActivities
 from steadyloop.chain_limits import (
@@ -65,6 +66,7 @@ from steadyloop.testing.scripted_server import (
     sse_response,
 )
 from steadyloop.tools import ToolRegistry, tool
+from steadyloop.worker.process import RUN_WORKFLOWS
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 ENDPOINT = "scripted"
@@ -314,16 +316,19 @@ async def running_chains(brain: Brain) -> AsyncIterator[Chains]:
                 async with Worker(
                     env.client,
                     task_queue=task_queue,
-                    workflows=[ToolLoopWorkflow],
+                    workflows=RUN_WORKFLOWS,
                     activities=[
                         model.stream_completion,
                         *ToolActivities(gate.tools(effects)).activities(),
                         visibility.activity(),
                         await_child_run,
+                        *EndpointHealthActivities(env.client, task_queue=task_queue).activities(),
                     ],
                 ):
                     try:
-                        yield Chains(env, server, task_queue, effects, visibility, gate)
+                        yield Chains(
+                            env, server, task_queue, effects, visibility=visibility, gate=gate
+                        )
                     finally:
                         gate.released.set()  # a held call must not keep the worker open
 

@@ -1,33 +1,39 @@
 """A ToolLoopWorkflow on Temporal's time-skipping test server, talking to a scripted
-OpenAI-compatible provider over real HTTP on loopback, with tools whose effects are
-observable. Shared by the workflow tests and the replay-fixture recorder."""
+OpenAI-compatible provider over real HTTP on loopback (and, for routed runs, more
+providers, each its own endpoint), with tools whose effects are observable. The worker
+runs what `steadyloop worker` runs for a run: the endpoint-health entities and their
+activities too. Shared by the workflow tests and the replay-fixture recorder."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import tempfile
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Iterable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterable, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from temporalio import activity
 from temporalio.client import Client, WorkflowHandle
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from steadyloop.activities.endpoint_health import EndpointHealthActivities
 from steadyloop.activities.model_stream import ModelActivities
 from steadyloop.activities.tool_execution import ToolActivities
 from steadyloop.chat import ChatMessage
 from steadyloop.compaction import CompactionReply, CompactionRequest
 from steadyloop.endpoints import EndpointRegistry
+from steadyloop.payload_storage import DEFAULT_THRESHOLD_BYTES, steadyloop_data_converter
 from steadyloop.run_models import RunInput, RunLimits, RunResult
 from steadyloop.temporal_binaries import time_skipping_server_path
 from steadyloop.testing.scripted_server import ScriptedResponse, ScriptedServer
-from steadyloop.tools import ToolRegistry, current_progress, tool
+from steadyloop.tools import ToolPlugin, ToolRegistry, current_progress, tool
 from steadyloop.tools.registry import AnyTool
 from steadyloop.worker.process import HEARTBEAT_THROTTLE, RUN_WORKFLOWS
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
@@ -41,6 +47,7 @@ class Effects:
     """What the test tools did, so a test can count side effects."""
 
     notes: list[str] = field(default_factory=list)
+    files: dict[str, str] = field(default_factory=dict)
     started: Counter[str] = field(default_factory=Counter)
     finished: Counter[str] = field(default_factory=Counter)
     cancelled: Counter[str] = field(default_factory=Counter)
@@ -135,8 +142,32 @@ def build_tools(effects: Effects) -> ToolRegistry:
             raise
         return f"ticked {steps}"
 
+    # Plugins (not in ALL_TOOLS: a run offers them only when it names them in
+    # `RunInput.plugins`). `files` by `@tool(plugin=...)`, `search` by `ToolPlugin`.
+    @tool(effect="pure", plugin="files")
+    async def read_scratch(path: str) -> str:
+        """Read a scratch file."""
+        return effects.files.get(path, "")
+
+    @tool(effect="opaque", plugin="files")
+    async def write_scratch(path: str, text: str) -> str:
+        """Write a scratch file (a side effect the tests count)."""
+        effects.files[path] = text
+        return f"wrote {len(text)} characters to {path}"
+
+    @tool(effect="pure")
+    async def find_note(word: str) -> list[str]:
+        """Notes containing a word."""
+        return [n for n in effects.notes if word in n]
+
     tools: list[AnyTool] = [add, current_time, note, boom, slow, hold, slow_note]
-    return ToolRegistry([*tools, transfer, long_hold, long_note, ticker])
+    return ToolRegistry(
+        [*tools, read_scratch, write_scratch, transfer, long_hold, long_note, ticker],
+        plugins=[
+            ToolPlugin("files", "Read and write scratch files."),
+            ToolPlugin("search", "Look things up in the notes.", [find_note]),
+        ],
+    )
 
 
 ALL_TOOLS = ["add", "current_time", "note", "boom", "slow", "hold", "slow_note"]
@@ -147,9 +178,13 @@ PEOPLE_TOOLS = ["transfer", "long_hold", "long_note", "ticker"]
 @dataclass
 class Loop:
     env: WorkflowEnvironment
-    server: ScriptedServer
+    server: ScriptedServer  # the endpoint ENDPOINT
     task_queue: str
     effects: Effects
+    # Every scripted provider by endpoint name (ENDPOINT and `more_endpoints`).
+    servers: dict[str, ScriptedServer] = field(default_factory=dict)
+    # The worker's endpoint-health activities (to record outcomes as another run would).
+    health: EndpointHealthActivities | None = None
 
     @property
     def client(self) -> Client:
@@ -186,19 +221,65 @@ def run_input(prompt: str = "help me", **limits: Any) -> RunInput:
 async def running_loop(
     script: Iterable[ScriptedResponse],
     extra_activities: Iterable[Any] = (),
+    blob_threshold: int = DEFAULT_THRESHOLD_BYTES,
+    blob_dir: Path | None = None,
+    *,
+    more_endpoints: Mapping[str, Iterable[ScriptedResponse]] | None = None,
     **endpoint_config: Any,
 ) -> AsyncIterator[Loop]:
+    """A worker on the time-skipping server for runs on ENDPOINT (scripted by `script`,
+    configured by `endpoint_config`) and on each of `more_endpoints` (name: its script),
+    with steadyloop's data converter: payloads of `blob_threshold` bytes or more go to
+    `blob_dir`, else a directory of the loop's own."""
     effects = Effects()
     registry = build_tools(effects)
-    async with ScriptedServer(list(script)) as server:
-        endpoints = EndpointRegistry([server.endpoint(ENDPOINT, **endpoint_config)])
+    own: contextlib.AbstractContextManager[str] = (
+        tempfile.TemporaryDirectory(prefix="steadyloop-blobs-")
+        if blob_dir is None
+        else contextlib.nullcontext(str(blob_dir))
+    )
+    with own as blobs:
+        async with _loop_on(
+            script,
+            extra_activities,
+            blobs,
+            blob_threshold,
+            more_endpoints or {},
+            endpoint_config,
+            effects,
+            registry,
+        ) as loop:
+            yield loop
+
+
+@asynccontextmanager
+async def _loop_on(
+    script: Iterable[ScriptedResponse],
+    extra_activities: Iterable[Any],
+    blobs: str,
+    blob_threshold: int,
+    more_endpoints: Mapping[str, Iterable[ScriptedResponse]],
+    endpoint_config: dict[str, Any],
+    effects: Effects,
+    registry: ToolRegistry,
+) -> AsyncIterator[Loop]:
+    async with AsyncExitStack() as stack:
+        server = await stack.enter_async_context(ScriptedServer(list(script)))
+        servers = {ENDPOINT: server}
+        for name, more in more_endpoints.items():
+            servers[name] = await stack.enter_async_context(ScriptedServer(list(more)))
+        endpoints = EndpointRegistry(
+            [server.endpoint(ENDPOINT, **endpoint_config)]
+            + [s.endpoint(name) for name, s in servers.items() if name != ENDPOINT]
+        )
         async with ModelActivities(endpoints, environ={}) as model:
             env = await WorkflowEnvironment.start_time_skipping(
-                data_converter=pydantic_data_converter,
+                data_converter=steadyloop_data_converter(blobs, threshold_bytes=blob_threshold),
                 test_server_existing_path=time_skipping_server_path(),
             )
             async with env:
                 task_queue = f"tq-{uuid.uuid4()}"
+                health = EndpointHealthActivities(env.client, task_queue=task_queue)
                 async with Worker(
                     env.client,
                     task_queue=task_queue,
@@ -206,11 +287,19 @@ async def running_loop(
                     activities=[
                         *model.activities(),
                         *ToolActivities(registry).activities(),
+                        *health.activities(),
                         *extra_activities,
                     ],
                     max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
                 ):
-                    yield Loop(env=env, server=server, task_queue=task_queue, effects=effects)
+                    yield Loop(
+                        env=env,
+                        server=server,
+                        task_queue=task_queue,
+                        effects=effects,
+                        servers=servers,
+                        health=health,
+                    )
 
 
 @activity.defn(name="test.summarize")

@@ -31,11 +31,12 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from steadyloop.activities.endpoint_health import EndpointHealthActivities
 from steadyloop.activities.model_stream import ModelActivities
 from steadyloop.activities.tool_execution import ToolActivities
 from steadyloop.temporal_binaries import dev_server_path
 from steadyloop.tools import ToolRegistry
-from steadyloop.workflows.tool_loop import ToolLoopWorkflow
+from steadyloop.worker.process import RUN_WORKFLOWS
 
 HERE = Path(__file__).parent
 MAIN = HERE / "real_server_main.py"
@@ -155,7 +156,11 @@ async def loop_on_dev_server(
         async with Worker(
             env.client,
             task_queue=task_queue,
-            workflows=[ToolLoopWorkflow],
-            activities=[model.stream_completion, *ToolActivities(tools).activities()],
+            workflows=RUN_WORKFLOWS,
+            activities=[
+                *model.activities(),
+                *ToolActivities(tools).activities(),
+                *EndpointHealthActivities(env.client, task_queue=task_queue).activities(),
+            ],
         ):
             yield env.client, task_queue

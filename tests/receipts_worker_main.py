@@ -30,6 +30,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
+from steadyloop.activities.endpoint_health import EndpointHealthActivities
 from steadyloop.activities.model_stream import ModelActivities
 from steadyloop.activities.tool_execution import ToolActivities
 from steadyloop.endpoints import EndpointConfig, EndpointRegistry
@@ -133,7 +134,11 @@ async def serve(args: argparse.Namespace) -> None:
             client,
             task_queue=args.task_queue,
             workflows=RUN_WORKFLOWS,
-            activities=[*model.activities(), *ToolActivities(TOOLS).activities()],
+            activities=[
+                *model.activities(),
+                *ToolActivities(TOOLS).activities(),
+                *EndpointHealthActivities(client, task_queue=args.task_queue).activities(),
+            ],
             max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
             # A killed worker's sticky queue holds the run's next workflow task until
             # this runs out; the default (10 s) would only slow the test down.

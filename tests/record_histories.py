@@ -33,9 +33,11 @@ from steadyloop.endpoint_health import (
     health_workflow_id,
 )
 from steadyloop.output_forwarding import ForwardingOptions
+from steadyloop.payload_storage import DEFAULT_THRESHOLD_BYTES
 from steadyloop.pricing import Price
 from steadyloop.receipt_ledger import Happened
-from steadyloop.run_models import AmbiguousCall, ResolveReceipt, RunInput, RunLimits
+from steadyloop.route_plan import RouteCandidate, RouteConfig
+from steadyloop.run_models import AmbiguousCall, ResolveReceipt, RunInput, RunLimits, RunPlugins
 from steadyloop.steering_models import ApprovalDecision, UserMessage
 from steadyloop.testing.chunks import (
     ScriptedCall,
@@ -101,6 +103,13 @@ SCENARIOS: dict[str, list[ScriptedResponse]] = {
         sse_response([Pause(2.0), *text_chunks("late")], done=False),
         sse_response([*text_chunks("Shown to a person"), Pause(2.0)], done=False),
     ],
+    # A route of two endpoints: the first fails twice (its budget), the second answers
+    # the first turn; the first answers the next (its breaker is still closed).
+    "routed_run_falls_back": [
+        error_response(500, "boom", type="server_error"),
+        error_response(500, "boom", type="server_error"),
+        _answer("done"),
+    ],
     # A broken history healed before the first request (Mistral ids), cost counted, and
     # the transcript compacted by a user activity at a turn boundary.
     "long_run_upkeep": [
@@ -118,11 +127,39 @@ SCENARIOS: dict[str, list[ScriptedResponse]] = {
         ),
         trickle(400),
     ],
+    # Progressive disclosure: a tool of an inactive plugin, an activation, an unknown
+    # plugin; then the plugin's tool runs and the activation is asked for again.
+    "progressive_tool_disclosure": [
+        _calls(
+            ScriptedCall("write_scratch", {"path": "a", "text": "early"}, id="w1"),
+            ScriptedCall("activate_plugin", {"plugin": "files"}, id="act1"),
+            ScriptedCall("activate_plugin", {"plugin": "web"}, id="act2"),
+        ),
+        _calls(
+            ScriptedCall("write_scratch", {"path": "a", "text": "now"}, id="w2"),
+            ScriptedCall("activate_plugin", {"plugin": "files"}, id="act3"),
+        ),
+        _answer("done"),
+    ],
+    # Three turns, each execution handing over after its first turn (its history passed
+    # `continue_as_new_at_events`): the first execution is recorded.
+    "continue_as_new_at_events": [
+        _calls(ScriptedCall("add", {"a": 1, "b": 2}, id="k1")),
+        _calls(ScriptedCall("note", {"text": "x" * 2000}, id="k2")),
+        _calls(ScriptedCall("add", {"a": 3, "b": 4}, id="k3")),
+        _answer("done"),
+    ],
 }
 DEADLINES = {"deadline_during_backoff": 3600.0}
 # Scenarios whose endpoint needs more than the defaults (watchdog budgets).
 ENDPOINT_CONFIG: dict[str, dict[str, Any]] = {
     "forwarded_output_interrupted": {"first_token_s": 0.3, "inter_chunk_s": 0.3},
+}
+# Scenarios with more providers than the first: endpoint name -> its script.
+MORE_ENDPOINTS: dict[str, dict[str, list[ScriptedResponse]]] = {
+    "routed_run_falls_back": {
+        "backup": [_calls(ScriptedCall("add", {"a": 1, "b": 2}, id="r1"))],
+    },
 }
 # Scenarios that start from more than a prompt: fields of RunInput to set.
 RUN_UPDATES: dict[str, dict[str, Any]] = {
@@ -131,6 +168,15 @@ RUN_UPDATES: dict[str, dict[str, Any]] = {
         "limits": RunLimits(model_retry_initial_s=0.1),
     },
     "people_in_the_loop": {"tools": people_run().tools},
+    "continue_as_new_at_events": {"limits": RunLimits(continue_as_new_at_events=12)},
+    "routed_run_falls_back": {
+        "route": RouteConfig(
+            candidates=[
+                RouteCandidate(endpoint="scripted", model="scripted-model", attempts=2),
+                RouteCandidate(endpoint="backup", model="backup-model"),
+            ]
+        ),
+    },
     "long_run_upkeep": {
         "provider_profile": "mistral",
         "prices": {"scripted": Price(input=1.0, cached_input=0.5, output=2.0)},
@@ -147,7 +193,11 @@ RUN_UPDATES: dict[str, dict[str, Any]] = {
             ),
             ChatMessage(role="tool", content="stray", tool_call_id="nobody"),
         ],
-    }
+    },
+    "progressive_tool_disclosure": {
+        "tools": ["add"],
+        "plugins": RunPlugins(on_demand=["files", "search"]),
+    },
 }
 # Scenarios in which a person resolves the ambiguous call, with this answer.
 RESOLUTIONS = {"receipts_replay_and_ambiguous": Happened(result="it was noted")}
@@ -210,8 +260,24 @@ async def record_chain(name: str, directory: Path = HISTORIES) -> Path:
     return path
 
 
-async def record(name: str, script: list[ScriptedResponse], directory: Path = HISTORIES) -> Path:
-    async with running_loop(script, [summarize], **ENDPOINT_CONFIG.get(name, {})) as loop:
+async def record(
+    name: str,
+    script: list[ScriptedResponse],
+    directory: Path = HISTORIES,
+    *,
+    blob_dir: Path | None = None,
+    blob_threshold: int = DEFAULT_THRESHOLD_BYTES,
+) -> Path:
+    """Record a scenario's (first execution's) history; payloads of `blob_threshold` bytes
+    or more go to `blob_dir`, which a replay of it then needs."""
+    async with running_loop(
+        script,
+        [summarize],
+        blob_threshold=blob_threshold,
+        blob_dir=blob_dir,
+        more_endpoints=MORE_ENDPOINTS.get(name),
+        **ENDPOINT_CONFIG.get(name, {}),
+    ) as loop:
         run = run_input(deadline_s=DEADLINES.get(name)).model_copy(update=RUN_UPDATES.get(name, {}))
         handle = await loop.start(run, workflow_id=f"replay-{name}")
         if name in RESOLUTIONS:
@@ -226,7 +292,8 @@ async def record(name: str, script: list[ScriptedResponse], directory: Path = HI
         if name in DRIVERS:
             await DRIVERS[name](loop, handle)
         await handle.result()
-        history = await handle.fetch_history()
+        first = loop.client.get_workflow_handle(handle.id, run_id=handle.first_execution_run_id)
+        history = await first.fetch_history()
     path = directory / f"{name}.json"
     path.write_text(history.to_json())
     return path

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from routed_turn_workflow import RoutedTurnInput, RoutedTurnWorkflow
-from temporalio.client import WorkflowHandle
+from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
@@ -101,15 +101,19 @@ class Routing:
             return await handle.result()
 
     async def endpoint_health(self, endpoint: str) -> EndpointHealth | None:
-        """The entity's own answer (None: nothing was ever recorded for `endpoint`)."""
-        handle = self.env.client.get_workflow_handle(health_workflow_id(endpoint))
-        try:
-            health: EndpointHealth = await handle.query(EndpointHealthWorkflow.health)
-        except RPCError as exc:
-            if exc.status == RPCStatusCode.NOT_FOUND:
-                return None
-            raise
-        return health
+        return await endpoint_health(self.env.client, endpoint)
+
+
+async def endpoint_health(client: Client, endpoint: str) -> EndpointHealth | None:
+    """The entity's own answer (None: nothing was ever recorded for `endpoint`)."""
+    handle = client.get_workflow_handle(health_workflow_id(endpoint))
+    try:
+        health: EndpointHealth = await handle.query(EndpointHealthWorkflow.health)
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            return None
+        raise
+    return health
 
 
 @asynccontextmanager

@@ -27,6 +27,7 @@ from steadyloop.worker.config import (
     run_endpoint,
     run_model,
     run_prices,
+    run_route,
     temporal_settings,
     tools_spec,
 )
@@ -412,3 +413,42 @@ output = 0
     assert sorted(prices) == ["openai", "openai/gpt-mini"]
     assert prices["openai"].cached_input == 0.5 and prices["openai/gpt-mini"].output == 0.4
     assert run_prices("elsewhere", config) == {}
+    # A routed run: every endpoint of its route.
+    assert sorted(run_prices(["openai", "local"], config)) == ["local", "openai", "openai/gpt-mini"]
+
+
+def test_a_route_flag_lists_endpoints_in_order_with_their_models(
+    toml_config: LoadedConfig,
+) -> None:
+    settings = endpoint_settings(flags=[], config=toml_config, environ={})
+    route = run_route(["default=gpt-x", "local"], settings)
+    assert route is not None
+    assert [(c.endpoint, c.model) for c in route.candidates] == [
+        ("default", "gpt-x"),
+        ("local", "qwen3:8b"),  # the endpoint's configured model
+    ]
+    assert run_route([], settings) is None
+
+
+@pytest.mark.parametrize(
+    ("specs", "complaint"),
+    [
+        (["=m"], "expected NAME or NAME=MODEL"),
+        (["local="], "expected NAME or NAME=MODEL"),
+        (["default"], "no model for endpoint 'default'"),
+        (["local", "local=qwen3:8b"], "listed twice"),
+    ],
+)
+def test_route_flag_mistakes_are_named(
+    toml_config: LoadedConfig, specs: list[str], complaint: str
+) -> None:
+    settings = endpoint_settings(flags=[], config=toml_config, environ={})
+    with pytest.raises(ConfigError, match=complaint):
+        run_route(specs, settings)
+
+
+def test_a_route_is_given_instead_of_an_endpoint_and_model(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert run_cli(["run", "hi", "--route", "a=m", "--endpoint", "b"]) == EXIT_USAGE
+    assert "leave out --endpoint and --model" in capsys.readouterr().err

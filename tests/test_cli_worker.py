@@ -181,6 +181,17 @@ async def test_exit_codes_follow_how_the_run_ended(
             assert code == 3, out
             assert "stop reason: max_turns" in out
 
+            # A route: the first endpoint is unknown to the worker, so every turn goes on
+            # to the second, which answers.
+            code, out = await steadyloop(
+                "run", "x", *connection,
+                "--route", "nowhere=m", "--route", "scripted=scripted-model",
+                environ=environ,
+            )  # fmt: skip
+            assert code == 0, out
+            assert "route nowhere=m then scripted=scripted-model" in out
+            assert "stop reason: final_answer" in out
+
             code, out = await steadyloop("show", "no-such-run", *connection, environ=environ)
             assert code == 2, out
             assert "no workflow 'no-such-run'" in out

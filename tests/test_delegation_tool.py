@@ -20,6 +20,7 @@ from steadyloop.delegation_tool import (
 )
 from steadyloop.lineage import Lineage, descend_chain
 from steadyloop.receipt_decision import receipt_key
+from steadyloop.route_plan import RouteCandidate, RouteConfig
 from steadyloop.run_models import (
     AgentProfile,
     Delegation,
@@ -113,6 +114,40 @@ def test_the_child_runs_its_profile_in_the_parents_tenant_one_generation_down() 
     assert child.delegation is not None and child.delegation.to == ["critic"]
     assert child.delegation.agents == DELEGATION.agents
     assert child.delegation.limits == DELEGATION.limits
+
+
+def test_a_child_takes_the_parents_route_unless_its_profile_names_a_model() -> None:
+    route = RouteConfig(
+        candidates=[
+            RouteCandidate(endpoint="a", model="ma"),
+            RouteCandidate(endpoint="b", model="mb"),
+        ]
+    )
+    own = RouteConfig.single("c", "mc")
+    delegation = DELEGATION.model_copy(
+        update={
+            "agents": {
+                **DELEGATION.agents,
+                "editor": AgentProfile(description="Edits.", route=own),
+            }
+        }
+    )
+    routed = {"endpoint": "", "model": "", "route": route, "delegation": delegation}
+    parent = RunInput.model_validate(PARENT.model_dump() | routed)
+
+    def child(agent: str) -> RunInput:
+        request = DelegateRequest(agent=agent, task="t")
+        return child_run_input(parent, parent_id="p-1", request=request, remaining_s=None)
+
+    critic, writer, editor = child("critic"), child("writer"), child("editor")
+    assert (critic.route, critic.endpoint, critic.model) == (route, "a", "ma")
+    assert (writer.route, writer.endpoint, writer.model) == (None, "a", "writer-model")
+    assert (editor.route, editor.endpoint, editor.model) == (own, "c", "mc")
+
+
+def test_a_profile_names_its_model_by_route_or_by_endpoint_not_both() -> None:
+    with pytest.raises(ValidationError, match="not both"):
+        AgentProfile(description="x", model="m", route=RouteConfig.single("c", "mc"))
 
 
 def test_a_profile_that_delegates_nowhere_gets_no_delegation() -> None:

@@ -6,6 +6,7 @@ import pytest
 
 from steadyloop import failure_disposition
 from steadyloop.failure_disposition import (
+    RETRIED_WHEN_LAST,
     ROWS,
     RULES,
     AttemptContext,
@@ -198,8 +199,46 @@ def test_context_length_goes_on_only_to_a_larger_window() -> None:
     )
 
 
+@pytest.mark.parametrize("row", sorted(RETRIED_WHEN_LAST))
+def test_a_momentary_failure_retries_the_last_candidate_until_its_attempts_are_spent(
+    row: Row,
+) -> None:
+    """With nowhere to traverse to, a refused connection or a silent start is tried again
+    (a run with one endpoint must not fail on the first refusal of a restart)."""
+    last = FIRST.model_copy(update={"later_candidates": False})
+    first = failure_disposition(EXAMPLES[row], last)
+    second = failure_disposition(EXAMPLES[row], last.model_copy(update={"attempt": 2}))
+    spent = failure_disposition(EXAMPLES[row], last.model_copy(update={"attempt": 3}))
+    assert (first.action, first.rule, first.delay_s) == ("retry", f"{row}_last_candidate", 1.0)
+    assert (second.action, second.delay_s) == ("retry", 2.0)
+    assert (spent.action, spent.rule) == ("traverse", f"{row}_attempts_spent")
+    assert first.record_failure and spent.record_failure  # still the endpoint's failure
+
+
+@pytest.mark.parametrize(
+    "row",
+    [r for r, (act, _, _) in ROWS.items() if act == "traverse" and r not in RETRIED_WHEN_LAST],
+)
+def test_other_traverse_rows_do_not_retry_the_last_candidate(row: Row) -> None:
+    """A rejected request, a bad key or a spent quota fails the same way every time."""
+    last = FIRST.model_copy(update={"later_candidates": False})
+    assert failure_disposition(EXAMPLES[row], last).action == "traverse"
+
+
+def test_a_momentary_failure_after_output_still_stops_on_the_last_candidate() -> None:
+    facts = EXAMPLES["stall_before_first_token"].model_copy(update={"produced_output": True})
+    last = FIRST.model_copy(update={"later_candidates": False})
+    assert failure_disposition(facts, last).rule == "produced_output"
+
+
 def _example_for(rule: str) -> tuple[FailureFacts, AttemptContext]:
     """Facts and a context that make the table name `rule`."""
+    last = FIRST.model_copy(update={"later_candidates": False})
+    if rule.endswith("_last_candidate"):
+        return EXAMPLES[rule.removesuffix("_last_candidate")], last  # type: ignore[index]
+    row = rule.removesuffix("_attempts_spent")
+    if rule.endswith("_attempts_spent") and row in RETRIED_WHEN_LAST:
+        return EXAMPLES[row], last.model_copy(update={"attempt": 3})
     if rule == "produced_output":
         return EXAMPLES["server_error"].model_copy(update={"produced_output": True}), FIRST
     if rule == "context_length_larger_window":

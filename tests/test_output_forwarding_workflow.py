@@ -5,24 +5,37 @@ What decides the outcome downstream: a subscriber reads the answer as it streams
 loop's own history holds no per-token events; an attempt that showed output is never
 repeated (one request to the provider) and the run stops `output_interrupted` with the
 text that was shown; an attempt that showed nothing is retried and the run completes.
+The host's history grows with time, not with the stream's speed (one publish a batch
+interval), and a subscriber whose poll fails mid-stream still reads every piece once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 import uuid
+from typing import Any
 
 import pytest
 from loop_harness import ENDPOINT, MODEL, Loop, run_input, running_loop
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import (
+    Client,
+    Interceptor,
+    OutboundInterceptor,
+    StartWorkflowUpdateInput,
+    WorkflowHandle,
+    WorkflowUpdateHandle,
+)
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import ActivityEnvironment
 
 from steadyloop.activities.model_stream import ModelActivities
+from steadyloop.activities.output_publisher import OutputPublisher, ensure_host, read_forwarded
 from steadyloop.chat import ChatMessage
 from steadyloop.completion import CompletionRequest
 from steadyloop.endpoints import EndpointRegistry
@@ -214,3 +227,88 @@ async def test_a_new_attempt_refuses_when_the_host_shows_an_earlier_attempt_s_ou
     assert error.details[1]["text"] == "Already shown"
     assert requests == 0  # nothing was asked of the provider
 
+
+async def test_the_publisher_sends_one_signal_a_batch_interval_however_fast_text_arrives() -> None:
+    """`batch_interval_s` is what bounds the host's history: text arriving faster than a
+    signal's round trip must still cost one signal per interval, not one per round trip
+    (a flush that kept sending until nothing was left never stopped while text arrived)."""
+    interval = 0.2
+    pieces = [f"t{index} " for index in range(300)]
+    async with running_loop([]) as loop:
+        target = ForwardTarget(
+            stream_id=f"batches-{uuid.uuid4()}/output",
+            turn=1,
+            attempt=1,
+            batch_interval_s=interval,
+        )
+        await ensure_host(loop.client, target, loop.task_queue)
+        started = time.monotonic()
+        async with OutputPublisher(loop.client, target) as publisher:
+            for index, piece in enumerate(pieces):
+                publisher.publish(
+                    OutputDelta(turn=1, attempt=1, kind="text", text=piece), now=index == 0
+                )
+                await asyncio.sleep(0.002)
+        elapsed = time.monotonic() - started
+        shown = await read_forwarded(
+            loop.client, pydantic_data_converter.payload_converter, target.stream_id, turn=1
+        )
+        history = await event_types(loop.client.get_workflow_handle(target.stream_id))
+
+    assert publisher.failed is None
+    assert shown.text == "".join(pieces)  # every piece, once, in order
+    signals = history.count(EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED)
+    # The first piece at once, then one batch a whole interval, then the rest on close.
+    assert 2 <= signals <= 2 + elapsed / interval, (signals, elapsed)
+
+
+class FailOnePoll(Interceptor):
+    """Fails the subscriber's `fail_call`-th poll the way the server does when the host's
+    continue-as-new task fails (a signal landed during it): the admitted update is
+    aborted with "unexpected workflow task failure", which the stream client raises."""
+
+    def __init__(self, fail_call: int) -> None:
+        self.fail_call = fail_call
+        self.calls = 0
+        self.failed = 0
+
+    def intercept_client(self, next: OutboundInterceptor) -> OutboundInterceptor:
+        return _FailOnePollOutbound(next, self)
+
+
+class _FailOnePollOutbound(OutboundInterceptor):
+    def __init__(self, next: OutboundInterceptor, owner: FailOnePoll) -> None:
+        super().__init__(next)
+        self.owner = owner
+
+    async def start_workflow_update(
+        self, input: StartWorkflowUpdateInput
+    ) -> WorkflowUpdateHandle[Any]:
+        self.owner.calls += 1
+        if self.owner.calls == self.owner.fail_call:
+            self.owner.failed += 1
+            raise RPCError(
+                "Unable to perform workflow execution update due to unexpected workflow task "
+                "failure.",
+                RPCStatusCode.FAILED_PRECONDITION,
+                b"",
+            )
+        return await super().start_workflow_update(input)
+
+
+async def test_a_subscriber_whose_poll_fails_mid_stream_still_reads_every_piece_once() -> None:
+    words = " ".join(f"w{index}" for index in range(40))
+    faults = FailOnePoll(fail_call=3)
+    async with running_loop([slow_answer(words, pause_s=0.03)]) as loop:
+        config = loop.client.config()
+        config["interceptors"] = [faults]
+        subscriber = Client(**config)
+        handle = await loop.start(forwarding_run())
+        seen: list[OutputDelta] = []
+        watcher = asyncio.ensure_future(collect(subscriber, handle.id, seen))
+        result = await handle.result()
+        await asyncio.wait_for(watcher, 30)
+
+    assert faults.failed == 1 and faults.calls > 3  # the fault happened mid-stream
+    assert result.final_answer == words
+    assert "".join(d.text for d in seen) == words  # nothing lost, nothing repeated

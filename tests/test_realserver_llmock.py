@@ -8,9 +8,9 @@ tool arguments, an unknown tool; the model activity's classification (failure ki
 `realserver_cases.py`, and what the loop then does (retried after the provider's
 delay, stopped, a fresh completion, the model told) by whole runs on the dev server.
 
-These assert today's behaviour with a single endpoint. Routing (issue 7) will add
-traversal to another endpoint and a circuit breaker; produced output (issue 4) will
-make a failure after forwarded text non-retryable. Each check names what will tighten.
+These runs name a single endpoint, so their model turns take the route of that endpoint
+alone: a failure is retried there or stops the run, by the same table that sends a
+routed run to its next candidate (`steadyloop.failure_disposition`).
 """
 
 from __future__ import annotations
@@ -133,8 +133,9 @@ async def test_a_429_is_retried_after_the_providers_delay_and_the_run_completes(
 
     assert result.stop_reason == "final_answer"
     assert_every_call_answered(result.transcript)
-    # The first turn took two attempts (Temporal's retry), later turns one.
-    assert attempts[0] == 2 and attempts[1:] == [1] * (len(attempts) - 1)
+    # The workflow owns retries (one activity attempt each, so a lost attempt's last
+    # heartbeat reaches it): the first turn took two model activities, later turns one.
+    assert attempts == [1] * len(attempts) and len(attempts) == len(requests)
     first, second = requests[0], requests[1]
     assert (first["status"], second["status"]) == (429, 200)
     assert second["started_at"] - first["started_at"] >= 1.2  # retry-after-ms, not sooner

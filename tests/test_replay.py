@@ -8,6 +8,7 @@ instead of in a running cluster. Fixtures are written by `tests/record_histories
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -20,20 +21,25 @@ from record_histories import (
     record_routing,
 )
 from routed_turn_workflow import RoutedTurnWorkflow
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHistory
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
+from steadyloop.payload_storage import steadyloop_data_converter
 from steadyloop.workflows.endpoint_health import EndpointHealthWorkflow
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 
 
-def replayer() -> Replayer:
+def replayer(blob_dir: Path | None = None) -> Replayer:
+    """A replayer with steadyloop's data converter: payloads a history keeps in a blob
+    directory are read from `blob_dir` (none of the recorded fixtures needs one)."""
     return Replayer(
         workflows=[ToolLoopWorkflow, EndpointHealthWorkflow, RoutedTurnWorkflow],
-        data_converter=pydantic_data_converter,
+        data_converter=steadyloop_data_converter(
+            blob_dir or Path(tempfile.gettempdir()) / "steadyloop-replay-blobs"
+        ),
     )
 
 
@@ -76,3 +82,42 @@ async def test_a_fresh_routing_run_replays(tmp_path: Path, name: str) -> None:
     history = WorkflowHistory.from_json("fresh", path.read_text())
     result = await replayer().replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is None, result.replay_failure
+
+
+def _external_references(history: WorkflowHistory) -> int:
+    """Payloads of the history's activity inputs kept in a blob directory, not inline."""
+    return sum(
+        1
+        for event in history.events
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+        for payload in event.activity_task_scheduled_event_attributes.input.payloads
+        if payload.external_payloads
+    )
+
+
+@pytest.mark.slow
+async def test_a_run_whose_payloads_left_history_replays_from_its_blobs(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Continue-as-new and payloads in the blob directory replay from the same directory;
+    from a directory without them, replay fails naming the missing blob, not silently."""
+    name = "continue_as_new_at_events"
+    blobs = tmp_path / "blobs"
+    path = await record(
+        name, SCENARIOS[name], directory=tmp_path, blob_dir=blobs, blob_threshold=256
+    )
+    history = WorkflowHistory.from_json(f"replay-{name}", path.read_text())
+    last = history.events[-1].event_type
+    assert last == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW
+    assert _external_references(history) >= 2  # the model request and the tool input
+
+    result = await replayer(blobs).replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is None, result.replay_failure
+
+    empty = tmp_path / "empty"
+    result = await replayer(empty).replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is not None
+    logged = "\n".join(
+        str(record.exc_info[1]) for record in caplog.records if record.exc_info is not None
+    )
+    assert "PayloadBlobMissing" in logged and str(empty) in logged

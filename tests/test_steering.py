@@ -118,16 +118,20 @@ async def test_interrupt_during_a_retry_backoff_stops_without_another_request() 
     async with running_loop([overloaded, answer("too late")]) as loop:
         handle = await loop.start(run_input())
         await eventually(
-            lambda: _phase_starts(handle, "model retry"), "the run backs off before a retry"
+            lambda: _events(handle, EventType.EVENT_TYPE_TIMER_STARTED),
+            "the run backs off before a retry",
         )
         await handle.signal("interrupt", "not worth the wait")
         result = await handle.result()
+        cancelled_timers = await _events(handle, EventType.EVENT_TYPE_TIMER_CANCELED)
     assert result.stop_reason == "interrupted" and "not worth the wait" in result.detail
+    assert cancelled_timers == 1  # the backoff was cancelled, not waited out
     assert len(loop.server.requests) == 1
 
 
-async def _phase_starts(handle: object, prefix: str) -> bool:
-    return (await progress(handle)).phase.startswith(prefix)  # type: ignore[arg-type]
+async def _events(handle: WorkflowHandle[Any, Any], kind: EventType.ValueType) -> int:
+    history = await handle.fetch_history()
+    return sum(1 for event in history.events if event.event_type == kind)
 
 
 async def test_interrupt_between_turns_while_paused() -> None:

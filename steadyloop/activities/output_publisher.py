@@ -66,6 +66,12 @@ class OutputPublisher:
     cancellation that stops it when a wake-up arrives at the same moment (a forced first
     flush right before a short stream ends), leaving the activity waiting until Temporal
     times it out. `asyncio.timeout` has no such race.
+
+    Deltas wait in a queue of our own and reach the stream client's buffer only when a
+    batch is sent: its `flush()` sends until its buffer is empty, so text arriving
+    faster than a signal's round trip would keep one flush sending a signal per round
+    trip, and the host's history would grow with the stream's speed instead of once per
+    `batch_interval_s`.
     """
 
     def __init__(self, client: Client, target: ForwardTarget) -> None:
@@ -74,15 +80,23 @@ class OutputPublisher:
         )
         self._topic = self._stream.topic(OUTPUT_TOPIC, type=OutputDelta)
         self._interval = target.batch_interval_s
+        self._queued: list[OutputDelta] = []
         self._wake = asyncio.Event()
         self._pump: asyncio.Task[None] | None = None
         self.failed: BaseException | None = None
 
     def publish(self, delta: OutputDelta, *, now: bool = False) -> None:
         """Queue `delta`; `now` flushes at once (the first output a person will see)."""
-        self._topic.publish(delta)
+        self._queued.append(delta)
         if now:
             self._wake.set()
+
+    async def _send(self) -> None:
+        """One batch: what was queued until now (after a batch a failed send left pending)."""
+        queued, self._queued = self._queued, []
+        for delta in queued:
+            self._topic.publish(delta)
+        await self._stream.flush()
 
     async def _run(self) -> None:
         while True:
@@ -91,7 +105,7 @@ class OutputPublisher:
                     await self._wake.wait()
             self._wake.clear()
             try:
-                await self._stream.flush()
+                await self._send()
             except RPCError as error:
                 logger.warning("forwarded output not yet published (will retry): %s", error)
 
@@ -110,7 +124,7 @@ class OutputPublisher:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._pump
         try:
-            await self._stream.flush()
+            await self._send()
         except Exception as error:  # the live view failed; the answer goes on
             self.failed = error
             logger.warning("forwarded output could not be published: %s", error)

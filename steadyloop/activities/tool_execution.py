@@ -79,14 +79,25 @@ class ToolActivities:
 
     @activity.defn(name=DESCRIBE_TOOLS_ACTIVITY)
     async def describe_tools(self, request: DescribeToolsInput) -> DescribeToolsResult:
-        """Describe the named tools; names the worker lacks are listed, not raised."""
-        wanted = self.registry.names() if request.names is None else request.names
-        known = [name for name in dict.fromkeys(wanted) if name in self.registry]
-        unknown = [name for name in dict.fromkeys(wanted) if name not in self.registry]
+        """Describe the named tools and plugins (with their tools); names the worker lacks
+        are listed, not raised."""
+        registry = self.registry
+        wanted = registry.names() if request.names is None else request.names
+        known = [name for name in dict.fromkeys(wanted) if name in registry]
+        unknown = [name for name in dict.fromkeys(wanted) if name not in registry]
+        plugins = registry.describe_plugins(request.plugins)
+        members = [name for plugin in plugins for name in plugin.tools]
         return DescribeToolsResult(
-            tools=self.registry.describe(known, request.schema_profile),
+            tools=registry.describe([*known, *members], request.schema_profile),
             unknown=unknown,
-            available=self.registry.names(),
+            available=registry.names(),
+            plugins=plugins,
+            unknown_plugins=[
+                name
+                for name in dict.fromkeys(request.plugins)
+                if name not in registry.plugin_names()
+            ],
+            available_plugins=registry.plugin_names(),
         )
 
     @activity.defn(name=RUN_TOOL_ACTIVITY)

@@ -9,6 +9,8 @@
 
     registry = ToolRegistry([add])
 
+Tools may be grouped into plugins a run discloses on demand (`steadyloop.tools.plugins`).
+
 The worker runs tools through `steadyloop.activities.tool_execution.ToolActivities`;
 the workflow imports only the payloads (`steadyloop.tools.payloads`) and never user
 code. Example tools live in `steadyloop.tools.examples` (not imported here: they read
@@ -41,12 +43,14 @@ from steadyloop.tools.payloads import (
     DescribeToolsInput,
     DescribeToolsResult,
     Effect,
+    PluginDescription,
     ToolDescription,
     ToolInvocation,
     ToolOutcome,
     ToolOutcomeStatus,
     unknown_tool_outcome,
 )
+from steadyloop.tools.plugins import PluginError, ToolPlugin
 from steadyloop.tools.registry import DuplicateToolError, ToolRegistry, UnknownToolError
 from steadyloop.tools.schema import SchemaError, arguments_schema, sanitize_schema
 from steadyloop.tools.schema_profiles import (
@@ -69,6 +73,8 @@ __all__ = [
     "DescribeToolsResult",
     "DuplicateToolError",
     "Effect",
+    "PluginDescription",
+    "PluginError",
     "ProgressTooLarge",
     "SchemaError",
     "SchemaProfile",
@@ -78,6 +84,7 @@ __all__ = [
     "ToolInvocation",
     "ToolOutcome",
     "ToolOutcomeStatus",
+    "ToolPlugin",
     "ToolProgress",
     "ToolRegistry",
     "UnknownToolError",

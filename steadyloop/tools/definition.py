@@ -6,7 +6,8 @@ production: a sync function (it would block the worker's event loop), a paramete
 without a type hint (no schema), `*args`/`**kwargs` (no named schema), a type pydantic
 cannot describe, a recursive model (cannot be inlined for providers), a name the OpenAI
 API refuses (`^[a-zA-Z0-9_-]{1,64}$`), an unknown effect, a non-positive timeout, a
-heartbeat timeout on a tool that is not resumable or that is not shorter than its timeout.
+heartbeat timeout on a tool that is not resumable or that is not shorter than its timeout,
+a plugin name that rule refuses.
 
 The argument schema comes from one of two shapes:
 
@@ -77,6 +78,9 @@ class ToolDefinition(Generic[P, R]):
     model_parameter: inspect.Parameter | None
     # Keyword shape: (model field name, parameter) per parameter, in signature order.
     argument_fields: tuple[tuple[str, inspect.Parameter], ...]
+    # The plugin it belongs to (`steadyloop.tools.plugins`); None: a registry may still
+    # put it in one.
+    plugin: str | None = None
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Awaitable[R]:
         return self.fn(*args, **kwargs)
@@ -129,6 +133,7 @@ class ToolDefinition(Generic[P, R]):
                 None if self.heartbeat_timeout is None else self.heartbeat_timeout.total_seconds()
             ),
             approval=self.approval,
+            plugin=self.plugin,
         )
 
     def to_spec(self) -> ToolSpec:
@@ -148,6 +153,7 @@ def tool(
     timeout: timedelta = DEFAULT_TOOL_TIMEOUT,
     heartbeat_timeout: timedelta | None = None,
     approval: bool = False,
+    plugin: str | None = None,
 ) -> Callable[[Callable[P, Awaitable[R]]], ToolDefinition[P, R]]: ...
 
 
@@ -161,6 +167,7 @@ def tool(
     timeout: timedelta = DEFAULT_TOOL_TIMEOUT,
     heartbeat_timeout: timedelta | None = None,
     approval: bool = False,
+    plugin: str | None = None,
 ) -> ToolDefinition[P, R] | Callable[[Callable[P, Awaitable[R]]], ToolDefinition[P, R]]:
     """Declare an async function as a tool. Use as `@tool` or `@tool(...)`.
 
@@ -187,6 +194,9 @@ def tool(
     - `approval`: every call waits for a person to approve or reject it before it runs
       (`steadyloop approve ID CALL`); a rejection is answered to the model with the
       person's reason. Calls of the same batch that need no approval run meanwhile.
+    - `plugin`: the plugin the tool belongs to: a run offers it only once the model
+      activates that plugin, or when the run makes the plugin core
+      (`steadyloop.tools.plugins`). Same naming rule as `name`.
     """
 
     def decorate(function: Callable[P, Awaitable[R]]) -> ToolDefinition[P, R]:
@@ -198,6 +208,7 @@ def tool(
             timeout=timeout,
             heartbeat_timeout=heartbeat_timeout,
             approval=approval,
+            plugin=plugin,
             scope=_caller_scope(),
         )
 
@@ -216,6 +227,7 @@ def tool(
         timeout=timeout,
         heartbeat_timeout=heartbeat_timeout,
         approval=approval,
+        plugin=plugin,
         scope=_caller_scope(),
     )
 
@@ -229,6 +241,7 @@ def _define(
     timeout: Any,
     heartbeat_timeout: Any,
     approval: Any,
+    plugin: Any,
     scope: dict[str, Any],
 ) -> ToolDefinition[P, R]:
     label = getattr(fn, "__qualname__", None) or repr(fn)
@@ -257,6 +270,13 @@ def _define(
     _check_heartbeat_timeout(tool_name, effect, timeout, heartbeat_timeout)
     if not isinstance(approval, bool):
         raise ToolDefinitionError(f"tool {tool_name!r}: approval must be True or False")
+    if plugin is not None and (
+        not isinstance(plugin, str) or not TOOL_NAME_PATTERN.fullmatch(plugin)
+    ):
+        raise ToolDefinitionError(
+            f"tool {tool_name!r}: plugin {plugin!r} is not a valid plugin name; it must match "
+            f"{TOOL_NAME_PATTERN.pattern}"
+        )
     if description is None:
         description = _first_paragraph(inspect.getdoc(fn))
     elif not isinstance(description, str):
@@ -281,6 +301,7 @@ def _define(
         parameters=parameters,
         model_parameter=model_parameter,
         argument_fields=fields,
+        plugin=plugin,
     )
 
 

@@ -55,8 +55,9 @@ class ToolDescription(BaseModel):
     `heartbeat_timeout`: how long an attempt may go without recording a sub-operation
     before Temporal declares it lost, so a killed worker is noticed in seconds rather
     than at `timeout_s`. `strict`: `parameters` is shaped for OpenAI's strict mode and
-    the spec asks for it. `approval`: each call waits for a person's approval before it
-    runs (`@tool(approval=True)`).
+    the spec asks for it. `plugin`: the plugin the tool belongs to (None: no plugin),
+    see `steadyloop.tools.plugins`. `approval`: each call waits for a person's approval
+    before it runs (`@tool(approval=True)`).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -69,6 +70,7 @@ class ToolDescription(BaseModel):
     heartbeat_timeout_s: float | None = Field(default=None, gt=0)
     strict: bool = False
     approval: bool = False
+    plugin: str | None = None
 
     @property
     def timeout(self) -> timedelta:
@@ -89,21 +91,35 @@ class ToolDescription(BaseModel):
         )
 
 
+class PluginDescription(BaseModel):
+    """A named group of tools, as the activation tool offers it: its one-line description
+    (may be empty) and its tools' names, in registration order."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    description: str = ""
+    tools: list[str]
+
+
 class DescribeToolsInput(BaseModel):
-    """Which tools to describe (`None`: every registered tool; `[]`: none), and for which
-    provider's schema rules (`steadyloop.tools.schema_profiles`)."""
+    """Which tools to describe (`None`: every registered tool; `[]`: none), which plugins
+    (each plugin's tools are described too), and for which provider's schema rules
+    (`steadyloop.tools.schema_profiles`)."""
 
     model_config = ConfigDict(frozen=True)
 
     names: list[str] | None = None
+    plugins: list[str] = Field(default_factory=list)
     schema_profile: SchemaProfile = "portable"
 
 
 class DescribeToolsResult(BaseModel):
     """The described tools, in the order asked for, and the names the worker lacks.
 
-    `available` lists every tool the worker has, so the run can tell the model (or the
-    person who configured it) what it could have asked for instead.
+    `tools` holds the named tools, then the tools of the named plugins not already
+    among them. `available` (`available_plugins`) lists every tool (plugin) the worker
+    has, so the run can tell the person who configured it what it could have asked for.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -111,6 +127,9 @@ class DescribeToolsResult(BaseModel):
     tools: list[ToolDescription]
     unknown: list[str] = Field(default_factory=list)
     available: list[str] = Field(default_factory=list)
+    plugins: list[PluginDescription] = Field(default_factory=list)
+    unknown_plugins: list[str] = Field(default_factory=list)
+    available_plugins: list[str] = Field(default_factory=list)
 
 
 class ToolInvocation(BaseModel):

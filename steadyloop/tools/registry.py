@@ -9,8 +9,12 @@ describe-tools activity returns. Failure modes refused here:
   timeout. `register` raises `TypeError` and says to decorate it.
 - A lookup of a missing name raises `UnknownToolError` listing what exists; the
   run-tool activity turns that case into an `unknown_tool` outcome, never an exception.
+- A tool claimed by two plugins (its `@tool(plugin=...)` and a `ToolPlugin` listing it),
+  a plugin declared twice, a plugin left with no tools: `PluginError` when the registry
+  is built (`steadyloop.tools.plugins`). A tool listed twice is a `DuplicateToolError`.
 
-Order is registration order: it is the order tools are offered to the model.
+Order is registration order: it is the order tools are offered to the model. The
+tools of a plugin are in the order they were registered.
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ from typing import Any
 
 from steadyloop.chat import ToolSpec
 from steadyloop.tools.definition import ToolDefinition
-from steadyloop.tools.payloads import ToolDescription
+from steadyloop.tools.payloads import PluginDescription, ToolDescription
+from steadyloop.tools.plugins import PluginError, ToolPlugin
 from steadyloop.tools.schema_profiles import SchemaProfile
 
 AnyTool = ToolDefinition[..., Any]
@@ -41,15 +46,32 @@ class UnknownToolError(LookupError):
 
 
 class ToolRegistry:
-    """Tool definitions by name. Not thread-safe for registration; build it, then serve."""
+    """Tool definitions by name, and the plugins that group them. Not thread-safe for
+    registration; build it, then serve."""
 
-    def __init__(self, tools: Iterable[AnyTool] = ()) -> None:
+    def __init__(
+        self, tools: Iterable[AnyTool] = (), *, plugins: Iterable[ToolPlugin] = ()
+    ) -> None:
         self._tools: dict[str, AnyTool] = {}
+        self._plugin_of: dict[str, str] = {}
+        self._plugins: dict[str, str] = {}  # name -> description, in declaration order
+        declared: set[str] = set()
         for definition in tools:
             self.register(definition)
+        for plugin in plugins:
+            if plugin.name in declared:
+                raise PluginError(f"plugin {plugin.name!r} is declared twice")
+            declared.add(plugin.name)
+            self._plugins[plugin.name] = plugin.description.strip()
+            for definition in plugin.tools:
+                self.register(definition, plugin=plugin.name)
+        empty = [name for name in self._plugins if not self.plugin_tools(name)]
+        if empty:
+            raise PluginError(f"plugin(s) {empty} have no tools; a plugin needs at least one")
 
-    def register(self, definition: AnyTool) -> AnyTool:
-        """Add a tool; returns it. Raises `DuplicateToolError` if the name is taken."""
+    def register(self, definition: AnyTool, *, plugin: str | None = None) -> AnyTool:
+        """Add a tool (to `plugin`, or to the one it declares); returns it. Raises
+        `DuplicateToolError` if the name is taken, `PluginError` if it names two plugins."""
         if not isinstance(definition, ToolDefinition):
             raise TypeError(
                 f"{definition!r} is not a tool; decorate it with @steadyloop.tools.tool first"
@@ -59,7 +81,16 @@ class ToolRegistry:
                 f"a tool named {definition.name!r} is already registered "
                 f"({self._tools[definition.name].fn!r}); tool names must be unique"
             )
+        if plugin is not None and definition.plugin not in (None, plugin):
+            raise PluginError(
+                f"tool {definition.name!r} is declared in plugin {definition.plugin!r} and "
+                f"listed in plugin {plugin!r}; a tool belongs to one plugin"
+            )
+        member_of = plugin or definition.plugin
         self._tools[definition.name] = definition
+        if member_of is not None:
+            self._plugins.setdefault(member_of, "")
+            self._plugin_of[definition.name] = member_of
         return definition
 
     def get(self, name: str) -> AnyTool:
@@ -73,6 +104,28 @@ class ToolRegistry:
         """Registered tool names, in registration order."""
         return list(self._tools)
 
+    def unplugged(self) -> list[str]:
+        """Names of the tools that belong to no plugin, in registration order."""
+        return [name for name in self._tools if name not in self._plugin_of]
+
+    def plugin_names(self) -> list[str]:
+        """Plugin names, in the order they were declared (or first named by a tool)."""
+        return list(self._plugins)
+
+    def plugin_tools(self, plugin: str) -> list[str]:
+        """Names of `plugin`'s tools, in registration order (empty for an unknown plugin)."""
+        return [name for name, member_of in self._plugin_of.items() if member_of == plugin]
+
+    def describe_plugins(self, plugins: Iterable[str]) -> list[PluginDescription]:
+        """Descriptions of the named plugins, in that order; unknown names are skipped."""
+        return [
+            PluginDescription(
+                name=name, description=self._plugins[name], tools=self.plugin_tools(name)
+            )
+            for name in dict.fromkeys(plugins)
+            if name in self._plugins
+        ]
+
     def describe(
         self, names: Iterable[str] | None = None, profile: SchemaProfile = "portable"
     ) -> list[ToolDescription]:
@@ -83,7 +136,14 @@ class ToolRegistry:
         activity partitions names first, so it reports missing ones as a value.
         """
         selected = self.names() if names is None else list(dict.fromkeys(names))
-        return [self.get(name).describe(profile) for name in selected]
+        return [self._describe(name, profile) for name in selected]
+
+    def _describe(self, name: str, profile: SchemaProfile) -> ToolDescription:
+        description = self.get(name).describe(profile)
+        plugin = self._plugin_of.get(name)
+        if plugin == description.plugin:
+            return description
+        return description.model_copy(update={"plugin": plugin})
 
     def specs(
         self, names: Iterable[str] | None = None, profile: SchemaProfile = "portable"

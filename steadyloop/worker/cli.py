@@ -29,7 +29,7 @@ import os
 import sys
 import typing
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import NoReturn
@@ -41,13 +41,12 @@ from temporalio.client import (
     WorkflowExecutionStatus,
     WorkflowFailureError,
 )
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from steadyloop.output_forwarding import ForwardingOptions
 from steadyloop.provider_profiles import ProviderProfile
-from steadyloop.run_models import RunInput, RunLimits, StopReason
+from steadyloop.run_models import RunInput, RunLimits, RunPlugins, StopReason
 from steadyloop.run_resume import DEFAULT_RESUME_PROMPT, resume_input
 from steadyloop.worker.config import (
     CONFIG_ENV,
@@ -63,6 +62,7 @@ from steadyloop.worker.config import (
     run_endpoint,
     run_model,
     run_prices,
+    run_route,
     temporal_settings,
     tools_spec,
 )
@@ -192,14 +192,28 @@ def build_parser() -> argparse.ArgumentParser:
         "--endpoint", help="endpoint name (env STEADYLOOP_ENDPOINT; default 'default')"
     )
     run.add_argument("--model", help="model name (env STEADYLOOP_MODEL, or the endpoint's)")
+    run.add_argument(
+        "--route",
+        action="append",
+        metavar="NAME[=MODEL]",
+        help="try these endpoints in order, each with its model (default: the endpoint's); "
+        "repeatable, instead of --endpoint and --model",
+    )
     run.add_argument("--system", help="system prompt")
     run.add_argument(
         "--tool",
         action="append",
         metavar="NAME",
-        help="offer this tool (repeatable; default: every tool of the registry)",
+        help="offer this tool (repeatable; default: every tool of the registry in no plugin)",
     )
-    run.add_argument("--no-tools", action="store_true", help="offer no tools")
+    run.add_argument(
+        "--plugin",
+        action="append",
+        metavar="NAME",
+        help="let the model activate this plugin's tools (repeatable; default: every plugin "
+        "of the registry, unless --tool is given)",
+    )
+    run.add_argument("--no-tools", action="store_true", help="offer no tools or plugins")
     run.add_argument(
         "--tools",
         metavar="MODULE:ATTRIBUTE",
@@ -331,6 +345,7 @@ async def _worker(args: argparse.Namespace) -> int:
                 ui_port=args.dev_ui_port,
                 namespace=temporal.namespace,
                 database=args.dev_db,
+                data_converter=temporal.data_converter,
             ) as server:
                 summary(server.address, server.namespace)
                 _say(f"  Temporal UI: {server.ui_url}")
@@ -365,16 +380,18 @@ async def _run(args: argparse.Namespace) -> int:
     environ = os.environ
     config = load_config(args.config, environ)
     temporal = _temporal(args, config)
-    endpoint = run_endpoint(args.endpoint, config, environ)
-    model = run_model(
-        args.model, endpoint, endpoint_settings(flags=[], config=config, environ=environ), environ
-    )
-    if args.no_tools:
-        tools: list[str] = []
-    elif args.tool:
-        tools = list(dict.fromkeys(args.tool))
+    settings = endpoint_settings(flags=[], config=config, environ=environ)
+    route = run_route(args.route or [], settings)
+    if route is None:
+        endpoint = run_endpoint(args.endpoint, config, environ)
+        model = run_model(args.model, endpoint, settings, environ)
+    elif args.endpoint or args.model:
+        raise ConfigError(
+            "--route names the endpoints and models; leave out --endpoint and --model"
+        )
     else:
-        tools = load_tool_registry(tools_spec(args.tools, config, environ)).names()
+        endpoint, model = route.candidates[0].endpoint, route.candidates[0].model
+    tools, plugins = _run_tools(args, config, environ)
     limits = {
         key: value
         for key, value in (
@@ -391,10 +408,12 @@ async def _run(args: argparse.Namespace) -> int:
             prompt=args.prompt,
             system_prompt=args.system,
             tools=tools,
+            plugins=RunPlugins(on_demand=plugins),
             limits=RunLimits.model_validate(limits),
             tenant_id=args.tenant,
             provider_profile=args.profile,
-            prices=run_prices(endpoint, config),
+            prices=run_prices(route.endpoints if route else endpoint, config),
+            route=route,
             forwarding=ForwardingOptions(
                 enabled=not args.no_stream, reasoning_is_output=args.reasoning_is_output
             ),
@@ -417,7 +436,13 @@ async def _run(args: argparse.Namespace) -> int:
         print(workflow_id, flush=True)
         return EXIT_OK
     _say(f"run {workflow_id} started on task queue {temporal.task_queue!r}")
-    _say(f"endpoint {endpoint!r}, model {model!r}, tools: {', '.join(tools) or 'none'}")
+    if route is None:
+        asked = f"endpoint {endpoint!r}, model {model!r}"
+    else:
+        asked = "route " + " then ".join(f"{c.endpoint}={c.model}" for c in route.candidates)
+    _say(f"{asked}, tools: {', '.join(tools) or 'none'}")
+    if plugins:
+        _say(f"plugins the model may activate: {', '.join(plugins)}")
     url = workflow_url(args.ui_url or environ.get(UI_URL_ENV), temporal.namespace, workflow_id)
     if url:
         _say(f"Temporal UI: {url}")
@@ -425,6 +450,19 @@ async def _run(args: argparse.Namespace) -> int:
     return await _follow_and_report(
         handle, temporal.task_queue, output=client if run.forwarding.enabled else None
     )
+
+
+def _run_tools(
+    args: argparse.Namespace, config: LoadedConfig, environ: Mapping[str, str]
+) -> tuple[list[str], list[str]]:
+    """The run's core tools and on-demand plugins: as named, or (neither named) every tool
+    in no plugin and every plugin of the registry."""
+    if args.no_tools:
+        return [], []
+    if args.tool or args.plugin:
+        return list(dict.fromkeys(args.tool or [])), list(dict.fromkeys(args.plugin or []))
+    registry = load_tool_registry(tools_spec(args.tools, config, environ))
+    return registry.unplugged(), registry.plugin_names()
 
 
 def _show_command(args: argparse.Namespace) -> int:
@@ -483,7 +521,7 @@ async def _resume(args: argparse.Namespace) -> int:
         raise ConfigError(
             f"run {args.workflow_id!r} did not complete: {failure_text(exc)}"
         ) from None
-    original = await _run_input_of(stopped)
+    original = await _run_input_of(client, stopped)
     run = resume_input(original, result, prompt=args.prompt)
     workflow_id = args.id or await _free_id(client, f"{args.workflow_id}-resumed")
     await client.start_workflow(
@@ -499,11 +537,12 @@ async def _resume(args: argparse.Namespace) -> int:
     )
 
 
-async def _run_input_of(handle: RunHandle) -> RunInput:
-    """The input the run's latest execution started with (its configuration)."""
+async def _run_input_of(client: Client, handle: RunHandle) -> RunInput:
+    """The input the run's latest execution started with (its configuration); decoded with
+    the client's converter, since a continued run's input sits in the blob directory."""
     async for event in handle.fetch_history_events():
         started = event.workflow_execution_started_event_attributes
-        decoded = await pydantic_data_converter.decode(started.input.payloads, [RunInput])
+        decoded = await client.data_converter.decode(started.input.payloads, [RunInput])
         return RunInput.model_validate(decoded[0])
     raise ConfigError(f"run {handle.id!r} has no history")
 

@@ -9,6 +9,10 @@ setting, so "where did this value come from" has one answer.
   `TEMPORAL_PROFILE`, `TEMPORAL_CONFIG_FILE`), through `temporalio.envconfig`, so a
   worker pointed at Temporal Cloud needs no steadyloop-specific variable. The task
   queue is `STEADYLOOP_TASK_QUEUE` (default `steadyloop`).
+- Large payloads (a long transcript, a run's result) leave history for a blob directory,
+  `STEADYLOOP_BLOB_DIR` (default `$STEADYLOOP_HOME/blobs`, else `~/.steadyloop/blobs`;
+  `off` keeps them inline), from `STEADYLOOP_BLOB_THRESHOLD` bytes (32 KiB). Workers and
+  command lines of one deployment must share it (`steadyloop.payload_storage`).
 - Model endpoints, by name: the config file's `endpoints`, then `STEADYLOOP_ENDPOINTS`
   (JSON), then `--endpoint` flags; a later source replaces an endpoint of the same name.
   The OpenAI convention (`OPENAI_BASE_URL`, `OPENAI_API_KEY`) fills the endpoint
@@ -43,7 +47,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import DataConverter
 from temporalio.envconfig import ClientConfig
 
 from steadyloop.endpoints import (
@@ -55,7 +59,9 @@ from steadyloop.endpoints import (
     EndpointConfigError,
     EndpointRegistry,
 )
+from steadyloop.payload_storage import BlobSettings, blob_settings, steadyloop_data_converter
 from steadyloop.pricing import Price
+from steadyloop.route_plan import RouteCandidate, RouteConfig
 from steadyloop.tools.definition import ToolDefinition
 from steadyloop.tools.registry import ToolRegistry
 
@@ -193,13 +199,22 @@ class TemporalSettings:
     """Where the worker and the command line reach Temporal.
 
     `extra` holds the remaining `Client.connect` arguments Temporal's environment
-    configuration produced (API key, TLS, gRPC metadata); it is never printed.
+    configuration produced (API key, TLS, gRPC metadata); it is never printed. `blobs`
+    says where payloads too large for history go (`steadyloop.payload_storage`).
     """
 
     address: str = DEFAULT_ADDRESS
     namespace: str = DEFAULT_NAMESPACE
     task_queue: str = DEFAULT_TASK_QUEUE
     extra: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    blobs: BlobSettings = field(default_factory=lambda: blob_settings({}))
+
+    @property
+    def data_converter(self) -> DataConverter:
+        """steadyloop's data converter: pydantic, large payloads in the blob directory."""
+        return steadyloop_data_converter(
+            self.blobs.directory, threshold_bytes=self.blobs.threshold_bytes
+        )
 
     async def connect(self) -> Client:
         """A client with steadyloop's data converter; `TemporalUnreachable` when it is not."""
@@ -207,7 +222,7 @@ class TemporalSettings:
             return await Client.connect(
                 self.address,
                 namespace=self.namespace,
-                data_converter=pydantic_data_converter,
+                data_converter=self.data_converter,
                 **self.extra,
             )
         except RuntimeError as exc:  # the SDK reports connection failures as RuntimeError
@@ -235,6 +250,10 @@ def temporal_settings(
     from_env_namespace = loaded.get("namespace")
     connect = {k: v for k, v in loaded.items() if k not in ("target_host", "namespace")}
     section = config.file.temporal
+    try:
+        blobs = blob_settings(environ)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     return TemporalSettings(
         address=_first(address, from_env_address, section.address, DEFAULT_ADDRESS),
         namespace=_first(namespace, from_env_namespace, section.namespace, DEFAULT_NAMESPACE),
@@ -242,6 +261,7 @@ def temporal_settings(
             task_queue, environ.get(TASK_QUEUE_ENV), section.task_queue, DEFAULT_TASK_QUEUE
         ),
         extra=connect,
+        blobs=blobs,
     )
 
 
@@ -448,13 +468,41 @@ def run_endpoint(flag: str | None, config: LoadedConfig, environ: Mapping[str, s
     )
 
 
-def run_prices(endpoint: str, config: LoadedConfig) -> dict[str, Price]:
-    """The config file's prices for `endpoint` (its own and its models'), for the run."""
+def run_prices(endpoint: str | Sequence[str], config: LoadedConfig) -> dict[str, Price]:
+    """The config file's prices for the run's endpoint(s) (their own and their models')."""
+    names = [endpoint] if isinstance(endpoint, str) else list(endpoint)
     return {
         key: price
         for key, price in config.file.prices.items()
-        if key == endpoint or key.startswith(f"{endpoint}/")
+        if any(key == name or key.startswith(f"{name}/") for name in names)
     }
+
+
+def run_route(specs: Sequence[str], endpoints: EndpointSettings) -> RouteConfig | None:
+    """The route `--route NAME[=MODEL]` flags ask for, in their order (None: no flag).
+
+    A candidate without `=MODEL` asks for its endpoint's configured model. Each gets a
+    candidate's default patience (`RouteCandidate`: 3 attempts, backoff from 1 s).
+    """
+    if not specs:
+        return None
+    candidates: list[RouteCandidate] = []
+    for spec in specs:
+        name, sep, model = (part.strip() for part in spec.partition("="))
+        if not name or (sep and not model):
+            raise ConfigError(f"--route {spec!r}: expected NAME or NAME=MODEL")
+        model = model or endpoints.models.get(name, "")
+        if not model:
+            raise ConfigError(
+                f"--route {spec!r}: no model for endpoint {name!r}; write {name}=MODEL or "
+                "give the endpoint a model in the config file"
+            )
+        candidates.append(RouteCandidate(endpoint=name, model=model))
+    try:
+        return RouteConfig(candidates=candidates)
+    except ValidationError as exc:
+        problems = "; ".join(err["msg"] for err in exc.errors(include_url=False))
+        raise ConfigError(f"--route: {problems}") from None
 
 
 def run_model(

@@ -6,6 +6,9 @@ worker in this process, and a scripted OpenAI-compatible provider on loopback
 The run uses the example tools against a throwaway sandbox (holding the order file)
 and outbox (where `append_note` writes), and is followed live like `steadyloop run`.
 
+Payloads too large for history go to the workspace's `blobs` directory
+(`steadyloop.payload_storage`), like a worker's do to its blob directory.
+
 The example tools read their directories from the environment at call time, so the
 demo points `STEADYLOOP_SANDBOX_DIR` and `STEADYLOOP_OUTBOX_DIR` at its workspace for
 its own duration and puts the old values back afterwards.
@@ -23,6 +26,7 @@ from pathlib import Path
 from typing import TextIO
 
 from steadyloop.endpoints import EndpointRegistry
+from steadyloop.payload_storage import steadyloop_data_converter
 from steadyloop.run_models import RunInput, RunLimits
 from steadyloop.testing.scripted_server import ScriptedServer
 from steadyloop.tools.examples import NOTES_FILE, OUTBOX_DIR_ENV, SANDBOX_DIR_ENV, example_registry
@@ -65,7 +69,9 @@ async def run_demo(
             out.flush()
 
         say("steadyloop demo: a durable tool loop, all on this machine")
-        async with ScriptedServer(DemoProvider(pace_s=pace_s)) as provider, dev_server() as server:
+        async with ScriptedServer(DemoProvider(pace_s=pace_s)) as provider, dev_server(
+            data_converter=steadyloop_data_converter(sandbox.parent / "blobs")
+        ) as server:
             say(f"  Temporal dev server  {server.address} (namespace {server.namespace})")
             say(f"  Temporal UI          {server.ui_url}")
             say(f"  scripted provider    {provider.base_url} (OpenAI-compatible; streams calls")

@@ -27,6 +27,7 @@ from urllib.parse import quote
 
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import DataConverter
 from temporalio.testing import WorkflowEnvironment
 
 from steadyloop.chain_search_attributes import CHAIN_SEARCH_ATTRIBUTE_KEYS
@@ -109,6 +110,7 @@ async def dev_server(
     namespace: str = "default",
     database: Path | None = None,
     log_level: str = "error",
+    data_converter: DataConverter = pydantic_data_converter,
 ) -> AsyncIterator[DevServer]:
     """Start a dev server (in memory, or in `database`), yield it, stop it on exit.
 
@@ -133,7 +135,7 @@ async def dev_server(
         with _stdout_not_inherited():
             env = await WorkflowEnvironment.start_local(
                 namespace=namespace,
-                data_converter=pydantic_data_converter,
+                data_converter=data_converter,
                 ip=ip,
                 port=port,
                 ui=ui,

@@ -41,8 +41,11 @@ from steadyloop.workflows.output_stream import OutputStreamWorkflow
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 DEFAULT_GRACEFUL_SHUTDOWN = timedelta(seconds=30)
-# Every workflow a run needs: the loop, and the host of its forwarded output.
-RUN_WORKFLOWS = [ToolLoopWorkflow, OutputStreamWorkflow]
+# Every workflow a run needs: the loop, the host of its forwarded output, and the
+# endpoint-health entities its routes record outcomes on (started on this task queue).
+# A worker serving these also registers `EndpointHealthActivities(...).activities()`:
+# the loop reads health through them as local activities.
+RUN_WORKFLOWS = [ToolLoopWorkflow, OutputStreamWorkflow, EndpointHealthWorkflow]
 # Heartbeats reach the server at most this often. The SDK's default (up to 60 s)
 # would let a worker die with "output shown" still unsent; a model stream heartbeats
 # only on progress and about once a second, so this costs nothing when idle.
@@ -72,7 +75,7 @@ def build_worker(client: Client, options: WorkerOptions, model: ModelActivities)
     return Worker(
         client,
         task_queue=options.task_queue,
-        workflows=[*RUN_WORKFLOWS, EndpointHealthWorkflow],
+        workflows=RUN_WORKFLOWS,
         activities=[
             *model.activities(),
             *tools.activities(),

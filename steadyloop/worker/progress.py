@@ -68,6 +68,8 @@ def status_line(
         parts.append(f"{progress.pending_approvals} awaiting approval")
     if progress.pending_messages:
         parts.append(_count(progress.pending_messages, "message") + " to send")
+    if progress.active_plugins:
+        parts.append("plugins: " + ", ".join(progress.active_plugins))
     if activity is not None and activity.stream:
         parts.append(_stream_part(activity.stream))
     if activity is not None and activity.attempt > 1:
@@ -225,7 +227,18 @@ def result_lines(result: RunResult) -> list[str]:
         f"{stats.total_tokens} tokens ({stats.prompt_tokens} prompt, "
         f"{stats.completion_tokens} completion)"
     )
-    return lines + stats_lines(stats)
+    return lines + stats_lines(stats) + plugin_lines(result)
+
+
+def plugin_lines(result: RunResult) -> list[str]:
+    """Which plugins' tools the run ended with, and which it could have activated."""
+    if not result.active_plugins and not result.activatable_plugins:
+        return []
+    active = ", ".join(result.active_plugins) or "none"
+    line = f"plugins active: {active}"
+    if result.activatable_plugins:
+        line += f"; not activated: {', '.join(result.activatable_plugins)}"
+    return [line]
 
 
 def stats_lines(stats: RunStats) -> list[str]:

@@ -1,6 +1,7 @@
 """`routed_completion`: one model turn across a route's candidates, by one table.
 
-Called from workflow code. It reads the candidates' shared health (a local activity,
+Called from workflow code (`ToolLoopWorkflow` routes every model turn through it,
+over the run's route). It reads the candidates' shared health (a local activity,
 answered from the worker's cache), plans (`plan_route`), and runs the model activity
 on each planned candidate in order, one attempt per activity execution (so every
 attempt is visible in history and no retry happens behind the table's back). After
@@ -13,7 +14,13 @@ What it does that a loop of `try/except` would get wrong:
 - An attempt that already forwarded output is never retried nor sent elsewhere. The
   flag is read from the failure (`produced_output` in the activity's error details)
   and, for an attempt that ended without an outcome (the worker died), from its last
-  heartbeat (`StreamProgress.produced_output`).
+  heartbeat (`StreamProgress.produced_output`). The stop carries what was shown: the
+  failure's own copy, or, for a lost attempt, what the run's output host retained
+  (`RouteStop.shown`), so the caller can hand it to the person who saw it.
+- Every attempt of a turn gets its own number in `request.forward.attempt`
+  (`first_attempt`, `first_attempt + 1`, ... across candidates): the model activity
+  refuses to stream when the output host holds output from an earlier number of the
+  same turn, and a subscriber tells attempts apart by it.
 - A rejected request (400, content filter) moves on without touching the breaker,
   so one caller's malformed request cannot open a healthy endpoint for everyone.
 - A half-open endpoint gets exactly one probe: the entity admits it by update before
@@ -69,6 +76,11 @@ with workflow.unsafe.imports_passed_through():
         FailureFacts,
         facts_from_stream_failure,
     )
+    from steadyloop.output_forwarding import (
+        READ_FORWARDED_OUTPUT_ACTIVITY,
+        ForwardedOutput,
+        ReadForwardedOutput,
+    )
     from steadyloop.route_plan import (
         PlannedCandidate,
         RouteConfig,
@@ -88,6 +100,8 @@ __all__ = [
 
 HEALTH_TIMEOUT = timedelta(seconds=10)
 HEALTH_RETRY = RetryPolicy(maximum_attempts=2, initial_interval=timedelta(milliseconds=200))
+# Reading back what a lost attempt showed, from the run's output host.
+READ_SHOWN_TIMEOUT = timedelta(seconds=30)
 # Longest evidence kept with a degraded parameter or a breaker failure.
 DETAIL_CHARS = 300
 
@@ -97,12 +111,18 @@ class RouteAttempt(BaseModel):
 
     endpoint: str
     model: str
+    # The attempt's number on its candidate (1-based), and within the caller's turn
+    # (`ForwardTarget.attempt`); both 0 for a candidate skipped without an attempt.
     attempt: int = 0
+    sequence: int = 0
     outcome: Literal["ok", "failed", "skipped"]
     rule: str = ""
     action: Action | None = None
     delay_s: float = 0.0
     failure: FailureFacts | None = None
+    # The failure as Temporal reported it: the activity's error type (the stream
+    # failure's kind, `unknown_endpoint`, ...) or `timeout_<type>` for a lost attempt.
+    error_type: str = ""
     omitted: list[DegradableParameter] = Field(default_factory=list)
     breaker_recorded: bool = False
     detail: str = ""
@@ -115,6 +135,10 @@ class RouteStop(BaseModel):
     `aborted`); `exhausted`: every planned candidate was tried; `no_candidate`: every
     candidate was skipped (breakers open, probe taken; `next_open_at` says when the
     first cool-off ends); `deadline`: the caller's deadline came first.
+
+    A `produced_output` stop names the attempt that showed output (`sequence`) and what
+    it showed (`shown`): from the failure itself (`activity`), or, when the attempt was
+    lost, as the run's output host retained it (`stream`).
     """
 
     reason: Literal["rule", "exhausted", "no_candidate", "deadline"]
@@ -122,6 +146,9 @@ class RouteStop(BaseModel):
     detail: str = ""
     failure: FailureFacts | None = None
     next_open_at: datetime | None = None
+    sequence: int | None = None
+    shown: ForwardedOutput | None = None
+    shown_source: Literal["activity", "stream"] | None = None
 
 
 class RoutedTurn(BaseModel):
@@ -134,6 +161,11 @@ class RoutedTurn(BaseModel):
     attempts: list[RouteAttempt] = Field(default_factory=list)
     stop: RouteStop | None = None
 
+    @property
+    def sent(self) -> list[RouteAttempt]:
+        """The attempts that were sent (every line of the log but skipped candidates)."""
+        return [a for a in self.attempts if a.outcome != "skipped"]
+
 
 async def routed_completion(
     route: RouteConfig,
@@ -142,9 +174,12 @@ async def routed_completion(
     attempt_timeout: timedelta,
     heartbeat_timeout: timedelta | None = None,
     deadline: datetime | None = None,
+    first_attempt: int = 1,
 ) -> RoutedTurn:
     """Run `request` across `route`; `request.endpoint` and `.model` are replaced per
-    candidate. Never raises for a model failure: the result says what happened."""
+    candidate, and `request.forward.attempt` per attempt, counting from `first_attempt`
+    (a caller that routes one turn more than once continues the count). Never raises
+    for a model failure: the result says what happened."""
     health = await _read_health(route.endpoints)
     plan = plan_route(route, RouteRequest(now=workflow.now(), health=list(health.values())))
     log: list[RouteAttempt] = []
@@ -165,6 +200,8 @@ async def routed_completion(
         ended = await _run_candidate(
             planned,
             request,
+            first_attempt=first_attempt,
+            later_candidates=position < len(plan.candidates) - 1,
             larger_context_later=_larger_context_later(plan.candidates, position),
             attempt_timeout=attempt_timeout,
             heartbeat_timeout=heartbeat_timeout,
@@ -212,6 +249,8 @@ async def _run_candidate(
     planned: PlannedCandidate,
     request: CompletionRequest,
     *,
+    first_attempt: int,
+    later_candidates: bool,
     larger_context_later: bool,
     attempt_timeout: timedelta,
     heartbeat_timeout: timedelta | None,
@@ -226,11 +265,16 @@ async def _run_candidate(
     while True:
         if deadline is not None and workflow.now() >= deadline:
             return RouteStop(reason="deadline", detail="the deadline passed before an attempt")
+        sequence = first_attempt + sum(1 for a in log if a.outcome != "skipped")
+        forward = request.forward
         sent = request.model_copy(
             update={
                 "endpoint": candidate.endpoint,
                 "model": candidate.model,
                 "omit_parameters": sorted({*request.omit_parameters, *omitted}),
+                "forward": None
+                if forward is None
+                else forward.model_copy(update={"attempt": sequence}),
             }
         )
         try:
@@ -244,6 +288,7 @@ async def _run_candidate(
                 retry_policy=RetryPolicy(maximum_attempts=1),
             )
         except ActivityError as error:
+            failed = error
             facts = facts_from_activity_error(error)
         else:
             log.append(
@@ -251,6 +296,7 @@ async def _run_candidate(
                     endpoint=candidate.endpoint,
                     model=candidate.model,
                     attempt=attempt,
+                    sequence=sequence,
                     outcome="ok",
                     omitted=sent.omit_parameters,
                 )
@@ -268,6 +314,7 @@ async def _run_candidate(
                 backoff=candidate.backoff,
                 max_retry_after_s=candidate.max_retry_after_s,
                 omitted=omitted,
+                later_candidates=later_candidates,
                 larger_context_available=larger_context_later,
             ),
         )
@@ -278,20 +325,30 @@ async def _run_candidate(
             endpoint=candidate.endpoint,
             model=candidate.model,
             attempt=attempt,
+            sequence=sequence,
             outcome="failed",
             rule=disposition.rule,
             action=disposition.action,
             delay_s=disposition.delay_s,
             failure=facts,
+            error_type=_error_type(failed),
             omitted=sent.omit_parameters,
             breaker_recorded=recorded,
             detail=disposition.reason,
         )
         log.append(entry)
         if disposition.action == "stop":
-            return RouteStop(
-                reason="rule", rule=disposition.rule, detail=disposition.reason, failure=facts
+            stop = RouteStop(
+                reason="rule",
+                rule=disposition.rule,
+                detail=disposition.reason,
+                failure=facts,
+                sequence=sequence,
             )
+            if disposition.rule == "produced_output":
+                shown, source = await _shown_output(failed, sent)
+                stop = stop.model_copy(update={"shown": shown, "shown_source": source})
+            return stop
         if disposition.action == "traverse":
             return entry
         if disposition.drop_parameter is not None:
@@ -343,6 +400,44 @@ def facts_from_activity_error(error: ActivityError) -> FailureFacts:
             kind="lost", message=f"{cause.type}: {cause.message}", produced_output=produced
         )
     return facts_from_stream_failure(failure, produced_output=produced)
+
+
+async def _shown_output(
+    error: ActivityError, sent: CompletionRequest
+) -> tuple[ForwardedOutput, Literal["activity", "stream"]]:
+    """What a person saw of an attempt that failed after forwarding output.
+
+    The activity reports it as its failure's second detail; an attempt that was lost
+    (the worker died) reported nothing, so the run's output host is asked for what it
+    retained of this turn up to this attempt. `complete=False` says the text may be
+    short of what was shown.
+    """
+    cause = error.cause
+    if isinstance(cause, ApplicationError):
+        if len(cause.details) > 1:
+            return ForwardedOutput.model_validate(cause.details[1]), "activity"
+        return ForwardedOutput(complete=False), "activity"
+    forward = sent.forward
+    if forward is None:
+        return ForwardedOutput(complete=False), "stream"
+    shown: ForwardedOutput = await workflow.execute_activity(
+        READ_FORWARDED_OUTPUT_ACTIVITY,
+        ReadForwardedOutput(
+            stream_id=forward.stream_id, turn=forward.turn, before_attempt=forward.attempt + 1
+        ),
+        result_type=ForwardedOutput,
+        start_to_close_timeout=READ_SHOWN_TIMEOUT,
+    )
+    return shown, "stream"
+
+
+def _error_type(error: ActivityError) -> str:
+    cause = error.cause
+    if isinstance(cause, TimeoutError):
+        return f"timeout_{cause.type.name.lower()}" if cause.type else "timeout"
+    if isinstance(cause, ApplicationError):
+        return cause.type or "error"
+    return type(cause or error).__name__
 
 
 def _flag(details: Any) -> bool:

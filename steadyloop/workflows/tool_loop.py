@@ -8,6 +8,11 @@ one prevents it:
   Every call gets exactly one tool message with its id, whatever happened: run, unknown
   tool, unparseable arguments, unsupported type, the tool raised, timed out, or the run
   was interrupted before the batch ran (`_answer_batch`).
+- A model turn that fails is retried, sent to another endpoint, or stopped by one table
+  (`routed_completion` over the run's route, `RunInput.resolved_route`), and an attempt
+  whose output a person already saw is never repeated anywhere: the run stops
+  `output_interrupted` with what was shown (`RunResult.partial`). Every worker running
+  this workflow registers the endpoint-health activities the route reads.
 - A defective completion (dropped deltas, truncated arguments, no text and no calls) is
   never dispatched: it is retried as a fresh completion within its kind's budget, and
   never appended, so the transcript stays valid when the budget is spent.
@@ -26,6 +31,8 @@ one prevents it:
   ambiguous and is not run again.
 - A run carrying a `Delegation` gets the `delegate` tool; its calls take the same
   receipt path and start child runs admitted by chain rules (`delegation.ChildRuns`).
+- A run with on-demand plugins gets `activate_plugin`; activation is workflow state,
+  answered without an activity or a receipt (`tool_disclosure`, `steadyloop.tool_plugins`).
 - People steer a running run (`steering.Steering`): messages are appended at a turn
   boundary, a pause holds the run there, and an interrupt cancels the model turn or the
   tool batch in flight, answering every call. Calls of tools declared
@@ -38,9 +45,8 @@ import asyncio
 import builtins
 import contextlib
 from collections.abc import Awaitable
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Literal, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -51,23 +57,23 @@ with workflow.unsafe.imports_passed_through():
 
     from steadyloop.arguments import parse_tool_call_arguments
     from steadyloop.chat import ChatMessage, ToolCall
-    from steadyloop.completion import (
-        STREAM_COMPLETION_ACTIVITY,
-        AssembledTurn,
-        CompletionRequest,
-    )
+    from steadyloop.completion import AssembledTurn, CompletionRequest
     from steadyloop.delegation_tool import DELEGATE_TOOL
+    from steadyloop.history_budget import (
+        ContinueAsNewReason,
+        HistoryReading,
+        HistoryThresholds,
+        continue_as_new_reason,
+    )
     from steadyloop.output_forwarding import (
         CLOSE_OUTPUT_STREAM_SIGNAL,
-        READ_FORWARDED_OUTPUT_ACTIVITY,
         ForwardedOutput,
         ForwardTarget,
         PartialOutput,
-        ReadForwardedOutput,
         output_stream_id,
     )
     from steadyloop.pricing import price_for
-    from steadyloop.provider_profiles import schema_profile, transcript_rules
+    from steadyloop.provider_profiles import transcript_rules
     from steadyloop.receipt_decision import Ambiguous, Execute, ReceiptKey, receipt_key
     from steadyloop.receipt_ledger import ReceiptLedger
     from steadyloop.run_models import (
@@ -86,27 +92,25 @@ with workflow.unsafe.imports_passed_through():
         UserMessage,
         interrupted_outcome,
     )
+    from steadyloop.tool_plugins import PluginDisclosure
     from steadyloop.tools.payloads import (
-        DESCRIBE_TOOLS_ACTIVITY,
         RUN_TOOL_ACTIVITY,
-        DescribeToolsInput,
-        DescribeToolsResult,
         ToolDescription,
         ToolInvocation,
         ToolOutcome,
-        unknown_tool_outcome,
     )
     from steadyloop.transcript_healing import validate_and_heal
     from steadyloop.workflows.compaction_step import compact_at_boundary
+    from steadyloop.workflows.routed_turn import RoutedTurn, routed_completion
 
 from steadyloop.workflows.approvals import Approvals
-from steadyloop.workflows.delegation import ChildRuns, innermost_message, raise_if_cancelled
+from steadyloop.workflows.delegation import ChildRuns, innermost_message
 from steadyloop.workflows.steering import Steering
+from steadyloop.workflows.tool_disclosure import disclose_tools
 
 # Temporal refuses payloads over 2 MB; leave room for the envelope around the input.
 MAX_ACTIVITY_INPUT_BYTES = 1_900_000
 PAYLOAD_TOO_LARGE = "PayloadTooLarge"
-DESCRIBE_TIMEOUT = timedelta(seconds=30)
 # A receipt's lease outlives its activity's timeout by this much, so the timeout (not
 # the lease) is what ends a lost attempt first.
 LEASE_MARGIN = timedelta(seconds=5)
@@ -114,8 +118,7 @@ LEASE_MARGIN = timedelta(seconds=5)
 TOOL_ATTEMPTS = 3
 # Rough token estimate when a provider sends no usage: about four characters a token.
 CHARS_PER_TOKEN = 4
-# The longest wait between two model attempts when the provider names none.
-MAX_BACKOFF_S = 60.0
+T = TypeVar("T")
 
 
 class _Stop(Exception):
@@ -125,15 +128,6 @@ class _Stop(Exception):
         super().__init__(detail)
         self.reason = reason
         self.detail = detail
-
-
-@dataclass(frozen=True)
-class _Retry:
-    """A model attempt that failed in a way another attempt can fix."""
-
-    kind: str
-    cause: str
-    delay: timedelta | None
 
 
 @workflow.defn(
@@ -157,6 +151,8 @@ class ToolLoopWorkflow:
         self._partial: PartialOutput | None = None
         self._pool = asyncio.Semaphore(1)  # replaced per batch with the run's pool size
         self._child_runs: ChildRuns | None = None  # set when the run may delegate
+        self._disclosure = PluginDisclosure.none()  # the run's tools, once described
+        self._updates = 0  # updates handled by this execution (Temporal caps them)
 
     # -- queries and signals ---------------------------------------------------------
 
@@ -172,6 +168,8 @@ class ToolLoopWorkflow:
             receipts_bytes=self._receipts.size_bytes(),
             ambiguous=len(self._ambiguous),
             cost_usd=self._stats.cost_usd,
+            active_plugins=self._disclosure.active_plugins,
+            activatable_plugins=self._disclosure.activatable_plugins,
             paused=self._steering.paused,
             pending_approvals=len(self._approvals.pending()),
             pending_messages=self._steering.messages_waiting,
@@ -189,6 +187,7 @@ class ToolLoopWorkflow:
     @workflow.update
     def resolve_receipt(self, request: ResolveReceipt) -> str:
         """A person's answer for an ambiguous call; the suspended call then goes on."""
+        self._updates += 1
         view = self._ambiguous[request.key]
         written = self._receipts.resolve_ambiguous(
             ReceiptKey.from_text(request.key), view.attempt, request.resolution, now=workflow.now()
@@ -219,6 +218,7 @@ class ToolLoopWorkflow:
     def approve_call(self, decision: ApprovalDecision) -> str:
         """Approve a waiting call (it runs under its receipt) or reject it (the model
         reads the reason)."""
+        self._updates += 1
         return self._approvals.decide(decision)
 
     @approve_call.validator
@@ -228,6 +228,7 @@ class ToolLoopWorkflow:
     @workflow.update
     def send_message(self, message: UserMessage) -> str:
         """A person's message, appended before the next model request."""
+        self._updates += 1
         waiting = self._steering.send(message)
         return f"queued for turn {self._turn + 1} ({waiting} waiting)"
 
@@ -239,12 +240,14 @@ class ToolLoopWorkflow:
     @workflow.update
     def pause(self) -> str:
         """Hold the run at its next turn boundary (nothing in flight); the deadline runs."""
+        self._updates += 1
         if not self._steering.pause():
             return "already paused"
         return "pausing at the next turn boundary"
 
     @workflow.update
     def unpause(self) -> str:
+        self._updates += 1
         return "going on" if self._steering.unpause() else "not paused"
 
     # -- the loop --------------------------------------------------------------------
@@ -259,16 +262,15 @@ class ToolLoopWorkflow:
         turns_this_run = 0
         final_answer: str | None = None
         try:
-            tools = await self._describe_tools(run)
-            if self._child_runs is not None:
-                tools = self._child_runs.offer(tools)
+            self._disclosure = await disclose_tools(run)
             while True:
                 if self._steering.paused:
                     self._phase = "paused"
                     await self._steering.hold_while_paused(self._deadline)
                 self._check_bounds(run)
-                if self._should_continue_as_new(run, turns_this_run):
-                    await self._continue_as_new(run)
+                reason = self._should_continue_as_new(run, turns_this_run)
+                if reason is not None:
+                    await self._continue_as_new(run, reason)
                 self._transcript = await compact_at_boundary(
                     self._transcript, run.limits.compaction, self._stats
                 )
@@ -278,10 +280,11 @@ class ToolLoopWorkflow:
                 self._turn += 1
                 self._stats.turns = self._turn
                 self._phase = "model"
+                tools = self._offered()
                 turn = await self._steering.unless_interrupted(self._model_turn(run, tools))
                 if turn is None:
-                    reason = self._steering.interrupted
-                    raise _Stop("interrupted", f"{reason} (the model turn was cancelled)")
+                    why = self._steering.interrupted
+                    raise _Stop("interrupted", f"{why} (the model turn was cancelled)")
                 message = turn.to_message()
                 self._transcript.append(message)
                 if not turn.tool_calls:
@@ -306,6 +309,8 @@ class ToolLoopWorkflow:
                 transcript=self._transcript,
                 stats=self._stats,
                 partial=self._partial,
+                active_plugins=self._disclosure.active_plugins,
+                activatable_plugins=self._disclosure.activatable_plugins,
             )
 
     def _restore(self, run: RunInput) -> datetime | None:
@@ -323,18 +328,38 @@ class ToolLoopWorkflow:
         self._turn = carried.turn
         return None if carried.deadline is None else datetime.fromisoformat(carried.deadline)
 
-    def _should_continue_as_new(self, run: RunInput, turns_this_run: int) -> bool:
-        if turns_this_run == 0:
-            return False  # always make progress before handing over
-        every = run.limits.continue_as_new_after_turns
-        return workflow.info().is_continue_as_new_suggested() or (
-            every is not None and turns_this_run >= every
+    def _should_continue_as_new(
+        self, run: RunInput, turns_this_run: int
+    ) -> ContinueAsNewReason | None:
+        """Why to hand over now (Temporal's suggestion, or this execution's turns, history
+        events, bytes or updates past the run's limits), or None."""
+        info = workflow.info()
+        limits = run.limits
+        return continue_as_new_reason(
+            HistoryReading(
+                turns=turns_this_run,
+                events=info.get_current_history_length(),
+                bytes=info.get_current_history_size(),
+                updates=self._updates,
+                suggested=info.is_continue_as_new_suggested(),
+            ),
+            HistoryThresholds(
+                turns=limits.continue_as_new_after_turns,
+                events=limits.continue_as_new_at_events,
+                bytes=limits.continue_as_new_at_bytes,
+                updates=limits.continue_as_new_at_updates,
+            ),
         )
 
-    async def _continue_as_new(self, run: RunInput) -> NoReturn:
-        """Hand over at a turn boundary, after handlers finish: no activity is in flight."""
+    async def _continue_as_new(self, run: RunInput, reason: ContinueAsNewReason) -> NoReturn:
+        """Hand over at a turn boundary, after handlers finish: no activity is in flight.
+
+        A signal that arrived while handlers finished (an interrupt) is honoured here
+        rather than lost with this execution."""
         self._phase = "continuing as new"
         await workflow.wait_condition(workflow.all_handlers_finished)
+        self._check_bounds(run)
+        self._stats.continued_as_new[reason] = self._stats.continued_as_new.get(reason, 0) + 1
         carried = CarriedState(
             transcript=self._transcript,
             receipts=self._receipts,
@@ -342,6 +367,7 @@ class ToolLoopWorkflow:
             turn=self._turn,
             deadline=None if self._deadline is None else self._deadline.isoformat(),
             children=[] if self._child_runs is None else self._child_runs.children,
+            activated_plugins=self._disclosure.activated,
             steering=self._steering.state,
         )
         workflow.continue_as_new(
@@ -365,64 +391,60 @@ class ToolLoopWorkflow:
         if self._turn >= run.limits.max_turns:
             raise _Stop("max_turns", f"{run.limits.max_turns} model turns taken")
 
-    async def _describe_tools(self, run: RunInput) -> dict[str, ToolDescription]:
-        if not run.tools:
-            return {}
-        described = await workflow.execute_activity(
-            DESCRIBE_TOOLS_ACTIVITY,
-            DescribeToolsInput(
-                names=run.tools, schema_profile=schema_profile(run.provider_profile)
-            ),
-            result_type=DescribeToolsResult,
-            start_to_close_timeout=DESCRIBE_TIMEOUT,
-        )
-        if described.unknown:
-            raise ApplicationError(
-                f"the run asks for tools the worker does not have: {described.unknown}; "
-                f"available: {described.available}",
-                type="UnknownTools",
-                non_retryable=True,
-            )
-        return {tool.name: tool for tool in described.tools}
+    def _offered(self) -> dict[str, ToolDescription]:
+        """This turn's tools: core and built-in first, then the active plugins' appended."""
+        tools = self._disclosure.core()
+        if self._child_runs is not None:
+            tools = self._child_runs.offer(tools)
+        return self._disclosure.with_active_plugins(tools)
 
     # -- one model turn --------------------------------------------------------------
 
     async def _model_turn(self, run: RunInput, tools: dict[str, ToolDescription]) -> AssembledTurn:
-        """A usable completion, spending defect budgets on fresh completions and transport
-        retries on new attempts, never repeating an attempt whose output was shown."""
+        """A usable completion. Each completion is routed (`routed_completion`: retries,
+        traversal to other candidates and breakers, by one table); a defective one is
+        replaced by a fresh completion within its kind's budget; an attempt whose output
+        was shown is never repeated."""
+        route = run.resolved_route()
+        heartbeat_s = run.limits.model_heartbeat_timeout_s
         spent: dict[str, int] = {}
-        attempt = 0
-        failures = 0
+        attempt = 1  # the number of the turn's next attempt, across fresh completions
         while True:
-            attempt += 1
-            # Before every request: a transcript the provider would refuse is healed here.
+            # Before every completion: a transcript the provider would refuse is healed.
             self._transcript, healed = validate_and_heal(
                 self._transcript, transcript_rules(run.provider_profile)
             )
             self._stats.count_healings(healed)
             request = self._request(run, tools, attempt)
-            self._stats.model_attempts += 1
-            outcome = await self._model_attempt(run, request, attempt)
-            if isinstance(outcome, _Retry):
-                failures += 1
-                if failures >= run.limits.model_attempts:
-                    raise _Stop(
-                        "failed",
-                        f"the model call failed after {failures} attempt(s): {outcome.cause}",
-                    )
-                self._stats.count_retry(f"model_{outcome.kind}")
-                await self._back_off(run, outcome, failures)
-                continue
-            turn = outcome
+            routed = await _before_deadline(
+                routed_completion(
+                    route,
+                    request,
+                    attempt_timeout=timedelta(seconds=run.limits.model_timeout_s),
+                    heartbeat_timeout=None
+                    if heartbeat_s is None
+                    else timedelta(seconds=heartbeat_s),
+                    deadline=self._deadline,
+                    first_attempt=attempt,
+                ),
+                self._deadline,
+            )
+            self._count_attempts(routed)
+            attempt += len(routed.sent)
+            if routed.turn is None:
+                self._stop_routed(routed, request)
+            turn = routed.turn
             self._count_usage(turn)
-            self._stats.count_cost(turn.usage, price_for(run.prices, run.endpoint, run.model))
+            # Priced as the candidate that answered, not the run's first choice.
+            answered = price_for(run.prices, routed.endpoint or run.endpoint, routed.model)
+            self._stats.count_cost(turn.usage, answered)
             if not turn.defects:
                 return turn
             defect = turn.defects[0]
             if turn.stats.produced_output:
                 self._partial = PartialOutput(
                     turn=self._turn,
-                    attempt=attempt,
+                    attempt=routed.sent[-1].sequence,
                     text=turn.text,
                     reasoning=turn.reasoning if run.forwarding.reasoning_is_output else "",
                     source="activity",
@@ -450,6 +472,8 @@ class ToolLoopWorkflow:
     def _request(
         self, run: RunInput, tools: dict[str, ToolDescription], attempt: int
     ) -> CompletionRequest:
+        """The completion to route; `routed_completion` sets the endpoint and model of
+        each candidate and the number of each attempt (`forward.attempt`)."""
         forwarding = run.forwarding
         forward = None
         if forwarding.enabled:
@@ -477,104 +501,52 @@ class ToolLoopWorkflow:
             _check_payload(request, "the model request (the transcript so far)")
         return request
 
-    async def _model_attempt(
-        self, run: RunInput, request: CompletionRequest, attempt: int
-    ) -> AssembledTurn | _Retry:
-        """One attempt, as one activity attempt: Temporal never retries it behind our back,
-        so a lost attempt's last heartbeat (did it show output?) reaches this code."""
-        timeout = _bounded(timedelta(seconds=run.limits.model_timeout_s), self._deadline)
-        heartbeat_s = run.limits.model_heartbeat_timeout_s
-        try:
-            return await _before_deadline(
-                workflow.execute_activity(
-                    STREAM_COMPLETION_ACTIVITY,
-                    request,
-                    result_type=AssembledTurn,
-                    start_to_close_timeout=timeout,
-                    heartbeat_timeout=None
-                    if heartbeat_s is None
-                    else timedelta(seconds=heartbeat_s),
-                    retry_policy=RetryPolicy(maximum_attempts=1),
-                ),
-                self._deadline,
+    def _count_attempts(self, routed: RoutedTurn) -> None:
+        """Every attempt sent is a model attempt; every failed one followed by another (on
+        the same candidate or the next) is a retry, by the type of its failure."""
+        sent = routed.sent
+        self._stats.model_attempts += len(sent)
+        for line in sent[:-1]:
+            self._stats.count_retry(f"model_{line.error_type or 'error'}")
+
+    def _stop_routed(self, routed: RoutedTurn, request: CompletionRequest) -> NoReturn:
+        """End the run for a route that produced no turn, with the reason it gives."""
+        stop = routed.stop
+        assert stop is not None  # a routed turn without a turn always says why
+        if stop.reason == "deadline":
+            raise _Stop("deadline", f"the run's deadline: {stop.detail}")
+        if stop.rule == "aborted":
+            raise asyncio.CancelledError  # the run was cancelled: not a model failure
+        cause = stop.failure.describe() if stop.failure is not None else stop.detail
+        if stop.rule == "produced_output":
+            shown = stop.shown or ForwardedOutput(complete=False)
+            reasoning_counts = request.forward is not None and request.forward.reasoning_is_output
+            self._partial = PartialOutput(
+                turn=self._turn,
+                attempt=stop.sequence or routed.sent[-1].sequence,
+                text=shown.text,
+                reasoning=shown.reasoning if reasoning_counts else "",
+                source=stop.shown_source or "activity",
+                complete=shown.complete,
+                cause=cause,
             )
-        except ActivityError as error:
-            if self._deadline is not None and workflow.now() >= self._deadline:
-                raise _Stop("deadline", "the deadline passed during a model turn") from None
-            raise_if_cancelled(error)  # the run was cancelled: not a model failure
-            cause = error.cause
-            why = innermost_message(error)
-            if isinstance(cause, ApplicationError):
-                head = cause.details[0] if cause.details else None
-                if isinstance(head, dict) and head.get("produced_output"):
-                    shown = (
-                        ForwardedOutput.model_validate(cause.details[1])
-                        if len(cause.details) > 1
-                        else ForwardedOutput(complete=False)
-                    )
-                    await self._stop_shown(request, attempt, shown, "activity", why)
-                if cause.non_retryable:
-                    raise _Stop("failed", f"the model call failed: {why}") from None
-                return _Retry(cause.type or "error", why, cause.next_retry_delay)
-            if isinstance(cause, TimeoutError):
-                progress = _last_heartbeat(cause)
-                if request.forward is not None and progress.get("produced_output"):
-                    shown = await workflow.execute_activity(
-                        READ_FORWARDED_OUTPUT_ACTIVITY,
-                        ReadForwardedOutput(
-                            stream_id=request.forward.stream_id,
-                            turn=self._turn,
-                            before_attempt=attempt + 1,
-                        ),
-                        result_type=ForwardedOutput,
-                        start_to_close_timeout=DESCRIBE_TIMEOUT,
-                    )
-                    await self._stop_shown(request, attempt, shown, "stream", why)
-                return _Retry(
-                    f"timeout_{cause.type.name.lower()}" if cause.type else "timeout",
-                    why,
-                    None,
-                )
-            raise _Stop("failed", f"the model call failed: {why}") from None
-
-    async def _stop_shown(
-        self,
-        request: CompletionRequest,
-        attempt: int,
-        shown: ForwardedOutput,
-        source: Literal["activity", "stream"],
-        cause: str,
-    ) -> NoReturn:
-        """Stop the run: this attempt's output was shown, so it is never repeated."""
-        reasoning_counts = request.forward is not None and request.forward.reasoning_is_output
-        self._partial = PartialOutput(
-            turn=self._turn,
-            attempt=attempt,
-            text=shown.text,
-            reasoning=shown.reasoning if reasoning_counts else "",
-            source=source,
-            complete=shown.complete,
-            cause=cause,
-        )
-        raise _Stop(
-            "output_interrupted",
-            f"the model call failed after its output was shown, so it is not repeated: {cause}",
-        )
-
-    async def _back_off(self, run: RunInput, retry: _Retry, failures: int) -> None:
-        """Wait before the next attempt: the provider's Retry-After, else doubling from the
-        run's initial backoff up to a minute; never past the deadline."""
-        delay = retry.delay or timedelta(
-            seconds=min(run.limits.model_retry_initial_s * 2 ** (failures - 1), MAX_BACKOFF_S)
-        )
-        if self._deadline is not None and workflow.now() + delay >= self._deadline:
             raise _Stop(
-                "deadline", f"the deadline would pass before the next attempt ({retry.cause})"
+                "output_interrupted",
+                f"the model call failed after its output was shown, so it is not repeated: "
+                f"{cause}",
             )
-        self._phase = f"model retry in {delay.total_seconds():g}s"
-        await workflow.sleep(delay)
-        self._phase = "model"
-        self._check_bounds(run)
+        if stop.reason == "rule":  # context_length: compacting is the caller's decision
+            raise _Stop("failed", f"the model call stopped ({stop.rule}): {cause}")
+        if not routed.sent:  # no_candidate: every breaker open, or the probe taken
+            reopens = stop.next_open_at
+            when = "" if reopens is None else f" (a probe is admitted at {reopens.isoformat()})"
+            raise _Stop("failed", f"no endpoint of the route was tried: {stop.detail}{when}")
+        last = routed.sent[-1]
+        raise _Stop(
+            "failed",
+            f"the model call failed after {len(routed.sent)} attempt(s) "
+            f"({last.error_type}): {stop.detail}",
+        )
 
     def _count_usage(self, turn: AssembledTurn) -> None:
         if turn.usage is not None:
@@ -602,7 +574,7 @@ class ToolLoopWorkflow:
                 continue
             description = tools.get(call.name)
             if description is None:
-                answers.append(unknown_tool_outcome(call.name, sorted(tools)))
+                answers.append(self._disclosure.unknown_tool(call.name, tools))
                 continue
             reading = parse_tool_call_arguments(call)
             if reading.kind != "parsed":
@@ -613,6 +585,9 @@ class ToolLoopWorkflow:
                         error_type=reading.kind,
                     )
                 )
+                continue
+            if self._disclosure.handles(call.name):  # workflow state: no activity, no receipt
+                answers.append(self._disclosure.activate(reading.arguments))
                 continue
             try:
                 key = receipt_key(
@@ -633,7 +608,7 @@ class ToolLoopWorkflow:
                 call_id=call.id,
                 workflow_id=workflow.info().workflow_id,
                 tenant_id=run.tenant_id,
-                allowed_tools=run.tools,
+                allowed_tools=self._disclosure.allowed(tools),
                 idempotency_key=key.text,
             )
             _check_payload(invocation, f"the arguments of tool call {call.name!r}")
@@ -868,14 +843,6 @@ def _recorded_progress(timeout: TimeoutError) -> list[Any] | None:
     return None
 
 
-def _last_heartbeat(timeout: TimeoutError) -> dict[str, Any]:
-    """The model stream's last reported progress (`StreamProgress` as a dict), or {}."""
-    details = timeout.last_heartbeat_details
-    if details and isinstance(details[-1], dict):
-        return details[-1]
-    return {}
-
-
 async def _close_output_stream() -> None:
     """Tell the run's output host the run is over (it drains to subscribers and ends).
 
@@ -893,18 +860,17 @@ def _not_run(reason: str) -> ToolOutcome:
     return ToolOutcome(status="tool_error", content=f"Not run: {reason}.", error_type="NotRun")
 
 
-async def _before_deadline(
-    activity: Awaitable[AssembledTurn], deadline: datetime | None
-) -> AssembledTurn:
-    """The activity's result, or a deadline stop when workflow time passes the deadline first.
+async def _before_deadline(work: Awaitable[T], deadline: datetime | None) -> T:
+    """The work's result, or a deadline stop when workflow time passes the deadline first.
 
-    A workflow timer races the activity, so the deadline holds in workflow time even while
-    a model streams (and time-skipping tests can reach it); the activity is cancelled.
-    Cancelling this wait (an interrupt) cancels the activity too.
+    A workflow timer races the work (a routed model turn), so the deadline holds in
+    workflow time even while a model streams (and time-skipping tests can reach it); the
+    work is cancelled, and with it the activity or backoff it was waiting for. Cancelling
+    this wait (an interrupt) cancels the work too.
     """
     if deadline is None:
-        return await activity
-    task = asyncio.ensure_future(activity)
+        return await work
+    task = asyncio.ensure_future(work)
     remaining = deadline - workflow.now()
     try:
         if remaining <= timedelta(0):

@@ -1,0 +1,77 @@
+"""A run's tools, described once at its start: core tools, plugins, `activate_plugin`.
+
+Deterministic workflow code. `ToolLoopWorkflow` calls `disclose_tools` before its first
+turn (and again in each run after a continue-as-new, with the activations it carried);
+the returned `steadyloop.tool_plugins.PluginDisclosure` decides what each turn offers
+and answers activations without an activity. Everything a run's configuration can get
+wrong fails it at the start with a non-retryable error that names the fix, never at the
+turn a plugin is activated: a tool or plugin the worker lacks, and a tool of the run
+named like a built-in.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from steadyloop.delegation_tool import DELEGATE_TOOL
+    from steadyloop.provider_profiles import schema_profile
+    from steadyloop.run_models import RunInput
+    from steadyloop.tool_plugins import ACTIVATE_PLUGIN_TOOL, PluginDisclosure
+    from steadyloop.tools.payloads import (
+        DESCRIBE_TOOLS_ACTIVITY,
+        DescribeToolsInput,
+        DescribeToolsResult,
+    )
+
+DESCRIBE_TIMEOUT = timedelta(seconds=30)
+
+
+async def disclose_tools(run: RunInput) -> PluginDisclosure:
+    """The run's tools as the worker describes them, with the plugins it activated before."""
+    if not run.tools and not run.plugins.named:
+        return PluginDisclosure.none()
+    profile = schema_profile(run.provider_profile)
+    described = await workflow.execute_activity(
+        DESCRIBE_TOOLS_ACTIVITY,
+        DescribeToolsInput(names=run.tools, plugins=run.plugins.named, schema_profile=profile),
+        result_type=DescribeToolsResult,
+        start_to_close_timeout=DESCRIBE_TIMEOUT,
+    )
+    if described.unknown:
+        raise ApplicationError(
+            f"the run asks for tools the worker does not have: {described.unknown}; "
+            f"available: {described.available}",
+            type="UnknownTools",
+            non_retryable=True,
+        )
+    if described.unknown_plugins:
+        raise ApplicationError(
+            f"the run asks for plugins the worker does not have: {described.unknown_plugins}; "
+            f"available: {described.available_plugins}",
+            type="UnknownPlugins",
+            non_retryable=True,
+        )
+    disclosure = PluginDisclosure(
+        tools=run.tools,
+        plugins=run.plugins,
+        described=described,
+        activated=[] if run.carried is None else run.carried.activated_plugins,
+        profile=profile,
+    )
+    reserved = [ACTIVATE_PLUGIN_TOOL] if run.plugins.on_demand else []
+    if run.delegation is not None and run.delegation.to:
+        reserved.append(DELEGATE_TOOL)
+    taken = disclosure.reserved_names_taken(reserved)
+    if taken:
+        raise ApplicationError(
+            f"the run has tools named {taken}, reserved for the run's built-in tools "
+            f"({ACTIVATE_PLUGIN_TOOL!r} when it has on-demand plugins, {DELEGATE_TOOL!r} when "
+            "it may delegate); rename the tools",
+            type="ReservedToolName",
+            non_retryable=True,
+        )
+    return disclosure
