@@ -64,6 +64,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_loop import start_dev_server, versions
 
 from steadyloop import output_follow
+from steadyloop.activities.endpoint_health import EndpointHealthActivities
 from steadyloop.activities.model_stream import ModelActivities
 from steadyloop.activities.output_publisher import read_forwarded
 from steadyloop.endpoints import EndpointRegistry
@@ -384,7 +385,10 @@ class ForwardingBench:
                         env.client,
                         task_queue=queue,
                         workflows=RUN_WORKFLOWS,
-                        activities=model.activities(),
+                        activities=[
+                            *model.activities(),
+                            *EndpointHealthActivities(env.client, task_queue=queue).activities(),
+                        ],
                         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
                     ):
                         yield ForwardingBench(env, server, queue)

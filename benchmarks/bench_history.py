@@ -39,7 +39,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,6 +66,7 @@ from bench_loop import (
     event_bytes,
 )
 
+from steadyloop.activities.endpoint_health import EndpointHealthActivities
 from steadyloop.activities.tool_execution import ToolActivities
 from steadyloop.payload_storage import (
     DEFAULT_THRESHOLD_BYTES,
@@ -214,18 +215,22 @@ class HistoryBench:
                 "bounded": f"bench-history-blobs-{uuid.uuid4()}",
             }
             activities = [model.stream_completion, *ToolActivities(build_tools()).activities()]
+
+            def health(client: Client, queue: str) -> Sequence[Callable[..., object]]:
+                return EndpointHealthActivities(client, task_queue=queue).activities()
+
             async with (
                 Worker(
                     env.client,
                     task_queue=queues["unbounded"],
                     workflows=RUN_WORKFLOWS,
-                    activities=activities,
+                    activities=[*activities, *health(env.client, queues["unbounded"])],
                 ),
                 Worker(
                     blobs,
                     task_queue=queues["bounded"],
                     workflows=RUN_WORKFLOWS,
-                    activities=activities,
+                    activities=[*activities, *health(blobs, queues["bounded"])],
                 ),
             ):
                 yield HistoryBench(env.client, blobs, queues, provider, driver)
