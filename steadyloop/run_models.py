@@ -31,6 +31,7 @@ from steadyloop.pricing import Price, cost_of
 from steadyloop.provider_profiles import ProviderProfile
 from steadyloop.receipt_ledger import AmbiguityResolution, ReceiptLedger
 from steadyloop.route_plan import Backoff, RouteCandidate, RouteConfig
+from steadyloop.steering_models import SteeringState
 from steadyloop.transcript_healing import Healing
 
 # An agent profile's name: what the model types, and half of a `pair_key` ("a|b"), so
@@ -412,6 +413,11 @@ class RunProgress(BaseModel):
     receipts_bytes: int = 0
     ambiguous: int = 0
     cost_usd: float = 0.0
+    # People in the loop: a pause asked for (in effect once `phase` is "paused"), calls
+    # waiting for approval (`pending_approvals` query), messages not yet sent.
+    paused: bool = False
+    pending_approvals: int = 0
+    pending_messages: int = 0
     # Plugins whose tools are offered (core first, then in activation order), and the
     # on-demand plugins the model has not activated.
     active_plugins: list[str] = Field(default_factory=list)
@@ -427,6 +433,7 @@ class CarriedState(BaseModel):
     turn: int
     deadline: str | None = None  # ISO workflow time, so a new run keeps the old deadline
     children: list[ChildRecord] = Field(default_factory=list)  # for chain admissions
+    steering: SteeringState = Field(default_factory=SteeringState)
     activated_plugins: list[str] = Field(default_factory=list)  # in activation order
 
 

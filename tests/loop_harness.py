@@ -33,7 +33,8 @@ from steadyloop.payload_storage import DEFAULT_THRESHOLD_BYTES, steadyloop_data_
 from steadyloop.run_models import RunInput, RunLimits, RunResult
 from steadyloop.temporal_binaries import time_skipping_server_path
 from steadyloop.testing.scripted_server import ScriptedResponse, ScriptedServer
-from steadyloop.tools import ToolPlugin, ToolRegistry, tool
+from steadyloop.tools import ToolPlugin, ToolRegistry, current_progress, tool
+from steadyloop.tools.registry import AnyTool
 from steadyloop.worker.process import HEARTBEAT_THROTTLE, RUN_WORKFLOWS
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
@@ -48,6 +49,10 @@ class Effects:
     notes: list[str] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)
     started: Counter[str] = field(default_factory=Counter)
+    finished: Counter[str] = field(default_factory=Counter)
+    cancelled: Counter[str] = field(default_factory=Counter)
+    # Set by a test to let `long_hold` and `long_note` finish.
+    release: asyncio.Event = field(default_factory=asyncio.Event)
     running: int = 0
     most_at_once: int = 0
 
@@ -100,6 +105,43 @@ def build_tools(effects: Effects) -> ToolRegistry:
         effects.notes.append(text)
         return f"noted {text!r}"
 
+    @tool(effect="opaque", approval=True)
+    async def transfer(amount: float, to: str) -> str:
+        """Move money: a side effect a person approves call by call."""
+        effects.notes.append(f"transfer {amount:g} to {to}")
+        return f"sent {amount:g} to {to}"
+
+    @tool(effect="pure", timeout=timedelta(seconds=60))
+    async def long_hold(label: str) -> str:
+        """A long computation with no side effect (it never heartbeats); ends on `release`."""
+        effects.started["long_hold"] += 1
+        await asyncio.wait_for(effects.release.wait(), 30)
+        effects.finished["long_hold"] += 1
+        return label
+
+    @tool(effect="opaque", timeout=timedelta(seconds=60))
+    async def long_note(text: str) -> str:
+        """An opaque side effect that never heartbeats (so no cancellation reaches it);
+        it takes effect on `release`."""
+        effects.started["long_note"] += 1
+        await asyncio.wait_for(effects.release.wait(), 30)
+        effects.notes.append(text)
+        return f"noted {text!r}"
+
+    @tool(effect="resumable", timeout=timedelta(seconds=60))
+    async def ticker(steps: int) -> str:
+        """Records a step every 50 ms: it heartbeats, so a cancellation reaches it."""
+        effects.started["ticker"] += 1
+        progress = current_progress()
+        try:
+            for step in range(steps):
+                await asyncio.sleep(0.05)
+                progress.record(step)
+        except asyncio.CancelledError:
+            effects.cancelled["ticker"] += 1
+            raise
+        return f"ticked {steps}"
+
     # Plugins (not in ALL_TOOLS: a run offers them only when it names them in
     # `RunInput.plugins`). `files` by `@tool(plugin=...)`, `search` by `ToolPlugin`.
     @tool(effect="pure", plugin="files")
@@ -118,8 +160,9 @@ def build_tools(effects: Effects) -> ToolRegistry:
         """Notes containing a word."""
         return [n for n in effects.notes if word in n]
 
+    tools: list[AnyTool] = [add, current_time, note, boom, slow, hold, slow_note]
     return ToolRegistry(
-        [add, current_time, note, boom, slow, hold, slow_note, read_scratch, write_scratch],
+        [*tools, read_scratch, write_scratch, transfer, long_hold, long_note, ticker],
         plugins=[
             ToolPlugin("files", "Read and write scratch files."),
             ToolPlugin("search", "Look things up in the notes.", [find_note]),
@@ -128,6 +171,8 @@ def build_tools(effects: Effects) -> ToolRegistry:
 
 
 ALL_TOOLS = ["add", "current_time", "note", "boom", "slow", "hold", "slow_note"]
+# Tools for people-in-the-loop tests, offered only by the runs that use them.
+PEOPLE_TOOLS = ["transfer", "long_hold", "long_note", "ticker"]
 
 
 @dataclass

@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from delegation_harness import Brain, Turn, chain_input, delegate, profile, running_chains
-from loop_harness import run_input, running_loop, summarize
+from loop_harness import Loop, run_input, running_loop, summarize
 from routing_harness import Routing, candidate, route, routing
-from temporalio.client import WorkflowHistory
+from steering_harness import eventually, people_run, trickle, wait_for_approvals
+from temporalio.client import WorkflowHandle, WorkflowHistory
 
 from steadyloop.chain_limits import ChainBudgetLimit, DepthLimit
 from steadyloop.chat import ChatMessage, ToolCall
@@ -37,6 +38,7 @@ from steadyloop.pricing import Price
 from steadyloop.receipt_ledger import Happened
 from steadyloop.route_plan import RouteCandidate, RouteConfig
 from steadyloop.run_models import AmbiguousCall, ResolveReceipt, RunInput, RunLimits, RunPlugins
+from steadyloop.steering_models import ApprovalDecision, UserMessage
 from steadyloop.testing.chunks import (
     ScriptedCall,
     finish_chunk,
@@ -116,6 +118,15 @@ SCENARIOS: dict[str, list[ScriptedResponse]] = {
         _calls(ScriptedCall("note", {"text": "2" + "u" * 600}, id="call_3")),
         _answer("done"),
     ],
+    # People in the loop: a call waits for approval while the rest of its batch runs, a
+    # message sent meanwhile goes out with turn 2, and an interrupt cancels turn 2's stream.
+    "people_in_the_loop": [
+        _calls(
+            ScriptedCall("transfer", {"amount": 5, "to": "ana"}, id="x1"),
+            ScriptedCall("note", {"text": "meanwhile"}, id="n1"),
+        ),
+        trickle(400),
+    ],
     # Progressive disclosure: a tool of an inactive plugin, an activation, an unknown
     # plugin; then the plugin's tool runs and the activation is asked for again.
     "progressive_tool_disclosure": [
@@ -156,6 +167,7 @@ RUN_UPDATES: dict[str, dict[str, Any]] = {
         "forwarding": ForwardingOptions(enabled=True, batch_interval_s=0.05),
         "limits": RunLimits(model_retry_initial_s=0.1),
     },
+    "people_in_the_loop": {"tools": people_run().tools},
     "continue_as_new_at_events": {"limits": RunLimits(continue_as_new_at_events=12)},
     "routed_run_falls_back": {
         "route": RouteConfig(
@@ -189,6 +201,20 @@ RUN_UPDATES: dict[str, dict[str, Any]] = {
 }
 # Scenarios in which a person resolves the ambiguous call, with this answer.
 RESOLUTIONS = {"receipts_replay_and_ambiguous": Happened(result="it was noted")}
+
+
+async def _approve_send_interrupt(loop: Loop, handle: WorkflowHandle[Any, Any]) -> None:
+    await wait_for_approvals(handle)
+    await handle.execute_update("send_message", UserMessage(content="also note the date"))
+    await handle.execute_update("approve_call", ApprovalDecision(call_id="x1"))
+    await eventually(lambda: len(loop.server.exchanges) == 2, "turn 2 streams")
+    await handle.signal("interrupt", "stop here")
+
+
+# Scenarios in which a person steers the run while it goes.
+DRIVERS: dict[str, Callable[[Loop, WorkflowHandle[Any, Any]], Awaitable[None]]] = {
+    "people_in_the_loop": _approve_send_interrupt,
+}
 
 
 def _fan_out_brain(turn: Turn) -> ScriptedResponse:
@@ -263,6 +289,8 @@ async def record(
                 )
             update = ResolveReceipt(key=open_calls[0].key, resolution=RESOLUTIONS[name])
             await handle.execute_update("resolve_receipt", update)
+        if name in DRIVERS:
+            await DRIVERS[name](loop, handle)
         await handle.result()
         first = loop.client.get_workflow_handle(handle.id, run_id=handle.first_execution_run_id)
         history = await first.fetch_history()

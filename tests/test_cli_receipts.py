@@ -22,13 +22,13 @@ from steadyloop.testing.scripted_server import sse_response
 from steadyloop.worker.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, build_parser, run_cli
 from steadyloop.worker.config import ConfigError
 from steadyloop.worker.dev_server import free_port
+from steadyloop.worker.progress import arguments_text
 from steadyloop.worker.receipts_cli import (
     MIN_PREFIX,
     SHORT_KEY_LENGTH,
     KeyPrefixError,
     ReceiptsFailure,
     ReceiptsRequest,
-    arguments_text,
     calls_json,
     describe_resolution,
     key_digest,

@@ -71,6 +71,7 @@ class ToolDefinition(Generic[P, R]):
     effect: Effect
     timeout: timedelta
     heartbeat_timeout: timedelta | None
+    approval: bool
     arguments_model: type[BaseModel]
     parameters: dict[str, Any]
     # Model shape: the parameter that receives the whole validated model.
@@ -131,6 +132,7 @@ class ToolDefinition(Generic[P, R]):
             heartbeat_timeout_s=(
                 None if self.heartbeat_timeout is None else self.heartbeat_timeout.total_seconds()
             ),
+            approval=self.approval,
             plugin=self.plugin,
         )
 
@@ -150,6 +152,7 @@ def tool(
     effect: Effect = "opaque",
     timeout: timedelta = DEFAULT_TOOL_TIMEOUT,
     heartbeat_timeout: timedelta | None = None,
+    approval: bool = False,
     plugin: str | None = None,
 ) -> Callable[[Callable[P, Awaitable[R]]], ToolDefinition[P, R]]: ...
 
@@ -163,6 +166,7 @@ def tool(
     effect: Effect = "opaque",
     timeout: timedelta = DEFAULT_TOOL_TIMEOUT,
     heartbeat_timeout: timedelta | None = None,
+    approval: bool = False,
     plugin: str | None = None,
 ) -> ToolDefinition[P, R] | Callable[[Callable[P, Awaitable[R]]], ToolDefinition[P, R]]:
     """Declare an async function as a tool. Use as `@tool` or `@tool(...)`.
@@ -187,6 +191,9 @@ def tool(
       than `timeout`. Refused on pure and opaque tools: nothing in them heartbeats, so
       every call longer than it would be declared lost (for an opaque tool, a spurious
       ambiguous call held for a person).
+    - `approval`: every call waits for a person to approve or reject it before it runs
+      (`steadyloop approve ID CALL`); a rejection is answered to the model with the
+      person's reason. Calls of the same batch that need no approval run meanwhile.
     - `plugin`: the plugin the tool belongs to: a run offers it only once the model
       activates that plugin, or when the run makes the plugin core
       (`steadyloop.tools.plugins`). Same naming rule as `name`.
@@ -200,6 +207,7 @@ def tool(
             effect=effect,
             timeout=timeout,
             heartbeat_timeout=heartbeat_timeout,
+            approval=approval,
             plugin=plugin,
             scope=_caller_scope(),
         )
@@ -218,6 +226,7 @@ def tool(
         effect=effect,
         timeout=timeout,
         heartbeat_timeout=heartbeat_timeout,
+        approval=approval,
         plugin=plugin,
         scope=_caller_scope(),
     )
@@ -231,6 +240,7 @@ def _define(
     effect: Any,
     timeout: Any,
     heartbeat_timeout: Any,
+    approval: Any,
     plugin: Any,
     scope: dict[str, Any],
 ) -> ToolDefinition[P, R]:
@@ -258,6 +268,8 @@ def _define(
     if timeout <= timedelta(0):
         raise ToolDefinitionError(f"tool {tool_name!r}: timeout must be positive, got {timeout}")
     _check_heartbeat_timeout(tool_name, effect, timeout, heartbeat_timeout)
+    if not isinstance(approval, bool):
+        raise ToolDefinitionError(f"tool {tool_name!r}: approval must be True or False")
     if plugin is not None and (
         not isinstance(plugin, str) or not TOOL_NAME_PATTERN.fullmatch(plugin)
     ):
@@ -284,6 +296,7 @@ def _define(
         effect=effect,
         timeout=timeout,
         heartbeat_timeout=heartbeat_timeout,
+        approval=approval,
         arguments_model=model,
         parameters=parameters,
         model_parameter=model_parameter,

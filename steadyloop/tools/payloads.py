@@ -56,7 +56,8 @@ class ToolDescription(BaseModel):
     before Temporal declares it lost, so a killed worker is noticed in seconds rather
     than at `timeout_s`. `strict`: `parameters` is shaped for OpenAI's strict mode and
     the spec asks for it. `plugin`: the plugin the tool belongs to (None: no plugin),
-    see `steadyloop.tools.plugins`.
+    see `steadyloop.tools.plugins`. `approval`: each call waits for a person's approval
+    before it runs (`@tool(approval=True)`).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -68,6 +69,7 @@ class ToolDescription(BaseModel):
     timeout_s: float = Field(gt=0)
     heartbeat_timeout_s: float | None = Field(default=None, gt=0)
     strict: bool = False
+    approval: bool = False
     plugin: str | None = None
 
     @property

@@ -1,17 +1,19 @@
-"""The `steadyloop` command: `worker`, `run`, `show`, `receipts` and `demo`.
+"""The `steadyloop` command: `worker`, `run`, `show`, `resume`, `receipts`, `demo`, and the
+commands that steer a running run: `approve`, `send`, `pause`, `unpause`, `interrupt`.
 
 Settings come from flags, then the environment, then a config file (see
 `steadyloop.worker.config`); argparse itself holds no defaults, so that order is the
 only one. Exit codes, in one table so scripts can branch on them:
 
 - 0: the run ended with a final answer (`worker`: it stopped when asked; `receipts`:
-  listed, or resolved).
+  listed, or resolved; a steering command: done).
 - 1: the run stopped with `failed`, or the workflow itself failed, was terminated,
   cancelled or timed out; or Temporal was unreachable, or the worker or the dev
-  server could not run (`receipts`: the run has ended, no worker answered, or the
-  workflow refused the resolution).
+  server could not run (`receipts` and steering commands: the run has ended, no worker
+  answered, or the workflow refused).
 - 2: a usage or configuration error (the message says which setting and how to fix it;
-  `show`, `receipts`: an unknown run; `receipts`: an unknown or ambiguous key).
+  `show`, `receipts`: an unknown run; `receipts`: an unknown or ambiguous key; `approve`:
+  a call that does not wait for approval).
 - 3: the run stopped at a limit or was interrupted (`max_turns`, `token_budget`,
   `deadline`, `interrupted`): it ended cleanly, but without an answer.
 - 130: Ctrl-C while following a run. The run goes on; `steadyloop show ID` attaches again.
@@ -75,6 +77,7 @@ from steadyloop.worker.process import (
 )
 from steadyloop.worker.progress import ProgressDisplay, partial_lines, result_lines
 from steadyloop.worker.receipts_cli import add_receipts_parser
+from steadyloop.worker.steering_cli import add_steering_parsers
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 EXIT_OK = 0
@@ -268,6 +271,7 @@ def build_parser() -> argparse.ArgumentParser:
     resume.set_defaults(handler=_resume_command)
 
     add_receipts_parser(commands, connection)
+    add_steering_parsers(commands, connection)
 
     demo = commands.add_parser(
         "demo",

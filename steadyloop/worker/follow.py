@@ -2,9 +2,10 @@
 
 The `progress` query is polled (it is cheap: it reads workflow state on the worker);
 the `transcript` query only when progress moved, so a long transcript is not fetched
-four times a second. While a model or tool activity is in flight the server's
-description of the run is read too, so retries (attempt 2, 3 and the last failure)
-show up while they happen instead of as an unexplained pause.
+four times a second, and `pending_approvals` only when calls wait for a person (each is
+shown once, with the command that decides it). While a model or tool activity is in
+flight the server's description of the run is read too, so retries (attempt 2, 3 and the
+last failure) show up while they happen instead of as an unexplained pause.
 
 Queries need a worker to answer them. Until one does (none running, or busy) the
 status says so and following goes on: a query failing never ends the follow; only
@@ -32,10 +33,12 @@ from steadyloop.chat import ChatMessage
 from steadyloop.completion import STREAM_COMPLETION_ACTIVITY
 from steadyloop.output_follow import follow_output
 from steadyloop.run_models import RunProgress, RunResult
+from steadyloop.steering_models import PendingApproval
 from steadyloop.worker.progress import (
     ActivityState,
     ProgressDisplay,
     TranscriptReader,
+    approval_line,
     status_line,
 )
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
@@ -67,6 +70,7 @@ async def follow(
     if output is not None:
         tokens = asyncio.ensure_future(_print_output(output, handle, display))
     last: RunProgress | None = None
+    announced: set[str] = set()  # calls already shown as waiting for approval
     try:
         while not result.done():
             progress = await _progress(handle)
@@ -75,6 +79,11 @@ async def follow(
                 if transcript is not None:
                     for line in reader.new_lines(transcript):
                         display.event(line)
+                if progress.pending_approvals:
+                    for call in await _pending_approvals(handle):
+                        if call.call_id not in announced:
+                            announced.add(call.call_id)
+                            display.event(approval_line(handle.id, call))
                 last = progress
             activity = None
             if progress is not None and progress.phase in ("model", "tools"):
@@ -122,6 +131,13 @@ async def _transcript(handle: RunHandle) -> list[ChatMessage] | None:
         return await handle.query(ToolLoopWorkflow.transcript, rpc_timeout=QUERY_TIMEOUT)
     except _QUERY_ERRORS:
         return None
+
+
+async def _pending_approvals(handle: RunHandle) -> list[PendingApproval]:
+    try:
+        return await handle.query(ToolLoopWorkflow.pending_approvals, rpc_timeout=QUERY_TIMEOUT)
+    except _QUERY_ERRORS:
+        return []
 
 
 async def _activity_in_flight(handle: RunHandle) -> ActivityState | None:

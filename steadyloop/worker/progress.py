@@ -11,16 +11,19 @@ Everything here is pure formatting of values the workflow already reports (the
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TextIO
+from typing import Any, TextIO
 
 from steadyloop.chat import ChatMessage
 from steadyloop.output_forwarding import OutputDelta
 from steadyloop.run_models import RunProgress, RunResult, RunStats
+from steadyloop.steering_models import PendingApproval
 
 EVENT_WIDTH = 110
+ARGUMENTS_WIDTH = 48
 _CLEAR_LINE = "\r\x1b[K"
 
 
@@ -59,6 +62,12 @@ def status_line(
     ]
     if progress.cost_usd > 0:
         parts.append(_dollars(progress.cost_usd))
+    if progress.paused and progress.phase != "paused":
+        parts.append("pausing at the next turn boundary")
+    if progress.pending_approvals:
+        parts.append(f"{progress.pending_approvals} awaiting approval")
+    if progress.pending_messages:
+        parts.append(_count(progress.pending_messages, "message") + " to send")
     if progress.active_plugins:
         parts.append("plugins: " + ", ".join(progress.active_plugins))
     if activity is not None and activity.stream:
@@ -69,6 +78,23 @@ def status_line(
             retry += f" after: {one_line(activity.last_failure, 60)}"
         parts.append(retry)
     return " | ".join(parts)
+
+
+def arguments_text(arguments: dict[str, Any], width: int = ARGUMENTS_WIDTH) -> str:
+    """A call's arguments as compact JSON on one line, cut to `width`."""
+    try:
+        text = json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
+    except (TypeError, ValueError):  # not JSON after all: show something rather than fail
+        text = repr(arguments)
+    return one_line(text, width)
+
+
+def approval_line(workflow_id: str, call: PendingApproval) -> str:
+    """One call waiting for a person, with the command that decides it."""
+    return (
+        f"turn {call.turn}  ? {call.tool} {arguments_text(call.arguments)} waits for "
+        f"approval: steadyloop approve {workflow_id} {call.call_id} [--reject REASON]"
+    )
 
 
 class TranscriptReader:

@@ -29,53 +29,37 @@ it against a real workflow.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import hashlib
 import json
-import os
 import shutil
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import timedelta
-from typing import Any, TextIO
+from typing import TextIO
 
-from temporalio.client import (
-    Client,
-    WorkflowExecutionStatus,
-    WorkflowHandle,
-    WorkflowQueryFailedError,
-    WorkflowQueryRejectedError,
-    WorkflowUpdateFailedError,
-    WorkflowUpdateRPCTimeoutOrCancelledError,
-)
-from temporalio.service import RPCError, RPCStatusCode
+from temporalio.client import Client
 
 from steadyloop.receipt_ledger import DidNotHappen, GiveUp, Happened
-from steadyloop.run_models import AmbiguousCall, ResolveReceipt, RunResult
-from steadyloop.worker.config import ConfigError, load_config, temporal_settings
-from steadyloop.worker.failure_text import failure_text
-from steadyloop.worker.progress import one_line
-from steadyloop.workflows.tool_loop import ToolLoopWorkflow
+from steadyloop.run_models import AmbiguousCall, ResolveReceipt
+from steadyloop.worker import live_run
+from steadyloop.worker.config import ConfigError
+from steadyloop.worker.live_run import RunCommandFailure, RunHandle
+from steadyloop.worker.progress import arguments_text, one_line
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 
 SHORT_KEY_LENGTH = 12
 MIN_PREFIX = 4
-ARGUMENTS_WIDTH = 48
 REASON_WIDTH = 160
-QUERY_TIMEOUT = timedelta(seconds=10)
-UPDATE_TIMEOUT = timedelta(seconds=30)
 
 Resolution = Happened | DidNotHappen | GiveUp
-RunHandle = WorkflowHandle[ToolLoopWorkflow, RunResult]
 
 RESOLVE_USAGE = "--resolve KEY --happened RESULT | --did-not-happen | --give-up [NOTE]"
 
 
-class ReceiptsFailure(Exception):
-    """The command could not do what was asked, through no fault of its flags (exit 1)."""
+# The command could not do what was asked, through no fault of its flags (exit 1).
+ReceiptsFailure = RunCommandFailure
 
 
 class KeyPrefixError(ConfigError):
@@ -206,15 +190,6 @@ def short_key(key: str) -> str:
     return key_digest(key)[:SHORT_KEY_LENGTH]
 
 
-def arguments_text(arguments: dict[str, Any], width: int = ARGUMENTS_WIDTH) -> str:
-    """The call's arguments as compact JSON on one line, cut to `width`."""
-    try:
-        text = json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
-    except (TypeError, ValueError):  # not JSON after all: show something rather than fail
-        text = repr(arguments)
-    return one_line(text, width)
-
-
 def table_lines(calls: Sequence[AmbiguousCall], width: int | None = None) -> list[str]:
     """KEY, TOOL, ARGUMENTS, ATTEMPT, REASON: one row per open call, columns aligned.
 
@@ -312,24 +287,9 @@ def match_key(calls: Sequence[AmbiguousCall], given: str, workflow_id: str) -> A
 def receipts_command(args: argparse.Namespace) -> int:
     """The `receipts` handler: `ConfigError` goes to `run_cli` (exit 2); failures exit 1."""
     request = receipts_request(args)
-    config = load_config(args.config, os.environ)
-    temporal = temporal_settings(
-        address=args.address,
-        namespace=args.namespace,
-        task_queue=args.task_queue,
-        config=config,
-        environ=os.environ,
+    return live_run.run_with_client(
+        args, lambda client: run_receipts(client, request, sys.stdout)
     )
-
-    async def connect_and_run() -> int:
-        client = await temporal.connect()
-        return await run_receipts(client, request, sys.stdout)
-
-    try:
-        return asyncio.run(connect_and_run())
-    except ReceiptsFailure as failure:
-        print(f"steadyloop: {failure}", file=sys.stderr, flush=True)
-        return EXIT_FAILED
 
 
 async def run_receipts(client: Client, request: ReceiptsRequest, out: TextIO) -> int:
@@ -374,60 +334,26 @@ async def _after_resolving(handle: RunHandle, resolved: AmbiguousCall) -> list[s
 
 async def running_handle(client: Client, workflow_id: str) -> RunHandle:
     """A handle on the run if it is a running steadyloop run; otherwise say why not."""
-    handle = client.get_workflow_handle_for(ToolLoopWorkflow.run, workflow_id)
-    try:
-        description = await handle.describe(rpc_timeout=QUERY_TIMEOUT)
-    except RPCError as exc:
-        if exc.status == RPCStatusCode.NOT_FOUND:
-            raise ConfigError(
-                f"no workflow {workflow_id!r} in namespace {client.namespace!r}; check the "
-                "ID (`steadyloop run --detach` prints it) and --namespace / --address"
-            ) from None
-        raise ReceiptsFailure(f"cannot describe {workflow_id!r}: {exc}") from None
-    if description.workflow_type != "ToolLoopWorkflow":
-        raise ConfigError(f"{workflow_id!r} is a {description.workflow_type}, not a steadyloop run")
-    if description.status != WorkflowExecutionStatus.RUNNING:
-        status = description.status.name.lower() if description.status is not None else "unknown"
-        raise ReceiptsFailure(
-            f"run {workflow_id} has ended ({status}): an ended run has no calls left to "
-            f"resolve. `steadyloop show {workflow_id}` shows how it ended."
-        )
-    return handle
+    return await live_run.running_handle(
+        client, workflow_id, ended="an ended run has no calls left to resolve"
+    )
 
 
 async def open_calls(handle: RunHandle) -> list[AmbiguousCall]:
     """The run's open ambiguous calls, from its `ambiguous_receipts` query."""
-    try:
-        return await handle.query(ToolLoopWorkflow.ambiguous_receipts, rpc_timeout=QUERY_TIMEOUT)
-    except (RPCError, WorkflowQueryFailedError, WorkflowQueryRejectedError) as exc:
-        raise ReceiptsFailure(
-            f"run {handle.id} did not answer the ambiguous_receipts query: {exc}. A worker "
-            "must be running for its task queue (`steadyloop worker`) to answer."
-        ) from None
+    calls: list[AmbiguousCall] = await live_run.query_run(
+        handle, "ambiguous_receipts", list[AmbiguousCall]
+    )
+    return calls
 
 
 async def resolve(handle: RunHandle, call: AmbiguousCall, resolution: Resolution) -> str:
     """Send `resolve_receipt` for `call`; what the workflow says it applied."""
-    request = ResolveReceipt(key=call.key, resolution=resolution)
-    try:
-        return await handle.execute_update(
-            ToolLoopWorkflow.resolve_receipt, request, rpc_timeout=UPDATE_TIMEOUT
-        )
-    except WorkflowUpdateFailedError as exc:
-        raise ReceiptsFailure(
-            f"the run refused to resolve {short_key(call.key)} ({call.tool}): "
-            f"{failure_text(exc.cause)}. List the open calls again: "
-            f"`steadyloop receipts {handle.id}`"
-        ) from None
-    except WorkflowUpdateRPCTimeoutOrCancelledError:
-        raise ReceiptsFailure(
-            f"no answer from run {handle.id} within {UPDATE_TIMEOUT.total_seconds():g}s; is a "
-            "worker running for its task queue? The resolution may still be applied when one "
-            f"answers: check with `steadyloop receipts {handle.id}`"
-        ) from None
-    except RPCError as exc:
-        if exc.status == RPCStatusCode.NOT_FOUND:
-            raise ReceiptsFailure(
-                f"run {handle.id} ended before the resolution reached it: {exc}"
-            ) from None
-        raise ReceiptsFailure(f"cannot send the resolution to run {handle.id}: {exc}") from None
+    return await live_run.update_run(
+        handle,
+        "resolve_receipt",
+        ResolveReceipt(key=call.key, resolution=resolution),
+        what="the resolution",
+        refused=f"the run refused to resolve {short_key(call.key)} ({call.tool})",
+        check=f"`steadyloop receipts {handle.id}`",
+    )

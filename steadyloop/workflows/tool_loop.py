@@ -33,6 +33,10 @@ one prevents it:
   receipt path and start child runs admitted by chain rules (`delegation.ChildRuns`).
 - A run with on-demand plugins gets `activate_plugin`; activation is workflow state,
   answered without an activity or a receipt (`tool_disclosure`, `steadyloop.tool_plugins`).
+- People steer a running run (`steering.Steering`): messages are appended at a turn
+  boundary, a pause holds the run there, and an interrupt cancels the model turn or the
+  tool batch in flight, answering every call. Calls of tools declared
+  `approval=True` wait for a person inside their receipt path (`approvals.Approvals`).
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ from typing import Any, NoReturn, TypeVar
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, TimeoutError
 
 with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
@@ -82,6 +86,12 @@ with workflow.unsafe.imports_passed_through():
         RunStats,
         StopReason,
     )
+    from steadyloop.steering_models import (
+        ApprovalDecision,
+        PendingApproval,
+        UserMessage,
+        interrupted_outcome,
+    )
     from steadyloop.tool_plugins import PluginDisclosure
     from steadyloop.tools.payloads import (
         RUN_TOOL_ACTIVITY,
@@ -93,7 +103,9 @@ with workflow.unsafe.imports_passed_through():
     from steadyloop.workflows.compaction_step import compact_at_boundary
     from steadyloop.workflows.routed_turn import RoutedTurn, routed_completion
 
+from steadyloop.workflows.approvals import Approvals
 from steadyloop.workflows.delegation import ChildRuns, innermost_message
+from steadyloop.workflows.steering import Steering
 from steadyloop.workflows.tool_disclosure import disclose_tools
 
 # Temporal refuses payloads over 2 MB; leave room for the envelope around the input.
@@ -131,7 +143,8 @@ class ToolLoopWorkflow:
         self._turn = 0
         self._phase = "starting"
         self._stop_reason: StopReason | None = None
-        self._interrupt: str | None = None
+        self._steering = Steering()
+        self._approvals = Approvals()
         self._receipts = ReceiptLedger()
         self._ambiguous: dict[str, AmbiguousCall] = {}
         self._deadline: datetime | None = None
@@ -157,6 +170,9 @@ class ToolLoopWorkflow:
             cost_usd=self._stats.cost_usd,
             active_plugins=self._disclosure.active_plugins,
             activatable_plugins=self._disclosure.activatable_plugins,
+            paused=self._steering.paused,
+            pending_approvals=len(self._approvals.pending()),
+            pending_messages=self._steering.messages_waiting,
         )
 
     @workflow.query
@@ -189,9 +205,50 @@ class ToolLoopWorkflow:
 
     @workflow.signal
     def interrupt(self, reason: str) -> None:
-        """Stop at the next boundary; calls already asked for are answered, not run."""
-        if self._interrupt is None:
-            self._interrupt = reason or "interrupted"
+        """Stop now with `interrupted`: the model turn or tool batch in flight is
+        cancelled, and every call asked for is answered (not run, or interrupted)."""
+        self._steering.interrupt(reason)
+
+    @workflow.query
+    def pending_approvals(self) -> list[PendingApproval]:
+        """Calls of tools declared `approval=True` waiting for a person's decision."""
+        return self._approvals.pending()
+
+    @workflow.update
+    def approve_call(self, decision: ApprovalDecision) -> str:
+        """Approve a waiting call (it runs under its receipt) or reject it (the model
+        reads the reason)."""
+        self._updates += 1
+        return self._approvals.decide(decision)
+
+    @approve_call.validator
+    def _validate_approve_call(self, decision: ApprovalDecision) -> None:
+        self._approvals.check(decision)
+
+    @workflow.update
+    def send_message(self, message: UserMessage) -> str:
+        """A person's message, appended before the next model request."""
+        self._updates += 1
+        waiting = self._steering.send(message)
+        return f"queued for turn {self._turn + 1} ({waiting} waiting)"
+
+    @send_message.validator
+    def _validate_send_message(self, message: UserMessage) -> None:
+        if self._stop_reason is not None or self._steering.interrupted is not None:
+            raise ValueError("the run is stopping; start a new run to go on")
+
+    @workflow.update
+    def pause(self) -> str:
+        """Hold the run at its next turn boundary (nothing in flight); the deadline runs."""
+        self._updates += 1
+        if not self._steering.pause():
+            return "already paused"
+        return "pausing at the next turn boundary"
+
+    @workflow.update
+    def unpause(self) -> str:
+        self._updates += 1
+        return "going on" if self._steering.unpause() else "not paused"
 
     # -- the loop --------------------------------------------------------------------
 
@@ -207,6 +264,9 @@ class ToolLoopWorkflow:
         try:
             self._disclosure = await disclose_tools(run)
             while True:
+                if self._steering.paused:
+                    self._phase = "paused"
+                    await self._steering.hold_while_paused(self._deadline)
                 self._check_bounds(run)
                 reason = self._should_continue_as_new(run, turns_this_run)
                 if reason is not None:
@@ -214,15 +274,22 @@ class ToolLoopWorkflow:
                 self._transcript = await compact_at_boundary(
                     self._transcript, run.limits.compaction, self._stats
                 )
+                self._check_interrupt()  # a compaction activity may have taken a while
+                self._transcript.extend(self._steering.take_messages())
                 turns_this_run += 1
                 self._turn += 1
                 self._stats.turns = self._turn
                 self._phase = "model"
                 tools = self._offered()
-                turn = await self._model_turn(run, tools)
+                turn = await self._steering.unless_interrupted(self._model_turn(run, tools))
+                if turn is None:
+                    why = self._steering.interrupted
+                    raise _Stop("interrupted", f"{why} (the model turn was cancelled)")
                 message = turn.to_message()
                 self._transcript.append(message)
                 if not turn.tool_calls:
+                    if self._steering.messages_waiting:
+                        continue  # a person spoke while the model answered: answer that too
                     final_answer = turn.text
                     raise _Stop("final_answer", "the model answered without tool calls")
                 self._phase = "tools"
@@ -230,6 +297,9 @@ class ToolLoopWorkflow:
         except _Stop as stop:
             self._stop_reason = stop.reason
             self._phase = "done"
+            # Messages a person sent that no request carried: kept, so nothing said is lost
+            # (a run resumed from this one sends them).
+            self._transcript.extend(self._steering.take_messages())
             if run.forwarding.enabled:
                 await _close_output_stream()
             return RunResult(
@@ -253,6 +323,7 @@ class ToolLoopWorkflow:
             return workflow.now() + timedelta(seconds=run.limits.deadline_s)
         self._transcript = list(carried.transcript)
         self._receipts = carried.receipts
+        self._steering = Steering(carried.steering)
         self._stats = carried.stats
         self._turn = carried.turn
         return None if carried.deadline is None else datetime.fromisoformat(carried.deadline)
@@ -297,14 +368,18 @@ class ToolLoopWorkflow:
             deadline=None if self._deadline is None else self._deadline.isoformat(),
             children=[] if self._child_runs is None else self._child_runs.children,
             activated_plugins=self._disclosure.activated,
+            steering=self._steering.state,
         )
         workflow.continue_as_new(
             run.model_copy(update={"carried": carried, "prompt": None, "messages": []})
         )
 
+    def _check_interrupt(self) -> None:
+        if self._steering.interrupted is not None:
+            raise _Stop("interrupted", self._steering.interrupted)
+
     def _check_bounds(self, run: RunInput) -> None:
-        if self._interrupt is not None:
-            raise _Stop("interrupted", self._interrupt)
+        self._check_interrupt()
         if self._deadline is not None and workflow.now() >= self._deadline:
             raise _Stop("deadline", f"the run's deadline of {run.limits.deadline_s}s passed")
         budget = run.limits.token_budget
@@ -494,8 +569,8 @@ class ToolLoopWorkflow:
         runnable: list[tuple[int, ToolDescription, ToolInvocation, ReceiptKey]] = []
         for position, call in enumerate(calls):
             self._stats.tool_calls += 1
-            if self._interrupt is not None:
-                answers.append(_not_run(f"the run was interrupted: {self._interrupt}"))
+            if self._steering.interrupted is not None:
+                answers.append(self._interrupted_before_running())
                 continue
             description = tools.get(call.name)
             if description is None:
@@ -564,7 +639,7 @@ class ToolLoopWorkflow:
             else:
                 task = asyncio.ensure_future(replay_of(first))
             tasks.append(task)
-        results = await asyncio.gather(*tasks)
+        results = await self._steering.settle(tasks, self._interrupted_before_running)
         for (position, _, _, _), outcome in zip(runnable, results, strict=True):
             answers[position] = outcome
         for call, answer in zip(calls, answers, strict=True):
@@ -572,6 +647,9 @@ class ToolLoopWorkflow:
             if answer.status != "ok":
                 self._stats.tool_errors += 1
             self._transcript.append(answer.to_message(call.id))
+
+    def _interrupted_before_running(self) -> ToolOutcome:
+        return _not_run(f"the run was interrupted: {self._steering.interrupted}")
 
     async def _await_resolution(
         self,
@@ -599,10 +677,10 @@ class ToolLoopWorkflow:
             if timeout is not None and timeout <= timedelta(0):
                 raise builtins.TimeoutError
             await workflow.wait_condition(
-                lambda: key.text not in self._ambiguous or self._interrupt is not None,
+                lambda: key.text not in self._ambiguous or self._steering.interrupted is not None,
                 timeout=timeout,
             )
-        except builtins.TimeoutError:
+        except (builtins.TimeoutError, asyncio.CancelledError):  # deadline; interrupted
             return False
         self._phase = "tools"
         return key.text not in self._ambiguous
@@ -624,6 +702,7 @@ class ToolLoopWorkflow:
         """
         attempts_here = 0
         lost = ""
+        approved = False
         while True:
             decision = self._receipts.decide(key, description.effect, workflow.now())
             if decision.kind == "replay":
@@ -646,6 +725,18 @@ class ToolLoopWorkflow:
                         error_type="AmbiguousReceipt",
                     )
                 continue
+            if description.approval and not approved:
+                refused = await self._approvals.ask(
+                    description,
+                    invocation,
+                    turn=self._turn,
+                    deadline=self._deadline,
+                    interrupted=lambda: self._steering.interrupted,
+                )
+                if refused is not None:
+                    return refused
+                approved = True
+                continue  # decide again: the ledger may have moved while a person thought
             if attempts_here >= TOOL_ATTEMPTS:
                 return ToolOutcome(status="tool_error", content=lost, error_type="ToolLost")
             attempts_here += 1
@@ -706,6 +797,13 @@ class ToolLoopWorkflow:
                 lost = error
         if lost is not None:
             cause = lost.cause
+            if isinstance(cause, CancelledError):  # interrupted mid-attempt
+                if description.effect == "pure":
+                    self._receipts.fail(key, attempt)
+                # Otherwise the receipt stays running: the effect may have happened, and
+                # an ask after its lease is ambiguous, as for a lost attempt.
+                reason = self._steering.interrupted or "the run was cancelled"
+                return interrupted_outcome(description.name, description.effect, reason)
             if not isinstance(cause, TimeoutError):
                 self._receipts.fail(key, attempt)
                 return ToolOutcome(
@@ -767,7 +865,8 @@ async def _before_deadline(work: Awaitable[T], deadline: datetime | None) -> T:
 
     A workflow timer races the work (a routed model turn), so the deadline holds in
     workflow time even while a model streams (and time-skipping tests can reach it); the
-    work is cancelled, and with it the activity or backoff it was waiting for.
+    work is cancelled, and with it the activity or backoff it was waiting for. Cancelling
+    this wait (an interrupt) cancels the work too.
     """
     if deadline is None:
         return await work
@@ -777,6 +876,11 @@ async def _before_deadline(work: Awaitable[T], deadline: datetime | None) -> T:
         if remaining <= timedelta(0):
             raise builtins.TimeoutError
         await workflow.wait_condition(task.done, timeout=remaining)
+    except asyncio.CancelledError:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, ActivityError):
+            await task
+        raise
     except builtins.TimeoutError:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError, ActivityError):

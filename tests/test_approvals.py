@@ -1,0 +1,123 @@
+"""Tools declared `approval=True`: the call waits for a person, the rest of its batch runs,
+and an approved call runs under its receipt (once, however often it is asked for).
+
+Time-skipping test server, real HTTP to the scripted provider, real tool activities.
+"""
+
+from __future__ import annotations
+
+import pytest
+from loop_harness import (
+    assert_every_call_answered,
+    running_loop,
+    tool_messages,
+)
+from steering_harness import answer, calls, people_run, progress, wait_for_approvals
+from temporalio.client import WorkflowUpdateFailedError
+
+from steadyloop.steering_models import ApprovalDecision, PendingApproval
+from steadyloop.testing.chunks import ScriptedCall
+from steadyloop.tools import tool
+
+pytestmark = pytest.mark.slow
+
+TRANSFER = ScriptedCall("transfer", {"amount": 5, "to": "ana"}, id="x1")
+
+
+async def test_an_approved_call_runs_once_while_the_rest_of_its_batch_went_on() -> None:
+    script = [
+        calls(TRANSFER, ScriptedCall("note", {"text": "meanwhile"}, id="n1")),
+        # Asked again next turn: the receipt replays it, so nobody is asked again.
+        calls(ScriptedCall("transfer", {"amount": 5, "to": "ana"}, id="x2")),
+        answer("sent"),
+    ]
+    async with running_loop(script) as loop:
+        handle = await loop.start(people_run())
+        (waiting,) = await wait_for_approvals(handle)
+        notes_while_waiting = list(loop.effects.notes)
+        waiting_progress = await progress(handle)
+        with pytest.raises(WorkflowUpdateFailedError):
+            await handle.execute_update("approve_call", ApprovalDecision(call_id="nope"))
+        said = await handle.execute_update(
+            "approve_call", ApprovalDecision(call_id="x1"), result_type=str
+        )
+        result = await handle.result()
+        after = await handle.query("pending_approvals", result_type=list[PendingApproval])
+    assert (waiting.call_id, waiting.tool, waiting.arguments, waiting.turn) == (
+        "x1",
+        "transfer",
+        {"amount": 5, "to": "ana"},
+        1,
+    )
+    assert notes_while_waiting == ["meanwhile"]  # the call needing no approval ran
+    assert waiting_progress.pending_approvals == 1
+    assert said == "approved 'transfer' call 'x1'"
+    assert result.stop_reason == "final_answer" and after == []
+    assert loop.effects.notes == ["meanwhile", "transfer 5 to ana"]  # once, not twice
+    assert_every_call_answered(result.transcript)
+    by_id = {m.tool_call_id: m.content for m in tool_messages(result.transcript)}
+    assert by_id == {"x1": "sent 5 to ana", "n1": "noted 'meanwhile'", "x2": "sent 5 to ana"}
+    assert result.stats.tool_replays == 1
+
+
+async def test_a_rejected_call_never_runs_and_the_model_reads_the_reason() -> None:
+    async with running_loop([calls(TRANSFER), answer("understood")]) as loop:
+        handle = await loop.start(people_run())
+        await wait_for_approvals(handle)
+        decision = ApprovalDecision(call_id="x1", approved=False, reason="over this month's budget")
+        said = await handle.execute_update("approve_call", decision, result_type=str)
+        result = await handle.result()
+        second = loop.server.requests[1].json
+    assert said == "rejected 'transfer' call 'x1'"
+    assert loop.effects.notes == []
+    (rejection,) = tool_messages(result.transcript)
+    assert rejection.content == (
+        "Not run: a person rejected this call of 'transfer'. "
+        "Their reason: over this month's budget"
+    )
+    assert second["messages"][-1] == {
+        "role": "tool",
+        "tool_call_id": "x1",
+        "content": rejection.content,
+    }
+
+
+async def test_an_interrupt_answers_a_call_still_waiting_for_approval() -> None:
+    async with running_loop([calls(TRANSFER)]) as loop:
+        handle = await loop.start(people_run())
+        await wait_for_approvals(handle)
+        await handle.signal("interrupt", "going home")
+        result = await handle.result()
+    assert result.stop_reason == "interrupted" and loop.effects.notes == []
+    assert_every_call_answered(result.transcript)
+    (answer_,) = tool_messages(result.transcript)
+    assert answer_.content == (
+        "Not run: this call of 'transfer' was waiting for a person's approval when the run "
+        "was interrupted (going home)."
+    )
+
+
+async def test_nobody_deciding_before_the_deadline_stops_the_run_at_it() -> None:
+    async with running_loop([calls(TRANSFER)]) as loop:
+        handle = await loop.start(people_run(deadline_s=3600))
+        await wait_for_approvals(handle)
+        result = await handle.result()  # workflow time skips to the deadline
+    assert result.stop_reason == "deadline" and loop.effects.notes == []
+    (answer_,) = tool_messages(result.transcript)
+    assert "the run's deadline passed" in (answer_.content or "")
+
+
+def test_approval_is_declared_on_the_tool_and_described_to_the_workflow() -> None:
+    @tool(approval=True)
+    async def wire(amount: float) -> str:
+        """Wire money."""
+        return "wired"
+
+    @tool
+    async def look() -> str:
+        """Look around."""
+        return "nothing"
+
+    assert wire.describe().approval and not look.describe().approval
+    with pytest.raises(ValueError, match="approval must be True or False"):
+        tool(approval="yes")(look.fn)  # type: ignore[call-overload]

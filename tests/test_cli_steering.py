@@ -1,0 +1,252 @@
+"""`steadyloop approve`, `send`, `pause`, `unpause`, `interrupt`: flags that fit together or
+are refused with exit 2, output a person can act on, each command's whole path against a
+run (time-skipping server), and (slow) the commands as separate processes against a
+worker and a dev server, with `show` listing the call that waits for approval."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from loop_harness import Loop, running_loop
+from steering_harness import (
+    answer,
+    calls,
+    eventually,
+    people_run,
+    trickle,
+    wait_for_approvals,
+    wait_for_phase,
+)
+from test_cli_worker import cli_environment, start_worker, steadyloop
+
+from steadyloop.run_models import RunProgress
+from steadyloop.steering_models import PendingApproval
+from steadyloop.testing.chunks import ScriptedCall
+from steadyloop.testing.scripted_server import ScriptedServer
+from steadyloop.worker.cli import EXIT_USAGE, build_parser, run_cli
+from steadyloop.worker.config import ConfigError
+from steadyloop.worker.dev_server import DevServer, dev_server, free_port
+from steadyloop.worker.live_run import RunCommandFailure
+from steadyloop.worker.progress import approval_line, status_line
+from steadyloop.worker.steering_cli import (
+    SteeringRequest,
+    approval_lines,
+    run_steering,
+    steering_request,
+    waiting_call,
+)
+
+RUN = "steadyloop-5e4d"
+TESTS = Path(__file__).parent
+
+
+def request(*argv: str, stdin: str = "") -> SteeringRequest:
+    return steering_request(build_parser().parse_args(list(argv)), io.StringIO(stdin))
+
+
+def pending(call_id: str = "call_1", tool: str = "wire") -> PendingApproval:
+    return PendingApproval(
+        call_id=call_id,
+        tool=tool,
+        arguments={"amount": 5, "to": "ana"},
+        turn=2,
+        requested_at="2026-01-01T00:00:00+00:00",
+    )
+
+
+# -- flags ------------------------------------------------------------------------------
+
+
+def test_each_command_reads_its_flags() -> None:
+    assert request("approve", RUN) == SteeringRequest("approve", RUN)
+    assert request("approve", RUN, "--json") == SteeringRequest("approve", RUN, as_json=True)
+    assert request("approve", RUN, "c1") == SteeringRequest("approve", RUN, call_id="c1")
+    assert request("approve", RUN, "c1", "--reject", "too much") == SteeringRequest(
+        "approve", RUN, call_id="c1", reject="too much"
+    )
+    assert request("send", RUN, "hi") == SteeringRequest("send", RUN, message="hi")
+    assert request("send", RUN, "-", stdin="from a file\n") == SteeringRequest(
+        "send", RUN, message="from a file"
+    )
+    assert request("pause", RUN) == SteeringRequest("pause", RUN)
+    assert request("unpause", RUN) == SteeringRequest("unpause", RUN)
+    assert request("interrupt", RUN, "--reason", "lunch", "--wait", "5") == SteeringRequest(
+        "interrupt", RUN, reason="lunch", wait_s=5
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["approve", RUN, "--reject", "no"], "needs the CALL"),
+        (["approve", RUN, "c1", "--reject", " "], "needs a REASON"),
+        (["approve", RUN, "c1", "--json"], "does not go with CALL"),
+        (["approve", " ", "c1"], "ID is blank"),
+        (["send", RUN, " \n"], "blank"),
+        (["interrupt", RUN, "--wait", "-1"], "--wait"),
+    ],
+)
+def test_flags_that_do_not_fit_are_refused(argv: list[str], says: str) -> None:
+    with pytest.raises(ConfigError, match=says):
+        request(*argv)
+
+
+def test_usage_errors_exit_2_before_any_connection(capsys: pytest.CaptureFixture[str]) -> None:
+    address = f"127.0.0.1:{free_port()}"  # nothing listens: a connection would fail (exit 1)
+    assert run_cli(["approve", RUN, "--reject", "no", "--address", address]) == EXIT_USAGE
+    assert "needs the CALL" in capsys.readouterr().err
+
+
+# -- what a person reads ----------------------------------------------------------------
+
+
+def test_the_waiting_calls_are_listed_with_the_commands_that_decide_them() -> None:
+    lines = approval_lines(RUN, [pending("call_1"), pending("call_22", tool="refund")])
+    assert lines[0] == f"run {RUN}: 2 calls wait for approval"
+    header, first, second = lines[2:5]
+    assert header.split() == ["CALL", "TOOL", "TURN", "ARGUMENTS"]
+    assert first.split() == ["call_1", "wire", "2", '{"amount":5,"to":"ana"}']
+    assert header.index("TOOL") == first.index("wire") == second.index("refund")
+    assert f"  steadyloop approve {RUN} CALL --reject REASON" in lines
+    assert approval_lines(RUN, []) == [f"run {RUN}: no calls wait for approval"]
+
+
+def test_a_call_that_does_not_wait_is_a_usage_error_naming_those_that_do() -> None:
+    assert waiting_call([pending("a")], "a", RUN).call_id == "a"
+    with pytest.raises(ConfigError, match=r"no call 'b' .* waiting: a \(wire\)"):
+        waiting_call([pending("a")], "b", RUN)
+
+
+def test_following_a_run_shows_pauses_approvals_and_queued_messages() -> None:
+    progress = RunProgress(
+        turn=2, tool_calls=1, tokens=9, phase="tools", paused=True, pending_approvals=1,
+        pending_messages=2,
+    )  # fmt: skip
+    line = status_line(progress)
+    assert "pausing at the next turn boundary" in line
+    assert "1 awaiting approval" in line and "2 messages to send" in line
+    assert "pausing" not in status_line(progress.model_copy(update={"phase": "paused"}))
+    assert approval_line(RUN, pending()) == (
+        'turn 2  ? wire {"amount":5,"to":"ana"} waits for approval: '
+        f"steadyloop approve {RUN} call_1 [--reject REASON]"
+    )
+
+
+# -- each command against a run ---------------------------------------------------------
+
+
+async def steer(loop: Loop, *argv: str) -> str:
+    out = io.StringIO()
+    assert await run_steering(loop.client, request(*argv), out) == 0
+    return out.getvalue()
+
+
+@pytest.mark.slow
+async def test_each_command_steers_a_run_through_its_own_path() -> None:
+    transfer = ScriptedCall("transfer", {"amount": 5, "to": "ana"}, id="x1")
+    script = [calls(transfer), calls(ScriptedCall("add", {"a": 1, "b": 1}), pause_s=0.3)]
+    async with running_loop([*script, trickle(400)]) as loop:
+        with pytest.raises(ConfigError, match="no workflow 'nope'"):
+            await steer(loop, "pause", "nope")
+        handle = await loop.start(people_run())
+        await wait_for_approvals(handle)
+        listing = await steer(loop, "approve", handle.id)
+        with pytest.raises(ConfigError, match="waiting: x1 \\(transfer\\)"):
+            await steer(loop, "approve", handle.id, "x2")
+        sent = await steer(loop, "send", handle.id, "and log it")
+        approved = await steer(loop, "approve", handle.id, "x1")
+        await eventually(lambda: len(loop.server.exchanges) == 2, "turn 2 streams")
+        paused = await steer(loop, "pause", handle.id)
+        await wait_for_phase(handle, "paused")
+        unpaused = await steer(loop, "unpause", handle.id)
+        await eventually(lambda: len(loop.server.exchanges) == 3, "turn 3 streams")
+        stopped = await steer(loop, "interrupt", handle.id, "--reason", "enough")
+        with pytest.raises(RunCommandFailure, match="has ended"):
+            await steer(loop, "send", handle.id, "too late")
+    row = next(line for line in listing.splitlines() if line.startswith("x1 "))
+    assert row.split() == ["x1", "transfer", "1", '{"amount":5,"to":"ana"}']
+    assert sent.startswith(f"sent to run {handle.id}: queued for turn 2 (1 waiting)")
+    assert approved.startswith("approved 'transfer' call 'x1'")
+    assert paused == f"run {handle.id}: pausing at the next turn boundary\n"
+    assert unpaused == f"run {handle.id}: going on\n"
+    assert f"run {handle.id} stopped" in stopped and "stop reason: interrupted (enough" in stopped
+    second = loop.server.requests[1].json
+    assert second["messages"][-1] == {"role": "user", "content": "and log it"}
+    assert loop.effects.notes == ["transfer 5 to ana"]
+
+
+# -- as separate processes --------------------------------------------------------------
+
+
+@pytest.fixture
+async def temporal() -> AsyncIterator[DevServer]:
+    async with dev_server(ui=False) as server:
+        yield server
+
+
+@pytest.mark.slow
+async def test_the_commands_as_a_person_runs_them(temporal: DevServer, tmp_path: Path) -> None:
+    queue = f"q-{uuid.uuid4().hex[:8]}"
+    connection = ["--address", temporal.address, "--task-queue", queue]
+    wires = tmp_path / "wires.txt"
+    wire = ScriptedCall("wire", {"amount": 5, "to": "ana"}, id="w1")
+    script = [calls(wire), answer("Wired, and logged."), trickle(2000)]
+    async with ScriptedServer(script) as provider:
+        worker = await start_worker(
+            *connection,
+            "--endpoint",
+            f"scripted={provider.base_url},model=scripted-model",
+            "--tools",
+            "approval_tools:TOOLS",
+            environ=cli_environment(PYTHONPATH=str(TESTS), STEADYLOOP_TEST_WIRES=str(wires)),
+        )
+        environ = cli_environment(STEADYLOOP_MODEL="scripted-model")
+        run = ["run", "wire 5 to ana", *connection, "--endpoint", "scripted", "--tool", "wire"]
+        try:
+            code, out = await steadyloop(*run, "--detach", environ=environ)
+            assert code == 0, out
+            (workflow_id,) = out.split()
+            shown = asyncio.ensure_future(
+                steadyloop("show", workflow_id, *connection, environ=environ)
+            )
+
+            async def listed() -> str:
+                code, out = await steadyloop("approve", workflow_id, *connection, environ=environ)
+                assert code == 0, out
+                return "" if "no calls wait" in out else out
+
+            await eventually(listed, "the call waits for approval")
+            code, out = await steadyloop(
+                "send", workflow_id, "and log it", *connection, environ=environ
+            )
+            assert code == 0, out
+            code, out = await steadyloop("approve", workflow_id, "w1", *connection, environ=environ)
+            assert code == 0 and out.startswith("approved 'wire' call 'w1'"), out
+            code, shown_out = await shown
+            assert code == 0, shown_out
+            assert (
+                f"turn 1  ? wire {{\"amount\":5,\"to\":\"ana\"}} waits for approval: "
+                f"steadyloop approve {workflow_id} w1 [--reject REASON]"
+            ) in shown_out
+            assert "turn 1  <- wire: wired 5 to ana" in shown_out
+            assert "Wired, and logged." in shown_out
+            assert provider.requests[1].json["messages"][-1]["content"] == "and log it"
+
+            code, out = await steadyloop(*run, "--detach", environ=environ)
+            second_id = out.strip()
+            await eventually(lambda: len(provider.exchanges) == 3, "the second run streams")
+            code, out = await steadyloop("interrupt", second_id, *connection, environ=environ)
+            assert code == 0, out
+            assert "stop reason: interrupted (interrupted from the command line" in out
+            code, out = await steadyloop("pause", second_id, *connection, environ=environ)
+            assert code == 1 and "has ended" in out, out
+        finally:
+            assert await worker.stop() == 0, worker.output
+    assert wires.read_text() == "5 to ana\n"
+    await asyncio.wait_for(provider.exchanges[2].ended.wait(), 30)
+    assert provider.exchanges[2].client_disconnected
