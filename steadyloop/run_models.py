@@ -334,6 +334,9 @@ class RunStats(BaseModel):
     cached_tokens: int = 0
     defect_retries: dict[str, int] = Field(default_factory=dict)
     retries: dict[str, int] = Field(default_factory=dict)
+    # Workflow time from the run's start to its end, across continue-as-new (for the
+    # folded `children`, the sum of theirs).
+    wall_time_s: float = 0.0
     cost_usd: float = 0.0
     priced_calls: int = 0
     unpriced_calls: int = 0
@@ -432,6 +435,7 @@ class CarriedState(BaseModel):
     stats: RunStats
     turn: int
     deadline: str | None = None  # ISO workflow time, so a new run keeps the old deadline
+    started: str | None = None  # ISO workflow time the run began, for its wall time
     children: list[ChildRecord] = Field(default_factory=list)  # for chain admissions
     steering: SteeringState = Field(default_factory=SteeringState)
     activated_plugins: list[str] = Field(default_factory=list)  # in activation order

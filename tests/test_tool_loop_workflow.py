@@ -27,6 +27,7 @@ from steadyloop.testing.chunks import (
     usage_chunk,
 )
 from steadyloop.testing.scripted_server import Pause, ScriptedResponse, error_response, sse_response
+from steadyloop.worker.progress import result_lines
 
 pytestmark = pytest.mark.slow
 
@@ -297,3 +298,18 @@ def test_run_input_refuses_bad_input() -> None:
         RunInput(endpoint="e", model="m", prompt="p", tools=["a", "a"])
     dumped = RunInput(endpoint="e", model="m", prompt="p").model_dump_json()
     assert json.loads(dumped)["tools"] == []
+
+
+async def test_wall_time_is_workflow_time_from_the_start_across_continue_as_new() -> None:
+    """A 503 asking for 30 s (a workflow timer the time-skipping server skips), then a turn
+    in each of two executions: the wall time counts from the first execution's start."""
+    script = [
+        error_response(503, "busy", type="server_error", retry_after=30),
+        calls(ScriptedCall("add", {"a": 1, "b": 2})),
+        answer("3"),
+    ]
+    async with running_loop(script) as loop:
+        result = await loop.run(run_input(continue_as_new_after_turns=1))
+    assert result.stop_reason == "final_answer"
+    assert result.stats.wall_time_s >= 30
+    assert "wall time:" in "\n".join(result_lines(result))

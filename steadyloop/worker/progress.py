@@ -255,6 +255,8 @@ def stats_lines(stats: RunStats) -> list[str]:
             f"cost: {_dollars(stats.cost_usd)} for {_count(stats.priced_calls, 'model call')}"
             f"{cached}{unpriced}"
         )
+    if stats.wall_time_s:
+        lines.append(f"wall time: {stats.wall_time_s:,.1f} s")
     for label, counts in (
         ("retries", stats.retries),
         ("transcript healed", stats.healed),

@@ -149,6 +149,7 @@ class ToolLoopWorkflow:
         self._ambiguous: dict[str, AmbiguousCall] = {}
         self._deadline: datetime | None = None
         self._partial: PartialOutput | None = None
+        self._started = datetime.min  # set by `_restore` when the run begins
         self._pool = asyncio.Semaphore(1)  # replaced per batch with the run's pool size
         self._child_runs: ChildRuns | None = None  # set when the run may delegate
         self._disclosure = PluginDisclosure.none()  # the run's tools, once described
@@ -302,6 +303,7 @@ class ToolLoopWorkflow:
             self._transcript.extend(self._steering.take_messages())
             if run.forwarding.enabled:
                 await _close_output_stream()
+            self._stats.wall_time_s = (workflow.now() - self._started).total_seconds()
             return RunResult(
                 final_answer=final_answer,
                 stop_reason=stop.reason,
@@ -316,6 +318,10 @@ class ToolLoopWorkflow:
     def _restore(self, run: RunInput) -> datetime | None:
         """State from the run this one continues, or a fresh start; returns the deadline."""
         carried = run.carried
+        if carried is None or carried.started is None:
+            self._started = workflow.now()
+        else:
+            self._started = datetime.fromisoformat(carried.started)
         if carried is None:
             self._transcript = _initial_transcript(run)
             if run.limits.deadline_s is None:
@@ -366,6 +372,7 @@ class ToolLoopWorkflow:
             stats=self._stats,
             turn=self._turn,
             deadline=None if self._deadline is None else self._deadline.isoformat(),
+            started=self._started.isoformat(),
             children=[] if self._child_runs is None else self._child_runs.children,
             activated_plugins=self._disclosure.activated,
             steering=self._steering.state,
