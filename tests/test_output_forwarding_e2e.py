@@ -123,7 +123,7 @@ async def test_a_worker_killed_before_any_output_is_retried_and_the_run_complete
         await e2e.start_worker()
         result = await handle.result(rpc_timeout=None)
 
-    assert len(requests) == 2  # retried once, on the second worker
+    assert len(requests) == 2, (result.stop_reason, result.detail)  # retried, on the second worker
     assert result.stop_reason == "final_answer" and result.final_answer == "all done"
     assert result.partial is None
     assert result.stats.retries == {"model_timeout_heartbeat": 1}

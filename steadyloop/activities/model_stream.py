@@ -90,6 +90,7 @@ import orjson
 from pydantic import BaseModel
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError
 
 from steadyloop.activities.output_publisher import OutputPublisher, ensure_host, read_forwarded
 from steadyloop.completion import STREAM_COMPLETION_ACTIVITY, AssembledTurn, CompletionRequest
@@ -133,6 +134,9 @@ __all__ = [
 ]
 
 HEARTBEAT_INTERVAL_S = 1.0
+# How long a new attempt keeps asking the output host what earlier attempts showed.
+HOST_READ_BUDGET_S = 60.0
+OUTPUT_HOST_UNAVAILABLE = "output_host_unavailable"
 logger = logging.getLogger(__name__)
 
 # How much of a non-2xx or non-SSE body is read for the message and the excerpt.
@@ -807,13 +811,7 @@ async def _refuse_if_already_shown(
     last = previous_heartbeat[-1] if previous_heartbeat else None
     flagged = isinstance(last, Mapping) and bool(last.get("produced_output"))
     before = forward.attempt + (1 if temporal_attempt > 1 else 0)
-    shown = await read_forwarded(
-        activity.client(),
-        activity.payload_converter(),
-        forward.stream_id,
-        forward.turn,
-        before_attempt=before,
-    )
+    shown = await _read_host_patiently(forward, before)
     if not flagged and not shown.text and not (forward.reasoning_is_output and shown.reasoning):
         return
     message = (
@@ -827,6 +825,37 @@ async def _refuse_if_already_shown(
         type=OUTPUT_ALREADY_FORWARDED,
         non_retryable=True,
     )
+
+
+async def _read_host_patiently(forward: ForwardTarget, before: int) -> ForwardedOutput:
+    """Read what the host shows of earlier attempts, retrying while it cannot answer.
+
+    A host whose worker died (the very case a new attempt follows) answers queries only
+    once Temporal gives its workflow task to a live worker; meanwhile this attempt
+    heartbeats (so it is not declared lost) and asks again, up to `HOST_READ_BUDGET_S`,
+    then fails retryably: streaming without knowing what was shown could show it twice.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + HOST_READ_BUDGET_S
+    while True:
+        try:
+            return await read_forwarded(
+                activity.client(),
+                activity.payload_converter(),
+                forward.stream_id,
+                forward.turn,
+                before_attempt=before,
+            )
+        except RPCError as error:
+            if loop.time() >= deadline:
+                raise ApplicationError(
+                    f"the run's output host did not answer within {HOST_READ_BUDGET_S:g} s "
+                    f"({error}); not streaming without knowing what was already shown",
+                    {"kind": OUTPUT_HOST_UNAVAILABLE, "message": str(error)},
+                    type=OUTPUT_HOST_UNAVAILABLE,
+                ) from None
+            _heartbeat(StreamProgress())
+            await asyncio.sleep(0.5)
 
 
 def _heartbeat(progress: StreamProgress) -> None:

@@ -43,6 +43,9 @@ from steadyloop.workflows.output_stream import OutputStreamInput
 logger = logging.getLogger(__name__)
 
 _POLL_QUERY = "__temporal_workflow_stream_poll"
+# One query of the host; a host whose worker died answers once Temporal moves its
+# workflow task to a live worker (seconds), so callers retry within their own bound.
+QUERY_TIMEOUT = timedelta(seconds=5)
 # How long a batch may be retried before the publisher gives up on it.
 PUBLISH_RETRY = timedelta(seconds=30)
 
@@ -153,7 +156,10 @@ async def read_forwarded(
     while True:
         try:
             result = await handle.query(
-                _POLL_QUERY, PollInput(from_offset=offset), result_type=PollResult
+                _POLL_QUERY,
+                PollInput(from_offset=offset),
+                result_type=PollResult,
+                rpc_timeout=QUERY_TIMEOUT,
             )
         except RPCError as error:
             if error.status == RPCStatusCode.NOT_FOUND:
