@@ -61,13 +61,11 @@ from temporalio.worker import Worker
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_loop import start_dev_server, versions
+from bench_loop import bench_services, versions
 
 from steadyloop import output_follow
 from steadyloop.activities.endpoint_health import EndpointHealthActivities
-from steadyloop.activities.model_stream import ModelActivities
 from steadyloop.activities.output_publisher import read_forwarded
-from steadyloop.endpoints import EndpointRegistry
 from steadyloop.output_follow import DEFAULT_POLL_S, follow_output
 from steadyloop.output_forwarding import (
     ForwardedOutput,
@@ -375,23 +373,19 @@ class ForwardingBench:
     @staticmethod
     @asynccontextmanager
     async def start(*, quiet: bool = True) -> AsyncIterator[ForwardingBench]:
-        async with ScriptedServer() as server:
-            endpoints = EndpointRegistry([server.endpoint(ENDPOINT)])
-            async with ModelActivities(endpoints, environ={}) as model:
-                env = await start_dev_server(quiet=quiet)
-                async with env:
-                    queue = f"bench-forwarding-{uuid.uuid4()}"
-                    async with Worker(
-                        env.client,
-                        task_queue=queue,
-                        workflows=RUN_WORKFLOWS,
-                        activities=[
-                            *model.activities(),
-                            *EndpointHealthActivities(env.client, task_queue=queue).activities(),
-                        ],
-                        max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
-                    ):
-                        yield ForwardingBench(env, server, queue)
+        async with bench_services(None, quiet=quiet) as (env, server, model):
+            queue = f"bench-forwarding-{uuid.uuid4()}"
+            async with Worker(
+                env.client,
+                task_queue=queue,
+                workflows=RUN_WORKFLOWS,
+                activities=[
+                    *model.activities(),
+                    *EndpointHealthActivities(env.client, task_queue=queue).activities(),
+                ],
+                max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
+            ):
+                yield ForwardingBench(env, server, queue)
 
     async def run(self, stream: Stream) -> Measured:
         script = TokenScript.build(stream)

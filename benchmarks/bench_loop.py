@@ -516,26 +516,15 @@ def check_steadyloop(result: RunResult, turns: int, call_chars: int) -> str | No
 
 @asynccontextmanager
 async def bench_services(
-    provider: Provider, *, quiet: bool
+    provider: Provider | None, *, quiet: bool
 ) -> AsyncIterator[tuple[WorkflowEnvironment, ScriptedServer, ModelActivities]]:
-    """The dev server (in memory, pydantic converter), `provider` on loopback HTTP, and the
-    model activities pointed at it; `quiet` keeps server and SDK warnings off the output."""
-    runtime = None
-    if quiet:
-        runtime = Runtime(
-            telemetry=TelemetryConfig(
-                logging=LoggingConfig(filter=TelemetryFilter("ERROR", "ERROR"))
-            )
-        )
+    """The dev server (in memory, pydantic converter), `provider` on loopback HTTP (None: a
+    server scripted by `enqueue`), and the model activities pointed at it; `quiet` keeps
+    server and SDK warnings off the output."""
     async with ScriptedServer(provider) as server:
         endpoints = EndpointRegistry([server.endpoint(ENDPOINT)])
         async with ModelActivities(endpoints, environ={}) as model:
-            env = await WorkflowEnvironment.start_local(
-                dev_server_existing_path=dev_server_path(),
-                data_converter=pydantic_data_converter,
-                dev_server_log_level="error" if quiet else "warn",
-                runtime=runtime,
-            )
+            env = await start_dev_server(quiet=quiet)
             async with env:
                 yield env, server, model
 
