@@ -20,7 +20,8 @@ SSE byte streams are built in memory, in the shapes real servers send:
 
 Each stream is fed in network-sized reads (4-16 KB, seeded) and timed with
 `time.perf_counter`, best of N rounds, every round running each candidate once in a
-rotating order:
+rotating order (the summary also gives the median over rounds of the ratio within a
+round, which load from elsewhere moves less than a best time):
 
 - `steadyloop`: `SSEDecoder.feed_data` per read, `TurnAssembler.feed_events`,
   `finish()`, the model activity's loop. Context rows repeat it with `SSEDecoder.feed`
@@ -64,6 +65,7 @@ import os
 import random
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -379,13 +381,13 @@ def openai_assemble(reads: list[bytes]) -> Any:
     return state.get_final_completion()
 
 
-def best_of(runs: dict[str, Callable[[], object]], rounds: int) -> dict[str, float]:
-    """Best wall time of each run over `rounds` rounds, interleaved.
+def timed_rounds(runs: dict[str, Callable[[], object]], rounds: int) -> dict[str, list[float]]:
+    """Wall time of each run in each of `rounds` rounds, interleaved.
 
     Every round runs each candidate once, in a rotating order, so a burst of load from
     elsewhere on the machine hits all of them alike instead of one whole series.
     """
-    best = {label: float("inf") for label in runs}
+    times: dict[str, list[float]] = {label: [] for label in runs}
     labels = list(runs)
     for round_number in range(rounds):
         shift = round_number % len(labels)
@@ -393,8 +395,19 @@ def best_of(runs: dict[str, Callable[[], object]], rounds: int) -> dict[str, flo
             gc.collect()
             start = time.perf_counter()
             runs[label]()
-            best[label] = min(best[label], time.perf_counter() - start)
-    return best
+            times[label].append(time.perf_counter() - start)
+    return times
+
+
+def best_of(runs: dict[str, Callable[[], object]], rounds: int) -> dict[str, float]:
+    """Best wall time of each run over `rounds` interleaved rounds (`timed_rounds`)."""
+    return {label: min(times) for label, times in timed_rounds(runs, rounds).items()}
+
+
+def median_ratio(times: dict[str, list[float]], label: str, base: str) -> float:
+    """The median over rounds of `label`'s time / `base`'s time in the same round: the
+    two ran back to back, so load from elsewhere mostly hits both or neither."""
+    return statistics.median(t / b for t, b in zip(times[label], times[base], strict=True))
 
 
 # -- loopback HTTP ----------------------------------------------------------------------------
@@ -674,7 +687,7 @@ def main(argv: list[str] | None = None) -> int:
     floor_json = floor(json.loads)
     floor_orjson = floor(orjson.loads)
     print(f"Python {sys.version.split()[0]}, best of {repeat}; ratios are time / baseline time\n")
-    summary: list[tuple[str, float, float, float]] = []
+    summary: list[tuple[str, float, float, float, float, float]] = []
     for stream in streams:
         reads = network_reads(stream.body)
         turn = steadyloop_assemble(reads)
@@ -701,7 +714,8 @@ def main(argv: list[str] | None = None) -> int:
             runs["guarded"] = lambda reads=reads: steadyloop_assemble(  # type: ignore[misc]
                 reads, guard=True
             )
-        times = best_of(runs, repeat)
+        samples = timed_rounds(runs, repeat)
+        times = {label: min(seconds) for label, seconds in samples.items()}
         t_orjson, t_json, t_ours = times["orjson"], times["json"], times["ours"]
         t_openai = best_of(
             {"openai": lambda reads=reads: openai_assemble(reads)},  # type: ignore[misc]
@@ -728,15 +742,29 @@ def main(argv: list[str] | None = None) -> int:
             print(_row(label, seconds, t_orjson, size))
         print()
         summary.append(
-            (stream.name, t_ours / t_orjson, times["stdlib"] / t_json, t_openai / t_ours)
+            (
+                stream.name,
+                t_ours / t_orjson,
+                median_ratio(samples, "ours", "orjson"),
+                times["stdlib"] / t_json,
+                median_ratio(samples, "stdlib", "json"),
+                t_openai / t_ours,
+            )
         )
 
     print("Summary (targets: <= 1.3x the floor with the same parser; >= 20x faster than openai)")
     print("  orjson/orjson: steadyloop (orjson) / floor (orjson); json/json: both with stdlib json")
-    columns = ("orjson/orjson", "json/json", "openai / steadyloop")
-    print(f"  {'stream':<10} {columns[0]:>16} {columns[1]:>14} {columns[2]:>20}")
-    for name, vs_orjson, vs_json, openai_ratio in summary:
-        print(f"  {name:<10} {vs_orjson:15.2f}x {vs_json:13.2f}x {openai_ratio:19.1f}x")
+    print("  best: best time / best time; median: median over rounds of the same-round ratio")
+    columns = ("orjson/orjson", "median", "json/json", "median", "openai / steadyloop")
+    print(
+        f"  {'stream':<10} {columns[0]:>14} {columns[1]:>8} {columns[2]:>10} {columns[3]:>8}"
+        f" {columns[4]:>20}"
+    )
+    for name, vs_orjson, med_orjson, vs_json, med_json, openai_ratio in summary:
+        print(
+            f"  {name:<10} {vs_orjson:13.2f}x {med_orjson:7.2f}x {vs_json:9.2f}x {med_json:7.2f}x"
+            f" {openai_ratio:19.1f}x"
+        )
 
     if not args.no_http:
         text = streams[0]
