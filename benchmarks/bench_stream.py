@@ -1,7 +1,8 @@
 """How fast steadyloop turns a streamed chat completion into a turn, against baselines.
 
 Run: `.venv/bin/python benchmarks/bench_stream.py` (`--quick` for 3 rounds, `--no-http`
-to skip the loopback part, `--repeat N` for N rounds).
+to skip the loopback part, `--repeat N` for N rounds, `--instructions` to count
+instructions under callgrind instead of timing).
 
 SSE byte streams are built in memory, in the shapes real servers send:
 
@@ -19,12 +20,14 @@ SSE byte streams are built in memory, in the shapes real servers send:
 
 Each stream is fed in network-sized reads (4-16 KB, seeded) and timed with
 `time.perf_counter`, best of N rounds, every round running each candidate once in a
-rotating order:
+rotating order (the summary also gives the median over rounds of the ratio within a
+round, which load from elsewhere moves less than a best time):
 
 - `steadyloop`: `SSEDecoder.feed_data` per read, `TurnAssembler.feed_events`,
   `finish()`, the model activity's loop. Context rows repeat it with `SSEDecoder.feed`
   (a `ServerSentEvent` object per event) and, for the tool streams, with the
-  accumulator stubbed out, to show its share.
+  accumulator stubbed out, to show its share, and with the runaway guard's check after
+  every read (default limits), as the model activity runs it.
 - `floor/json`, `floor/orjson`: the least any reader can do: split each read into
   lines (carrying the partial line), and parse every `data: ` payload with `json.loads`
   or `orjson.loads`. No spec handling, no assembly.
@@ -42,6 +45,14 @@ alone, httpx + `SSEDecoder` + `TurnAssembler` (the whole steadyloop path), and
 `AsyncOpenAI`'s `chat.completions.stream()` against the same server.
 
 The printed tables are times and ratios; nothing here asserts a time.
+
+Times on a shared machine move by several percent from run to run. `--instructions`
+gives a repeatable second measure: each path runs under `valgrind --tool=callgrind`
+(hash seed fixed), once for 1 and once for 1 + N passes over a stream, and the
+difference divided by N is its instruction count per pass, startup and imports
+cancelled out. Instructions are not time (a Python bytecode costs more time per
+instruction than the JSON parser's tight loops), so the two ratios differ; both are
+printed against the same floors.
 """
 
 from __future__ import annotations
@@ -50,10 +61,17 @@ import argparse
 import asyncio
 import gc
 import json
+import os
 import random
+import re
+import shutil
+import statistics
+import subprocess
 import sys
 import time
+from collections import defaultdict, deque
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,6 +79,7 @@ import orjson
 
 from steadyloop import turn_assembly
 from steadyloop.completion import AssembledTurn
+from steadyloop.runaway_guard import ArgumentLimits, RunawayGuard
 from steadyloop.sse import ServerSentEvent, SSEDecoder
 from steadyloop.turn_assembly import TurnAssembler
 
@@ -255,13 +274,18 @@ def network_reads(body: bytes, seed: int = 3, low: int = 4_096, high: int = 16_3
 
 
 def steadyloop_assemble(
-    reads: list[bytes], *, stub_accumulator: bool = False, event_objects: bool = False
+    reads: list[bytes],
+    *,
+    stub_accumulator: bool = False,
+    event_objects: bool = False,
+    guard: bool = False,
 ) -> AssembledTurn:
     """SSE decoding plus assembly, as the model activity runs it.
 
     The activity's loop is `assembler.feed_events(decoder.feed_data(read))`.
-    `event_objects=True` uses `decoder.feed` instead (a `ServerSentEvent` per event), and
-    `stub_accumulator=True` swaps `ToolCallAccumulator` for a no-op: context rows only.
+    `event_objects=True` uses `decoder.feed` instead (a `ServerSentEvent` per event),
+    `stub_accumulator=True` swaps `ToolCallAccumulator` for a no-op, and `guard=True`
+    adds the runaway guard's check after each read: context rows only.
     """
     decoder = SSEDecoder()
     assembler = TurnAssembler()
@@ -271,6 +295,18 @@ def steadyloop_assemble(
     decode: Callable[[bytes], Sequence[ServerSentEvent | str]] = (
         decoder.feed if event_objects else decoder.feed_data
     )
+    if guard:
+        runaway = RunawayGuard(ArgumentLimits())
+        calls = assembler.calls
+        for read in reads:
+            done = feed_events(decode(read))
+            if not calls.is_empty and runaway.check(calls.records):
+                raise AssertionError("the runaway guard cut a benchmark stream")
+            if done:
+                break
+        else:
+            feed_events(decoder.flush())
+        return assembler.finish()
     for read in reads:
         if feed_events(decode(read)):
             break
@@ -298,6 +334,10 @@ class _AccumulatorStub:
     dropped_deltas = 0
     malformed_aliases = 0
     call_count = 0
+
+    def __init__(self) -> None:
+        # Where the assembler appends bare fragments: a list per index that keeps nothing.
+        self.parts_by_index: defaultdict[int, deque[str]] = defaultdict(lambda: deque(maxlen=0))
 
     def observe(self, deltas: object) -> None:
         pass
@@ -341,13 +381,13 @@ def openai_assemble(reads: list[bytes]) -> Any:
     return state.get_final_completion()
 
 
-def best_of(runs: dict[str, Callable[[], object]], rounds: int) -> dict[str, float]:
-    """Best wall time of each run over `rounds` rounds, interleaved.
+def timed_rounds(runs: dict[str, Callable[[], object]], rounds: int) -> dict[str, list[float]]:
+    """Wall time of each run in each of `rounds` rounds, interleaved.
 
     Every round runs each candidate once, in a rotating order, so a burst of load from
     elsewhere on the machine hits all of them alike instead of one whole series.
     """
-    best = {label: float("inf") for label in runs}
+    times: dict[str, list[float]] = {label: [] for label in runs}
     labels = list(runs)
     for round_number in range(rounds):
         shift = round_number % len(labels)
@@ -355,8 +395,19 @@ def best_of(runs: dict[str, Callable[[], object]], rounds: int) -> dict[str, flo
             gc.collect()
             start = time.perf_counter()
             runs[label]()
-            best[label] = min(best[label], time.perf_counter() - start)
-    return best
+            times[label].append(time.perf_counter() - start)
+    return times
+
+
+def best_of(runs: dict[str, Callable[[], object]], rounds: int) -> dict[str, float]:
+    """Best wall time of each run over `rounds` interleaved rounds (`timed_rounds`)."""
+    return {label: min(times) for label, times in timed_rounds(runs, rounds).items()}
+
+
+def median_ratio(times: dict[str, list[float]], label: str, base: str) -> float:
+    """The median over rounds of `label`'s time / `base`'s time in the same round: the
+    two ran back to back, so load from elsewhere mostly hits both or neither."""
+    return statistics.median(t / b for t, b in zip(times[label], times[base], strict=True))
 
 
 # -- loopback HTTP ----------------------------------------------------------------------------
@@ -515,6 +566,87 @@ async def loopback(
     return results
 
 
+# -- instruction counts (callgrind) -------------------------------------------------------------
+
+STREAMS: dict[str, Callable[[], BuiltStream]] = {
+    "text": build_text_stream,
+    "tools4": build_tool_stream,
+    "ollama": lambda: build_tool_stream(ollama=True),
+    "text-intl": lambda: build_text_stream(international=True),
+}
+
+COUNTED_PATHS: dict[str, Callable[[list[bytes]], object]] = {
+    "floor/orjson": floor(orjson.loads),
+    "floor/json": floor(json.loads),
+    "steadyloop": steadyloop_assemble,
+    "steadyloop/stdlib": steadyloop_assemble_stdlib_json,
+}
+
+
+def run_passes(stream_name: str, path: str, passes: int) -> None:
+    """What one callgrind run executes: build one stream, run one path over it."""
+    reads = network_reads(STREAMS[stream_name]().body)
+    run = COUNTED_PATHS[path]
+    for _ in range(passes):
+        run(reads)
+
+
+def _instructions(valgrind: str, stream_name: str, path: str, passes: int) -> int:
+    result = subprocess.run(
+        [
+            valgrind,
+            "--tool=callgrind",
+            "--callgrind-out-file=/dev/null",
+            sys.executable,
+            os.path.abspath(__file__),
+            "--passes",
+            stream_name,
+            path,
+            str(passes),
+        ],
+        env={**os.environ, "PYTHONHASHSEED": "0"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    match = re.search(r"Collected : (\d+)", result.stderr)
+    if match is None:
+        raise RuntimeError(f"no instruction count in callgrind's output:\n{result.stderr}")
+    return int(match.group(1))
+
+
+def instruction_counts(extra_passes: int, jobs: int) -> int:
+    """Instructions per pass of each path over each stream, and their ratios."""
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        print("--instructions needs valgrind on PATH")
+        return 1
+    cases = [(stream, path) for stream in STREAMS for path in COUNTED_PATHS]
+
+    def per_pass(case: tuple[str, str]) -> float:
+        stream, path = case
+        once = _instructions(valgrind, stream, path, 1)
+        more = _instructions(valgrind, stream, path, 1 + extra_passes)
+        return (more - once) / extra_passes
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        counts = dict(zip(cases, pool.map(per_pass, cases), strict=True))
+    print(
+        f"Instructions per pass (callgrind, Python {sys.version.split()[0]}, "
+        f"difference of 1 and {1 + extra_passes} passes)\n"
+    )
+    print(f"  {'stream':<10} " + " ".join(f"{path:>18}" for path in COUNTED_PATHS))
+    for stream in STREAMS:
+        row = " ".join(f"{counts[stream, path] / 1e6:17.2f}M" for path in COUNTED_PATHS)
+        print(f"  {stream:<10} {row}")
+    print("\n  ratios: steadyloop / floor (orjson), steadyloop with stdlib json / floor (json)")
+    for stream in STREAMS:
+        ours = counts[stream, "steadyloop"] / counts[stream, "floor/orjson"]
+        stdlib = counts[stream, "steadyloop/stdlib"] / counts[stream, "floor/json"]
+        print(f"  {stream:<10} {ours:15.3f}x {stdlib:13.3f}x")
+    return 0
+
+
 # -- report -----------------------------------------------------------------------------------
 
 
@@ -534,20 +666,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=25, help="rounds (best is kept)")
     parser.add_argument("--quick", action="store_true", help="3 repetitions")
     parser.add_argument("--no-http", action="store_true", help="skip the loopback HTTP part")
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="count instructions per pass under callgrind instead of timing (slow)",
+    )
+    parser.add_argument("--jobs", type=int, default=2, help="callgrind runs at once")
+    parser.add_argument("--passes", nargs=3, help=argparse.SUPPRESS)  # one callgrind run
     args = parser.parse_args(argv)
+    if args.passes:
+        stream_name, path, passes = args.passes
+        run_passes(stream_name, path, int(passes))
+        return 0
+    if args.instructions:
+        return instruction_counts(extra_passes=2, jobs=args.jobs)
     repeat = 3 if args.quick else args.repeat
     openai_repeat = 1 if args.quick else 3
 
-    streams = [
-        build_text_stream(),
-        build_tool_stream(),
-        build_tool_stream(ollama=True),
-        build_text_stream(international=True),
-    ]
+    streams = [build() for build in STREAMS.values()]
     floor_json = floor(json.loads)
     floor_orjson = floor(orjson.loads)
     print(f"Python {sys.version.split()[0]}, best of {repeat}; ratios are time / baseline time\n")
-    summary: list[tuple[str, float, float, float]] = []
+    summary: list[tuple[str, float, float, float, float, float]] = []
     for stream in streams:
         reads = network_reads(stream.body)
         turn = steadyloop_assemble(reads)
@@ -571,7 +711,11 @@ def main(argv: list[str] | None = None) -> int:
             runs["stubbed"] = lambda reads=reads: steadyloop_assemble(  # type: ignore[misc]
                 reads, stub_accumulator=True
             )
-        times = best_of(runs, repeat)
+            runs["guarded"] = lambda reads=reads: steadyloop_assemble(  # type: ignore[misc]
+                reads, guard=True
+            )
+        samples = timed_rounds(runs, repeat)
+        times = {label: min(seconds) for label, seconds in samples.items()}
         t_orjson, t_json, t_ours = times["orjson"], times["json"], times["ours"]
         t_openai = best_of(
             {"openai": lambda reads=reads: openai_assemble(reads)},  # type: ignore[misc]
@@ -592,20 +736,35 @@ def main(argv: list[str] | None = None) -> int:
         ]
         if "stubbed" in times:
             rows.append(("  (context: same, accumulator stubbed out)", times["stubbed"]))
+            rows.append(("  (context: same, + runaway guard check per read)", times["guarded"]))
         rows.append(("openai SSEDecoder + ChatCompletionStreamState", t_openai))
         for label, seconds in rows:
             print(_row(label, seconds, t_orjson, size))
         print()
         summary.append(
-            (stream.name, t_ours / t_orjson, times["stdlib"] / t_json, t_openai / t_ours)
+            (
+                stream.name,
+                t_ours / t_orjson,
+                median_ratio(samples, "ours", "orjson"),
+                times["stdlib"] / t_json,
+                median_ratio(samples, "stdlib", "json"),
+                t_openai / t_ours,
+            )
         )
 
     print("Summary (targets: <= 1.3x the floor with the same parser; >= 20x faster than openai)")
     print("  orjson/orjson: steadyloop (orjson) / floor (orjson); json/json: both with stdlib json")
-    columns = ("orjson/orjson", "json/json", "openai / steadyloop")
-    print(f"  {'stream':<10} {columns[0]:>16} {columns[1]:>14} {columns[2]:>20}")
-    for name, vs_orjson, vs_json, openai_ratio in summary:
-        print(f"  {name:<10} {vs_orjson:15.2f}x {vs_json:13.2f}x {openai_ratio:19.1f}x")
+    print("  best: best time / best time; median: median over rounds of the same-round ratio")
+    columns = ("orjson/orjson", "median", "json/json", "median", "openai / steadyloop")
+    print(
+        f"  {'stream':<10} {columns[0]:>14} {columns[1]:>8} {columns[2]:>10} {columns[3]:>8}"
+        f" {columns[4]:>20}"
+    )
+    for name, vs_orjson, med_orjson, vs_json, med_json, openai_ratio in summary:
+        print(
+            f"  {name:<10} {vs_orjson:13.2f}x {med_orjson:7.2f}x {vs_json:9.2f}x {med_json:7.2f}x"
+            f" {openai_ratio:19.1f}x"
+        )
 
     if not args.no_http:
         text = streams[0]

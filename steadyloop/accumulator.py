@@ -154,10 +154,16 @@ class ToolCallAccumulator:
             raise ValueError("mint_prefix must be a non-blank string")
         self._mint_prefix = mint_prefix
         self._records: list[_Record] = []
-        # The newest record claiming each index: what the scan finds for an index-only delta.
+        # The newest record claiming each index: what the scan finds for an index-only
+        # delta; and that record's fragment list, where a bare fragment for it goes.
         self._by_index: dict[int, _Record] = {}
+        self._parts_by_index: dict[int, list[str]] = {}
         self._wire_ids: set[str] = set()
+        # Deltas that took the full path, and the fragments they appended. Every other
+        # delta was a bare fragment that appended exactly one (see `parts_by_index`),
+        # so the count of all deltas is derived, never kept per token.
         self._deltas = 0
+        self._parts_appended = 0
         self.dropped_deltas = 0
         self.malformed_aliases = 0
         self.defects: list[AssemblyDefect] = []
@@ -185,29 +191,43 @@ class ToolCallAccumulator:
                 self._defect("dropped_delta", f"tool_calls is not a list: {deltas!r:.80}")
                 self.dropped_deltas += 1
                 return
-        by_index = self._by_index
+        parts_by_index = self._parts_by_index
         for delta in deltas:
             # Fast path for the commonest delta of all, a bare argument fragment
-            # `{"index": i, "function": {"arguments": "..."}}`: the scan of rule 1 would
-            # resolve it to the newest record claiming index i, which `_by_index` holds.
+            # `{"index": i, "function": {"arguments": "..."}}` (see `parts_by_index`).
             if delta.__class__ is dict and len(delta) == 2:
                 function = delta.get("function")
                 index = delta.get("index")
                 # `is int`: True and 1.0 hash like 1 but are malformed aliases (rule 9).
                 if index.__class__ is int and function.__class__ is dict and len(function) == 1:
                     arguments = function.get("arguments")
-                    record = by_index.get(index)
-                    if record is not None and arguments.__class__ is str:
-                        self._deltas += 1
-                        if arguments:
-                            record.parts.append(arguments)
+                    parts = parts_by_index.get(index)
+                    if parts is not None and arguments and arguments.__class__ is str:
+                        parts.append(arguments)
                         continue
             self._observe_one(delta)
+
+    @property
+    def parts_by_index(self) -> Mapping[int, list[str]]:
+        """Index -> the argument fragments of the newest call claiming that index.
+
+        The commonest delta of all is a bare fragment `{"index": i, "function":
+        {"arguments": a}}`, nothing else in either object. With `i` an `int` found here,
+        rules 1 and 2 resolve it to exactly that call, so when `a` is a non-empty string
+        the whole of folding it is appending `a` to this list. `observe` does just that,
+        and so may a caller that inlines it (`TurnAssembler`, once per token); the
+        accumulator counts such deltas from the lists themselves. Anything else,
+        an empty `a` included, goes to `observe`.
+        """
+        return self._parts_by_index
 
     # -- one delta -----------------------------------------------------------------
 
     def _defect(self, kind: DefectKind, detail: str) -> None:
-        self.defects.append(AssemblyDefect(kind=kind, detail=detail, delta_number=self._deltas))
+        # The bare fragments appended through `parts_by_index` are deltas too.
+        appended = sum(len(record.parts) for record in self._records)
+        number = self._deltas + appended - self._parts_appended
+        self.defects.append(AssemblyDefect(kind=kind, detail=detail, delta_number=number))
 
     def _observe_one(self, delta: Any) -> None:
         self._deltas += 1
@@ -263,6 +283,7 @@ class ToolCallAccumulator:
             claimant = self._by_index.get(index)
             if claimant is None or claimant.ordinal < record.ordinal:
                 self._by_index[index] = record
+                self._parts_by_index[index] = record.parts
         if wire_id is not None and record.wire_id is None:
             record.wire_id = wire_id
         if call_type is not None and record.type is None:
@@ -274,6 +295,7 @@ class ToolCallAccumulator:
                 record.name += name
         if arguments:
             record.parts.append(arguments)
+            self._parts_appended += 1
 
     def _resolve(
         self, index: int | None, wire_id: str | None, name: str | None, arguments: str | None

@@ -23,6 +23,7 @@ import json
 from collections.abc import Sequence
 from typing import Literal
 
+import orjson
 from pydantic import BaseModel, ConfigDict
 
 from steadyloop.arguments import tool_call_arguments_absent
@@ -78,6 +79,21 @@ def _defect(kind: DefectKind, detail: str, tool_call_id: str | None = None) -> C
 
 
 def _parses(text: str) -> bool:
+    """Whether `text` is JSON, as the stdlib reads it.
+
+    This runs on every call of every turn, so orjson reads it first (about 3x faster
+    on tool-call arguments), and the stdlib only what orjson refuses: NaN and Infinity,
+    escapes of lone surrogates, numbers past a float's range. What orjson reads, the
+    stdlib reads too, but for nesting between the stdlib's recursion limit (about
+    1,000 levels, less the caller's stack) and orjson's 1,024, which parses here; the
+    argument reader still refuses it, with a detail for the model.
+    """
+    try:
+        orjson.loads(text)
+    except orjson.JSONDecodeError:
+        pass
+    else:
+        return True
     try:
         json.loads(text)
     except (ValueError, RecursionError):

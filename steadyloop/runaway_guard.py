@@ -202,11 +202,10 @@ class RunawayGuard:
             count = len(parts)
             if count != seen[position]:
                 grew = position
-                added = 0
-                for i in range(seen[position], count):
-                    added += len(parts[i])
+                # One slice and C-level sums: a Python step per fragment would cost
+                # about as much as assembling the fragment did.
+                chars[position] += sum(map(len, parts[seen[position] : count]))
                 seen[position] = count
-                chars[position] += added
                 if max_fragments is not None and count > max_fragments:
                     return self._breached(
                         TOOL_CALL_ARGUMENTS_TOO_MANY_FRAGMENTS, max_fragments, count, call, position
@@ -231,10 +230,12 @@ class RunawayGuard:
         return None
 
     def _exact_bytes(self, position: int, parts: list[str]) -> int:
-        size = self._bytes[position]
-        for i in range(self._bytes_seen[position], len(parts)):
-            part = parts[i]
-            size += len(part) if part.isascii() else len(part.encode("utf-8", "surrogatepass"))
+        # The new fragments joined and encoded once: the UTF-8 of a concatenation is the
+        # concatenation of the parts' UTF-8 (a lone surrogate is 3 bytes either way).
+        new = "".join(parts[self._bytes_seen[position] :])
+        size = self._bytes[position] + (
+            len(new) if new.isascii() else len(new.encode("utf-8", "surrogatepass"))
+        )
         self._bytes_seen[position] = len(parts)
         self._bytes[position] = size
         return size

@@ -31,29 +31,29 @@ each lose or corrupt a chunk:
 Speed. Each read is searched for its last blank line from the end (`rfind`), and the
 complete region before it is handled at once. When that region is nothing but
 single-line `data: ` events (the shape every chat-completions server sends), one
-`split(b"\\n\\ndata: ")` yields the payloads directly and `map` builds the events, so no
-line is looked at twice in Python. A region that is ASCII, by far the common case, is
-decoded in one call and split as text; otherwise the bytes are split and each payload
-decoded alone, so one emoji does not widen the whole read's text to four bytes per
-character. Anything else goes through the line interpreter, which the fast path must
+`split(b"\\n\\ndata: ")` yields the payloads directly, so no line is looked at twice in
+Python. Anything else goes through the line interpreter, which the fast path must
 agree with (the tests compare both with a reference written from the spec). Bytes
 after the last blank line are kept as a list of pieces until a blank line arrives, so
 an event spread over many reads is joined once, not copied on every read. Building a
-`ServerSentEvent` per token costs about as much as all of that; `feed_data` returns
-the data strings alone when every event of the read is a plain message, and
-`TurnAssembler.feed_events` takes either form.
+`ServerSentEvent` per token costs about as much as all of that, and so does decoding
+the payloads only for the JSON parser to encode them back to UTF-8: `feed_data`
+returns the payloads as `MessageData`, their raw bytes behind a sequence of strings,
+when every event of the read is a plain message, and `TurnAssembler.feed_events`
+parses the bytes.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import overload
 
-__all__ = ["SSEDecoder", "ServerSentEvent"]
+__all__ = ["MessageData", "SSEDecoder", "ServerSentEvent"]
 
 _BOM = b"\xef\xbb\xbf"
 _DATA_PREFIX = b"data: "
 _FAST_SEPARATOR = b"\n\ndata: "
-_FAST_SEPARATOR_TEXT = "\n\ndata: "
 
 
 @dataclass(slots=True)
@@ -70,6 +70,53 @@ class ServerSentEvent:
     event: str = "message"
     id: str | None = None
     retry: int | None = None
+
+
+class MessageData(Sequence[str]):
+    """The data of one read's plain message events, kept as the UTF-8 bytes that arrived.
+
+    Read as a sequence it is the events' data strings (invalid UTF-8 becomes U+FFFD, as
+    the spec says), decoded on access. `TurnAssembler.feed_events` reads `raw` instead
+    and hands the bytes to the JSON parser, which reads UTF-8 itself. Decoding first
+    costs twice for text outside ASCII, once to decode and once more when the parser
+    encodes the string back to UTF-8: on a stream whose every token is outside ASCII
+    that was 40% on top of split-and-parse.
+    """
+
+    __slots__ = ("raw",)
+
+    def __init__(self, raw: list[bytes]) -> None:
+        self.raw = raw
+
+    def __len__(self) -> int:
+        return len(self.raw)
+
+    @overload
+    def __getitem__(self, position: int) -> str: ...
+
+    @overload
+    def __getitem__(self, position: slice) -> list[str]: ...
+
+    def __getitem__(self, position: int | slice) -> str | list[str]:
+        if isinstance(position, slice):
+            return [data.decode("utf-8", "replace") for data in self.raw[position]]
+        return self.raw[position].decode("utf-8", "replace")
+
+    def __iter__(self) -> Iterator[str]:
+        for data in self.raw:
+            yield data.decode("utf-8", "replace")
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, MessageData):
+            return self.raw == other.raw
+        if isinstance(other, Sequence) and not isinstance(other, str | bytes):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"MessageData({self.raw!r})"
 
 
 class SSEDecoder:
@@ -89,7 +136,6 @@ class SSEDecoder:
         "_at_start",
         "_closed",
         "_parts",
-        "_plain",
         "_tail",
         "bytes_fed",
         "comments",
@@ -109,7 +155,6 @@ class SSEDecoder:
         self._after_cr = False
         self._at_start = True
         self._closed = False
-        self._plain = False  # the last `feed_data` returned data strings
         self.bytes_fed = 0
         self.events = 0
         self.comments = 0
@@ -123,21 +168,21 @@ class SSEDecoder:
     def feed(self, chunk: bytes) -> list[ServerSentEvent]:
         """Take one network read; return the events it completed, in order."""
         items = self.feed_data(chunk)
-        if self._plain:
-            return list(map(ServerSentEvent, items))  # type: ignore[arg-type]
+        if items.__class__ is MessageData:
+            return list(map(ServerSentEvent, items))
         return items  # type: ignore[return-value]
 
-    def feed_data(self, chunk: bytes) -> list[str] | list[ServerSentEvent]:
+    def feed_data(self, chunk: bytes) -> MessageData | list[ServerSentEvent]:
         """`feed`, sparing an object per token where it can.
 
         When every event this read completes is a plain message (type `message`, no
         event id ever set, no `retry`), which is what chat-completion servers send, the
-        result is the list of their data strings; otherwise it is the list of
-        `ServerSentEvent`s, exactly as `feed` returns them. `TurnAssembler.feed_events`
-        takes either. Building an event object costs about as much as everything else
-        the decoder does per token, so the model activity's loop uses this.
+        result is their data as a `MessageData` (a sequence of the data strings, kept
+        as bytes); otherwise it is the list of `ServerSentEvent`s, exactly as `feed`
+        returns them. `TurnAssembler.feed_events` takes either. Building an event object
+        or a string per token costs about as much as everything else the decoder does,
+        so the model activity's loop uses this.
         """
-        self._plain = False
         if self._closed:
             raise ValueError("SSEDecoder.feed called after flush")
         if not chunk:
@@ -170,7 +215,7 @@ class SSEDecoder:
         self._at_start = False
         return head[3:] if head.startswith(_BOM) else head
 
-    def _take(self, chunk: bytes) -> list[str] | list[ServerSentEvent]:
+    def _take(self, chunk: bytes) -> MessageData | list[ServerSentEvent]:
         parts = self._parts
         # rfind: the last blank line of a read is near its end, so this is cheap.
         pos = chunk.rfind(b"\n\n")
@@ -204,25 +249,11 @@ class SSEDecoder:
             # Fast path: b"data: P1\n\ndata: P2 ... Pn" holding no other line end is n
             # single-line data events, and one split yields their payloads directly.
             region = buffer[6:end]
-            if region.isascii():
-                # ASCII decodes to the same bytes: split the text once.
-                texts = region.decode("ascii").split(_FAST_SEPARATOR_TEXT)
-                if "\n" not in "".join(texts):
-                    self.events += len(texts)
-                    self._plain = True
-                    return texts
-            else:
-                # Not ASCII: split the bytes and decode each payload, so one wide
-                # character does not widen the whole read's text (UCS-4 is 4x the work).
-                payloads = region.split(_FAST_SEPARATOR)
-                if b"\n" not in b"".join(payloads):
-                    try:
-                        texts = list(map(bytes.decode, payloads))
-                    except UnicodeDecodeError:
-                        texts = [payload.decode("utf-8", "replace") for payload in payloads]
-                    self.events += len(texts)
-                    self._plain = True
-                    return texts
+            payloads = region.split(_FAST_SEPARATOR)
+            # Each separator holds the only two LFs it may; any other LF is another shape.
+            if b"\n" not in b"".join(payloads):
+                self.events += len(payloads)
+                return MessageData(payloads)
         out: list[ServerSentEvent] = []
         for block in buffer[:end].decode("utf-8", "replace").split("\n\n"):
             event = self._interpret(block)

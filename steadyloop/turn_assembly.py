@@ -41,9 +41,11 @@ and what prevents each here:
 - A fast path that reads fewer members than the full check must not change the
   result: it takes only a chunk whose single choice 0 has a null finish reason and a
   delta that is a non-empty string `content` (and at most `role`) or a lone
-  `tool_calls` list.
-  Everything else, including any chunk that would raise, goes through `_fold`. Both
-  entry points carry the same test, and the tests run every case through both.
+  `tool_calls` list, and appends a bare argument fragment itself only in the one shape
+  where the accumulator's rules leave nothing to decide. Everything else, including
+  any chunk that would raise, goes through `_fold`. The tests run every case through
+  both entry points, and every wire shape of the accumulator's suite through both the
+  accumulator alone and this path.
 
 `[DONE]` is an SSE convention, not JSON: `feed_events` stops at it and returns True;
 `feed` also takes a payload that starts with `[DONE]` as the end marker rather than as
@@ -61,7 +63,7 @@ import orjson
 from steadyloop.accumulator import ToolCallAccumulator, rejoin_surrogates
 from steadyloop.completion import AssembledTurn, StreamStats, Usage
 from steadyloop.defects import detect_completion_defects
-from steadyloop.sse import ServerSentEvent
+from steadyloop.sse import MessageData, ServerSentEvent
 from steadyloop.stream_failures import StreamFailed, StreamFailure, excerpt
 
 __all__ = ["TurnAssembler"]
@@ -70,7 +72,6 @@ _loads = orjson.loads
 _OrjsonDecodeError = orjson.JSONDecodeError
 _DONE: Any = object()  # `_parse_refused` found the end marker
 _BLANK: Any = object()  # `_parse_refused` found an empty payload (a keep-alive)
-_MESSAGE = "message"  # the same interned object as `ServerSentEvent.event`'s default
 
 
 class TurnAssembler:
@@ -171,45 +172,100 @@ class TurnAssembler:
 
     # -- input -------------------------------------------------------------------------
     #
-    # `feed_events` and `feed` share one shape test, written out in both because a
-    # function call per token costs a fifth of the per-token budget. A chunk whose only
-    # choice is choice 0 (`index == 0`), with a null finish reason and a delta that is
-    # a non-empty string `content` (alone or beside `role`, which Ollama repeats on
-    # every chunk) or a lone `tool_calls` list, appends that text or hands that list to
-    # the accumulator, and nothing else. Every other chunk, and any chunk whose members
-    # have unexpected types, goes to `_fold`, which validates everything. Not read on
-    # the fast path, by design: the `error` and `usage` members. Providers put a stream
-    # error in a chunk with no choices or beside a finish reason (OpenRouter:
-    # `finish_reason: "error"`), and the final usage in a chunk with no choices or
-    # beside the finish reason, all of which `_fold` reads. (vLLM's per-chunk
+    # `_fold_payloads` runs once per token, and every bytecode it executes is a
+    # measurable share of the per-token budget, so its shape test is written out inline
+    # (no call per token) and checks nothing twice. A chunk whose only choice is choice
+    # 0 (`index == 0`) with a null finish reason takes the fast path when its delta is
+    # one of the two shapes nearly every token has:
+    #
+    # - a non-empty string `content`, alone or beside `role` (Ollama repeats the role
+    #   on every chunk): the text is appended;
+    # - a lone `tool_calls` list: handed to the accumulator, except its commonest delta,
+    #   a bare argument fragment `{"index": i, "function": {"arguments": a}}` (nothing
+    #   else in either object, `i` an `int` the accumulator has a call for, `a` a
+    #   non-empty string), which is appended to `calls.parts_by_index[i]`, exactly what
+    #   `observe` would do with it (see `ToolCallAccumulator.parts_by_index`).
+    #
+    # Every other chunk, and any chunk whose members have unexpected types (the
+    # subscripts raise, and nothing has changed yet), goes to `_fold`, which validates
+    # everything. Not read on the fast path, by design: the `error` and `usage` members.
+    # Providers put a stream error in a chunk with no choices or beside a finish reason
+    # (OpenRouter: `finish_reason: "error"`), and the final usage in a chunk with no
+    # choices or beside the finish reason, all of which `_fold` reads. (vLLM's per-chunk
     # `continuous_usage_stats` is running usage; the final figure arrives on those same
     # slow-path chunks.)
 
     def feed_events(self, events: Sequence[ServerSentEvent | str | bytes]) -> bool:
         """Fold the data of decoded SSE events, in order; True once `[DONE]` was seen.
 
-        Takes what `SSEDecoder.feed` or `SSEDecoder.feed_data` returns: a string item is
-        the data of a plain `message` event. Events after `[DONE]` are not read. An
-        event of type `error` is a provider failure whatever its data says
-        (`stream_error`); an empty payload is a keep-alive and is skipped; any other
-        event type is folded like a message.
+        Takes what `SSEDecoder.feed` or `SSEDecoder.feed_data` returns (a `MessageData`
+        is read as its raw bytes); a string or bytes item is the data of a plain
+        `message` event. Events after `[DONE]` are not read. An event of type `error` is
+        a provider failure whatever its data says (`stream_error`); an empty payload is a
+        keep-alive and is skipped; any other event type is folded like a message.
         """
+        if events.__class__ is MessageData:
+            return self._fold_payloads(events.raw)
+        payloads, error_event = _payloads_of(events)
+        if self._fold_payloads(payloads):
+            return True
+        if error_event is not None:
+            self._chunks += 1  # the failing payload counts as received
+            raise _event_error(error_event.data)
+        return False
+
+    def feed(self, data: str | bytes) -> None:
+        """Fold one SSE data payload (one chat-completion chunk, as JSON text)."""
+        self._fold_payloads((data,))
+
+    def _fold_payloads(self, payloads: Sequence[str | bytes]) -> bool:
+        """Fold JSON payloads in order; True once `[DONE]` was seen (see above)."""
         text_append = self._text.append
-        observe = self._calls.observe
+        calls = self._calls
+        parts_by_index = calls.parts_by_index
         fold = self._fold
         meta_pending = self._meta_pending
-        event: ServerSentEvent | str | bytes | None = None
-        data: str | bytes
+        # Locals: a global or builtin lookup per token adds up.
+        loads, len_, int_, str_ = _loads, len, int, str
+        data: str | bytes | None = None
         try:
-            for event in events:
-                if event.__class__ is str or event.__class__ is bytes:
-                    data = event
-                else:
-                    data = event.data  # type: ignore[union-attr]
-                    if event.event is not _MESSAGE:  # type: ignore[union-attr]
-                        self._check_event_type(event)  # type: ignore[arg-type]
+            for data in payloads:
                 try:
-                    chunk = _loads(data)
+                    chunk = loads(data)
+                    (choice,) = chunk["choices"]
+                    if choice["index"] == 0 and choice["finish_reason"] is None:
+                        delta = choice["delta"]
+                        if "tool_calls" in delta:
+                            if len_(delta) == 1:
+                                if meta_pending:
+                                    self._read_meta(chunk)
+                                    meta_pending = self._meta_pending
+                                tool_calls = delta["tool_calls"]
+                                (call,) = tool_calls
+                                if len_(call) == 2:
+                                    function = call["function"]
+                                    index = call["index"]
+                                    # `is int`: True and 1.0 are malformed (rule 9).
+                                    if index.__class__ is int_ and len_(function) == 1:
+                                        arguments = function["arguments"]
+                                        if arguments and arguments.__class__ is str_:
+                                            parts_by_index[index].append(arguments)
+                                            continue
+                                if tool_calls.__class__ is list:
+                                    calls.observe(tool_calls)
+                                    continue
+                        else:
+                            content = delta.get("content")
+                            if (
+                                content
+                                and content.__class__ is str_
+                                and (len_(delta) == 1 or (len_(delta) == 2 and "role" in delta))
+                            ):
+                                if meta_pending:
+                                    self._read_meta(chunk)
+                                    meta_pending = self._meta_pending
+                                text_append(content)
+                                continue
                 except _OrjsonDecodeError:
                     # `[DONE]` and keep-alives are not JSON: they land here, instead of
                     # costing a comparison on every chunk.
@@ -218,62 +274,20 @@ class TurnAssembler:
                         break
                     if chunk is _BLANK:
                         continue
-                try:
-                    (choice,) = chunk["choices"]
-                    if choice["index"] == 0 and choice["finish_reason"] is None:
-                        delta = choice["delta"]
-                        content = delta.get("content")
-                        if content and content.__class__ is str:
-                            if len(delta) == 1 or (len(delta) == 2 and "role" in delta):
-                                if meta_pending:
-                                    self._read_meta(chunk)
-                                    meta_pending = self._meta_pending
-                                text_append(content)
-                                continue
-                        elif len(delta) == 1:
-                            tool_calls = delta.get("tool_calls")
-                            if tool_calls.__class__ is list:
-                                if meta_pending:
-                                    self._read_meta(chunk)
-                                    meta_pending = self._meta_pending
-                                observe(tool_calls)
-                                continue
                 except (KeyError, TypeError, IndexError, ValueError, AttributeError):
                     pass
                 fold(chunk, data)
                 meta_pending = self._meta_pending
             else:
-                self._chunks += len(events)
+                self._chunks += len(payloads)
                 return False
         except BaseException:
             # The failing payload counts as received.
-            self._chunks += _position(events, event) + 1
+            self._chunks += _position(payloads, data) + 1
             raise
         # `[DONE]`: counted like any payload above, and taken back by `_parse_refused`.
-        self._chunks += _position(events, event) + 1
+        self._chunks += _position(payloads, data) + 1
         return True
-
-    def feed(self, data: str | bytes) -> None:
-        """Fold one SSE data payload (one chat-completion chunk, as JSON text)."""
-        self.feed_events((data,))
-
-    def _check_event_type(self, event: ServerSentEvent) -> None:
-        """An `event: error` is a provider failure whatever its data says.
-
-        Any other type is folded like a message, as the openai client does: gateways
-        label chunks freely, and an unknown label is no reason to drop a token.
-        """
-        if event.event != "error":
-            return
-        data = event.data
-        try:
-            body = json.loads(data)
-        except (ValueError, RecursionError):
-            raise _provider_error(data, data.strip() or None) from None
-        if body.__class__ is dict:
-            error = body.get("error")
-            raise _provider_error(data, error if error not in (None, False) else body)
-        raise _provider_error(data, body)
 
     def _fold(self, chunk: Any, data: str | bytes) -> None:
         """Every chunk the fast shape test did not take, validated member by member."""
@@ -417,14 +431,31 @@ class TurnAssembler:
 # -- helpers -------------------------------------------------------------------------------
 
 
-def _position(
-    events: Sequence[ServerSentEvent | str | bytes], event: ServerSentEvent | str | bytes | None
-) -> int:
-    """Where `event` sits in `events` (by identity): the payloads folded before it."""
-    for position, candidate in enumerate(events):
-        if candidate is event:
+def _position(payloads: Sequence[str | bytes], payload: str | bytes | None) -> int:
+    """Where `payload` sits in `payloads` (by identity): the payloads folded before it."""
+    for position, candidate in enumerate(payloads):
+        if candidate is payload:
             return position
     return 0
+
+
+def _payloads_of(
+    events: Sequence[ServerSentEvent | str | bytes],
+) -> tuple[Sequence[str | bytes], ServerSentEvent | None]:
+    """The data of `events` up to the first `event: error`, and that event (or None).
+
+    Any other event type is folded like a message, as the openai client does: gateways
+    label chunks freely, and an unknown label is no reason to drop a token.
+    """
+    payloads: list[str | bytes] = []
+    for event in events:
+        if event.__class__ is str or event.__class__ is bytes:
+            payloads.append(event)
+        elif event.event == "error":  # type: ignore[union-attr]
+            return payloads, event  # type: ignore[return-value]
+        else:
+            payloads.append(event.data)  # type: ignore[union-attr]
+    return payloads, None
 
 
 def _count(value: Any) -> int | None:
@@ -467,6 +498,18 @@ def _text_of(value: Any) -> str | None:
         return None
     text = value if isinstance(value, str) else json.dumps(value, default=str)
     return rejoin_surrogates(text, json_escape=False)
+
+
+def _event_error(data: str) -> StreamFailed:
+    """An `event: error` is a provider failure whatever its data says."""
+    try:
+        body = json.loads(data)
+    except (ValueError, RecursionError):
+        return _provider_error(data, data.strip() or None)
+    if body.__class__ is dict:
+        error = body.get("error")
+        return _provider_error(data, error if error not in (None, False) else body)
+    return _provider_error(data, body)
 
 
 def _invalid(data: str | bytes, message: str) -> StreamFailed:

@@ -421,6 +421,44 @@ def test_defects_are_numbered_by_the_delta_they_describe() -> None:
     assert acc.assembled() == [ToolCall(id="a", name="lookup", arguments='{"q":"v"}')]
 
 
+def test_fragments_appended_through_parts_by_index_are_numbered_deltas() -> None:
+    """A caller that inlines the bare-fragment path (`TurnAssembler`) appends to
+    `parts_by_index` and nothing else; the fragments still count as deltas."""
+    acc = ToolCallAccumulator()
+    acc.observe(one(index=0, id="a", name="lookup", arguments='{"q":'))  # 1
+    acc.parts_by_index[0].append('"v"')  # 2
+    acc.observe(one(index=0, arguments=""))  # 3
+    acc.parts_by_index[0].append("}")  # 4
+    acc.observe(one(index=-1))  # 5: malformed index
+    acc.observe(one(index=1, id="b", name="other", arguments="{}"))  # 6
+    acc.parts_by_index[1].append(" ")  # 7
+    acc.observe(one(index=0, id=99))  # 8: malformed id
+    assert [(d.kind, d.delta_number) for d in acc.defects] == [
+        ("malformed_index", 5),
+        ("malformed_id", 8),
+    ]
+    assert [c.arguments for c in acc.assembled()] == ['{"q":"v"}', "{} "]
+
+
+def test_parts_by_index_holds_the_newest_claimant_of_each_index() -> None:
+    """Ollama labels every call `index: 0`: a bare fragment goes to the latest one."""
+    acc = ToolCallAccumulator()
+    acc.observe(one(index=0, id="c1", name="read", arguments='{"p":"a"}'))
+    acc.observe(one(index=0, id="c2", name="write", arguments='{"p":'))
+    assert set(acc.parts_by_index) == {0}
+    acc.parts_by_index[0].append('"b"}')
+    acc.observe(one(index=0, arguments=""))
+    assert [(c.name, c.arguments) for c in acc.assembled()] == [
+        ("read", '{"p":"a"}'),
+        ("write", '{"p":"b"}'),
+    ]
+    late = ToolCallAccumulator()
+    late.observe(one(id="x", name="f", arguments="{"))  # the index arrives later
+    assert dict(late.parts_by_index) == {}
+    late.observe(one(index=2, id="x", arguments='"'))
+    assert late.parts_by_index[2] is late.records[0].parts
+
+
 def test_non_string_ids_are_counted_as_malformed_aliases() -> None:
     acc = ToolCallAccumulator()
     acc.observe(one(index=0, id="call_a", name="lookup", arguments='{"q":'))

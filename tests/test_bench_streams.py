@@ -77,6 +77,20 @@ def test_feed_and_feed_data_paths_agree(international: bool) -> None:
     assert via_data.text == stream.text
 
 
+def test_context_and_counted_paths_run() -> None:
+    stream = bench_stream.build_tool_stream(argument_chars=600)
+    reads = bench_stream.network_reads(stream.body)
+    plain = bench_stream.steadyloop_assemble(reads)
+    assert bench_stream.steadyloop_assemble(reads, guard=True).model_dump() == plain.model_dump()
+    assert [(c.id, c.name, c.arguments) for c in plain.tool_calls] == [
+        (c.id, c.name, c.arguments) for c in stream.tool_calls
+    ]
+    stubbed = bench_stream.steadyloop_assemble(reads, stub_accumulator=True)
+    assert stubbed.tool_calls == [] and stubbed.stats.chunks == plain.stats.chunks
+    # What `--instructions` runs under callgrind, once.
+    bench_stream.run_passes("tools4", "steadyloop", 1)
+
+
 def test_floor_parses_every_payload() -> None:
     stream = bench_stream.build_text_stream(500)
     reads = bench_stream.network_reads(stream.body)

@@ -178,6 +178,22 @@ def test_json_output_that_parses_is_clean(text: str) -> None:
     assert found == []
 
 
+@pytest.mark.parametrize(
+    "arguments", ['{"x": NaN}', '{"x": -Infinity}', '{"x": "\\ud800"}', '{"x": 1e400}']
+)
+def test_json_that_only_the_stdlib_reads_still_parses(arguments: str) -> None:
+    """orjson refuses these and the stdlib reads them: not a truncated call (the argument
+    reader judges NaN and the rest), and not an unparseable structured output."""
+    found = detect_completion_defects(
+        text="", tool_calls=[tc(arguments)], finish_reason="tool_calls"
+    )
+    assert found == []
+    found = detect_completion_defects(
+        text=arguments, tool_calls=[], finish_reason="stop", wants_json=True
+    )
+    assert found == []
+
+
 def test_unparseable_text_is_fine_when_json_was_not_requested() -> None:
     found = detect_completion_defects(text="plain words", tool_calls=[], finish_reason="stop")
     assert found == []

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from steadyloop.sse import ServerSentEvent, SSEDecoder
+from steadyloop.sse import MessageData, ServerSentEvent, SSEDecoder
 
 Event = tuple[str, str, str | None, int | None]
 
@@ -324,6 +324,33 @@ def test_feed_data_gives_strings_only_for_plain_message_events() -> None:
     # The id is sticky: later events are not plain any more.
     assert all(isinstance(e, ServerSentEvent) for e in decoder.feed_data(b"data: d\n\n"))
     assert SSEDecoder().feed_data(b"") == []
+
+
+def test_message_data_is_the_data_strings_kept_as_bytes() -> None:
+    decoder = SSEDecoder()
+    items = decoder.feed_data("data: a\n\ndata: \u00e9\n\ndata: b\n\n".encode())
+    assert isinstance(items, MessageData)
+    assert items.raw == [b"a", "\u00e9".encode(), b"b"]
+    assert len(items) == 3
+    assert items[1] == "\u00e9"
+    assert items[-1] == "b"
+    assert items[0:2] == ["a", "\u00e9"]
+    assert list(items) == ["a", "\u00e9", "b"]
+    assert items == ["a", "\u00e9", "b"]
+    assert items == MessageData([b"a", "\u00e9".encode(), b"b"])
+    assert items != ["a", "b"]
+    assert items != "a\u00e9b"
+    with pytest.raises(IndexError):
+        items[3]
+
+
+def test_message_data_decodes_invalid_utf8_as_replacement_characters() -> None:
+    # Also split across reads: nothing is decoded before the event is complete.
+    decoder = SSEDecoder()
+    assert decoder.feed_data(b"data: x\xe2\x82") == []
+    items = decoder.feed_data(b"\xac\xff\n\n")
+    assert list(items) == ["x\u20ac\ufffd"]
+    assert items[0] == "x\u20ac\ufffd"
 
 
 def test_bytearray_and_memoryview_reads() -> None:

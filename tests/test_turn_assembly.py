@@ -1,8 +1,11 @@
 """`TurnAssembler`: chunks of one streamed completion folded into one `AssembledTurn`.
 
-Every case runs through both entry points (`feed` per payload and `feed_events` per
-batch of decoded events) because each carries its own copy of the fast path; a
-property test checks both against a plain reading of the chunks.
+Every case runs through each way in: `feed` per payload, and `feed_events` per batch
+of event objects, of data strings, and of `MessageData` (the decoder's raw bytes, the
+model activity's way); a property test checks them against a plain reading of the
+chunks. Tool calls taking the fast path must come out exactly as the accumulator alone
+assembles them: every wire shape of its suite, valid streams relabelled the ways
+gateways do, and junk, are run through both.
 """
 
 from __future__ import annotations
@@ -11,12 +14,16 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import orjson
 import pytest
-from hypothesis import given, settings
+from assembly_assertions import run_chunks
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_accumulator_properties import JUNK, JUNK_DELTA, MODES, plans
+from wire_shapes import UNDECIDABLE_SHAPES, WIRE_SHAPES, UndecidableShape, WireShape, tc
 
 from steadyloop.completion import AssembledTurn, Usage
-from steadyloop.sse import ServerSentEvent, SSEDecoder
+from steadyloop.sse import MessageData, ServerSentEvent, SSEDecoder
 from steadyloop.stream_failures import StreamFailed, StreamFailure
 from steadyloop.turn_assembly import TurnAssembler
 
@@ -52,7 +59,16 @@ def by_strings(assembler: TurnAssembler, payloads: Sequence[Payload]) -> None:
     assembler.feed_events(texts[half:])
 
 
-FEEDERS = [by_feed, by_events, by_strings]
+def by_message_data(assembler: TurnAssembler, payloads: Sequence[Payload]) -> None:
+    """What `SSEDecoder.feed_data` returns for plain message events: their raw bytes."""
+    data = [dumps(p) for p in payloads]
+    raw = [d if isinstance(d, bytes) else d.encode() for d in data]
+    half = len(raw) // 2
+    assembler.feed_events(MessageData(raw[:half]))
+    assembler.feed_events(MessageData(raw[half:]))
+
+
+FEEDERS = [by_feed, by_events, by_strings, by_message_data]
 Feeder = Callable[[TurnAssembler, Sequence[Payload]], None]
 
 
@@ -109,7 +125,7 @@ def tool_delta(
 
 
 parametrize_feeders = pytest.mark.parametrize(
-    "feeder", FEEDERS, ids=["feed", "feed_events", "feed_events-strings"]
+    "feeder", FEEDERS, ids=["feed", "feed_events", "feed_events-strings", "feed_events-bytes"]
 )
 
 
@@ -429,6 +445,95 @@ def test_mint_prefix_reaches_the_accumulator(feeder: Feeder) -> None:
     assert turn.tool_calls[0].id.startswith("turn7")
 
 
+# -- tool calls on the fast path come out as the accumulator alone assembles them ----------------
+
+
+def tool_call_payloads(chunks: Sequence[Any]) -> list[bytes]:
+    """Each chunk's `delta.tool_calls` as a whole stream chunk, as the wire carries it."""
+    return [json.dumps(chunk({"tool_calls": deltas})).encode() for deltas in chunks]
+
+
+def as_parsed(payload: bytes) -> Any:
+    try:
+        return orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        return json.loads(payload)  # what the assembler falls back to (lone surrogates)
+
+
+def assert_assembled_as_alone(chunks: Sequence[Any], batches: Sequence[int]) -> None:
+    """Fed in batches of the given sizes (cycled), the assembler's calls, defects (with
+    their delta numbers) and counters equal those of the accumulator fed directly."""
+    payloads = tool_call_payloads(chunks)
+    # The accumulator gets the deltas as the JSON parser reads them (orjson reads an
+    # integer beyond 64 bits as a float, for one): the fast path is what is compared.
+    alone = run_chunks(as_parsed(p)["choices"][0]["delta"]["tool_calls"] for p in payloads)
+    assembler = TurnAssembler()
+    start, turn = 0, 0
+    while start < len(payloads):
+        size = batches[turn % len(batches)]
+        assembler.feed_events(MessageData(payloads[start : start + size]))
+        start, turn = start + size, turn + 1
+    calls = assembler.calls
+    assert calls.assembled() == alone.assembled()
+    assert calls.defects == alone.defects
+    assert calls.dropped_deltas == alone.dropped_deltas
+    assert calls.malformed_aliases == alone.malformed_aliases
+    assert calls.call_count == alone.call_count
+
+
+ALL_SHAPES: list[WireShape | UndecidableShape] = [*WIRE_SHAPES, *UNDECIDABLE_SHAPES]
+
+
+@pytest.mark.parametrize("batches", [[1], [3, 1], [10_000]], ids=["one", "mixed", "whole"])
+@pytest.mark.parametrize("shape", ALL_SHAPES, ids=[s.case for s in ALL_SHAPES])
+def test_every_wire_shape_assembles_as_the_accumulator_alone(
+    shape: WireShape | UndecidableShape, batches: list[int]
+) -> None:
+    assert_assembled_as_alone(shape.chunks, batches)
+
+
+BATCHES = st.lists(st.integers(1, 6), min_size=1, max_size=4)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data(), st.sampled_from(MODES), BATCHES)
+def test_relabelled_streams_assemble_as_the_accumulator_alone(
+    data: st.DataObject, mode: str, batches: list[int]
+) -> None:
+    assert_assembled_as_alone(data.draw(plans(mode)).chunks, batches)
+
+
+# Junk as JSON can carry it: deltas and values of every type, no attribute objects.
+JSON_JUNK_CHUNK = st.one_of(st.none(), st.lists(JUNK_DELTA | JUNK, max_size=4), JUNK)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(JSON_JUNK_CHUNK, max_size=12), BATCHES)
+def test_junk_assembles_as_the_accumulator_alone(chunks: list[Any], batches: list[int]) -> None:
+    assert_assembled_as_alone(chunks, batches)
+
+
+def test_bare_fragments_of_every_kind_the_fast_path_must_refuse() -> None:
+    """Each of these looks like a bare fragment but is not one the accumulator would
+    append as is: each must reach the accumulator's full rules."""
+    opening = [tc(index=0, id="a", name="f", arguments="{")]
+    for odd in (
+        {"index": True, "function": {"arguments": "x"}},  # malformed index (rule 9)
+        {"index": 0.0, "function": {"arguments": "x"}},
+        {"index": -1, "function": {"arguments": "x"}},
+        {"index": 1, "function": {"arguments": "x"}},  # no call claims index 1
+        {"index": 0, "function": {"arguments": ""}},  # empty: counted, not appended
+        {"index": 0, "function": {"arguments": 7}},
+        {"index": 0, "function": {"arguments": {"k": 1}}},  # an object, serialized
+        {"index": 0, "function": {"name": "g"}},  # a name, not arguments
+        {"index": 0, "function": {"arguments": "x", "name": "g"}},  # a new call
+        {"index": 0, "id": "b", "function": {"arguments": "x"}},  # a new alias
+        {"id": "a", "function": {"arguments": "x"}},  # by id
+        {"index": 0, "type": "function"},
+    ):
+        assert_assembled_as_alone([opening, [odd], [tc(index=-1)]], [3])
+
+
 # -- defects --------------------------------------------------------------------------------------
 
 
@@ -658,6 +763,32 @@ def test_lone_surrogates_become_replacement_characters(feeder: Feeder) -> None:
     turn = assemble(feeder, [lone])
     assert turn.text == "x\ufffdy\ufffd"
     turn.text.encode("utf-8")
+
+
+def test_invalid_utf8_in_a_payload_reads_as_replacement_characters() -> None:
+    """The decoder hands payloads over undecoded; the spec's U+FFFD for invalid bytes
+    must come out the same as when the decoder decodes them (`feed`)."""
+    payload = json.dumps(chunk({"content": "@"})).encode().replace(b"@", b"a\xff\xe2\x82")
+    tool_call = tool_delta(0, "{}", id="c1", name="f\u00e9")
+    body = (
+        b"data: "
+        + payload
+        + b"\n\ndata: "
+        + json.dumps(chunk({"tool_calls": [tool_call]}), ensure_ascii=False).encode()
+        + b"\n\ndata: [DONE]\n\n"
+    )
+    turns = []
+    for size in (len(body), 5):
+        for objects in (False, True):
+            decoder, assembler = SSEDecoder(), TurnAssembler()
+            decode = decoder.feed if objects else decoder.feed_data
+            for i in range(0, len(body), size):
+                assembler.feed_events(decode(body[i : i + size]))
+            turns.append(assembler.finish())
+    assert turns[0].text == "a\ufffd\ufffd"
+    assert [(c.name, c.arguments) for c in turns[0].tool_calls] == [("f\u00e9", "{}")]
+    assert turns[0].stats.chunks == 2 and turns[0].stats.saw_done
+    assert all(turn == turns[0] for turn in turns)
 
 
 # -- heartbeat properties ------------------------------------------------------------------------
