@@ -372,6 +372,10 @@ class ToolCallAccumulator:
             calls.sort(key=lambda pair: pair[0].index or 0)
         return [call for _, call in calls]
 
+    def was_minted(self, call_id: str) -> bool:
+        """Whether `assembled()` minted this id: minted ids never equal a wire id (rule 7)."""
+        return call_id not in self._wire_ids
+
     def _mint(self, ordinal: int, emitted: set[str]) -> str:
         candidate = f"{self._mint_prefix}_{ordinal}"
         suffix = 0

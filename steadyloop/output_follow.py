@@ -51,7 +51,7 @@ async def follow_output(
     run = client.get_workflow_handle(run_workflow_id)
     drained: str | None = None
     while True:
-        current = await _host_run(host_id, client)
+        current = await _host_run(host)
         if current is None or current == drained:
             if await _ended(run):
                 return
@@ -59,7 +59,7 @@ async def follow_output(
             continue
         async for delta in _follow_chain(client, host_id, poll_s):
             yield delta
-        drained = (await host.describe()).run_id
+        drained = await _host_run(host)
 
 
 async def _follow_chain(client: Client, host_id: str, poll_s: float) -> AsyncIterator[OutputDelta]:
@@ -91,10 +91,10 @@ async def _follow_chain(client: Client, host_id: str, poll_s: float) -> AsyncIte
             await asyncio.sleep(min(poll_s * 2**failures, MAX_BACKOFF_S))
 
 
-async def _host_run(host_id: str, client: Client) -> str | None:
+async def _host_run(host: WorkflowHandle[Any, Any]) -> str | None:
     """The latest run id of the host, or None when it never started."""
     try:
-        return (await client.get_workflow_handle(host_id).describe()).run_id
+        return (await host.describe()).run_id
     except RPCError as error:
         if error.status == RPCStatusCode.NOT_FOUND:
             return None

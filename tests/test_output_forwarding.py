@@ -302,5 +302,5 @@ def test_a_call_with_no_name_is_logged_naming_the_name(caplog: pytest.LogCapture
 
     turn = AssembledTurn(tool_calls=[ToolCall(id="call_x", name=" ", arguments="{}")])
     with caplog.at_level("WARNING", logger="steadyloop.activities.model_stream"):
-        _log_repaired_calls(turn, "call_sl_t1a1")
+        _log_repaired_calls(turn, lambda _call_id: False)  # the wire sent this id
     assert [r.getMessage() for r in caplog.records] == ["tool call call_x repaired: empty name"]

@@ -366,7 +366,6 @@ class _TurnReader:
         sink: OutputSink | None = None,
     ) -> None:
         self.decoder = SSEDecoder()
-        self.mint_prefix = request.mint_prefix
         self.assembler = TurnAssembler(
             mint_prefix=request.mint_prefix, wants_json=request.wants_json()
         )
@@ -514,7 +513,7 @@ class _TurnReader:
 
     def finish(self) -> AssembledTurn:
         turn = self.assembler.finish()
-        _log_repaired_calls(turn, self.mint_prefix)
+        _log_repaired_calls(turn, self.assembler.calls.was_minted)
         breach = None if self.guard is None else self.guard.breach
         if breach is not None:
             assert self.limits is not None
@@ -534,13 +533,12 @@ class _TurnReader:
         return turn.model_copy(update={"stats": stats})
 
 
-def _log_repaired_calls(turn: AssembledTurn, mint_prefix: str) -> None:
+def _log_repaired_calls(turn: AssembledTurn, was_minted: Callable[[str], bool]) -> None:
     """One warning per call whose identity arrived empty, naming the empty fields: the
     minted id keeps the transcript valid, a missing name makes the turn a defect."""
-    minted = f"{mint_prefix}_"
     for call in turn.tool_calls:
         empty = []
-        if call.id.startswith(minted):
+        if was_minted(call.id):
             empty.append(f"id (absent, blank or repeated on the wire; minted {call.id!r})")
         if not call.name.strip():
             empty.append("name")
