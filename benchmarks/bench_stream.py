@@ -17,6 +17,9 @@ SSE byte streams are built in memory, in the shapes real servers send:
    `index: 0` (the ids tell the calls apart on their first delta only).
 4. `text-intl` (context): stream 1 with every token outside ASCII (CJK, accents,
    emoji), the decoder's slower path.
+5. `text-padded` (context): stream 1 in OpenAI's current chunk shape, `service_tier`
+   and an `obfuscation` member of random padding (1-12 characters) last in every chunk,
+   so that no two chunks end alike.
 
 Each stream is fed in network-sized reads (4-16 KB, seeded) and timed with
 `time.perf_counter`, best of N rounds, every round running each candidate once in a
@@ -27,7 +30,10 @@ round, which load from elsewhere moves less than a best time):
   `finish()`, the model activity's loop. Context rows repeat it with `SSEDecoder.feed`
   (a `ServerSentEvent` object per event) and, for the tool streams, with the
   accumulator stubbed out, to show its share, and with the runaway guard's check after
-  every read (default limits), as the model activity runs it.
+  every read (default limits), as the model activity runs it; and with every chunk
+  parsed whole (`TurnAssembler(shape_cache=False)`: no learned chunk shapes, see
+  `steadyloop.turn_assembly`), which is the path a stream takes when its chunks do not
+  repeat byte for byte around their text.
 - `floor/json`, `floor/orjson`: the least any reader can do: split each read into
   lines (carrying the partial line), and parse every `data: ` payload with `json.loads`
   or `orjson.loads`. No spec handling, no assembly.
@@ -156,6 +162,19 @@ def _chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str,
     }
 
 
+_PADDING = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+
+
+def _padded(chunk: dict[str, Any], rng: random.Random) -> dict[str, Any]:
+    """OpenAI's chunk since 2025: `service_tier`, and `obfuscation` padding last, random
+    text of random length so that chunk sizes do not reveal the tokens."""
+    chunk = {**chunk, "service_tier": "default"}
+    chunk["system_fingerprint"] = chunk.pop("system_fingerprint")
+    chunk["choices"] = chunk.pop("choices")
+    chunk["obfuscation"] = "".join(rng.choices(_PADDING, k=rng.randint(1, 12)))
+    return chunk
+
+
 def _usage_chunk(prompt: int, completion: int) -> dict[str, Any]:
     return {
         "id": RESPONSE_ID,
@@ -182,20 +201,24 @@ def _english_tokens(rng: random.Random, count: int) -> list[str]:
 
 
 def build_text_stream(
-    tokens: int = TEXT_TOKENS, seed: int = 1, *, international: bool = False
+    tokens: int = TEXT_TOKENS, seed: int = 1, *, international: bool = False, padded: bool = False
 ) -> BuiltStream:
-    """Stream 1: a long answer, one token per chunk (English, or every token non-ASCII)."""
+    """Stream 1: a long answer, one token per chunk (English, or every token non-ASCII);
+    `padded`: in OpenAI's current shape, with `obfuscation` padding on every chunk."""
     rng = random.Random(seed)
     if international:
         words = [rng.choice(_INTERNATIONAL) for _ in range(tokens)]
     else:
         words = _english_tokens(rng, tokens)
-    parts = [_event(_chunk({"role": "assistant", "content": "", "refusal": None}))]
-    parts.extend(_event(_chunk({"content": word})) for word in words)
-    parts.append(_event(_chunk({}, "stop")))
+    chunks = [_chunk({"role": "assistant", "content": "", "refusal": None})]
+    chunks.extend(_chunk({"content": word}) for word in words)
+    chunks.append(_chunk({}, "stop"))
+    if padded:
+        chunks = [_padded(chunk, rng) for chunk in chunks]
+    parts = [_event(chunk) for chunk in chunks]
     parts.append(_event(_usage_chunk(812, tokens)))
     parts.append(b"data: [DONE]\n\n")
-    name = "text-intl" if international else "text"
+    name = "text-intl" if international else "text-padded" if padded else "text"
     return BuiltStream(name, b"".join(parts), len(parts) - 1, "".join(words), ())
 
 
@@ -279,16 +302,18 @@ def steadyloop_assemble(
     stub_accumulator: bool = False,
     event_objects: bool = False,
     guard: bool = False,
+    shape_cache: bool = True,
 ) -> AssembledTurn:
     """SSE decoding plus assembly, as the model activity runs it.
 
     The activity's loop is `assembler.feed_events(decoder.feed_data(read))`.
     `event_objects=True` uses `decoder.feed` instead (a `ServerSentEvent` per event),
-    `stub_accumulator=True` swaps `ToolCallAccumulator` for a no-op, and `guard=True`
-    adds the runaway guard's check after each read: context rows only.
+    `stub_accumulator=True` swaps `ToolCallAccumulator` for a no-op, `guard=True` adds
+    the runaway guard's check after each read, and `shape_cache=False` parses every
+    chunk whole (no learned chunk shapes): context rows only.
     """
     decoder = SSEDecoder()
-    assembler = TurnAssembler()
+    assembler = TurnAssembler(shape_cache=shape_cache)
     if stub_accumulator:
         setattr(assembler, "_calls", _AccumulatorStub())  # noqa: B010
     feed_events = assembler.feed_events
@@ -573,6 +598,7 @@ STREAMS: dict[str, Callable[[], BuiltStream]] = {
     "tools4": build_tool_stream,
     "ollama": lambda: build_tool_stream(ollama=True),
     "text-intl": lambda: build_text_stream(international=True),
+    "text-padded": lambda: build_text_stream(padded=True),
 }
 
 COUNTED_PATHS: dict[str, Callable[[list[bytes]], object]] = {
@@ -580,6 +606,7 @@ COUNTED_PATHS: dict[str, Callable[[list[bytes]], object]] = {
     "floor/json": floor(json.loads),
     "steadyloop": steadyloop_assemble,
     "steadyloop/stdlib": steadyloop_assemble_stdlib_json,
+    "steadyloop/whole": lambda reads: steadyloop_assemble(reads, shape_cache=False),
 }
 
 
@@ -687,7 +714,7 @@ def main(argv: list[str] | None = None) -> int:
     floor_json = floor(json.loads)
     floor_orjson = floor(orjson.loads)
     print(f"Python {sys.version.split()[0]}, best of {repeat}; ratios are time / baseline time\n")
-    summary: list[tuple[str, float, float, float, float, float]] = []
+    summary: list[tuple[str, float, float, float, float, float, float]] = []
     for stream in streams:
         reads = network_reads(stream.body)
         turn = steadyloop_assemble(reads)
@@ -706,6 +733,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         runs["stdlib"] = lambda reads=reads: steadyloop_assemble_stdlib_json(  # type: ignore[misc]
             reads
+        )
+        runs["whole"] = lambda reads=reads: steadyloop_assemble(  # type: ignore[misc]
+            reads, shape_cache=False
         )
         if stream.tool_calls:
             runs["stubbed"] = lambda reads=reads: steadyloop_assemble(  # type: ignore[misc]
@@ -731,6 +761,7 @@ def main(argv: list[str] | None = None) -> int:
             ("floor: split lines + orjson.loads", t_orjson),
             ("floor: split lines + json.loads", t_json),
             ("steadyloop SSEDecoder + TurnAssembler", t_ours),
+            ("  (context: same, every chunk parsed whole)", times["whole"]),
             ("  (context: same via feed, ServerSentEvent objects)", times["objects"]),
             ("steadyloop with the stdlib json parser", times["stdlib"]),
         ]
@@ -749,21 +780,23 @@ def main(argv: list[str] | None = None) -> int:
                 times["stdlib"] / t_json,
                 median_ratio(samples, "stdlib", "json"),
                 t_openai / t_ours,
+                times["whole"] / t_orjson,
             )
         )
 
     print("Summary (targets: <= 1.3x the floor with the same parser; >= 20x faster than openai)")
     print("  orjson/orjson: steadyloop (orjson) / floor (orjson); json/json: both with stdlib json")
     print("  best: best time / best time; median: median over rounds of the same-round ratio")
-    columns = ("orjson/orjson", "median", "json/json", "median", "openai / steadyloop")
+    print("  whole: every chunk parsed whole (no learned chunk shapes) / floor (orjson)")
+    columns = ("orjson/orjson", "median", "json/json", "median", "openai / steadyloop", "whole")
     print(
-        f"  {'stream':<10} {columns[0]:>14} {columns[1]:>8} {columns[2]:>10} {columns[3]:>8}"
-        f" {columns[4]:>20}"
+        f"  {'stream':<11} {columns[0]:>14} {columns[1]:>8} {columns[2]:>10} {columns[3]:>8}"
+        f" {columns[4]:>20} {columns[5]:>7}"
     )
-    for name, vs_orjson, med_orjson, vs_json, med_json, openai_ratio in summary:
+    for name, vs_orjson, med_orjson, vs_json, med_json, openai_ratio, whole in summary:
         print(
-            f"  {name:<10} {vs_orjson:13.2f}x {med_orjson:7.2f}x {vs_json:9.2f}x {med_json:7.2f}x"
-            f" {openai_ratio:19.1f}x"
+            f"  {name:<11} {vs_orjson:13.2f}x {med_orjson:7.2f}x {vs_json:9.2f}x {med_json:7.2f}x"
+            f" {openai_ratio:19.1f}x {whole:6.2f}x"
         )
 
     if not args.no_http:

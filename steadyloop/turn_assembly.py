@@ -46,6 +46,11 @@ and what prevents each here:
   any chunk that would raise, goes through `_fold`. The tests run every case through
   both entry points, and every wire shape of the accumulator's suite through both the
   accumulator alone and this path.
+- A learned chunk shape (the bytes a stream repeats around each chunk's text, see
+  `_learn`) must only ever skip parsing what is byte for byte a chunk the fast path
+  already took: a payload fits only with one JSON string where the text was (and one
+  where OpenAI's padding was), and anything else is parsed whole. `shape_cache=False`
+  turns it off; the tests feed every stream both ways and require the same turn.
 
 `[DONE]` is an SSE convention, not JSON: `feed_events` stops at it and returns True;
 `feed` also takes a payload that starts with `[DONE]` as the end marker rather than as
@@ -55,7 +60,7 @@ an invalid chunk. Either way `stats.saw_done` records it.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -71,6 +76,17 @@ __all__ = ["TurnAssembler"]
 _loads = orjson.loads
 _OrjsonDecodeError = orjson.JSONDecodeError
 _DONE: Any = object()  # `_parse_refused` found the end marker
+# What `_learn` puts in place of a chunk's text, and of a padding string after it; their
+# JSON forms are found in the serialized chunk.
+_SENTINEL = "\x00steadyloop text\x00"
+_SENTINEL_JSON = orjson.dumps(_SENTINEL)
+_PAD_SENTINEL = "\x00steadyloop padding\x00"
+_PAD_SENTINEL_JSON = orjson.dumps(_PAD_SENTINEL)
+# A learned chunk shape (see `TurnAssembler._learn`): the bytes before the text and at
+# the very end, where the text starts and the end starts (negative), the bytes between
+# the text and a padding string (None when there is no padding hole), and the map and
+# key of the list the text is appended to.
+_Template = tuple[bytes, bytes, int, int, bytes | None, Mapping[int, list[str]], int]
 _BLANK: Any = object()  # `_parse_refused` found an empty payload (a keep-alive)
 
 
@@ -80,6 +96,8 @@ class TurnAssembler:
     Feed each SSE data payload with `feed` (or a batch of decoded events with
     `feed_events`), then call `finish` once. For heartbeats, `output_chars`,
     `tool_call_count` and `first_token_seen` are cheap to read at any point.
+    Chunk shapes are learned only from the decoder's raw batches (`MessageData`);
+    `shape_cache=False` parses every chunk whole (for comparison: same result).
     """
 
     __slots__ = (
@@ -90,21 +108,33 @@ class TurnAssembler:
         "_counted_text",
         "_finish_reason",
         "_ignored_choices",
+        "_learns",
         "_meta_pending",
         "_model",
         "_reasoning",
         "_response_id",
+        "_shape_cache",
         "_stdlib_parsed",
+        "_template",
         "_text",
+        "_text_sink",
         "_usage",
         "_wants_json",
         "saw_done",
     )
 
-    def __init__(self, *, mint_prefix: str = "call_sl", wants_json: bool = False) -> None:
+    def __init__(
+        self, *, mint_prefix: str = "call_sl", wants_json: bool = False, shape_cache: bool = True
+    ) -> None:
         self._calls = ToolCallAccumulator(mint_prefix)
         self._wants_json = wants_json
         self._text: list[str] = []
+        # The text as a one-entry map, so a learned shape names its list as (map, key)
+        # whether it feeds the answer text or a tool call's fragments.
+        self._text_sink: Mapping[int, list[str]] = {0: self._text}
+        self._shape_cache = shape_cache
+        self._template: _Template | None = None
+        self._learns = 0
         self._reasoning: list[str] = []
         self._finish_reason: str | None = None
         self._usage: dict[str, Any] | None = None
@@ -205,9 +235,9 @@ class TurnAssembler:
         keep-alive and is skipped; any other event type is folded like a message.
         """
         if events.__class__ is MessageData:
-            return self._fold_payloads(events.raw)
+            return self._fold_payloads(events.raw, self._shape_cache)
         payloads, error_event = _payloads_of(events)
-        if self._fold_payloads(payloads):
+        if self._fold_payloads(payloads, False):
             return True
         if error_event is not None:
             self._chunks += 1  # the failing payload counts as received
@@ -216,10 +246,13 @@ class TurnAssembler:
 
     def feed(self, data: str | bytes) -> None:
         """Fold one SSE data payload (one chat-completion chunk, as JSON text)."""
-        self._fold_payloads((data,))
+        self._fold_payloads((data,), False)
 
-    def _fold_payloads(self, payloads: Sequence[str | bytes]) -> bool:
-        """Fold JSON payloads in order; True once `[DONE]` was seen (see above)."""
+    def _fold_payloads(self, payloads: Sequence[Any], templated: bool) -> bool:
+        """Fold JSON payloads in order; True once `[DONE]` was seen (see above).
+
+        `templated`: the payloads are bytes, and a learned chunk shape may be used.
+        """
         text_append = self._text.append
         calls = self._calls
         parts_by_index = calls.parts_by_index
@@ -227,9 +260,31 @@ class TurnAssembler:
         meta_pending = self._meta_pending
         # Locals: a global or builtin lookup per token adds up.
         loads, len_, int_, str_ = _loads, len, int, str
-        data: str | bytes | None = None
+        template = self._template if templated else None
+        if template is not None:
+            prefix, suffix, start, stop, middle, sink, key = template
+        learns_left = self._learn_allowance() if templated else 0
+        data: Any = None
         try:
             for data in payloads:
+                if template is not None and data.startswith(prefix) and data.endswith(suffix):
+                    # The learned shape, byte for byte, around one JSON value (and a
+                    # padding string): when that value is a non-empty string, the chunk is
+                    # the learned one with other text (see `_learn`), and folding it is
+                    # appending the text.
+                    try:
+                        if middle is None:
+                            value = loads(data[start:stop])
+                        else:
+                            # Any cut leaving one string on each side is the parse.
+                            cut = data.find(middle, start)
+                            padding = loads(data[cut + len_(middle) : stop]) if cut > 0 else None
+                            value = loads(data[start:cut]) if padding.__class__ is str_ else None
+                        if value and value.__class__ is str_:
+                            sink[key].append(value)
+                            continue
+                    except (ValueError, KeyError, RecursionError):
+                        pass
                 try:
                     chunk = loads(data)
                     (choice,) = chunk["choices"]
@@ -250,6 +305,14 @@ class TurnAssembler:
                                         arguments = function["arguments"]
                                         if arguments and arguments.__class__ is str_:
                                             parts_by_index[index].append(arguments)
+                                            if learns_left:
+                                                learns_left -= 1
+                                                template = self._learn(
+                                                    chunk, data, function, "arguments", index
+                                                )
+                                                if template is not None:
+                                                    (prefix, suffix, start, stop) = template[:4]
+                                                    middle, sink, key = template[4:]
                                             continue
                                 if tool_calls.__class__ is list:
                                     calls.observe(tool_calls)
@@ -265,6 +328,12 @@ class TurnAssembler:
                                     self._read_meta(chunk)
                                     meta_pending = self._meta_pending
                                 text_append(content)
+                                if learns_left:
+                                    learns_left -= 1
+                                    template = self._learn(chunk, data, delta, "content", None)
+                                    if template is not None:
+                                        prefix, suffix, start, stop = template[:4]
+                                        middle, sink, key = template[4:]
                                 continue
                 except _OrjsonDecodeError:
                     # `[DONE]` and keep-alives are not JSON: they land here, instead of
@@ -288,6 +357,102 @@ class TurnAssembler:
         # `[DONE]`: counted like any payload above, and taken back by `_parse_refused`.
         self._chunks += _position(payloads, data) + 1
         return True
+
+    # -- learned chunk shapes ----------------------------------------------------------
+    #
+    # Within one stream a server sends thousands of chunks that differ in one string:
+    # the token, or the argument fragment. Everything around it (id, created, model,
+    # fingerprint, the choice's other members) repeats byte for byte, and parsing all of
+    # that again per token is most of the cost. So after the fast path above has folded
+    # a chunk, `_learn` serializes that chunk with a sentinel in place of its text and,
+    # when the result equals the payload around the text (the server writes compact JSON
+    # as `orjson` does, as OpenAI, vLLM, Ollama and llama.cpp do), keeps the bytes before
+    # and after it. A later payload that starts and ends with exactly those bytes and
+    # holds exactly one JSON string between them is that same chunk with other text: a
+    # string literal is one token, so the rest of the document parses as before. Its
+    # string is appended where the fast path would append it: the answer text, or
+    # `parts_by_index[i]` looked up afresh (so a new call claiming the index is
+    # followed). Anything else (an empty string, a number, two values, lone surrogates,
+    # a shorter payload) is parsed whole, as if nothing had been learned.
+    #
+    # OpenAI ends every chunk with `"obfuscation": "<random padding>"`, so no two chunks
+    # share their last bytes. When the chunk's last member is a string, the shape may
+    # have a second hole there: the payload must then be prefix, a string, the bytes
+    # between, a string, the end; any cut that makes both pieces one string each is the
+    # only parse there is. That is learned only once the id and model are known, because
+    # the hole might be one of them and the fast path reads them until then.
+    #
+    # One shape is kept at a time, replaced when the fast path folds a chunk the shape
+    # did not match. Learning costs about one serialization; a stream whose chunks never
+    # repeat (a timestamp per chunk) would pay it per token, so eight attempts are free
+    # and after that one per 64 chunks received.
+
+    def _learn_allowance(self) -> int:
+        """How many shapes this batch may try to learn (see above)."""
+        if self._learns < 8:
+            return 8 - self._learns
+        return 1 if self._learns * 64 <= self._chunks else 0
+
+    def _learn(
+        self, chunk: Any, data: bytes, holder: Any, field: str, index: int | None
+    ) -> _Template | None:
+        """The shape of `chunk` around `holder[field]`, kept when the payload fits it.
+
+        A one-hole shape is tried first, unless the shape it would replace had the same
+        bytes before the text: then what changed lies after it, and the padding hole is
+        tried first.
+        """
+        self._learns += 1
+        sink = self._text_sink if index is None else self._calls.parts_by_index
+        key = index or 0
+        text = holder[field]
+        holder[field] = _SENTINEL
+        try:
+            prefix, found, suffix = orjson.dumps(chunk).partition(_SENTINEL_JSON)
+            one_hole = bool(found) and _SENTINEL_JSON not in suffix and _fits(data, prefix, suffix)
+            previous = self._template
+            if one_hole and (previous is None or previous[0] != prefix or previous[4] is not None):
+                template: _Template = (prefix, suffix, len(prefix), -len(suffix), None, sink, key)
+            else:
+                shape = self._padded_shape(chunk, data)
+                if shape is not None:
+                    prefix, middle, end = shape
+                    template = (prefix, end, len(prefix), -len(end), middle, sink, key)
+                elif one_hole:
+                    template = (prefix, suffix, len(prefix), -len(suffix), None, sink, key)
+                else:
+                    return previous
+        except orjson.JSONEncodeError:
+            return self._template
+        finally:
+            holder[field] = text
+        self._template = template
+        return template
+
+    def _padded_shape(self, chunk: Any, data: bytes) -> tuple[bytes, bytes, bytes] | None:
+        """Bytes before the text, between it and the padding, and after: when the chunk
+        (its text already replaced) ends with a string member and the payload fits."""
+        last = next(reversed(chunk))
+        padding = chunk[last]
+        if padding.__class__ is not str or self._meta_pending:
+            return None
+        chunk[last] = _PAD_SENTINEL
+        try:
+            serialized = orjson.dumps(chunk)
+        finally:
+            chunk[last] = padding
+        prefix, found, rest = serialized.partition(_SENTINEL_JSON)
+        middle, padded, end = rest.partition(_PAD_SENTINEL_JSON)
+        if (
+            not found
+            or not padded
+            or _SENTINEL_JSON in rest
+            or _PAD_SENTINEL_JSON in end
+            or not _fits(data, prefix, end)
+            or middle not in data
+        ):
+            return None
+        return prefix, middle, end
 
     def _fold(self, chunk: Any, data: str | bytes) -> None:
         """Every chunk the fast shape test did not take, validated member by member."""
@@ -429,6 +594,13 @@ class TurnAssembler:
 
 
 # -- helpers -------------------------------------------------------------------------------
+
+
+def _fits(data: bytes, prefix: bytes, suffix: bytes) -> bool:
+    """`data` starts with `prefix`, ends with `suffix`, and has bytes between them."""
+    return (
+        len(data) > len(prefix) + len(suffix) and data.startswith(prefix) and data.endswith(suffix)
+    )
 
 
 def _position(payloads: Sequence[str | bytes], payload: str | bytes | None) -> int:

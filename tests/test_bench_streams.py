@@ -108,3 +108,30 @@ def test_openai_baseline_assembles_the_same_turn() -> None:
     assert [(c.id, c.function.name, c.function.arguments) for c in calls] == [
         (c.id, c.name, c.arguments) for c in tools.tool_calls
     ]
+
+
+@pytest.mark.parametrize("name", list(bench_stream.STREAMS))
+def test_learned_shapes_and_whole_parses_give_the_same_turn(name: str) -> None:
+    """The main rows learn chunk shapes; the `whole` row parses every chunk. Both must
+    be the turn the stream encodes, or one of the two figures is for a broken path."""
+    stream = bench_stream.STREAMS[name]()
+    reads = bench_stream.network_reads(stream.body)
+    learned = bench_stream.steadyloop_assemble(reads)
+    assert (
+        learned.model_dump()
+        == bench_stream.steadyloop_assemble(reads, shape_cache=False).model_dump()
+    )
+    assert learned.text == stream.text
+    assert [(c.id, c.name, c.arguments) for c in learned.tool_calls] == [
+        (c.id, c.name, c.arguments) for c in stream.tool_calls
+    ]
+    assert learned.stats.chunks == stream.chunks and learned.stats.saw_done
+
+
+def test_padded_stream_is_openai_current_shape() -> None:
+    stream = bench_stream.build_text_stream(200, padded=True)
+    payloads = [line[6:] for line in stream.body.split(b"\n\n") if line.startswith(b"data: {")]
+    tokens = [json.loads(p) for p in payloads[1:-2]]
+    assert all(list(chunk)[-1] == "obfuscation" for chunk in tokens)
+    assert len({chunk["obfuscation"] for chunk in tokens}) > 100  # no two chunks end alike
+    assert all(chunk["service_tier"] == "default" for chunk in tokens)
