@@ -23,6 +23,9 @@ from sse_reference import read_sse
 from wire_capture import Exchange, ReplayTransport
 
 from steadyloop.completion import AssembledTurn
+from steadyloop.sse import SSEDecoder
+from steadyloop.stream_failures import StreamFailed
+from steadyloop.turn_assembly import TurnAssembler
 
 REPLAY_URL = "http://recorded.invalid/v1"
 cases = pytest.mark.parametrize(
@@ -106,3 +109,25 @@ def test_llamacpp_pings_are_bare_comment_events() -> None:
 def test_llmock_sends_both_retry_after_headers() -> None:
     headers = Exchange.load(FIXTURES / LLMOCK, "rate_limited_429").headers
     assert (headers["retry-after"], headers["retry-after-ms"]) == ("2", "1500")
+
+
+def fold_recorded(body: bytes, *, shape_cache: bool) -> object:
+    """The recorded body through the decoder and assembler, learned shapes on or off."""
+    decoder, assembler = SSEDecoder(), TurnAssembler(shape_cache=shape_cache)
+    try:
+        for start in range(0, len(body), 4_096):
+            if assembler.feed_events(decoder.feed_data(body[start : start + 4_096])):
+                break
+        else:
+            assembler.feed_events(decoder.flush())
+        return meaning(assembler.finish())
+    except StreamFailed as failed:
+        return failed.failure
+
+
+@cases
+def test_learned_chunk_shapes_read_real_servers_bytes_the_same(case: Case) -> None:
+    """The real servers' own bytes (llama.cpp stamps `created` per second, for one):
+    learning their chunk shapes must not change a turn or a failure."""
+    body = recorded(case).body
+    assert fold_recorded(body, shape_cache=True) == fold_recorded(body, shape_cache=False)
