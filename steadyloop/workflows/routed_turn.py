@@ -30,6 +30,12 @@ What it does that a loop of `try/except` would get wrong:
   it out from the start.
 - Backoff sleeps are workflow timers, and no sleep or attempt is started past the
   caller's deadline.
+- A turn the caller cancels (an interrupt, its deadline, the run's cancellation) ends
+  `aborted`, whatever its attempt then ended with: never retried, never a failure on
+  the breaker. When the attempt forwards output it is scheduled with
+  `WAIT_CANCELLATION_COMPLETED`, so the cancelled turn ends only once the activity has
+  (its publisher's final send done) and what the host retained is then what was shown;
+  the caller bounds that wait (`ToolLoopWorkflow`, `INTERRUPT_SETTLE`).
 
 Health is advice: if a health activity fails, the turn goes on as if every endpoint
 were healthy. The health activities run as local activities, so every worker that runs
@@ -43,6 +49,7 @@ its lease (`BreakerPolicy.probe_lease_s`) lapses before another probe is admitte
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
@@ -50,6 +57,7 @@ from pydantic import BaseModel, Field
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, TimeoutError
+from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
@@ -95,6 +103,7 @@ __all__ = [
     "RouteStop",
     "RoutedTurn",
     "facts_from_activity_error",
+    "read_shown",
     "routed_completion",
 ]
 
@@ -277,6 +286,7 @@ async def _run_candidate(
                 else forward.model_copy(update={"attempt": sequence}),
             }
         )
+        failed: ActivityError | None = None
         try:
             turn: AssembledTurn = await workflow.execute_activity(
                 STREAM_COMPLETION_ACTIVITY,
@@ -286,11 +296,17 @@ async def _run_candidate(
                 heartbeat_timeout=heartbeat_timeout,
                 # The table owns retries: one attempt per execution, each in history.
                 retry_policy=RetryPolicy(maximum_attempts=1),
+                cancellation_type=_cancellation_type(sent),
             )
         except ActivityError as error:
             failed = error
             facts = facts_from_activity_error(error)
-        else:
+        if _cancel_requested():
+            # Whatever the attempt ended with once its cancellation was asked for (a
+            # stall it was in, a timeout of a dead worker, even its answer), the caller
+            # gave up on the turn: not the endpoint's failure, nothing to retry.
+            facts = FailureFacts(kind="aborted", message="the turn was cancelled by its caller")
+        elif failed is None:
             log.append(
                 RouteAttempt(
                     endpoint=candidate.endpoint,
@@ -331,7 +347,7 @@ async def _run_candidate(
             action=disposition.action,
             delay_s=disposition.delay_s,
             failure=facts,
-            error_type=_error_type(failed),
+            error_type="cancelled" if failed is None else _error_type(failed),
             omitted=sent.omit_parameters,
             breaker_recorded=recorded,
             detail=disposition.reason,
@@ -345,7 +361,7 @@ async def _run_candidate(
                 failure=facts,
                 sequence=sequence,
             )
-            if disposition.rule == "produced_output":
+            if disposition.rule == "produced_output" and failed is not None:
                 shown, source = await _shown_output(failed, sent)
                 stop = stop.model_copy(update={"shown": shown, "shown_source": source})
             return stop
@@ -420,15 +436,57 @@ async def _shown_output(
     forward = sent.forward
     if forward is None:
         return ForwardedOutput(complete=False), "stream"
-    shown: ForwardedOutput = await workflow.execute_activity(
-        READ_FORWARDED_OUTPUT_ACTIVITY,
+    shown = await read_shown(
         ReadForwardedOutput(
             stream_id=forward.stream_id, turn=forward.turn, before_attempt=forward.attempt + 1
-        ),
-        result_type=ForwardedOutput,
-        start_to_close_timeout=READ_SHOWN_TIMEOUT,
+        )
     )
     return shown, "stream"
+
+
+async def read_shown(
+    request: ReadForwardedOutput, *, within: timedelta | None = None
+) -> ForwardedOutput:
+    """What the run's output host retained of a turn (the read activity).
+
+    `within` bounds the read with its retries (an interrupt must end the run in bounded
+    time even when the host cannot be read); without it, the read is retried until the
+    host answers, as a lost attempt's stop has no other source for what was shown.
+    """
+    shown: ForwardedOutput = await workflow.execute_activity(
+        READ_FORWARDED_OUTPUT_ACTIVITY,
+        request,
+        result_type=ForwardedOutput,
+        start_to_close_timeout=READ_SHOWN_TIMEOUT if within is None else within,
+        schedule_to_close_timeout=within,
+    )
+    return shown
+
+
+def _cancellation_type(sent: CompletionRequest) -> ActivityCancellationType:
+    """How a cancel of this attempt settles.
+
+    A forwarding attempt waits for the activity to end (`WAIT_CANCELLATION_COMPLETED`):
+    with `TRY_CANCEL` the workflow would move on at once while the activity, told at its
+    next heartbeat (about a second), still sends its queued output from
+    `OutputPublisher.__aexit__`, so reading the host then could miss a batch the person
+    sees. An attempt that forwards nothing keeps `TRY_CANCEL` (nothing to wait for, and
+    its history is unchanged). A dead worker never confirms the cancel; the caller
+    bounds the wait, so it does not last until the heartbeat timeout.
+    """
+    if sent.forward is None or sent.wants_json():  # the activity forwards nothing
+        return ActivityCancellationType.TRY_CANCEL
+    return ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
+
+
+def _cancel_requested() -> bool:
+    """Whether the task running this turn was cancelled (an interrupt, a deadline, the
+    run's cancellation). The SDK delivers a task's cancel to the activity it awaits and
+    then hands the task the activity's outcome, which for `WAIT_CANCELLATION_COMPLETED`
+    may be a failure, a timeout or a result: the task's own cancel count is what says
+    the caller asked for the stop. Deterministic: pure asyncio state."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 def _error_type(error: ActivityError) -> str:

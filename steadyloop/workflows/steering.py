@@ -14,6 +14,10 @@ and where this one prevents it:
   activity's cancellation closes the stream at its next heartbeat); `settle` does the
   same for a tool batch and answers every call it cancelled, so no call is left
   without its tool message.
+- Text a person was reading when they interrupted would be lost to a resumed run. For
+  a model turn that forwards output, the loop waits (bounded, `settle_within`) for the
+  cancelled activity to end, so its last batch is on the run's output host, and keeps
+  what the host retained as the run's partial output.
 - A pause that cancels work would lose it. A pause takes effect at the next boundary
   (`hold_while_paused`), when nothing is in flight, and the deadline still runs: a run
   paused past its deadline stops with `deadline`.
@@ -24,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TypeVar
 
@@ -34,6 +39,13 @@ with workflow.unsafe.imports_passed_through():
     from steadyloop.steering_models import SteeringState, UserMessage
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Cut:
+    """Work an interrupt cancelled; `settled`: its cancellation finished within the bound."""
+
+    settled: bool = True
 
 
 class Steering:
@@ -106,9 +118,14 @@ class Steering:
         except builtins.TimeoutError:
             return  # the deadline passed: the loop's bounds say so
 
-    async def unless_interrupted(self, work: Awaitable[T]) -> T | None:
-        """`work`'s result, or None when an interrupt came first (then `work` is cancelled
-        and its cancellation has settled). `work`'s own exceptions propagate."""
+    async def unless_interrupted(
+        self, work: Awaitable[T], *, settle_within: timedelta | None = None
+    ) -> T | Cut:
+        """`work`'s result, or `Cut` when an interrupt came first: `work` is cancelled and
+        its cancellation waited for, at most `settle_within` when given (`Cut.settled`
+        says whether it ended in time; work that waits for an activity to confirm its
+        cancel would otherwise wait on a dead worker until the heartbeat timeout). Without
+        a bound the wait starts no timer. `work`'s own exceptions propagate."""
         task = asyncio.ensure_future(work)
         try:
             await workflow.wait_condition(lambda: task.done() or self.state.interrupt is not None)
@@ -117,8 +134,7 @@ class Steering:
             raise
         if task.done():
             return task.result()
-        await _cancelled(task)
-        return None
+        return Cut(settled=await _cancelled(task, within=settle_within))
 
     async def settle(self, tasks: list[asyncio.Task[T]], unfinished: Callable[[], T]) -> list[T]:
         """Every task's result, in order; on an interrupt, the unfinished ones are
@@ -141,9 +157,13 @@ class Steering:
         return [unfinished() if task.cancelled() else task.result() for task in tasks]
 
 
-async def _cancelled(task: asyncio.Task[T]) -> None:
-    """Cancel `task` and wait until it has ended, whatever it ended with."""
+async def _cancelled(task: asyncio.Task[T], within: timedelta | None = None) -> bool:
+    """Cancel `task` and wait until it has ended, whatever it ended with, or `within`
+    has passed (then it is left to end on its own); whether it ended."""
     task.cancel()
-    await workflow.wait([task])
+    await workflow.wait([task], timeout=None if within is None else within.total_seconds())
+    if not task.done():
+        return False
     if not task.cancelled():
         task.exception()  # retrieved: an error of cancelled work is not reported twice
+    return True

@@ -35,7 +35,9 @@ one prevents it:
   answered without an activity or a receipt (`tool_disclosure`, `steadyloop.tool_plugins`).
 - People steer a running run (`steering.Steering`): messages are appended at a turn
   boundary, a pause holds the run there, and an interrupt cancels the model turn or the
-  tool batch in flight, answering every call. Calls of tools declared
+  tool batch in flight, answering every call. Text the interrupted turn had already
+  shown is kept in `RunResult.partial` (`_keep_shown_output`), so a resumed run goes on
+  from it. Calls of tools declared
   `approval=True` wait for a person inside their receipt path (`approvals.Approvals`).
 """
 
@@ -70,6 +72,7 @@ with workflow.unsafe.imports_passed_through():
         ForwardedOutput,
         ForwardTarget,
         PartialOutput,
+        ReadForwardedOutput,
         output_stream_id,
     )
     from steadyloop.pricing import price_for
@@ -101,11 +104,11 @@ with workflow.unsafe.imports_passed_through():
     )
     from steadyloop.transcript_healing import validate_and_heal
     from steadyloop.workflows.compaction_step import compact_at_boundary
-    from steadyloop.workflows.routed_turn import RoutedTurn, routed_completion
+    from steadyloop.workflows.routed_turn import RoutedTurn, read_shown, routed_completion
 
 from steadyloop.workflows.approvals import Approvals
 from steadyloop.workflows.delegation import ChildRuns, innermost_message
-from steadyloop.workflows.steering import Steering
+from steadyloop.workflows.steering import Cut, Steering
 from steadyloop.workflows.tool_disclosure import disclose_tools
 
 # Temporal refuses payloads over 2 MB; leave room for the envelope around the input.
@@ -118,6 +121,11 @@ LEASE_MARGIN = timedelta(seconds=5)
 TOOL_ATTEMPTS = 3
 # Rough token estimate when a provider sends no usage: about four characters a token.
 CHARS_PER_TOKEN = 4
+# How long an interrupt waits for a forwarding model activity to confirm its cancel
+# (a live worker hears of it at its next heartbeat, about a second, then sends its last
+# batch), and how long reading the shown text back from the output host may take.
+INTERRUPT_SETTLE = timedelta(seconds=10)
+INTERRUPT_READ = timedelta(seconds=15)
 T = TypeVar("T")
 
 
@@ -282,10 +290,16 @@ class ToolLoopWorkflow:
                 self._stats.turns = self._turn
                 self._phase = "model"
                 tools = self._offered()
-                turn = await self._steering.unless_interrupted(self._model_turn(run, tools))
-                if turn is None:
+                turn = await self._steering.unless_interrupted(
+                    self._model_turn(run, tools),
+                    settle_within=INTERRUPT_SETTLE if run.forwarding.enabled else None,
+                )
+                if isinstance(turn, Cut):
                     why = self._steering.interrupted
-                    raise _Stop("interrupted", f"{why} (the model turn was cancelled)")
+                    kept = ""
+                    if run.forwarding.enabled:
+                        kept = await self._keep_shown_output(run, settled=turn.settled)
+                    raise _Stop("interrupted", f"{why} (the model turn was cancelled){kept}")
                 message = turn.to_message()
                 self._transcript.append(message)
                 if not turn.tool_calls:
@@ -507,6 +521,46 @@ class ToolLoopWorkflow:
         if _text_bound(self._transcript) + _tools_bound(tools) > MAX_ACTIVITY_INPUT_BYTES:
             _check_payload(request, "the model request (the transcript so far)")
         return request
+
+    async def _keep_shown_output(self, run: RunInput, *, settled: bool) -> str:
+        """Keep what the person saw of the interrupted turn as the run's partial output;
+        a note for the stop's detail when it could not be read.
+
+        Read from the run's output host once the cancelled attempt has ended (it is
+        scheduled `WAIT_CANCELLATION_COMPLETED`, see `routed_completion`), so the batch
+        its publisher sends while exiting is included: the text is what the host
+        retained, which is what a subscriber reads. An attempt that did not end within
+        `INTERRUPT_SETTLE` (a dead worker; a stalled stream that heartbeats only when a
+        chunk arrives) may still send one batch, so the text is then `complete=False`.
+        The read itself is bounded (`INTERRUPT_READ`), so no interrupt outlasts both.
+        """
+        why = self._steering.interrupted or "interrupted"
+        try:
+            shown = await read_shown(
+                ReadForwardedOutput(
+                    stream_id=output_stream_id(workflow.info().workflow_id), turn=self._turn
+                ),
+                within=INTERRUPT_READ,
+            )
+        except ActivityError as error:
+            workflow.logger.warning("the interrupted turn's shown output was not read: %s", error)
+            return "; what it had shown could not be read back"
+        reasoning = shown.reasoning if run.forwarding.reasoning_is_output else ""
+        if not shown.text and not reasoning:
+            return ""
+        cause = f"interrupted: {why}"
+        if not settled:
+            cause += " (the attempt had not ended; a last batch may have followed)"
+        self._partial = PartialOutput(
+            turn=self._turn,
+            attempt=max(shown.attempts, default=0),
+            text=shown.text,
+            reasoning=reasoning,
+            source="stream",
+            complete=shown.complete and settled,
+            cause=cause,
+        )
+        return ""
 
     def _count_attempts(self, routed: RoutedTurn) -> None:
         """Every attempt sent is a model attempt; every failed one followed by another (on
