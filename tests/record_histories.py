@@ -32,7 +32,8 @@ from steadyloop.endpoint_health import (
     ProbeRequest,
     health_workflow_id,
 )
-from steadyloop.output_forwarding import ForwardingOptions
+from steadyloop.output_follow import follow_output
+from steadyloop.output_forwarding import ForwardingOptions, OutputDelta
 from steadyloop.payload_storage import DEFAULT_THRESHOLD_BYTES
 from steadyloop.pricing import Price
 from steadyloop.receipt_ledger import Happened
@@ -141,6 +142,9 @@ SCENARIOS: dict[str, list[ScriptedResponse]] = {
         ),
         _answer("done"),
     ],
+    # Forwarding: a person interrupts while the answer streams; the cancelled attempt
+    # is waited for, and the text it showed is read back from the host as the partial.
+    "interrupted_with_output": [trickle(400)],
     # Three turns, each execution handing over after its first turn (its history passed
     # `continue_as_new_at_events`): the first execution is recorded.
     "continue_as_new_at_events": [
@@ -168,6 +172,9 @@ RUN_UPDATES: dict[str, dict[str, Any]] = {
         "limits": RunLimits(model_retry_initial_s=0.1),
     },
     "people_in_the_loop": {"tools": people_run().tools},
+    "interrupted_with_output": {
+        "forwarding": ForwardingOptions(enabled=True, batch_interval_s=0.5),
+    },
     "continue_as_new_at_events": {"limits": RunLimits(continue_as_new_at_events=12)},
     "routed_run_falls_back": {
         "route": RouteConfig(
@@ -211,9 +218,24 @@ async def _approve_send_interrupt(loop: Loop, handle: WorkflowHandle[Any, Any]) 
     await handle.signal("interrupt", "stop here")
 
 
+async def _interrupt_once_shown(loop: Loop, handle: WorkflowHandle[Any, Any]) -> None:
+    shown: list[OutputDelta] = []
+
+    async def follow() -> None:
+        async for delta in follow_output(loop.client, handle.id, poll_s=0.02):
+            shown.append(delta)
+
+    follower = asyncio.ensure_future(follow())
+    await eventually(lambda: len(shown) >= 3, "part of the answer is shown")
+    await handle.signal("interrupt", "I have read enough")
+    await handle.result()
+    await asyncio.wait_for(follower, 60)
+
+
 # Scenarios in which a person steers the run while it goes.
 DRIVERS: dict[str, Callable[[Loop, WorkflowHandle[Any, Any]], Awaitable[None]]] = {
     "people_in_the_loop": _approve_send_interrupt,
+    "interrupted_with_output": _interrupt_once_shown,
 }
 
 

@@ -11,6 +11,8 @@ nothing and never reads the output host.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from loop_harness import ENDPOINT, Loop, run_input, running_loop
@@ -52,7 +54,7 @@ async def follow(loop: Loop, workflow_id: str, into: list[OutputDelta]) -> None:
         into.append(delta)
 
 
-async def scheduled_activities(handle: WorkflowHandle[RunResult, RunResult]) -> list[str]:
+async def scheduled_activities(handle: WorkflowHandle[Any, Any]) -> list[str]:
     history = await handle.fetch_history()
     return [
         event.activity_task_scheduled_event_attributes.activity_type.name
@@ -64,14 +66,13 @@ async def scheduled_activities(handle: WorkflowHandle[RunResult, RunResult]) -> 
 async def interrupt_when(
     loop: Loop,
     run: RunInput,
-    ready: object,
+    ready: Callable[[list[OutputDelta]], bool],
 ) -> tuple[RunResult, list[OutputDelta], list[str]]:
     """Start `run`, follow its output, interrupt once `ready(seen)` holds; the result,
     everything the subscriber received (to the end), and the activities scheduled."""
     handle = await loop.start(run)
     seen: list[OutputDelta] = []
     watcher = asyncio.ensure_future(follow(loop, handle.id, seen))
-    assert callable(ready)
     await eventually(lambda: ready(seen), "the run reaches the point to interrupt")
     await handle.signal("interrupt", "I have read enough")
     result = await handle.result()
