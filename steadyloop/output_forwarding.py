@@ -119,7 +119,8 @@ class PartialOutput(BaseModel):
     """The output a person saw of a turn that could not finish (kept in the run's result).
 
     `source`: `activity` when the failed attempt reported its own text, `stream` when it
-    was read back from the host (the worker died mid-stream).
+    was read back from the host (the worker died mid-stream, or a person interrupted the
+    turn). `complete` is False when the text may be short of what was shown.
     """
 
     turn: int

@@ -442,9 +442,9 @@ class CarriedState(BaseModel):
 
 
 class RunResult(BaseModel):
-    """How a run ended. `partial` is set when it stopped with `output_interrupted`: the
-    output a person saw of the turn that could not finish (not in the transcript, which
-    stays valid for a provider)."""
+    """How a run ended. `partial` is set when it stopped with `output_interrupted`, or
+    `interrupted` while a forwarded answer streamed: the output a person saw of the turn
+    that could not finish (not in the transcript, which stays valid for a provider)."""
 
     final_answer: str | None
     stop_reason: StopReason

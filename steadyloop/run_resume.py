@@ -1,12 +1,13 @@
 """Resuming a run that stopped, as a new run: explicitly, because only a person can decide.
 
 A run that stopped `output_interrupted` was not repeated on purpose (someone had read
-part of its answer). Going on is a new run with the same configuration, whose
-conversation is the stopped run's transcript, plus the partial answer the person saw
-(so the model continues from what was shown instead of starting over), plus a user
-message asking it to go on. The stopped run's transcript already begins with its system
-prompt, so it is not added twice. Plugins the stopped run activated are core in the new
-one: its transcript already shows the model they are active.
+part of its answer); one a person interrupted mid-answer kept what they had read too.
+Going on is a new run with the same configuration, whose conversation is the stopped
+run's transcript, plus the partial answer the person saw (so the model continues from
+what was shown instead of starting over), plus a user message asking it to go on. The
+stopped run's transcript already begins with its system prompt, so it is not added twice.
+Plugins the stopped run activated are core in the new one: its transcript already shows
+the model they are active.
 """
 
 from __future__ import annotations

@@ -258,7 +258,8 @@ def build_parser() -> argparse.ArgumentParser:
     resume = commands.add_parser(
         "resume",
         parents=[connection],
-        help="carry on from a run that stopped, as a new run (after output_interrupted)",
+        help="carry on from a run that stopped, as a new run (after output_interrupted or an "
+        "interrupt)",
         description="Start a new run with a stopped run's configuration and conversation, "
         "the partial answer that was shown included, and follow it.",
     )
