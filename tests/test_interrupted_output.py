@@ -41,8 +41,10 @@ pytestmark = pytest.mark.slow
 BATCH_S = 0.5
 
 
-def forwarding_run(batch_interval_s: float = BATCH_S) -> RunInput:
-    return run_input("say hello").model_copy(
+def forwarding_run(
+    batch_interval_s: float = BATCH_S, deadline_s: float | None = None
+) -> RunInput:
+    return run_input("say hello", deadline_s=deadline_s).model_copy(
         update={
             "forwarding": ForwardingOptions(enabled=True, batch_interval_s=batch_interval_s)
         }
@@ -80,8 +82,11 @@ async def interrupt_when(
     return result, seen, await scheduled_activities(handle)
 
 
+# With a deadline the routed turn runs in a task of its own, raced against a timer
+# (`_before_deadline`); the interrupt must still wait for the activity through it.
+@pytest.mark.parametrize("deadline_s", [None, 3600.0], ids=["no_deadline", "deadline"])
 async def test_an_interrupt_mid_stream_keeps_exactly_what_the_subscriber_received(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, deadline_s: float | None
 ) -> None:
     # What the model activity handed its publisher (the worker runs in this process):
     # all of it must reach the person, the batch sent as the cancelled activity exits
@@ -96,7 +101,7 @@ async def test_an_interrupt_mid_stream_keeps_exactly_what_the_subscriber_receive
 
     monkeypatch.setattr(OutputPublisher, "publish", recording)
     async with running_loop([trickle(400, gap_s=0.05)]) as loop:
-        run = forwarding_run()
+        run = forwarding_run(deadline_s=deadline_s)
         result, seen, scheduled = await interrupt_when(
             loop, run, lambda seen: sum(d.kind == "text" for d in seen) >= 3
         )
