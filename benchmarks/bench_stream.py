@@ -20,6 +20,8 @@ SSE byte streams are built in memory, in the shapes real servers send:
 5. `text-padded` (context): stream 1 in OpenAI's current chunk shape, `service_tier`
    and an `obfuscation` member of random padding (1-12 characters) last in every chunk,
    so that no two chunks end alike.
+6. `reasoning` (context): a reasoning model's 20,000 tokens, 16,000 of them reasoning
+   (`delta.reasoning_content`) before a 4,000-token answer.
 
 Each stream is fed in network-sized reads (4-16 KB, seeded) and timed with
 `time.perf_counter`, best of N rounds, every round running each candidate once in a
@@ -140,6 +142,7 @@ class BuiltStream:
     chunks: int
     text: str
     tool_calls: tuple[ToolCallSpec, ...]
+    reasoning: str = ""
 
 
 def _event(payload: dict[str, Any]) -> bytes:
@@ -220,6 +223,23 @@ def build_text_stream(
     parts.append(b"data: [DONE]\n\n")
     name = "text-intl" if international else "text-padded" if padded else "text"
     return BuiltStream(name, b"".join(parts), len(parts) - 1, "".join(words), ())
+
+
+def build_reasoning_stream(tokens: int = TEXT_TOKENS, seed: int = 4) -> BuiltStream:
+    """A reasoning model's answer: four tokens in five are reasoning (`reasoning_content`,
+    as DeepSeek, vLLM and llama.cpp send it), then the answer, one token per chunk."""
+    rng = random.Random(seed)
+    thoughts = _english_tokens(rng, tokens * 4 // 5)
+    words = _english_tokens(rng, tokens - len(thoughts))
+    parts = [_event(_chunk({"role": "assistant", "content": ""}))]
+    parts.extend(_event(_chunk({"reasoning_content": thought})) for thought in thoughts)
+    parts.extend(_event(_chunk({"content": word})) for word in words)
+    parts.append(_event(_chunk({}, "stop")))
+    parts.append(_event(_usage_chunk(812, tokens)))
+    parts.append(b"data: [DONE]\n\n")
+    return BuiltStream(
+        "reasoning", b"".join(parts), len(parts) - 1, "".join(words), (), "".join(thoughts)
+    )
 
 
 def _tool_arguments(rng: random.Random, number: int, chars: int) -> str:
@@ -599,6 +619,7 @@ STREAMS: dict[str, Callable[[], BuiltStream]] = {
     "ollama": lambda: build_tool_stream(ollama=True),
     "text-intl": lambda: build_text_stream(international=True),
     "text-padded": lambda: build_text_stream(padded=True),
+    "reasoning": build_reasoning_stream,
 }
 
 COUNTED_PATHS: dict[str, Callable[[list[bytes]], object]] = {
@@ -718,9 +739,12 @@ def main(argv: list[str] | None = None) -> int:
     for stream in streams:
         reads = network_reads(stream.body)
         turn = steadyloop_assemble(reads)
-        if turn.text != stream.text or [(c.id, c.name, c.arguments) for c in turn.tool_calls] != [
-            (c.id, c.name, c.arguments) for c in stream.tool_calls
-        ]:
+        calls = [(c.id, c.name, c.arguments) for c in turn.tool_calls]
+        if (turn.text, turn.reasoning, calls) != (
+            stream.text,
+            stream.reasoning,
+            [(c.id, c.name, c.arguments) for c in stream.tool_calls],
+        ):
             print(f"{stream.name}: steadyloop assembled the wrong turn; not timing it")
             return 1
         runs: dict[str, Callable[[], object]] = {

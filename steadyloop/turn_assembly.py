@@ -112,6 +112,7 @@ class TurnAssembler:
         "_meta_pending",
         "_model",
         "_reasoning",
+        "_reasoning_sink",
         "_response_id",
         "_shape_cache",
         "_stdlib_parsed",
@@ -129,13 +130,14 @@ class TurnAssembler:
         self._calls = ToolCallAccumulator(mint_prefix)
         self._wants_json = wants_json
         self._text: list[str] = []
-        # The text as a one-entry map, so a learned shape names its list as (map, key)
-        # whether it feeds the answer text or a tool call's fragments.
+        # The text and the reasoning as one-entry maps, so a learned shape names its list
+        # as (map, key) whether it feeds either of them or a tool call's fragments.
         self._text_sink: Mapping[int, list[str]] = {0: self._text}
+        self._reasoning: list[str] = []
+        self._reasoning_sink: Mapping[int, list[str]] = {0: self._reasoning}
         self._shape_cache = shape_cache
         self._template: _Template | None = None
         self._learns = 0
-        self._reasoning: list[str] = []
         self._finish_reason: str | None = None
         self._usage: dict[str, Any] | None = None
         self._model: str | None = None
@@ -206,10 +208,13 @@ class TurnAssembler:
     # measurable share of the per-token budget, so its shape test is written out inline
     # (no call per token) and checks nothing twice. A chunk whose only choice is choice
     # 0 (`index == 0`) with a null finish reason takes the fast path when its delta is
-    # one of the two shapes nearly every token has:
+    # one of the shapes nearly every token has:
     #
     # - a non-empty string `content`, alone or beside `role` (Ollama repeats the role
     #   on every chunk): the text is appended;
+    # - no tool calls, an empty `content` and a string `reasoning_content` or
+    #   `reasoning` (a reasoning model's thinking): the reasoning is appended, the one
+    #   thing `_choice` does with such a delta, whatever else it holds;
     # - a lone `tool_calls` list: handed to the accumulator, except its commonest delta,
     #   a bare argument fragment `{"index": i, "function": {"arguments": a}}` (nothing
     #   else in either object, `i` an `int` the accumulator has a call for, `a` a
@@ -254,6 +259,7 @@ class TurnAssembler:
         `templated`: the payloads are bytes, and a learned chunk shape may be used.
         """
         text_append = self._text.append
+        reasoning_append = self._reasoning.append
         calls = self._calls
         parts_by_index = calls.parts_by_index
         fold = self._fold
@@ -308,7 +314,12 @@ class TurnAssembler:
                                             if learns_left:
                                                 learns_left -= 1
                                                 template = self._learn(
-                                                    chunk, data, function, "arguments", index
+                                                    chunk,
+                                                    data,
+                                                    function,
+                                                    "arguments",
+                                                    parts_by_index,
+                                                    index,
                                                 )
                                                 if template is not None:
                                                     (prefix, suffix, start, stop) = template[:4]
@@ -330,11 +341,39 @@ class TurnAssembler:
                                 text_append(content)
                                 if learns_left:
                                     learns_left -= 1
-                                    template = self._learn(chunk, data, delta, "content", None)
+                                    template = self._learn(
+                                        chunk, data, delta, "content", self._text_sink, 0
+                                    )
                                     if template is not None:
                                         prefix, suffix, start, stop = template[:4]
                                         middle, sink, key = template[4:]
                                 continue
+                            if not content:
+                                # A reasoning token: what `_choice` does with a delta whose
+                                # content is empty and that has no tool calls.
+                                field = "reasoning_content"
+                                reasoning = delta.get(field)
+                                if not reasoning:
+                                    field = "reasoning"
+                                    reasoning = delta.get(field)
+                                if reasoning and reasoning.__class__ is str_:
+                                    if meta_pending:
+                                        self._read_meta(chunk)
+                                        meta_pending = self._meta_pending
+                                    reasoning_append(reasoning)
+                                    # Gateways that send the text under both names repeat
+                                    # it: a shape with one hole never fits them.
+                                    if learns_left and not (
+                                        "reasoning" in delta and "reasoning_content" in delta
+                                    ):
+                                        learns_left -= 1
+                                        template = self._learn(
+                                            chunk, data, delta, field, self._reasoning_sink, 0
+                                        )
+                                        if template is not None:
+                                            prefix, suffix, start, stop = template[:4]
+                                            middle, sink, key = template[4:]
+                                    continue
                 except _OrjsonDecodeError:
                     # `[DONE]` and keep-alives are not JSON: they land here, instead of
                     # costing a comparison on every chunk.
@@ -394,7 +433,13 @@ class TurnAssembler:
         return 1 if self._learns * 64 <= self._chunks else 0
 
     def _learn(
-        self, chunk: Any, data: bytes, holder: Any, field: str, index: int | None
+        self,
+        chunk: Any,
+        data: bytes,
+        holder: Any,
+        field: str,
+        sink: Mapping[int, list[str]],
+        key: int,
     ) -> _Template | None:
         """The shape of `chunk` around `holder[field]`, kept when the payload fits it.
 
@@ -403,8 +448,6 @@ class TurnAssembler:
         tried first.
         """
         self._learns += 1
-        sink = self._text_sink if index is None else self._calls.parts_by_index
-        key = index or 0
         text = holder[field]
         holder[field] = _SENTINEL
         try:

@@ -121,7 +121,7 @@ def test_learned_shapes_and_whole_parses_give_the_same_turn(name: str) -> None:
         learned.model_dump()
         == bench_stream.steadyloop_assemble(reads, shape_cache=False).model_dump()
     )
-    assert learned.text == stream.text
+    assert learned.text == stream.text and learned.reasoning == stream.reasoning
     assert [(c.id, c.name, c.arguments) for c in learned.tool_calls] == [
         (c.id, c.name, c.arguments) for c in stream.tool_calls
     ]

@@ -53,6 +53,21 @@ def text_chunk(token: str, padding: str | None = None, **choice: Any) -> dict[st
     return body
 
 
+# How servers send a reasoning token (the delta alone).
+REASONING_DELTAS: dict[str, Callable[[str], dict[str, Any]]] = {
+    "vllm": lambda token: {"reasoning_content": token},
+    "deepseek": lambda token: {"content": None, "reasoning_content": token},
+    "ollama": lambda token: {"role": "assistant", "content": "", "reasoning": token},
+    "both-names": lambda token: {"reasoning_content": token, "reasoning": token},
+}
+
+
+def reasoning_chunk(server: str, token: str) -> dict[str, Any]:
+    body = text_chunk("")
+    body["choices"][0]["delta"] = REASONING_DELTAS[server](token)
+    return body
+
+
 def tool_chunk(index: int, arguments: str, **opening: Any) -> dict[str, Any]:
     call: dict[str, Any] = {"index": index, **opening, "function": {"arguments": arguments}}
     if "name" in opening:
@@ -180,28 +195,56 @@ def test_ollama_calls_labelled_index_0_stay_apart(whole_parses: Callable[[], int
     assert [(call.name, call.arguments) for call in turn.tool_calls] == expected
 
 
+@pytest.fixture
+def serializations(monkeypatch: pytest.MonkeyPatch) -> Callable[[], int]:
+    """How many times `orjson.dumps` ran: once per attempt to learn a shape."""
+    seen: list[int] = []
+    real = orjson.dumps
+
+    def counting(value: Any, *args: Any, **kwargs: Any) -> bytes:
+        seen.append(1)
+        return real(value, *args, **kwargs)
+
+    monkeypatch.setattr(orjson, "dumps", counting)
+    return lambda: len(seen)
+
+
+@pytest.mark.parametrize("server", list(REASONING_DELTAS))
+def test_reasoning_tokens_learn_their_shape(
+    server: str, whole_parses: Callable[[], int], serializations: Callable[[], int]
+) -> None:
+    thoughts = [f" r{n}" for n in range(100)]
+    answer = [f" a{n}" for n in range(50)]
+    payloads = [compact(reasoning_chunk(server, t)) for t in thoughts]
+    payloads += [compact(text_chunk(t)) for t in answer]
+    before = serializations()
+    outcome(payloads, shape_cache=True)
+    # One to learn from per kind. A gateway that repeats the text under both names
+    # cannot be learned (the text in two places), so it is parsed whole throughout
+    # and not even tried: one serialization, for the answer's shape.
+    both = server == "both-names"
+    assert whole_parses() == (len(thoughts) + 1 if both else 2)
+    assert serializations() - before == (1 if both else 2)
+    _, (turn, _, _) = assert_cache_changes_nothing(payloads)
+    assert turn.reasoning == "".join(thoughts)
+    assert turn.text == "".join(answer)
+
+
 def test_a_shape_that_never_repeats_stops_being_learned(
-    monkeypatch: pytest.MonkeyPatch,
+    serializations: Callable[[], int],
 ) -> None:
     """A timestamp per chunk: every learned shape misses the next chunk. Learning is
     capped (8, then one per 64 chunks received), so it cannot cost a serialization per
     token."""
-    serializations: list[int] = []
-    real = orjson.dumps
-
-    def counting(value: Any, *args: Any, **kwargs: Any) -> bytes:
-        serializations.append(1)
-        return real(value, *args, **kwargs)
-
     payloads = [compact({**text_chunk(f" t{n}"), "created": n}) for n in range(3_200)]
-    monkeypatch.setattr(orjson, "dumps", counting)
+    before = serializations()
     _, (turn, _, _) = assert_cache_changes_nothing(payloads, batches=(40,))
-    learned = len(serializations)
-    serializations.clear()
+    learned = serializations() - before
+    before = serializations()
     outcome(payloads, shape_cache=True, batches=(40,))
-    assert 8 <= len(serializations) <= 8 + 3_200 // 64 + 1
+    assert 8 <= serializations() - before <= 8 + 3_200 // 64 + 1
     assert turn.text == "".join(f" t{n}" for n in range(3_200))
-    assert learned >= len(serializations)  # the cache-off run learns nothing
+    assert learned == serializations() - before  # the cache-off run learns nothing
 
 
 # -- payloads that fit a learned shape's bytes but are not that chunk --------------------------
@@ -317,11 +360,12 @@ PADDING = st.none() | st.text(alphabet="abcXYZ019", max_size=6)
 def gateway_streams(draw: st.DrawFn) -> list[bytes]:
     """Text and tool chunks, mostly compact and repeating, with the variations that
     break or shift a learned shape: padding, spaces, other members, other choices,
-    finish reasons, Ollama's index 0, bytes spliced into a learned shape."""
+    finish reasons, Ollama's index 0, reasoning as each server names it, bytes spliced
+    into a learned shape."""
     payloads: list[bytes] = []
     calls = 0
     for _ in range(draw(st.integers(0, 40))):
-        shape = draw(st.integers(0, 9))
+        shape = draw(st.integers(0, 10))
         token = draw(TOKENS)
         if shape <= 3:
             payloads.append(compact(text_chunk(token, draw(PADDING))))
@@ -344,10 +388,13 @@ def gateway_streams(draw: st.DrawFn) -> list[bytes]:
         elif shape == 8:
             hole = draw(st.sampled_from(HOLES) | st.binary(max_size=12))
             payloads.append(TEXT_PREFIX + hole + TEXT_SUFFIX)
-        else:
+        elif shape == 9:
             hole = draw(st.sampled_from(HOLES))
             padding = draw(st.sampled_from([b'"p"', b"1", b'"p","q"', b""]) | st.binary(max_size=6))
             payloads.append(PAD_PREFIX + hole + PAD_MIDDLE + padding + PAD_END)
+        else:
+            server = draw(st.sampled_from(list(REASONING_DELTAS)))
+            payloads.append(compact(reasoning_chunk(server, token)))
     return payloads
 
 
