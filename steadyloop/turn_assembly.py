@@ -41,8 +41,9 @@ and what prevents each here:
 - A fast path that reads fewer members than the full check must not change the
   result: it takes only a chunk whose single choice 0 has a null finish reason and a
   delta that is a non-empty string `content` (and at most `role`), reasoning text
-  beside no content and no tool calls, or a lone `tool_calls` list, and appends a bare argument fragment itself only in the one shape
-  where the accumulator's rules leave nothing to decide. Everything else, including
+  beside no content and no tool calls, or a lone `tool_calls` list, and appends a
+  bare argument fragment itself only in the one shape where the accumulator's rules
+  leave nothing to decide. Everything else, including
   any chunk that would raise, goes through `_fold`. The tests run every case through
   both entry points, and every wire shape of the accumulator's suite through both the
   accumulator alone and this path.
