@@ -43,10 +43,10 @@ and what prevents each here:
   delta that is a non-empty string `content` (and at most `role`), reasoning text
   beside no content and no tool calls, or a lone `tool_calls` list, and appends a
   bare argument fragment itself only in the one shape where the accumulator's rules
-  leave nothing to decide. Everything else, including
-  any chunk that would raise, goes through `_fold`. The tests run every case through
-  both entry points, and every wire shape of the accumulator's suite through both the
-  accumulator alone and this path.
+  leave nothing to decide. Everything else, including any chunk that would raise,
+  goes through `_fold`. The tests run every case through both entry points, and every
+  wire shape of the accumulator's suite through both the accumulator alone and this
+  path.
 - A learned chunk shape (the bytes a stream repeats around each chunk's text, see
   `_learn`) must only ever skip parsing what is byte for byte a chunk the fast path
   already took: a payload fits only with one JSON string where the text was (and one
