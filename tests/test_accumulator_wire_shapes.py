@@ -533,3 +533,14 @@ def test_minted_ids_follow_the_documented_scheme() -> None:
     acc.observe(one(index=2, id="call_sl_0", name="third", arguments="{}"))  # id already used
     acc.observe(one(index=3, id="", name="fourth", arguments="{}"))
     assert [c.id for c in acc.assembled()] == ["call_sl_0_1", "call_sl_0", "call_sl_2", "call_sl_3"]
+
+
+def test_was_minted_tells_minted_ids_from_wire_ids() -> None:
+    """The model activity logs each repaired call once, naming it by this: a wire id
+    that was kept is not a repair, every minted one is (even one that looks wire-made)."""
+    acc = ToolCallAccumulator()
+    acc.observe(one(index=0, id="call_wire", name="first", arguments="{}"))
+    acc.observe(one(index=1, id="call_wire", name="second", arguments="{}"))  # reused
+    acc.observe(one(index=2, id=" ", name="third", arguments="{}"))  # blank
+    calls = acc.assembled()
+    assert [acc.was_minted(call.id) for call in calls] == [False, True, True]

@@ -620,6 +620,59 @@ def test_string_error_and_numeric_code(feeder: Feeder) -> None:
 
 
 @parametrize_feeders
+def test_errors_that_are_not_objects_or_say_nothing(feeder: Feeder) -> None:
+    """A string error has no type; a number is shown as written; an error object with
+    no message still says what happened."""
+    assert failure(feeder, [{"error": "busy"}]).provider_type is None
+    assert failure(feeder, [{"error": 42}]).message == "42"
+    got = failure(feeder, [{"error": {}}])
+    assert got.message == "the provider reported an error inside the stream"
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ('"overloaded"', "overloaded"),  # JSON, but not an object: the text itself
+        ("[1, 2]", "[1, 2]"),
+        ('{"error": false, "message": "overloaded"}', "overloaded"),  # no error member
+    ],
+)
+def test_error_event_data_that_is_not_an_error_object(data: str, message: str) -> None:
+    with pytest.raises(StreamFailed) as caught:
+        TurnAssembler().feed_events([ServerSentEvent(data, "error")])
+    assert caught.value.failure.message == message
+    assert data in caught.value.failure.body_excerpt
+
+
+@parametrize_feeders
+def test_zero_and_float_counts_in_usage(feeder: Feeder) -> None:
+    """OpenAI sends `reasoning_tokens: 0`: zero is a count (not "not reported"), and a
+    count written as `12.0` is 12."""
+    usage = {
+        "prompt_tokens": 12.0,
+        "completion_tokens": 0,
+        "total_tokens": 12,
+        "prompt_tokens_details": {"cached_tokens": 0.0},
+        "completion_tokens_details": {"reasoning_tokens": 0},
+    }
+    turn = assemble(feeder, [*text_chunks("a"), {"choices": [], "usage": usage}])
+    assert turn.usage == Usage(
+        prompt_tokens=12, completion_tokens=0, total_tokens=12, reasoning_tokens=0, cached_tokens=0
+    )
+
+
+def test_a_str_payload_after_learned_shapes_is_parsed_whole() -> None:
+    """Shapes are learned from the decoder's bytes; `feed` may be given the same chunk
+    as a string, which a learned shape (bytes) must not be tried on."""
+    assembler = TurnAssembler()
+    raw = [orjson.dumps(c) for c in text_chunks("a", "b", "c")]
+    assembler.feed_events(MessageData(raw))
+    assembler.feed(raw[0].decode())
+    assembler.feed_events(MessageData(raw[1:]))
+    assert assembler.finish().text == "abcabc"
+
+
+@parametrize_feeders
 def test_vllm_error_shape(feeder: Feeder) -> None:
     body = {"object": "error", "message": "too long", "type": "BadRequestError", "code": 400}
     got = failure(feeder, [*text_chunks("a"), body])
