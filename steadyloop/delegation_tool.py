@@ -11,6 +11,9 @@ What is decided here, and why:
   is not offered, a blank task, an unexpected key. Nothing is started.
 - **A child cannot outlive its parent's deadline**: its own deadline is cut to what
   remains of the parent's, so it stops with its own `deadline` reason and answers.
+- **A child cannot spend more than its parent has left**: its token budget is cut to
+  what remains of the parent's (`tokens_left`), so it stops with its own
+  `token_budget` reason and answers; a parent without a budget leaves the child's own.
 - **Every way a child ends is an answer**: its final answer is the tool result; a child
   that stopped without one (turns, tokens, deadline) or failed is reported in words
   the model can act on.
@@ -125,9 +128,18 @@ def child_workflow_id(parent_id: str, key: ReceiptKey) -> str:
 
 
 def child_run_input(
-    parent: RunInput, *, parent_id: str, request: DelegateRequest, remaining_s: float | None
+    parent: RunInput,
+    *,
+    parent_id: str,
+    request: DelegateRequest,
+    remaining_s: float | None,
+    tokens_left: int | None = None,
 ) -> RunInput:
-    """The child's input: its profile, the parent's tenant, and its place in the chain."""
+    """The child's input: its profile, the parent's tenant, and its place in the chain.
+
+    `remaining_s` and `tokens_left` are what the parent has left of its deadline and
+    token budget (None: no bound); each caps the profile's own limit.
+    """
     assert parent.delegation is not None  # only a run that may delegate gets here
     profile = parent.delegation.agents[request.agent]
     limits = profile.limits
@@ -135,6 +147,10 @@ def child_run_input(
         own = limits.deadline_s
         cut = max(1.0, remaining_s if own is None else min(own, remaining_s))
         limits = limits.model_copy(update={"deadline_s": cut})
+    if tokens_left is not None:
+        budget = limits.token_budget
+        tokens = max(1, tokens_left if budget is None else min(budget, tokens_left))
+        limits = limits.model_copy(update={"token_budget": tokens})
     route = profile.route
     if route is None and profile.endpoint is None and profile.model is None:
         route = parent.route  # the parent's model, and the parent's way of reaching it

@@ -108,7 +108,8 @@ class AgentProfile(BaseModel):
 
     `endpoint`, `model` and `sampling` default to the delegating run's, and so does its
     route when the profile names no endpoint, model or route of its own; `limits` are
-    the child's own (its deadline is also cut to what remains of the parent's).
+    the child's own, except that its deadline and token budget are cut to what remains
+    of the parent's.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -321,7 +322,8 @@ class RunStats(BaseModel):
     counts those that could not, so a cost is never shown as complete when it is not.
     `healed` counts transcript healings by kind, `compactions` compactions by kind.
     `children` is the sum over every child run it started, their own children folded
-    in; the run's own counters (and its token budget) exclude them.
+    in; the run's own counters exclude them, its token budget does not
+    (`tokens_with_children`).
     """
 
     turns: int = 0
@@ -346,12 +348,30 @@ class RunStats(BaseModel):
     # Continue-as-new hand-overs by reason (`history_budget.ContinueAsNewReason`).
     continued_as_new: dict[str, int] = Field(default_factory=dict)
     child_runs: int = 0  # children started (or re-attached to) by this run
-    child_refusals: int = 0  # delegations a chain rule refused
+    child_refusals: int = 0  # delegations refused (a chain rule, or no token budget left)
     children: RunStats | None = None
 
     @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
+
+    @property
+    def children_tokens(self) -> int:
+        """Tokens every finished descendant used (`children` is already their sum)."""
+        return 0 if self.children is None else self.children.total_tokens
+
+    @property
+    def tokens_with_children(self) -> int:
+        """What a token budget counts: this run's tokens and every finished descendant's,
+        so delegating work does not make it free."""
+        return self.total_tokens + self.children_tokens
+
+    def budget_use(self, budget: int) -> str:
+        """How much of `budget` is spent, and by whom (what a stop or refusal says)."""
+        return (
+            f"{self.tokens_with_children} tokens used of a budget of {budget} "
+            f"({self.total_tokens} by this run, {self.children_tokens} by its child runs)"
+        )
 
     def count_retry(self, reason: str) -> None:
         self.retries[reason] = self.retries.get(reason, 0) + 1

@@ -58,7 +58,14 @@ from steadyloop.delegation_tool import DELEGATE_TOOL
 from steadyloop.endpoints import EndpointRegistry
 from steadyloop.run_models import AgentProfile, Delegation, RunInput, RunLimits, RunResult
 from steadyloop.temporal_binaries import time_skipping_server_path
-from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
+from steadyloop.testing.chunks import (
+    Chunk,
+    ScriptedCall,
+    finish_chunk,
+    text_chunks,
+    tool_call_chunks,
+    usage_chunk,
+)
 from steadyloop.testing.scripted_server import (
     RecordedRequest,
     ScriptedResponse,
@@ -103,12 +110,30 @@ def delegate(agent: str, task: str, call_id: str | None = None) -> ScriptedCall:
     return ScriptedCall(DELEGATE_TOOL, {"agent": agent, "task": task}, id=call_id)
 
 
-def calls(*scripted: ScriptedCall) -> ScriptedResponse:
-    return sse_response([*tool_call_chunks(list(scripted)), finish_chunk("tool_calls")])
+def _used(tokens: int | None) -> list[Chunk]:
+    """A usage chunk reporting `tokens` (all prompt), so a test sets what a turn costs."""
+    return [] if tokens is None else [usage_chunk(prompt_tokens=tokens, completion_tokens=0)]
 
 
-def answer(text: str) -> ScriptedResponse:
-    return sse_response([*text_chunks(text), finish_chunk("stop")])
+def calls(*scripted: ScriptedCall, tokens: int | None = None) -> ScriptedResponse:
+    return sse_response(
+        [*tool_call_chunks(list(scripted)), finish_chunk("tool_calls"), *_used(tokens)]
+    )
+
+
+def answer(text: str, *, tokens: int | None = None) -> ScriptedResponse:
+    return sse_response([*text_chunks(text), finish_chunk("stop"), *_used(tokens)])
+
+
+async def run_inputs(client: Client, runs: Sequence[RunView]) -> list[RunInput]:
+    """Each run's first input (what its parent started it with), in order of start."""
+    inputs: list[RunInput] = []
+    for view in sorted(runs, key=lambda v: (v.started_at, v.workflow_id)):
+        history = await client.get_workflow_handle(view.workflow_id).fetch_history()
+        started = history.events[0].workflow_execution_started_event_attributes
+        (decoded,) = await client.data_converter.decode(started.input.payloads, [RunInput])
+        inputs.append(decoded)
+    return inputs
 
 
 # -- runs and profiles -------------------------------------------------------------------

@@ -173,6 +173,29 @@ def test_a_child_never_outlives_the_parents_deadline(
     assert child.limits.deadline_s == deadline
 
 
+@pytest.mark.parametrize(
+    ("own", "left", "budget"),
+    [
+        (None, None, None),  # neither bounds it
+        (None, 700, 700),  # the parent's remainder
+        (500, None, 500),  # a parent without a budget leaves the profile's
+        (500, 700, 500),  # the smaller wins
+        (900, 700, 700),
+    ],
+)
+def test_a_childs_token_budget_is_cut_to_what_the_parent_has_left(
+    own: int | None, left: int | None, budget: int | None
+) -> None:
+    profile = AgentProfile(description="d", limits=RunLimits(token_budget=own))
+    delegation = DELEGATION.model_copy(update={"agents": {**DELEGATION.agents, "critic": profile}})
+    parent = PARENT.model_copy(update={"delegation": delegation})
+    request = DelegateRequest(agent="critic", task="t")
+    child = child_run_input(
+        parent, parent_id="p", request=request, remaining_s=None, tokens_left=left
+    )
+    assert child.limits.token_budget == budget
+
+
 def result(**fields: Any) -> RunResult:
     return RunResult(transcript=[], stats=RunStats(), **fields)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from delegation_harness import (
@@ -20,6 +21,7 @@ from delegation_harness import (
     delegate,
     eventually,
     profile,
+    run_inputs,
     running_chains,
 )
 from loop_harness import assert_every_call_answered, tool_messages
@@ -495,3 +497,133 @@ async def test_a_delegating_run_under_an_id_visibility_cannot_match_fails_clearl
     assert isinstance(cause, ApplicationError) and cause.type == "UnusableWorkflowId"
     assert "order 'B'" in str(cause)
     assert asked == []
+
+
+# -- the token budget covers child runs ------------------------------------------------
+
+
+def budgeted(task: str, budget: int | None, **run_limits: Any) -> RunInput:
+    """A root that may delegate to `writer` (who may use `add`), with a token budget."""
+    agents = {"writer": profile("writer", tools=["add"])}
+    limits: list[ChainLimit] = [DepthLimit(max_depth=1)]
+    return chain_input(
+        task, to=["writer"], agents=agents, limits=limits, token_budget=budget, **run_limits
+    )
+
+
+async def test_a_child_gets_what_the_parent_has_left_and_the_parent_counts_what_it_spent() -> None:
+    # Budget 1,000. The parent's first turn costs 400 and delegates: the child may spend
+    # the 600 left. Its first turn costs 700, so its own budget stops it; the parent has
+    # then spent 1,100 with its child's and stops at its next boundary.
+    def brain(turn: Turn) -> ScriptedResponse:
+        if turn.agent == "writer":
+            if turn.turn == 1:
+                return calls(ScriptedCall("add", {"a": 1, "b": 2}), tokens=700)
+            return answer("wrote it", tokens=10)
+        if turn.turn == 1:
+            return calls(delegate("writer", "draft"), tokens=400)
+        return answer("done", tokens=10)
+
+    async with running_chains(brain) as chains:
+        result = await (await chains.start(budgeted("go", 1000))).result()
+        inputs = await run_inputs(chains.client, await chains.runs())
+        parent_turns = len(chains.turns("main"))
+    child = next(i for i in inputs if i.agent == "writer")
+    assert child.limits.token_budget == 600
+    (answered,) = tool_messages(result.transcript)
+    assert "stopped without an answer (token_budget: 700 tokens used of a budget of 600" in (
+        answered.content or ""
+    )
+    assert result.stop_reason == "token_budget"
+    assert result.detail == (
+        "1100 tokens used of a budget of 1000 (400 by this run, 700 by its child runs)"
+    )
+    assert parent_turns == 1  # stopped before asking the model again
+    assert_every_call_answered(result.transcript)
+
+
+async def test_a_delegation_with_nothing_left_of_the_budget_is_refused_and_starts_nothing() -> None:
+    # The first child spends 800 of 1,000; the parent's second turn costs 150 and asks
+    # for another child: nothing is left, so the call is answered with a refusal.
+    def brain(turn: Turn) -> ScriptedResponse:
+        if turn.agent == "writer":
+            return answer(f"wrote {turn.task}", tokens=800)
+        if turn.turn == 1:
+            return calls(delegate("writer", "first"), tokens=100)
+        if turn.turn == 2:
+            return calls(delegate("writer", "second", "again"), tokens=150)
+        return answer("done", tokens=10)
+
+    async with running_chains(brain) as chains:
+        result = await (await chains.start(budgeted("go", 1000))).result()
+        writers = chains.turns("writer")
+        runs = await chains.runs()
+    first, refused = tool_messages(result.transcript)
+    assert first.content == "wrote first"
+    assert refused.tool_call_id == "again"
+    assert refused.content == (
+        "Delegation refused: this run's token budget is spent (1050 tokens used of a budget "
+        "of 1000 (250 by this run, 800 by its child runs)), so a child run would have "
+        "nothing to spend. Answer with what you have; delegating again will not help."
+    )
+    assert [t.task for t in writers] == ["first"]
+    assert sorted(agent_of(v) for v in runs) == ["main", "writer"]
+    assert (result.stats.child_runs, result.stats.child_refusals) == (1, 1)
+    assert result.stop_reason == "token_budget"
+    assert_every_call_answered(result.transcript)
+
+
+async def test_a_parent_without_a_budget_leaves_its_children_their_own() -> None:
+    def brain(turn: Turn) -> ScriptedResponse:
+        if turn.agent != "main":
+            return answer(f"{turn.agent} done", tokens=5_000)
+        if turn.turn == 1:
+            return calls(delegate("writer", "w"), delegate("critic", "c"), tokens=5_000)
+        return answer("done")
+
+    agents = {
+        "writer": profile("writer"),
+        "critic": profile("critic", limits=RunLimits(token_budget=300)),
+    }
+    run = chain_input("go", to=["writer", "critic"], agents=agents, limits=[])
+    async with running_chains(brain) as chains:
+        result = await (await chains.start(run)).result()
+        inputs = {i.agent: i for i in await run_inputs(chains.client, await chains.runs())}
+    assert inputs["main"].limits.token_budget is None
+    assert inputs["writer"].limits.token_budget is None
+    assert inputs["critic"].limits.token_budget == 300
+    assert result.stop_reason == "final_answer"
+    assert result.stats.tokens_with_children > 15_000
+
+
+async def test_after_continue_as_new_the_parent_still_counts_its_earlier_children() -> None:
+    # The parent continues-as-new after every turn. Its first child spent 700 before the
+    # hand-over; afterwards the second child gets only what is left with it counted, and
+    # the parent stops on the sum.
+    def brain(turn: Turn) -> ScriptedResponse:
+        if turn.agent == "writer":
+            return answer(f"wrote {turn.task}", tokens=700 if turn.task == "first" else 60)
+        if turn.turn == 1:
+            return calls(delegate("writer", "first"), tokens=100)
+        if turn.turn == 2:
+            return calls(delegate("writer", "second"), tokens=150)
+        return answer("done", tokens=10)
+
+    run = budgeted("go", 1000, continue_as_new_after_turns=1)
+    async with running_chains(brain) as chains:
+        handle = await chains.start(run)
+        result = await handle.result()
+        history = await handle.fetch_history()
+        inputs = await run_inputs(chains.client, await chains.runs())
+    started = history.events[0].workflow_execution_started_event_attributes
+    assert started.continued_execution_run_id  # the last run is a continuation
+    (second,) = [i for i in inputs if i.prompt == "second"]
+    assert second.limits.token_budget == 50  # 1,000 - 250 own - 700 by the first child
+    assert [m.content for m in tool_messages(result.transcript)] == [
+        "wrote first",
+        "wrote second",
+    ]
+    assert result.stop_reason == "token_budget"
+    assert result.detail == (
+        "1010 tokens used of a budget of 1000 (250 by this run, 760 by its child runs)"
+    )

@@ -28,6 +28,16 @@ this one prevents it:
   measurement of a cancelled run as an `ActivityError`; read as "could not measure",
   it would admit and start a child in a run being cancelled, and the run would wait
   for that child. `raise_if_cancelled` ends the delegation as cancelled instead.
+- **A budget escaped by delegating.** The parent's token budget counts its finished
+  children's tokens (`RunStats.tokens_with_children`), and a child is started with a
+  budget no larger than what the parent has left when it starts (`_tokens_left`); with
+  nothing left the call is refused like a chain rule refusal, and no child starts.
+  Children of one batch are not given shares: each gets what is left when it starts,
+  counting the children finished by then, so siblings running at once may each get the
+  same remainder. Splitting it would guess how the work divides (one sibling may need
+  nearly all of it), and the overshoot is bounded (at most one remainder a sibling) and
+  caught: the parent checks its budget, children included, at its next turn boundary
+  and stops `token_budget`.
 - **A root missing from its own chain's counts.** A delegating root upserts its chain
   attributes once, at its first start (they survive continue-as-new); a child gets them
   at its start, so it is counted from its first moment.
@@ -180,6 +190,13 @@ class ChildRuns:
                 return ToolOutcome(
                     status="tool_error", content=refused.reason, error_type="ChainRuleRefused"
                 )
+            # Read after measuring: a sibling may have finished meanwhile.
+            tokens_left = self._tokens_left()
+            if tokens_left is not None and tokens_left <= 0:
+                self._stats.child_refusals += 1
+                return ToolOutcome(
+                    status="tool_error", content=self._budget_spent(), error_type="TokenBudgetSpent"
+                )
             now = workflow.now()
             remaining = None if self._deadline is None else self._deadline - now
             child = child_run_input(
@@ -187,6 +204,7 @@ class ChildRuns:
                 parent_id=self._me,
                 request=request,
                 remaining_s=None if remaining is None else remaining.total_seconds(),
+                tokens_left=tokens_left,
             )
             horizon = timedelta(seconds=child.limits.deadline_s or DELEGATION_HORIZON_S)
             claimed = self._receipts.claim(
@@ -212,6 +230,20 @@ class ChildRuns:
         outcome = child_outcome(request.agent, result)
         self._receipts.complete(key, decision.attempt, outcome.content)
         return outcome
+
+    def _tokens_left(self) -> int | None:
+        """What is left of the run's token budget, children included (None: no budget)."""
+        budget = self._run.limits.token_budget
+        return None if budget is None else budget - self._stats.tokens_with_children
+
+    def _budget_spent(self) -> str:
+        budget = self._run.limits.token_budget
+        assert budget is not None  # only asked when a budget is spent
+        return (
+            f"Delegation refused: this run's token budget is spent "
+            f"({self._stats.budget_use(budget)}), so a child run would have nothing to "
+            "spend. Answer with what you have; delegating again will not help."
+        )
 
     async def _refusal(self, agent: str) -> Refused | None:
         """The first chain rule that refuses delegating to `agent` now, if any.

@@ -31,6 +31,8 @@ one prevents it:
   ambiguous and is not run again.
 - A run carrying a `Delegation` gets the `delegate` tool; its calls take the same
   receipt path and start child runs admitted by chain rules (`delegation.ChildRuns`).
+  The token budget counts finished children's tokens too, and a child gets at most
+  what is left of it.
 - A run with on-demand plugins gets `activate_plugin`; activation is workflow state,
   answered without an activity or a receipt (`tool_disclosure`, `steadyloop.tool_plugins`).
 - People steer a running run (`steering.Steering`): messages are appended at a turn
@@ -404,11 +406,9 @@ class ToolLoopWorkflow:
         if self._deadline is not None and workflow.now() >= self._deadline:
             raise _Stop("deadline", f"the run's deadline of {run.limits.deadline_s}s passed")
         budget = run.limits.token_budget
-        if budget is not None and self._stats.total_tokens >= budget:
-            raise _Stop(
-                "token_budget",
-                f"{self._stats.total_tokens} tokens used of a budget of {budget}",
-            )
+        # Children's tokens count: a run cannot escape its budget by delegating.
+        if budget is not None and self._stats.tokens_with_children >= budget:
+            raise _Stop("token_budget", self._stats.budget_use(budget))
         if self._turn >= run.limits.max_turns:
             raise _Stop("max_turns", f"{run.limits.max_turns} model turns taken")
 
