@@ -17,7 +17,16 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from delegation_harness import Brain, Turn, chain_input, delegate, profile, running_chains
+from delegation_harness import (
+    Brain,
+    Turn,
+    answer,
+    calls,
+    chain_input,
+    delegate,
+    profile,
+    running_chains,
+)
 from loop_harness import Loop, run_input, running_loop, summarize
 from routing_harness import Routing, candidate, route, routing
 from steering_harness import eventually, people_run, trickle, wait_for_approvals
@@ -256,6 +265,16 @@ def _fan_out_brain(turn: Turn) -> ScriptedResponse:
     return _answer("assembled")
 
 
+def _child_budget_brain(turn: Turn) -> ScriptedResponse:
+    """A child given what is left of its parent's token budget (it spends 800 of the
+    900), then a delegation with nothing left (refused), and the parent's budget stop."""
+    if turn.agent == "writer":
+        return answer(f"wrote {turn.task}", tokens=800)
+    if turn.turn == 1:
+        return calls(delegate("writer", "first"), tokens=100)
+    return calls(delegate("writer", "second"), tokens=150)
+
+
 # Delegation scenarios: the root's history, recorded with chain measurements and a child
 # run per admitted delegation (see delegation_harness).
 CHAIN_SCENARIOS: dict[str, tuple[Brain, RunInput]] = {
@@ -266,6 +285,16 @@ CHAIN_SCENARIOS: dict[str, tuple[Brain, RunInput]] = {
             to=["writer"],
             agents={"writer": profile("writer")},
             limits=[DepthLimit(max_depth=2), ChainBudgetLimit(max_runs=3)],
+        ),
+    ),
+    "delegation_token_budget_covers_children": (
+        _child_budget_brain,
+        chain_input(
+            "write it",
+            to=["writer"],
+            agents={"writer": profile("writer")},
+            limits=[DepthLimit(max_depth=1)],
+            token_budget=1000,
         ),
     ),
 }
