@@ -35,9 +35,9 @@ this one prevents it:
   Children of one batch are not given shares: each gets what is left when it starts,
   counting the children finished by then, so siblings running at once may each get the
   same remainder. Splitting it would guess how the work divides (one sibling may need
-  nearly all of it), and the overshoot is bounded (at most one remainder a sibling) and
-  caught: the parent checks its budget, children included, at its next turn boundary
-  and stops `token_budget`.
+  nearly all of it); the overshoot is bounded (each sibling by that remainder, like any
+  budget checked at turn boundaries) and caught: the parent checks its budget, children
+  included, at its next turn boundary and stops `token_budget`.
 - **A root missing from its own chain's counts.** A delegating root upserts its chain
   attributes once, at its first start (they survive continue-as-new); a child gets them
   at its start, so it is counted from its first moment.
