@@ -54,9 +54,12 @@ __all__ = [
     "BLOB_THRESHOLD_ENV",
     "DEFAULT_CHUNK_BYTES",
     "DEFAULT_THRESHOLD_BYTES",
+    "MAX_INLINE_PAYLOAD_BYTES",
+    "MAX_STORED_PAYLOAD_BYTES",
     "BlobStoreUsage",
     "LocalFileStorageDriver",
     "blob_settings",
+    "payload_limit",
     "steadyloop_data_converter",
 ]
 
@@ -72,6 +75,12 @@ DEFAULT_THRESHOLD_BYTES = 32 * 1024
 # the request), large enough that a 2 MB transcript is a manifest of 128 names.
 DEFAULT_CHUNK_BYTES = 16 * 1024
 MANIFEST_VERSION = 1
+# Temporal refuses payloads over 2 MB; leave room for the envelope around one.
+MAX_INLINE_PAYLOAD_BYTES = 1_900_000
+# With external storage history keeps a reference, so Temporal's limit no longer bounds
+# a payload; this does, so a runaway transcript (sent whole to the model every turn, held
+# in memory by every worker that decodes it) still stops with a reason.
+MAX_STORED_PAYLOAD_BYTES = 64 * 1024 * 1024
 _OFF = {"off", "none", "disabled", "0"}
 
 
@@ -266,3 +275,20 @@ def steadyloop_data_converter(
         pydantic_data_converter,
         external_storage=ExternalStorage(drivers=[driver], payload_size_threshold=threshold_bytes),
     )
+
+
+def payload_limit(converter: DataConverter, *, stored_max: int = MAX_STORED_PAYLOAD_BYTES) -> int:
+    """The largest single payload `converter` can hand Temporal without its refusal.
+
+    `stored_max` when every payload over `MAX_INLINE_PAYLOAD_BYTES` leaves history
+    (external storage with no driver selector and a threshold below that size), else
+    `MAX_INLINE_PAYLOAD_BYTES`: a selector may keep any payload inline, so only the
+    inline limit is certain then."""
+    storage = converter.external_storage
+    if (
+        storage is None
+        or storage.driver_selector is not None
+        or storage.payload_size_threshold > MAX_INLINE_PAYLOAD_BYTES
+    ):
+        return MAX_INLINE_PAYLOAD_BYTES
+    return max(stored_max, MAX_INLINE_PAYLOAD_BYTES)

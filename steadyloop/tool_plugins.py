@@ -90,6 +90,8 @@ class PluginDisclosure:
     Built from what the describe-tools activity returned for the run (every tool the
     run names or may activate, and its plugins); `activated` is the on-demand plugins
     activated before (carried across continue-as-new), in activation order.
+    `payload_limit_bytes` is the worker's limit on one activity input, as described
+    (None: nothing was described, so nothing is known of it).
     """
 
     def __init__(
@@ -102,6 +104,7 @@ class PluginDisclosure:
         profile: SchemaProfile = "portable",
     ) -> None:
         self._described = {tool.name: tool for tool in described.tools}
+        self.payload_limit_bytes: int | None = described.payload_limit_bytes
         self._core_tools = list(tools)
         self._plugins = {plugin.name: plugin for plugin in described.plugins}
         self._core_plugins = list(plugins.core)
@@ -125,7 +128,9 @@ class PluginDisclosure:
     @classmethod
     def none(cls) -> PluginDisclosure:
         """No tools at all (a run before its tools are described, or one without tools)."""
-        return cls(tools=[], plugins=RunPlugins(), described=DescribeToolsResult(tools=[]))
+        nothing = cls(tools=[], plugins=RunPlugins(), described=DescribeToolsResult(tools=[]))
+        nothing.payload_limit_bytes = None
+        return nothing
 
     # -- what is offered -----------------------------------------------------------
 

@@ -29,7 +29,11 @@ from steadyloop.activities.tool_execution import ToolActivities
 from steadyloop.chat import ChatMessage
 from steadyloop.compaction import CompactionReply, CompactionRequest
 from steadyloop.endpoints import EndpointRegistry
-from steadyloop.payload_storage import DEFAULT_THRESHOLD_BYTES, steadyloop_data_converter
+from steadyloop.payload_storage import (
+    DEFAULT_THRESHOLD_BYTES,
+    MAX_STORED_PAYLOAD_BYTES,
+    steadyloop_data_converter,
+)
 from steadyloop.run_models import RunInput, RunLimits, RunResult
 from steadyloop.temporal_binaries import time_skipping_server_path
 from steadyloop.testing.scripted_server import ScriptedResponse, ScriptedServer
@@ -224,13 +228,17 @@ async def running_loop(
     blob_threshold: int = DEFAULT_THRESHOLD_BYTES,
     blob_dir: Path | None = None,
     *,
+    blob_storage: bool = True,
+    max_stored_payload_bytes: int = MAX_STORED_PAYLOAD_BYTES,
     more_endpoints: Mapping[str, Iterable[ScriptedResponse]] | None = None,
     **endpoint_config: Any,
 ) -> AsyncIterator[Loop]:
     """A worker on the time-skipping server for runs on ENDPOINT (scripted by `script`,
     configured by `endpoint_config`) and on each of `more_endpoints` (name: its script),
     with steadyloop's data converter: payloads of `blob_threshold` bytes or more go to
-    `blob_dir`, else a directory of the loop's own."""
+    `blob_dir`, else a directory of the loop's own (`blob_storage=False`: no external
+    storage, every payload inline; `max_stored_payload_bytes`: the tool activities' bound
+    on one stored activity input)."""
     effects = Effects()
     registry = build_tools(effects)
     own: contextlib.AbstractContextManager[str] = (
@@ -242,8 +250,9 @@ async def running_loop(
         async with _loop_on(
             script,
             extra_activities,
-            blobs,
+            blobs if blob_storage else None,
             blob_threshold,
+            max_stored_payload_bytes,
             more_endpoints or {},
             endpoint_config,
             effects,
@@ -256,8 +265,9 @@ async def running_loop(
 async def _loop_on(
     script: Iterable[ScriptedResponse],
     extra_activities: Iterable[Any],
-    blobs: str,
+    blobs: str | None,
     blob_threshold: int,
+    max_stored_payload_bytes: int,
     more_endpoints: Mapping[str, Iterable[ScriptedResponse]],
     endpoint_config: dict[str, Any],
     effects: Effects,
@@ -286,7 +296,9 @@ async def _loop_on(
                     workflows=RUN_WORKFLOWS,
                     activities=[
                         *model.activities(),
-                        *ToolActivities(registry).activities(),
+                        *ToolActivities(
+                            registry, max_stored_payload_bytes=max_stored_payload_bytes
+                        ).activities(),
                         *health.activities(),
                         *extra_activities,
                     ],

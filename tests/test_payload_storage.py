@@ -18,8 +18,10 @@ from temporalio.worker import Worker
 from steadyloop.chat import ChatMessage
 from steadyloop.payload_storage import (
     DEFAULT_THRESHOLD_BYTES,
+    MAX_INLINE_PAYLOAD_BYTES,
     LocalFileStorageDriver,
     blob_settings,
+    payload_limit,
     steadyloop_data_converter,
 )
 from steadyloop.run_models import RunInput
@@ -146,3 +148,21 @@ async def test_a_run_whose_input_blob_the_worker_cannot_read_fails_naming_it(
     assert isinstance(cause, ApplicationError), cause
     assert cause.type == "PayloadBlobMissing" and cause.non_retryable
     assert str(tmp_path / "worker") in str(cause)
+
+
+def test_payload_limit_is_inline_unless_every_large_payload_leaves_history(
+    tmp_path: Path,
+) -> None:
+    assert payload_limit(steadyloop_data_converter(None)) == MAX_INLINE_PAYLOAD_BYTES
+    assert payload_limit(steadyloop_data_converter(tmp_path), stored_max=9_000_000) == 9_000_000
+    kept_inline = steadyloop_data_converter(tmp_path, threshold_bytes=MAX_INLINE_PAYLOAD_BYTES + 1)
+    assert payload_limit(kept_inline) == MAX_INLINE_PAYLOAD_BYTES
+    storage = steadyloop_data_converter(tmp_path).external_storage
+    assert storage is not None
+    selective = dataclasses.replace(
+        steadyloop_data_converter(tmp_path),
+        external_storage=dataclasses.replace(
+            storage, driver_selector=lambda _context, _payload: None
+        ),
+    )
+    assert payload_limit(selective) == MAX_INLINE_PAYLOAD_BYTES

@@ -276,19 +276,6 @@ async def test_unknown_configured_tool_fails_the_run_with_a_clear_error() -> Non
     assert cause.type == "UnknownTools" and "missing" in cause.message
 
 
-async def test_oversized_model_input_fails_naming_the_payload_limit() -> None:
-    huge = "x" * 1_950_000
-    async with running_loop([]) as loop:
-        run = RunInput(endpoint=ENDPOINT, model=MODEL, prompt=huge)
-        handle = await loop.start(run)
-        with pytest.raises(WorkflowFailureError) as failure:
-            await handle.result()
-        assert loop.server.requests == []
-    cause = failure.value.cause
-    assert isinstance(cause, ApplicationError)
-    assert cause.type == "PayloadTooLarge" and "2 MB" in cause.message
-
-
 def test_run_input_refuses_bad_input() -> None:
     with pytest.raises(ValueError, match="prompt or messages"):
         RunInput(endpoint="e", model="m")

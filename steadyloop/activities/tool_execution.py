@@ -47,6 +47,11 @@ from pydantic import JsonValue, ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from steadyloop.payload_storage import (
+    MAX_INLINE_PAYLOAD_BYTES,
+    MAX_STORED_PAYLOAD_BYTES,
+    payload_limit,
+)
 from steadyloop.tools.content import MAX_TOOL_CONTENT_BYTES, cap_content, encode_result
 from steadyloop.tools.context import ToolProgress, invocation_scope
 from steadyloop.tools.payloads import (
@@ -68,10 +73,15 @@ class ToolActivities:
     """The tool activities of one worker, bound to its registry."""
 
     def __init__(
-        self, registry: ToolRegistry, *, max_content_bytes: int = MAX_TOOL_CONTENT_BYTES
+        self,
+        registry: ToolRegistry,
+        *,
+        max_content_bytes: int = MAX_TOOL_CONTENT_BYTES,
+        max_stored_payload_bytes: int = MAX_STORED_PAYLOAD_BYTES,
     ) -> None:
         self.registry = registry
         self.max_content_bytes = max_content_bytes
+        self.max_stored_payload_bytes = max_stored_payload_bytes
 
     def activities(self) -> Sequence[Any]:
         """Both activities, for `Worker(activities=...)`."""
@@ -80,7 +90,9 @@ class ToolActivities:
     @activity.defn(name=DESCRIBE_TOOLS_ACTIVITY)
     async def describe_tools(self, request: DescribeToolsInput) -> DescribeToolsResult:
         """Describe the named tools and plugins (with their tools); names the worker lacks
-        are listed, not raised."""
+        are listed, not raised. Also the largest activity input this worker's data
+        converter can hand Temporal, so the run learns it through history
+        (`_worker_payload_limit`)."""
         registry = self.registry
         wanted = registry.names() if request.names is None else request.names
         known = [name for name in dict.fromkeys(wanted) if name in registry]
@@ -98,7 +110,17 @@ class ToolActivities:
                 if name not in registry.plugin_names()
             ],
             available_plugins=registry.plugin_names(),
+            payload_limit_bytes=self._worker_payload_limit(),
         )
+
+    def _worker_payload_limit(self) -> int:
+        """From the data converter of the client this worker runs on: a worker without
+        external storage (or outside a worker) reports Temporal's inline limit."""
+        try:
+            converter = activity.client().data_converter
+        except RuntimeError:
+            return MAX_INLINE_PAYLOAD_BYTES
+        return payload_limit(converter, stored_max=self.max_stored_payload_bytes)
 
     @activity.defn(name=RUN_TOOL_ACTIVITY)
     async def run_tool(self, invocation: ToolInvocation) -> ToolOutcome:

@@ -26,6 +26,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from steadyloop.chat import ChatMessage, ToolSpec
+from steadyloop.payload_storage import MAX_INLINE_PAYLOAD_BYTES
 from steadyloop.tools.schema_profiles import SchemaProfile
 
 DESCRIBE_TOOLS_ACTIVITY = "steadyloop.describe_tools"
@@ -120,6 +121,11 @@ class DescribeToolsResult(BaseModel):
     `tools` holds the named tools, then the tools of the named plugins not already
     among them. `available` (`available_plugins`) lists every tool (plugin) the worker
     has, so the run can tell the person who configured it what it could have asked for.
+
+    `payload_limit_bytes` is the largest activity input the worker's data converter can
+    hand Temporal (`steadyloop.payload_storage.payload_limit`): far above 2 MB when its
+    external storage takes every large payload out of history. A result recorded before
+    the field existed decodes to the inline limit, the rule those runs were under.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -130,6 +136,7 @@ class DescribeToolsResult(BaseModel):
     plugins: list[PluginDescription] = Field(default_factory=list)
     unknown_plugins: list[str] = Field(default_factory=list)
     available_plugins: list[str] = Field(default_factory=list)
+    payload_limit_bytes: int = MAX_INLINE_PAYLOAD_BYTES
 
 
 class ToolInvocation(BaseModel):

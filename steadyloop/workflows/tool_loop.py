@@ -21,8 +21,10 @@ one prevents it:
   though calls run concurrently.
 - An exception from workflow code that is not a Temporal failure would fail the
   workflow *task*, which Temporal retries forever: deterministic errors are listed in
-  `failure_exception_types`, and an activity input that would pass Temporal's payload
-  limit fails the run with an error that names the cause (`_check_payload`).
+  `failure_exception_types`, and an activity input that would pass the payload limit
+  fails the run with an error that names the cause (`payload_ceiling`): Temporal's 2 MB
+  when payloads stay inline, a larger bound the worker reports when its external
+  payload storage takes them out of history.
 - A retried turn, a model asking again, or a repeat within one batch would repeat a
   side effect. Each call runs under a content-keyed receipt in workflow state
   (`_run_guarded`): claimed before the activity, recorded after, replayed when
@@ -77,6 +79,7 @@ with workflow.unsafe.imports_passed_through():
         ReadForwardedOutput,
         output_stream_id,
     )
+    from steadyloop.payload_storage import MAX_INLINE_PAYLOAD_BYTES
     from steadyloop.pricing import price_for
     from steadyloop.provider_profiles import transcript_rules
     from steadyloop.receipt_decision import Ambiguous, Execute, ReceiptKey, receipt_key
@@ -110,12 +113,10 @@ with workflow.unsafe.imports_passed_through():
 
 from steadyloop.workflows.approvals import Approvals
 from steadyloop.workflows.delegation import ChildRuns, innermost_message
+from steadyloop.workflows.payload_ceiling import PayloadCeiling
 from steadyloop.workflows.steering import Cut, Steering
 from steadyloop.workflows.tool_disclosure import disclose_tools
 
-# Temporal refuses payloads over 2 MB; leave room for the envelope around the input.
-MAX_ACTIVITY_INPUT_BYTES = 1_900_000
-PAYLOAD_TOO_LARGE = "PayloadTooLarge"
 # A receipt's lease outlives its activity's timeout by this much, so the timeout (not
 # the lease) is what ends a lost attempt first.
 LEASE_MARGIN = timedelta(seconds=5)
@@ -163,6 +164,7 @@ class ToolLoopWorkflow:
         self._pool = asyncio.Semaphore(1)  # replaced per batch with the run's pool size
         self._child_runs: ChildRuns | None = None  # set when the run may delegate
         self._disclosure = PluginDisclosure.none()  # the run's tools, once described
+        self._ceiling = PayloadCeiling()  # the limit on one activity input, once known
         self._updates = 0  # updates handled by this execution (Temporal caps them)
 
     # -- queries and signals ---------------------------------------------------------
@@ -274,6 +276,7 @@ class ToolLoopWorkflow:
         final_answer: str | None = None
         try:
             self._disclosure = await disclose_tools(run)
+            self._ceiling = PayloadCeiling(self._disclosure.payload_limit_bytes)
             while True:
                 if self._steering.paused:
                     self._phase = "paused"
@@ -436,7 +439,7 @@ class ToolLoopWorkflow:
                 self._transcript, transcript_rules(run.provider_profile)
             )
             self._stats.count_healings(healed)
-            request = self._request(run, tools, attempt)
+            request = await self._request(run, tools, attempt)
             routed = await _before_deadline(
                 routed_completion(
                     route,
@@ -490,7 +493,7 @@ class ToolLoopWorkflow:
             )
             self._check_bounds(run)
 
-    def _request(
+    async def _request(
         self, run: RunInput, tools: dict[str, ToolDescription], attempt: int
     ) -> CompletionRequest:
         """The completion to route; `routed_completion` sets the endpoint and model of
@@ -518,8 +521,8 @@ class ToolLoopWorkflow:
             mint_prefix=f"call_sl_t{self._turn}a{attempt}",
             forward=forward,
         )
-        if _text_bound(self._transcript) + _tools_bound(tools) > MAX_ACTIVITY_INPUT_BYTES:
-            _check_payload(request, "the model request (the transcript so far)")
+        if _text_bound(self._transcript) + _tools_bound(tools) > MAX_INLINE_PAYLOAD_BYTES:
+            await self._ceiling.check(request, "the model request (the transcript so far)")
         return request
 
     async def _keep_shown_output(self, run: RunInput, *, settled: bool) -> str:
@@ -593,8 +596,7 @@ class ToolLoopWorkflow:
             )
             raise _Stop(
                 "output_interrupted",
-                f"the model call failed after its output was shown, so it is not repeated: "
-                f"{cause}",
+                f"the model call failed after its output was shown, so it is not repeated: {cause}",
             )
         if stop.reason == "rule":  # context_length: compacting is the caller's decision
             raise _Stop("failed", f"the model call stopped ({stop.rule}): {cause}")
@@ -672,7 +674,7 @@ class ToolLoopWorkflow:
                 allowed_tools=self._disclosure.allowed(tools),
                 idempotency_key=key.text,
             )
-            _check_payload(invocation, f"the arguments of tool call {call.name!r}")
+            await self._ceiling.check(invocation, f"the arguments of tool call {call.name!r}")
             answers.append(None)
             runnable.append((position, description, invocation, key))
 
@@ -976,16 +978,3 @@ def _tools_bound(tools: dict[str, ToolDescription]) -> int:
         6 * (len(t.name) + len(t.description) + len(repr(t.parameters))) + 512
         for t in tools.values()
     )
-
-
-def _check_payload(value: object, what: str) -> None:
-    """Fail the run, naming the cause, instead of letting Temporal refuse the payload forever."""
-    size = sum(p.ByteSize() for p in workflow.payload_converter().to_payloads([value]))
-    if size > MAX_ACTIVITY_INPUT_BYTES:
-        raise ApplicationError(
-            f"{what} is {size:,} bytes, over the {MAX_ACTIVITY_INPUT_BYTES:,}-byte limit for "
-            "one activity input (Temporal refuses payloads over 2 MB). Shorten the "
-            "conversation or the tool arguments.",
-            type=PAYLOAD_TOO_LARGE,
-            non_retryable=True,
-        )
