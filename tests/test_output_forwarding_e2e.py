@@ -75,8 +75,11 @@ async def test_a_worker_killed_after_output_was_shown_does_not_replay_the_turn(
         watcher = asyncio.ensure_future(watch())
 
         async def shown_and_flagged() -> bool | None:
+            # The whole half answer, not its first batch: the kill must land in the
+            # silence after it, or the person saw less (and the partial says less).
             heartbeat = await model_heartbeat(e2e.client, handle)
-            return True if seen and heartbeat.get("produced_output") else None
+            whole = "".join(d.text for d in seen) == "The first half of"
+            return True if whole and heartbeat.get("produced_output") else None
 
         await eventually(shown_and_flagged, timeout_s=20, what="output shown and heartbeated")
         await first.kill()
