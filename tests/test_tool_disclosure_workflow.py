@@ -142,8 +142,9 @@ async def test_activation_is_carried_across_continue_as_new_and_listed_in_progre
     script = [
         calls(activate("search", "s")),
         calls(activate("files", "f")),
-        # The third turn streams slowly, so the run is queried while it waits for it.
-        answer("done", pause_s=1.5),
+        # The third turn streams slowly, so the run is queried while it waits for it (a
+        # window wide enough for a query on a loaded machine: 1.5 s was missed).
+        answer("done", pause_s=5),
     ]
     async with running_loop(script) as loop:
         handle = await loop.start(plugin_run(continue_as_new_after_turns=1))
@@ -194,8 +195,12 @@ async def test_a_plugin_the_worker_lacks_fails_the_run_before_any_model_call() -
     assert "['nope']" in cause.message and "available: ['files', 'search']" in cause.message
 
 
-async def _progress_at_turn(handle: Any, turn: int) -> RunProgress:
-    for _ in range(200):
+async def _progress_at_turn(handle: Any, turn: int, within_s: float = 30) -> RunProgress:
+    """The run's progress once it is in the model phase of `turn` (polled, in real time:
+    the provider's pause is wall-clock)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within_s
+    while loop.time() < deadline:
         try:
             progress: RunProgress = await handle.query("progress", result_type=RunProgress)
         except RPCError:  # a query landing while the run hands over to its next execution
