@@ -248,14 +248,17 @@ async def test_model_failure_stops_with_failed_and_names_the_cause() -> None:
 async def test_progress_and_transcript_queries() -> None:
     script = [
         calls(ScriptedCall("add", {"a": 1, "b": 2}, id="c1")),
-        sse_response([Pause(1.5), *text_chunks("done"), finish_chunk("stop")]),
+        # The second turn waits, so the run is queried in it: 5 s, wide enough for
+        # queries on a loaded machine, polled for at most 30 s of wall time.
+        sse_response([Pause(5), *text_chunks("done"), finish_chunk("stop")]),
     ]
     async with running_loop(script) as loop:
         handle = await loop.start(run_input())
         progress = None
-        for _ in range(50):
+        deadline = asyncio.get_running_loop().time() + 30
+        while asyncio.get_running_loop().time() < deadline:
             progress = await handle.query("progress", result_type=RunProgress)
-            if progress.turn == 2:
+            if progress.turn == 2 and progress.phase == "model":
                 break
             await asyncio.sleep(0.05)
         transcript = await handle.query("transcript", result_type=list[ChatMessage])
