@@ -34,10 +34,11 @@ with workflow.unsafe.imports_passed_through():
         elide_tool_results,
         needs_compaction,
     )
+    from steadyloop.payload_storage import MAX_INLINE_PAYLOAD_BYTES
     from steadyloop.run_models import RunStats
 
-# Temporal refuses payloads over 2 MB; leave room for the envelope.
-MAX_COMPACTION_INPUT_BYTES = 1_900_000
+from steadyloop.workflows.payload_ceiling import payload_bytes
+
 COMPACTION_ATTEMPTS = 3
 
 
@@ -70,8 +71,8 @@ async def _run_compactor(
     request = CompactionRequest(
         messages=transcript, max_chars=policy.max_chars, target_chars=policy.target
     )
-    size = sum(p.ByteSize() for p in workflow.payload_converter().to_payloads([request]))
-    if size > MAX_COMPACTION_INPUT_BYTES:
+    size = payload_bytes(request)
+    if size > MAX_INLINE_PAYLOAD_BYTES:  # Temporal refuses payloads over 2 MB
         return _instead(transcript, policy, f"its input would be {size:,} bytes, over the limit")
     try:
         reply = await workflow.execute_activity(
