@@ -41,7 +41,9 @@ Rules over the rows, in order:
    endpoint failing.
 2. A retry row whose candidate has no attempt left traverses (`<row>_attempts_spent`);
    one whose `Retry-After` is longer than the candidate will wait traverses
-   (`<row>_retry_after_too_long`). Otherwise the delay is the backoff for the attempt,
+   (`<row>_retry_after_too_long`), and so does one at `RETRY_AFTER_CEILING_S`, what
+   an absurd header (`1e300`, `inf`, a date centuries ahead) is read as, whatever
+   the candidate's patience. Otherwise the delay is the backoff for the attempt,
    or `Retry-After` when that is longer (`Retry-After` is a floor, never shortened).
 3. `unsupported_parameter` retries once per parameter: a parameter already left out
    that is blamed again falls to `request_rejected`. Dropping a parameter does not
@@ -65,6 +67,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from steadyloop.failure_taxonomy import DegradableParameter, FailureFacts
 from steadyloop.route_plan import Backoff
+from steadyloop.stream_failures import RETRY_AFTER_CEILING_S
 
 __all__ = [
     "RETRIED_WHEN_LAST",
@@ -236,7 +239,9 @@ def failure_disposition(failure: FailureFacts, attempt: AttemptContext) -> Dispo
     delay = 0.0
     if waits:
         retry_after = failure.retry_after_s
-        if retry_after is not None and retry_after > attempt.max_retry_after_s:
+        if retry_after is not None and (
+            retry_after > attempt.max_retry_after_s or retry_after >= RETRY_AFTER_CEILING_S
+        ):
             return Disposition(
                 action="traverse",
                 rule=f"{row}_retry_after_too_long",

@@ -39,9 +39,14 @@ from __future__ import annotations
 import re
 from typing import Final, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
 
-from steadyloop.stream_failures import NetworkReason, StallPhase, StreamFailure
+from steadyloop.stream_failures import (
+    NetworkReason,
+    StallPhase,
+    StreamFailure,
+    bounded_retry_after,
+)
 
 __all__ = [
     "DEGRADABLE_PARAMETERS",
@@ -115,6 +120,13 @@ class FailureFacts(BaseModel):
     provider_type: str | None = None
     # `request_rejected` only: the degradable parameter the provider refused.
     unsupported_parameter: DegradableParameter | None = None
+
+    @field_validator("retry_after_s")
+    @classmethod
+    def _bounded_retry_after(cls, value: float | None) -> float | None:
+        # A provider's number: NaN or negative is no request, anything huge the ceiling,
+        # so no rule downstream computes with a value a `timedelta` cannot hold.
+        return bounded_retry_after(value)
 
     def describe(self) -> str:
         parts: list[str] = [self.kind]

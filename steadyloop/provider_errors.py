@@ -14,7 +14,11 @@ What the obvious implementation gets wrong:
   inventing a message. `blamed_parameter` reads which request parameter an error
   names (`param`, or a validation error's `loc`), for degrading an unsupported one.
 - `Retry-After` is seconds (possibly fractional) or an HTTP date, and OpenAI also sends
-  `retry-after-ms`; a negative, NaN or unparseable value is ignored, not a wait.
+  `retry-after-ms`; a negative, NaN or unparseable value is ignored, not a wait. An
+  absurd one (`1e300`, `inf`, a run of 10,000 digits, a date centuries ahead) is a
+  request to wait longer than anyone will: it becomes `RETRY_AFTER_CEILING_S`, which
+  the disposition table treats as any too-long Retry-After (traverse), instead of a
+  number that overflows the first `timedelta` it meets. A date in the past is no wait.
 - "429 means retry" is wrong for `insufficient_quota`: waiting does not refill a quota,
   so an unlimited retry policy would spin forever. Likewise a 4xx is the request's
   fault and a retry repeats it; only 408/409/425/429 and 5xx are worth another attempt.
@@ -31,9 +35,18 @@ from typing import Any
 
 import orjson
 
-from steadyloop.stream_failures import StreamFailure
+from steadyloop.stream_failures import RETRY_AFTER_CEILING_S, StreamFailure, bounded_retry_after
 
-__all__ = ["blamed_parameter", "failure_is_retryable", "parse_retry_after", "provider_error"]
+__all__ = [
+    "RETRY_AFTER_CEILING_S",
+    "blamed_parameter",
+    "failure_is_retryable",
+    "parse_retry_after",
+    "provider_error",
+]
+
+# A header value longer than this is not a number or a date anyone sends on purpose.
+_RETRY_AFTER_CHARS = 64
 
 # Statuses worth another attempt: timeouts, conflicts, too-early, rate limits, 5xx.
 _RETRYABLE_STATUSES = frozenset({408, 409, 425, 429})
@@ -138,38 +151,57 @@ def blamed_parameter(body: bytes) -> str | None:
 def _text(value: Any) -> str | None:
     if value is None or isinstance(value, dict | list | bool):
         return None
-    text = str(value).strip()
+    try:
+        text = str(value).strip()
+    except ValueError:  # an integer past Python's digit limit for str()
+        return f"<a number of {value.bit_length()} bits>" if isinstance(value, int) else None
     return text or None
 
 
 def parse_retry_after(headers: Mapping[str, str], *, now: datetime | None = None) -> float | None:
-    """Seconds to wait from `retry-after-ms`, or `Retry-After` (seconds or an HTTP date)."""
+    """Seconds to wait from `retry-after-ms`, or `Retry-After` (seconds or an HTTP date),
+    never more than `RETRY_AFTER_CEILING_S`; None when neither says anything usable."""
     millis = headers.get("retry-after-ms")
     if millis is not None:
-        seconds = _seconds(millis)
+        seconds = bounded_retry_after(_number(millis) / 1000.0)
         if seconds is not None:
-            return seconds / 1000.0
+            return seconds
     value = headers.get("retry-after")
     if value is None:
         return None
-    seconds = _seconds(value)
+    seconds = bounded_retry_after(_number(value))
     if seconds is not None:
         return seconds
-    try:
-        when = email.utils.parsedate_to_datetime(value.strip())
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
+    return _date_delay(value, now)
 
 
-def _seconds(value: str) -> float | None:
+def _number(value: str) -> float:
+    """The number a header value spells, NaN when it spells none."""
+    text = value.strip()
+    if len(text) > _RETRY_AFTER_CHARS:
+        # Only a run of digits is still a (huge) number; anything else this long is
+        # garbage, and float() of it need not be attempted.
+        return math.inf if text.isascii() and text.isdigit() else math.nan
     try:
-        seconds = float(value.strip())
+        return float(text)
     except ValueError:
+        return math.nan
+
+
+def _date_delay(value: str, now: datetime | None) -> float | None:
+    """The seconds until an HTTP date (0 for one in the past), bounded; None when the
+    value is not a date `datetime` can hold."""
+    text = value.strip()
+    if len(text) > _RETRY_AFTER_CHARS:
         return None
-    return seconds if math.isfinite(seconds) and seconds >= 0 else None
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        delay = (when - (now or datetime.now(UTC))).total_seconds()
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    return bounded_retry_after(max(0.0, delay))
 
 
 def failure_is_retryable(failure: StreamFailure) -> bool:

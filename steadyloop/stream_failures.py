@@ -8,13 +8,22 @@ them, and a short excerpt of the body so a person can see what actually arrived.
 
 The kind names live here, in one module, so the raising site (the stream reader) and
 the handling site (the activity, later the router) cannot drift apart.
+
+Every field a provider controls is hostile: it may echo the API key, hold lone
+surrogates or NUL, or be megabytes long. `redact_failure` passes each of them through
+`steadyloop.redaction.safe_text` (clean, redact, then bound) before a failure leaves
+the activity, and `retry_after_s` is bounded on construction (`bounded_retry_after`),
+so no provider number can overflow a `timedelta` downstream.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+import math
+from typing import Final, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
+
+from steadyloop.redaction import Secrets, safe_text
 
 FailureKind = Literal[
     # A non-2xx status before the stream started.
@@ -45,6 +54,33 @@ StallPhase = Literal["before_first_token", "between_chunks", "total_cap"]
 NetworkReason = Literal["refused", "dns", "tls", "reset", "cut", "timeout", "other"]
 
 BODY_EXCERPT_CHARS = 500
+# Bounds of the provider-controlled text fields of a failure once redacted.
+MESSAGE_CHARS: Final = 2000
+FIELD_CHARS: Final = 200
+# The longest wait a provider's `Retry-After` can ask for. Anything longer (1e300, an
+# infinity, an HTTP date centuries away) is this, which every rule treats as too long to
+# wait (`steadyloop.failure_disposition`), and which still fits a `timedelta`.
+RETRY_AFTER_CEILING_S: Final = 10 * 365 * 86_400.0
+# The free-text fields of `StreamFailure` (the ones a provider's answer can fill), and
+# the bound of each; `redact_failure` covers exactly these.
+TEXT_FIELDS: Final[dict[str, int]] = {
+    "message": MESSAGE_CHARS,
+    "provider_code": FIELD_CHARS,
+    "provider_type": FIELD_CHARS,
+    # An excerpt is already cut to BODY_EXCERPT_CHARS plus a note of the full length.
+    "body_excerpt": BODY_EXCERPT_CHARS + 40,
+    "parameter": FIELD_CHARS,
+    "budget": FIELD_CHARS,
+}
+
+
+def bounded_retry_after(value: float | None) -> float | None:
+    """A provider's requested wait in seconds, made safe for arithmetic: NaN and negative
+    values are no request (None); +infinity and anything past `RETRY_AFTER_CEILING_S` is
+    the ceiling (too long for any candidate to wait)."""
+    if value is None or math.isnan(value) or value < 0:
+        return None
+    return min(value, RETRY_AFTER_CEILING_S)
 
 
 class StreamFailure(BaseModel):
@@ -73,6 +109,11 @@ class StreamFailure(BaseModel):
     # such an attempt is never repeated (`steadyloop.output_forwarding`).
     produced_output: bool = False
 
+    @field_validator("retry_after_s")
+    @classmethod
+    def _bounded_retry_after(cls, value: float | None) -> float | None:
+        return bounded_retry_after(value)
+
     def describe(self) -> str:
         parts: list[str] = [self.kind]
         if self.status is not None:
@@ -99,7 +140,23 @@ class StreamFailed(Exception):
         self.shown_reasoning = shown_reasoning
 
 
-def excerpt(body: str | bytes, limit: int = BODY_EXCERPT_CHARS) -> str:
-    """A short, printable excerpt of a body, for a person reading the failure."""
+def excerpt(
+    body: str | bytes, limit: int = BODY_EXCERPT_CHARS, *, secrets: Secrets | None = None
+) -> str:
+    """A short, printable excerpt of a body, for a person reading the failure: invalid
+    UTF-8, lone surrogates and NUL replaced, the `secrets` redacted *before* the cut."""
     text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
-    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} chars)"
+    return safe_text(text, secrets, limit)
+
+
+def redact_failure(failure: StreamFailure, secrets: Secrets | None) -> StreamFailure:
+    """`failure` with every provider-controlled text field cleaned, redacted and bounded
+    (`TEXT_FIELDS`): what may leave the activity, be logged or be recorded."""
+    update: dict[str, str] = {}
+    for name, limit in TEXT_FIELDS.items():
+        value = getattr(failure, name)
+        if isinstance(value, str):
+            safe = safe_text(value, secrets, limit)
+            if safe != value:
+                update[name] = safe
+    return failure.model_copy(update=update) if update else failure
