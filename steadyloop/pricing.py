@@ -14,16 +14,27 @@ Where the obvious sum is wrong:
 - A call the provider sent no usage for cannot be priced: it is counted as unpriced,
   never priced at an estimate or at zero ("could not measure" is an omission, not a
   sentinel), so a displayed cost says how many calls it leaves out.
-- Prices must be finite and not negative; a NaN would poison every later sum.
+- Prices must be finite and not negative; a NaN would poison every later sum. Nor
+  absurd: a price is at most `MAX_PRICE` (a dollar a token), and `cost_of` reads each
+  token count as at most `MAX_TOKENS` (a provider can report `1e300` or a 5,000-digit
+  integer), so a cost is always a finite float: it is summed in workflow code, where an
+  `OverflowError` would fail the workflow task forever and an infinity would not
+  survive JSON.
 """
 
 from __future__ import annotations
+
+from typing import Final
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from steadyloop.completion import Usage
 
 PER_TOKENS = 1_000_000
+# USD per million tokens: a dollar a token. Beyond it a price is a typo, not a tariff.
+MAX_PRICE: Final = 1_000_000.0
+# Tokens one call can be billed for; a reported count beyond it is read as this.
+MAX_TOKENS: Final = 10**12
 
 
 class Price(BaseModel):
@@ -31,10 +42,10 @@ class Price(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
-    input: float = Field(ge=0)
-    output: float = Field(ge=0)
+    input: float = Field(ge=0, le=MAX_PRICE)
+    output: float = Field(ge=0, le=MAX_PRICE)
     # None: cached input is billed at the input price.
-    cached_input: float | None = Field(default=None, ge=0)
+    cached_input: float | None = Field(default=None, ge=0, le=MAX_PRICE)
     # True when the endpoint's prompt_tokens already include the cached tokens (OpenAI).
     cached_in_input: bool = True
 
@@ -50,12 +61,18 @@ def price_for(table: PriceTable, endpoint: str, model: str | None = None) -> Pri
 
 
 def cost_of(usage: Usage, price: Price) -> float:
-    """US dollars for one call's reported usage."""
-    cached = usage.cached_tokens or 0
-    uncached = usage.prompt_tokens - cached if price.cached_in_input else usage.prompt_tokens
+    """US dollars for one call's reported usage: finite whatever the counts say."""
+    prompt = _tokens(usage.prompt_tokens)
+    cached = _tokens(usage.cached_tokens)
+    uncached = prompt - cached if price.cached_in_input else prompt
     cached_rate = price.input if price.cached_input is None else price.cached_input
     return (
         max(uncached, 0) * price.input
         + cached * cached_rate
-        + usage.completion_tokens * price.output
+        + _tokens(usage.completion_tokens) * price.output
     ) / PER_TOKENS
+
+
+def _tokens(count: int | None) -> int:
+    """A reported count, within [0, MAX_TOKENS] (None and negatives are 0)."""
+    return 0 if count is None or count < 0 else min(count, MAX_TOKENS)

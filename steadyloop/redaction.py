@@ -24,14 +24,36 @@ Pure: no I/O, no Temporal import, so the activity, `transport_errors` and tests 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+import logging
+from collections.abc import Callable, Iterable
 from typing import Final
 
-__all__ = ["MIN_FRAGMENT", "REDACTED", "Secrets", "clean_text", "safe_text"]
+__all__ = [
+    "HTTP_LOGGERS",
+    "MIN_FRAGMENT",
+    "REDACTED",
+    "KeyRedactingFilter",
+    "Secrets",
+    "clean_text",
+    "safe_text",
+]
 
 REDACTED: Final = "[redacted]"
 # The shortest fragment of a key that is redacted wherever it appears.
 MIN_FRAGMENT: Final = 8
+# The loggers of the HTTP stack that print what a provider sent: httpx's status line
+# (with the reason phrase) at INFO, httpcore's response headers at DEBUG. A logger's
+# filters do not apply to its children's records, so each is named.
+HTTP_LOGGERS: Final = (
+    "httpx",
+    "httpcore",
+    "httpcore.connection",
+    "httpcore.http11",
+    "httpcore.http2",
+    "httpcore.proxy",
+)
+# How much of one such log line is kept.
+_LOG_LINE_CHARS: Final = 4000
 # Text longer than this is cut before it is scanned (redaction of a fragment at the cut
 # makes the cut safe); no recorded field is allowed anywhere near this long.
 _SCAN_LIMIT: Final = 128 * 1024
@@ -129,3 +151,33 @@ def safe_text(text: str, secrets: Secrets | None, limit: int) -> str:
     elif total > _SCAN_LIMIT:
         text += f"... ({total} chars)"
     return text
+
+
+class KeyRedactingFilter(logging.Filter):
+    """A log filter that redacts the keys `keys()` returns (read when a record is logged,
+    so a rotated key is covered) from every record of the HTTP stack's loggers."""
+
+    def __init__(self, keys: Callable[[], Iterable[str | None]]) -> None:
+        super().__init__()
+        self._keys = keys
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        secrets = Secrets(self._keys())
+        if not secrets:
+            return True
+        try:
+            text = record.getMessage()
+        except Exception:  # a malformed record is logging's to report, not ours
+            return True
+        safe = safe_text(text, secrets, _LOG_LINE_CHARS)
+        if safe != text:
+            record.msg, record.args = safe, ()
+        return True
+
+    def install(self, names: Iterable[str] = HTTP_LOGGERS) -> None:
+        for name in names:
+            logging.getLogger(name).addFilter(self)
+
+    def uninstall(self, names: Iterable[str] = HTTP_LOGGERS) -> None:
+        for name in names:
+            logging.getLogger(name).removeFilter(self)

@@ -12,13 +12,17 @@ reset; what happened is in the chain of causes (`ConnectionRefusedError`,
 `socket.gaierror`, `ssl.SSLError`, `ConnectionResetError`), which anyio may wrap once
 more (`OSError("All connection attempts failed")` caused by the refusal). The chain is
 walked through `__cause__` and `__context__`, then the message is read as a last resort.
+
+Both classifiers take the `secrets` the caller sent (its API keys): every text that
+came from the provider or the exception is redacted of them and bounded
+(`steadyloop.redaction`), exactly as the model activity does, so facts can be logged.
 """
 
 from __future__ import annotations
 
 import socket
 import ssl
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import httpx
 
@@ -29,7 +33,8 @@ from steadyloop.failure_taxonomy import (
     network_reason_from_message,
 )
 from steadyloop.provider_errors import blamed_parameter, parse_retry_after, provider_error
-from steadyloop.stream_failures import StreamFailure, excerpt
+from steadyloop.redaction import Secrets, safe_text
+from steadyloop.stream_failures import MESSAGE_CHARS, StreamFailure, excerpt, redact_failure
 
 __all__ = ["classify_http_error", "classify_transport_error", "network_reason"]
 
@@ -66,24 +71,33 @@ def _chain(exc: BaseException) -> list[BaseException]:
 
 
 def classify_http_error(
-    status: int, headers: Mapping[str, str], body: bytes, *, produced_output: bool = False
+    status: int,
+    headers: Mapping[str, str],
+    body: bytes,
+    *,
+    produced_output: bool = False,
+    secrets: Iterable[str | None] = (),
 ) -> FailureFacts:
     """A non-2xx answer: its category, the provider's code and type, Retry-After."""
     message, code, kind = provider_error(body)
+    redactor = Secrets(secrets)
     failure = StreamFailure(
         kind="http_status",
         message=message or f"HTTP {status}",
         status=status,
         provider_code=code,
         provider_type=kind,
-        body_excerpt=excerpt(body),
+        body_excerpt=excerpt(body, secrets=redactor),
         retry_after_s=parse_retry_after(headers),
         parameter=blamed_parameter(body),
     )
+    failure = redact_failure(failure, redactor)
     return facts_from_stream_failure(failure, produced_output=produced_output)
 
 
-def classify_transport_error(exc: httpx.HTTPError) -> FailureFacts:
+def classify_transport_error(
+    exc: httpx.HTTPError, *, secrets: Iterable[str | None] = ()
+) -> FailureFacts:
     """Any httpx exception: a status error by its response, the rest as network facts."""
     if isinstance(exc, httpx.HTTPStatusError):
         response = exc.response
@@ -91,11 +105,9 @@ def classify_transport_error(exc: httpx.HTTPError) -> FailureFacts:
             body = response.content
         except httpx.ResponseNotRead:
             body = b""
-        return classify_http_error(response.status_code, response.headers, body)
+        return classify_http_error(response.status_code, response.headers, body, secrets=secrets)
+    text = safe_text(str(exc), Secrets(secrets), MESSAGE_CHARS)
+    message = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
     if isinstance(exc, httpx.DecodingError):
-        return FailureFacts(kind="protocol", message=f"{type(exc).__name__}: {exc}")
-    return FailureFacts(
-        kind="network",
-        network_reason=network_reason(exc),
-        message=f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__,
-    )
+        return FailureFacts(kind="protocol", message=message)
+    return FailureFacts(kind="network", network_reason=network_reason(exc), message=message)

@@ -674,10 +674,15 @@ def _payloads_of(
     return payloads, None
 
 
+# A token count past this is not a measurement (1e300, a 5,000-digit integer): it is
+# left out like a missing one, so no sum or price downstream overflows.
+_MAX_COUNT = 10**12
+
+
 def _count(value: Any) -> int | None:
-    if value.__class__ is int and value >= 0:
+    if value.__class__ is int and 0 <= value <= _MAX_COUNT:
         return int(value)
-    if value.__class__ is float and value >= 0 and value.is_integer():
+    if value.__class__ is float and 0 <= value <= _MAX_COUNT and value.is_integer():
         return int(value)
     return None
 

@@ -17,6 +17,11 @@ of the entity workflows (`EndpointHealthWorkflow`):
 - `admit_probe`: the entity decides, one update at a time, so of several runs that see
   a half-open breaker exactly one is admitted.
 
+An outcome's `detail` is a failure's description, made of what a provider sent; the
+model activity already redacted the key from it, and `record_endpoint_outcome` cleans
+and bounds it again (`steadyloop.redaction.safe_text`) before it reaches the entity's
+history, so a detail built elsewhere cannot carry lone surrogates or megabytes there.
+
 The breaker policy comes from the worker (`policy`, or `policies` per endpoint) and
 travels with each outcome, so a policy change takes effect without touching the
 entities, and workflow code never carries it.
@@ -51,6 +56,8 @@ from steadyloop.endpoint_health import (
     ReadHealthInput,
     health_workflow_id,
 )
+from steadyloop.redaction import safe_text
+from steadyloop.stream_failures import MESSAGE_CHARS
 
 __all__ = ["DEFAULT_CACHE_TTL_S", "EndpointHealthActivities", "HealthCache"]
 
@@ -113,7 +120,12 @@ class EndpointHealthActivities:
 
     @activity.defn(name=RECORD_ENDPOINT_OUTCOME_ACTIVITY)
     async def record_endpoint_outcome(self, outcome: EndpointOutcome) -> EndpointHealth:
-        outcome = outcome.model_copy(update={"policy": self.policy_for(outcome.endpoint)})
+        outcome = outcome.model_copy(
+            update={
+                "policy": self.policy_for(outcome.endpoint),
+                "detail": safe_text(outcome.detail, None, MESSAGE_CHARS),
+            }
+        )
         health = await self._update("record", outcome, outcome.endpoint, EndpointHealth)
         self.cache.put(health)
         return health

@@ -46,7 +46,14 @@ the failure (`model_dump`), retryable or not as `steadyloop.provider_errors` dec
 
 Two configuration errors are raised before any request, both not retryable:
 `unknown_endpoint` and `missing_api_key` (types from `steadyloop.endpoints`). The key is
-redacted from every message and excerpt that leaves the activity.
+redacted from every message and excerpt that leaves the activity: every text field of a
+failure (the provider's message, code, type and param, a body excerpt, a reason phrase
+or `Location` header quoted in the message) passes through
+`steadyloop.redaction.safe_text` with the key this call read, which also removes any
+8+ character fragment of it and bounds the field (`redact_failure`); the excerpt is
+redacted before it is cut. An unexpected exception is raised as a redacted
+`ApplicationError` of its class's name, and httpx's own log lines (the status line's
+reason phrase, at DEBUG the response headers) are redacted by a log filter.
 
 Reading stops at `[DONE]` and the response is closed: nothing after it is read, so a
 server that keeps the stream open after `[DONE]` cannot hold the activity (the cost is
@@ -79,6 +86,7 @@ import asyncio
 import importlib.metadata
 import logging
 import math
+import os
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from datetime import timedelta
@@ -115,9 +123,16 @@ from steadyloop.provider_errors import (
     parse_retry_after,
     provider_error,
 )
+from steadyloop.redaction import KeyRedactingFilter, Secrets, safe_text
 from steadyloop.runaway_guard import ArgumentLimits, RunawayGuard, apply_breach
 from steadyloop.sse import ServerSentEvent, SSEDecoder
-from steadyloop.stream_failures import StreamFailed, StreamFailure, excerpt
+from steadyloop.stream_failures import (
+    MESSAGE_CHARS,
+    StreamFailed,
+    StreamFailure,
+    excerpt,
+    redact_failure,
+)
 from steadyloop.stream_watchdog import StreamWatchdog
 from steadyloop.transport_errors import network_reason
 from steadyloop.turn_assembly import TurnAssembler
@@ -282,10 +297,13 @@ async def stream_turn(
     try:
         return await _read_turn(client, endpoint, body, api_key, reader, watchdog, timer)
     except StreamFailed as exc:
+        # Whatever raised it (a status, a body, an in-stream error), the failure leaves
+        # here with every provider string redacted and bounded.
+        failure = redact_failure(exc.failure, Secrets([api_key]))
         if not reader.produced_output:
-            raise
+            raise StreamFailed(failure) from None
         raise StreamFailed(
-            exc.failure.model_copy(update={"produced_output": True}),
+            failure.model_copy(update={"produced_output": True}),
             shown_text=reader.shown("text"),
             shown_reasoning=reader.shown("reasoning"),
         ) from None
@@ -312,12 +330,12 @@ async def _read_turn(
         ) as response:
             phase = "reading the response"
             if not response.is_success:
-                raise StreamFailed(await _http_status_failure(response))
+                raise StreamFailed(await _http_status_failure(response, api_key))
             byte_iter = response.aiter_bytes()
             prefix = await _sniff(byte_iter)
             content_type = response.headers.get("content-type", "")
             if not _is_sse(prefix, content_type):
-                raise StreamFailed(await _not_sse_failure(response, prefix, byte_iter))
+                raise StreamFailed(await _not_sse_failure(response, prefix, byte_iter, api_key))
             phase = "reading the stream"
             if prefix and reader.feed(prefix):
                 return reader.finish()
@@ -579,7 +597,7 @@ async def _read_limited(first: bytes, byte_iter: AsyncIterator[bytes]) -> bytes:
     return bytes(body[:ERROR_BODY_LIMIT])
 
 
-async def _http_status_failure(response: httpx.Response) -> StreamFailure:
+async def _http_status_failure(response: httpx.Response, api_key: str | None) -> StreamFailure:
     body = await _read_limited(b"", response.aiter_bytes())
     message, code, kind = provider_error(body)
     status = response.status_code
@@ -594,14 +612,14 @@ async def _http_status_failure(response: httpx.Response) -> StreamFailure:
         status=status,
         provider_code=code,
         provider_type=kind,
-        body_excerpt=excerpt(body),
+        body_excerpt=excerpt(body, secrets=Secrets([api_key])),  # redacted, then cut
         retry_after_s=parse_retry_after(response.headers),
         parameter=blamed_parameter(body),
     )
 
 
 async def _not_sse_failure(
-    response: httpx.Response, prefix: bytes, byte_iter: AsyncIterator[bytes]
+    response: httpx.Response, prefix: bytes, byte_iter: AsyncIterator[bytes], api_key: str | None
 ) -> StreamFailure:
     body = await _read_limited(prefix, byte_iter)
     provider_message, code, kind = provider_error(body)
@@ -621,7 +639,7 @@ async def _not_sse_failure(
         status=response.status_code,
         provider_code=code,
         provider_type=kind,
-        body_excerpt=excerpt(body),
+        body_excerpt=excerpt(body, secrets=Secrets([api_key])),  # redacted, then cut
     )
 
 
@@ -655,15 +673,10 @@ def failure_to_application_error(
     """The `ApplicationError` the activity raises: type = kind, details = the failure.
 
     A failure after output was forwarded is not retryable and carries, as its second
-    detail, the output that was shown (`ForwardedOutput`), for the run's result.
+    detail, the output that was shown (`ForwardedOutput`), for the run's result. Every
+    provider-controlled field is redacted of `secret` (and its fragments) and bounded.
     """
-    if secret:
-        failure = failure.model_copy(
-            update={
-                "message": failure.message.replace(secret, "[redacted]"),
-                "body_excerpt": failure.body_excerpt.replace(secret, "[redacted]"),
-            }
-        )
+    failure = redact_failure(failure, Secrets([secret]))
     retryable = failure_is_retryable(failure)
     delay = (
         timedelta(seconds=failure.retry_after_s) if retryable and failure.retry_after_s else None
@@ -678,6 +691,16 @@ def failure_to_application_error(
         non_retryable=not retryable,
         next_retry_delay=delay,
     )
+
+
+def unexpected_error(exc: Exception, secret: str | None) -> ApplicationError:
+    """An exception the stream reader did not classify, as the `ApplicationError`
+    Temporal would have made of it (type: the class name, no details, so the workflow
+    reads it as `lost`), with its text redacted and bounded and its cause chain dropped
+    (a traceback would print the original text)."""
+    name = type(exc).__name__
+    text = safe_text(f"{exc}", Secrets([secret]), MESSAGE_CHARS)
+    return ApplicationError(f"{name}: {text}" if text else name, type=name)
 
 
 # -- the activity -------------------------------------------------------------------
@@ -707,6 +730,19 @@ class ModelActivities:
         )
         self._environ = environ
         self._heartbeat_interval_s = heartbeat_interval_s
+        # httpx logs each status line (reason phrase included) and httpcore, at DEBUG,
+        # the response headers: a provider can echo the key in either.
+        self._log_filter = KeyRedactingFilter(self._keys)
+        self._log_filter.install()
+
+    def _keys(self) -> list[str]:
+        """Every key this worker's endpoints read from the environment right now."""
+        env = os.environ if self._environ is None else self._environ
+        return [
+            (env.get(endpoint.api_key_env) or "").strip()
+            for endpoint in self.registry
+            if endpoint.api_key_env is not None
+        ]
 
     def activities(self) -> list[Callable[..., Any]]:
         """Both model activities (the stream, and reading forwarded output back), for
@@ -714,6 +750,7 @@ class ModelActivities:
         return [self.stream_completion, self.read_forwarded_output]
 
     async def aclose(self) -> None:
+        self._log_filter.uninstall()
         if self._owns_client:
             await self.client.aclose()
 
@@ -765,6 +802,10 @@ class ModelActivities:
         except StreamFailed as exc:
             shown = ForwardedOutput(text=exc.shown_text, reasoning=exc.shown_reasoning)
             raise failure_to_application_error(exc.failure, secret=api_key, shown=shown) from None
+        except ApplicationError:
+            raise
+        except Exception as exc:  # not classified: still never the key, never unbounded
+            raise unexpected_error(exc, api_key) from None
 
     async def _stream(
         self,
