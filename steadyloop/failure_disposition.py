@@ -245,8 +245,13 @@ def failure_disposition(failure: FailureFacts, attempt: AttemptContext) -> Dispo
             return Disposition(
                 action="traverse",
                 rule=f"{row}_retry_after_too_long",
-                reason=f"Retry-After {retry_after:g} s is longer than the "
-                f"{attempt.max_retry_after_s:g} s this candidate waits: {what}",
+                reason=(
+                    f"Retry-After {retry_after:g} s is longer than the "
+                    f"{attempt.max_retry_after_s:g} s this candidate waits: {what}"
+                    if retry_after < RETRY_AFTER_CEILING_S
+                    else f"Retry-After asks for {RETRY_AFTER_CEILING_S:g} s or more, longer "
+                    f"than anyone waits: {what}"
+                ),
                 record_failure=records,
             )
         delay = max(attempt.backoff.delay(attempt.attempt), retry_after or 0.0)
