@@ -146,6 +146,7 @@ __all__ = [
     "build_request_body",
     "failure_to_application_error",
     "stream_turn",
+    "unexpected_error",
 ]
 
 HEARTBEAT_INTERVAL_S = 1.0
