@@ -97,7 +97,7 @@ import httpx
 import orjson
 from pydantic import BaseModel
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, FailureError
 from temporalio.service import RPCError
 
 from steadyloop.activities.output_publisher import OutputPublisher, ensure_host, read_forwarded
@@ -803,7 +803,7 @@ class ModelActivities:
         except StreamFailed as exc:
             shown = ForwardedOutput(text=exc.shown_text, reasoning=exc.shown_reasoning)
             raise failure_to_application_error(exc.failure, secret=api_key, shown=shown) from None
-        except ApplicationError:
+        except FailureError:  # ours (ApplicationError) or Temporal's: already what it is
             raise
         except Exception as exc:  # not classified: still never the key, never unbounded
             raise unexpected_error(exc, api_key) from None
