@@ -80,8 +80,7 @@ class Secrets:
                     short.add(spelling)
                     continue
                 grams.update(
-                    spelling[i : i + MIN_FRAGMENT]
-                    for i in range(len(spelling) - MIN_FRAGMENT + 1)
+                    spelling[i : i + MIN_FRAGMENT] for i in range(len(spelling) - MIN_FRAGMENT + 1)
                 )
         self._grams: frozenset[str] = frozenset(grams)
         # Longest first, so a key is replaced before a shorter key inside it.

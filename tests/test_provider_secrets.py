@@ -393,7 +393,11 @@ async def test_stream_turn_raises_failures_already_redacted(server: ScriptedServ
 
 def test_failure_to_application_error_redacts_what_it_is_given() -> None:
     failure = StreamFailure(
-        kind="http_status", status=401, message=KEY, provider_code=KEY, parameter=KEY,
+        kind="http_status",
+        status=401,
+        message=KEY,
+        provider_code=KEY,
+        parameter=KEY,
         body_excerpt="x" * 480 + KEY,
     )
     error = failure_to_application_error(failure, secret=KEY)
@@ -458,9 +462,7 @@ NOW = datetime(2026, 1, 1, tzinfo=UTC)
         ({"retry-after-ms": "nan", "retry-after": "4"}, 4.0),
     ],
 )
-def test_retry_after_is_bounded_or_ignored(
-    headers: dict[str, str], expected: float | None
-) -> None:
+def test_retry_after_is_bounded_or_ignored(headers: dict[str, str], expected: float | None) -> None:
     seconds = parse_retry_after(headers, now=NOW)
     assert seconds == expected
     if seconds is not None:
@@ -473,8 +475,9 @@ async def test_retry_after_1e300_is_a_too_long_retry_after_not_a_lost_attempt(
     # The repro: a classified 429 that became `lost: OverflowError` and was retried 3
     # times, ignoring the header.
     server.enqueue(
-        error_response(429, "slow down", type="requests", code="rate_limit_exceeded",
-                       retry_after="1e300")
+        error_response(
+            429, "slow down", type="requests", code="rate_limit_exceeded", retry_after="1e300"
+        )
     )
 
     raised = await fail(model)
@@ -495,8 +498,7 @@ async def test_retry_after_1e300_is_a_too_long_retry_after_not_a_lost_attempt(
 
 @pytest.mark.parametrize("value", [math.nan, -5.0, math.inf, 1e300])
 def test_failure_facts_bound_any_retry_after(value: float) -> None:
-    facts = FailureFacts(kind="http_status", category="rate_limit", status=429,
-                         retry_after_s=value)
+    facts = FailureFacts(kind="http_status", category="rate_limit", status=429, retry_after_s=value)
     assert facts.retry_after_s is None or facts.retry_after_s <= RETRY_AFTER_CEILING_S
     disposition = failure_disposition(facts, AttemptContext())
     timedelta(seconds=disposition.delay_s)
@@ -511,9 +513,7 @@ async def test_absurd_usage_counts_are_left_out_and_cost_stays_finite(
 ) -> None:
     usage = (
         '{"choices": [], "usage": {"prompt_tokens": 1e300, "completion_tokens": -5, '
-        '"total_tokens": "9", "prompt_tokens_details": {"cached_tokens": '
-        + "9" * 400
-        + "}}}"
+        '"total_tokens": "9", "prompt_tokens_details": {"cached_tokens": ' + "9" * 400 + "}}}"
     )
     server.enqueue(sse_response([*text_chunks("ok"), finish_chunk(), usage]))
 

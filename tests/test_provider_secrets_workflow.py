@@ -135,9 +135,7 @@ async def test_a_provider_echoing_the_key_leaves_no_trace_in_history_or_logs(
         # excerpt's cut, and a Location header: the run stops (auth, no other endpoint).
         error_response(
             401,
-            body={
-                "error": {"message": "x" * 440 + KEY, "type": KEY, "code": KEY, "param": KEY}
-            },
+            body={"error": {"message": "x" * 440 + KEY, "type": KEY, "code": KEY, "param": KEY}},
             headers={**echo, "Location": f"https://x.example/?k={KEY}"},
         ),
     ]
