@@ -31,6 +31,18 @@ one prevents it:
   complete; tool activities run one attempt each, so Temporal never re-runs an effect
   behind the table's back. An opaque call whose attempt ended without an outcome is
   ambiguous and is not run again.
+- What a run carries to its next execution (continue-as-new) or returns (`RunResult`,
+  which `steadyloop resume` hands to the next run) is one payload, refused over the
+  limit like any other, and a refused continue-as-new is a workflow task retried
+  forever. Receipts travel packed against the transcript beside them (a result is not
+  carried twice: `PackedLedger`), the whole is measured against the run's payload
+  ceiling, receipts' own results are cut short when it would not fit, and a run whose
+  transcript alone no longer fits stops `state_too_large` (`_continue_as_new`,
+  `_bounded_result`).
+- A resumed run inherits its predecessor's receipts and their key scope
+  (`RunInput.inherited`), so what the predecessor completed replays, and an opaque call
+  it left without an outcome is listed as ambiguous from the start
+  (`_surface_open_calls`).
 - A run carrying a `Delegation` gets the `delegate` tool; its calls take the same
   receipt path and start child runs admitted by chain rules (`delegation.ChildRuns`).
   The token budget counts finished children's tokens too, and a child gets at most
