@@ -19,7 +19,7 @@ from temporalio.api.history.v1 import HistoryEvent
 
 from steadyloop.payload_storage import MAX_INLINE_PAYLOAD_BYTES
 from steadyloop.receipt_decision import receipt_key
-from steadyloop.receipt_ledger import Happened, ReceiptLedger
+from steadyloop.receipt_ledger import GiveUp, Happened, ReceiptLedger
 from steadyloop.run_models import (
     AmbiguousCall,
     CarriedState,
@@ -263,6 +263,38 @@ async def test_item_10_an_ambiguous_call_of_the_predecessor_shows_in_the_resumed
     assert_every_call_answered(result.transcript)
     assert tool_messages(result.transcript)[-1].content == "paid: ref 42"
     assert result.stats.tool_replays == 1
+
+
+async def test_item_10_a_call_interrupted_mid_attempt_is_ambiguous_at_once_after_resume() -> None:
+    # The predecessor is interrupted while an opaque call runs (its lease still live).
+    # That attempt can never report to the resumed run, so the resumed run does not wait
+    # out the lease: the call is listed, resolvable, and not run again.
+    script = [
+        calls(ScriptedCall("long_note", {"text": "wire money"}, id="l1")),
+        calls(ScriptedCall("long_note", {"text": "wire money"}, id="l2")),
+        answer("ok"),
+    ]
+    async with running_loop(script) as loop:
+        original = run_input().model_copy(update={"tools": ["long_note"]})
+        handle = await loop.start(original)
+        for _ in range(200):
+            if loop.effects.started["long_note"]:
+                break
+            await asyncio.sleep(0.05)
+        await handle.signal("interrupt", "going home")
+        first = await handle.result()
+        assert first.stop_reason == "interrupted"
+        resumed = await loop.start(resume_input(original, first, prompt="go on"))
+        (listed,) = await wait_for_ambiguous(resumed)
+        assert (listed.tool, listed.attempt) == ("long_note", 1)
+        update = ResolveReceipt(key=listed.key, resolution=GiveUp(note="checked the bank"))
+        await resumed.execute_update("resolve_receipt", update, result_type=str)
+        result = await resumed.result()
+        loop.effects.release.set()
+        started = loop.effects.started["long_note"]
+    assert started == 1
+    assert result.stop_reason == "final_answer"
+    assert "checked the bank" in (tool_messages(result.transcript)[-1].content or "")
 
 
 def test_resume_input_carries_the_receipts_and_their_scope() -> None:
