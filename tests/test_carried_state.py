@@ -149,6 +149,24 @@ async def test_item_9_a_carried_state_that_cannot_fit_stops_with_a_named_reason(
     assert_every_call_answered(result.transcript)
 
 
+async def test_item_9_with_external_storage_the_same_state_is_carried_under_its_limit() -> None:
+    # The same run with the workers' blob storage on: the worker reports its larger
+    # limit, so the state over 2 MB is carried (as a reference) and the run goes on.
+    script = [calls(ScriptedCall("read_scratch", {"path": "f0"}, id="r0")), answer("done")]
+    async with running_loop(script) as loop:
+        scratch_files(loop, 1, chars=60_000)
+        run = files_run(continue_as_new_after_turns=1)
+        big = run.model_copy(update={"prompt": "y" * (MAX_INLINE_PAYLOAD_BYTES - 60_000)})
+        handle = await loop.start(big)
+        result = await asyncio.wait_for(handle.result(), 120)
+        histories = await chain_histories(loop, handle.id, handle.first_execution_run_id or "")
+
+    assert task_failures(histories) == []
+    assert result.stop_reason == "final_answer"
+    assert len(histories) == 2 and result.stats.continued_as_new == {"turns": 1}
+    assert result.receipts is not None and len(result.receipts) == 1
+
+
 async def test_item_9_state_carried_by_the_previous_version_still_restores() -> None:
     # A run continued-as-new by the previous version carried its ledger whole
     # (`receipts`, no `packed_receipts`): its completed call still replays.
