@@ -36,6 +36,17 @@ these ways, each prevented where named:
   `resolve_ambiguous` is fenced like any write, and refuses a live lease.
 - **Rows keyed by the key object**: a model is not a JSON object key. Rows are keyed by
   `ReceiptKey.text`.
+- **Every result stored twice in what a run carries**: a completed call's result is
+  also the content of its tool message, and continue-as-new (or a `RunResult` a resumed
+  run inherits) carries the transcript and the ledger in one payload, so 16 KB results
+  put 2 MB in it by turn 65. `PackedLedger.pack` stores such a result as a reference
+  to a message *of the transcript carried in the same payload* plus its digest, and
+  `unpack` restores it from that transcript. Only the carried form refers: the live
+  ledger keeps every result, because compaction may later elide or rewrite the
+  message, and a replay must still give the model the result the tool returned. A
+  reference is made only where the message, bounded as the ledger bounds results,
+  has the same digest as the stored result, so a message compaction already shortened
+  is never taken for the result; the row then keeps its copy.
 
 Where the issue is silent: "give up" resolves to a *completed* receipt whose result
 tells the model the call was abandoned (and `resolution="give_up"` records why). A
@@ -49,6 +60,7 @@ JSON); races and stale writes are values, because a late activity result is rout
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Iterator
@@ -56,9 +68,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue
 
 from steadyloop.canonical_json import canonical_json
+from steadyloop.chat import ChatMessage
 from steadyloop.receipt_decision import (
     Effect,
     Receipt,
@@ -78,7 +91,9 @@ __all__ = [
     "GiveUp",
     "Happened",
     "LedgerWrite",
+    "PackedLedger",
     "ReceiptLedger",
+    "ResultRef",
     "WriteApplied",
     "WriteIgnored",
     "WriteRefusal",
@@ -89,6 +104,10 @@ DEFAULT_RESULT_LIMIT_BYTES = 16 * 1024
 DEFAULT_PROGRESS_LIMIT_BYTES = 16 * 1024
 MIN_RESULT_LIMIT_BYTES = 256  # room for the truncation marker and some of the result
 
+UNRESTORABLE_RESULT = (
+    "[steadyloop: this call completed earlier, but the result recorded for it could not be "
+    "restored; it is not run again. Do not assume what it returned.]"
+)
 _TRUNCATION_MARKER = "\n[steadyloop: result truncated to {kept} of {total} bytes]"
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -387,3 +406,154 @@ class ReceiptLedger(BaseModel):
     def _store(self, key: ReceiptKey, receipt: Receipt) -> WriteApplied:
         self.receipts[key.text] = receipt
         return WriteApplied(receipt)
+
+    # -- what a run carries ----------------------------------------------------------
+
+    def release_leases(self, now: datetime) -> int:
+        """End every running attempt's lease at `now`; how many were live.
+
+        For a run that inherits this ledger from a run that stopped: the stopped run's
+        attempts can never report to the new one, so waiting out their leases would only
+        delay the decision (retry a pure or resumable call, ask a person about an opaque
+        one) and block `resolve_ambiguous` meanwhile.
+        """
+        require_aware(now, "now")
+        released = 0
+        for text, receipt in list(self.receipts.items()):
+            if receipt.status == "running" and lease_live(receipt, now):
+                self.receipts[text] = receipt.model_copy(update={"lease_expires_at": now})
+                released += 1
+        return released
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class ResultRef(BaseModel):
+    """A completed receipt whose result is the content of `message` (an index into the
+    transcript carried beside it), bounded as the ledger bounds results, with that
+    text's sha256: the row without its second copy of the result."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    message: Annotated[int, Field(ge=0)]
+    sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+    attempt: Annotated[int, Field(ge=1)]
+    lease_expires_at: AwareDatetime
+    truncated: bool = False
+    result_bytes: Annotated[int, Field(ge=0)] | None = None
+    resolution: Literal["happened", "give_up"] | None = None
+
+
+class PackedLedger(BaseModel):
+    """A `ReceiptLedger` as a run carries it next to a transcript (see the module
+    docstring): each row a `Receipt`, or a `ResultRef` into that transcript. Rows keep
+    their order."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rows: dict[str, ResultRef | Receipt] = Field(default_factory=dict)
+    result_limit_bytes: Annotated[int, Field(ge=MIN_RESULT_LIMIT_BYTES)] = (
+        DEFAULT_RESULT_LIMIT_BYTES
+    )
+    progress_limit_bytes: Annotated[int, Field(ge=2)] = DEFAULT_PROGRESS_LIMIT_BYTES
+
+    @classmethod
+    def pack(cls, ledger: ReceiptLedger, transcript: list[ChatMessage]) -> PackedLedger:
+        """`ledger` with each result that a tool message of `transcript` holds referred to."""
+        holders: dict[str, int] = {}
+        for index, message in enumerate(transcript):
+            if message.role == "tool" and message.content is not None:
+                stored, _, _ = _bounded(message.content, ledger.result_limit_bytes)
+                holders.setdefault(_digest(stored), index)
+        rows: dict[str, ResultRef | Receipt] = {}
+        for text, receipt in ledger.receipts.items():
+            rows[text] = receipt
+            if receipt.status != "completed" or receipt.result is None:
+                continue
+            digest = _digest(receipt.result)
+            holder = holders.get(digest)
+            if holder is None:
+                continue
+            rows[text] = ResultRef(
+                message=holder,
+                sha256=digest,
+                attempt=receipt.attempt,
+                lease_expires_at=receipt.lease_expires_at,
+                truncated=receipt.truncated,
+                result_bytes=receipt.result_bytes,
+                resolution=receipt.resolution,
+            )
+        return cls(
+            rows=rows,
+            result_limit_bytes=ledger.result_limit_bytes,
+            progress_limit_bytes=ledger.progress_limit_bytes,
+        )
+
+    def unpack(self, transcript: list[ChatMessage]) -> tuple[ReceiptLedger, int]:
+        """The ledger again, results read back from `transcript` (the one packed with it),
+        and how many could not be (a completed row then replays `UNRESTORABLE_RESULT`:
+        never run again, never a guess at what it returned)."""
+        receipts: dict[str, Receipt] = {}
+        lost = 0
+        for text, row in self.rows.items():
+            if isinstance(row, Receipt):
+                receipts[text] = row
+                continue
+            result = self._read(row, transcript)
+            if result is None:
+                lost += 1
+                result = UNRESTORABLE_RESULT
+            receipts[text] = Receipt(
+                status="completed",
+                attempt=row.attempt,
+                lease_expires_at=row.lease_expires_at,
+                result=result,
+                truncated=row.truncated,
+                result_bytes=row.result_bytes,
+                resolution=row.resolution,
+            )
+        ledger = ReceiptLedger(
+            receipts=receipts,
+            result_limit_bytes=self.result_limit_bytes,
+            progress_limit_bytes=self.progress_limit_bytes,
+        )
+        return ledger, lost
+
+    def shrink_results(self, limit: int) -> int:
+        """Cut each result the rows hold themselves to `limit` bytes, with the truncation
+        marker (the model still reads how it began and that it was cut); how many were cut.
+
+        For a carried state that would not fit otherwise: the call still replays, shorter,
+        rather than being dropped (which would run its effect again)."""
+        limit = max(limit, MIN_RESULT_LIMIT_BYTES)
+        cut = 0
+        for text, row in self.rows.items():
+            if not isinstance(row, Receipt) or row.result is None:
+                continue
+            stored, truncated, _ = _bounded(row.result, limit)
+            if truncated:
+                self.rows[text] = row.model_copy(update={"result": stored, "truncated": True})
+                cut += 1
+        return cut
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def running(self) -> list[str]:
+        """Keys of the rows whose attempt ended with no outcome recorded."""
+        return [
+            text
+            for text, row in self.rows.items()
+            if isinstance(row, Receipt) and row.status == "running"
+        ]
+
+    def _read(self, row: ResultRef, transcript: list[ChatMessage]) -> str | None:
+        if row.message >= len(transcript):
+            return None
+        message = transcript[row.message]
+        if message.role != "tool" or message.content is None:
+            return None
+        stored, _, _ = _bounded(message.content, self.result_limit_bytes)
+        return stored if _digest(stored) == row.sha256 else None

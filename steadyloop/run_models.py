@@ -29,7 +29,7 @@ from steadyloop.lineage import Lineage
 from steadyloop.output_forwarding import ForwardingOptions, PartialOutput
 from steadyloop.pricing import Price, cost_of
 from steadyloop.provider_profiles import ProviderProfile
-from steadyloop.receipt_ledger import AmbiguityResolution, ReceiptLedger
+from steadyloop.receipt_ledger import AmbiguityResolution, PackedLedger, ReceiptLedger
 from steadyloop.route_plan import Backoff, RouteCandidate, RouteConfig
 from steadyloop.steering_models import SteeringState
 from steadyloop.transcript_healing import Healing
@@ -55,6 +55,9 @@ StopReason = Literal[
     # An attempt failed after its output was shown to people watching: it is not
     # repeated; the result keeps what was shown (`RunResult.partial`).
     "output_interrupted",
+    # The state the run must carry to its next execution (transcript and receipts) does
+    # not fit one payload, even with the receipts' own results cut short.
+    "state_too_large",
 ]
 
 
@@ -239,6 +242,9 @@ class RunInput(BaseModel):
     parent_agent: AgentName | None = None
     # Set only by the run itself when it continues-as-new.
     carried: CarriedState | None = None
+    # Set by `steadyloop.run_resume.resume_input`: the receipts of the run this one
+    # resumes, so what it completed replays and what it left ambiguous stays so.
+    inherited: InheritedReceipts | None = None
 
     def resolved_route(self) -> RouteConfig:
         """The route the run's model turns take: its own, or its endpoint and model alone,
@@ -447,11 +453,34 @@ class RunProgress(BaseModel):
     activatable_plugins: list[str] = Field(default_factory=list)
 
 
+class InheritedReceipts(BaseModel):
+    """The receipts a resumed run takes over from the run it resumes.
+
+    `scope` is the receipt key's `run` part the predecessor used (its workflow id, or
+    the scope it inherited itself), so a call it completed has the same key here and
+    replays. `receipts` is packed against the resumed run's `RunInput.messages`, which
+    begin with the predecessor's transcript (`PackedLedger`).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    scope: str = Field(min_length=1)
+    receipts: PackedLedger
+
+
 class CarriedState(BaseModel):
-    """What a run carries across continue-as-new: everything its next turn needs."""
+    """What a run carries across continue-as-new: everything its next turn needs.
+
+    Receipts travel packed against `transcript` (`packed_receipts`, so a result is not
+    carried twice); `receipts` is the form of runs continued by earlier versions, still
+    read when `packed_receipts` is absent. `receipt_scope`: the run part of receipt keys
+    when it is not the workflow id (a resumed run's; None: the workflow id).
+    """
 
     transcript: list[ChatMessage]
-    receipts: ReceiptLedger
+    receipts: ReceiptLedger = Field(default_factory=ReceiptLedger)
+    packed_receipts: PackedLedger | None = None
+    receipt_scope: str | None = None
     stats: RunStats
     turn: int
     deadline: str | None = None  # ISO workflow time, so a new run keeps the old deadline
@@ -475,3 +504,8 @@ class RunResult(BaseModel):
     # As in `RunProgress`: which plugins were active when the run ended, and which not.
     active_plugins: list[str] = Field(default_factory=list)
     activatable_plugins: list[str] = Field(default_factory=list)
+    # What a run resuming this one inherits (`steadyloop.run_resume`): the receipt key
+    # scope, and the receipts packed against `transcript`. None when the run ended before
+    # this was recorded, or when they did not fit the result (`detail` then says so).
+    receipt_scope: str | None = None
+    receipts: PackedLedger | None = None

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import Awaitable, Callable
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -45,9 +45,17 @@ from steadyloop.output_follow import follow_output
 from steadyloop.output_forwarding import ForwardingOptions, OutputDelta
 from steadyloop.payload_storage import DEFAULT_THRESHOLD_BYTES
 from steadyloop.pricing import Price
-from steadyloop.receipt_ledger import Happened
+from steadyloop.receipt_decision import receipt_key
+from steadyloop.receipt_ledger import Happened, PackedLedger, ReceiptLedger
 from steadyloop.route_plan import RouteCandidate, RouteConfig
-from steadyloop.run_models import AmbiguousCall, ResolveReceipt, RunInput, RunLimits, RunPlugins
+from steadyloop.run_models import (
+    AmbiguousCall,
+    InheritedReceipts,
+    ResolveReceipt,
+    RunInput,
+    RunLimits,
+    RunPlugins,
+)
 from steadyloop.steering_models import ApprovalDecision, UserMessage
 from steadyloop.testing.chunks import (
     ScriptedCall,
@@ -162,6 +170,17 @@ SCENARIOS: dict[str, list[ScriptedResponse]] = {
         _calls(ScriptedCall("add", {"a": 3, "b": 4}, id="k3")),
         _answer("done"),
     ],
+    # A resumed run (`steadyloop resume`): the predecessor completed `note` and left an
+    # opaque `slow_note` without an outcome. The model asks both again: the first
+    # replays, the second is listed as ambiguous from the start and resolved by a
+    # person; then the run hands over with its receipts packed against the transcript.
+    "resumed_with_inherited_receipts": [
+        _calls(
+            ScriptedCall("note", {"text": "once"}, id="a"),
+            ScriptedCall("slow_note", {"text": "maybe"}, id="b"),
+        ),
+        _answer("done"),
+    ],
 }
 DEADLINES = {"deadline_during_backoff": 3600.0}
 # Scenarios whose endpoint needs more than the defaults (watchdog budgets).
@@ -215,8 +234,42 @@ RUN_UPDATES: dict[str, dict[str, Any]] = {
         "plugins": RunPlugins(on_demand=["files", "search"]),
     },
 }
+
+def _inherited() -> dict[str, Any]:
+    """The messages and receipts a run resuming `replay-predecessor` starts from."""
+    messages = [
+        ChatMessage(role="user", content="earlier"),
+        ChatMessage(
+            role="assistant",
+            tool_calls=[
+                ToolCall(id="p1", name="note", arguments='{"text": "once"}'),
+                ToolCall(id="p2", name="slow_note", arguments='{"text": "maybe"}'),
+            ],
+        ),
+        ChatMessage(role="tool", content="noted 'once'", tool_call_id="p1"),
+        ChatMessage(role="tool", content="Not run again: unknown outcome.", tool_call_id="p2"),
+    ]
+    then = datetime(2026, 1, 1, tzinfo=UTC)
+    ledger = ReceiptLedger()
+    done = receipt_key("default", "replay-predecessor", "note", {"text": "once"})
+    ledger.claim(done, 1, then + timedelta(seconds=10), now=then)
+    ledger.complete(done, 1, "noted 'once'")
+    open_call = receipt_key("default", "replay-predecessor", "slow_note", {"text": "maybe"})
+    ledger.claim(open_call, 1, then + timedelta(seconds=10), now=then)
+    packed = PackedLedger.pack(ledger, messages)
+    return {
+        "messages": messages,
+        "inherited": InheritedReceipts(scope="replay-predecessor", receipts=packed),
+        "limits": RunLimits(continue_as_new_after_turns=1),
+    }
+
+
+RUN_UPDATES["resumed_with_inherited_receipts"] = _inherited()
 # Scenarios in which a person resolves the ambiguous call, with this answer.
-RESOLUTIONS = {"receipts_replay_and_ambiguous": Happened(result="it was noted")}
+RESOLUTIONS = {
+    "receipts_replay_and_ambiguous": Happened(result="it was noted"),
+    "resumed_with_inherited_receipts": Happened(result="it was noted"),
+}
 
 
 async def _approve_send_interrupt(loop: Loop, handle: WorkflowHandle[Any, Any]) -> None:

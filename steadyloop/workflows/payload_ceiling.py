@@ -1,5 +1,6 @@
-"""How large one activity input a run may schedule: Temporal's inline limit, or more when
-the workers' external payload storage takes large payloads out of history.
+"""How large one activity input a run may schedule (and the state it carries, and its
+result): Temporal's inline limit, or more when the workers' external payload storage
+takes large payloads out of history.
 
 An input over Temporal's 2 MB limit fails the workflow task, which Temporal retries
 forever, so the run checks first and fails with a reason (`PayloadTooLarge`). But with
@@ -12,7 +13,9 @@ with tools learned it at its start (`disclose_tools`). A run without asks once, 
 input first passes the inline limit, so a run that never does records nothing new;
 `workflow.patched` keeps runs recorded before this rule on the inline limit they ran
 under. If the question cannot be answered (the worker lacks the activity), the inline
-limit applies.
+limit applies. The same limit holds the input a run continues-as-new with and the
+`RunResult` it returns: the SDK refuses those the same way, and a refused one is a
+workflow task retried forever.
 
 Workers of one task queue are expected to share one converter. If they do not, the limit
 is what the worker that answered reported, and a worker without storage that later
@@ -70,6 +73,13 @@ class PayloadCeiling:
         raise ApplicationError(
             f"{what} is {size:,} bytes, over {why}", type=PAYLOAD_TOO_LARGE, non_retryable=True
         )
+
+    def known_limit(self, size: int) -> int | None:
+        """The limit an input of `size` bytes is held to, if known without asking the
+        worker (None: `limit_for` would ask, and the workflow would yield meanwhile)."""
+        if size <= MAX_INLINE_PAYLOAD_BYTES:
+            return MAX_INLINE_PAYLOAD_BYTES
+        return self._limit
 
     async def limit_for(self, size: int) -> int:
         """The limit an input of `size` bytes is held to; asks the worker only when the

@@ -31,6 +31,18 @@ one prevents it:
   complete; tool activities run one attempt each, so Temporal never re-runs an effect
   behind the table's back. An opaque call whose attempt ended without an outcome is
   ambiguous and is not run again.
+- What a run carries to its next execution (continue-as-new) or returns (`RunResult`,
+  which `steadyloop resume` hands to the next run) is one payload, refused over the
+  limit like any other, and a refused continue-as-new is a workflow task retried
+  forever. Receipts travel packed against the transcript beside them (a result is not
+  carried twice: `PackedLedger`), the whole is measured against the run's payload
+  ceiling, receipts' own results are cut short when it would not fit, and a run whose
+  transcript alone no longer fits stops `state_too_large` (`_continue_as_new`,
+  `_bounded_result`).
+- A resumed run inherits its predecessor's receipts and their key scope
+  (`RunInput.inherited`), so what the predecessor completed replays, and an opaque call
+  it left without an outcome is listed as ambiguous from the start
+  (`_surface_open_calls`).
 - A run carrying a `Delegation` gets the `delegate` tool; its calls take the same
   receipt path and start child runs admitted by chain rules (`delegation.ChildRuns`).
   The token budget counts finished children's tokens too, and a child gets at most
@@ -83,7 +95,7 @@ with workflow.unsafe.imports_passed_through():
     from steadyloop.pricing import price_for
     from steadyloop.provider_profiles import transcript_rules
     from steadyloop.receipt_decision import Ambiguous, Execute, ReceiptKey, receipt_key
-    from steadyloop.receipt_ledger import ReceiptLedger
+    from steadyloop.receipt_ledger import MIN_RESULT_LIMIT_BYTES, PackedLedger, ReceiptLedger
     from steadyloop.run_models import (
         AmbiguousCall,
         CarriedState,
@@ -113,7 +125,7 @@ with workflow.unsafe.imports_passed_through():
 
 from steadyloop.workflows.approvals import Approvals
 from steadyloop.workflows.delegation import ChildRuns, innermost_message
-from steadyloop.workflows.payload_ceiling import PayloadCeiling
+from steadyloop.workflows.payload_ceiling import PayloadCeiling, payload_bytes
 from steadyloop.workflows.steering import Cut, Steering
 from steadyloop.workflows.tool_disclosure import disclose_tools
 
@@ -157,6 +169,9 @@ class ToolLoopWorkflow:
         self._steering = Steering()
         self._approvals = Approvals()
         self._receipts = ReceiptLedger()
+        # The `run` part of receipt keys: the workflow id, or the scope a resumed run
+        # inherited from the run it resumes (so that run's receipts match).
+        self._receipt_scope = ""
         self._ambiguous: dict[str, AmbiguousCall] = {}
         self._deadline: datetime | None = None
         self._partial: PartialOutput | None = None
@@ -277,6 +292,7 @@ class ToolLoopWorkflow:
         try:
             self._disclosure = await disclose_tools(run)
             self._ceiling = PayloadCeiling(self._disclosure.payload_limit_bytes)
+            self._surface_open_calls(run)
             while True:
                 if self._steering.paused:
                     self._phase = "paused"
@@ -323,16 +339,58 @@ class ToolLoopWorkflow:
             if run.forwarding.enabled:
                 await _close_output_stream()
             self._stats.wall_time_s = (workflow.now() - self._started).total_seconds()
-            return RunResult(
-                final_answer=final_answer,
-                stop_reason=stop.reason,
-                detail=stop.detail,
-                transcript=self._transcript,
-                stats=self._stats,
-                partial=self._partial,
-                active_plugins=self._disclosure.active_plugins,
-                activatable_plugins=self._disclosure.activatable_plugins,
+            return await self._bounded_result(
+                RunResult(
+                    final_answer=final_answer,
+                    stop_reason=stop.reason,
+                    detail=stop.detail,
+                    transcript=self._transcript,
+                    stats=self._stats,
+                    partial=self._partial,
+                    active_plugins=self._disclosure.active_plugins,
+                    activatable_plugins=self._disclosure.activatable_plugins,
+                    receipt_scope=self._receipt_scope,
+                    receipts=PackedLedger.pack(self._receipts, self._transcript),
+                )
             )
+
+    async def _bounded_result(self, result: RunResult) -> RunResult:
+        """`result`, made to fit one payload: a result over the limit would be refused at
+        completion and the workflow task retried forever.
+
+        First the receipts' own copies of results are cut short, then the receipts are
+        left out (a run resuming this one would then run again what it completed, so
+        the detail says so), then the oldest messages are (the transcript can pass the
+        limit only through tool results added after the last model request).
+        """
+        size = payload_bytes(result)
+        limit = await self._ceiling.limit_for(size)
+        if size <= limit or result.receipts is None:
+            return result
+        cut = result.receipts.shrink_results(MIN_RESULT_LIMIT_BYTES)
+        size = payload_bytes(result)
+        if size <= limit:
+            result.detail += f" (the results of {cut} receipt(s) were cut to fit the result)"
+            return result
+        result.receipts = None
+        result.detail += (
+            " (its receipts were left out: with them the result would pass the "
+            f"{limit:,}-byte payload limit; a run resuming it does not know what it completed)"
+        )
+        if payload_bytes(result) <= limit:
+            return result
+        messages = result.transcript
+        low, high = 1, len(messages)  # drop `high` oldest messages: fits (nothing left)
+        while low < high:
+            middle = (low + high) // 2
+            result.transcript = messages[middle:]
+            if payload_bytes(result) <= limit:
+                high = middle
+            else:
+                low = middle + 1
+        result.transcript = messages[high:]
+        result.detail += f" (its {high} oldest message(s) were left out to fit the result)"
+        return result
 
     def _restore(self, run: RunInput) -> datetime | None:
         """State from the run this one continues, or a fresh start; returns the deadline."""
@@ -341,17 +399,93 @@ class ToolLoopWorkflow:
             self._started = workflow.now()
         else:
             self._started = datetime.fromisoformat(carried.started)
+        self._receipt_scope = workflow.info().workflow_id
         if carried is None:
             self._transcript = _initial_transcript(run)
+            if run.inherited is not None:
+                # A resumed run: the stopped run's receipts, under its key scope. Its
+                # attempts can never report here, so their leases end now.
+                self._receipt_scope = run.inherited.scope
+                self._receipts = self._unpacked(run.inherited.receipts, list(run.messages))
+                self._receipts.release_leases(workflow.now())
             if run.limits.deadline_s is None:
                 return None
             return workflow.now() + timedelta(seconds=run.limits.deadline_s)
         self._transcript = list(carried.transcript)
-        self._receipts = carried.receipts
+        if carried.receipt_scope is not None:
+            self._receipt_scope = carried.receipt_scope
+        if carried.packed_receipts is not None:
+            self._receipts = self._unpacked(carried.packed_receipts, self._transcript)
+        else:  # carried by an earlier version: every result in the ledger itself
+            self._receipts = carried.receipts
         self._steering = Steering(carried.steering)
         self._stats = carried.stats
         self._turn = carried.turn
         return None if carried.deadline is None else datetime.fromisoformat(carried.deadline)
+
+    @staticmethod
+    def _unpacked(packed: PackedLedger, transcript: list[ChatMessage]) -> ReceiptLedger:
+        ledger, lost = packed.unpack(transcript)
+        if lost:
+            workflow.logger.warning(
+                "%d receipt result(s) could not be read back from the carried transcript; "
+                "those calls replay a note saying so and are not run again",
+                lost,
+            )
+        return ledger
+
+    def _surface_open_calls(self, run: RunInput) -> None:
+        """List as ambiguous every call the ledger holds running that the table would
+        not run again (an opaque attempt with no outcome), before the model asks.
+
+        Such rows come from the run this one resumes (or an earlier execution): a
+        person must be able to see and resolve them (`ambiguous_receipts`,
+        `resolve_receipt`) without waiting for the model to repeat the call. A tool no
+        longer offered counts as opaque: nothing says it is safe to repeat.
+        """
+        tools = self._offered()
+        now = workflow.now()
+        arguments: dict[str, dict[str, Any]] | None = None
+        for key, receipt in self._receipts.items():
+            if receipt.status != "running" or key.text in self._ambiguous:
+                continue
+            description = tools.get(key.tool)
+            decision = self._receipts.decide(
+                key, "opaque" if description is None else description.effect, now
+            )
+            if not isinstance(decision, Ambiguous):
+                continue
+            if arguments is None:
+                arguments = self._arguments_by_key(run)
+            self._ambiguous[key.text] = AmbiguousCall(
+                key=key.text,
+                tool=key.tool,
+                arguments=arguments.get(key.text, {}),
+                attempt=decision.attempt,
+                reason=(
+                    f"attempt {decision.attempt} of {key.tool!r} ended without an outcome "
+                    "before this run (or the run it resumes) stopped or handed over; it may "
+                    "or may not have taken effect, and running it again could repeat the effect"
+                ),
+                call_ids=[],
+            )
+
+    def _arguments_by_key(self, run: RunInput) -> dict[str, dict[str, Any]]:
+        """The parsed arguments of every call in the transcript, by receipt key."""
+        found: dict[str, dict[str, Any]] = {}
+        for message in self._transcript:
+            for call in message.tool_calls:
+                reading = parse_tool_call_arguments(call)
+                if reading.kind != "parsed":
+                    continue
+                try:
+                    key = receipt_key(
+                        run.tenant_id, self._receipt_scope, call.name, reading.arguments
+                    )
+                except ValueError:
+                    continue
+                found.setdefault(key.text, dict(reading.arguments))
+        return found
 
     def _should_continue_as_new(
         self, run: RunInput, turns_this_run: int
@@ -382,13 +516,47 @@ class ToolLoopWorkflow:
         A signal that arrived while handlers finished (an interrupt) is honoured here
         rather than lost with this execution."""
         self._phase = "continuing as new"
-        await workflow.wait_condition(workflow.all_handlers_finished)
-        self._check_bounds(run)
-        self._stats.continued_as_new[reason] = self._stats.continued_as_new.get(reason, 0) + 1
+        while True:
+            await workflow.wait_condition(workflow.all_handlers_finished)
+            self._check_bounds(run)
+            successor = self._successor(run, reason)
+            size = payload_bytes(successor)
+            limit = self._ceiling.known_limit(size)
+            if limit is None:
+                # Ask the worker (an activity: handlers may run meanwhile), then build
+                # the state again from what it is once they have finished.
+                await self._ceiling.limit_for(size)
+                continue
+            break
+        if size > limit:
+            carried = successor.carried
+            assert carried is not None and carried.packed_receipts is not None
+            cut = carried.packed_receipts.shrink_results(MIN_RESULT_LIMIT_BYTES)
+            carried.stats.compactions["receipt_results"] = (
+                carried.stats.compactions.get("receipt_results", 0) + cut
+            )
+            shrunk = payload_bytes(successor)
+            if shrunk > limit:
+                raise _Stop(
+                    "state_too_large",
+                    f"the state the run carries to its next execution is {shrunk:,} bytes "
+                    f"({size:,} before the receipts' results were cut), over the {limit:,}-"
+                    "byte payload limit: the transcript alone is too large. Compact it "
+                    "(RunLimits.compaction) or run the workers with external payload "
+                    "storage (STEADYLOOP_BLOB_DIR).",
+                )
+        workflow.continue_as_new(successor)
+
+    def _successor(self, run: RunInput, reason: ContinueAsNewReason) -> RunInput:
+        """The input of the next execution: this one's state, receipts packed against the
+        transcript they travel with (`PackedLedger`), so no result is carried twice."""
+        stats = self._stats.model_copy(deep=True)
+        stats.continued_as_new[reason] = stats.continued_as_new.get(reason, 0) + 1
         carried = CarriedState(
             transcript=self._transcript,
-            receipts=self._receipts,
-            stats=self._stats,
+            packed_receipts=PackedLedger.pack(self._receipts, self._transcript),
+            receipt_scope=self._receipt_scope,
+            stats=stats,
             turn=self._turn,
             deadline=None if self._deadline is None else self._deadline.isoformat(),
             started=self._started.isoformat(),
@@ -396,8 +564,8 @@ class ToolLoopWorkflow:
             activated_plugins=self._disclosure.activated,
             steering=self._steering.state,
         )
-        workflow.continue_as_new(
-            run.model_copy(update={"carried": carried, "prompt": None, "messages": []})
+        return run.model_copy(
+            update={"carried": carried, "prompt": None, "messages": [], "inherited": None}
         )
 
     def _check_interrupt(self) -> None:
@@ -654,7 +822,7 @@ class ToolLoopWorkflow:
                 continue
             try:
                 key = receipt_key(
-                    run.tenant_id, workflow.info().workflow_id, call.name, reading.arguments
+                    run.tenant_id, self._receipt_scope, call.name, reading.arguments
                 )
             except ValueError as refused:  # CanonicalJsonError: no faithful identity
                 answers.append(
