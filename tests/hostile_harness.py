@@ -448,7 +448,7 @@ def _strings(message: Message, out: list[bytes]) -> None:
         if descriptor.message_type is not None and descriptor.message_type.GetOptions().map_entry:
             values = [value[k] for k in value]
             out.extend(str(k).encode("utf-8", "surrogatepass") for k in value)
-        elif not isinstance(value, str | bytes | Message) and hasattr(value, "__iter__"):
+        elif not isinstance(value, str | bytes | Message) and hasattr(value, "__len__"):
             values = list(value)  # a repeated field
         else:
             values = [value]

@@ -38,9 +38,14 @@ from hostile_harness import (
     Unprintable,
     check_invariants,
     hostile_world,
+    key_leaks,
+    task_failures,
+    unhandled_activity_failures,
 )
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
+from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import History, HistoryEvent
 
 from steadyloop.chat import ChatMessage, ToolCall
 from steadyloop.output_forwarding import ForwardingOptions
@@ -177,6 +182,9 @@ MINTED_IDS = {"empty", "blank", "duplicate", "null", "omitted"}
 CUT = 500  # the provider-error excerpt length of item 6
 
 
+_JSON_HEAD = '{"error": {"message": "'
+
+
 def _key_at(offset: int) -> str:
     return "x" * offset + KEY + " tail"
 
@@ -186,9 +194,14 @@ ERROR_BODIES: dict[str, Callable[[], tuple[bytes, str]]] = {
     "key_in_code": lambda: _json_error(code=KEY),
     "key_in_type": lambda: _json_error(type=KEY),
     "key_in_param": lambda: _json_error(param=KEY),
-    "key_at_cut_470": lambda: _json_error(message=_key_at(CUT - 30)),
-    "key_at_cut_490": lambda: _json_error(message=_key_at(CUT - 10)),
-    "key_at_cut_497": lambda: _json_error(message=_key_at(CUT - 3)),
+    # The key straddles the excerpt's cut with 40, 20 and 8 of its characters before it
+    # (`_JSON_HEAD` characters of the body come before the message).
+    **{
+        f"key_at_cut_{inside}_inside": (
+            lambda inside=inside: _json_error(message=_key_at(CUT - inside - len(_JSON_HEAD)))
+        )
+        for inside in (40, 20, 8)
+    },
     "key_in_code_at_cut": lambda: _json_error(message="m" * (CUT - 20), code=KEY),
     "key_nested": lambda: (
         json.dumps({"error": {"message": "no", "details": [{"meta": {"key": KEY}}]}}).encode(),
@@ -199,6 +212,12 @@ ERROR_BODIES: dict[str, Callable[[], tuple[bytes, str]]] = {
         "application/json",
     ),
     "key_in_text_body": lambda: (f"Unauthorized: {KEY}".encode(), "text/plain"),
+    **{
+        f"key_in_text_body_at_cut_{inside}_inside": (
+            lambda inside=inside: (_key_at(CUT - inside).encode(), "text/plain")
+        )
+        for inside in (40, 20, 8)
+    },
     "key_in_html": lambda: (f"<html><body><h1>401</h1>{KEY}</body></html>".encode(), "text/html"),
     "key_with_invalid_utf8": lambda: (
         b'{"error":{"message":"bad \xff\xfe key ' + KEY.encode() + b'"}}',
@@ -298,7 +317,12 @@ class TextSpec:
             cut = event.index("\U0001f600".encode()) + 2
             return [event[:cut], Pause(0.15), event[cut:]]
         piece = chunk({self.field: TEXTS[self.value]})
-        return [_raw_event(piece) if self.wire == "raw" else piece]
+        parts: list[dict[str, Any] | bytes | Pause] = [
+            _raw_event(piece) if self.wire == "raw" else piece
+        ]
+        if self.field != "content":
+            parts.append(chunk({"content": "the answer"}))  # reasoning alone is no answer
+        return parts
 
     @property
     def plain(self) -> bool:
@@ -658,6 +682,16 @@ ANSWERED_IN_TRANSCRIPT = {
 }
 # Positions where a named refusal that stops the run is a correct answer, not a failure.
 MAY_STOP_FAILED = {k for k in EXPLICIT if k.startswith(("error_", "input_"))}
+# Asked twice, these are a completion defect twice (the runaway guard cuts them), and a
+# defect that persists after a fresh completion stops the run: named, and not a bug.
+MAY_STOP_ON_DEFECT = {"args_one_mb_string", "name_one_mb", "id_one_mb"}
+# Hostile model text sent as valid JSON is the answer (replaced or kept), not a reason to
+# throw the completion away and ask again (the provider's fallback answer is "done").
+TAKEN_AS_ANSWER = {
+    k
+    for k, e in EXPLICIT.items()
+    if k.startswith(("text_", "reasoning_")) and e.final is not None and e.final.wire == "json"
+}
 
 
 @pytest.mark.parametrize("position", list(EXPLICIT))
@@ -666,8 +700,11 @@ def test_hostile_position(world: HostileWorld, position: str) -> None:
     result = outcome.result
     if result is None:
         return  # refused at the client or waiting on a person: the invariants held
-    if position not in MAY_STOP_FAILED:
+    defect_stop = position in MAY_STOP_ON_DEFECT and "completion defect" in result.detail
+    if position not in MAY_STOP_FAILED and not defect_stop:
         assert result.stop_reason == "final_answer", outcome.describe()
+    if position in TAKEN_AS_ANSWER:
+        assert result.final_answer != "done", f"{outcome.describe()}: the answer was dropped"
     if position in FINAL_ANSWERS:
         assert result.final_answer == FINAL_ANSWERS[position], outcome.describe()
     if position in ANSWERED_IN_TRANSCRIPT:
@@ -679,3 +716,52 @@ def test_hostile_position(world: HostileWorld, position: str) -> None:
         assert (
             outcome.executions[("opaque_probe", 1)] + outcome.executions[("pure_probe", 1)] == 1
         ), outcome.describe()
+
+
+# -- the detectors themselves (a check that cannot fail proves nothing) ---------------------
+
+
+def _failed_activity_event(detail: bytes, kind: str = "http_status") -> HistoryEvent:
+    event = HistoryEvent(event_id=9, event_type=EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED)
+    failure = event.activity_task_failed_event_attributes.failure
+    failure.message = "scripted"
+    failure.application_failure_info.type = kind
+    payload = failure.application_failure_info.details.payloads.add()
+    payload.metadata["encoding"] = b"json/plain"
+    payload.data = detail
+    return event
+
+
+def test_the_key_detector_reads_payloads_nested_in_failures_and_maps() -> None:
+    fragment = KEY[20:28].encode()
+    in_details = _failed_activity_event(b'{"body_excerpt": "xx' + fragment + b'"}')
+    in_memo = HistoryEvent(event_id=1, event_type=EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED)
+    memo = in_memo.workflow_execution_started_event_attributes.memo.fields["m"]
+    memo.data = b'"' + fragment + b'"'
+    clean = _failed_activity_event(b'{"body_excerpt": "' + KEY[20:27].encode() + b'"}')
+    for event, leaks in ((in_details, 1), (in_memo, 1), (clean, 0)):
+        outcome = Outcome(ex="ex-detector", run=None, history=History(events=[event]))
+        assert len(key_leaks(outcome)) == leaks, event
+
+
+def test_the_crash_and_task_failure_detectors() -> None:
+    crashed = _failed_activity_event(b"{}", kind="OverflowError")
+    classified = _failed_activity_event(b"{}", kind="http_status")
+    task = HistoryEvent(event_id=4, event_type=EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED)
+    task.workflow_task_failed_event_attributes.failure.message = "date value out of range"
+    history = History(events=[crashed, classified, task])
+    assert unhandled_activity_failures(history) == ["OverflowError: scripted"]
+    assert len(task_failures(history)) == 1
+
+
+def test_the_answer_detector() -> None:
+    call = ToolCall(id="a", name="pure_probe", arguments="{}")
+    asked = [ChatMessage(role="assistant", tool_calls=[call])]
+    answered = [*asked, ChatMessage(role="tool", tool_call_id="a", content="ok")]
+    outcome = Outcome(ex="ex-detector", run=None, transcript=asked)
+    outcome.result = None
+    assert check_invariants(replace(outcome, transcript=answered, awaiting_person=True)) == []
+    unanswered = check_invariants(replace(outcome, awaiting_person=True, transcript=asked))
+    assert unanswered == []  # a batch a person decides on is answered later
+    twice = [*answered, ChatMessage(role="tool", tool_call_id="a", content="again")]
+    assert check_invariants(replace(outcome, awaiting_person=True, transcript=twice))
