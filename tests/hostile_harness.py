@@ -46,6 +46,7 @@ from typing import Any, TypeVar
 from google.protobuf.message import Message
 from pydantic import JsonValue
 from temporalio.api.enums.v1 import EventType
+from temporalio.api.failure.v1 import Failure
 from temporalio.api.history.v1 import History
 from temporalio.client import WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import ApplicationError
@@ -374,7 +375,7 @@ async def _all_runs_history(env: WorkflowEnvironment, handle: WorkflowHandle[Any
     latest_handle = env.client.get_workflow_handle(handle.id)
     latest = await latest_handle.fetch_history()
     if latest.events and first.events and latest.events[0] == first.events[0]:
-        return first
+        return History(events=list(first.events))
     merged = History()
     merged.events.extend(first.events)
     merged.events.extend(latest.events)
@@ -383,7 +384,9 @@ async def _all_runs_history(env: WorkflowEnvironment, handle: WorkflowHandle[Any
 
 async def _awaiting_person(handle: WorkflowHandle[Any, Any]) -> bool:
     try:
-        progress = await asyncio.wait_for(handle.query("progress", result_type=RunProgress), 2)
+        progress: RunProgress = await asyncio.wait_for(
+            handle.query("progress", result_type=RunProgress), 2
+        )
     except Exception:
         return False
     return progress.phase == "awaiting a person"
@@ -430,7 +433,7 @@ def unhandled_activity_failures(history: History | None) -> list[str]:
     for event in history.events:
         if event.event_type != EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED:
             continue
-        failure = event.activity_task_failed_event_attributes.failure
+        failure: Failure | None = event.activity_task_failed_event_attributes.failure
         while failure is not None:
             kind = failure.application_failure_info.type
             if kind in _UNHANDLED:

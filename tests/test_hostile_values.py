@@ -189,6 +189,15 @@ def _key_at(offset: int) -> str:
     return "x" * offset + KEY + " tail"
 
 
+def _json_body_at_cut(inside: int) -> Callable[[], tuple[bytes, str]]:
+    """A JSON error whose raw body has `inside` characters of the key before the cut."""
+    return lambda: _json_error(message=_key_at(CUT - inside - len(_JSON_HEAD)))
+
+
+def _text_body_at_cut(inside: int) -> Callable[[], tuple[bytes, str]]:
+    return lambda: (_key_at(CUT - inside).encode(), "text/plain")
+
+
 ERROR_BODIES: dict[str, Callable[[], tuple[bytes, str]]] = {
     "key_in_message": lambda: _json_error(message=f"Incorrect API key provided: {KEY}."),
     "key_in_code": lambda: _json_error(code=KEY),
@@ -196,12 +205,7 @@ ERROR_BODIES: dict[str, Callable[[], tuple[bytes, str]]] = {
     "key_in_param": lambda: _json_error(param=KEY),
     # The key straddles the excerpt's cut with 40, 20 and 8 of its characters before it
     # (`_JSON_HEAD` characters of the body come before the message).
-    **{
-        f"key_at_cut_{inside}_inside": (
-            lambda inside=inside: _json_error(message=_key_at(CUT - inside - len(_JSON_HEAD)))
-        )
-        for inside in (40, 20, 8)
-    },
+    **{f"key_at_cut_{inside}_inside": _json_body_at_cut(inside) for inside in (40, 20, 8)},
     "key_in_code_at_cut": lambda: _json_error(message="m" * (CUT - 20), code=KEY),
     "key_nested": lambda: (
         json.dumps({"error": {"message": "no", "details": [{"meta": {"key": KEY}}]}}).encode(),
@@ -213,9 +217,7 @@ ERROR_BODIES: dict[str, Callable[[], tuple[bytes, str]]] = {
     ),
     "key_in_text_body": lambda: (f"Unauthorized: {KEY}".encode(), "text/plain"),
     **{
-        f"key_in_text_body_at_cut_{inside}_inside": (
-            lambda inside=inside: (_key_at(CUT - inside).encode(), "text/plain")
-        )
+        f"key_in_text_body_at_cut_{inside}_inside": _text_body_at_cut(inside)
         for inside in (40, 20, 8)
     },
     "key_in_html": lambda: (f"<html><body><h1>401</h1>{KEY}</body></html>".encode(), "text/html"),
@@ -421,7 +423,7 @@ def _calls_response(
             parts.append(_raw_event(payload) if spec.wire == "raw" else payload)
     parts.append(finish_chunk("tool_calls"))
     parts.append(usage_chunk())
-    return sse_response(parts)  # type: ignore[arg-type]
+    return sse_response(parts)
 
 
 def _deltas(
