@@ -4,8 +4,10 @@ runs, and the invariants every such run must keep (issue 14, "the class, tested 
 Why a harness of its own: the property test drives dozens of runs, and starting a server
 and a worker per run would cost more than the runs. Each run is told apart by its `model`
 name (`ex-<uuid>`), which every request it makes carries, so one provider answers each run
-from that run's own script, and answers `done` once the script is spent (a run that retried
-a defective turn still ends). The environment lives on an event loop in a thread of its
+from that run's own script, and answers `done` once the script is spent (a run that
+retried a defective turn still ends). Each run also has an endpoint of its own (named
+like its model): endpoint health, the circuit breaker, is kept per endpoint, and one
+run's provider errors must not open the breaker for the next. The environment lives on an event loop in a thread of its
 own, so a synchronous hypothesis test can call into it without fighting pytest-asyncio
 over loop scopes.
 
@@ -74,7 +76,6 @@ from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 T = TypeVar("T")
 
-ENDPOINT = "hostile"
 # The key the worker reads from its environment, as a user sets OPENAI_API_KEY: random
 # (so no fragment of it occurs by chance) but fixed (so runs are reproducible), 47
 # characters like an OpenAI key.
@@ -216,6 +217,11 @@ class HostileWorld:
         self.blob_dir = Path(self._blob_dir.name)
         self._seen_blobs: set[Path] = set()
         self.env: WorkflowEnvironment | None = None
+        self.server: ScriptedServer | None = None
+        # One endpoint per run (named like its model): endpoint health (the circuit
+        # breaker) is kept per endpoint, and one run's provider errors must not open the
+        # breaker for the next run.
+        self.endpoints = EndpointRegistry()
         self.task_queue = f"hostile-{uuid.uuid4()}"
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -241,10 +247,9 @@ class HostileWorld:
         stack = contextlib.AsyncExitStack()
         await stack.__aenter__()
         self._stack = stack
-        server = await stack.enter_async_context(ScriptedServer(self._respond))
-        endpoints = EndpointRegistry([server.endpoint(ENDPOINT, api_key_env=KEY_ENV)])
+        self.server = await stack.enter_async_context(ScriptedServer(self._respond))
         # environ=None: the key is read from os.environ at call time, as in production.
-        model = await stack.enter_async_context(ModelActivities(endpoints))
+        model = await stack.enter_async_context(ModelActivities(self.endpoints))
         env = await WorkflowEnvironment.start_time_skipping(
             data_converter=steadyloop_data_converter(self.blob_dir),
             test_server_existing_path=time_skipping_server_path(),
@@ -283,6 +288,8 @@ class HostileWorld:
 
     def new_example(self) -> str:
         ex = f"ex-{uuid.uuid4().hex[:16]}"
+        assert self.server is not None
+        self.endpoints.add(self.server.endpoint(ex, api_key_env=KEY_ENV))
         self.scripts[ex] = []
         self.requests[ex] = []
         return ex

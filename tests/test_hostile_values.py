@@ -63,7 +63,7 @@ pytestmark = pytest.mark.slow
 
 settings.register_profile(
     "ci",
-    max_examples=80,
+    max_examples=60,
     deadline=None,
     derandomize=True,
     database=None,
@@ -483,7 +483,7 @@ def _run(
     ex: str, *, prompt: str = "use the probes", limits: dict[str, Any] | None = None, **fields: Any
 ) -> RunInput:
     return RunInput(
-        endpoint="hostile",
+        endpoint=ex,
         model=ex,
         prompt=prompt,
         system_prompt="You are a test agent.",
