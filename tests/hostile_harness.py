@@ -7,9 +7,9 @@ name (`ex-<uuid>`), which every request it makes carries, so one provider answer
 from that run's own script, and answers `done` once the script is spent (a run that
 retried a defective turn still ends). Each run also has an endpoint of its own (named
 like its model): endpoint health, the circuit breaker, is kept per endpoint, and one
-run's provider errors must not open the breaker for the next. The environment lives on an event loop in a thread of its
-own, so a synchronous hypothesis test can call into it without fighting pytest-asyncio
-over loop scopes.
+run's provider errors must not open the breaker for the next. The environment lives on
+an event loop in a thread of its own, so a synchronous hypothesis test can call into it
+without fighting pytest-asyncio over loop scopes.
 
 The invariants (`check_invariants`), asserted after every run:
 

@@ -685,6 +685,14 @@ ANSWERED_IN_TRANSCRIPT = {
     "args_raw_lone_surrogate",
     "name_after_arguments",
 }
+# Durations Temporal and `datetime` cannot represent, and non-finite ones, are refused
+# with a message naming the field (item 4), at the client or by the workflow, never run.
+REFUSED_NAMING: dict[str, str] = {
+    "input_deadline_1e12": "deadline_s",
+    "input_deadline_inf": "deadline_s",
+    "input_model_timeout_1e300": "model_timeout_s",
+    "input_heartbeat_timeout_1e300": "model_heartbeat_timeout_s",
+}
 # Positions where a named refusal that stops the run is a correct answer, not a failure.
 MAY_STOP_FAILED = {k for k in EXPLICIT if k.startswith(("error_", "input_"))}
 # Asked twice, these are a completion defect twice (the runaway guard cuts them), and a
@@ -702,6 +710,11 @@ TAKEN_AS_ANSWER = {
 @pytest.mark.parametrize("position", list(EXPLICIT))
 def test_hostile_position(world: HostileWorld, position: str) -> None:
     outcome = expect(world, EXPLICIT[position])
+    if position in REFUSED_NAMING:
+        refusal = outcome.refused or outcome.workflow_failure
+        assert refusal is not None, f"{outcome.describe()}: ran instead of being refused"
+        text = f"{refusal} {getattr(refusal, 'cause', '')}"
+        assert REFUSED_NAMING[position] in text, f"{outcome.describe()}: the refusal names no field"
     result = outcome.result
     if result is None:
         return  # refused at the client or waiting on a person: the invariants held
