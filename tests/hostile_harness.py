@@ -9,7 +9,9 @@ retried a defective turn still ends). Each run also has an endpoint of its own (
 like its model): endpoint health, the circuit breaker, is kept per endpoint, and one
 run's provider errors must not open the breaker for the next. The environment lives on
 an event loop in a thread of its own, so a synchronous hypothesis test can call into it
-without fighting pytest-asyncio over loop scopes.
+without fighting pytest-asyncio over loop scopes. The server has one clock for every
+run: on main it moved about ten years per run (skipping to some far timer once a run is
+idle), so a module of a few hundred runs stays far from `datetime`'s year 9999.
 
 The invariants (`check_invariants`), asserted after every run:
 

@@ -309,27 +309,23 @@ class TextSpec:
     wire: Wire = "json"
 
     def parts(self) -> list[dict[str, Any] | bytes | Pause]:
+        parts: list[dict[str, Any] | bytes | Pause]
         if self.value == "split_pair":
-            return [
+            parts = [
                 chunk({self.field: SPLIT_PAIR[0]}),
                 Pause(0.15),
                 chunk({self.field: SPLIT_PAIR[1]}),
             ]
-        if self.value == "split_utf8":
+        elif self.value == "split_utf8":
             event = _raw_event(chunk({self.field: "smile \U0001f600 done"}))
             cut = event.index("\U0001f600".encode()) + 2
-            return [event[:cut], Pause(0.15), event[cut:]]
-        piece = chunk({self.field: TEXTS[self.value]})
-        parts: list[dict[str, Any] | bytes | Pause] = [
-            _raw_event(piece) if self.wire == "raw" else piece
-        ]
+            parts = [event[:cut], Pause(0.15), event[cut:]]
+        else:
+            piece = chunk({self.field: TEXTS[self.value]})
+            parts = [_raw_event(piece) if self.wire == "raw" else piece]
         if self.field != "content":
             parts.append(chunk({"content": "the answer"}))  # reasoning alone is no answer
         return parts
-
-    @property
-    def plain(self) -> bool:
-        return False
 
 
 @dataclass(frozen=True)
