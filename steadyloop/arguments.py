@@ -188,24 +188,22 @@ def _path_text(path: _Path | None) -> str:
 
 def _lone_surrogate(value: object) -> str | None:
     """Where the first lone surrogate of a parsed value sits, in document order, or None."""
-    stack: list[tuple[object, _Path | None]] = [(value, None)]
+    # (value, its path, whether the value is the last segment's key rather than a member)
+    stack: list[tuple[object, _Path | None, bool]] = [(value, None, False)]
     while stack:
-        item, path = stack.pop()
+        item, path, is_key = stack.pop()
         if isinstance(item, str):
             found = _SURROGATE.search(item)
             if found is not None:
-                return f"the string at {_path_text(path)} {_holds(found, item)}"
+                what = "the object key" if is_key else "the string at"
+                return f"{what} {_path_text(path)} {_holds(found, item)}"
         elif isinstance(item, dict):
-            children: list[tuple[object, _Path | None]] = []
-            for key, child in item.items():
-                found = _SURROGATE.search(key)
-                if found is not None:
-                    where = _path_text(_Path(path, key))
-                    return f"the object key {where} {_holds(found, key)}"
-                children.append((child, _Path(path, key)))
-            stack.extend(reversed(children))
+            for key, child in reversed(item.items()):
+                stack.append((child, _Path(path, key), False))
+                stack.append((key, _Path(path, key), True))  # a key before its value
         elif isinstance(item, list):
-            stack.extend((child, _Path(path, i)) for i, child in reversed(list(enumerate(item))))
+            for index in range(len(item) - 1, -1, -1):
+                stack.append((item[index], _Path(path, index), False))
     return None
 
 
