@@ -212,6 +212,8 @@ def _scalar_end(text: str, pos: int) -> int | Literal["prefix", "malformed"]:
     for literal in _LITERALS:
         if text.startswith(literal, pos):
             return pos + len(literal)
+        # The text ends inside the literal (`rest` first: slicing the whole rest of a
+        # long text at every scalar would make the scan quadratic).
         if rest < len(literal) and literal.startswith(text[pos:]):
             return "prefix"
     if _NUMBER_PREFIX.fullmatch(text, pos):  # the text ends in (the start of) a number

@@ -364,7 +364,6 @@ def test_an_overflowing_number_is_echoed_to_the_model_in_40_characters_at_most()
     assert f"the number {number[:40]} is too large" in reading.detail
 
 
-
 # ---------------------------------------------------------------- lone surrogates (issue 14.1)
 
 
