@@ -153,3 +153,27 @@ async def test_every_hostile_parsed_value_reaches_the_tool_or_is_refused_cleanly
     assert 'the object key $["\\udc00"] holds a lone surrogate' in by_id["c_key"]
     for refused in ("c_nan", "c_inf", "c_deep", "c_digits", "c_key"):
         assert by_id[refused].startswith("Invalid tool arguments: Tool arguments were refused")
+
+
+async def test_arguments_the_converter_cannot_encode_are_answered_not_fatal(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The net under the reader: should a value it lets through still be unencodable (here
+    a reader that no longer refuses lone surrogates), the call is answered and the run
+    goes on; the PydanticSerializationError used to fail the run."""
+    import steadyloop.arguments as arguments
+
+    def lenient(call: object) -> arguments.ArgumentsReading:
+        return arguments.ParsedArguments(arguments={"key": "half \ud83d"})
+
+    # The sandbox imports the workflow module afresh, from this passed-through module.
+    monkeypatch.setattr(arguments, "parse_tool_call_arguments", lenient)
+    script = [calls(ScriptedCall("note", '{"key": "half \\ud83d"}', id="c_half")), answer("ok")]
+    async with running_loop(script) as loop:
+        result = await run_clean(loop, run_input())
+    assert result.stop_reason == "final_answer"
+    assert_every_call_answered(result.transcript)
+    content = answers_by_id(result.transcript)["c_half"]
+    assert content.startswith("Invalid tool arguments: they cannot be sent to the tool (")
+    assert "surrogates not allowed" in content
+    assert loop.effects.notes == []
