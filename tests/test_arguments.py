@@ -7,6 +7,7 @@ must name what was wrong; these tests check the kind *and* that the detail says 
 from __future__ import annotations
 
 import json
+import math
 from types import SimpleNamespace
 from typing import Any
 
@@ -21,6 +22,7 @@ from openai.types.chat.chat_completion_message_function_tool_call import (
 import steadyloop
 from steadyloop.arguments import (
     EXCERPT_CHARS,
+    MAX_ARGUMENT_DEPTH,
     ParsedArguments,
     UnparseableArguments,
     UnsupportedToolCallType,
@@ -185,7 +187,7 @@ def test_text_that_is_not_json_is_unparseable(text: str) -> None:
 
 def test_pathologically_deep_nesting_is_a_value_not_a_crash() -> None:
     detail = unparseable(call("[" * 100_000))
-    assert "not valid JSON" in detail
+    assert f"nest deeper than {MAX_ARGUMENT_DEPTH} levels" in detail
 
 
 def test_long_input_is_excerpted_in_the_detail() -> None:
@@ -360,3 +362,190 @@ def test_an_overflowing_number_is_echoed_to_the_model_in_40_characters_at_most()
     reading = parse_tool_call_arguments({"function": {"arguments": arguments}})
     assert reading.kind == "unparseable"
     assert f"the number {number[:40]} is too large" in reading.detail
+
+
+# ---------------------------------------------------------------- lone surrogates (issue 14.1)
+
+
+def test_the_issue_repro_a_lone_high_surrogate_is_refused_with_its_path() -> None:
+    """`{"key": "half \ud83d"}` is valid JSON; the parsed string cannot be encoded, and
+    sending it to a tool used to kill the run with the call unanswered."""
+    detail = unparseable(call('{"key": "half \\ud83d"}'))
+    assert detail.startswith("Tool arguments were refused: the string at $.key holds a lone ")
+    assert "lone surrogate \\ud83d at character 5" in detail
+    assert "send whole characters" in detail
+    assert '{"key": "half \\ud83d"}' in detail  # the model sees what it sent
+    detail.encode("utf-8")  # the detail itself goes into a tool message
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ('{"k": "\\udc00"}', "the string at $.k holds a lone surrogate \\udc00 at character 0"),
+        ('{"k": "x\\uDBFF"}', "the string at $.k holds a lone surrogate \\udbff at character 1"),
+        ('{"k": "\\uDc00y"}', "the string at $.k holds a lone surrogate \\udc00"),
+        ('{"k": "\\ude00\\ud83d"}', "the string at $.k holds a lone surrogate \\ude00"),
+        ('{"a": ["ok", "\\ud800"]}', "the string at $.a[1] holds"),
+        ('{"a": {"b c": "x\\udfff"}}', 'the string at $.a["b c"] holds'),
+        ('{"a": [[{"b": ["\\ud800"]}]]}', "the string at $.a[0][0].b[0] holds"),
+        ('{"\\ud83dk": 1}', 'the object key $["\\ud83dk"] holds a lone surrogate \\ud83d'),
+        ('{"a": [{"\\udfff": 1}]}', 'the object key $.a[0]["\\udfff"] holds'),
+        ('{"a": {"\\udc00": {}}}', 'the object key $.a["\\udc00"] holds'),
+    ],
+)
+def test_a_lone_surrogate_is_refused_anywhere_with_its_path(text: str, where: str) -> None:
+    detail = unparseable(call(text))
+    assert where in detail
+    detail.encode("utf-8")
+
+
+def test_the_first_lone_surrogate_in_document_order_is_named() -> None:
+    detail = unparseable(call('{"a": ["x", "\\ud800"], "b": "\\udc00", "\\udc01": 1}'))
+    assert "$.a[1]" in detail
+    assert "$.b" not in detail and "udc01" not in detail.split("Send one")[0]
+    detail = unparseable(call('{"\\udc01": {"x": "\\ud800"}}'))
+    assert 'the object key $["\\udc01"]' in detail  # the key before its value
+
+
+def test_a_raw_surrogate_character_in_the_text_is_refused_too() -> None:
+    text = '{"k": "half \ud83d"}'  # the character itself, not its escape
+    detail = unparseable(call(text))
+    assert "the string at $.k holds a lone surrogate \\ud83d" in detail
+    assert '{"k": "half \\ud83d"}' in detail  # quoted with the surrogate escaped
+    detail.encode("utf-8")
+
+
+def test_a_long_key_is_shortened_in_the_path() -> None:
+    key = "k" * 30 + " " + "z" * 100
+    detail = unparseable(call(json.dumps({key: "\ud800"})))
+    assert f'the string at $["{key[:40]}"...] holds' in detail
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ('{"k": "\\ud83d\\ude00"}', "\U0001f600"),  # a whole pair is one character
+        ('{"k": "\\uD83D\\uDE00 ok"}', "\U0001f600 ok"),
+        ('{"k": "\\\\ud83d"}', "\\ud83d"),  # an escaped backslash, then plain letters
+        ('{"k": "caf\\u00e9 \U0001f600"}', "caf\u00e9 \U0001f600"),
+    ],
+)
+def test_whole_characters_pass(text: str, value: str) -> None:
+    assert parsed(call(text)) == {"k": value}
+
+
+@pytest.mark.parametrize("text", ['{"k": "a\\u0000b"}', '{"a\\u0000": "\\u0000"}'])
+def test_nul_characters_are_legal_json_and_pass_through(text: str) -> None:
+    assert parsed(call(text)) == json.loads(text)
+
+
+def test_a_duplicate_key_holding_a_surrogate_is_named_encodably() -> None:
+    detail = unparseable(call('{"\\ud800": 1, "\\ud800": 2}'))
+    assert "'\\ud800' appears more than once" in detail
+    detail.encode("utf-8")
+
+
+# ---------------------------------------------------------------- nesting and long integers
+
+
+def nested(levels: int, container: str) -> str:
+    """An arguments object whose nesting, the object itself included, is `levels` deep
+    (with a shallow sibling, so the text holds more brackets than levels)."""
+    opener, closer = ("[", "]") if container == "list" else ('{"d": ', "}")
+    inner = levels - 1
+    return '{"a": ' + opener * inner + "1" + closer * inner + ', "b": [{}, []]}'
+
+
+@pytest.mark.parametrize("container", ["list", "dict"])
+def test_nesting_up_to_the_limit_parses_and_one_level_more_is_refused(container: str) -> None:
+    assert parsed(call(nested(MAX_ARGUMENT_DEPTH, container)))
+    detail = unparseable(call(nested(MAX_ARGUMENT_DEPTH + 1, container)))
+    assert detail.startswith(
+        f"Tool arguments were refused: arrays and objects nest deeper than "
+        f"{MAX_ARGUMENT_DEPTH} levels."
+    )
+
+
+def test_brackets_inside_strings_do_not_count_as_nesting() -> None:
+    brackets = "[{" * 200 + '\\"' + "}]" * 200
+    assert parsed(call(f'{{"a": "{brackets}", "b": "[[[["}}')) == {
+        "a": brackets.replace('\\"', '"'),
+        "b": "[[[[",
+    }
+
+
+def test_many_shallow_containers_are_not_deep() -> None:
+    text = json.dumps({"a": [[1], [2]] * 200, "b": [{"c": {}}] * 200})
+    assert parsed(call(text)) == json.loads(text)
+
+
+def test_the_depth_limit_is_far_below_what_the_data_converter_refuses() -> None:
+    assert 10 <= MAX_ARGUMENT_DEPTH <= 150
+
+
+def test_an_integer_of_readable_length_parses_and_one_digit_more_is_refused() -> None:
+    import sys
+
+    digits = sys.get_int_max_str_digits()
+    assert parsed(call('{"n": ' + "9" * digits + "}")) == {"n": int("9" * digits)}
+    detail = unparseable(call('{"n": ' + "9" * (digits + 1) + "}"))
+    assert f"has {digits + 1} digits, too many to read" in detail
+    assert detail.startswith("Tool arguments were refused: the integer 9999")
+
+
+# ---------------------------------------------------------------- the class: what parses can travel
+
+
+SURROGATES = st.sampled_from(["\ud800", "\udbff", "\udc00", "\udfff", "\ud83d", "\ude00"])
+HOSTILE_TEXT = st.lists(
+    st.text(max_size=4) | SURROGATES | st.sampled_from(["\x00", "\U0001f600", '"', "\\", "["]),
+    max_size=4,
+).map("".join)
+HOSTILE_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.integers(min_value=10**300, max_value=10**400)
+    | st.floats()
+    | st.sampled_from([math.nan, math.inf, -math.inf])  # json.dumps: NaN, Infinity
+    | HOSTILE_TEXT,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(HOSTILE_TEXT, inner, max_size=3),
+    max_leaves=8,
+)
+
+
+def arguments_texts() -> st.SearchStrategy[str]:
+    def wrap(value: Any, depth: int, ascii_only: bool) -> str:
+        text = json.dumps(value, ensure_ascii=ascii_only)
+        return '{"v": ' + "[" * depth + text + "]" * depth + "}"
+
+    depths = st.integers(0, 3) | st.integers(MAX_ARGUMENT_DEPTH - 5, MAX_ARGUMENT_DEPTH + 20)
+    return st.builds(wrap, HOSTILE_VALUES, depths, st.booleans()) | st.builds(
+        lambda v: json.dumps(v), st.dictionaries(HOSTILE_TEXT, HOSTILE_VALUES, max_size=4)
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(arguments_texts())
+def test_parsed_arguments_can_always_be_keyed_and_sent_to_a_tool(text: str) -> None:
+    """The property the workflow relies on: whatever the reader lets through, the receipt
+    key and the activity input can be built from it (no exception to kill the run), and
+    the tool receives exactly the value parsed; whatever it refuses has a detail that can
+    itself be sent."""
+    from temporalio.contrib.pydantic import pydantic_data_converter
+
+    from steadyloop.canonical_json import canonical_json
+    from steadyloop.tools.payloads import ToolInvocation
+
+    reading = parse_tool_call_arguments(call(text))
+    if isinstance(reading, UnparseableArguments):
+        reading.detail.encode("utf-8")
+        return
+    assert isinstance(reading, ParsedArguments)
+    canonical_json(reading.arguments)
+    invocation = ToolInvocation(
+        tool="f", arguments=reading.arguments, call_id="c", workflow_id="w", tenant_id="t"
+    )
+    converter = pydantic_data_converter.payload_converter
+    [received] = converter.from_payloads(converter.to_payloads([invocation]), [ToolInvocation])
+    assert received.arguments == reading.arguments

@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
-from typing import get_args
+import json
+from typing import Any, get_args
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import steadyloop
 from steadyloop.chat import ToolCall
 from steadyloop.defects import (
+    CUT_FINISH_REASONS,
     DEFECT_RETRY_BUDGETS,
     LENGTH_FINISH_REASONS,
     CompletionDefect,
     DefectKind,
     detect_completion_defect,
     detect_completion_defects,
+    json_text_shape,
 )
 
 
@@ -61,6 +66,216 @@ def test_merged_calls_read_as_truncated() -> None:
         text="", tool_calls=[tc('{"path":"a"}{"path":"b"}')], finish_reason="tool_calls"
     )
     assert kinds(found) == ["truncated_tool_call"]
+    assert "several JSON values run together" in found[0].detail
+
+
+# ---------------------------------------------------------------- malformed, not truncated
+
+
+MALFORMED = [
+    '{"city": Paris}',  # issue 14 item 8
+    "{'path': 'a'}",
+    '{"a": 1,}',
+    '{"a": [1, 2,]}',
+    '{"a" 1}',
+    '{"a": 01}',
+    '{"a": 1.e5}',
+    '{"a": "x\\q"}',
+    '{"a": "line\nbreak"}',  # a raw control character inside a string
+    '{"a": trx}',
+    '{"a": 1]',
+    '{"city": Par',  # not a prefix of any JSON: `P` starts no value
+]
+
+
+@pytest.mark.parametrize("finish_reason", ["tool_calls", "stop", "function_call"])
+@pytest.mark.parametrize("arguments", MALFORMED)
+def test_a_finished_call_with_malformed_arguments_is_not_a_defect(
+    arguments: str, finish_reason: str
+) -> None:
+    """The model wrote wrong JSON and finished: the argument reader answers the call with
+    the parse error. Retrying fresh instead stopped the run after two completions."""
+    assert json_text_shape(arguments) == "malformed"
+    calls = [tc('{"path": "a"}', call_id="ok"), tc(arguments, call_id="bad")]
+    assert detect_completion_defects(text="", tool_calls=calls, finish_reason=finish_reason) == []
+
+
+@pytest.mark.parametrize(
+    ("finish_reason", "why"),
+    [
+        (None, "the stream ended without a finish reason"),
+        ("length", "the completion was cut by the token limit"),
+        ("max_tokens", "the completion was cut by the token limit"),
+        ("content_filter", "the completion was cut: finish reason 'content_filter'"),
+    ],
+)
+@pytest.mark.parametrize("arguments", ['{"city": Paris}', '{"a": 1}{"a": 2}', '{"a": '])
+def test_unparseable_arguments_of_a_cut_completion_are_truncated(
+    arguments: str, finish_reason: str | None, why: str
+) -> None:
+    """Cut output proves nothing about what the model meant: whatever the text looks
+    like, the call was not finished, so the turn is sampled again."""
+    found = detect_completion_defects(
+        text="", tool_calls=[tc(arguments, name="add", call_id="c")], finish_reason=finish_reason
+    )
+    assert [(d.kind, d.tool_call_id) for d in found] == [("truncated_tool_call", "c")]
+    assert found[0].detail == f"the arguments of tool call 'add' do not parse as JSON ({why})."
+
+
+def test_cut_finish_reasons() -> None:
+    assert LENGTH_FINISH_REASONS | {"content_filter"} == CUT_FINISH_REASONS
+
+
+@pytest.mark.parametrize(
+    "arguments", ['{"a": 1', '{"city": "Par', '{"a": [1, {"b": tr', "[" * 5000]
+)
+def test_a_prefix_of_a_document_is_truncated_even_when_finished(arguments: str) -> None:
+    found = detect_completion_defects(
+        text="", tool_calls=[tc(arguments, name="add")], finish_reason="tool_calls"
+    )
+    assert kinds(found) == ["truncated_tool_call"]
+    assert found[0].detail == (
+        "the arguments of tool call 'add' do not parse as JSON: they end before their "
+        "JSON value does."
+    )
+
+
+@pytest.mark.parametrize(
+    "arguments", ['{"a": 1} {"a": 2}', '{"path":"a"}"b"}', '{"a": 1}}', "{} x"]
+)
+def test_values_run_together_are_truncated_even_when_finished(arguments: str) -> None:
+    found = detect_completion_defects(
+        text="", tool_calls=[tc(arguments)], finish_reason="tool_calls"
+    )
+    assert kinds(found) == ["truncated_tool_call"]
+    assert "run together" in found[0].detail
+
+
+def test_deep_but_complete_json_the_stdlib_cannot_read_is_left_to_the_reader() -> None:
+    """Neither cut nor merged: the argument reader refuses it with a reason."""
+    arguments = '{"a": ' + "[" * 3000 + "]" * 3000 + "}"
+    assert json_text_shape(arguments) == "complete"
+    assert (
+        detect_completion_defects(text="", tool_calls=[tc(arguments)], finish_reason="tool_calls")
+        == []
+    )
+
+
+# ---------------------------------------------------------------- json_text_shape
+
+
+@pytest.mark.parametrize(
+    ("text", "shape"),
+    [
+        ('{"a": "b"}', "complete"),
+        (' {"a": [1, -2.5e-3, true, false, null, {}]}\n', "complete"),
+        ('{"a": NaN, "b": -Infinity, "c": Infinity}', "complete"),
+        ('"x"', "complete"),
+        ("42", "complete"),
+        ("-0", "complete"),
+        ('{"a": 1e400}', "complete"),
+        ('{"a": "\\ud83d \\" \\\\ \\/ \\b\\f\\n\\r\\t \\u00e9"}', "complete"),
+        ("{", "prefix"),
+        ("[", "prefix"),
+        ('{"', "prefix"),
+        ('{"a', "prefix"),
+        ('{"a"', "prefix"),
+        ('{"a":', "prefix"),
+        ('{"a": 1', "prefix"),
+        ('{"a": 1,', "prefix"),
+        ('{"a": 1, "b": [', "prefix"),
+        ('{"a": -', "prefix"),
+        ('{"a": 1.', "prefix"),
+        ('{"a": 1.5e', "prefix"),
+        ('{"a": 1e+', "prefix"),
+        ('{"a": t', "prefix"),
+        ('{"a": nul', "prefix"),
+        ('{"a": N', "prefix"),
+        ('{"a": -Inf', "prefix"),
+        ('{"a": "x\\', "prefix"),
+        ('{"a": "x\\u', "prefix"),
+        ('{"a": "x\\u00e', "prefix"),
+        ("-", "prefix"),
+        ('{"a": 1}{', "run_together"),
+        ('{"a": 1} 2', "run_together"),
+        ("[] []", "run_together"),
+        ('"x" "y"', "run_together"),
+        ("1 2", "run_together"),
+        ('{"a": .5}', "malformed"),
+        ('{"a": 1.5e}', "malformed"),
+        ('{"a": +1}', "malformed"),
+        ('{"a": --1}', "malformed"),
+        ('{"a": 00}', "malformed"),
+        ('{"a": "x\\u12g4"}', "malformed"),
+        ('{"a": "tab\there"}', "malformed"),
+        ("\x0b{}", "malformed"),
+        ("{,}", "malformed"),
+        ('{1: "a"}', "malformed"),
+        ("[1}", "malformed"),
+        ('{"a": 1]', "malformed"),
+        ("]", "malformed"),
+        ("}", "malformed"),
+        ("nulx", "malformed"),
+        ('{"a": None}', "malformed"),
+    ],
+)
+def test_json_text_shape(text: str, shape: str) -> None:
+    assert json_text_shape(text) == shape
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=6),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+def render(value: Any, ascii_only: bool, indent: int | None) -> str:
+    return json.dumps(value, ensure_ascii=ascii_only, indent=indent)
+
+
+DOCUMENTS = st.builds(render, JSON_VALUES, st.booleans(), st.sampled_from([None, 0, 2]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(DOCUMENTS, st.data())
+def test_every_document_is_complete_and_every_cut_of_it_a_prefix(
+    doc: str, data: st.DataObject
+) -> None:
+    assert json_text_shape(doc) == "complete"
+    cut = data.draw(st.integers(1, len(doc)))
+    head = doc[:cut]
+    if head.strip() and head.strip() != doc.strip():
+        assert json_text_shape(head) in ("prefix", "complete")
+        if json_text_shape(head) == "complete":  # `12` is whole, and a prefix of `123`
+            json.loads(head)
+
+
+@settings(max_examples=200, deadline=None)
+@given(DOCUMENTS, DOCUMENTS, st.sampled_from(["", " ", "\n"]))
+def test_two_documents_run_together(first: str, second: str, between: str) -> None:
+    text = first + between + second
+    shape = json_text_shape(text)
+    if shape == "complete":  # `1` + `2` is the one number `12`
+        json.loads(text)
+    else:
+        assert shape == "run_together"
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.text(alphabet='{}[],:"\\ 0123456789.-+eEtrufalsnNIiy\n\t', max_size=24)
+    | st.text(max_size=12)
+)
+def test_complete_exactly_when_the_stdlib_reads_it(text: str) -> None:
+    try:
+        json.loads(text)
+    except ValueError:
+        assert json_text_shape(text) != "complete"
+    else:
+        assert json_text_shape(text) == "complete"
 
 
 @pytest.mark.parametrize("finish_reason", sorted(LENGTH_FINISH_REASONS))

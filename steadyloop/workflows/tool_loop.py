@@ -842,7 +842,11 @@ class ToolLoopWorkflow:
                 allowed_tools=self._disclosure.allowed(tools),
                 idempotency_key=key.text,
             )
-            await self._ceiling.check(invocation, f"the arguments of tool call {call.name!r}")
+            try:
+                await self._ceiling.check(invocation, f"the arguments of tool call {call.name!r}")
+            except ValueError as unencodable:  # the converter refused them: answer, never die
+                answers.append(_unencodable(unencodable))
+                continue
             answers.append(None)
             runnable.append((position, description, invocation, key))
 
@@ -1089,6 +1093,21 @@ async def _close_output_stream() -> None:
 
 def _not_run(reason: str) -> ToolOutcome:
     return ToolOutcome(status="tool_error", content=f"Not run: {reason}.", error_type="NotRun")
+
+
+def _unencodable(error: ValueError) -> ToolOutcome:
+    """The answer to arguments the reader accepted but the data converter cannot encode.
+
+    `parse_tool_call_arguments` refuses every such value it knows of (lone surrogates,
+    deep nesting); this is the net under it, so the call is answered, not the run
+    failed. The converter's message is escaped: it may quote the offending text.
+    """
+    reason = str(error)[:500].encode("utf-8", "backslashreplace").decode("utf-8")
+    return ToolOutcome(
+        status="invalid_arguments",
+        content=f"Invalid tool arguments: they cannot be sent to the tool ({reason}).",
+        error_type="unencodable",
+    )
 
 
 async def _before_deadline(work: Awaitable[T], deadline: datetime | None) -> T:
