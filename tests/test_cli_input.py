@@ -12,19 +12,23 @@ that list and resolve it, as calls awaiting approval are.
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import io
 import locale
 import os
 import subprocess
 import sys
 from collections.abc import Callable
+from typing import cast
 
 import pytest
 
-from steadyloop.run_models import AmbiguousCall, RunProgress
+from steadyloop.run_models import AmbiguousCall, RunProgress, RunResult, RunStats
 from steadyloop.worker.cli import EXIT_USAGE, run_cli
 from steadyloop.worker.dev_server import free_port
-from steadyloop.worker.progress import status_line
+from steadyloop.worker.follow import RunHandle, follow
+from steadyloop.worker.progress import ProgressDisplay, status_line
 from steadyloop.worker.receipts_cli import short_key, waiting_lines
 
 NOWHERE = f"127.0.0.1:{free_port()}"  # nothing listens: connecting would exit 1
@@ -57,7 +61,7 @@ def test_a_deadline_the_workflow_cannot_keep_is_refused_before_any_run_starts(
         (["--max-turns", "1" + "0" * 30], "--max-turns (max_turns)"),
         (["--token-budget", "1" + "0" * 30], "--token-budget (token_budget)"),
         (["--tool", "x\x1b[2J"], "--tool (tools.0): contains a control character"),
-        (["--system", "\ud83d"], "argument --system: contains a lone surrogate"),
+        (["--system", "\ud83d"], "argument --system: is not valid UTF-8 text"),
     ],
 )
 def test_run_flags_no_run_could_carry_are_named(
@@ -107,8 +111,7 @@ def test_every_free_text_argument_that_is_not_text_is_a_usage_error_naming_it(
     code = _exit_code(lambda: run_cli(argv))
     err = capsys.readouterr().err
     assert code == EXIT_USAGE, err
-    assert f"{argument}: contains a lone surrogate" in err, err
-    assert "b'caf\\xe9'" in err  # the bytes as given, so a person can find them
+    assert f"{argument}: is not valid UTF-8 text: the bytes given are b'caf\\xe9'" in err, err
 
 
 def test_bytes_valid_in_the_locales_own_encoding_are_decoded_faithfully(
@@ -120,7 +123,7 @@ def test_bytes_valid_in_the_locales_own_encoding_are_decoded_faithfully(
     code = _exit_code(lambda: run_cli(["run", NOT_UTF8, "--tenant", "", *RUN[2:]]))
     err = capsys.readouterr().err
     assert code == EXIT_USAGE
-    assert "lone surrogate" not in err  # the prompt was read as text; the tenant refused
+    assert "UTF-8" not in err  # the prompt was read as text; the tenant is refused
     assert "--tenant (tenant_id): must not be blank" in err
 
 
@@ -137,7 +140,7 @@ def test_a_non_utf8_argument_from_a_real_shell_exits_2_without_a_traceback() -> 
     )
     err = done.stderr.decode(errors="replace")
     assert done.returncode == EXIT_USAGE, err
-    assert "argument prompt: contains a lone surrogate" in err
+    assert "argument prompt: is not valid UTF-8 text" in err
     assert "Traceback" not in err
 
 
@@ -184,7 +187,7 @@ def test_following_a_run_names_the_command_for_an_ambiguous_call() -> None:
     call = _ambiguous()
     first, second = waiting_lines("run-7", call)
     assert first.startswith('  ! send_email {"to":"ana"} may already have taken effect')
-    assert "list with `steadyloop receipts run-7`" in first
+    assert first.endswith("Why, and every open call: steadyloop receipts run-7")
     assert second == (
         f"    resolve: steadyloop receipts run-7 --resolve {short_key(call.key)} "
         "--happened RESULT | --did-not-happen | --give-up [NOTE]"
@@ -202,3 +205,42 @@ def _exit_code(command: Callable[[], int]) -> int:
         return command()
     except SystemExit as exit_:
         return int(exit_.code or 0)
+
+
+class _WaitingRun:
+    """A run handle whose run waits on one ambiguous call for a few polls, then ends."""
+
+    id = "run-7"
+
+    def __init__(self) -> None:
+        self.polls = 0
+        self.ended = asyncio.Event()
+
+    async def result(self) -> RunResult:
+        await self.ended.wait()
+        return RunResult(
+            final_answer="ok", stop_reason="final_answer", transcript=[], stats=RunStats()
+        )
+
+    async def query(self, query: Callable[..., object], **_: object) -> object:
+        name = getattr(query, "__name__", "")
+        if name == "progress":
+            self.polls += 1
+            if self.polls >= 4:
+                self.ended.set()
+            return RunProgress(
+                turn=1, tool_calls=1, tokens=3, phase="awaiting a person", ambiguous=1
+            )
+        if name == "ambiguous_receipts":
+            return [_ambiguous()]
+        return []
+
+
+async def test_run_and_show_print_the_receipts_command_once_per_ambiguous_call() -> None:
+    out = io.StringIO()
+    run = _WaitingRun()
+    await follow(cast(RunHandle, run), ProgressDisplay(out, live=False), poll_interval_s=0.01)
+    printed = out.getvalue()
+    assert printed.count("may already have taken effect") == 1  # shown once, not per poll
+    assert f"steadyloop receipts run-7 --resolve {short_key(_ambiguous().key)}" in printed
+    assert "[turn 1 | awaiting a person | 1 tool call | 3 tokens | 1 ambiguous call " in printed

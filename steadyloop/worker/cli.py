@@ -99,7 +99,7 @@ EXIT_CODES: dict[StopReason, int] = {
 UI_URL_ENV = "TEMPORAL_UI_URL"
 # Which flag or argument sets each field of a run, to name it when the run is refused.
 RUN_FIELD_FLAGS: dict[str, str] = {
-    "prompt": "PROMPT",
+    "prompt": "PROMPT (resume: --prompt)",
     "system_prompt": "--system",
     "endpoint": "--endpoint (or STEADYLOOP_ENDPOINT)",
     "model": "--model (or STEADYLOOP_MODEL)",
@@ -567,7 +567,12 @@ async def _resume(args: argparse.Namespace) -> int:
             f"run {args.workflow_id!r} did not complete: {failure_text(exc)}"
         ) from None
     original = await _run_input_of(client, stopped)
-    run = resume_input(original, result, prompt=args.prompt)
+    try:  # `resume_input` copies without validating: check the new run as `run` does
+        run = RunInput.model_validate(
+            resume_input(original, result, prompt=args.prompt).model_dump(mode="python")
+        )
+    except ValidationError as exc:
+        raise _run_not_valid(exc) from None
     workflow_id = args.id or await _free_id(client, f"{args.workflow_id}-resumed")
     await client.start_workflow(
         ToolLoopWorkflow.run, run, id=workflow_id, task_queue=description.task_queue

@@ -52,11 +52,17 @@ def _decoded_argument(action: argparse.Action, value: str) -> str:
     except UnicodeEncodeError:  # a surrogate no byte decodes to: not from a real command line
         raw = value.encode("utf-8", "backslashreplace")
     codeset = locale.nl_langinfo(locale.CODESET) if hasattr(locale, "nl_langinfo") else ""
-    if codeset and codeset.replace("-", "").lower() not in ("utf8", "ansi_x3.41968", "ascii"):
+    if codeset.replace("-", "").lower() in ("utf8", "ansi_x3.41968", "ascii"):
+        codeset = ""  # nothing else to try: Python already read it that way
+    if codeset:
         with contextlib.suppress(UnicodeDecodeError, LookupError):
             return raw.decode(codeset)
-    problem = text_problem(value) or ""
-    raise argparse.ArgumentError(action, f"{problem} (the bytes given: {raw!r})")
+    encoding = f"UTF-8 (or {codeset}, this locale's encoding)" if codeset else "UTF-8"
+    raise argparse.ArgumentError(
+        action,
+        f"is not valid {encoding} text: the bytes given are {raw!r}; pass it as UTF-8 "
+        "(its characters cannot be sent to a model or stored in a run)",
+    )
 
 
 def workflow_id_argument(value: str) -> str:

@@ -239,11 +239,11 @@ def list_lines(
 def waiting_lines(workflow_id: str, call: AmbiguousCall) -> list[str]:
     """What following a run prints when a call turns ambiguous: which call, why, and the
     exact commands that list and resolve it (the run waits for a person until then)."""
-    reason = one_line(call.reason, 80)
     command = f"steadyloop receipts {workflow_id}"
     return [
         f"  ! {call.tool} {arguments_text(call.arguments)} may already have taken effect "
-        f"({reason}); the run waits for a person: list with `{command}`",
+        f"(attempt {call.attempt} ended with no outcome); the run waits for a person. "
+        f"Why, and every open call: {command}",
         f"    resolve: {command} --resolve {short_key(call.key)} "
         "--happened RESULT | --did-not-happen | --give-up [NOTE]",
     ]
