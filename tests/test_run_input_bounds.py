@@ -29,13 +29,14 @@ from temporalio.client import WorkflowFailureError
 from temporalio.common import RawValue
 
 from steadyloop.circuit_breaker import BreakerPolicy
+from steadyloop.delegation_tool import read_delegate_request
 from steadyloop.endpoints import EndpointConfig
 from steadyloop.input_bounds import MAX_SECONDS, identity_problem, seconds_problem
 from steadyloop.receipt_decision import receipt_key
-from steadyloop.run_models import RunInput, RunLimits, Sampling
+from steadyloop.run_models import AgentProfile, Delegation, RunInput, RunLimits, Sampling
 from steadyloop.testing.chunks import finish_chunk, text_chunks
 from steadyloop.testing.scripted_server import sse_response
-from steadyloop.tools.payloads import ToolDescription
+from steadyloop.tools.payloads import ToolDescription, ToolOutcome
 
 # What the workflow is handed: the run (with everything inside it), a tool's description,
 # and the worker's own configuration that workflow code adds to its clock.
@@ -342,3 +343,14 @@ async def test_an_input_refused_in_the_workflow_fails_the_run_and_never_its_task
         assert EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED not in kinds
         assert EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED in kinds
         assert loop.server.requests == []  # refused before any model call
+
+
+def test_a_delegated_task_the_childs_prompt_would_refuse_is_answered_to_the_model() -> None:
+    """The task is the model's value: it is told what to fix; the parent is not failed by
+    a child input that cannot be built."""
+    delegation = Delegation(to=["writer"], agents={"writer": AgentProfile(description="d")})
+    outcome = read_delegate_request({"agent": "writer", "task": "half \ud83d"}, delegation)
+    assert isinstance(outcome, ToolOutcome) and outcome.status == "invalid_arguments"
+    assert "'task' contains a lone surrogate" in outcome.content
+    request = read_delegate_request({"agent": "writer", "task": "ok"}, delegation)
+    assert not isinstance(request, ToolOutcome)
