@@ -40,10 +40,10 @@ from steadyloop.chain_rules import (
     DepthRule,
     PairCooldownRule,
     PairSeenRule,
-    Seconds,
     TenantCeilingRule,
     TenantRateRule,
 )
+from steadyloop.input_bounds import Seconds
 
 __all__ = [
     "DEFAULT_CHAIN_LIMITS",

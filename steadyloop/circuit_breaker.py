@@ -34,6 +34,8 @@ from typing import Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
+from steadyloop.input_bounds import Seconds
+
 __all__ = [
     "BreakerPhase",
     "BreakerPolicy",
@@ -53,10 +55,10 @@ class BreakerPolicy(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     failure_threshold: int = Field(default=5, ge=1)
-    window_s: float = Field(default=60.0, gt=0, allow_inf_nan=False)
-    cool_off_s: float = Field(default=30.0, gt=0, allow_inf_nan=False)
+    window_s: Seconds = 60.0
+    cool_off_s: Seconds = 30.0
     # How long an admitted probe holds the half-open slot if it never reports.
-    probe_lease_s: float = Field(default=120.0, gt=0, allow_inf_nan=False)
+    probe_lease_s: Seconds = 120.0
 
 
 class BreakerState(BaseModel):

@@ -35,6 +35,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from steadyloop.chat import ChatMessage
+from steadyloop.input_bounds import Seconds
 from steadyloop.transcript_healing import HealingKind, validate_and_heal
 
 ELIDED_MARK = "[elided by steadyloop]"
@@ -54,7 +55,7 @@ class CompactionPolicy(BaseModel):
     min_result_chars: int = Field(default=400, ge=0)
     # The name of a compaction activity registered on the worker (None: elide).
     activity: str | None = None
-    activity_timeout_s: float = Field(default=300.0, gt=0)
+    activity_timeout_s: Seconds = 300.0
 
     @model_validator(mode="after")
     def _target_below_max(self) -> CompactionPolicy:

@@ -25,6 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from steadyloop.input_bounds import text_problem
 from steadyloop.lineage import descend_chain
 from steadyloop.receipt_decision import ReceiptKey
 from steadyloop.run_models import Delegation, RunInput, RunResult
@@ -115,6 +116,9 @@ def read_delegate_request(
         return _invalid(f"'agent' must be one of {offered}; got {agent!r}")
     if not isinstance(task, str) or not task.strip():
         return _invalid("'task' must be a non-empty string describing the work")
+    problem = text_problem(task)
+    if problem is not None:  # the child's prompt (`RunInput.prompt`) would be refused
+        return _invalid(f"'task' {problem}")
     return DelegateRequest(agent=agent, task=task)
 
 

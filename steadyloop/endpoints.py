@@ -36,7 +36,6 @@ What goes wrong without the checks here:
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 from collections.abc import Iterable, Iterator, Mapping
@@ -54,6 +53,7 @@ from pydantic import (
     model_validator,
 )
 
+from steadyloop.input_bounds import identity_problem, seconds_problem
 from steadyloop.runaway_guard import ArgumentLimits
 from steadyloop.stream_watchdog import (
     DEFAULT_FIRST_TOKEN_S,
@@ -120,8 +120,11 @@ class MissingApiKeyError(LookupError):
 
 
 def _positive_finite(value: float, field: str) -> float:
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{field} must be a finite number of seconds above 0, got {value!r}")
+    """A timeout the activity can arm: finite, above 0, at most ten years (a longer one
+    overflows the event loop's and httpx's clock arithmetic inside the attempt)."""
+    problem = seconds_problem(value)
+    if problem is not None:
+        raise ValueError(f"{field} {problem}")
     return value
 
 
@@ -169,6 +172,9 @@ class EndpointConfig(BaseModel):
         value = value.strip()
         if not value:
             raise ValueError("endpoint name must not be blank")
+        problem = identity_problem(value)
+        if problem is not None:  # a run names it: the same rule as `RunInput.endpoint`
+            raise ValueError(f"endpoint name {problem}")
         return value
 
     @field_validator("base_url")
@@ -224,7 +230,8 @@ class EndpointConfig(BaseModel):
     @field_validator("first_token_s", "reasoning_gap_s", "inter_chunk_s", "total_s")
     @classmethod
     def _watchdog_budgets(cls, value: float | None, info: ValidationInfo) -> float | None:
-        return validate_budget(value, str(info.field_name))
+        budget = validate_budget(value, str(info.field_name))
+        return None if budget is None else _positive_finite(budget, str(info.field_name))
 
     @model_validator(mode="after")
     def _no_two_sources_of_auth(self) -> EndpointConfig:

@@ -29,6 +29,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validato
 
 from steadyloop.endpoint_health import EndpointHealth
 from steadyloop.failure_taxonomy import DegradableParameter
+from steadyloop.input_bounds import Count, Identity, Seconds, SecondsOrZero
 
 __all__ = [
     "Backoff",
@@ -48,9 +49,9 @@ class Backoff(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    initial_s: float = Field(default=1.0, gt=0, allow_inf_nan=False)
+    initial_s: Seconds = 1.0
     multiplier: float = Field(default=2.0, ge=1, allow_inf_nan=False)
-    max_s: float = Field(default=30.0, gt=0, allow_inf_nan=False)
+    max_s: Seconds = 30.0
 
     def delay(self, attempt: int) -> float:
         """Seconds to wait after failed attempt number `attempt` (1-based)."""
@@ -65,12 +66,12 @@ class RouteCandidate(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    endpoint: str = Field(min_length=1)
-    model: str = Field(min_length=1)
-    attempts: int = Field(default=3, ge=1)
+    endpoint: Identity
+    model: Identity
+    attempts: Count = 3
     backoff: Backoff = Field(default_factory=Backoff)
     # A Retry-After longer than this traverses instead of waiting.
-    max_retry_after_s: float = Field(default=60.0, ge=0, allow_inf_nan=False)
+    max_retry_after_s: SecondsOrZero = 60.0
     # The model's context window in tokens, when known: a context-length failure may
     # then go on to a later candidate with a larger window (never blindly).
     context_tokens: int | None = Field(default=None, ge=1)

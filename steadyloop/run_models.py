@@ -18,13 +18,21 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from steadyloop.chain_limits import DEFAULT_CHAIN_LIMITS, ChainLimit, ChildRecord
 from steadyloop.chain_queries import quotable
 from steadyloop.chat import ChatMessage
 from steadyloop.compaction import CompactionPolicy, CompactionRecord
 from steadyloop.completion import Usage
+from steadyloop.input_bounds import (
+    Count,
+    Identity,
+    Seconds,
+    Text,
+    TokenCount,
+    identity_problem,
+)
 from steadyloop.lineage import Lineage
 from steadyloop.output_forwarding import ForwardingOptions, PartialOutput
 from steadyloop.pricing import Price, cost_of
@@ -62,48 +70,59 @@ StopReason = Literal[
 
 
 class RunLimits(BaseModel):
-    """Bounds on one run. `None` disables a bound; zero or negative values are refused."""
+    """Bounds on one run. `None` disables a bound; zero or negative values are refused.
+
+    Durations are `Seconds` (finite, above 0, at most ten years) and counts are bounded
+    (`steadyloop.input_bounds`): workflow code adds them to its clock and hands them to
+    Temporal, where 1e12 seconds would overflow and wedge the run's workflow task, and an
+    infinite deadline would be stored as `null`, silently no deadline at all.
+    """
 
     model_config = ConfigDict(frozen=True)
 
-    max_turns: int = Field(default=20, ge=1)
-    token_budget: int | None = Field(default=None, ge=1)
-    deadline_s: float | None = Field(default=None, gt=0)
-    tool_concurrency: int = Field(default=4, ge=1)
+    max_turns: Count = 20
+    token_budget: TokenCount | None = None
+    deadline_s: Seconds | None = None
+    tool_concurrency: Count = 4
     # Continue-as-new at a turn boundary when Temporal suggests it, or when this
     # execution reaches any of these (None turns that bound off): turns taken, history
     # events, history bytes, updates handled. Defaults sit well below the server's
     # limits (warning at 10,240 events / 10 MB, terminated at 51,200 / 50 MB; 2,000
     # updates), since a turn must still fit after the check (`steadyloop.history_budget`).
-    continue_as_new_after_turns: int | None = Field(default=None, ge=1)
-    continue_as_new_at_events: int | None = Field(default=8_000, ge=1)
-    continue_as_new_at_bytes: int | None = Field(default=8_000_000, ge=1)
-    continue_as_new_at_updates: int | None = Field(default=1_500, ge=1)
+    continue_as_new_after_turns: Count | None = None
+    continue_as_new_at_events: Count | None = 8_000
+    continue_as_new_at_bytes: TokenCount | None = 8_000_000
+    continue_as_new_at_updates: Count | None = 1_500
     # Above the watchdog's default total cap (600 s), so a stream that runs too long ends as
     # a classified stall rather than a bare activity timeout.
-    model_timeout_s: float = Field(default=630.0, gt=0)
+    model_timeout_s: Seconds = 630.0
     # Attempts at one completion when the transport fails (steadyloop retries in the
     # workflow, so it can read what a lost attempt heartbeated), and the first backoff,
     # doubled each time up to a minute; a longer Retry-After from the provider wins.
     # They shape a run without a route (`RunInput.resolved_route`); a route's candidates
     # carry their own.
-    model_attempts: int = Field(default=3, ge=1)
-    model_retry_initial_s: float = Field(default=1.0, gt=0)
+    model_attempts: Count = 3
+    model_retry_initial_s: Seconds = 1.0
     # How long a model stream may go without a heartbeat before Temporal declares its
     # worker lost. Heartbeats come from stream progress, so keep it above the endpoint's
     # watchdog budgets (120 s by default); None: only `model_timeout_s` ends a lost attempt.
-    model_heartbeat_timeout_s: float | None = Field(default=150.0, gt=0)
+    model_heartbeat_timeout_s: Seconds | None = 150.0
     # Shrink the transcript at a turn boundary once it passes a size (None: never).
     compaction: CompactionPolicy | None = None
 
 
 class Sampling(BaseModel):
+    """What the provider is asked to sample with. Numbers are sent as JSON, where NaN and
+    infinities do not exist (pydantic writes `null`) and providers take `max_tokens` as
+    a 32-bit and `seed` as a 64-bit integer: anything else is refused here, by name,
+    rather than by the provider on every attempt."""
+
     model_config = ConfigDict(frozen=True)
 
-    temperature: float | None = None
-    top_p: float | None = None
-    max_tokens: int | None = Field(default=None, ge=1)
-    seed: int | None = None
+    temperature: float | None = Field(default=None, allow_inf_nan=False)
+    top_p: float | None = Field(default=None, allow_inf_nan=False)
+    max_tokens: Count | None = None
+    seed: int | None = Field(default=None, ge=-(2**63), le=2**63 - 1)
 
 
 class AgentProfile(BaseModel):
@@ -119,10 +138,10 @@ class AgentProfile(BaseModel):
 
     description: str = Field(min_length=1)
     system_prompt: str | None = None
-    tools: list[str] = Field(default_factory=list)
+    tools: list[Identity] = Field(default_factory=list)
     delegates_to: list[AgentName] = Field(default_factory=list)
-    endpoint: str | None = None
-    model: str | None = None
+    endpoint: Identity | None = None
+    model: Identity | None = None
     route: RouteConfig | None = None
     limits: RunLimits = Field(default_factory=RunLimits)
     sampling: Sampling | None = None
@@ -191,8 +210,8 @@ class RunPlugins(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    core: list[str] = Field(default_factory=list)
-    on_demand: list[str] = Field(default_factory=list)
+    core: list[Identity] = Field(default_factory=list)
+    on_demand: list[Identity] = Field(default_factory=list)
 
     @property
     def named(self) -> list[str]:
@@ -221,15 +240,17 @@ class RunInput(BaseModel):
     endpoint: str = ""
     model: str = ""
     route: RouteConfig | None = None
-    prompt: str | None = None
+    prompt: Text | None = None
     messages: list[ChatMessage] = Field(default_factory=list)
-    system_prompt: str | None = None
-    tools: list[str] = Field(default_factory=list)
+    system_prompt: Text | None = None
+    tools: list[Identity] = Field(default_factory=list)
     # Plugins whose tools are offered from the start or once the model activates them.
     plugins: RunPlugins = Field(default_factory=RunPlugins)
     limits: RunLimits = Field(default_factory=RunLimits)
     sampling: Sampling = Field(default_factory=Sampling)
-    tenant_id: str = "default"
+    # Half of every receipt key (`ReceiptKey.tenant`): refused here when it would make
+    # one invalid, so the caller hears about it, not the model on every tool call.
+    tenant_id: Identity = "default"
     forwarding: ForwardingOptions = Field(default_factory=ForwardingOptions)
     # What the provider accepts: the transcript is healed and tool schemas are
     # sanitized for it (`steadyloop.provider_profiles`).
@@ -263,6 +284,16 @@ class RunInput(BaseModel):
             max_retry_after_s=SINGLE_ROUTE_MAX_RETRY_AFTER_S,
         )
         return RouteConfig(candidates=[candidate])
+
+    @field_validator("endpoint", "model")
+    @classmethod
+    def _named_plainly(cls, value: str) -> str:
+        """Blank is left to `_model_named` (a route may name them); anything else must be
+        a usable name, since it reaches logs, visibility and the provider."""
+        problem = identity_problem(value) if value.strip() else None
+        if problem is not None:
+            raise ValueError(problem)
+        return value
 
     @model_validator(mode="after")
     def _model_named(self) -> RunInput:

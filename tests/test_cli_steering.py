@@ -86,9 +86,10 @@ def test_each_command_reads_its_flags() -> None:
         (["approve", RUN, "--reject", "no"], "needs the CALL"),
         (["approve", RUN, "c1", "--reject", " "], "needs a REASON"),
         (["approve", RUN, "c1", "--json"], "does not go with CALL"),
-        (["approve", " ", "c1"], "ID is blank"),
         (["send", RUN, " \n"], "blank"),
         (["interrupt", RUN, "--wait", "-1"], "--wait"),
+        (["interrupt", RUN, "--wait", "nan"], "--wait must be a finite number"),
+        (["interrupt", RUN, "--wait", "inf"], "--wait must be a finite number"),
     ],
 )
 def test_flags_that_do_not_fit_are_refused(argv: list[str], says: str) -> None:

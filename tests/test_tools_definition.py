@@ -260,8 +260,11 @@ async def _fine(a: int) -> int:
         (_unresolvable, {}, "cannot read its signature"),
         (_unsupported, {}, "cannot become an arguments model"),
         (_recursive, {}, "recursive model"),
-        (_fine, {"timeout": timedelta(0)}, "timeout must be positive"),
-        (_fine, {"timeout": timedelta(seconds=-1)}, "timeout must be positive"),
+        (_fine, {"timeout": timedelta(0)}, "timeout must be a finite number of seconds above 0"),
+        (_fine, {"timeout": timedelta(seconds=-1)}, "timeout must be a finite number of seconds"),
+        # Past what the workflow's clock arithmetic is promised: refused by name.
+        (_fine, {"timeout": timedelta(days=365 * 11)}, "timeout must be a finite number of sec"),
+        (_fine, {"timeout": timedelta.max}, "at most 10 years"),
         (_fine, {"timeout": 30}, "timeout must be a datetime.timedelta"),
         (_fine, {"effect": "idempotent"}, "effect 'idempotent' is not one of"),
         (_fine, {"name": ""}, "is not a valid tool name"),
@@ -273,7 +276,16 @@ async def _fine(a: int) -> int:
         (
             _fine,
             {"effect": "resumable", "heartbeat_timeout": timedelta(0)},
-            "heartbeat_timeout must be positive",
+            "heartbeat_timeout must be a finite number of seconds above 0",
+        ),
+        (
+            _fine,
+            {
+                "effect": "resumable",
+                "timeout": timedelta(days=3650),
+                "heartbeat_timeout": timedelta(days=3651),
+            },
+            "heartbeat_timeout must be a finite number of seconds above 0, at most 10 years",
         ),
         (
             _fine,

@@ -40,6 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel, create_model
 from pydantic.fields import FieldInfo
 
 from steadyloop.chat import ToolSpec
+from steadyloop.input_bounds import seconds_problem
 from steadyloop.tools.payloads import EFFECTS, Effect, ToolDescription
 from steadyloop.tools.schema import SchemaError, arguments_schema
 from steadyloop.tools.schema_profiles import SchemaProfile, drop_absent_nulls, sanitize_tool_schema
@@ -265,8 +266,11 @@ def _define(
         raise ToolDefinitionError(
             f"tool {tool_name!r}: timeout must be a datetime.timedelta, got {timeout!r}"
         )
-    if timeout <= timedelta(0):
-        raise ToolDefinitionError(f"tool {tool_name!r}: timeout must be positive, got {timeout}")
+    # Bounded like every duration that reaches the workflow (`steadyloop.input_bounds`):
+    # a timeout of 50 years would pass `> 0` and overflow Temporal's timeout arithmetic.
+    problem = seconds_problem(timeout.total_seconds())
+    if problem is not None:
+        raise ToolDefinitionError(f"tool {tool_name!r}: timeout {problem} (got {timeout})")
     _check_heartbeat_timeout(tool_name, effect, timeout, heartbeat_timeout)
     if not isinstance(approval, bool):
         raise ToolDefinitionError(f"tool {tool_name!r}: approval must be True or False")
@@ -315,9 +319,10 @@ def _check_heartbeat_timeout(
             f"tool {tool_name!r}: heartbeat_timeout must be a datetime.timedelta or None, "
             f"got {heartbeat_timeout!r}"
         )
-    if heartbeat_timeout <= timedelta(0):
+    problem = seconds_problem(heartbeat_timeout.total_seconds())
+    if problem is not None:
         raise ToolDefinitionError(
-            f"tool {tool_name!r}: heartbeat_timeout must be positive, got {heartbeat_timeout}"
+            f"tool {tool_name!r}: heartbeat_timeout {problem} (got {heartbeat_timeout})"
         )
     if effect != "resumable":
         raise ToolDefinitionError(

@@ -26,6 +26,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from steadyloop.chat import ChatMessage, ToolSpec
+from steadyloop.input_bounds import Seconds
 from steadyloop.payload_storage import MAX_INLINE_PAYLOAD_BYTES
 from steadyloop.tools.schema_profiles import SchemaProfile
 
@@ -67,8 +68,8 @@ class ToolDescription(BaseModel):
     description: str
     parameters: dict[str, Any]
     effect: Effect
-    timeout_s: float = Field(gt=0)
-    heartbeat_timeout_s: float | None = Field(default=None, gt=0)
+    timeout_s: Seconds
+    heartbeat_timeout_s: Seconds | None = None
     strict: bool = False
     approval: bool = False
     plugin: str | None = None

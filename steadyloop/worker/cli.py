@@ -44,10 +44,12 @@ from temporalio.client import (
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from steadyloop.input_bounds import seconds_problem
 from steadyloop.output_forwarding import ForwardingOptions
 from steadyloop.provider_profiles import ProviderProfile
 from steadyloop.run_models import RunInput, RunLimits, RunPlugins, StopReason
 from steadyloop.run_resume import DEFAULT_RESUME_PROMPT, resume_input
+from steadyloop.worker.cli_arguments import ArgumentParser, workflow_id_argument
 from steadyloop.worker.config import (
     CONFIG_ENV,
     DEFAULT_TASK_QUEUE,
@@ -95,6 +97,33 @@ EXIT_CODES: dict[StopReason, int] = {
     "output_interrupted": EXIT_STOPPED,
 }
 UI_URL_ENV = "TEMPORAL_UI_URL"
+# Which flag or argument sets each field of a run, to name it when the run is refused.
+RUN_FIELD_FLAGS: dict[str, str] = {
+    "prompt": "PROMPT (resume: --prompt)",
+    "system_prompt": "--system",
+    "endpoint": "--endpoint (or STEADYLOOP_ENDPOINT)",
+    "model": "--model (or STEADYLOOP_MODEL)",
+    "route": "--route",
+    "tools": "--tool",
+    "plugins": "--plugin",
+    "tenant_id": "--tenant",
+    "max_turns": "--max-turns",
+    "token_budget": "--token-budget",
+    "deadline_s": "--deadline",
+}
+
+
+def _run_not_valid(exc: ValidationError) -> ConfigError:
+    """The run's refusal, each problem named by the flag or argument that set it."""
+    problems = []
+    for error in exc.errors(include_url=False):
+        loc = [part for part in error["loc"] if isinstance(part, str)]
+        named = next((RUN_FIELD_FLAGS[p] for p in reversed(loc) if p in RUN_FIELD_FLAGS), None)
+        field = ".".join(str(part) for part in error["loc"])
+        where = f"{named} ({field})" if named and field else named or field or "the run"
+        message = str(error["msg"]).removeprefix("Value error, ")
+        problems.append(f"{where}: {message}")
+    return ConfigError("the run is not valid: " + "; ".join(problems))
 
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:
@@ -130,14 +159,14 @@ def run_cli(argv: Sequence[str] | None = None) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="steadyloop",
         description="An LLM agent's tool loop as a durable Temporal workflow.",
         epilog="Exit codes: 0 answer, 1 failed, 2 usage, 3 stopped at a limit, 130 Ctrl-C.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    connection = argparse.ArgumentParser(add_help=False)
+    connection = ArgumentParser(add_help=False)
     group = connection.add_argument_group("Temporal connection")
     group.add_argument("--address", help="host:port of Temporal (env TEMPORAL_ADDRESS)")
     group.add_argument("--namespace", help="Temporal namespace (env TEMPORAL_NAMESPACE)")
@@ -221,6 +250,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--max-turns", type=int, help="model turns at most (default 20)")
     run.add_argument("--token-budget", type=int, help="stop after this many tokens")
+    # A float, refused by the run's own rule (`RunLimits.deadline_s`) with the flag named:
+    # `inf` is not "no deadline", and 1e12 s does not fit the workflow's clock.
     run.add_argument("--deadline", type=float, metavar="SECONDS", help="stop after this long")
     run.add_argument(
         "--profile",
@@ -241,7 +272,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="count forwarded reasoning as shown output (default: only answer text counts)",
     )
     run.add_argument("--tenant", default="default", help="tenant id (default 'default')")
-    run.add_argument("--id", help="workflow id (default: steadyloop-<uuid>)")
+    run.add_argument(
+        "--id", type=workflow_id_argument, help="workflow id (default: steadyloop-<uuid>)"
+    )
     run.add_argument("--detach", action="store_true", help="print the workflow id and exit")
     run.add_argument("--ui-url", help=f"Temporal UI address, to print links (env {UI_URL_ENV})")
     run.set_defaults(handler=_run_command)
@@ -251,7 +284,7 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[connection],
         help="attach to a run: follow it live, or show how it ended",
     )
-    show.add_argument("workflow_id", metavar="ID")
+    show.add_argument("workflow_id", metavar="ID", type=workflow_id_argument)
     show.add_argument("--ui-url", help=f"Temporal UI address, to print links (env {UI_URL_ENV})")
     show.set_defaults(handler=_show_command)
 
@@ -263,11 +296,17 @@ def build_parser() -> argparse.ArgumentParser:
         description="Start a new run with a stopped run's configuration and conversation, "
         "the partial answer that was shown included, and follow it.",
     )
-    resume.add_argument("workflow_id", metavar="ID", help="the stopped run")
+    resume.add_argument(
+        "workflow_id", metavar="ID", type=workflow_id_argument, help="the stopped run"
+    )
     resume.add_argument(
         "--prompt", default=DEFAULT_RESUME_PROMPT, help="the user message that asks to go on"
     )
-    resume.add_argument("--id", help="the new run's workflow id (default: ID-resumed-<n>)")
+    resume.add_argument(
+        "--id",
+        type=workflow_id_argument,
+        help="the new run's workflow id (default: ID-resumed-<n>)",
+    )
     resume.add_argument("--detach", action="store_true", help="print the new id and exit")
     resume.set_defaults(handler=_resume_command)
 
@@ -283,7 +322,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--workdir", type=Path, help="sandbox and outbox here (default: a temp dir)")
     demo.add_argument(
-        "--pace", type=float, default=0.04, metavar="SECONDS", help="pause between chunks"
+        "--pace",
+        type=float,
+        default=0.04,
+        metavar="SECONDS",
+        help="pause between chunks",
     )
     demo.set_defaults(handler=_demo_command)
     return parser
@@ -307,8 +350,9 @@ async def _worker(args: argparse.Namespace) -> int:
     endpoints = endpoint_settings(flags=args.endpoint, config=config, environ=environ)
     spec = tools_spec(args.tools, config, environ)
     tools = load_tool_registry(spec)
-    if args.graceful_shutdown < 0:
-        raise ConfigError("--graceful-shutdown must be 0 or more seconds")
+    problem = seconds_problem(args.graceful_shutdown, zero_allowed=True)
+    if problem is not None:  # NaN passed `< 0`; inf overflowed `timedelta`
+        raise ConfigError(f"--graceful-shutdown {problem}")
     options = WorkerOptions(
         task_queue=temporal.task_queue,
         endpoints=endpoints.registry,
@@ -420,7 +464,7 @@ async def _run(args: argparse.Namespace) -> int:
             ),
         )
     except ValidationError as exc:
-        raise ConfigError(f"the run is not valid: {exc.errors(include_url=False)}") from None
+        raise _run_not_valid(exc) from None
 
     client = await temporal.connect()
     workflow_id = args.id or f"steadyloop-{uuid.uuid4()}"
@@ -523,7 +567,12 @@ async def _resume(args: argparse.Namespace) -> int:
             f"run {args.workflow_id!r} did not complete: {failure_text(exc)}"
         ) from None
     original = await _run_input_of(client, stopped)
-    run = resume_input(original, result, prompt=args.prompt)
+    try:  # `resume_input` copies without validating: check the new run as `run` does
+        run = RunInput.model_validate(
+            resume_input(original, result, prompt=args.prompt).model_dump(mode="python")
+        )
+    except ValidationError as exc:
+        raise _run_not_valid(exc) from None
     workflow_id = args.id or await _free_id(client, f"{args.workflow_id}-resumed")
     await client.start_workflow(
         ToolLoopWorkflow.run, run, id=workflow_id, task_queue=description.task_queue
@@ -602,8 +651,9 @@ async def _follow_and_report(
 def _demo_command(args: argparse.Namespace) -> int:
     from steadyloop.worker.demo import run_demo  # imports the scripted server; only here
 
-    if args.pace < 0:
-        raise ConfigError("--pace must be 0 or more seconds")
+    problem = seconds_problem(args.pace, zero_allowed=True)
+    if problem is not None:
+        raise ConfigError(f"--pace {problem}")
     return asyncio.run(
         run_demo(sys.stdout, workdir=args.workdir, keep_running=args.keep_running, pace_s=args.pace)
     )

@@ -59,6 +59,7 @@ from steadyloop.endpoints import (
     EndpointConfigError,
     EndpointRegistry,
 )
+from steadyloop.input_bounds import text_problem
 from steadyloop.payload_storage import BlobSettings, blob_settings, steadyloop_data_converter
 from steadyloop.pricing import Price
 from steadyloop.route_plan import RouteCandidate, RouteConfig
@@ -151,6 +152,10 @@ def load_config(path: str | Path | None, environ: Mapping[str, str]) -> LoadedCo
         text = file.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read the config file {file}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"the config file {file} is not UTF-8 text (byte {exc.start}); save it as UTF-8"
+        ) from None
     data = _parse_config_text(text, file)
     try:
         return LoadedConfig(ConfigFile.model_validate(data), str(file))
@@ -242,8 +247,19 @@ def temporal_settings(
     environ: Mapping[str, str],
 ) -> TemporalSettings:
     """Flags, then the environment (via `temporalio.envconfig`), then the file, then defaults."""
+    unreadable = sorted(
+        name for name, value in environ.items() if text_problem(name) or text_problem(value)
+    )
+    for name in unreadable:
+        if name.startswith("TEMPORAL_"):  # one Temporal would read: say which
+            raise ConfigError(
+                f"the environment variable {name!r} is not valid UTF-8 text; set it again"
+            )
+    # Any other variable that is not text (bytes the locale cannot decode) would make the
+    # SDK refuse the whole environment; it reads only TEMPORAL_* variables, so pass the rest.
+    readable = {name: value for name, value in environ.items() if name not in unreadable}
     try:
-        loaded = ClientConfig.load_client_connect_config(override_env_vars=dict(environ))
+        loaded = ClientConfig.load_client_connect_config(override_env_vars=readable)
     except Exception as exc:  # a broken Temporal profile file: name it rather than crash
         raise ConfigError(f"Temporal's client configuration could not be read: {exc}") from None
     from_env_address = loaded.get("target_host")
@@ -497,7 +513,10 @@ def run_route(specs: Sequence[str], endpoints: EndpointSettings) -> RouteConfig 
                 f"--route {spec!r}: no model for endpoint {name!r}; write {name}=MODEL or "
                 "give the endpoint a model in the config file"
             )
-        candidates.append(RouteCandidate(endpoint=name, model=model))
+        try:  # a name or model no run could carry (a control character, too long)
+            candidates.append(RouteCandidate(endpoint=name, model=model))
+        except ValidationError as exc:
+            raise ConfigError(f"--route {spec!r}: {_problems(exc)}") from None
     try:
         return RouteConfig(candidates=candidates)
     except ValidationError as exc:

@@ -2,10 +2,11 @@
 
 The `progress` query is polled (it is cheap: it reads workflow state on the worker);
 the `transcript` query only when progress moved, so a long transcript is not fetched
-four times a second, and `pending_approvals` only when calls wait for a person (each is
-shown once, with the command that decides it). While a model or tool activity is in
-flight the server's description of the run is read too, so retries (attempt 2, 3 and the
-last failure) show up while they happen instead of as an unexplained pause.
+four times a second, and `pending_approvals` / `ambiguous_receipts` only when calls wait
+for a person (each is shown once, with the command that decides it). While a model or
+tool activity is in flight the server's description of the run is read too, so retries
+(attempt 2, 3 and the last failure) show up while they happen instead of as an
+unexplained pause.
 
 Queries need a worker to answer them. Until one does (none running, or busy) the
 status says so and following goes on: a query failing never ends the follow; only
@@ -32,7 +33,7 @@ from temporalio.service import RPCError
 from steadyloop.chat import ChatMessage
 from steadyloop.completion import STREAM_COMPLETION_ACTIVITY
 from steadyloop.output_follow import follow_output
-from steadyloop.run_models import RunProgress, RunResult
+from steadyloop.run_models import AmbiguousCall, RunProgress, RunResult
 from steadyloop.steering_models import PendingApproval
 from steadyloop.worker.progress import (
     ActivityState,
@@ -41,6 +42,7 @@ from steadyloop.worker.progress import (
     approval_line,
     status_line,
 )
+from steadyloop.worker.receipts_cli import waiting_lines
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 DEFAULT_POLL_INTERVAL_S = 0.3
@@ -71,6 +73,7 @@ async def follow(
         tokens = asyncio.ensure_future(_print_output(output, handle, display))
     last: RunProgress | None = None
     announced: set[str] = set()  # calls already shown as waiting for approval
+    ambiguous: set[str] = set()  # keys of ambiguous calls already shown
     try:
         while not result.done():
             progress = await _progress(handle)
@@ -84,12 +87,20 @@ async def follow(
                         if call.call_id not in announced:
                             announced.add(call.call_id)
                             display.event(approval_line(handle.id, call))
+                if progress.ambiguous:
+                    for waiting in await _ambiguous_calls(handle):
+                        if waiting.key not in ambiguous:
+                            ambiguous.add(waiting.key)
+                            for line in waiting_lines(handle.id, waiting):
+                                display.event(line)
                 last = progress
             activity = None
             if progress is not None and progress.phase in ("model", "tools"):
                 activity = await _activity_in_flight(handle)
             if not result.done():
-                display.status(status_line(progress, activity, task_queue=task_queue))
+                display.status(
+                    status_line(progress, activity, task_queue=task_queue, workflow_id=handle.id)
+                )
             await asyncio.wait({result}, timeout=poll_interval_s)
         outcome = result.result()
         if tokens is not None:  # the host drains and ends once the run closed it
@@ -136,6 +147,13 @@ async def _transcript(handle: RunHandle) -> list[ChatMessage] | None:
 async def _pending_approvals(handle: RunHandle) -> list[PendingApproval]:
     try:
         return await handle.query(ToolLoopWorkflow.pending_approvals, rpc_timeout=QUERY_TIMEOUT)
+    except _QUERY_ERRORS:
+        return []
+
+
+async def _ambiguous_calls(handle: RunHandle) -> list[AmbiguousCall]:
+    try:
+        return await handle.query(ToolLoopWorkflow.ambiguous_receipts, rpc_timeout=QUERY_TIMEOUT)
     except _QUERY_ERRORS:
         return []
 

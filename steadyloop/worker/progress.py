@@ -49,8 +49,12 @@ def status_line(
     activity: ActivityState | None = None,
     *,
     task_queue: str | None = None,
+    workflow_id: str | None = None,
 ) -> str:
-    """`turn 2 | model | 3 tool calls | 412 tokens`, or why there is nothing to show yet."""
+    """`turn 2 | model | 3 tool calls | 412 tokens`, or why there is nothing to show yet.
+
+    With `workflow_id`, calls waiting for a person name the command that decides them.
+    """
     if progress is None:
         where = f" on task queue {task_queue!r}" if task_queue else ""
         return f"waiting for a worker{where} to answer (is `steadyloop worker` running?)"
@@ -66,6 +70,10 @@ def status_line(
         parts.append("pausing at the next turn boundary")
     if progress.pending_approvals:
         parts.append(f"{progress.pending_approvals} awaiting approval")
+    if progress.ambiguous:
+        waiting = _count(progress.ambiguous, "ambiguous call")
+        where = f": steadyloop receipts {workflow_id}" if workflow_id else ""
+        parts.append(f"{waiting} awaiting a person{where}")
     if progress.pending_messages:
         parts.append(_count(progress.pending_messages, "message") + " to send")
     if progress.active_plugins:

@@ -42,6 +42,7 @@ from temporalio.client import Client
 from steadyloop.receipt_ledger import DidNotHappen, GiveUp, Happened
 from steadyloop.run_models import AmbiguousCall, ResolveReceipt
 from steadyloop.worker import live_run
+from steadyloop.worker.cli_arguments import ArgumentParser, read_text_from, workflow_id_argument
 from steadyloop.worker.config import ConfigError
 from steadyloop.worker.live_run import RunCommandFailure, RunHandle
 from steadyloop.worker.progress import arguments_text, one_line
@@ -80,8 +81,8 @@ class ReceiptsRequest:
 
 
 def add_receipts_parser(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser],
-    connection: argparse.ArgumentParser,
+    commands: argparse._SubParsersAction[ArgumentParser],
+    connection: ArgumentParser,
 ) -> argparse.ArgumentParser:
     """Register `receipts` on `commands`, with the shared Temporal connection flags."""
     receipts = commands.add_parser(
@@ -100,7 +101,9 @@ def add_receipts_parser(
             "refused, 2 usage (flags, unknown run, unknown or ambiguous KEY)."
         ),
     )
-    receipts.add_argument("workflow_id", metavar="ID", help="the run's workflow id")
+    receipts.add_argument(
+        "workflow_id", metavar="ID", type=workflow_id_argument, help="the run's workflow id"
+    )
     receipts.add_argument("--resolve", metavar="KEY", help="the ambiguous call to resolve")
     how = receipts.add_mutually_exclusive_group()
     how.add_argument(
@@ -164,7 +167,7 @@ def resolution_from_flags(
     """The resolution the flags ask for, or None when none was given."""
     if happened is not None:
         # From standard input, trailing line breaks go (as in shell `$(...)`).
-        result = (stdin or sys.stdin).read().rstrip("\r\n") if happened == "-" else happened
+        result = read_text_from(stdin or sys.stdin, "--happened") if happened == "-" else happened
         if not result.strip():
             raise ConfigError(
                 "--happened needs the result the model should read, e.g. "
@@ -230,6 +233,19 @@ def list_lines(
         "      it did not take effect; run it again",
         f"  steadyloop receipts {workflow_id} --resolve KEY --give-up [NOTE]",
         "      do not run it; tell the model it was abandoned",
+    ]
+
+
+def waiting_lines(workflow_id: str, call: AmbiguousCall) -> list[str]:
+    """What following a run prints when a call turns ambiguous: which call, why, and the
+    exact commands that list and resolve it (the run waits for a person until then)."""
+    command = f"steadyloop receipts {workflow_id}"
+    return [
+        f"  ! {call.tool} {arguments_text(call.arguments)} may already have taken effect "
+        f"(attempt {call.attempt} ended with no outcome); the run waits for a person. "
+        f"Why, and every open call: {command}",
+        f"    resolve: {command} --resolve {short_key(call.key)} "
+        "--happened RESULT | --did-not-happen | --give-up [NOTE]",
     ]
 
 

@@ -33,8 +33,10 @@ from typing import Literal, TextIO
 from pydantic import ValidationError
 from temporalio.client import Client, WorkflowFailureError
 
+from steadyloop.input_bounds import seconds_problem
 from steadyloop.steering_models import ApprovalDecision, PendingApproval, UserMessage
 from steadyloop.worker import live_run
+from steadyloop.worker.cli_arguments import ArgumentParser, read_text_from, workflow_id_argument
 from steadyloop.worker.config import ConfigError
 from steadyloop.worker.failure_text import failure_text
 from steadyloop.worker.live_run import RunCommandFailure, RunHandle
@@ -62,8 +64,8 @@ class SteeringRequest:
 
 
 def add_steering_parsers(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser],
-    connection: argparse.ArgumentParser,
+    commands: argparse._SubParsersAction[ArgumentParser],
+    connection: ArgumentParser,
 ) -> None:
     """Register `approve`, `send`, `pause`, `unpause` and `interrupt` on `commands`."""
 
@@ -73,7 +75,9 @@ def add_steering_parsers(
         parser = commands.add_parser(
             name, parents=[connection], help=help, description=description, epilog=epilog
         )
-        parser.add_argument("workflow_id", metavar="ID", help="the run's workflow id")
+        parser.add_argument(
+            "workflow_id", metavar="ID", type=workflow_id_argument, help="the run's workflow id"
+        )
         parser.set_defaults(handler=steering_command)
         return parser
 
@@ -114,15 +118,20 @@ def steering_request(args: argparse.Namespace, stdin: TextIO | None = None) -> S
     if command == "approve":
         return _approve_request(args, workflow_id)
     if command == "send":
-        text = (stdin or sys.stdin).read().rstrip("\r\n") if args.message == "-" else args.message
+        text = (
+            read_text_from(stdin or sys.stdin, "MESSAGE")
+            if args.message == "-"
+            else args.message
+        )
         try:
             UserMessage(content=text)
         except ValidationError as exc:
             raise ConfigError(f"MESSAGE: {exc.errors(include_url=False)[0]['msg']}") from None
         return SteeringRequest(command, workflow_id, message=text)
     if command == "interrupt":
-        if args.wait < 0:
-            raise ConfigError("--wait must be 0 or more seconds")
+        problem = seconds_problem(args.wait, zero_allowed=True)
+        if problem is not None:  # NaN passed `< 0`, and inf overflowed the wait
+            raise ConfigError(f"--wait {problem}")
         reason = (args.reason or "").strip() or SteeringRequest.reason
         return SteeringRequest(command, workflow_id, reason=reason, wait_s=args.wait)
     return SteeringRequest(command, workflow_id)
