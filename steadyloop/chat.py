@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 Role = Literal["system", "developer", "user", "assistant", "tool"]
@@ -29,6 +30,13 @@ class ToolCall(BaseModel):
     `id` is the id steadyloop emits (the wire id when usable, else a minted one);
     `arguments` is the verbatim concatenation of the streamed fragments, unparsed:
     reading it is `parse_tool_call_arguments`' job, so every outcome stays a value.
+
+    On the wire it goes back as one JSON object (`to_wire`): llama.cpp's server answers a
+    500 "Failed to parse tool call arguments as JSON" for the `""` of a zero-argument
+    call and for malformed text anywhere in the history, and gateways that translate to
+    Anthropic need an object for `tool_use.input`. Blank or unreadable arguments are sent
+    as `{}`; the transcript keeps what the model sent, and the call's tool message
+    already quotes it and says why it was refused, so the model loses nothing.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -42,8 +50,23 @@ class ToolCall(BaseModel):
         return {
             "id": self.id,
             "type": self.type,
-            "function": {"name": self.name, "arguments": self.arguments},
+            "function": {
+                "name": self.name,
+                "arguments": self.arguments if _json_object_text(self.arguments) else "{}",
+            },
         }
+
+
+def _json_object_text(arguments: str) -> bool:
+    """Whether a strict reader takes `arguments` as one JSON object. orjson is strict the
+    way servers' readers are: no NaN, no escapes of lone surrogates, no numbers past a
+    double's range, exactly one value."""
+    if not arguments.lstrip().startswith("{"):
+        return False
+    try:
+        return isinstance(orjson.loads(arguments), dict)
+    except orjson.JSONDecodeError:
+        return False
 
 
 class ChatMessage(BaseModel):
@@ -76,9 +99,7 @@ class ToolSpec(BaseModel):
 
     name: str
     description: str = ""
-    parameters: dict[str, Any] = Field(
-        default_factory=lambda: {"type": "object", "properties": {}}
-    )
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
     strict: bool = False
 
     def to_wire(self) -> dict[str, Any]:

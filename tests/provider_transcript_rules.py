@@ -13,6 +13,7 @@ in vllm-project/vllm#44505.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Sequence
 
@@ -181,10 +182,34 @@ def portable(messages: Sequence[ChatMessage]) -> list[str]:
     return problems
 
 
+def object_arguments(messages: Sequence[ChatMessage]) -> list[str]:
+    """llama.cpp's server parses every call's arguments in the history, as sent on the
+    wire: `""` and malformed text are a 500 "Failed to parse tool call arguments as JSON"
+    (seen on the server of the `realserver` tests), and gateways that translate to
+    Anthropic need an object for `tool_use.input`. Read strictly: no NaN, no lone
+    surrogates."""
+    problems: list[str] = []
+    for i, m in enumerate(messages):
+        for call in m.to_wire().get("tool_calls", []):
+            try:
+                value = json.loads(call["function"]["arguments"], parse_constant=_refuse)
+                json.dumps(value, ensure_ascii=False).encode("utf-8")
+            except (ValueError, UnicodeEncodeError) as error:
+                problems.append(f"[{i}] Failed to parse tool call arguments as JSON: {error}")
+                continue
+            if not isinstance(value, dict):
+                problems.append(f"[{i}] tool call arguments are not a JSON object")
+    return problems
+
+
+def _refuse(constant: str) -> None:
+    raise ValueError(f"{constant} is not JSON")
+
+
 CHECKERS: dict[str, Checker] = {
-    "portable": portable,
-    "openai": lambda ms: openai(ms) + unique_ids(ms),
-    "anthropic": anthropic,
-    "gemini": gemini,
-    "mistral": mistral,
+    "portable": lambda ms: portable(ms) + object_arguments(ms),
+    "openai": lambda ms: openai(ms) + unique_ids(ms) + object_arguments(ms),
+    "anthropic": lambda ms: anthropic(ms) + object_arguments(ms),
+    "gemini": lambda ms: gemini(ms) + object_arguments(ms),
+    "mistral": lambda ms: mistral(ms) + object_arguments(ms),
 }

@@ -30,9 +30,12 @@ from realserver_cases import (
     keep_as_fixture,
     run_case,
 )
+from temporalio.testing import ActivityEnvironment
 from wire_capture import RecordingTransport
 
 from steadyloop.activities.model_stream import ModelActivities
+from steadyloop.chat import ChatMessage, ToolCall, ToolSpec
+from steadyloop.completion import AssembledTurn, CompletionRequest
 from steadyloop.endpoints import EndpointConfig, EndpointRegistry
 from steadyloop.run_models import RunInput, RunLimits, Sampling
 from steadyloop.tools import ToolRegistry, tool
@@ -137,3 +140,43 @@ async def test_a_whole_run_answers_every_call_and_stops_with_a_named_reason(
     assert result.stats.prompt_tokens > 0 and result.stats.completion_tokens > 0
     if result.stop_reason == "final_answer":
         assert result.final_answer
+
+
+# -- a history llama.cpp parses ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    ["", '{"city": Paris}', '{"city": "half \\ud83d"}', "[1, 2]"],
+    ids=["zero_argument_call", "malformed", "lone_surrogate", "array"],
+)
+async def test_a_history_with_arguments_no_tool_could_read_is_accepted(
+    arguments: str, llamacpp_url: str
+) -> None:
+    """llama.cpp parses every call's arguments in the history and answers a 500 "Failed
+    to parse tool call arguments as JSON" for `""` and malformed text: the request
+    carries them as `{}`, while the call's tool message says what was received."""
+    endpoint = EndpointConfig(name=LLAMACPP, base_url=llamacpp_url + "/v1")
+    history = [
+        ChatMessage(role="user", content="What is the weather in Paris?"),
+        ChatMessage(
+            role="assistant",
+            tool_calls=[ToolCall(id="call_0", name="weather", arguments=arguments)],
+        ),
+        ChatMessage(
+            role="tool",
+            tool_call_id="call_0",
+            content=f"Invalid tool arguments. Received: {arguments}",
+        ),
+    ]
+    request = CompletionRequest(
+        endpoint=LLAMACPP,
+        model=MODELS[LLAMACPP],
+        messages=history,
+        tools=[ToolSpec(name="weather", parameters={"type": "object", "properties": {}})],
+        max_tokens=4,
+    )
+    async with ModelActivities(EndpointRegistry([endpoint]), environ={}) as model:
+        turn = await ActivityEnvironment().run(model.stream_completion, request)
+    assert isinstance(turn, AssembledTurn)
+    assert turn.finish_reason in ("length", "stop", "tool_calls")

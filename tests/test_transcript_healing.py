@@ -8,11 +8,12 @@ healer and then through those checkers.
 from __future__ import annotations
 
 from collections import Counter
+from unittest.mock import patch
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from provider_transcript_rules import CHECKERS
+from provider_transcript_rules import CHECKERS, object_arguments
 
 from steadyloop import validate_and_heal
 from steadyloop.chat import ChatMessage, ToolCall
@@ -269,6 +270,21 @@ def test_rules_that_would_undo_each_other_are_refused() -> None:
         TranscriptRules(text_apart_from_calls=True, call_turn_after_user=True)
 
 
+def test_arguments_go_on_the_wire_as_one_json_object_and_the_transcript_keeps_them() -> None:
+    sent = ['{"city": "Paris"}', "", " ", '{"city": Paris}', "[1, 2]", '{"a": "\\ud83d"}']
+    message = ChatMessage(
+        role="assistant",
+        content=None,
+        tool_calls=[ToolCall(id=f"c{n}", name="f", arguments=a) for n, a in enumerate(sent)],
+    )
+    messages = [user("go"), message, *(answer(f"c{n}") for n in range(len(sent)))]
+    healed, healings = validate_and_heal(messages)
+    assert healings == [] and healed[1] is message  # what the model sent stays recorded
+    wire = [c["function"]["arguments"] for c in healed[1].to_wire()["tool_calls"]]
+    assert wire == ['{"city": "Paris"}'] + ["{}"] * 5
+    assert object_arguments(healed) == []
+
+
 def test_the_input_is_never_mutated() -> None:
     messages = [user("u"), calls(" ", "a", text=" "), answer("a", ""), system("late")]
     snapshot = [m.model_copy(deep=True) for m in messages]
@@ -281,6 +297,9 @@ def test_the_input_is_never_mutated() -> None:
 
 _IDS = st.sampled_from(["a", "b", "call_0", "", " ", "x" * 45, "has space", "abcdefghi"])
 _TEXT = st.sampled_from(["", "  ", "hello", "more text", None])
+_ARGUMENTS = st.sampled_from(
+    ["{}", '{"a": 1}', "", "  ", '{"city": Paris}', "[1, 2]", '{"a": "\\ud83d"}', '{"a": NaN}']
+)
 
 
 @st.composite
@@ -293,7 +312,7 @@ def _message(draw: st.DrawFn) -> ChatMessage:
         return ChatMessage(
             role="assistant",
             content=draw(_TEXT),
-            tool_calls=[ToolCall(id=i, name="f", arguments="{}") for i in ids],
+            tool_calls=[ToolCall(id=i, name="f", arguments=draw(_ARGUMENTS)) for i in ids],
         )
     if role == "tool":
         return ChatMessage(role="tool", content=draw(_TEXT), tool_call_id=draw(_IDS | st.none()))
@@ -359,5 +378,19 @@ def test_the_checkers_reject_what_the_healer_fixes() -> None:
     ]
     for profile, checker in CHECKERS.items():
         assert checker(broken), profile
+    # What the wire would carry if arguments went out as the model sent them.
+    raw = ToolCall(id="a", name="f", arguments='{"city": Paris}')
+    malformed = ChatMessage(role="assistant", tool_calls=[raw])
+    with patch.object(ToolCall, "to_wire", _verbatim):
+        for profile, checker in CHECKERS.items():
+            assert checker([user("u"), malformed, answer("a")]), profile
     assert CHECKERS["mistral"]([user("u"), calls("call_1"), answer("call_1")])
     assert CHECKERS["gemini"]([user("u"), said("x"), calls("a"), answer("a")])
+
+
+def _verbatim(call: ToolCall) -> dict[str, object]:
+    return {
+        "id": call.id,
+        "type": "function",
+        "function": {"name": call.name, "arguments": call.arguments},
+    }
