@@ -34,7 +34,9 @@ It is wrong in these ways, each prevented at the line named:
   seen, so a list shared by two keys is fine) and refuses a re-entry.
 - Deep nesting: a recursive encoder raises `RecursionError`, and inside a workflow an
   unexpected exception fails the workflow task, which Temporal retries forever. The
-  walk is iterative (an explicit stack); `MAX_DEPTH` bounds it with a clear error.
+  walk is iterative (an explicit stack); `MAX_DEPTH` bounds it with a clear error,
+  counted the same way in objects (`_object`) and arrays (`_array`), and low enough
+  that pydantic can store whatever passes (see `MAX_DEPTH`).
 - `ensure_ascii=False` makes a lone surrogate (`json.loads('"\\ud800"')` produces one)
   unencodable, so hashing raises `UnicodeEncodeError`. Strings are written by
   `json.dumps(s)` with its default `ensure_ascii=True`: the text is pure ASCII, every
@@ -74,9 +76,22 @@ from typing import NamedTuple
 
 __all__ = ["MAX_DEPTH", "CanonicalJsonError", "canonical_json"]
 
-MAX_DEPTH = 1000
-"""Containers nested deeper than this are refused. `json.loads` at the default recursion
-limit parses fewer than 1000 levels, so every arguments object the reader accepted fits."""
+MAX_DEPTH = 64
+"""Containers nested deeper than this are refused: steadyloop's one depth limit.
+
+Every value that gets a canonical text here is also *stored* somewhere (a tool call's
+arguments in the run-tool activity's input, a progress trail in a receipt, in the
+ledger, in the continue-as-new input), so the limit must sit below the shallowest
+limit of everything that stores it, envelope included. Measured with pydantic-core
+2.x and `temporalio.contrib.pydantic`: decoding a payload (jiter) refuses JSON nested
+200 levels or deeper; `JsonValue` validation and `to_json` refuse 256; the standard
+`json` module raises `RecursionError` near 994. A progress step sits about 8 levels
+inside the continue-as-new input (input, carried state, ledger, receipts, receipt,
+trail). 64 leaves room under 200 for any envelope steadyloop puts around a value, and
+is far deeper than any tool's arguments or a resumable tool's step identifiers need.
+The walk is iterative, so a value of any depth (dicts and lists alike) is refused with
+`CanonicalJsonError`, never `RecursionError`. `steadyloop.tools.content` replaces a
+tool *result* deeper than this with a marker instead."""
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PATH_ENDS = 8  # a refusal's path shows this many segments at each end
