@@ -152,6 +152,7 @@ class _Leave(NamedTuple):
 @dataclass(slots=True)
 class _Walk:
     max_depth: int
+    utf8: bool = False  # refuse strings UTF-8 cannot encode (lone surrogates)
     out: list[str] = field(default_factory=list)
     open_ids: set[int] = field(default_factory=set)
     # Work items: text to emit, a value to encode, or the end of a container.
@@ -181,6 +182,8 @@ class _Walk:
                 assert isinstance(value, list)
                 self._array(value, node)
             return
+        if self.utf8 and isinstance(value, str):
+            _require_utf8(value, node.path)
         self.out.append(_scalar(value, node.path))
 
     def _enter(self, node: _Node) -> None:
@@ -204,6 +207,8 @@ class _Walk:
                     f"an object key must be a string, got {key!r} ({type(key).__name__}); "
                     "JSON would silently turn it into a string and collide",
                 )
+            if self.utf8:
+                _require_utf8(key, _Path(node.path, key))
         keys: list[str] = sorted(value)  # type: ignore[arg-type]  # every key is str
         work: list[str | _Node | _Leave] = []
         for position, key in enumerate(keys):
@@ -225,6 +230,17 @@ class _Walk:
         work.append(_Leave(id(value)))
         self.out.append("[")
         self.stack.extend(reversed(work))
+
+
+def _require_utf8(text: str, path: _Path | None) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise CanonicalJsonError(
+            _path_text(path),
+            f"a lone surrogate ({text[error.start]!r}) has no UTF-8 spelling, so this value "
+            "cannot be stored",
+        ) from None
 
 
 def _scalar(value: object, path: _Path | None) -> str:
@@ -269,11 +285,16 @@ def _not_json(value: object) -> str:
     return f"{kind.__module__}.{kind.__qualname__} is not a JSON value"
 
 
-def canonical_json(value: object, *, max_depth: int = MAX_DEPTH) -> str:
+def canonical_json(value: object, *, max_depth: int = MAX_DEPTH, utf8: bool = False) -> str:
     """The canonical JSON text of `value`, pure ASCII; raises `CanonicalJsonError`.
 
     `value` must be built only from `dict` (string keys), `list`, `str`, `int`, `float`
     (finite), `bool` and `None`, exact types, no cycles, at most `max_depth` containers
     deep. See the module docstring for the spelling and why each refusal exists.
+
+    `utf8=True` also refuses a string (or key) holding a lone surrogate: it has a
+    canonical text (an escape), which is enough to hash arguments, but no UTF-8
+    spelling, so pydantic cannot store it. Pass it for a value that will be stored and
+    replayed exactly, such as a resumable tool's progress.
     """
-    return _Walk(max_depth=max_depth).run(value)
+    return _Walk(max_depth=max_depth, utf8=utf8).run(value)
