@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from steadyloop.tools import TRUNCATION_MARKER, cap_content, encode_result
+from steadyloop.tools.content import utf8_text
 
 
 class Item(BaseModel):
@@ -132,3 +133,10 @@ def test_values_json_cannot_hold_are_replaced_by_a_named_marker() -> None:
     assert encode_result({"a": shared, "b": shared, "c": b"\xff"}) == (
         '{"a":[1],"b":[1],"c":"b\'\\\\xff\'"}'
     )
+
+
+@given(st.text(alphabet=st.sampled_from(["a", "\ud83d", "\ude00", "\udcff", "é", "\x00"])))
+def test_utf8_text_replaces_each_lone_surrogate_and_joins_each_pair(text: str) -> None:
+    reference = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    assert utf8_text(text) == reference
+    utf8_text(text).encode("utf-8")

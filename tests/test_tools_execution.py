@@ -17,6 +17,7 @@ from temporalio.testing import ActivityEnvironment
 
 from steadyloop.activities.tool_execution import ToolActivities
 from steadyloop.canonical_json import MAX_DEPTH
+from steadyloop.payload_storage import MAX_INLINE_PAYLOAD_BYTES
 from steadyloop.tools import (
     DESCRIBE_TOOLS_ACTIVITY,
     MAX_TOOL_CONTENT_BYTES,
@@ -513,3 +514,20 @@ async def test_an_unknown_tool_name_with_a_lone_surrogate_is_answered_encodable(
     assert outcome.status == "unknown_tool"
     assert "ghost" in outcome.content
     pydantic_data_converter.payload_converter.to_payloads([outcome])
+
+
+async def test_a_large_configured_cap_still_returns_an_outcome_temporal_accepts() -> None:
+    # 1.5 MB of NUL is 1.5 MB of UTF-8 but 9 MB of JSON (each is `\u0000`): under the
+    # configured cap, over Temporal's payload limit, which would fail the activity after
+    # the effect. The cap shrinks until the encoded outcome fits.
+    @tool(effect="opaque")
+    async def zeros() -> str:
+        return "\x00" * 1_500_000
+
+    activities = ToolActivities(ToolRegistry([zeros]), max_content_bytes=1_800_000)
+    outcome = await ActivityEnvironment().run(activities.run_tool, invocation("zeros"))
+    assert isinstance(outcome, ToolOutcome)
+    assert outcome.status == "ok" and outcome.truncated
+    (payload,) = pydantic_data_converter.payload_converter.to_payloads([outcome])
+    assert len(payload.data) <= MAX_INLINE_PAYLOAD_BYTES
+    assert outcome.content.startswith("\x00") and outcome.content.endswith(" bytes shown]")

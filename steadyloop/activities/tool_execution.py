@@ -83,6 +83,10 @@ from steadyloop.tools.payloads import (
 from steadyloop.tools.registry import AnyTool, ToolRegistry
 
 INPUT_EXCERPT_CHARS = 120
+# Room left in a payload for its metadata and the outcome's other fields.
+PAYLOAD_ENVELOPE_BYTES = 4096
+# The cap never shrinks below this (room for the truncation marker and some text).
+MIN_CONTENT_BYTES = 1024
 
 
 class ToolActivities:
@@ -201,16 +205,30 @@ class ToolActivities:
         return self._capped(ToolOutcome(status=status, content=content, error_type=error_type))
 
     def _capped(self, outcome: ToolOutcome) -> ToolOutcome:
-        """The outcome with its text bounded and encodable (lone surrogates replaced)."""
-        content, truncated = cap_content(outcome.content, self.max_content_bytes)
+        """The outcome with its text bounded and encodable (lone surrogates replaced),
+        and its payload within what this worker can hand Temporal.
+
+        `max_content_bytes` counts the text's UTF-8 bytes, but the payload is JSON, where
+        a NUL or a quote takes up to 6 bytes: a worker configured with a large cap could
+        return an outcome Temporal refuses, which fails the activity *after* the effect.
+        So the encoded size is measured, and the cap shrinks until it fits.
+        """
         error_type = None if outcome.error_type is None else utf8_text(outcome.error_type)
-        return outcome.model_copy(
-            update={
-                "content": content,
-                "truncated": truncated or outcome.truncated,
-                "error_type": error_type,
-            }
-        )
+        ceiling = self._worker_payload_limit() - PAYLOAD_ENVELOPE_BYTES
+        limit = self.max_content_bytes
+        while True:
+            content, truncated = cap_content(outcome.content, limit)
+            capped = outcome.model_copy(
+                update={
+                    "content": content,
+                    "truncated": truncated or outcome.truncated,
+                    "error_type": error_type,
+                }
+            )
+            size = len(ToolOutcome.__pydantic_serializer__.to_json(capped))
+            if size <= ceiling or limit <= MIN_CONTENT_BYTES:
+                return capped
+            limit = max(MIN_CONTENT_BYTES, min(limit, len(content.encode("utf-8"))) // 2)
 
 
 def _heartbeat(steps: list[JsonValue]) -> None:

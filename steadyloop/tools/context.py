@@ -108,7 +108,7 @@ class ToolProgress:
         self._previous: tuple[JsonValue, ...] = tuple(invocation.previous_progress)
         self._steps: list[JsonValue] = list(invocation.previous_progress)
         self._texts: set[str] = {canonical_json(step) for step in self._steps}
-        self._size = len(canonical_json(self._steps, utf8=True))
+        self._size = len(canonical_json(self._steps))
 
     @property
     def attempt(self) -> int:
