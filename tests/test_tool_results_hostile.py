@@ -58,9 +58,24 @@ pytestmark = pytest.mark.slow
 
 effects: Counter[str] = Counter()
 
+
+class Unprintable:
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr")
+
+    __str__ = __repr__
+
+
+def _objects() -> dict[str, Any]:
+    value: dict[str, Any] = {"big": 10**5000, "thing": Unprintable(), "inf": float("inf")}
+    value["self"] = value
+    return value
+
+
 HOSTILE: dict[str, Any] = {
     "surrogateescape": b"caf\xe9 \xff".decode(errors="surrogateescape"),
     "bytes": {"raw": b"\xff\x00", "set": {1}, "nan": float("nan"), "ok": "fine"},
+    "objects": _objects(),
     "flood": "\udcff" + "x" * 50_000_000,
 }
 
@@ -229,6 +244,14 @@ async def test_an_opaque_effect_whose_result_cannot_be_encoded_runs_once(kind: s
             "set": [1],
             "nan": None,
             "ok": "fine",
+        }
+    elif kind == "objects":
+        assert first.content == second.content
+        assert json.loads(first.content or "") == {
+            "big": "[steadyloop: integer of 16610 bits]",
+            "thing": "[steadyloop: unrepresentable Unprintable]",
+            "inf": None,
+            "self": "[steadyloop: cycle, dict contains itself]",
         }
     else:
         # Bounded and marked: by the tool cap (64 KB), and the replay by the receipt's
