@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import uuid
@@ -140,3 +141,26 @@ def test_utf8_text_replaces_each_lone_surrogate_and_joins_each_pair(text: str) -
     reference = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
     assert utf8_text(text) == reference
     utf8_text(text).encode("utf-8")
+
+
+def test_a_model_or_dataclass_holding_bad_values_keeps_its_other_fields() -> None:
+    class Blob(BaseModel):
+        name: str
+        data: bytes
+
+    @dataclasses.dataclass
+    class Note:
+        raw: bytes
+        text: str
+
+    assert json.loads(encode_result(Blob(name="x\udcff", data=b"ok"))) == {
+        "name": "x\ufffd",
+        "data": "ok",
+    }
+    assert json.loads(encode_result(Blob(name="x", data=b"\xff"))) == {
+        "name": "x",
+        "data": "b'\\xff'",
+    }
+    assert json.loads(encode_result([Note(raw=b"\xff", text="n\ud800")])) == [
+        {"raw": "b'\\xff'", "text": "n\ufffd"}
+    ]

@@ -21,7 +21,8 @@ replaces only what has no faithful text, with a marker the model can read:
   from its pair) has no UTF-8 spelling and would fail the payload: U+FFFD (a *pair*
   of surrogate code points is joined into its character);
 - bytes that are not UTF-8: their `repr` (`b'\\xff'`), lossless and readable;
-- an object pydantic cannot encode, or whose `str()` raises: its `repr`, else
+- a model or dataclass pydantic cannot encode: its fields, each encoded by these rules;
+- any other object pydantic cannot encode, or whose `str()` raises: its `repr`, else
   `[steadyloop: unrepresentable T]`;
 - a container that contains itself: `[steadyloop: cycle, T contains itself]`;
 - nesting deeper than `MAX_DEPTH` (the one depth limit, `steadyloop.canonical_json`):
@@ -37,6 +38,7 @@ knows it saw a part and not the whole.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -44,6 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import pydantic_core
+from pydantic import BaseModel
 
 from steadyloop.canonical_json import MAX_DEPTH
 
@@ -199,9 +202,22 @@ class _Lenient:
         try:
             plain = pydantic_core.to_jsonable_python(node.value, inf_nan_mode="null")
         except Exception:
-            self.out.append(_string(_repr(node.value)))
+            fields = _fields(node.value)
+            if fields is None:
+                self.out.append(_string(_repr(node.value)))
+            else:  # a model or dataclass holding something bad: walk its fields
+                self.stack.append(_Node(fields, node.depth, False))
             return
         self.stack.append(_Node(plain, node.depth, True))
+
+
+def _fields(value: object) -> dict[str, object] | None:
+    """A pydantic model's or a dataclass's fields, unconverted; None for anything else."""
+    if isinstance(value, BaseModel):
+        return dict(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+    return None
 
 
 def _string(text: str) -> str:
