@@ -34,7 +34,9 @@ It is wrong in these ways, each prevented at the line named:
   seen, so a list shared by two keys is fine) and refuses a re-entry.
 - Deep nesting: a recursive encoder raises `RecursionError`, and inside a workflow an
   unexpected exception fails the workflow task, which Temporal retries forever. The
-  walk is iterative (an explicit stack); `MAX_DEPTH` bounds it with a clear error.
+  walk is iterative (an explicit stack); `MAX_DEPTH` bounds it with a clear error,
+  counted the same way in objects (`_object`) and arrays (`_array`), and low enough
+  that pydantic can store whatever passes (see `MAX_DEPTH`).
 - `ensure_ascii=False` makes a lone surrogate (`json.loads('"\\ud800"')` produces one)
   unencodable, so hashing raises `UnicodeEncodeError`. Strings are written by
   `json.dumps(s)` with its default `ensure_ascii=True`: the text is pure ASCII, every
@@ -74,9 +76,22 @@ from typing import NamedTuple
 
 __all__ = ["MAX_DEPTH", "CanonicalJsonError", "canonical_json"]
 
-MAX_DEPTH = 1000
-"""Containers nested deeper than this are refused. `json.loads` at the default recursion
-limit parses fewer than 1000 levels, so every arguments object the reader accepted fits."""
+MAX_DEPTH = 64
+"""Containers nested deeper than this are refused: steadyloop's one depth limit.
+
+Every value that gets a canonical text here is also *stored* somewhere (a tool call's
+arguments in the run-tool activity's input, a progress trail in a receipt, in the
+ledger, in the continue-as-new input), so the limit must sit below the shallowest
+limit of everything that stores it, envelope included. Measured with pydantic-core
+2.x and `temporalio.contrib.pydantic`: decoding a payload (jiter) refuses JSON nested
+200 levels or deeper; `JsonValue` validation and `to_json` refuse 256; the standard
+`json` module raises `RecursionError` near 994. A progress step sits about 8 levels
+inside the continue-as-new input (input, carried state, ledger, receipts, receipt,
+trail). 64 leaves room under 200 for any envelope steadyloop puts around a value, and
+is far deeper than any tool's arguments or a resumable tool's step identifiers need.
+The walk is iterative, so a value of any depth (dicts and lists alike) is refused with
+`CanonicalJsonError`, never `RecursionError`. `steadyloop.tools.content` replaces a
+tool *result* deeper than this with a marker instead."""
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PATH_ENDS = 8  # a refusal's path shows this many segments at each end
@@ -137,6 +152,7 @@ class _Leave(NamedTuple):
 @dataclass(slots=True)
 class _Walk:
     max_depth: int
+    utf8: bool = False  # refuse strings UTF-8 cannot encode (lone surrogates)
     out: list[str] = field(default_factory=list)
     open_ids: set[int] = field(default_factory=set)
     # Work items: text to emit, a value to encode, or the end of a container.
@@ -166,6 +182,8 @@ class _Walk:
                 assert isinstance(value, list)
                 self._array(value, node)
             return
+        if self.utf8 and isinstance(value, str):
+            _require_utf8(value, node.path)
         self.out.append(_scalar(value, node.path))
 
     def _enter(self, node: _Node) -> None:
@@ -189,6 +207,8 @@ class _Walk:
                     f"an object key must be a string, got {key!r} ({type(key).__name__}); "
                     "JSON would silently turn it into a string and collide",
                 )
+            if self.utf8:
+                _require_utf8(key, _Path(node.path, key))
         keys: list[str] = sorted(value)  # type: ignore[arg-type]  # every key is str
         work: list[str | _Node | _Leave] = []
         for position, key in enumerate(keys):
@@ -210,6 +230,17 @@ class _Walk:
         work.append(_Leave(id(value)))
         self.out.append("[")
         self.stack.extend(reversed(work))
+
+
+def _require_utf8(text: str, path: _Path | None) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise CanonicalJsonError(
+            _path_text(path),
+            f"a lone surrogate ({text[error.start]!r}) has no UTF-8 spelling, so this value "
+            "cannot be stored",
+        ) from None
 
 
 def _scalar(value: object, path: _Path | None) -> str:
@@ -254,11 +285,16 @@ def _not_json(value: object) -> str:
     return f"{kind.__module__}.{kind.__qualname__} is not a JSON value"
 
 
-def canonical_json(value: object, *, max_depth: int = MAX_DEPTH) -> str:
+def canonical_json(value: object, *, max_depth: int = MAX_DEPTH, utf8: bool = False) -> str:
     """The canonical JSON text of `value`, pure ASCII; raises `CanonicalJsonError`.
 
     `value` must be built only from `dict` (string keys), `list`, `str`, `int`, `float`
     (finite), `bool` and `None`, exact types, no cycles, at most `max_depth` containers
     deep. See the module docstring for the spelling and why each refusal exists.
+
+    `utf8=True` also refuses a string (or key) holding a lone surrogate: it has a
+    canonical text (an escape), which is enough to hash arguments, but no UTF-8
+    spelling, so pydantic cannot store it. Pass it for a value that will be stored and
+    replayed exactly, such as a resumable tool's progress.
     """
-    return _Walk(max_depth=max_depth).run(value)
+    return _Walk(max_depth=max_depth, utf8=utf8).run(value)

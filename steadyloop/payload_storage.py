@@ -49,6 +49,8 @@ from temporalio.converter import (
 )
 from temporalio.exceptions import ApplicationError
 
+from steadyloop.failure_details import TolerantFailureConverter
+
 __all__ = [
     "BLOB_DIR_ENV",
     "BLOB_THRESHOLD_ENV",
@@ -267,12 +269,16 @@ def steadyloop_data_converter(
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
 ) -> DataConverter:
     """The pydantic data converter, offloading payloads of `threshold_bytes` or more to
-    `directory` (None: the plain pydantic converter, everything inline)."""
+    `directory` (None: the plain pydantic converter, everything inline). Failure details
+    it cannot decode become a marker (`steadyloop.failure_details`)."""
+    tolerant = dataclasses.replace(
+        pydantic_data_converter, failure_converter_class=TolerantFailureConverter
+    )
     if directory is None:
-        return pydantic_data_converter
+        return tolerant
     driver = LocalFileStorageDriver(directory, chunk_bytes=chunk_bytes)
     return dataclasses.replace(
-        pydantic_data_converter,
+        tolerant,
         external_storage=ExternalStorage(drivers=[driver], payload_size_threshold=threshold_bytes),
     )
 

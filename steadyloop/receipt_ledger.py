@@ -68,9 +68,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
-from steadyloop.canonical_json import canonical_json
+from steadyloop.canonical_json import CanonicalJsonError, canonical_json
 from steadyloop.chat import ChatMessage
 from steadyloop.receipt_decision import (
     Effect,
@@ -301,9 +301,12 @@ class ReceiptLedger(BaseModel):
     ) -> LedgerWrite:
         """Replace `attempt`'s progress snapshot with `progress`; fenced, bounded.
 
-        Raises `CanonicalJsonError` if `progress` is not JSON (it must replay exactly).
+        Raises `CanonicalJsonError` if `progress` cannot be stored to replay exactly: not
+        JSON, nested deeper than `MAX_DEPTH` (lists and objects alike), or holding a lone
+        surrogate. Nothing else: one check, before anything is stored, below every limit
+        pydantic applies when the ledger is validated, serialized or decoded.
         """
-        text = canonical_json(progress)
+        text = canonical_json(progress, utf8=True)
         current = self._fence(key, attempt)
         if isinstance(current, WriteIgnored):
             return current
@@ -315,15 +318,16 @@ class ReceiptLedger(BaseModel):
                 current,
             )
         snapshot: list[JsonValue] = json.loads(text)  # a deep copy the caller cannot mutate
-        return self._store(
-            key,
-            Receipt(
+        try:
+            receipt = Receipt(
                 status="running",
                 attempt=attempt,
                 lease_expires_at=current.lease_expires_at,
                 recorded_progress=snapshot,
-            ),
-        )
+            )
+        except ValidationError as error:  # a backstop: canonical_json refuses all it knows
+            raise CanonicalJsonError("$", f"progress cannot be stored: {error}") from None
+        return self._store(key, receipt)
 
     def resolve_ambiguous(
         self,

@@ -310,18 +310,59 @@ def test_depth_bound_is_exact(limit: int) -> None:
         canonical_json(nested_lists(limit + 1), max_depth=limit)
 
 
-def test_default_depth_accepts_whatever_json_loads_parses() -> None:
-    deepest = 1
-    while True:  # the deepest array json.loads accepts here
-        try:
-            json.loads("[" * (deepest + 1) + "]" * (deepest + 1))
-        except RecursionError:
-            break
-        deepest += 1
-    assert deepest <= MAX_DEPTH
-    parsed = json.loads("[" * deepest + "]" * deepest)
-    assert canonical_json(parsed) == "[" * deepest + "]" * deepest
-    assert canonical_json(nested_lists(MAX_DEPTH)) == "[" * MAX_DEPTH + "]" * MAX_DEPTH
+def test_default_depth_is_stored_by_everything_that_stores_it() -> None:
+    # The one depth limit sits below pydantic's own: the deepest value canonical_json
+    # accepts, as progress in a receipt (validation) carried across continue-as-new and
+    # decoded by the data converter (jiter refuses 200 levels), round-trips intact.
+    from datetime import UTC, datetime
+
+    from temporalio.contrib.pydantic import pydantic_data_converter
+
+    from steadyloop.receipt_decision import Receipt
+    from steadyloop.receipt_ledger import ReceiptLedger
+
+    for deepest in (nested_lists(MAX_DEPTH - 1), nested_dicts(MAX_DEPTH - 1)):
+        trail = [deepest]
+        canonical_json(trail)  # MAX_DEPTH containers with the trail: accepted
+        receipt = Receipt(
+            status="running",
+            attempt=1,
+            lease_expires_at=datetime(2026, 1, 1, tzinfo=UTC),
+            recorded_progress=trail,
+        )
+        ledger = ReceiptLedger(receipts={"k": receipt})
+        carried = {"input": {"carried": {"receipts": ledger.model_dump(mode="json")}}}
+        converter = pydantic_data_converter.payload_converter
+        (back,) = converter.from_payloads(converter.to_payloads([carried]), [dict[str, Any]])
+        stored = back["input"]["carried"]["receipts"]
+        assert ReceiptLedger.model_validate(stored) == ledger
+
+
+def nested_dicts(depth: int) -> dict[str, Any]:
+    """`depth` objects, each the only value of the one above."""
+    value: dict[str, Any] = {}
+    for _ in range(depth - 1):
+        value = {"a": value}
+    return value
+
+
+@pytest.mark.parametrize("depth", [MAX_DEPTH + 1, 600, 1001, 2500, 200_000])
+def test_deep_objects_are_refused_like_deep_arrays(depth: int) -> None:
+    assert canonical_json(nested_dicts(MAX_DEPTH)).startswith('{"a":' * (MAX_DEPTH - 1))
+    for deep in (nested_dicts(depth), nested_lists(depth)):
+        with pytest.raises(CanonicalJsonError, match=f"deeper than {MAX_DEPTH} levels"):
+            canonical_json(deep)
+
+
+def test_objects_and_arrays_count_depth_alike() -> None:
+    mixed: Any = {}
+    for level in range(MAX_DEPTH - 1):
+        mixed = [mixed] if level % 2 else {"a": mixed}
+    canonical_json(mixed)
+    with pytest.raises(CanonicalJsonError, match=f"deeper than {MAX_DEPTH} levels"):
+        canonical_json({"a": mixed})
+    with pytest.raises(CanonicalJsonError, match=f"deeper than {MAX_DEPTH} levels"):
+        canonical_json([mixed])
 
 
 def test_very_deep_nesting_is_a_clear_error_not_a_recursion_error() -> None:

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from steadyloop.canonical_json import CanonicalJsonError
+from steadyloop.canonical_json import MAX_DEPTH, CanonicalJsonError
 from steadyloop.receipt_decision import (
     Ambiguous,
     Effect,
@@ -729,3 +729,46 @@ def test_an_ignored_write_never_changes_the_row_and_an_applied_one_was_the_owner
         if op == "resolve":
             assert before is not None
             assert not lease_live(before, now)
+
+
+# -- the ledger: progress depth, one limit, one error --------------------------------------
+
+
+def _nested(depth: int, *, dicts: bool) -> Any:
+    value: Any = {} if dicts else []
+    for _ in range(depth - 1):
+        value = {"a": value} if dicts else [value]
+    return value
+
+
+@pytest.mark.parametrize("dicts", [False, True], ids=["lists", "dicts"])
+@pytest.mark.parametrize("depth", [MAX_DEPTH, 200, 256, 600, 994, 1000, 1001, 2500])
+def test_progress_deeper_than_the_one_limit_is_refused_with_canonical_json_error(
+    depth: int, dicts: bool
+) -> None:
+    # Before: applied at 1-255, ValidationError at 256-993, RecursionError at 994-1000.
+    ledger = ReceiptLedger()
+    claimed(ledger)
+    with pytest.raises(CanonicalJsonError, match=f"deeper than {MAX_DEPTH} levels"):
+        ledger.record_progress(KEY, 1, [_nested(depth, dicts=dicts)])
+    receipt = ledger.get(KEY)
+    assert receipt is not None and receipt.recorded_progress == []
+
+
+@pytest.mark.parametrize("dicts", [False, True], ids=["lists", "dicts"])
+def test_progress_at_the_limit_is_stored_and_crosses_the_converter(dicts: bool) -> None:
+    ledger = ReceiptLedger()
+    claimed(ledger)
+    trail = [_nested(MAX_DEPTH - 1, dicts=dicts)]  # MAX_DEPTH containers, the trail included
+    assert ledger.record_progress(KEY, 1, trail).applied
+    converter = pydantic_data_converter.payload_converter
+    (back,) = converter.from_payloads(converter.to_payloads([ledger]), [ReceiptLedger])
+    assert back == ledger
+
+
+@pytest.mark.parametrize("step", ["half \ud83d", {"k\udcff": 1}], ids=["value", "key"])
+def test_progress_with_a_lone_surrogate_is_refused_with_canonical_json_error(step: Any) -> None:
+    ledger = ReceiptLedger()
+    claimed(ledger)
+    with pytest.raises(CanonicalJsonError, match="lone surrogate"):
+        ledger.record_progress(KEY, 1, [step])

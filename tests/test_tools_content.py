@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import uuid
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from steadyloop.tools import TRUNCATION_MARKER, cap_content, encode_result
+from steadyloop.tools.content import utf8_text
 
 
 class Item(BaseModel):
@@ -71,3 +73,94 @@ def test_limit_smaller_than_marker_is_refused() -> None:
     assert len(TRUNCATION_MARKER) > 10
     with pytest.raises(ValueError, match="smaller than the truncation marker"):
         cap_content("x" * 100, 10)
+
+
+# A tool already did its work when its result is encoded: encoding never raises, and the
+# text always encodes as UTF-8 (else the activity's payload fails and the call reruns).
+_hostile_leaves = st.one_of(
+    st.text(alphabet=st.characters(codec=None)),  # lone surrogates included
+    st.binary(max_size=8),
+    st.integers(),
+    st.floats(),  # NaN and infinities included
+    st.none(),
+    st.booleans(),
+    st.builds(Opaque),
+    st.frozensets(st.integers(), max_size=3),
+)
+_hostile = st.recursive(
+    _hostile_leaves,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.tuples(inner, inner),
+        st.dictionaries(st.one_of(st.text(), st.integers(), st.none()), inner, max_size=4),
+    ),
+    max_leaves=20,
+)
+
+
+@given(_hostile)
+def test_any_result_encodes_to_utf8_text_without_raising(value: object) -> None:
+    text = encode_result(value)
+    text.encode("utf-8")
+    if not isinstance(value, str):
+        json.loads(text)  # still one JSON document, markers being strings in it
+
+
+def test_lone_surrogates_become_replacement_characters_and_pairs_join() -> None:
+    escaped = b"caf\xe9".decode(errors="surrogateescape")
+    assert encode_result(escaped) == "caf\ufffd"
+    assert encode_result("\ud83d\ude00") == "\U0001f600"
+    assert encode_result({"a": ["x\ud800"]}) == '{"a":["x\ufffd"]}'
+    assert cap_content("\udcff" * 10, 1000) == ("\ufffd" * 10, False)
+
+
+def test_values_json_cannot_hold_are_replaced_by_a_named_marker() -> None:
+    class Unprintable:
+        def __repr__(self) -> str:
+            raise RuntimeError
+
+        __str__ = __repr__
+
+    cycle: list[object] = []
+    cycle.append(cycle)
+    assert encode_result([b"\xff", b"ok"]) == '["b\'\\\\xff\'","ok"]'
+    assert encode_result(cycle) == '["[steadyloop: cycle, list contains itself]"]'
+    assert encode_result([Unprintable()]) == '["[steadyloop: unrepresentable Unprintable]"]'
+    assert encode_result({"n": 10**5000, "b": b"\xff"}).startswith(
+        '{"n":"[steadyloop: integer of 16610 bits]"'
+    )
+    # A shared (not cyclic) container is written twice, not mistaken for a cycle.
+    shared = [1]
+    assert encode_result({"a": shared, "b": shared, "c": b"\xff"}) == (
+        '{"a":[1],"b":[1],"c":"b\'\\\\xff\'"}'
+    )
+
+
+@given(st.text(alphabet=st.sampled_from(["a", "\ud83d", "\ude00", "\udcff", "é", "\x00"])))
+def test_utf8_text_replaces_each_lone_surrogate_and_joins_each_pair(text: str) -> None:
+    reference = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    assert utf8_text(text) == reference
+    utf8_text(text).encode("utf-8")
+
+
+def test_a_model_or_dataclass_holding_bad_values_keeps_its_other_fields() -> None:
+    class Blob(BaseModel):
+        name: str
+        data: bytes
+
+    @dataclasses.dataclass
+    class Note:
+        raw: bytes
+        text: str
+
+    assert json.loads(encode_result(Blob(name="x\udcff", data=b"ok"))) == {
+        "name": "x\ufffd",
+        "data": "ok",
+    }
+    assert json.loads(encode_result(Blob(name="x", data=b"\xff"))) == {
+        "name": "x",
+        "data": "b'\\xff'",
+    }
+    assert json.loads(encode_result([Note(raw=b"\xff", text="n\ud800")])) == [
+        {"raw": "b'\\xff'", "text": "n\ufffd"}
+    ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import math
 from datetime import date
 from typing import Any
 
@@ -15,6 +16,8 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from steadyloop.activities.tool_execution import ToolActivities
+from steadyloop.canonical_json import MAX_DEPTH
+from steadyloop.payload_storage import MAX_INLINE_PAYLOAD_BYTES
 from steadyloop.tools import (
     DESCRIBE_TOOLS_ACTIVITY,
     MAX_TOOL_CONTENT_BYTES,
@@ -362,3 +365,169 @@ def test_description_round_trip_keeps_the_schema_exactly() -> None:
 def test_outcome_answers_its_call_with_a_tool_message() -> None:
     message = ToolOutcome(status="ok", content="3").to_message("call_9")
     assert message.to_wire() == {"role": "tool", "content": "3", "tool_call_id": "call_9"}
+
+
+# ---------------------------------------------------------------- hostile results
+# Once a tool returned, its effect happened: the outcome must be `ok` and must serialize,
+# or the workflow marks the receipt failed and the model's repeat runs the effect again.
+
+
+class Unprintable:
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr")
+
+    def __str__(self) -> str:
+        raise RuntimeError("no str")
+
+
+def _cycle() -> dict[str, Any]:
+    loop: dict[str, Any] = {"name": "loop"}
+    loop["self"] = loop
+    return loop
+
+
+def _deep(levels: int, *, dicts: bool) -> Any:
+    value: Any = []
+    for _ in range(levels - 1):
+        value = {"a": value} if dicts else [value]
+    return value
+
+
+HOSTILE_RESULTS: dict[str, tuple[Any, str]] = {
+    # name: (what the tool returns, text the content must hold)
+    "surrogateescape text": (b"caf\xe9 \xff".decode(errors="surrogateescape"), "caf\ufffd \ufffd"),
+    "lone high surrogate": ("half \ud83d", "half \ufffd"),
+    "pair as two code points": ("\ud83d\ude00 ok", "\U0001f600 ok"),
+    "dict with bytes": ({"data": b"\xff\x00abc", "ok": b"fine"}, '"ok":"fine"'),
+    "surrogate in a key": ({"k\udcff": ["v\ud800"]}, '{"k\ufffd":["v\ufffd"]}'),
+    "set beside bytes": ({"s": {1}, "b": b"\xff"}, '"s":[1]'),
+    "object whose str raises": ([Unprintable()], "[steadyloop: unrepresentable Unprintable]"),
+    "nan and inf beside bytes": ({"n": math.nan, "i": -math.inf, "b": b"\xff"}, '"n":null'),
+    "huge int beside bytes": ({"n": 10**5000, "b": b"\xff"}, "[steadyloop: integer of"),
+    "cycle": (_cycle(), "[steadyloop: cycle, dict contains itself]"),
+    "300-deep lists": (_deep(300, dicts=False), f"[steadyloop: nested deeper than {MAX_DEPTH}"),
+    "2500-deep dicts": (_deep(2500, dicts=True), f"[steadyloop: nested deeper than {MAX_DEPTH}"),
+    "NUL": ("a\x00b", "a\x00b"),
+}
+
+
+@pytest.mark.parametrize("name", list(HOSTILE_RESULTS))
+async def test_a_result_that_cannot_be_encoded_is_answered_ok_with_markers(name: str) -> None:
+    returned, expected = HOSTILE_RESULTS[name]
+    effects: list[str] = []
+
+    @tool(effect="opaque")
+    async def hostile() -> Any:
+        effects.append("done")
+        return returned
+
+    outcome = await run(invocation("hostile"), ToolRegistry([hostile]))
+    assert effects == ["done"]
+    assert outcome.status == "ok", outcome
+    assert expected in outcome.content
+    # What decides whether the activity completes: the outcome crosses the converter.
+    (payload,) = pydantic_data_converter.payload_converter.to_payloads([outcome])
+    (back,) = pydantic_data_converter.payload_converter.from_payloads([payload], [ToolOutcome])
+    assert back == outcome
+
+
+async def test_a_50_mb_result_with_lone_surrogates_is_ok_bounded_and_marked() -> None:
+    @tool(effect="opaque")
+    async def flood() -> dict[str, Any]:
+        return {"blob": "\udcff" * 25_000_000, "raw": b"\xff"}
+
+    outcome = await run(invocation("flood"), ToolRegistry([flood]))
+    assert outcome.status == "ok" and outcome.truncated
+    assert len(outcome.content.encode("utf-8")) <= MAX_TOOL_CONTENT_BYTES
+    assert outcome.content.endswith(" bytes shown]")
+    (payload,) = pydantic_data_converter.payload_converter.to_payloads([outcome])
+    assert len(payload.data) < 2 * MAX_TOOL_CONTENT_BYTES
+
+
+class SurrogateMessage(Exception):
+    pass
+
+
+class UnreadableMessage(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("no message")
+
+
+class NotAStringMessage(Exception):
+    def __str__(self) -> str:
+        return 42  # type: ignore[return-value]
+
+
+@pytest.mark.parametrize(
+    ("error", "expected"),
+    [
+        (SurrogateMessage("bad \udcff byte"), "SurrogateMessage: bad \ufffd byte"),
+        (UnreadableMessage(), "UnreadableMessage: [steadyloop: the exception's message could"),
+        (NotAStringMessage(), "NotAStringMessage: [steadyloop: the exception's message could"),
+    ],
+)
+async def test_an_exception_with_an_unreadable_message_is_a_clean_tool_error(
+    error: Exception, expected: str
+) -> None:
+    @tool(effect="opaque")
+    async def raiser() -> str:
+        raise error
+
+    outcome = await run(invocation("raiser"), ToolRegistry([raiser]))
+    assert outcome.status == "tool_error"
+    assert outcome.error_type == type(error).__name__
+    assert expected in outcome.content
+    pydantic_data_converter.payload_converter.to_payloads([outcome])
+
+
+@pytest.mark.parametrize(
+    ("message", "status", "expected"),
+    [
+        ("refused", "invalid_arguments", "word: Value error, refused (got 'x\\ud800')"),
+        # pydantic itself raises UnicodeEncodeError building this error: still answered.
+        ("no \udcff", "tool_error", "UnicodeEncodeError"),
+    ],
+)
+async def test_arguments_or_a_validator_message_with_lone_surrogates_are_answered_encodable(
+    message: str, status: str, expected: str
+) -> None:
+    class Picky(BaseModel):
+        word: str
+
+        @field_validator("word")
+        @classmethod
+        def refuse(cls, word: str) -> str:
+            raise ValueError(message)
+
+    @tool
+    async def picky(item: Picky) -> str:
+        return item.word
+
+    outcome = await run(invocation("picky", {"word": "x\ud800"}), ToolRegistry([picky]))
+    assert outcome.status == status
+    assert expected in outcome.content
+    pydantic_data_converter.payload_converter.to_payloads([outcome])
+
+
+async def test_an_unknown_tool_name_with_a_lone_surrogate_is_answered_encodable() -> None:
+    outcome = await run(invocation("ghost\ud83d"))
+    assert outcome.status == "unknown_tool"
+    assert "ghost" in outcome.content
+    pydantic_data_converter.payload_converter.to_payloads([outcome])
+
+
+async def test_a_large_configured_cap_still_returns_an_outcome_temporal_accepts() -> None:
+    # 1.5 MB of NUL is 1.5 MB of UTF-8 but 9 MB of JSON (each is `\u0000`): under the
+    # configured cap, over Temporal's payload limit, which would fail the activity after
+    # the effect. The cap shrinks until the encoded outcome fits.
+    @tool(effect="opaque")
+    async def zeros() -> str:
+        return "\x00" * 1_500_000
+
+    activities = ToolActivities(ToolRegistry([zeros]), max_content_bytes=1_800_000)
+    outcome = await ActivityEnvironment().run(activities.run_tool, invocation("zeros"))
+    assert isinstance(outcome, ToolOutcome)
+    assert outcome.status == "ok" and outcome.truncated
+    (payload,) = pydantic_data_converter.payload_converter.to_payloads([outcome])
+    assert len(payload.data) <= MAX_INLINE_PAYLOAD_BYTES
+    assert outcome.content.startswith("\x00") and outcome.content.endswith(" bytes shown]")

@@ -19,7 +19,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import ActivityEnvironment
 
 from steadyloop.activities.tool_execution import ToolActivities
-from steadyloop.canonical_json import CanonicalJsonError, canonical_json
+from steadyloop.canonical_json import MAX_DEPTH, CanonicalJsonError, canonical_json
 from steadyloop.receipt_decision import receipt_key
 from steadyloop.receipt_ledger import DEFAULT_PROGRESS_LIMIT_BYTES, ReceiptLedger, WriteIgnored
 from steadyloop.tools import (
@@ -201,17 +201,64 @@ def test_recording_a_step_twice_keeps_one_and_still_heartbeats() -> None:
     assert progress.recorded == ["a", {"k": [1, 2]}]
 
 
+def nested(depth: int, *, dicts: bool) -> Any:
+    """`depth` containers, lists or objects, each the only element of the one above."""
+    value: Any = {} if dicts else []
+    for _ in range(depth - 1):
+        value = {"a": value} if dicts else [value]
+    return value
+
+
 @pytest.mark.parametrize(
     "step",
-    [math.nan, math.inf, ("a", "b"), {1: "x"}, {"a"}, b"bytes", object()],
-    ids=["nan", "inf", "tuple", "int-key", "set", "bytes", "object"],
+    [
+        math.nan,
+        math.inf,
+        ("a", "b"),
+        {1: "x"},
+        {"a"},
+        b"bytes",
+        object(),
+        "half \ud83d",
+        {"k\udcff": 1},
+        nested(MAX_DEPTH, dicts=False),  # the trail around it would be MAX_DEPTH + 1
+        nested(MAX_DEPTH, dicts=True),
+        nested(300, dicts=True),
+        nested(1000, dicts=False),
+    ],
+    ids=[
+        "nan",
+        "inf",
+        "tuple",
+        "int-key",
+        "set",
+        "bytes",
+        "object",
+        "lone-surrogate",
+        "surrogate-key",
+        "lists-at-limit",
+        "dicts-at-limit",
+        "dicts-300",
+        "lists-1000",
+    ],
 )
-def test_a_step_that_is_not_json_is_refused_before_any_heartbeat(step: Any) -> None:
+def test_a_step_the_receipt_cannot_store_is_refused_before_any_heartbeat(step: Any) -> None:
     beats: list[list[JsonValue]] = []
     progress = ToolProgress(invocation("records", {}), beats.append)
     with pytest.raises(CanonicalJsonError):
         progress.record(step)
     assert beats == [] and progress.recorded == []
+
+
+def test_the_deepest_step_the_receipt_can_store_is_recorded() -> None:
+    beats: list[list[JsonValue]] = []
+    progress = ToolProgress(invocation("records", {}), beats.append)
+    for dicts in (False, True):
+        progress.record(nested(MAX_DEPTH - 1, dicts=dicts))
+    ledger = ReceiptLedger()
+    key = receipt_key("acme", "wf", "records", {})
+    ledger.claim(key, 1, datetime(2026, 1, 2, tzinfo=UTC), now=datetime(2026, 1, 1, tzinfo=UTC))
+    assert ledger.record_progress(key, 1, beats[-1]).applied  # what the workflow stores
 
 
 async def test_a_refused_step_is_a_tool_error_the_model_reads() -> None:

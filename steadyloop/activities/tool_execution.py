@@ -16,6 +16,16 @@ something the model can read and correct. So:
 - the tool returned something huge: content capped at `MAX_TOOL_CONTENT_BYTES` with a
   marker, so no result can hit Temporal's 2 MB payload limit.
 
+Once the tool function has returned, its effect has happened: nothing after that may
+raise, or the workflow would see a failed activity, mark the receipt `failed`, and run
+an opaque effect again when the model repeats the call. So the result is encoded by
+`encode_result`, which replaces what has no JSON or UTF-8 spelling (lone surrogates,
+non-UTF-8 bytes, cycles, objects) with a marker instead of raising; every outcome's
+text (an error message, a validator's complaint, an unknown name the model sent) goes
+through `cap_content`, which also replaces lone surrogates, so the outcome always
+serializes. The same holds for a tool's exception: one whose message holds lone
+surrogates, or whose `str()` raises, is still a clean `tool_error`.
+
 What is *not* turned into a value, on purpose:
 
 - `asyncio.CancelledError` (and every other `BaseException`) propagates: swallowing it
@@ -52,7 +62,13 @@ from steadyloop.payload_storage import (
     MAX_STORED_PAYLOAD_BYTES,
     payload_limit,
 )
-from steadyloop.tools.content import MAX_TOOL_CONTENT_BYTES, cap_content, encode_result
+from steadyloop.tools.content import (
+    MAX_TOOL_CONTENT_BYTES,
+    cap_content,
+    encode_result,
+    marker,
+    utf8_text,
+)
 from steadyloop.tools.context import ToolProgress, invocation_scope
 from steadyloop.tools.payloads import (
     DESCRIBE_TOOLS_ACTIVITY,
@@ -67,6 +83,10 @@ from steadyloop.tools.payloads import (
 from steadyloop.tools.registry import AnyTool, ToolRegistry
 
 INPUT_EXCERPT_CHARS = 120
+# Room left in a payload for its metadata and the outcome's other fields.
+PAYLOAD_ENVELOPE_BYTES = 4096
+# The cap never shrinks below this (room for the truncation marker and some text).
+MIN_CONTENT_BYTES = 1024
 
 
 class ToolActivities:
@@ -135,11 +155,11 @@ class ToolActivities:
         try:
             validated = definition.validate(invocation.arguments)
         except ValidationError as error:
-            return self._outcome(
-                "invalid_arguments",
-                invalid_arguments_detail(definition, error),
-                error_type="ValidationError",
-            )
+            try:
+                detail = invalid_arguments_detail(definition, error)
+            except Exception as unreadable:  # a validator's message that cannot be read
+                return self._tool_error(definition, invocation, unreadable)
+            return self._outcome("invalid_arguments", detail, error_type="ValidationError")
         except Exception as error:  # a validator in the tool's own model raised
             return self._tool_error(definition, invocation, error)
 
@@ -155,7 +175,12 @@ class ToolActivities:
             raise
         except Exception as error:
             return self._tool_error(definition, invocation, error)
-        return self._outcome("ok", encode_result(result))
+        # The effect happened: from here on nothing may raise (see the module docstring).
+        try:
+            content = encode_result(result)
+        except Exception:  # encode_result replaces rather than raises; this is the backstop
+            content = marker(f"the tool returned a {_type_name(result)} that could not be encoded")
+        return self._outcome("ok", content)
 
     def _tool_error(
         self, definition: AnyTool, invocation: ToolInvocation, error: Exception
@@ -167,8 +192,8 @@ class ToolActivities:
             invocation.workflow_id,
             exc_info=error,
         )
-        kind = type(error).__name__
-        message = str(error).strip()
+        kind = _type_name(error)
+        message = _message(error)
         text = f"{kind}: {message}" if message else kind
         return self._outcome(
             "tool_error", f"Tool {definition.name!r} failed: {text}", error_type=kind
@@ -180,14 +205,51 @@ class ToolActivities:
         return self._capped(ToolOutcome(status=status, content=content, error_type=error_type))
 
     def _capped(self, outcome: ToolOutcome) -> ToolOutcome:
-        content, truncated = cap_content(outcome.content, self.max_content_bytes)
-        if not truncated:
-            return outcome
-        return outcome.model_copy(update={"content": content, "truncated": True})
+        """The outcome with its text bounded and encodable (lone surrogates replaced),
+        and its payload within what this worker can hand Temporal.
+
+        `max_content_bytes` counts the text's UTF-8 bytes, but the payload is JSON, where
+        a NUL or a quote takes up to 6 bytes: a worker configured with a large cap could
+        return an outcome Temporal refuses, which fails the activity *after* the effect.
+        So the encoded size is measured, and the cap shrinks until it fits.
+        """
+        error_type = None if outcome.error_type is None else utf8_text(outcome.error_type)
+        ceiling = self._worker_payload_limit() - PAYLOAD_ENVELOPE_BYTES
+        limit = self.max_content_bytes
+        while True:
+            content, truncated = cap_content(outcome.content, limit)
+            capped = outcome.model_copy(
+                update={
+                    "content": content,
+                    "truncated": truncated or outcome.truncated,
+                    "error_type": error_type,
+                }
+            )
+            size = len(ToolOutcome.__pydantic_serializer__.to_json(capped))
+            if size <= ceiling or limit <= MIN_CONTENT_BYTES:
+                return capped
+            limit = max(MIN_CONTENT_BYTES, min(limit, len(content.encode("utf-8"))) // 2)
 
 
 def _heartbeat(steps: list[JsonValue]) -> None:
     activity.heartbeat(steps)
+
+
+def _type_name(value: object) -> str:
+    """The class name, as text that encodes (a class can be named anything)."""
+    try:
+        return utf8_text(str(type(value).__name__))
+    except Exception:
+        return "object"
+
+
+def _message(error: BaseException) -> str:
+    """`str(error)` stripped, or a marker when `__str__` raises or returns a non-string."""
+    try:
+        text = str(error)
+    except Exception as unreadable:
+        return marker(f"the exception's message could not be read: {_type_name(unreadable)}")
+    return utf8_text(text).strip()
 
 
 def invalid_arguments_detail(definition: AnyTool, error: ValidationError) -> str:

@@ -32,9 +32,15 @@ prevents it:
 - A reclaimed attempt that dies before its first `record`: its heartbeat details are
   empty, and the trail of the attempts before it would be lost. The run-tool activity
   heartbeats `previous` as soon as a reclaimed attempt starts.
-- A step that is not JSON (a tuple, a set, NaN, an object): the receipt refuses it when
-  the workflow stores it, long after the tool returned, and the reclaim repeats work.
-  `record` refuses it at once with `CanonicalJsonError`, before heartbeating.
+- A step that is not JSON (a tuple, a set, NaN, an object), that nests deeper than
+  `MAX_DEPTH` (64, steadyloop's one depth limit, lists and objects alike), or that
+  holds a lone surrogate: the receipt cannot store it when the workflow reads it, long
+  after the tool returned, and the reclaim repeats work (a deep one even failed the
+  workflow's decoding of the heartbeat). `record` refuses it at once with
+  `CanonicalJsonError`, naming where and why, before heartbeating. This is the one
+  place the limit is enforced on a trail; the workflow only reads what arrives, and
+  ignores (keeps the previous snapshot of) what a foreign worker sent that it cannot
+  store.
 - A trail larger than the receipt ledger keeps (`DEFAULT_PROGRESS_LIMIT_BYTES`): the
   ledger would keep an older snapshot and the reclaim would repeat steps. `record`
   raises `ProgressTooLarge`; record small identifiers (a recipient, a page number),
@@ -60,7 +66,7 @@ from contextvars import ContextVar
 
 from pydantic import JsonValue
 
-from steadyloop.canonical_json import canonical_json
+from steadyloop.canonical_json import MAX_DEPTH, canonical_json
 from steadyloop.receipt_ledger import DEFAULT_PROGRESS_LIMIT_BYTES
 from steadyloop.tools.payloads import ToolInvocation
 
@@ -136,10 +142,12 @@ class ToolProgress:
     def record(self, step: JsonValue) -> None:
         """Record `step` as done and heartbeat the full list. Call it after the effect.
 
-        Raises `CanonicalJsonError` for a value that is not JSON and `ProgressTooLarge`
-        when the list would outgrow what the receipt keeps; neither heartbeats.
+        Raises `CanonicalJsonError` for a value the receipt cannot store (not JSON, too
+        deep, a lone surrogate) and `ProgressTooLarge` when the list would outgrow what
+        the receipt keeps; neither heartbeats.
         """
-        text = canonical_json(step)
+        # The step sits one level inside the trail: the trail must fit MAX_DEPTH.
+        text = canonical_json(step, max_depth=MAX_DEPTH - 1, utf8=True)
         if text not in self._texts:
             # Appending one element to a JSON array adds its text and one comma.
             size = self._size + len(text) + (1 if self._steps else 0)

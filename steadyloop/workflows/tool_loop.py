@@ -74,6 +74,7 @@ with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 
     from steadyloop.arguments import parse_tool_call_arguments
+    from steadyloop.canonical_json import canonical_json
     from steadyloop.chat import ChatMessage, ToolCall
     from steadyloop.completion import AssembledTurn, CompletionRequest
     from steadyloop.delegation_tool import DELEGATE_TOOL
@@ -1071,11 +1072,25 @@ def _initial_transcript(run: RunInput) -> list[ChatMessage]:
 
 
 def _recorded_progress(timeout: TimeoutError) -> list[Any] | None:
-    """The sub-operations a lost attempt recorded: its last heartbeat's first detail."""
-    details = timeout.last_heartbeat_details
-    if details and isinstance(details[0], list):
-        return list(details[0])
-    return None
+    """The sub-operations a lost attempt recorded: its last heartbeat's first detail.
+
+    None when there are none, or when the receipt could not store them. Heartbeat
+    details come from whichever worker ran the attempt (an older or foreign one, a tool
+    that heartbeats by hand), so nothing about them is trusted: what `record_progress`
+    would refuse (too deep, not JSON, a lone surrogate) is ignored here, with a warning,
+    and the receipt keeps its previous snapshot, rather than failing the workflow task.
+    `ToolProgress.record` refuses such a step up front, where the tool can see it.
+    """
+    try:
+        details = timeout.last_heartbeat_details
+        if not details or not isinstance(details[0], list):
+            return None
+        progress = list(details[0])
+        canonical_json(progress, utf8=True)  # record_progress's one check, so it cannot raise
+    except Exception as refused:
+        workflow.logger.warning("ignored the heartbeat details of a lost attempt: %s", refused)
+        return None
+    return progress
 
 
 async def _close_output_stream() -> None:
