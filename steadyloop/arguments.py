@@ -48,12 +48,14 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any, Literal, NamedTuple
 
+from steadyloop.canonical_json import MAX_DEPTH
+
 EXCERPT_CHARS = 200
 
-MAX_ARGUMENT_DEPTH = 100
-"""Arrays and objects nested deeper than this (the arguments object is level 1) are refused.
-Arguments travel nested a few levels deep in activity inputs and carried state, and
-pydantic's JSON reader refuses a document over 200 levels; no tool schema nests near 100."""
+MAX_ARGUMENT_DEPTH = MAX_DEPTH
+"""Arrays and objects nested deeper than this (the arguments object is level 1) are refused:
+steadyloop's one depth limit (`canonical_json.MAX_DEPTH`), which the receipt key applies
+to the same value, so a call the reader accepts can always be keyed and stored."""
 
 # The JSON escape of a UTF-16 surrogate (D800-DFFF). Text without one, and without a raw
 # surrogate character, cannot parse to a string holding a lone surrogate.

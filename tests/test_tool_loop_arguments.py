@@ -13,6 +13,7 @@ import pytest
 from loop_harness import Loop, assert_every_call_answered, run_input, running_loop, tool_messages
 from temporalio.api.enums.v1 import EventType
 
+from steadyloop.arguments import MAX_ARGUMENT_DEPTH
 from steadyloop.chat import ChatMessage
 from steadyloop.run_models import RunInput, RunResult
 from steadyloop.testing.chunks import (
@@ -148,7 +149,7 @@ async def test_every_hostile_parsed_value_reaches_the_tool_or_is_refused_cleanly
     assert json.loads(by_id["c_bigint"]) == float(123456789012345678901234567890)
     assert "NaN is not valid JSON" in by_id["c_nan"]
     assert "too large to represent" in by_id["c_inf"]
-    assert "nest deeper than 100 levels" in by_id["c_deep"]
+    assert f"nest deeper than {MAX_ARGUMENT_DEPTH} levels" in by_id["c_deep"]
     assert "5001 digits, too many to read" in by_id["c_digits"]
     assert 'the object key $["\\udc00"] holds a lone surrogate' in by_id["c_key"]
     for refused in ("c_nan", "c_inf", "c_deep", "c_digits", "c_key"):
