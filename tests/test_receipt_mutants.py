@@ -213,12 +213,13 @@ def test_every_ignored_write_says_why_in_words() -> None:
     assert ignored(ledger.complete(KEY, 2, "x"), "stale_attempt") == (
         "attempt 2 is stale: attempt 1 owns the receipt"
     )
-    ledger.complete(KEY, 1, "sent")
+    done = ledger.complete(KEY, 1, "sent")
+    assert isinstance(done, WriteApplied)
     assert ignored(ledger.fail(KEY, 1), "not_running") == "attempt 1 already completed"
     later = LEASE + timedelta(minutes=1)
-    assert ignored(ledger.claim(KEY, 2, later + timedelta(minutes=5), now=later), "final") == (
-        "attempt 1 completed it"
-    )
+    final = ledger.claim(KEY, 2, later + timedelta(minutes=5), now=later)
+    assert ignored(final, "final") == "attempt 1 completed it"
+    assert isinstance(final, WriteIgnored) and final.current == done.receipt  # what to replay
 
 
 @pytest.mark.parametrize(
