@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar, Literal
 
 import pytest
 from pydantic import TypeAdapter, ValidationError
@@ -16,11 +16,13 @@ from steadyloop.chain_rules import (
     ChainBudgetRule,
     ChainRule,
     DepthRule,
+    Measured,
     PairCooldownRule,
     PairSeenRule,
     Refused,
     TenantCeilingRule,
     TenantRateRule,
+    _Rule,
     admit_child_run,
 )
 
@@ -302,3 +304,68 @@ def test_the_package_exports_admission_and_lineage() -> None:
     assert steadyloop.Refused is Refused
     for name in ("descend_chain", "Lineage", "DepthRule", "TenantCeilingRule", "Delegation"):
         assert name in steadyloop.__all__
+
+
+# ---------------------------------------------------------------- what the model reads
+# Found by mutation testing (issue 14): a refusal whose defect word became None still
+# refused, and the retry sentence could change without a test noticing.
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        (math.nan, "is not a number"),
+        (math.inf, "is infinite"),
+        (-math.inf, "is infinite"),
+        (-1.0, "is negative"),
+        (2.5, "is not a whole number"),
+    ],
+    ids=repr,
+)
+def test_a_broken_measurement_refusal_names_the_measurement_and_its_defect(
+    value: float, why: str
+) -> None:
+    reason = refused([with_measurement("depth", value)]).reason
+    assert f"parent_depth={value!r} {why}," in reason
+    assert "None" not in reason
+
+
+def test_a_broken_duration_refusal_says_it_is_negative() -> None:
+    rule = PairCooldownRule(agents=PAIR, seconds_since_last=-1.0, cooldown_s=1)
+    assert "seconds_since_last=-1.0 is negative" in refused([rule]).reason
+
+
+def test_a_depth_refusal_says_the_child_is_not_allowed() -> None:
+    reason = refused([DepthRule(parent_depth=1, max_depth=1)]).reason
+    assert "a child (depth 2) is not allowed. Trying again" in reason
+
+
+@pytest.mark.parametrize("rule", one_refusing_rule_of_each_kind(), ids=lambda r: r.kind)
+def test_the_retry_sentence_matches_retryable(rule: ChainRule) -> None:
+    refusal = refused([rule])
+    later = (
+        "Trying again later can succeed."
+        if refusal.retryable
+        else "Trying again later will not help: do the work in this run instead."
+    )
+    assert refusal.reason.endswith(later)
+
+
+class _TwoMeasurements(_Rule):
+    """A rule with two measurements: `_broken` must check each, not stop at the first."""
+
+    first: Measured | None
+    second: Measured
+    _measurements: ClassVar[dict[str, Literal["count", "seconds"]]] = {
+        "first": "seconds",
+        "second": "count",
+    }
+
+
+@pytest.mark.parametrize("first", [None, 1.5], ids=repr)
+def test_every_measurement_of_a_rule_is_checked_not_only_the_first(first: float | None) -> None:
+    # A measurement that is None (nothing to measure) or sound must not end the check:
+    # a broken one after it still makes the rule uncheckable.
+    why = _TwoMeasurements(first=first, second=math.nan)._broken()
+    assert why is not None and "second=nan is not a number" in why
+    assert _TwoMeasurements(first=first, second=2)._broken() is None

@@ -13,7 +13,7 @@ from typing import Any, cast
 
 import pydantic
 import pytest
-from hypothesis import given, settings
+from hypothesis import find, given, settings
 from hypothesis import strategies as st
 from temporalio.contrib.pydantic import pydantic_data_converter
 
@@ -34,6 +34,7 @@ from steadyloop.receipt_decision import (
 )
 from steadyloop.receipt_ledger import (
     DEFAULT_RESULT_LIMIT_BYTES,
+    MIN_RESULT_LIMIT_BYTES,
     AmbiguityResolution,
     DidNotHappen,
     GiveUp,
@@ -476,12 +477,37 @@ def test_result_at_the_bound_is_kept_whole_one_byte_over_is_truncated() -> None:
     assert "[steadyloop: result truncated" in over.result
 
 
+@st.composite
+def results_around_a_limit(draw: st.DrawFn) -> tuple[str, int]:
+    """(result, limit) with the result's size mostly over the limit, often far over.
+
+    Plain `st.text(max_size=400)` against a limit of 256 or more almost never went over
+    (0 of 300 examples in 3 runs), so the truncation below was never exercised. A run of
+    one character of 1 to 4 UTF-8 bytes fills the result to a size drawn around the
+    limit; text of any width before and after it moves where the cut falls.
+    """
+    limit = draw(st.integers(MIN_RESULT_LIMIT_BYTES, 700))
+    head = draw(st.text(st.characters(codec="utf-8"), max_size=30))
+    tail = draw(st.text(st.characters(codec="utf-8"), max_size=30))
+    filler = draw(st.characters(codec="utf-8"))
+    size = limit + draw(st.integers(-8, 300))
+    room = size - len(head.encode()) - len(tail.encode())
+    return head + filler * max(0, room // len(filler.encode())) + tail, limit
+
+
+def test_the_truncation_property_draws_results_over_the_limit() -> None:
+    # The property below is only as good as its inputs: it must see results past the
+    # limit, including ones whose marker is longer than the space it frees.
+    far_over = find(results_around_a_limit(), lambda r: len(r[0].encode()) > r[1] + 100)
+    assert len(far_over[0].encode()) > far_over[1] + 100
+
+
 @settings(max_examples=300, deadline=None)
-@given(
-    result=st.text(st.characters(codec="utf-8"), max_size=400),
-    limit=st.integers(256, 700),
-)
-def test_truncation_keeps_a_whole_character_prefix_under_the_bound(result: str, limit: int) -> None:
+@given(result_and_limit=results_around_a_limit())
+def test_truncation_keeps_a_whole_character_prefix_under_the_bound(
+    result_and_limit: tuple[str, int],
+) -> None:
+    result, limit = result_and_limit
     receipt = completed_with(result, limit)
     assert receipt.result is not None
     size = len(result.encode())
