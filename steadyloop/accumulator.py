@@ -26,11 +26,15 @@ resolved (`_resolve`, then `_apply`):
 3. An alias first seen on a continuation is learned by the record it resolved to.
 4. A delta that resolves to nothing starts a new call when it carries a name. One
    fallback: when exactly one call exists and no alias the delta carries disagrees
-   with it, the delta continues that call. A nameless delta that carries aliases but
-   no argument text announces a call whose name comes later: it opens a nameless one.
-5. Anything else with argument text cannot be attributed without guessing: it is
-   not absorbed, it is counted in `dropped_deltas` and recorded as a defect, so the
-   turn is retried instead of dispatching a partial batch.
+   with it, the delta continues that call. A nameless delta that carries an alias no
+   call holds (an `id`, or an `index`) opens a nameless call, with its argument text
+   if it has some: providers send the name after the arguments, and the name fills the
+   call when it comes. A call still nameless when the stream ends is the defect
+   (`unnamed_tool_call`, `steadyloop.defects`), never its fragments.
+5. Anything else with argument text (no alias at all, several calls open or none)
+   cannot be attributed without guessing: it is not absorbed, it is counted in
+   `dropped_deltas` and recorded as a defect, so the turn is retried instead of
+   dispatching a partial batch.
 6. Argument fragments are concatenated verbatim (`""` stays `""`). A name fills a
    call that has none; a name equal to the call's name is a restatement; a different
    one is appended while the call has no argument text yet (split names).
@@ -54,8 +58,9 @@ loss, never two calls with one id):
 - A second call repeating the first's only alias and its exact name: read as a
   restatement, so one call whose arguments are two objects run together, flagged
   `truncated_tool_call`.
-- A nameless continuation whose aliases contradict every call, several calls open:
-  dropped and counted in `dropped_deltas`.
+- A nameless continuation whose aliases contradict every call: a new, nameless call
+  (rule 4). Unless a name follows, the turn is `unnamed_tool_call` and retried, as it
+  was when such a fragment was dropped; with a name it is the call the provider meant.
 - A named delta whose aliases contradict every call (an id that drifts mid-call):
   a new call. That is the price of never merging on a guess.
 - Two zero-argument calls with one index, no ids and no argument text: the second
@@ -328,9 +333,12 @@ class ToolCallAccumulator:
                 or (wire_id is not None and lone.wire_id is not None and lone.wire_id != wire_id)
             ):
                 return lone
+        if index is not None or wire_id is not None:
+            # An alias no call holds is a new identity, named now or later (rule 4): the
+            # name may follow the arguments, and a call still nameless at the end of the
+            # stream is the defect (`unnamed_tool_call`), not this fragment.
+            return self._open()
         if not arguments:
-            if index is not None or wire_id is not None:
-                return self._open()  # announced now, named later
             return None  # carries nothing: nothing to lose
         self.dropped_deltas += 1
         self._defect(
