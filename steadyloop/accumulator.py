@@ -46,7 +46,10 @@ resolved (`_resolve`, then `_apply`):
 9. An `index` that is not a non-negative integer (`-1`, `1.5`, `"0"`, `true`) is
    ignored as an alias and counted; the delta resolves by its other aliases.
 
-Text split inside a UTF-16 surrogate pair across deltas is re-joined at assembly.
+Text split inside a UTF-16 surrogate pair across deltas is re-joined at assembly. What
+`assembled()` returns always serializes: a surrogate left unpaired in a name, an id or
+a type becomes U+FFFD, and in the arguments its JSON escape (so they parse to the value
+the model sent; the argument reader decides what to do with it).
 
 Shapes no reader of the wire can decide, and what happens to each (never a silent
 loss, never two calls with one id):
@@ -255,6 +258,10 @@ class ToolCallAccumulator:
                 wire_id = None
             else:
                 self._wire_ids.add(wire_id)
+                if not wire_id.isascii():
+                    # The id emitted for it has lone surrogates replaced (`assembled`):
+                    # that form is a wire id too, never minted, never emitted twice.
+                    self._wire_ids.add(rejoin_surrogates(wire_id, json_escape=False))
         function = _field(delta, "function")
         name: Any = None
         arguments: Any = None
@@ -361,6 +368,8 @@ class ToolCallAccumulator:
         calls: list[tuple[_Record, ToolCall]] = []
         for record in self._records:
             call_id = record.wire_id
+            if call_id is not None and not call_id.isascii():
+                call_id = rejoin_surrogates(call_id, json_escape=False)
             if call_id is None or call_id in emitted:
                 call_id = self._mint(record.ordinal, emitted)
             emitted.add(call_id)
@@ -371,7 +380,11 @@ class ToolCallAccumulator:
                         id=call_id,
                         name=rejoin_surrogates(record.name, json_escape=False),
                         arguments=rejoin_surrogates("".join(record.parts), json_escape=True),
-                        type=record.type or "function",
+                        type=(
+                            "function"
+                            if record.type is None
+                            else rejoin_surrogates(record.type, json_escape=False)
+                        ),
                     ),
                 )
             )

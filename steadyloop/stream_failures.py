@@ -102,4 +102,8 @@ class StreamFailed(Exception):
 def excerpt(body: str | bytes, limit: int = BODY_EXCERPT_CHARS) -> str:
     """A short, printable excerpt of a body, for a person reading the failure."""
     text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+    if not text.isascii():
+        # Lone surrogates (a JSON escape parsed by the stdlib) would make the failure
+        # itself unserializable: each becomes U+FFFD.
+        text = text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
     return text if len(text) <= limit else text[:limit] + f"... ({len(text)} chars)"

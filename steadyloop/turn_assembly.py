@@ -194,6 +194,20 @@ class TurnAssembler:
         return bool(self._text) or not self._calls.is_empty
 
     @property
+    def may_hold_surrogates(self) -> bool:
+        """Whether text so far may hold lone UTF-16 surrogates (from JSON escapes).
+
+        Only the stdlib parser produces them (`orjson` refuses such payloads), so this is
+        False on a clean stream and forwarding can skip looking for them.
+        """
+        return self._stdlib_parsed
+
+    @property
+    def finish_reason_seen(self) -> bool:
+        """True once a chunk carried a finish reason."""
+        return self._finish_reason is not None
+
+    @property
     def calls(self) -> ToolCallAccumulator:
         """The tool-call accumulator, for reading progress mid-stream (never feed it)."""
         return self._calls

@@ -10,15 +10,31 @@ first token trips the inter-chunk stall.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
 
-from loop_harness import running_loop
+import httpx
+import pytest
+from loop_harness import run_input, running_loop
+from temporalio.contrib.pydantic import pydantic_data_converter
 from test_output_forwarding_workflow import forwarding_run, run_and_watch
 
-from steadyloop.testing import Pause, finish_chunk, sse_response
-from steadyloop.testing.chunks import chunk, role_chunk
+from steadyloop.activities.model_stream import failure_to_application_error, stream_turn
+from steadyloop.chat import ChatMessage
+from steadyloop.completion import AssembledTurn, CompletionRequest
+from steadyloop.output_forwarding import ForwardedOutput, ForwardTarget, OutputDelta
+from steadyloop.stream_failures import StreamFailed
+from steadyloop.testing import (
+    Pause,
+    ScriptedResponse,
+    ScriptedServer,
+    finish_chunk,
+    sse_response,
+)
+from steadyloop.testing.chunks import Chunk, chunk, role_chunk
 
 
-def split_emoji_answer() -> object:
+def split_emoji_answer() -> ScriptedResponse:
     """Item 2's repro: "smile \\ud83d", a pause, then "\\ude00 done", as JSON escapes."""
     return sse_response(
         [
@@ -44,7 +60,206 @@ async def test_a_split_emoji_is_forwarded_whole_and_the_run_completes() -> None:
 
 async def test_a_split_emoji_without_forwarding_is_the_same_answer() -> None:
     async with running_loop([split_emoji_answer()]) as loop:
-        handle = await loop.start(forwarding_run().model_copy(update={"forwarding": None}))
+        handle = await loop.start(run_input("say hello"))  # forwarding off: the default
         result = await asyncio.wait_for(handle.result(), 60)
     assert result.stop_reason == "final_answer"
     assert result.final_answer == "smile \U0001f600 done"
+
+
+# -- the model activity's reader, over real HTTP (no Temporal) ----------------------------
+
+CONVERTER = pydantic_data_converter.payload_converter
+
+
+def serialized(*values: object) -> list[object]:
+    """What Temporal would carry: each value through the pydantic payload converter and
+    back (raises exactly where a workflow or an activity would fail)."""
+    payloads = CONVERTER.to_payloads(list(values))
+    return [
+        CONVERTER.from_payloads([payload], [type(value)])[0]
+        for payload, value in zip(payloads, values, strict=True)
+    ]
+
+
+class Sink:
+    """Collects what the reader forwards; each piece must serialize as it is published."""
+
+    def __init__(self) -> None:
+        self.deltas: list[OutputDelta] = []
+
+    def __call__(self, delta: OutputDelta, first: bool) -> None:
+        serialized(delta)
+        self.deltas.append(delta)
+
+    def text(self, kind: str = "text") -> str:
+        return "".join(d.text for d in self.deltas if d.kind == kind)
+
+
+def request(*, forward: bool) -> CompletionRequest:
+    return CompletionRequest(
+        endpoint="scripted",
+        model="scripted-model",
+        messages=[ChatMessage(role="user", content="Hello?")],
+        forward=(
+            ForwardTarget(stream_id="run-1/output", turn=1, attempt=1, reasoning_is_output=True)
+            if forward
+            else None
+        ),
+    )
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[ScriptedServer]:
+    async with ScriptedServer() as scripted:
+        yield scripted
+
+
+async def read(
+    server: ScriptedServer, response: ScriptedResponse, sink: Sink | None, **budgets: Any
+) -> AssembledTurn:
+    server.enqueue(response)
+    async with httpx.AsyncClient() as client:
+        return await stream_turn(
+            client,
+            server.endpoint("scripted", **budgets),
+            request(forward=sink is not None),
+            api_key=None,
+            sink=sink,
+        )
+
+
+def raw_chunk(delta_json: bytes) -> bytes:
+    """One SSE event whose delta is given as raw JSON bytes (invalid UTF-8 included)."""
+    return (
+        b'data: {"id":"c","object":"chat.completion.chunk","model":"m","choices":'
+        b'[{"index":0,"delta":' + delta_json + b',"finish_reason":null}]}\n\n'
+    )
+
+
+# Each stream, and the text and reasoning the turn must hold (forwarded the same way).
+HOSTILE_TEXT: dict[str, tuple[list[Any], str, str]] = {
+    "pair split across reads": (
+        [chunk({"content": "smile \ud83d"}), Pause(0.05), chunk({"content": "\ude00 done"})],
+        "smile \U0001f600 done",
+        "",
+    ),
+    "pair split across chunks of one read": (
+        [chunk({"content": "a\ud83d"}), chunk({"content": "\ude00b"})],
+        "a\U0001f600b",
+        "",
+    ),
+    "reasoning pair split across reads": (
+        [
+            chunk({"reasoning_content": "think \ud83e"}),
+            Pause(0.05),
+            chunk({"reasoning_content": "\udd14 ok"}),
+            chunk({"content": "answer"}),
+        ],
+        "answer",
+        "think \U0001f914 ok",
+    ),
+    "high surrogate left at the end": (
+        [chunk({"content": "cut \ud83d"})],
+        "cut \ufffd",
+        "",
+    ),
+    "high surrogate then a pause then more text": (
+        [chunk({"content": "x\ud83d"}), Pause(0.05), chunk({"content": "y"})],
+        "x\ufffdy",
+        "",
+    ),
+    "lone low surrogate": ([chunk({"content": "\ude00 alone"})], "\ufffd alone", ""),
+    "two high surrogates": (
+        [chunk({"content": "\ud83d\ud83d"}), chunk({"content": "\ude00"})],
+        "\ufffd\U0001f600",
+        "",
+    ),
+    "NUL and control characters": ([chunk({"content": "a\x00b\x1bc"})], "a\x00b\x1bc", ""),
+    "invalid UTF-8 on the wire": (
+        [raw_chunk(b'{"content":"caf\xe9 \xff\xfe ok"}')],
+        "caf\ufffd \ufffd\ufffd ok",
+        "",
+    ),
+}
+
+
+@pytest.mark.parametrize("forward", [True, False], ids=["forwarding", "not-forwarding"])
+@pytest.mark.parametrize("case", list(HOSTILE_TEXT))
+async def test_the_turn_and_every_forwarded_piece_serialize_and_agree(
+    server: ScriptedServer, case: str, forward: bool
+) -> None:
+    parts, text, reasoning = HOSTILE_TEXT[case]
+    sink = Sink() if forward else None
+    turn = await read(server, sse_response([role_chunk(), *parts, finish_chunk()]), sink)
+    [back] = serialized(turn)
+    assert back == turn
+    assert (turn.text, turn.reasoning) == (text, reasoning)
+    if sink is not None:
+        # Whole characters, each shown once: what a person read is the turn's text.
+        assert sink.text() == text and sink.text("reasoning") == reasoning
+        assert turn.stats.forwarded_chars == len(text) + len(reasoning)
+
+
+async def test_a_held_half_character_is_not_shown_when_the_stream_is_cut(
+    server: ScriptedServer,
+) -> None:
+    sink = Sink()
+    cut = sse_response([role_chunk(), chunk({"content": "half \ud83d"})], done=False)
+    with pytest.raises(StreamFailed) as caught:
+        await read(server, cut, sink)
+    failure = caught.value
+    assert failure.failure.kind == "truncated_stream" and failure.failure.produced_output
+    assert failure.shown_text == "half " == sink.text()
+    error = failure_to_application_error(
+        failure.failure, shown=ForwardedOutput(text=failure.shown_text)
+    )
+    serialized(*error.details)
+
+
+async def test_a_stall_after_half_a_character_keeps_only_whole_text_shown(
+    server: ScriptedServer,
+) -> None:
+    sink = Sink()
+    stalls = sse_response([role_chunk(), chunk({"content": "so \ud83d"}), Pause(2.0)], done=False)
+    with pytest.raises(StreamFailed) as caught:
+        await read(server, stalls, sink, inter_chunk_s=0.2)
+    assert caught.value.failure.kind == "stall"
+    assert caught.value.shown_text == "so " == sink.text()
+
+
+def call_chunk(**delta: Any) -> Chunk:
+    return chunk({"tool_calls": [delta]})
+
+
+async def test_lone_surrogates_in_tool_call_names_ids_and_types_serialize(
+    server: ScriptedServer,
+) -> None:
+    arguments = '{"q": "half \\ud83d"}'  # the JSON text the model sent, escape and all
+    stream = sse_response(
+        [
+            call_chunk(
+                index=0,
+                id="call_\ud800",
+                type="func\udfff",
+                function={"name": "sea\ud83d", "arguments": ""},
+            ),
+            call_chunk(index=0, function={"name": "rch"}),
+            call_chunk(index=0, function={"arguments": arguments}),
+            call_chunk(index=1, id="call_\ud801", function={"name": "b", "arguments": "{}"}),
+            chunk(
+                {"content": "", "reasoning_content": "r\udc00"},
+                model="mod\ud800el",
+                id="resp\udfff",
+            ),
+            finish_chunk("tool_calls"),
+        ]
+    )
+    turn = await read(server, stream, None)
+    [back] = serialized(turn)
+    assert back == turn
+    first, second = turn.tool_calls
+    assert first.name == "sea\ufffdrch" and first.type == "func\ufffd"
+    assert first.arguments == arguments  # untouched: the argument reader decides
+    # Both wire ids become "call_\ufffd": ids stay unique, so each call can be answered.
+    assert first.id == "call_\ufffd" and second.id != first.id and second.id.strip()
+    assert turn.reasoning == "r\ufffd"
