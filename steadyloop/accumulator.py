@@ -185,6 +185,13 @@ class ToolCallAccumulator:
         return len(self._records)
 
     @property
+    def deltas_seen(self) -> int:
+        """Tool-call deltas folded so far (bare fragments appended by a caller included):
+        it grows whenever a chunk carried a tool-call fragment (stall detection)."""
+        appended = sum(len(record.parts) for record in self._records)
+        return self._deltas + appended - self._parts_appended
+
+    @property
     def records(self) -> Sequence[_Record]:
         """The calls being assembled, in creation order. Read-only: the runaway guard
         counts their argument fragments (`parts`) after each network read."""
@@ -233,8 +240,7 @@ class ToolCallAccumulator:
 
     def _defect(self, kind: DefectKind, detail: str) -> None:
         # The bare fragments appended through `parts_by_index` are deltas too.
-        appended = sum(len(record.parts) for record in self._records)
-        number = self._deltas + appended - self._parts_appended
+        number = self.deltas_seen
         self.defects.append(AssemblyDefect(kind=kind, detail=detail, delta_number=number))
 
     def _observe_one(self, delta: Any) -> None:

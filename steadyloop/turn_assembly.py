@@ -116,6 +116,7 @@ class TurnAssembler:
         "_reasoning_sink",
         "_response_id",
         "_shape_cache",
+        "_signals",
         "_stdlib_parsed",
         "_template",
         "_text",
@@ -147,6 +148,7 @@ class TurnAssembler:
         self._chunks = 0
         self._ignored_choices = 0
         self._stdlib_parsed = False
+        self._signals = 0  # chunks that carried usage or a finish reason
         self._counted_chars = 0
         self._counted_text = 0
         self._counted_reasoning = 0
@@ -192,6 +194,14 @@ class TurnAssembler:
     def answer_token_seen(self) -> bool:
         """True once answer text or a tool call has arrived (reasoning is not an answer)."""
         return bool(self._text) or not self._calls.is_empty
+
+    @property
+    def content_mark(self) -> int:
+        """A count that grows whenever a chunk carries content: answer or reasoning text,
+        a tool-call fragment, usage or a finish reason. Keep-alives (an empty payload,
+        an empty delta, `choices: []` without usage) leave it as it was, so a stream that
+        only pings does not look alive to the stall watchdog. Cheap: read once a read."""
+        return len(self._text) + len(self._reasoning) + self._calls.deltas_seen + self._signals
 
     @property
     def may_hold_surrogates(self) -> bool:
@@ -533,6 +543,7 @@ class TurnAssembler:
             usage = chunk.get("usage")
             if usage:
                 self._usage = usage
+                self._signals += 1
         except (AttributeError, TypeError, KeyError) as err:
             raise _invalid(data, f"a stream chunk has an unexpected shape ({err})") from None
 
@@ -565,6 +576,7 @@ class TurnAssembler:
         finish_reason = choice.get("finish_reason")
         if finish_reason:
             self._finish_reason = finish_reason
+            self._signals += 1
             groq = chunk.get("x_groq")
             if groq.__class__ is dict and groq.get("usage"):
                 self._usage = groq["usage"]  # Groq reports usage beside the final chunk

@@ -255,9 +255,10 @@ async def stream_turn(
     `progress_interval_s` (the first chunk always reports).
 
     The stall watchdog (`steadyloop.stream_watchdog`, budgets from the endpoint) is one
-    `asyncio.timeout`, re-armed after every read that delivered events. When it fires,
-    leaving the `client.stream` block closes the response (the connection is dropped,
-    not reused) and the stall is raised as `StreamFailed(kind="stall")`. A cancellation
+    `asyncio.timeout`, re-armed after every read that delivered content (keep-alives
+    are not progress). When it fires, leaving the `client.stream` block closes the
+    response (the connection is dropped, not reused) and the stall is raised as
+    `StreamFailed(kind="stall")`. A cancellation
     from outside (the activity cancelled, the worker shutting down) is not the
     watchdog's: `asyncio.timeout` re-raises it as `CancelledError`, never as a stall.
     The runaway-argument guard (`steadyloop.runaway_guard`; the request's
@@ -404,8 +405,9 @@ class _TurnReader:
         events = self.decoder.feed_data(piece)
         if not events:
             return False
-        done = self._consume(events)
         assembler = self.assembler
+        mark = assembler.content_mark
+        done = self._consume(events)
         if self.first_token_at is None and assembler.first_token_seen:
             self.first_token_at = time.monotonic()
         if self.sink is not None and self._forward():
@@ -425,6 +427,7 @@ class _TurnReader:
                 self.clock(),
                 first_token=assembler.first_token_seen,
                 answer_token=assembler.answer_token_seen,
+                content=assembler.content_mark != mark,  # keep-alives are not progress
             ):
                 timer.reschedule(watchdog.deadline)
         return done
