@@ -15,11 +15,17 @@ from typing import Any
 
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from loop_harness import run_input, running_loop
 from temporalio.contrib.pydantic import pydantic_data_converter
 from test_output_forwarding_workflow import forwarding_run, run_and_watch
 
-from steadyloop.activities.model_stream import failure_to_application_error, stream_turn
+from steadyloop.activities.model_stream import (
+    _TurnReader,
+    failure_to_application_error,
+    stream_turn,
+)
 from steadyloop.chat import ChatMessage
 from steadyloop.completion import AssembledTurn, CompletionRequest
 from steadyloop.output_forwarding import ForwardedOutput, ForwardTarget, OutputDelta
@@ -32,6 +38,7 @@ from steadyloop.testing import (
     sse_response,
 )
 from steadyloop.testing.chunks import Chunk, chunk, role_chunk
+from steadyloop.testing.scripted_server import sse_event
 
 
 def split_emoji_answer() -> ScriptedResponse:
@@ -263,3 +270,56 @@ async def test_lone_surrogates_in_tool_call_names_ids_and_types_serialize(
     # Both wire ids become "call_\ufffd": ids stay unique, so each call can be answered.
     assert first.id == "call_\ufffd" and second.id != first.id and second.id.strip()
     assert turn.reasoning == "r\ufffd"
+
+
+# -- the class, as a property: any text, any cut into chunks and reads ---------------------
+
+# Characters that break naive handling: both halves of a pair, halves that never pair,
+# NUL, a BOM, multi-byte and astral characters, plain ASCII.
+ALPHABET = ["a", " ", "\ud83d", "\ude00", "\udbff", "\udc00", "\x00", "\ufeff", "é", "\U0001f600"]
+
+
+def independent_oracle(text: str) -> str:
+    """Lone halves as U+FFFD, pairs joined: UTF-16's own reading, not `rejoin_surrogates`."""
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    pieces=st.lists(
+        st.tuples(
+            st.sampled_from(["content", "reasoning_content"]),
+            st.lists(st.sampled_from(ALPHABET), min_size=1, max_size=6).map("".join),
+        ),
+        max_size=12,
+    ),
+    cuts=st.lists(st.booleans(), max_size=12),
+    forward=st.booleans(),
+)
+def test_any_text_cut_anywhere_serializes_and_is_forwarded_whole(
+    pieces: list[tuple[str, str]], cuts: list[bool], forward: bool
+) -> None:
+    sink = Sink() if forward else None
+    reader = _TurnReader(request(forward=forward), None, 3600.0, sink=sink)
+    events = [sse_event(role_chunk())]
+    events += [sse_event(chunk({field: text})) for field, text in pieces]
+    events += [sse_event(finish_chunk()), b"data: [DONE]\n\n"]
+    read: list[bytes] = []
+    done = False
+    for position, event in enumerate(events):  # `cuts` decides which events share a read
+        read.append(event)
+        if position >= len(cuts) or cuts[position]:
+            done = reader.feed(b"".join(read))
+            read = []
+    if read:
+        done = reader.feed(b"".join(read))
+    assert done
+    turn = reader.finish()
+
+    [back] = serialized(turn)
+    assert back == turn
+    want_text = independent_oracle("".join(t for f, t in pieces if f == "content"))
+    want_reasoning = independent_oracle("".join(t for f, t in pieces if f == "reasoning_content"))
+    assert (turn.text, turn.reasoning) == (want_text, want_reasoning)
+    if sink is not None:
+        assert (sink.text(), sink.text("reasoning")) == (want_text, want_reasoning)
