@@ -700,10 +700,17 @@ def _payloads_of(
     return payloads, None
 
 
+# No real token count comes near this; a bigger one (a 400-digit JSON integer is legal)
+# would overflow float arithmetic downstream (pricing, in workflow code).
+_MAX_COUNT = 2**53
+
+
 def _count(value: Any) -> int | None:
-    if value.__class__ is int and value >= 0:
+    """A usage count, or None for a value that is not one (negative, fractional, NaN,
+    infinite, absurdly large): a broken measurement is left out, never passed on."""
+    if value.__class__ is int and 0 <= value <= _MAX_COUNT:
         return int(value)
-    if value.__class__ is float and value >= 0 and value.is_integer():
+    if value.__class__ is float and 0 <= value <= _MAX_COUNT and value.is_integer():
         return int(value)
     return None
 

@@ -39,6 +39,7 @@ from steadyloop.testing import (
 )
 from steadyloop.testing.chunks import Chunk, chunk, role_chunk
 from steadyloop.testing.scripted_server import sse_event
+from steadyloop.turn_assembly import TurnAssembler
 
 
 def split_emoji_answer() -> ScriptedResponse:
@@ -323,3 +324,25 @@ def test_any_text_cut_anywhere_serializes_and_is_forwarded_whole(
     assert (turn.text, turn.reasoning) == (want_text, want_reasoning)
     if sink is not None:
         assert (sink.text(), sink.text("reasoning")) == (want_text, want_reasoning)
+
+
+@pytest.mark.parametrize(
+    "raw", [b"1" + b"0" * 400, b"1e400", b"-5", b"NaN", b"Infinity", b"1e300", b"2.5"]
+)
+def test_usage_counts_that_are_not_counts_are_left_out(raw: bytes) -> None:
+    """A number past float range would overflow the pricing arithmetic in workflow code."""
+    assembler = TurnAssembler()
+    assembler.feed(
+        b'{"choices":[],"usage":{"prompt_tokens":'
+        + raw
+        + b',"completion_tokens":'
+        + raw
+        + b',"total_tokens":'
+        + raw
+        + b"}}"
+    )
+    turn = assembler.finish()
+    assert turn.usage is not None
+    assert (turn.usage.prompt_tokens, turn.usage.completion_tokens) == (0, 0)
+    assert turn.usage.total_tokens == 0
+    serialized(turn)
