@@ -26,6 +26,7 @@ from steadyloop.activities.model_stream import (
     failure_to_application_error,
     stream_turn,
 )
+from steadyloop.activities.output_publisher import OutputPublisher
 from steadyloop.chat import ChatMessage
 from steadyloop.completion import AssembledTurn, CompletionRequest
 from steadyloop.output_forwarding import ForwardedOutput, ForwardTarget, OutputDelta
@@ -346,3 +347,55 @@ def test_usage_counts_that_are_not_counts_are_left_out(raw: bytes) -> None:
     assert (turn.usage.prompt_tokens, turn.usage.completion_tokens) == (0, 0)
     assert turn.usage.total_tokens == 0
     serialized(turn)
+
+
+async def test_a_call_named_after_its_arguments_runs_over_http(server: ScriptedServer) -> None:
+    """Item 11's exact repro through the reader (fast path and all): one usable call."""
+    stream = sse_response(
+        [
+            role_chunk(),
+            call_chunk(index=0, id="call_nl", function={"arguments": '{"q":"x"}'}),
+            call_chunk(index=0, function={"name": "search"}),
+            finish_chunk("tool_calls"),
+        ]
+    )
+    turn = await read(server, stream, None)
+    [call] = turn.tool_calls
+    assert (call.id, call.name, call.arguments) == ("call_nl", "search", '{"q":"x"}')
+    assert turn.defects == [] and turn.stats.dropped_deltas == 0
+
+
+async def test_a_call_still_nameless_at_the_end_is_a_defect(server: ScriptedServer) -> None:
+    stream = sse_response(
+        [
+            role_chunk(),
+            call_chunk(index=0, id="call_nl", function={"arguments": '{"q":"x"}'}),
+            finish_chunk("tool_calls"),
+        ]
+    )
+    turn = await read(server, stream, None)
+    assert [d.kind for d in turn.defects] == ["unnamed_tool_call"]
+    assert turn.defects[0].tool_call_id == "call_nl"
+
+
+async def test_a_batch_that_cannot_be_published_never_fails_the_model_call() -> None:
+    """The live view may be lost; the answer may not (a non-RPC error in the pump)."""
+    publisher = OutputPublisher.__new__(OutputPublisher)  # no host needed for this
+    publisher._interval = 0.01
+    publisher._queued = []
+    publisher._wake = asyncio.Event()
+    publisher._pump = None
+    publisher.failed = None
+    sends = 0
+
+    async def unserializable() -> None:
+        nonlocal sends
+        sends += 1
+        raise ValueError("surrogates not allowed")
+
+    publisher._send = unserializable  # type: ignore[method-assign]
+    async with publisher:
+        publisher._wake.set()
+        await asyncio.sleep(0.1)
+    assert isinstance(publisher.failed, ValueError)
+    assert sends >= 2  # the pump went on, and the exit's last send was tried too
