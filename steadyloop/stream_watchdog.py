@@ -17,7 +17,7 @@ configuration is built, never turned into a 1 ms timer or a timer that never fir
 | `first_token_s`   | 120 s   | request sent -> first token (answer text, reasoning or a    |
 |                   |         | tool call). A deadline from the request: headers, role      |
 |                   |         | chunks and keep-alives do not extend it.                    |
-| `reasoning_gap_s` | 120 s   | the gap between two content events after the first         |
+| `reasoning_gap_s` | 120 s   | the gap between two content events after the first          |
 |                   |         | reasoning delta and before the first *answer* token, so a   |
 |                   |         | reasoning model is not killed while thinking.               |
 | `inter_chunk_s`   | 30 s    | the gap between two content events from the first answer    |

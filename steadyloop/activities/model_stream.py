@@ -65,9 +65,10 @@ is returned with the guard's code as its first defect and no tool calls (or, obs
 only, normally, with the cut call left unparseable).
 
 Forwarding (`steadyloop.output_forwarding`): when the request names a `forward` target,
-the text of every read is published to the run's output host as it arrives. From the
-first forwarded piece on, the attempt has `produced_output`: it is heartbeated at once
-(not at the next interval), every failure after it is raised non-retryable with the
+the text of every read is published to the run's output host as it arrives, in whole
+characters (half of a surrogate pair split across chunks waits for the other half).
+From the first forwarded piece on, the attempt has `produced_output`: it is heartbeated
+at once (not at the next interval), every failure after it is raised non-retryable with the
 text that was shown, and a later attempt of the same turn refuses to stream
 (`output_already_forwarded`) when the host or the previous attempt's last heartbeat
 shows that this one already showed something.
@@ -258,9 +259,9 @@ async def stream_turn(
     `asyncio.timeout`, re-armed after every read that delivered content (keep-alives
     are not progress). When it fires, leaving the `client.stream` block closes the
     response (the connection is dropped, not reused) and the stall is raised as
-    `StreamFailed(kind="stall")`. A cancellation
-    from outside (the activity cancelled, the worker shutting down) is not the
-    watchdog's: `asyncio.timeout` re-raises it as `CancelledError`, never as a stall.
+    `StreamFailed(kind="stall")`. A cancellation from outside (the activity cancelled,
+    the worker shutting down) is not the watchdog's: `asyncio.timeout` re-raises it as
+    `CancelledError`, never as a stall.
     The runaway-argument guard (`steadyloop.runaway_guard`; the request's
     `argument_limits`, else the endpoint's) stops reading the same way, and the turn
     is finished as its mode says. With a `sink` and a request that forwards, each read's
