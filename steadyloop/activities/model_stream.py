@@ -68,8 +68,8 @@ Forwarding (`steadyloop.output_forwarding`): when the request names a `forward` 
 the text of every read is published to the run's output host as it arrives, in whole
 characters (half of a surrogate pair split across chunks waits for the other half).
 From the first forwarded piece on, the attempt has `produced_output`: it is heartbeated
-at once (not at the next interval), every failure after it is raised non-retryable with the
-text that was shown, and a later attempt of the same turn refuses to stream
+at once (not at the next interval), every failure after it is raised non-retryable with
+the text that was shown, and a later attempt of the same turn refuses to stream
 (`output_already_forwarded`) when the host or the previous attempt's last heartbeat
 shows that this one already showed something.
 """
