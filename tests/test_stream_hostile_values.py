@@ -399,3 +399,26 @@ async def test_a_batch_that_cannot_be_published_never_fails_the_model_call() -> 
         await asyncio.sleep(0.1)
     assert isinstance(publisher.failed, ValueError)
     assert sends >= 2  # the pump went on, and the exit's last send was tried too
+
+
+async def test_invalid_utf8_in_any_event_shape_is_replaced_not_fatal(
+    server: ScriptedServer,
+) -> None:
+    """The slow SSE path (an `id:` line) and a tool call's name and id, bytes refused by
+    UTF-8 included: the turn is assembled with U+FFFD and serializes."""
+    stream = sse_response(
+        [
+            b"id: \xff1\n" + raw_chunk(b'{"content":"x\xc3"}'),
+            raw_chunk(
+                b'{"tool_calls":[{"index":0,"id":"call_\xfe","function":'
+                b'{"name":"se\x80arch","arguments":"{}"}}]}'
+            ),
+            finish_chunk("tool_calls"),
+        ]
+    )
+    turn = await read(server, stream, Sink())
+    [back] = serialized(turn)
+    assert back == turn
+    assert turn.text == "x\ufffd"
+    [call] = turn.tool_calls
+    assert (call.id, call.name, call.arguments) == ("call_\ufffd", "se\ufffdarch", "{}")
