@@ -264,10 +264,6 @@ class ToolCallAccumulator:
                 wire_id = None
             else:
                 self._wire_ids.add(wire_id)
-                if not wire_id.isascii():
-                    # The id emitted for it has lone surrogates replaced (`assembled`):
-                    # that form is a wire id too, never minted, never emitted twice.
-                    self._wire_ids.add(rejoin_surrogates(wire_id, json_escape=False))
         function = _field(delta, "function")
         name: Any = None
         arguments: Any = None
@@ -375,6 +371,8 @@ class ToolCallAccumulator:
         for record in self._records:
             call_id = record.wire_id
             if call_id is not None and not call_id.isascii():
+                # Lone surrogates replaced (so it serializes); still checked against the
+                # ids emitted before it, so two wire ids that differ only there stay two.
                 call_id = rejoin_surrogates(call_id, json_escape=False)
             if call_id is None or call_id in emitted:
                 call_id = self._mint(record.ordinal, emitted)

@@ -10,6 +10,7 @@ first token trips the inter-chunk stall.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -422,3 +423,40 @@ async def test_invalid_utf8_in_any_event_shape_is_replaced_not_fatal(
     assert turn.text == "x\ufffd"
     [call] = turn.tool_calls
     assert (call.id, call.name, call.arguments) == ("call_\ufffd", "se\ufffdarch", "{}")
+
+
+HOSTILE = st.lists(st.sampled_from(ALPHABET), max_size=5).map("".join)
+
+
+@st.composite
+def hostile_call_delta(draw: st.DrawFn) -> dict[str, Any]:
+    delta: dict[str, Any] = {}
+    if draw(st.booleans()):
+        delta["index"] = draw(st.integers(0, 2))
+    if draw(st.booleans()):
+        delta["id"] = "call_" + draw(HOSTILE)
+    function: dict[str, Any] = {}
+    if draw(st.booleans()):
+        function["name"] = draw(HOSTILE)
+    if draw(st.booleans()):
+        function["arguments"] = draw(st.sampled_from(["{}", '{"a":', '"\ud83d"}', "", "\x00"]))
+    if function:
+        delta["function"] = function
+    if draw(st.booleans()):
+        delta["type"] = draw(HOSTILE)
+    return delta
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(hostile_call_delta(), min_size=1, max_size=8))
+def test_any_tool_call_deltas_assemble_into_a_turn_that_serializes(
+    deltas: list[dict[str, Any]],
+) -> None:
+    assembler = TurnAssembler()
+    for delta in deltas:
+        assembler.feed(json.dumps(chunk({"tool_calls": [delta]})))
+    turn = assembler.finish()
+    [back] = serialized(turn)
+    assert back == turn
+    ids = [call.id for call in turn.tool_calls]
+    assert len(set(ids)) == len(ids) and all(i.strip() for i in ids)  # each can be answered
