@@ -172,6 +172,8 @@ class ToolCallAccumulator:
         # so the count of all deltas is derived, never kept per token.
         self._deltas = 0
         self._parts_appended = 0
+        # Every record's fragment list, for counting them all without a Python loop.
+        self._part_lists: list[list[str]] = []
         self.dropped_deltas = 0
         self.malformed_aliases = 0
         self.defects: list[AssemblyDefect] = []
@@ -188,8 +190,7 @@ class ToolCallAccumulator:
     def deltas_seen(self) -> int:
         """Tool-call deltas folded so far (bare fragments appended by a caller included):
         it grows whenever a chunk carried a tool-call fragment (stall detection)."""
-        appended = sum(len(record.parts) for record in self._records)
-        return self._deltas + appended - self._parts_appended
+        return self._deltas + sum(map(len, self._part_lists)) - self._parts_appended
 
     @property
     def records(self) -> Sequence[_Record]:
@@ -360,6 +361,7 @@ class ToolCallAccumulator:
     def _open(self) -> _Record:
         record = _Record(len(self._records))
         self._records.append(record)
+        self._part_lists.append(record.parts)
         return record
 
     # -- output --------------------------------------------------------------------

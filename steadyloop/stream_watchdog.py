@@ -135,12 +135,19 @@ class StreamWatchdog:
         self._rearm_after = math.inf
         self.deadline: float | None = _earliest(self._phase_deadline, self._total_deadline)
 
+    def wants_content(self, now: float) -> bool:
+        """Whether `progress` at `now` needs to know if the events carried content: only
+        once the slack is used up (before, nothing re-arms whatever arrived), so the
+        caller can skip measuring it on nearly every token."""
+        return now > self._rearm_after
+
     def progress(
-        self, now: float, *, first_token: bool, answer_token: bool, content: bool = True
+        self, now: float, *, first_token: bool, answer_token: bool, content: bool | None = True
     ) -> bool:
         """Events arrived at `now` (`first_token`/`answer_token`: seen so far; `content`:
-        whether any of them carried content); True when the timer must be re-armed at
-        `deadline`."""
+        whether any of them carried content, None when not measured because
+        `wants_content(now)` was False); True when the timer must be re-armed at
+        `deadline`. A phase change is content by definition (a token arrived)."""
         if answer_token:
             stage: _Stage = "answering"
         elif first_token:
@@ -148,7 +155,10 @@ class StreamWatchdog:
         else:
             return False  # still waiting: only a token ends the first-token budget
         if not content and stage == self._stage:
-            return False  # a keep-alive: the gap since the last content goes on
+            # A keep-alive: the gap since the last content goes on. (Unmeasured content
+            # within the slack is not recorded either: the "last event" in a stall's
+            # message may then be up to the slack early.)
+            return False
         self._last_progress = now
         if stage == self._stage and now <= self._rearm_after:
             return False  # the armed deadline still lies past now + the budget

@@ -348,6 +348,13 @@ def test_a_keep_alive_does_not_re_arm_the_gap() -> None:
         assert dog.progress(now, first_token=True, answer_token=True, content=False) is False
         assert dog.deadline == armed
     assert dog.stall(armed or 0).budget == "inter_chunk_s"
+    # Content is measured only once the slack is used up: before that nothing re-arms.
+    dog = StreamWatchdog(started=0.0, first_token_s=10, inter_chunk_s=1.6, total_s=1000)
+    assert not dog.wants_content(0.5)  # still waiting for the first token
+    assert dog.progress(1.0, first_token=True, answer_token=True, content=None) is True
+    assert not dog.wants_content(1.1) and dog.wants_content(1.11)
+    assert dog.progress(1.05, first_token=True, answer_token=True, content=None) is False
+    assert dog.progress(1.2, first_token=True, answer_token=True, content=True) is True
     # A keep-alive on the read that changes the phase still switches the budget.
     dog = StreamWatchdog(started=0.0, first_token_s=10, inter_chunk_s=1.6, total_s=1000)
     assert dog.progress(1.0, first_token=True, answer_token=True, content=False) is True

@@ -407,7 +407,13 @@ class _TurnReader:
         if not events:
             return False
         assembler = self.assembler
-        mark = assembler.content_mark
+        watchdog = self.watchdog if self.timer is not None else None
+        if watchdog is not None:
+            # Keep-alives are not progress: only a read that moves the content mark is.
+            # The mark is read only when the watchdog would re-arm (once its slack is
+            # used up), not on every token.
+            now = self.clock()
+            before = assembler.content_mark if watchdog.wants_content(now) else None
         done = self._consume(events)
         if self.first_token_at is None and assembler.first_token_seen:
             self.first_token_at = time.monotonic()
@@ -420,17 +426,14 @@ class _TurnReader:
             assembler.calls.records
         ):
             return True
-        timer = self.timer
-        if timer is not None:
-            watchdog = self.watchdog
-            assert watchdog is not None
-            if watchdog.progress(
-                self.clock(),
-                first_token=assembler.first_token_seen,
-                answer_token=assembler.answer_token_seen,
-                content=assembler.content_mark != mark,  # keep-alives are not progress
-            ):
-                timer.reschedule(watchdog.deadline)
+        if watchdog is not None and watchdog.progress(
+            now,
+            first_token=assembler.first_token_seen,
+            answer_token=assembler.answer_token_seen,
+            content=None if before is None else assembler.content_mark != before,
+        ):
+            assert self.timer is not None
+            self.timer.reschedule(watchdog.deadline)
         return done
 
     def _consume(self, events: Sequence[ServerSentEvent | str]) -> bool:
