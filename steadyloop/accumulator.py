@@ -26,11 +26,15 @@ resolved (`_resolve`, then `_apply`):
 3. An alias first seen on a continuation is learned by the record it resolved to.
 4. A delta that resolves to nothing starts a new call when it carries a name. One
    fallback: when exactly one call exists and no alias the delta carries disagrees
-   with it, the delta continues that call. A nameless delta that carries aliases but
-   no argument text announces a call whose name comes later: it opens a nameless one.
-5. Anything else with argument text cannot be attributed without guessing: it is
-   not absorbed, it is counted in `dropped_deltas` and recorded as a defect, so the
-   turn is retried instead of dispatching a partial batch.
+   with it, the delta continues that call. A nameless delta that carries an alias no
+   call holds (an `id`, or an `index`) opens a nameless call, with its argument text
+   if it has some: providers send the name after the arguments, and the name fills the
+   call when it comes. A call still nameless when the stream ends is the defect
+   (`unnamed_tool_call`, `steadyloop.defects`), never its fragments.
+5. Anything else with argument text (no alias at all, several calls open or none)
+   cannot be attributed without guessing: it is not absorbed, it is counted in
+   `dropped_deltas` and recorded as a defect, so the turn is retried instead of
+   dispatching a partial batch.
 6. Argument fragments are concatenated verbatim (`""` stays `""`). A name fills a
    call that has none; a name equal to the call's name is a restatement; a different
    one is appended while the call has no argument text yet (split names).
@@ -42,7 +46,10 @@ resolved (`_resolve`, then `_apply`):
 9. An `index` that is not a non-negative integer (`-1`, `1.5`, `"0"`, `true`) is
    ignored as an alias and counted; the delta resolves by its other aliases.
 
-Text split inside a UTF-16 surrogate pair across deltas is re-joined at assembly.
+Text split inside a UTF-16 surrogate pair across deltas is re-joined at assembly. What
+`assembled()` returns always serializes: a surrogate left unpaired in a name, an id or
+a type becomes U+FFFD, and in the arguments its JSON escape (so they parse to the value
+the model sent; the argument reader decides what to do with it).
 
 Shapes no reader of the wire can decide, and what happens to each (never a silent
 loss, never two calls with one id):
@@ -54,8 +61,9 @@ loss, never two calls with one id):
 - A second call repeating the first's only alias and its exact name: read as a
   restatement, so one call whose arguments are two objects run together, flagged
   `truncated_tool_call`.
-- A nameless continuation whose aliases contradict every call, several calls open:
-  dropped and counted in `dropped_deltas`.
+- A nameless continuation whose aliases contradict every call: a new, nameless call
+  (rule 4). Unless a name follows, the turn is `unnamed_tool_call` and retried, as it
+  was when such a fragment was dropped; with a name it is the call the provider meant.
 - A named delta whose aliases contradict every call (an id that drifts mid-call):
   a new call. That is the price of never merging on a guess.
 - Two zero-argument calls with one index, no ids and no argument text: the second
@@ -164,6 +172,8 @@ class ToolCallAccumulator:
         # so the count of all deltas is derived, never kept per token.
         self._deltas = 0
         self._parts_appended = 0
+        # Every record's fragment list, for counting them all without a Python loop.
+        self._part_lists: list[list[str]] = []
         self.dropped_deltas = 0
         self.malformed_aliases = 0
         self.defects: list[AssemblyDefect] = []
@@ -175,6 +185,12 @@ class ToolCallAccumulator:
     @property
     def call_count(self) -> int:
         return len(self._records)
+
+    @property
+    def deltas_seen(self) -> int:
+        """Tool-call deltas folded so far (bare fragments appended by a caller included):
+        it grows whenever a chunk carried a tool-call fragment (stall detection)."""
+        return self._deltas + sum(map(len, self._part_lists)) - self._parts_appended
 
     @property
     def records(self) -> Sequence[_Record]:
@@ -225,8 +241,7 @@ class ToolCallAccumulator:
 
     def _defect(self, kind: DefectKind, detail: str) -> None:
         # The bare fragments appended through `parts_by_index` are deltas too.
-        appended = sum(len(record.parts) for record in self._records)
-        number = self._deltas + appended - self._parts_appended
+        number = self.deltas_seen
         self.defects.append(AssemblyDefect(kind=kind, detail=detail, delta_number=number))
 
     def _observe_one(self, delta: Any) -> None:
@@ -328,9 +343,12 @@ class ToolCallAccumulator:
                 or (wire_id is not None and lone.wire_id is not None and lone.wire_id != wire_id)
             ):
                 return lone
+        if index is not None or wire_id is not None:
+            # An alias no call holds is a new identity, named now or later (rule 4): the
+            # name may follow the arguments, and a call still nameless at the end of the
+            # stream is the defect (`unnamed_tool_call`), not this fragment.
+            return self._open()
         if not arguments:
-            if index is not None or wire_id is not None:
-                return self._open()  # announced now, named later
             return None  # carries nothing: nothing to lose
         self.dropped_deltas += 1
         self._defect(
@@ -343,6 +361,7 @@ class ToolCallAccumulator:
     def _open(self) -> _Record:
         record = _Record(len(self._records))
         self._records.append(record)
+        self._part_lists.append(record.parts)
         return record
 
     # -- output --------------------------------------------------------------------
@@ -353,6 +372,10 @@ class ToolCallAccumulator:
         calls: list[tuple[_Record, ToolCall]] = []
         for record in self._records:
             call_id = record.wire_id
+            if call_id is not None and not call_id.isascii():
+                # Lone surrogates replaced (so it serializes); still checked against the
+                # ids emitted before it, so two wire ids that differ only there stay two.
+                call_id = rejoin_surrogates(call_id, json_escape=False)
             if call_id is None or call_id in emitted:
                 call_id = self._mint(record.ordinal, emitted)
             emitted.add(call_id)
@@ -363,7 +386,11 @@ class ToolCallAccumulator:
                         id=call_id,
                         name=rejoin_surrogates(record.name, json_escape=False),
                         arguments=rejoin_surrogates("".join(record.parts), json_escape=True),
-                        type=record.type or "function",
+                        type=(
+                            "function"
+                            if record.type is None
+                            else rejoin_surrogates(record.type, json_escape=False)
+                        ),
                     ),
                 )
             )

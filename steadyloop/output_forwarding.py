@@ -27,7 +27,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from steadyloop.accumulator import rejoin_surrogates
 
 # The topic on the host's stream that carries `OutputDelta` items.
 OUTPUT_TOPIC = "output"
@@ -92,6 +94,13 @@ class OutputDelta(BaseModel):
     attempt: int
     kind: OutputKind
     text: str
+
+    @field_validator("text")
+    @classmethod
+    def _serializable(cls, text: str) -> str:
+        """A lone surrogate cannot be serialized, so it never reaches the host: the model
+        activity forwards whole characters, and anything left unpaired is U+FFFD."""
+        return rejoin_surrogates(text, json_escape=False)
 
 
 class ForwardedOutput(BaseModel):

@@ -17,18 +17,24 @@ configuration is built, never turned into a 1 ms timer or a timer that never fir
 | `first_token_s`   | 120 s   | request sent -> first token (answer text, reasoning or a    |
 |                   |         | tool call). A deadline from the request: headers, role      |
 |                   |         | chunks and keep-alives do not extend it.                    |
-| `reasoning_gap_s` | 120 s   | the gap between two events after the first reasoning delta  |
-|                   |         | and before the first *answer* token, so a reasoning model   |
-|                   |         | is not killed while thinking.                               |
-| `inter_chunk_s`   | 30 s    | the gap between two events from the first answer token on   |
-|                   |         | (text or a tool call).                                      |
+| `reasoning_gap_s` | 120 s   | the gap between two content events after the first          |
+|                   |         | reasoning delta and before the first *answer* token, so a   |
+|                   |         | reasoning model is not killed while thinking.               |
+| `inter_chunk_s`   | 30 s    | the gap between two content events from the first answer    |
+|                   |         | token on (text or a tool call).                             |
 | `total_s`         | 600 s   | the whole call, request to last byte, whatever arrives.     |
 
 A stall is `StreamFailure(kind="stall")` naming the phase (`before_first_token`,
 `between_chunks`, `total_cap`), the budget's field name and its value. It is
 retryable: nothing was forwarded to anyone. (A reasoning gap is a `between_chunks`
-stall whose budget is `reasoning_gap_s`.) An SSE comment line is not an event and
-is not progress; an event of any kind, keep-alive `data:` included, is.
+stall whose budget is `reasoning_gap_s`.) From the first token on, progress is an
+event that carries content: answer or reasoning text, a tool-call fragment, usage or
+a finish reason. Keep-alives are not: an SSE comment (not even an event), an empty
+`data:`, an empty delta, `choices: []` without usage. Otherwise a server that hangs
+but pings every few seconds holds the turn until `total_s`. Before the first token
+nothing but a token counts either: `first_token_s` is a deadline from the request, so
+a keep-alive neither extends it nor needs to (a server that pings while it queues the
+request gets the whole budget, and one that pings forever is cut at its end).
 
 Re-arming a timer costs a cancelled handle and a heap push, too much to pay on
 every token (a server writes one event per token). So a gap deadline is armed with
@@ -129,15 +135,30 @@ class StreamWatchdog:
         self._rearm_after = math.inf
         self.deadline: float | None = _earliest(self._phase_deadline, self._total_deadline)
 
-    def progress(self, now: float, *, first_token: bool, answer_token: bool) -> bool:
-        """Events arrived at `now` (`first_token`/`answer_token`: seen so far); True when
-        the timer must be re-armed at `deadline`."""
+    def wants_content(self, now: float) -> bool:
+        """Whether `progress` at `now` needs to know if the events carried content: only
+        once the slack is used up (before, nothing re-arms whatever arrived), so the
+        caller can skip measuring it on nearly every token."""
+        return now > self._rearm_after
+
+    def progress(
+        self, now: float, *, first_token: bool, answer_token: bool, content: bool | None = True
+    ) -> bool:
+        """Events arrived at `now` (`first_token`/`answer_token`: seen so far; `content`:
+        whether any of them carried content, None when not measured because
+        `wants_content(now)` was False); True when the timer must be re-armed at
+        `deadline`. A phase change is content by definition (a token arrived)."""
         if answer_token:
             stage: _Stage = "answering"
         elif first_token:
             stage = "reasoning"
         else:
             return False  # still waiting: only a token ends the first-token budget
+        if not content and stage == self._stage:
+            # A keep-alive: the gap since the last content goes on. (Unmeasured content
+            # within the slack is not recorded either: the "last event" in a stall's
+            # message may then be up to the slack early.)
+            return False
         self._last_progress = now
         if stage == self._stage and now <= self._rearm_after:
             return False  # the armed deadline still lies past now + the budget

@@ -116,6 +116,7 @@ class TurnAssembler:
         "_reasoning_sink",
         "_response_id",
         "_shape_cache",
+        "_signals",
         "_stdlib_parsed",
         "_template",
         "_text",
@@ -147,6 +148,7 @@ class TurnAssembler:
         self._chunks = 0
         self._ignored_choices = 0
         self._stdlib_parsed = False
+        self._signals = 0  # chunks that carried usage or a finish reason
         self._counted_chars = 0
         self._counted_text = 0
         self._counted_reasoning = 0
@@ -192,6 +194,28 @@ class TurnAssembler:
     def answer_token_seen(self) -> bool:
         """True once answer text or a tool call has arrived (reasoning is not an answer)."""
         return bool(self._text) or not self._calls.is_empty
+
+    @property
+    def content_mark(self) -> int:
+        """A count that grows whenever a chunk carries content: answer or reasoning text,
+        a tool-call fragment, usage or a finish reason. Keep-alives (an empty payload,
+        an empty delta, `choices: []` without usage) leave it as it was, so a stream that
+        only pings does not look alive to the stall watchdog. Cheap: read once a read."""
+        return len(self._text) + len(self._reasoning) + self._calls.deltas_seen + self._signals
+
+    @property
+    def may_hold_surrogates(self) -> bool:
+        """Whether text so far may hold lone UTF-16 surrogates (from JSON escapes).
+
+        Only the stdlib parser produces them (`orjson` refuses such payloads), so this is
+        False on a clean stream and forwarding can skip looking for them.
+        """
+        return self._stdlib_parsed
+
+    @property
+    def finish_reason_seen(self) -> bool:
+        """True once a chunk carried a finish reason."""
+        return self._finish_reason is not None
 
     @property
     def calls(self) -> ToolCallAccumulator:
@@ -519,6 +543,7 @@ class TurnAssembler:
             usage = chunk.get("usage")
             if usage:
                 self._usage = usage
+                self._signals += 1
         except (AttributeError, TypeError, KeyError) as err:
             raise _invalid(data, f"a stream chunk has an unexpected shape ({err})") from None
 
@@ -551,6 +576,7 @@ class TurnAssembler:
         finish_reason = choice.get("finish_reason")
         if finish_reason:
             self._finish_reason = finish_reason
+            self._signals += 1
             groq = chunk.get("x_groq")
             if groq.__class__ is dict and groq.get("usage"):
                 self._usage = groq["usage"]  # Groq reports usage beside the final chunk
@@ -674,12 +700,14 @@ def _payloads_of(
     return payloads, None
 
 
-# A token count past this is not a measurement (1e300, a 5,000-digit integer): it is
-# left out like a missing one, so no sum or price downstream overflows.
+# No real token count comes near this; a bigger one (1e300, a 5,000-digit integer, both
+# legal JSON) would overflow float arithmetic downstream (pricing, in workflow code).
 _MAX_COUNT = 10**12
 
 
 def _count(value: Any) -> int | None:
+    """A usage count, or None for a value that is not one (negative, fractional, NaN,
+    infinite, absurdly large): a broken measurement is left out, never passed on."""
     if value.__class__ is int and 0 <= value <= _MAX_COUNT:
         return int(value)
     if value.__class__ is float and 0 <= value <= _MAX_COUNT and value.is_integer():

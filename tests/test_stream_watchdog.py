@@ -252,6 +252,114 @@ async def test_reasoning_that_goes_silent_past_the_reasoning_gap_stalls(
     assert (await the_exchange(server)).client_disconnected
 
 
+# Keep-alives a server may send while it hangs (issue 14 item 12): none is content.
+KEEP_ALIVES: dict[str, bytes | dict[str, Any]] = {
+    "comment": b": ping\n\n",
+    "empty data": b"data:\n\n",
+    "choices []": chunk(choices=[]),
+    "empty delta": chunk({}),
+    "role and empty content": chunk({"role": "assistant", "content": ""}),
+    "empty tool_calls": chunk({"tool_calls": []}),
+    "ping event": b'event: ping\ndata: {"type":"ping"}\n\n',
+}
+
+
+def pinging(kind: str, seconds: float = 3.0, every: float = 0.05) -> list[Any]:
+    ping = KEEP_ALIVES[kind]
+    return [part for _ in range(int(seconds / every)) for part in (ping, Pause(every))]
+
+
+@pytest.mark.parametrize("kind", list(KEEP_ALIVES))
+async def test_keep_alives_after_the_first_token_do_not_hold_a_hung_stream(
+    server: ScriptedServer, kind: str
+) -> None:
+    server.enqueue(sse_response([*text_chunks("Hello"), *pinging(kind), *text_chunks(" never")]))
+
+    failure, error, elapsed = await stall_of(
+        watched(server, first_token_s=2.0, inter_chunk_s=0.3, total_s=30.0)
+    )
+
+    assert (failure.stall_phase, failure.budget) == ("between_chunks", "inter_chunk_s")
+    assert elapsed < 1.5  # not held until the pings stop, nor until total_s
+    assert error.non_retryable is False
+    assert (await the_exchange(server)).client_disconnected
+
+
+async def test_keep_alives_while_reasoning_do_not_hold_a_hung_stream(
+    server: ScriptedServer,
+) -> None:
+    server.enqueue(
+        sse_response(
+            [*reasoning_chunks("Let me think"), *pinging("empty delta"), *text_chunks("42")]
+        )
+    )
+
+    failure, _, elapsed = await stall_of(
+        watched(server, first_token_s=2.0, reasoning_gap_s=0.4, inter_chunk_s=0.2)
+    )
+
+    assert (failure.stall_phase, failure.budget) == ("between_chunks", "reasoning_gap_s")
+    assert elapsed < 1.5
+
+
+async def test_keep_alives_before_the_first_token_neither_extend_nor_shorten_its_budget(
+    server: ScriptedServer,
+) -> None:
+    """Before the first token only a token counts: keep-alives change nothing, whatever
+    their kind (the budget is a deadline from the request)."""
+    server.enqueue(sse_response([*pinging("choices []", seconds=0.6), *text_chunks("late")]))
+    turn = await run(watched(server, first_token_s=1.0, inter_chunk_s=0.2))
+    assert turn.text == "late"  # 0.6 s of pings under a 1 s budget: no stall
+    server.enqueue(sse_response([*pinging("empty data"), *text_chunks("never")]))
+    failure, _, elapsed = await stall_of(watched(server, first_token_s=0.3))
+    assert (failure.stall_phase, failure.budget) == ("before_first_token", "first_token_s")
+    assert elapsed < 1.5
+
+
+async def test_slow_tool_call_fragments_usage_and_finish_are_progress(
+    server: ScriptedServer,
+) -> None:
+    """Content that is not text keeps a stream alive: tool-call fragments, a finish
+    reason and usage each arrive just inside the inter-chunk budget."""
+    fragments = ['{"q', '":', ' "x', '"}']
+    parts: list[Any] = [
+        chunk({"tool_calls": [{"index": 0, "id": "call_1", "function": {"name": "search"}}]}),
+        Pause(0.2),
+    ]
+    for fragment in fragments:
+        parts += [chunk({"tool_calls": [{"index": 0, "function": {"arguments": fragment}}]})]
+        parts += [Pause(0.2)]
+    parts += [finish_chunk("tool_calls"), Pause(0.2)]
+    parts += [chunk(choices=[], usage={"prompt_tokens": 1, "completion_tokens": 2}), Pause(0.2)]
+    server.enqueue(sse_response(parts))
+
+    turn = await run(watched(server, first_token_s=1.0, inter_chunk_s=0.35, total_s=10.0))
+
+    [call] = turn.tool_calls
+    assert (call.name, call.arguments) == ("search", '{"q": "x"}')
+    assert turn.usage is not None and turn.usage.completion_tokens == 2
+
+
+def test_a_keep_alive_does_not_re_arm_the_gap() -> None:
+    dog = StreamWatchdog(started=0.0, first_token_s=10, inter_chunk_s=1.6, total_s=1000)
+    assert dog.progress(1.0, first_token=True, answer_token=True) is True
+    armed = dog.deadline
+    for now in (2.0, 2.5, 2.9):
+        assert dog.progress(now, first_token=True, answer_token=True, content=False) is False
+        assert dog.deadline == armed
+    assert dog.stall(armed or 0).budget == "inter_chunk_s"
+    # Content is measured only once the slack is used up: before that nothing re-arms.
+    dog = StreamWatchdog(started=0.0, first_token_s=10, inter_chunk_s=1.6, total_s=1000)
+    assert not dog.wants_content(0.5)  # still waiting for the first token
+    assert dog.progress(1.0, first_token=True, answer_token=True, content=None) is True
+    assert not dog.wants_content(1.1) and dog.wants_content(1.11)
+    assert dog.progress(1.05, first_token=True, answer_token=True, content=None) is False
+    assert dog.progress(1.2, first_token=True, answer_token=True, content=True) is True
+    # A keep-alive on the read that changes the phase still switches the budget.
+    dog = StreamWatchdog(started=0.0, first_token_s=10, inter_chunk_s=1.6, total_s=1000)
+    assert dog.progress(1.0, first_token=True, answer_token=True, content=False) is True
+
+
 async def test_the_tight_budget_starts_at_the_first_answer_token(
     server: ScriptedServer,
 ) -> None:

@@ -553,13 +553,14 @@ WIRE_SHAPES: tuple[WireShape, ...] = (
         calls=(C("get_weather", '{"location": "Boston"}', "call_v1"),),
     ),
     W(
-        case="sglang_nameless_fragment_before_any_call_dropped",
+        case="sglang_nameless_fragment_before_any_call_opens_a_nameless_call",
         source="sgl-project/sglang#35563 (two-chunk stream: call at index 2 with name gone)",
         chunks=(one(index=2, name="", arguments='{"city": -7}'),),
-        calls=(),
-        dropped=1,
-        defects=("dropped_delta",),
-        notes="contract ext (c): dropped even when no call exists yet",
+        calls=(C("", '{"city": -7}'),),
+        notes=(
+            "issue 14 item 11: an index no call holds opens a call whose name may come "
+            "later; still nameless at the end, the turn is `unnamed_tool_call` (was: dropped)"
+        ),
     ),
     # ------------------------------------------------------------------ LiteLLM / proxies
     W(
@@ -976,9 +977,8 @@ WIRE_SHAPES: tuple[WireShape, ...] = (
             one(index=0, id="call_a", name="read_file", arguments='{"path":"a"}'),
             one(index=1, arguments='{"path":"zzz"}'),
         ),
-        calls=(C("read_file", '{"path":"a"}', "call_a"),),
-        dropped=1,
-        defects=("dropped_delta",),
+        # Not absorbed by the lone call; since issue 14 item 11 a new, nameless call.
+        calls=(C("read_file", '{"path":"a"}', "call_a"), C("", '{"path":"zzz"}')),
     ),
     W(
         case="fallback_refused_id_disagrees_with_lone_call",
@@ -987,9 +987,11 @@ WIRE_SHAPES: tuple[WireShape, ...] = (
             one(index=0, id="call_a", name="read_file", arguments='{"path":"a"}'),
             one(id="call_other", arguments='{"path":"zzz"}'),
         ),
-        calls=(C("read_file", '{"path":"a"}', "call_a"),),
-        dropped=1,
-        defects=("dropped_delta",),
+        # Not absorbed by the lone call; since issue 14 item 11 a new, nameless call.
+        calls=(
+            C("read_file", '{"path":"a"}', "call_a"),
+            C("", '{"path":"zzz"}', "call_other"),
+        ),
     ),
     W(
         case="differently_named_call_without_alias_not_absorbed",
@@ -1019,12 +1021,16 @@ WIRE_SHAPES: tuple[WireShape, ...] = (
         chunks=(
             one(index=0, id="call_a", name="read_file", arguments='{"path":"a"}'),
             one(index=1, id="call_b", name="read_file", arguments='{"path":"b"}'),
-            one(index=7, arguments="}"),
-            one(id="call_zz", arguments="}"),
+            one(index=7, arguments='{"path":"x"}'),
+            one(id="call_zz", arguments='{"path":"y"}'),
         ),
-        calls=(C("read_file", '{"path":"a"}', "call_a"), C("read_file", '{"path":"b"}', "call_b")),
-        dropped=2,
-        defects=("dropped_delta", "dropped_delta"),
+        # Not absorbed by either call; since issue 14 item 11 two new, nameless calls.
+        calls=(
+            C("read_file", '{"path":"a"}', "call_a"),
+            C("read_file", '{"path":"b"}', "call_b"),
+            C("", '{"path":"x"}'),
+            C("", '{"path":"y"}', "call_zz"),
+        ),
     ),
     W(
         case="alias_no_call_has_seen_is_not_claimed_by_a_call_without_aliases",
@@ -1032,12 +1038,16 @@ WIRE_SHAPES: tuple[WireShape, ...] = (
         chunks=(
             one(index=0, id="call_a", name="read_file", arguments='{"path":"a"}'),
             one(name="write_file", arguments='{"path":"b"}'),
-            one(index=7, arguments="}"),
-            one(id="call_zz", arguments="}"),
+            one(index=7, arguments='{"path":"x"}'),
+            one(id="call_zz", arguments='{"path":"y"}'),
         ),
-        calls=(C("read_file", '{"path":"a"}', "call_a"), C("write_file", '{"path":"b"}')),
-        dropped=2,
-        defects=("dropped_delta", "dropped_delta"),
+        # Not claimed by the alias-less call; since issue 14 item 11 new, nameless calls.
+        calls=(
+            C("read_file", '{"path":"a"}', "call_a"),
+            C("write_file", '{"path":"b"}'),
+            C("", '{"path":"x"}'),
+            C("", '{"path":"y"}', "call_zz"),
+        ),
     ),
     # ------------------------------------------------------------------ contract extensions
     W(
@@ -1070,6 +1080,44 @@ WIRE_SHAPES: tuple[WireShape, ...] = (
             one(index=0, id="call_ln", type="function", name="lookup"),
         ),
         calls=(C("lookup", '{"q":"v"}', "call_ln"),),
+    ),
+    W(
+        case="issue14_item11_name_after_arguments_on_the_opening_delta",
+        source="issue 14 item 11 (exact repro: arguments on the opening delta, name later)",
+        chunks=(
+            one(index=0, id="call_nl", arguments='{"q":"x"}'),
+            one(index=0, name="search"),
+        ),
+        calls=(C("search", '{"q":"x"}', "call_nl"),),
+    ),
+    W(
+        case="issue14_item11_name_after_arguments_second_call",
+        source="issue 14 item 11, a second call opened by its id before its name",
+        chunks=(
+            one(index=0, id="call_a", name="read_file", arguments='{"path":"a"}'),
+            one(index=1, id="call_b", arguments='{"path":'),
+            one(index=1, arguments='"b"}'),
+            one(index=1, name="write_file"),
+        ),
+        calls=(
+            C("read_file", '{"path":"a"}', "call_a"),
+            C("write_file", '{"path":"b"}', "call_b"),
+        ),
+    ),
+    W(
+        case="issue14_item11_name_after_arguments_index_only",
+        source="issue 14 item 11, an index no call holds opens the call (no id at all)",
+        chunks=(
+            one(index=0, arguments='{"q":"x"}'),
+            one(index=0, name="search"),
+        ),
+        calls=(C("search", '{"q":"x"}'),),
+    ),
+    W(
+        case="issue14_item11_still_nameless_at_the_end",
+        source="issue 14 item 11 (a call still nameless at the end of the stream is the defect)",
+        chunks=(one(index=0, id="call_nl", arguments='{"q":"x"}'),),
+        calls=(C("", '{"q":"x"}', "call_nl"),),
     ),
     W(
         case="ext_a_index_only_opening_named_later",

@@ -72,10 +72,11 @@ is returned with the guard's code as its first defect and no tool calls (or, obs
 only, normally, with the cut call left unparseable).
 
 Forwarding (`steadyloop.output_forwarding`): when the request names a `forward` target,
-the text of every read is published to the run's output host as it arrives. From the
-first forwarded piece on, the attempt has `produced_output`: it is heartbeated at once
-(not at the next interval), every failure after it is raised non-retryable with the
-text that was shown, and a later attempt of the same turn refuses to stream
+the text of every read is published to the run's output host as it arrives, in whole
+characters (half of a surrogate pair split across chunks waits for the other half).
+From the first forwarded piece on, the attempt has `produced_output`: it is heartbeated
+at once (not at the next interval), every failure after it is raised non-retryable with
+the text that was shown, and a later attempt of the same turn refuses to stream
 (`output_already_forwarded`) when the host or the previous attempt's last heartbeat
 shows that this one already showed something.
 """
@@ -100,6 +101,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError, FailureError
 from temporalio.service import RPCError
 
+from steadyloop.accumulator import rejoin_surrogates
 from steadyloop.activities.output_publisher import OutputPublisher, ensure_host, read_forwarded
 from steadyloop.completion import STREAM_COMPLETION_ACTIVITY, AssembledTurn, CompletionRequest
 from steadyloop.endpoints import (
@@ -270,11 +272,12 @@ async def stream_turn(
     `progress_interval_s` (the first chunk always reports).
 
     The stall watchdog (`steadyloop.stream_watchdog`, budgets from the endpoint) is one
-    `asyncio.timeout`, re-armed after every read that delivered events. When it fires,
-    leaving the `client.stream` block closes the response (the connection is dropped,
-    not reused) and the stall is raised as `StreamFailed(kind="stall")`. A cancellation
-    from outside (the activity cancelled, the worker shutting down) is not the
-    watchdog's: `asyncio.timeout` re-raises it as `CancelledError`, never as a stall.
+    `asyncio.timeout`, re-armed after every read that delivered content (keep-alives
+    are not progress). When it fires, leaving the `client.stream` block closes the
+    response (the connection is dropped, not reused) and the stall is raised as
+    `StreamFailed(kind="stall")`. A cancellation from outside (the activity cancelled,
+    the worker shutting down) is not the watchdog's: `asyncio.timeout` re-raises it as
+    `CancelledError`, never as a stall.
     The runaway-argument guard (`steadyloop.runaway_guard`; the request's
     `argument_limits`, else the endpoint's) stops reading the same way, and the turn
     is finished as its mode says. With a `sink` and a request that forwards, each read's
@@ -408,6 +411,10 @@ class _TurnReader:
         self.forward: ForwardTarget | None = forward
         self.sink = sink if forward is not None else None
         self.marks: dict[OutputKind, int] = {"text": 0, "reasoning": 0}
+        # A high surrogate that ended the text forwarded so far, held until its pair
+        # arrives (see `_whole_characters`), and the pieces forwarded that count as shown.
+        self.held: dict[OutputKind, str] = {"text": "", "reasoning": ""}
+        self.shown_pieces: dict[OutputKind, list[str]] = {"text": [], "reasoning": []}
         self.produced_output = False
         self.forwarded_chars = 0
 
@@ -418,8 +425,15 @@ class _TurnReader:
         events = self.decoder.feed_data(piece)
         if not events:
             return False
-        done = self._consume(events)
         assembler = self.assembler
+        watchdog = self.watchdog if self.timer is not None else None
+        if watchdog is not None:
+            # Keep-alives are not progress: only a read that moves the content mark is.
+            # The mark is read only when the watchdog would re-arm (once its slack is
+            # used up), not on every token.
+            now = self.clock()
+            before = assembler.content_mark if watchdog.wants_content(now) else None
+        done = self._consume(events)
         if self.first_token_at is None and assembler.first_token_seen:
             self.first_token_at = time.monotonic()
         if self.sink is not None and self._forward():
@@ -431,16 +445,14 @@ class _TurnReader:
             assembler.calls.records
         ):
             return True
-        timer = self.timer
-        if timer is not None:
-            watchdog = self.watchdog
-            assert watchdog is not None
-            if watchdog.progress(
-                self.clock(),
-                first_token=assembler.first_token_seen,
-                answer_token=assembler.answer_token_seen,
-            ):
-                timer.reschedule(watchdog.deadline)
+        if watchdog is not None and watchdog.progress(
+            now,
+            first_token=assembler.first_token_seen,
+            answer_token=assembler.answer_token_seen,
+            content=None if before is None else assembler.content_mark != before,
+        ):
+            assert self.timer is not None
+            self.timer.reschedule(watchdog.deadline)
         return done
 
     def _consume(self, events: Sequence[ServerSentEvent | str]) -> bool:
@@ -453,25 +465,39 @@ class _TurnReader:
         self.saw_done = self.saw_done or done
         return done
 
-    def _forward(self) -> bool:
-        """Publish the text this read added; True when it is the first output shown."""
+    def _forward(self, *, final: bool = False) -> bool:
+        """Publish the text this read added; True when it is the first output shown.
+
+        Whole characters only: a provider may split an astral character into two JSON
+        escapes in two chunks, and half of it cannot be serialized (nor shown). A high
+        surrogate ending the new text is held until the next read brings its pair, or
+        the stream ends (`final`), when it is forwarded as U+FFFD, as `finish` writes
+        it in the turn. Anything else left unpaired is U+FFFD at once.
+        """
         assert self.forward is not None and self.sink is not None
         first = False
+        assembler = self.assembler
         sources: tuple[tuple[OutputKind, list[str]], ...] = (
-            ("text", self.assembler.text_parts),
-            ("reasoning", self.assembler.reasoning_parts),
+            ("text", assembler.text_parts),
+            ("reasoning", assembler.reasoning_parts),
         )
         for kind, parts in sources:
             mark = self.marks[kind]
-            if len(parts) == mark:
+            held = self.held[kind]
+            if len(parts) == mark and not (final and held):
                 continue
-            piece = "".join(parts[mark:])
+            piece = held + "".join(parts[mark:])
             self.marks[kind] = len(parts)
+            if assembler.may_hold_surrogates:  # only then can a piece hold a lone half
+                piece, self.held[kind] = _whole_characters(piece, final=final)
+                if not piece:
+                    continue
             counts = self.forward.counts(kind)
             newly = counts and not self.produced_output
             if counts:
                 self.produced_output = True
                 self.forwarded_chars += len(piece)
+                self.shown_pieces[kind].append(piece)
             delta = OutputDelta(
                 turn=self.forward.turn,
                 attempt=self.forward.attempt,
@@ -486,8 +512,7 @@ class _TurnReader:
         """The text of `kind` forwarded so far, if forwarding it made the output seen."""
         if self.forward is None or not self.forward.counts(kind):
             return ""
-        parts = self.assembler.text_parts if kind == "text" else self.assembler.reasoning_parts
-        return "".join(parts[: self.marks[kind]])
+        return "".join(self.shown_pieces[kind])
 
     def _report(self, on_progress: ProgressCallback) -> None:
         now = time.monotonic()
@@ -514,8 +539,10 @@ class _TurnReader:
             self._consume(tail)
             if self.sink is not None:
                 self._forward()
-        turn = self.finish()
-        if turn.finish_reason is None and not self.saw_done:
+        # A truncated stream fails: a held half character is not shown as U+FFFD then.
+        accepted = self.saw_done or self.assembler.finish_reason_seen
+        turn = self.finish(flush_held=accepted)
+        if not accepted:
             cut = self.decoder.incomplete_tail
             raise StreamFailed(
                 StreamFailure(
@@ -530,7 +557,9 @@ class _TurnReader:
             )
         return turn
 
-    def finish(self) -> AssembledTurn:
+    def finish(self, *, flush_held: bool = True) -> AssembledTurn:
+        if flush_held and self.sink is not None and any(self.held.values()):
+            self._forward(final=True)
         turn = self.assembler.finish()
         _log_repaired_calls(turn, self.assembler.calls.was_minted)
         breach = None if self.guard is None else self.guard.breach
@@ -550,6 +579,19 @@ class _TurnReader:
             }
         )
         return turn.model_copy(update={"stats": stats})
+
+
+def _whole_characters(piece: str, *, final: bool) -> tuple[str, str]:
+    """`piece` as whole characters that serialize, and a trailing high surrogate held
+    back for the next piece (none when `final`).
+
+    Surrogate pairs inside the piece are joined, any other lone half becomes U+FFFD,
+    so the forwarded pieces joined equal the turn's text (`rejoin_surrogates`).
+    """
+    held = ""
+    if not final and piece and "\ud800" <= piece[-1] <= "\udbff":
+        piece, held = piece[:-1], piece[-1]
+    return rejoin_surrogates(piece, json_escape=False), held
 
 
 def _log_repaired_calls(turn: AssembledTurn, was_minted: Callable[[str], bool]) -> None:

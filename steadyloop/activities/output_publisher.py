@@ -111,6 +111,11 @@ class OutputPublisher:
                 await self._send()
             except RPCError as error:
                 logger.warning("forwarded output not yet published (will retry): %s", error)
+            except Exception as error:  # e.g. a piece that cannot be serialized
+                # Not retried (it would fail again), and never the model call's failure:
+                # the live view is lost from here, the answer is not.
+                self.failed = error
+                logger.warning("forwarded output could not be published: %s", error)
 
     async def __aenter__(self) -> OutputPublisher:
         self._pump = asyncio.create_task(self._run(), name="steadyloop-output-publisher")
