@@ -95,6 +95,7 @@ EXIT_CODES: dict[StopReason, int] = {
     "deadline": EXIT_STOPPED,
     "interrupted": EXIT_STOPPED,
     "output_interrupted": EXIT_STOPPED,
+    "state_too_large": EXIT_STOPPED,
 }
 UI_URL_ENV = "TEMPORAL_UI_URL"
 # Which flag or argument sets each field of a run, to name it when the run is refused.
