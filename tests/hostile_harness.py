@@ -45,7 +45,7 @@ from collections import Counter
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args
 
 from google.protobuf.message import Message
 from pydantic import JsonValue
@@ -507,17 +507,7 @@ def _around(data: bytes, match: re.Match[bytes]) -> str:
 
 # -- the invariants ----------------------------------------------------------------------
 
-NAMED_STOPS: frozenset[StopReason] = frozenset(
-    {
-        "final_answer",
-        "max_turns",
-        "token_budget",
-        "deadline",
-        "interrupted",
-        "failed",
-        "output_interrupted",
-    }
-)
+NAMED_STOPS: frozenset[StopReason] = frozenset(get_args(StopReason))
 
 
 @dataclass(frozen=True)
