@@ -76,3 +76,11 @@ def test_a_lone_surrogate_refusal_explains_it_and_says_what_to_send() -> None:
     detail = detail_of('{"k": "\\ud83d"}')
     assert "(half of a character such as an emoji" in detail
     assert "; send whole characters." in detail
+
+
+def test_depth_is_counted_back_down_exactly_after_a_closed_sibling() -> None:
+    # Closed containers before a deep one must not lower its count: this is
+    # MAX_ARGUMENT_DEPTH + 1 levels ("{" and the brackets of "b"), and must be refused.
+    deep = "[" * MAX_ARGUMENT_DEPTH + "]" * MAX_ARGUMENT_DEPTH
+    detail = detail_of('{"a": [[], [[]]], "b": ' + deep + "}")
+    assert f"nest deeper than {MAX_ARGUMENT_DEPTH} levels" in detail
