@@ -144,3 +144,24 @@ def test_an_integer_too_long_to_spell_names_where_it_is() -> None:
         canonical_json({"n": [0, 10 ** sys.get_int_max_str_digits()]})
     assert error.value.path == "$.n[1]"
     assert error.value.reason.startswith("an integer too long to spell: ")
+
+
+# ---------------------------------------------------------------- utf8=True (stored values)
+
+
+@pytest.mark.parametrize(
+    ("value", "path"),
+    [
+        ({"a": ["ok", "x\ud800"]}, "$.a[1]"),
+        ({"a": {"b": {"\udc00k": 1}}}, '$.a.b["\\udc00k"]'),
+        (["\ud83d"], "$[0]"),
+    ],
+)
+def test_a_lone_surrogate_in_a_stored_value_is_refused_where_it_is(value: Any, path: str) -> None:
+    # The path is how a tool author finds the step identifier that cannot be stored.
+    with pytest.raises(CanonicalJsonError) as caught:
+        canonical_json(value, utf8=True)
+    assert caught.value.path == path
+    assert "lone surrogate" in caught.value.reason
+    assert caught.value.reason.endswith("has no UTF-8 spelling, so this value cannot be stored")
+    assert canonical_json(value).isascii()  # without utf8=True it has a text (an escape)
