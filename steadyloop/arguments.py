@@ -198,7 +198,7 @@ def _lone_surrogate(value: object) -> str | None:
             found = _SURROGATE.search(item)
             if found is not None:
                 what = "the object key" if is_key else "the string at"
-                return f"{what} {_path_text(path)} {_holds(found, item)}"
+                return f"{what} {_path_text(path)} {_holds(found)}"
         elif isinstance(item, dict):
             for key, child in reversed(item.items()):
                 stack.append((child, _Path(path, key), False))
@@ -209,7 +209,7 @@ def _lone_surrogate(value: object) -> str | None:
     return None
 
 
-def _holds(found: re.Match[str], text: str) -> str:
+def _holds(found: re.Match[str]) -> str:
     return (
         f"holds a lone surrogate {_encodable(found.group())} at character {found.start()} "
         "(half of a character such as an emoji, which no tool can receive as text); "

@@ -545,14 +545,6 @@ class PackedLedger(BaseModel):
     def __len__(self) -> int:
         return len(self.rows)
 
-    def running(self) -> list[str]:
-        """Keys of the rows whose attempt ended with no outcome recorded."""
-        return [
-            text
-            for text, row in self.rows.items()
-            if isinstance(row, Receipt) and row.status == "running"
-        ]
-
     def _read(self, row: ResultRef, transcript: list[ChatMessage]) -> str | None:
         if row.message >= len(transcript):
             return None

@@ -152,19 +152,6 @@ def test_shrink_counts_every_result_it_cut() -> None:
     assert packed.shrink_results(MIN_RESULT_LIMIT_BYTES) == 3
 
 
-def test_running_lists_only_the_attempts_that_never_reported() -> None:
-    ledger = ReceiptLedger()
-    complete(ledger, 0, "held")  # becomes a ResultRef
-    complete(ledger, 1, "kept")  # stays a Receipt
-    assert ledger.claim(key_of(2), 1, LEASE, now=NOW).applied
-    assert ledger.claim(key_of(3), 1, LEASE, now=NOW).applied
-    assert ledger.fail(key_of(3), 1).applied
-    assert ledger.claim(key_of(4), 1, LEASE, now=NOW).applied
-    transcript = [ChatMessage(role="user", content="go"), *tool_message(0, "held")]
-    packed = PackedLedger.pack(ledger, transcript)
-    assert packed.running() == [key_of(2).text, key_of(4).text]
-
-
 def test_release_leases_counts_every_live_lease_and_touches_nothing_else() -> None:
     ledger = ReceiptLedger()
     assert ledger.claim(key_of(0), 1, NOW + timedelta(minutes=5), now=NOW).applied
