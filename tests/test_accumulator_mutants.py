@@ -9,6 +9,7 @@ numbering the retry decision and the stall watchdog read.
 
 from __future__ import annotations
 
+import pytest
 from wire_shapes import one
 
 from steadyloop.accumulator import ToolCallAccumulator
@@ -105,3 +106,18 @@ def test_was_minted_is_false_for_every_kept_wire_id() -> None:
     acc.observe(one(index=1, name="b", arguments="{}"))
     first, second = acc.assembled()
     assert (acc.was_minted(first.id), acc.was_minted(second.id)) == (False, True)
+
+
+def test_a_blank_mint_prefix_is_refused_by_name() -> None:
+    with pytest.raises(ValueError, match=r"^mint_prefix must be a non-blank string$"):
+        ToolCallAccumulator(" ")
+
+
+def test_arguments_sent_as_an_object_are_kept_as_json_text_and_the_defect_says_so() -> None:
+    acc = ToolCallAccumulator()
+    acc.observe(one(index=0, id="call_a", name="a", arguments={"k": "é"}))
+    [call] = acc.assembled()
+    assert call.arguments == '{"k":"é"}'
+    assert [(d.kind, d.detail) for d in acc.defects] == [
+        ("malformed_arguments", "arguments arrived as an object, not a string")
+    ]
