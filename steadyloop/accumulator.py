@@ -167,6 +167,7 @@ class ToolCallAccumulator:
         self._by_index: dict[int, _Record] = {}
         self._parts_by_index: dict[int, list[str]] = {}
         self._wire_ids: set[str] = set()
+        self._minted: set[str] = set()  # ids `assembled()` minted (`was_minted`)
         # Deltas that took the full path, and the fragments they appended. Every other
         # delta was a bare fragment that appended exactly one (see `parts_by_index`),
         # so the count of all deltas is derived, never kept per token.
@@ -378,6 +379,7 @@ class ToolCallAccumulator:
                 call_id = rejoin_surrogates(call_id, json_escape=False)
             if call_id is None or call_id in emitted:
                 call_id = self._mint(record.ordinal, emitted)
+                self._minted.add(call_id)
             emitted.add(call_id)
             calls.append(
                 (
@@ -400,8 +402,9 @@ class ToolCallAccumulator:
         return [call for _, call in calls]
 
     def was_minted(self, call_id: str) -> bool:
-        """Whether `assembled()` minted this id: minted ids never equal a wire id (rule 7)."""
-        return call_id not in self._wire_ids
+        """Whether `assembled()` minted this id (a wire id whose lone surrogates were
+        replaced was repaired, not minted)."""
+        return call_id in self._minted
 
     def _mint(self, ordinal: int, emitted: set[str]) -> str:
         candidate = f"{self._mint_prefix}_{ordinal}"

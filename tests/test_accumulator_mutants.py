@@ -108,6 +108,15 @@ def test_was_minted_is_false_for_every_kept_wire_id() -> None:
     assert (acc.was_minted(first.id), acc.was_minted(second.id)) == (False, True)
 
 
+def test_a_wire_id_repaired_of_a_lone_surrogate_was_not_minted() -> None:
+    acc = ToolCallAccumulator()
+    acc.observe(one(index=0, id="call_\ud83d", name="a", arguments="{}"))
+    acc.observe(one(index=1, id="call_\ud83d", name="b", arguments="{}"))  # a repeat
+    first, second = acc.assembled()
+    assert first.id == "call_\ufffd" and second.id != first.id
+    assert (acc.was_minted(first.id), acc.was_minted(second.id)) == (False, True)
+
+
 def test_a_blank_mint_prefix_is_refused_by_name() -> None:
     with pytest.raises(ValueError, match=r"^mint_prefix must be a non-blank string$"):
         ToolCallAccumulator(" ")
