@@ -65,6 +65,10 @@ class PendingApproval(BaseModel):
     arguments: dict[str, Any]
     turn: int
     requested_at: str
+    # What a decision binds to: the sha256 of the canonical JSON of `arguments` (the
+    # receipt key's hash). Providers that number calls per turn reuse `call_0` every
+    # turn, so a call id alone could approve a different call than the one reviewed.
+    arguments_sha256: str = ""
 
 
 class ApprovalDecision(BaseModel):
@@ -78,6 +82,27 @@ class ApprovalDecision(BaseModel):
     call_id: str = Field(min_length=1)
     approved: bool = True
     reason: str | None = None
+    # The binding: the tool, the hash of its arguments and the turn of the call the
+    # person reviewed, as `pending_approvals` listed them. A decision whose binding does
+    # not match the call waiting under `call_id` is refused (`for_call` fills it in).
+    # Optional in the model only so decisions recorded before the binding still replay.
+    tool: str | None = None
+    arguments_sha256: str | None = None
+    turn: int | None = None
+
+    @classmethod
+    def for_call(
+        cls, call: PendingApproval, *, approved: bool = True, reason: str | None = None
+    ) -> ApprovalDecision:
+        """A decision bound to exactly the call `pending_approvals` listed."""
+        return cls(
+            call_id=call.call_id,
+            approved=approved,
+            reason=reason,
+            tool=call.tool,
+            arguments_sha256=call.arguments_sha256,
+            turn=call.turn,
+        )
 
 
 class SteeringState(BaseModel):

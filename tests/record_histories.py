@@ -273,9 +273,9 @@ RESOLUTIONS = {
 
 
 async def _approve_send_interrupt(loop: Loop, handle: WorkflowHandle[Any, Any]) -> None:
-    await wait_for_approvals(handle)
+    (waiting,) = await wait_for_approvals(handle)
     await handle.execute_update("send_message", UserMessage(content="also note the date"))
-    await handle.execute_update("approve_call", ApprovalDecision(call_id="x1"))
+    await handle.execute_update("approve_call", ApprovalDecision.for_call(waiting))
     await eventually(lambda: len(loop.server.exchanges) == 2, "turn 2 streams")
     await handle.signal("interrupt", "stop here")
 

@@ -39,7 +39,7 @@ async def test_an_approved_call_runs_once_while_the_rest_of_its_batch_went_on() 
         with pytest.raises(WorkflowUpdateFailedError):
             await handle.execute_update("approve_call", ApprovalDecision(call_id="nope"))
         said = await handle.execute_update(
-            "approve_call", ApprovalDecision(call_id="x1"), result_type=str
+            "approve_call", ApprovalDecision.for_call(waiting), result_type=str
         )
         result = await handle.result()
         after = await handle.query("pending_approvals", result_type=list[PendingApproval])
@@ -63,8 +63,10 @@ async def test_an_approved_call_runs_once_while_the_rest_of_its_batch_went_on() 
 async def test_a_rejected_call_never_runs_and_the_model_reads_the_reason() -> None:
     async with running_loop([calls(TRANSFER), answer("understood")]) as loop:
         handle = await loop.start(people_run())
-        await wait_for_approvals(handle)
-        decision = ApprovalDecision(call_id="x1", approved=False, reason="over this month's budget")
+        (waiting,) = await wait_for_approvals(handle)
+        decision = ApprovalDecision.for_call(
+            waiting, approved=False, reason="over this month's budget"
+        )
         said = await handle.execute_update("approve_call", decision, result_type=str)
         result = await handle.result()
         second = loop.server.requests[1].json
@@ -80,6 +82,44 @@ async def test_a_rejected_call_never_runs_and_the_model_reads_the_reason() -> No
         "tool_call_id": "x1",
         "content": rejection.content,
     }
+
+
+async def test_a_decision_is_bound_to_the_call_reviewed_not_to_a_reused_call_id() -> None:
+    """llama.cpp-style servers number calls per turn: `call_0` in turn 1 and in turn 2."""
+    script = [
+        calls(ScriptedCall("transfer", {"amount": 100, "to": "acme"}, id="call_0")),
+        calls(ScriptedCall("transfer", {"amount": 999, "to": "evil"}, id="call_0")),
+        answer("done"),
+    ]
+    async with running_loop(script) as loop:
+        handle = await loop.start(people_run())
+        (reviewed,) = await wait_for_approvals(handle)
+        await handle.execute_update("approve_call", ApprovalDecision.for_call(reviewed))
+        (now_waiting,) = await wait_for_approvals(handle)
+        assert now_waiting.turn == 2 and now_waiting.call_id == reviewed.call_id
+        # A second person who reviewed turn 1's call approves "call_0" again.
+        with pytest.raises(WorkflowUpdateFailedError) as stale:
+            await handle.execute_update("approve_call", ApprovalDecision.for_call(reviewed))
+        # A decision naming only the call id binds nothing and is refused too.
+        with pytest.raises(WorkflowUpdateFailedError) as unbound:
+            await handle.execute_update("approve_call", ApprovalDecision(call_id="call_0"))
+        still = await handle.query("pending_approvals", result_type=list[PendingApproval])
+        await handle.signal("interrupt", "checked")
+        result = await handle.result()
+    assert reviewed.arguments_sha256 != now_waiting.arguments_sha256
+    assert len(reviewed.arguments_sha256) == 64
+    for refused in (stale, unbound):
+        text = str(refused.value.cause)
+        assert '{"amount": 999, "to": "evil"} (turn 2' in text, text
+    assert "another call than the one waiting" in str(stale.value.cause)
+    assert "must name the tool, arguments_sha256 and turn" in str(unbound.value.cause)
+    assert still == [now_waiting]
+    assert loop.effects.notes == ["transfer 100 to acme"]  # the 999 never ran
+    assert result.stop_reason == "interrupted"
+    # One answer per call (the helper for that refuses ids repeated across turns).
+    first, second = tool_messages(result.transcript)
+    assert (first.tool_call_id, second.tool_call_id) == ("call_0", "call_0")
+    assert first.content == "sent 100 to acme" and "interrupted" in (second.content or "")
 
 
 async def test_an_interrupt_answers_a_call_still_waiting_for_approval() -> None:

@@ -24,6 +24,7 @@ from steering_harness import (
 )
 from test_cli_worker import cli_environment, start_worker, steadyloop
 
+from steadyloop.receipt_decision import tool_call_args_hash
 from steadyloop.run_models import RunProgress
 from steadyloop.steering_models import PendingApproval
 from steadyloop.testing.chunks import ScriptedCall
@@ -49,6 +50,9 @@ def request(*argv: str, stdin: str = "") -> SteeringRequest:
     return steering_request(build_parser().parse_args(list(argv)), io.StringIO(stdin))
 
 
+TRANSFER_SHA = tool_call_args_hash({"amount": 5, "to": "ana"})
+
+
 def pending(call_id: str = "call_1", tool: str = "wire") -> PendingApproval:
     return PendingApproval(
         call_id=call_id,
@@ -56,6 +60,7 @@ def pending(call_id: str = "call_1", tool: str = "wire") -> PendingApproval:
         arguments={"amount": 5, "to": "ana"},
         turn=2,
         requested_at="2026-01-01T00:00:00+00:00",
+        arguments_sha256=tool_call_args_hash({"amount": 5, "to": "ana"}),
     )
 
 
@@ -110,8 +115,9 @@ def test_the_waiting_calls_are_listed_with_the_commands_that_decide_them() -> No
     lines = approval_lines(RUN, [pending("call_1"), pending("call_22", tool="refund")])
     assert lines[0] == f"run {RUN}: 2 calls wait for approval"
     header, first, second = lines[2:5]
-    assert header.split() == ["CALL", "TOOL", "TURN", "ARGUMENTS"]
-    assert first.split() == ["call_1", "wire", "2", '{"amount":5,"to":"ana"}']
+    assert header.split() == ["CALL", "TOOL", "TURN", "SHA", "ARGUMENTS"]
+    sha = tool_call_args_hash({"amount": 5, "to": "ana"})[:12]
+    assert first.split() == ["call_1", "wire", "2", sha, '{"amount":5,"to":"ana"}']
     assert header.index("TOOL") == first.index("wire") == second.index("refund")
     assert f"  steadyloop approve {RUN} CALL --reject REASON" in lines
     assert approval_lines(RUN, []) == [f"run {RUN}: no calls wait for approval"]
@@ -160,7 +166,9 @@ async def test_each_command_steers_a_run_through_its_own_path() -> None:
         with pytest.raises(ConfigError, match="waiting: x1 \\(transfer\\)"):
             await steer(loop, "approve", handle.id, "x2")
         sent = await steer(loop, "send", handle.id, "and log it")
-        approved = await steer(loop, "approve", handle.id, "x1")
+        with pytest.raises(ConfigError, match="not the call you reviewed"):
+            await steer(loop, "approve", handle.id, "x1", "--sha", "deadbeef")
+        approved = await steer(loop, "approve", handle.id, "x1", "--sha", TRANSFER_SHA[:8])
         await eventually(lambda: len(loop.server.exchanges) == 2, "turn 2 streams")
         paused = await steer(loop, "pause", handle.id)
         await wait_for_phase(handle, "paused")
@@ -170,7 +178,7 @@ async def test_each_command_steers_a_run_through_its_own_path() -> None:
         with pytest.raises(RunCommandFailure, match="has ended"):
             await steer(loop, "send", handle.id, "too late")
     row = next(line for line in listing.splitlines() if line.startswith("x1 "))
-    assert row.split() == ["x1", "transfer", "1", '{"amount":5,"to":"ana"}']
+    assert row.split() == ["x1", "transfer", "1", TRANSFER_SHA[:12], '{"amount":5,"to":"ana"}']
     assert sent.startswith(f"sent to run {handle.id}: queued for turn 2 (1 waiting)")
     assert approved.startswith("approved 'transfer' call 'x1'")
     assert paused == f"run {handle.id}: pausing at the next turn boundary\n"

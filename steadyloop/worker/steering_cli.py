@@ -61,6 +61,7 @@ class SteeringRequest:
     reason: str = "interrupted from the command line"  # interrupt
     wait_s: float = DEFAULT_WAIT_S  # interrupt: how long to wait for the run to end
     as_json: bool = False  # approve: list as JSON
+    sha: str | None = None  # approve: the arguments_sha256 (a prefix) the person reviewed
 
 
 def add_steering_parsers(
@@ -92,6 +93,12 @@ def add_steering_parsers(
     approve.add_argument("call_id", metavar="CALL", nargs="?", help="the waiting call's id")
     approve.add_argument("--reject", metavar="REASON", help="reject it; the model reads REASON")
     approve.add_argument("--json", action="store_true", help="list the waiting calls as JSON")
+    approve.add_argument(
+        "--sha",
+        metavar="HASH",
+        help="the call's SHA as listed (8+ characters): refused if what waits under CALL "
+        "now has other arguments (servers reuse call ids such as call_0 every turn)",
+    )
     send = command("send", "give a running agent a message (sent before its next model request)")
     send.add_argument("message", metavar="MESSAGE", help="what to say (- : standard input)")
     command("pause", "hold a run at its next turn boundary (its deadline still runs)")
@@ -149,7 +156,10 @@ def _approve_request(args: argparse.Namespace, workflow_id: str) -> SteeringRequ
         raise ConfigError("--json lists the waiting calls; it does not go with CALL")
     if args.reject is not None and not args.reject.strip():
         raise ConfigError("--reject needs a REASON: the model reads it to decide what next")
-    return SteeringRequest("approve", workflow_id, call_id=call_id, reject=args.reject)
+    sha = None if args.sha is None else args.sha.strip().lower()
+    if sha is not None and (len(sha) < 8 or any(c not in "0123456789abcdef" for c in sha)):
+        raise ConfigError("--sha needs 8 or more hex characters of the SHA the listing shows")
+    return SteeringRequest("approve", workflow_id, call_id=call_id, reject=args.reject, sha=sha)
 
 
 # -- formatting -------------------------------------------------------------------------
@@ -160,12 +170,13 @@ def approval_lines(workflow_id: str, calls: Sequence[PendingApproval]) -> list[s
     if not calls:
         return [f"run {workflow_id}: no calls wait for approval"]
     count = "1 call waits" if len(calls) == 1 else f"{len(calls)} calls wait"
-    rows = [("CALL", "TOOL", "TURN", "ARGUMENTS")] + [
-        (c.call_id, c.tool, str(c.turn), arguments_text(c.arguments)) for c in calls
+    rows = [("CALL", "TOOL", "TURN", "SHA", "ARGUMENTS")] + [
+        (c.call_id, c.tool, str(c.turn), c.arguments_sha256[:12], arguments_text(c.arguments))
+        for c in calls
     ]
-    widths = [max(len(row[column]) for row in rows) for column in range(3)]
+    widths = [max(len(row[column]) for row in rows) for column in range(4)]
     table = [
-        "  ".join([*(cell.ljust(w) for cell, w in zip(row[:3], widths, strict=True)), row[3]])
+        "  ".join([*(cell.ljust(w) for cell, w in zip(row[:4], widths, strict=True)), row[4]])
         for row in rows
     ]
     return [
@@ -173,8 +184,9 @@ def approval_lines(workflow_id: str, calls: Sequence[PendingApproval]) -> list[s
         "",
         *table,
         "",
-        f"  steadyloop approve {workflow_id} CALL",
-        "      run it (under its receipt: it takes effect at most once)",
+        f"  steadyloop approve {workflow_id} CALL [--sha SHA]",
+        "      run it (under its receipt: it takes effect at most once); with --sha, only",
+        "      if the call waiting under CALL is still the one with these arguments",
         f"  steadyloop approve {workflow_id} CALL --reject REASON",
         "      do not run it; the model reads REASON",
     ]
@@ -259,8 +271,16 @@ async def _approve(handle: RunHandle, request: SteeringRequest, follow: str) -> 
             return [approvals_json(calls)]
         return approval_lines(handle.id, calls)
     call = waiting_call(calls, request.call_id, handle.id)
-    decision = ApprovalDecision(
-        call_id=call.call_id, approved=request.reject is None, reason=request.reject
+    if request.sha is not None and not call.arguments_sha256.startswith(request.sha):
+        raise ConfigError(
+            f"{call.call_id} in run {handle.id} is not the call you reviewed (SHA "
+            f"{request.sha}...): waiting now is {call.tool} {arguments_text(call.arguments)} "
+            f"(turn {call.turn}, SHA {call.arguments_sha256[:12]}); nothing was decided"
+        )
+    # Bound to the call just listed: if another call took its id in between, the run
+    # refuses the decision instead of applying it to what the person never saw.
+    decision = ApprovalDecision.for_call(
+        call, approved=request.reject is None, reason=request.reject
     )
     answer = await live_run.update_run(
         handle,

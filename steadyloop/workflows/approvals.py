@@ -15,12 +15,18 @@ prevents it:
   the call is answered as not run, saying why.
 - A decision for a call that is not waiting (a typo, a call already decided, a run
   that moved on): refused by the update's validator, so nothing is written.
+- A decision bound only to a call id: servers that number calls per turn reuse `call_0`
+  every turn, so a person who reviewed turn 0's `pay 100` could approve turn 1's
+  `pay 999`. A decision names the tool, the hash of the arguments and the turn it was
+  shown (`ApprovalDecision.for_call`); one that does not match what waits is refused,
+  with what waits now.
 """
 
 from __future__ import annotations
 
 import asyncio
 import builtins
+import json
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
@@ -47,11 +53,27 @@ class Approvals:
         return list(self._pending.values())
 
     def check(self, decision: ApprovalDecision) -> None:
-        """The update's validator: a decision must name a call that waits."""
-        if decision.call_id not in self._pending:
+        """The update's validator: a decision must name a call that waits, bound to
+        exactly what was shown (tool, arguments hash, turn)."""
+        view = self._pending.get(decision.call_id)
+        if view is None:
             waiting = ", ".join(self._pending) or "none"
             raise ValueError(
                 f"no call {decision.call_id!r} is waiting for approval; waiting: {waiting}"
+            )
+        shown = (decision.tool, decision.arguments_sha256, decision.turn)
+        if shown != (view.tool, view.arguments_sha256, view.turn):
+            unbound = None in shown
+            raise ValueError(
+                (
+                    "a decision must name the tool, arguments_sha256 and turn of the call "
+                    "it decides, as pending_approvals lists them"
+                    if unbound
+                    else "the decision was made for another call than the one waiting"
+                )
+                + f"; waiting as {view.call_id!r} now: {view.tool} "
+                f"{json.dumps(view.arguments, ensure_ascii=False)} (turn {view.turn}, "
+                f"arguments_sha256 {view.arguments_sha256})"
             )
 
     def decide(self, decision: ApprovalDecision) -> str:
@@ -66,6 +88,7 @@ class Approvals:
         description: ToolDescription,
         invocation: ToolInvocation,
         *,
+        arguments_sha256: str,
         turn: int,
         deadline: datetime | None,
         interrupted: Callable[[], str | None],
@@ -78,6 +101,7 @@ class Approvals:
             arguments=invocation.arguments,
             turn=turn,
             requested_at=workflow.now().isoformat(),
+            arguments_sha256=arguments_sha256,
         )
         timeout = None if deadline is None else deadline - workflow.now()
         try:

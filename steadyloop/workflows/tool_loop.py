@@ -965,6 +965,7 @@ class ToolLoopWorkflow:
                 refused = await self._approvals.ask(
                     description,
                     invocation,
+                    arguments_sha256=key.args_hash,
                     turn=self._turn,
                     deadline=self._deadline,
                     interrupted=lambda: self._steering.interrupted,
