@@ -89,7 +89,7 @@ from steadyloop.activities.tool_execution import ToolActivities
 from steadyloop.completion import STREAM_COMPLETION_ACTIVITY
 from steadyloop.endpoints import EndpointRegistry
 from steadyloop.run_models import RunInput, RunLimits, RunResult
-from steadyloop.temporal_binaries import dev_server_path
+from steadyloop.temporal_binaries import dev_server_args, dev_server_path
 from steadyloop.testing.chunks import (
     ScriptedCall,
     finish_chunk,
@@ -649,6 +649,7 @@ async def start_dev_server(*, quiet: bool) -> WorkflowEnvironment:
         data_converter=pydantic_data_converter,
         dev_server_log_level="error" if quiet else "warn",
         runtime=quiet_runtime() if quiet else None,
+        dev_server_extra_args=dev_server_args(),
     )
 
 

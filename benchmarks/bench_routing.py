@@ -39,7 +39,7 @@ from steadyloop.chat import ChatMessage
 from steadyloop.completion import CompletionRequest
 from steadyloop.endpoints import EndpointRegistry
 from steadyloop.route_plan import RouteCandidate, RouteConfig
-from steadyloop.temporal_binaries import dev_server_path
+from steadyloop.temporal_binaries import dev_server_args, dev_server_path
 from steadyloop.testing import ScriptedServer, finish_chunk, sse_response, text_chunks
 from steadyloop.workflows.endpoint_health import EndpointHealthWorkflow
 
@@ -73,6 +73,7 @@ async def bench() -> AsyncIterator[tuple[Client, list[Variant]]]:
                 dev_server_existing_path=dev_server_path(),
                 data_converter=pydantic_data_converter,
                 dev_server_log_level="error",
+                dev_server_extra_args=dev_server_args(),
             )
             async with env:
                 variants: list[Variant] = []

@@ -34,7 +34,7 @@ from temporalio.worker import Worker
 from steadyloop.activities.endpoint_health import EndpointHealthActivities
 from steadyloop.activities.model_stream import ModelActivities
 from steadyloop.activities.tool_execution import ToolActivities
-from steadyloop.temporal_binaries import dev_server_path
+from steadyloop.temporal_binaries import dev_server_args, dev_server_path
 from steadyloop.tools import ToolRegistry
 from steadyloop.worker.process import RUN_WORKFLOWS
 
@@ -150,7 +150,9 @@ async def loop_on_dev_server(
     """A local dev server and a worker serving `ToolLoopWorkflow` with this model
     activity and these tools: the client and the task queue to start runs on."""
     async with await WorkflowEnvironment.start_local(
-        dev_server_existing_path=dev_server_path(), data_converter=pydantic_data_converter
+        dev_server_existing_path=dev_server_path(),
+        data_converter=pydantic_data_converter,
+        dev_server_extra_args=dev_server_args(),
     ) as env:
         task_queue = f"realserver-{uuid.uuid4()}"
         async with Worker(

@@ -27,7 +27,7 @@ from temporalio.testing import WorkflowEnvironment
 from steadyloop.chat import ChatMessage
 from steadyloop.output_forwarding import ForwardingOptions
 from steadyloop.run_models import RunInput, RunLimits, RunResult
-from steadyloop.temporal_binaries import dev_server_path
+from steadyloop.temporal_binaries import dev_server_args, dev_server_path
 from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
 from steadyloop.testing.scripted_server import (
     Pause,
@@ -211,7 +211,9 @@ async def e2e_run(
 ) -> AsyncIterator[E2E]:
     async with ScriptedServer(responder) as provider:
         env = await WorkflowEnvironment.start_local(
-            dev_server_existing_path=dev_server_path(), data_converter=pydantic_data_converter
+            dev_server_existing_path=dev_server_path(),
+            data_converter=pydantic_data_converter,
+            dev_server_extra_args=dev_server_args(),
         )
         async with env:
             harness = E2E(

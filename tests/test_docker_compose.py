@@ -248,3 +248,17 @@ async def test_the_namespace_job_registers_them_on_a_real_server_and_can_run_aga
     kinds["Int"] = IndexedValueType.INDEXED_VALUE_TYPE_INT
     for name, kind in CHAIN_SEARCH_ATTRIBUTES.items():
         assert listed.custom_attributes.get(name) == kinds[kind], name
+
+
+def test_the_temporal_service_reads_the_dynamic_config_the_dev_server_gets() -> None:
+    """Issue 19: a real cluster hands tasks out without the per-shard 20-a-second wait,
+    with the value the embedded dev server is started with. The file the server is told
+    to read is the one compose mounts, and it holds that value."""
+    from steadyloop.temporal_binaries import DEV_SERVER_DYNAMIC_CONFIG
+
+    path = environment("temporal")["DYNAMIC_CONFIG_FILE_PATH"]
+    mounts = {m["target"]: m["source"] for m in SERVICES["temporal"]["configs"]}
+    assert path in mounts
+    config = yaml.safe_load(COMPOSE["configs"][mounts[path]]["content"])
+    for key, value in DEV_SERVER_DYNAMIC_CONFIG.items():
+        assert [str(entry["value"]) for entry in config[key]] == [value]

@@ -8,6 +8,9 @@ which hangs or fails on a machine without internet.
 The UI port is chosen here, not left to the server: the CLI's default (server port +
 1000) is not reported back, and the address printed for the user must be the real one.
 
+It is started with `dev_server_args()` (a dynamic config that hands workflow tasks out
+without a 40 ms wait per task; `steadyloop.temporal_binaries` says why).
+
 The chain search attributes (`steadyloop.chain_search_attributes`) are registered at
 start (`--search-attribute NAME=TYPE`): a run that delegates sets them, and on a server
 without them its workflow task would fail over and over.
@@ -31,7 +34,11 @@ from temporalio.converter import DataConverter
 from temporalio.testing import WorkflowEnvironment
 
 from steadyloop.chain_search_attributes import CHAIN_SEARCH_ATTRIBUTE_KEYS
-from steadyloop.temporal_binaries import TemporalBinaryMissing, dev_server_path
+from steadyloop.temporal_binaries import (
+    TemporalBinaryMissing,
+    dev_server_args,
+    dev_server_path,
+)
 
 DEFAULT_DEV_PORT = 7233
 UI_PORT_OFFSET = 1000  # the Temporal CLI's own convention: 7233 -> UI on 8233
@@ -144,6 +151,8 @@ async def dev_server(
                 dev_server_database_filename=str(database) if database is not None else None,
                 dev_server_log_level=log_level,
                 search_attributes=CHAIN_SEARCH_ATTRIBUTE_KEYS,
+                # Tasks handed out as soon as they exist (steadyloop.temporal_binaries).
+                dev_server_extra_args=dev_server_args(),
             )
     except Exception as exc:  # the SDK raises RuntimeError with the server's own words
         where = f"{ip}:{port}" if port is not None else ip
