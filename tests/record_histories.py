@@ -182,6 +182,14 @@ SCENARIOS: dict[str, list[ScriptedResponse]] = {
         _answer("done"),
     ],
 }
+# One healthy endpoint, four model turns: health is read before the first turn only
+# (`HealthView`), the patch marker recorded where the second turn skips its read.
+SCENARIOS["one_healthy_endpoint_reads_health_once"] = [
+    _calls(ScriptedCall("add", {"a": 1, "b": 2}, id="h1")),
+    _calls(ScriptedCall("note", {"text": "two"}, id="h2")),
+    _calls(ScriptedCall("add", {"a": 3, "b": 4}, id="h3")),
+    _answer("done"),
+]
 DEADLINES = {"deadline_during_backoff": 3600.0}
 # Scenarios whose endpoint needs more than the defaults (watchdog budgets).
 ENDPOINT_CONFIG: dict[str, dict[str, Any]] = {

@@ -37,6 +37,13 @@ What it does that a loop of `try/except` would get wrong:
   (its publisher's final send done) and what the host retained is then what was shown;
   the caller bounds that wait (`ToolLoopWorkflow`, `INTERRUPT_SETTLE`).
 
+Health is read only when it can have changed (`HealthView`, issue 19): a run whose
+route has one endpoint, healthy when last read, less than `HEALTH_VIEW_TTL` of workflow
+time ago, with no failure or recorded outcome since, plans from that view and schedules
+no read (each read is a local-activity marker in history, about 700 bytes, and 1-3 ms
+of worker CPU, every turn). Gated by `workflow.patched(SKIP_FRESH_HEALTH_PATCH)`, so a
+history recorded before reads on every turn and still replays.
+
 Health is advice: if a health activity fails, the turn goes on as if every endpoint
 were healthy. The health activities run as local activities, so every worker that runs
 a workflow calling this must register them (`EndpointHealthActivities.activities()`;
@@ -99,6 +106,9 @@ with workflow.unsafe.imports_passed_through():
     from steadyloop.stream_failures import StreamFailure
 
 __all__ = [
+    "HEALTH_VIEW_TTL",
+    "SKIP_FRESH_HEALTH_PATCH",
+    "HealthView",
     "RouteAttempt",
     "RouteStop",
     "RoutedTurn",
@@ -113,6 +123,45 @@ HEALTH_RETRY = RetryPolicy(maximum_attempts=2, initial_interval=timedelta(millis
 READ_SHOWN_TIMEOUT = timedelta(seconds=30)
 # Longest evidence kept with a degraded parameter or a breaker failure.
 DETAIL_CHARS = 300
+# How long a run plans from the health it read of a one-endpoint route, in workflow
+# time: the worker's health cache keeps a copy as long by default (`DEFAULT_CACHE_TTL_S`),
+# so a read within it would mostly be answered with the same copy anyway.
+HEALTH_VIEW_TTL = timedelta(seconds=2)
+SKIP_FRESH_HEALTH_PATCH = "steadyloop-skip-fresh-health-read"
+
+
+class HealthView:
+    """The endpoint health a run last read, kept in workflow state between its turns.
+
+    `fresh` answers instead of a read only when a read cannot change the plan: the route
+    has one endpoint (health is per endpoint; with more, the order of candidates
+    depends on all of them), that endpoint was known, closed and had no failure in its
+    window when read, the read is younger than `ttl` in workflow time (another run's
+    failures reach this one at most that late, plus the worker cache's own TTL), and
+    nothing happened since on this run's side (`forget`: an attempt failed, was a
+    probe, or recorded an outcome). Deterministic: workflow time and recorded results.
+    A new execution (continue-as-new) starts with no view and reads once.
+    """
+
+    def __init__(self, ttl: timedelta = HEALTH_VIEW_TTL) -> None:
+        self.ttl = ttl
+        self._read_at: datetime | None = None
+        self._health: dict[str, EndpointHealth] = {}
+
+    def fresh(self, endpoints: list[str], now: datetime) -> dict[str, EndpointHealth] | None:
+        """The view to plan from without a read, or None when a read is due."""
+        if self._read_at is None or now - self._read_at >= self.ttl or len(endpoints) != 1:
+            return None
+        health = self._health.get(endpoints[0])
+        if health is None or not health.known or not health.quiet:
+            return None
+        return self._health
+
+    def keep(self, health: dict[str, EndpointHealth], now: datetime) -> None:
+        self._read_at, self._health = now, health
+
+    def forget(self) -> None:
+        self._read_at, self._health = None, {}
 
 
 class RouteAttempt(BaseModel):
@@ -184,12 +233,71 @@ async def routed_completion(
     heartbeat_timeout: timedelta | None = None,
     deadline: datetime | None = None,
     first_attempt: int = 1,
+    health_view: HealthView | None = None,
 ) -> RoutedTurn:
     """Run `request` across `route`; `request.endpoint` and `.model` are replaced per
     candidate, and `request.forward.attempt` per attempt, counting from `first_attempt`
     (a caller that routes one turn more than once continues the count). Never raises
-    for a model failure: the result says what happened."""
-    health = await _read_health(route.endpoints)
+    for a model failure: the result says what happened. A caller that keeps a
+    `health_view` across its turns reads health only when it can have changed."""
+    health = await _health_for(route.endpoints, health_view)
+    try:
+        routed = await _route(
+            route,
+            request,
+            health,
+            attempt_timeout=attempt_timeout,
+            heartbeat_timeout=heartbeat_timeout,
+            deadline=deadline,
+            first_attempt=first_attempt,
+        )
+    except BaseException:
+        if health_view is not None:
+            health_view.forget()
+        raise
+    if health_view is not None and not _quiet_turn(routed):
+        health_view.forget()
+    return routed
+
+
+async def _health_for(
+    endpoints: list[str], view: HealthView | None
+) -> dict[str, EndpointHealth]:
+    """The view when it is fresh (and the patch is on), else a read kept in the view."""
+    if view is not None:
+        fresh = view.fresh(endpoints, workflow.now())
+        # Asked only when a read would be skipped: histories recorded before the patch
+        # hold a read here, and replay them with `patched` False.
+        if fresh is not None and workflow.patched(SKIP_FRESH_HEALTH_PATCH):
+            return fresh
+    health = await _read_health(endpoints)
+    if view is not None:
+        view.keep(health, workflow.now())
+    return health
+
+
+def _quiet_turn(routed: RoutedTurn) -> bool:
+    """One attempt, on its candidate's first try, answered, with no probe: nothing this
+    run did can have changed the endpoint's health."""
+    return (
+        routed.turn is not None
+        and len(routed.attempts) == 1
+        and routed.attempts[0].outcome == "ok"
+        and routed.attempts[0].attempt == 1
+        and not any(c.probe for c in routed.plan.candidates)
+    )
+
+
+async def _route(
+    route: RouteConfig,
+    request: CompletionRequest,
+    health: dict[str, EndpointHealth],
+    *,
+    attempt_timeout: timedelta,
+    heartbeat_timeout: timedelta | None,
+    deadline: datetime | None,
+    first_attempt: int,
+) -> RoutedTurn:
     plan = plan_route(route, RouteRequest(now=workflow.now(), health=list(health.values())))
     log: list[RouteAttempt] = []
     last: RouteAttempt | None = None

@@ -122,7 +122,12 @@ with workflow.unsafe.imports_passed_through():
     )
     from steadyloop.transcript_healing import validate_and_heal
     from steadyloop.workflows.compaction_step import compact_at_boundary
-    from steadyloop.workflows.routed_turn import RoutedTurn, read_shown, routed_completion
+    from steadyloop.workflows.routed_turn import (
+        HealthView,
+        RoutedTurn,
+        read_shown,
+        routed_completion,
+    )
 
 from steadyloop.workflows.approvals import Approvals
 from steadyloop.workflows.delegation import ChildRuns, innermost_message
@@ -182,6 +187,7 @@ class ToolLoopWorkflow:
         self._disclosure = PluginDisclosure.none()  # the run's tools, once described
         self._ceiling = PayloadCeiling()  # the limit on one activity input, once known
         self._updates = 0  # updates handled by this execution (Temporal caps them)
+        self._health_view = HealthView()  # endpoint health read by earlier turns
 
     # -- queries and signals ---------------------------------------------------------
 
@@ -619,6 +625,7 @@ class ToolLoopWorkflow:
                     else timedelta(seconds=heartbeat_s),
                     deadline=self._deadline,
                     first_attempt=attempt,
+                    health_view=self._health_view,
                 ),
                 self._deadline,
             )
