@@ -12,7 +12,13 @@ WORKDIR /app
 # Only what the package build reads (pyproject.toml names README.md as the readme).
 COPY pyproject.toml README.md ./
 COPY steadyloop ./steadyloop
+# PYTHONDONTWRITEBYTECODE keeps the running worker from writing .pyc files, so they are
+# made here, once, for everything installed: Temporal's sandbox re-imports the workflow
+# module for every run, and without a .pyc that is a compile() of its source each time
+# (8.6 ms of a run's 11.3 ms of imports, issue 19). pip compiles what it installs; the
+# explicit pass covers the package and fails the build if a module does not compile.
 RUN pip install . \
+    && python -m compileall -q -j 0 "$(python -c 'import steadyloop, os; print(os.path.dirname(steadyloop.__file__))')" \
     && useradd --create-home --uid 10001 steadyloop
 
 USER steadyloop

@@ -104,7 +104,20 @@ class PayloadSizes:
         """
         recorded = len(self.model_in)
         if recorded == 0:
-            raise ValueError("no turn was recorded")
+            # Nothing to extend (the run it was read from stopped before a tool turn):
+            # empty payloads, never an exception, which in workflow code would fail the
+            # workflow task and be retried forever (issue 17).
+            zeros = [0] * turns
+            return replace(
+                self,
+                model_in=zeros,
+                model_out=list(zeros),
+                tool_in=list(zeros),
+                tool_out=list(zeros),
+                final_in=self.final_in or 0,
+                final_out=self.final_out or 0,
+                result=self.result or 0,
+            )
         growth = self.model_in[-1] - self.model_in[-2] if recorded >= 2 else 0
         model_in, model_out = self.model_in[:turns], self.model_out[:turns]
         tool_in, tool_out = self.tool_in[:turns], self.tool_out[:turns]
@@ -159,7 +172,9 @@ def _call(size: int, result_bytes: int) -> FloorCall:
     return FloorCall(result_bytes=result_bytes, padding="x" * max(0, size - _data_bytes(empty)))
 
 
-@workflow.defn(name="BenchFloorWorkflow")
+# Any error from the floor's workflow code fails the run (which the benchmark reports),
+# rather than failing its workflow task over and over until the benchmark times out.
+@workflow.defn(name="BenchFloorWorkflow", failure_exception_types=[Exception])
 class FloorWorkflow:
     """N turns of (model-sized activity, tool-sized activity), then a final model call."""
 

@@ -10,6 +10,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 import tomllib
 from graphlib import TopologicalSorter
 from pathlib import Path
@@ -262,3 +263,24 @@ def test_the_temporal_service_reads_the_dynamic_config_the_dev_server_gets() -> 
     config = yaml.safe_load(COMPOSE["configs"][mounts[path]]["content"])
     for key, value in DEV_SERVER_DYNAMIC_CONFIG.items():
         assert [str(entry["value"]) for entry in config[key]] == [value]
+
+
+def test_the_image_byte_compiles_what_the_sandbox_re_imports_every_run() -> None:
+    """Issue 19: the image sets PYTHONDONTWRITEBYTECODE, so the running worker never
+    writes a .pyc; without one made at build time, Temporal's sandbox compiles the
+    workflow module's source for every run. The build compiles the installed package
+    after installing it, and the directory it names is the package's."""
+    instructions = dockerfile_instructions()
+    env = " ".join(args for kind, args in instructions if kind == "ENV")
+    assert "PYTHONDONTWRITEBYTECODE=1" in env
+    runs = [args for kind, args in instructions if kind == "RUN"]
+    install = next(run for run in runs if "pip install ." in run)
+    assert "-m compileall" in install.split("pip install .", 1)[1]
+    where = re.search(r"-c '([^']+)'", install)
+    assert where is not None
+    found = subprocess.run(
+        [sys.executable, "-c", where.group(1)], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    import steadyloop
+
+    assert Path(found) == Path(steadyloop.__file__).parent
