@@ -316,6 +316,20 @@ def print_per_turn(chains: Sequence[Chain], checkpoints: Sequence[int]) -> None:
             )
 
 
+def readme_figure(chain: Chain, call_chars: int) -> str:
+    """The line the README's "Long runs: bounded history" section quotes, as printed here:
+    a README figure comes from a script that prints it (issue 17)."""
+    sizes = chain.turn_bytes
+    steady = sizes[WINDOW:] if len(sizes) > 2 * WINDOW else sizes
+    at = {turn: _kb(sizes[turn - 1]) for turn in (100, len(sizes)) if turn <= len(sizes)}
+    where = ", ".join(f"{size} at turn {turn}" for turn, size in at.items())
+    return (
+        f"README figure: with {call_chars:,} chars a turn, each turn of the {chain.label} run "
+        f"adds about {statistics.mean(steady) / 1000:.1f} KB of history (mean of turns "
+        f"{len(sizes) - len(steady) + 1}-{len(sizes)}; {where})"
+    )
+
+
 def print_executions(chain: Chain) -> None:
     ex = chain.executions
     total = sum(e.bytes for e in ex)
@@ -414,6 +428,7 @@ async def main(argv: Sequence[str] | None = None) -> int:
             for chain in chains:
                 print_executions(chain)
             print_blobs(bounded, bench.driver)
+            print(f"\n{readme_figure(bounded, args.call_chars)}")
     print(f"\nfinished in {time.perf_counter() - started:.0f} s")
     return 0
 
