@@ -146,8 +146,19 @@ async def start_workers(
         line = await asyncio.wait_for(process.stdout.readline(), 120)
         if line.decode().strip() != READY:
             raise RuntimeError(f"a worker did not start: {line!r}")
+        # Keep reading what it prints: a pipe nobody reads fills up, and the worker then
+        # blocks on its next write (a log line) with every workflow slot held.
+        DRAINS.add(asyncio.create_task(_drain(process.stdout)))
         workers.append(process)
     return workers
+
+
+DRAINS: set[asyncio.Task[None]] = set()
+
+
+async def _drain(stream: asyncio.StreamReader) -> None:
+    while await stream.read(65536):
+        pass
 
 
 def check(result: RunResult, turns: int) -> str | None:
