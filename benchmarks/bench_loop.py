@@ -156,9 +156,11 @@ the whole transcript, only a marker with the result) and costs a few ms instead 
 but it cannot heartbeat, is retried by the workflow task that runs it, holds that
 workflow task open while it runs, and is meant for short work. The floor uses regular
 activities with the same timeouts and retry policies, so the ratio compares like with
-like. One local activity is steadyloop's own: before each model call the loop reads its
-route's endpoint health (breakers, parameters to leave out), answered from the worker's
-cache; the floor has no such step, so its cost is part of the ratio."""
+like. One local activity is steadyloop's own: before a model call the loop reads its route's
+endpoint health (breakers, parameters to leave out) when it can have changed (always for
+a route of several endpoints; for one healthy endpoint, once per execution and again
+after a failure or 2 s of workflow time), answered from the worker's cache; the floor
+has no such step, so its cost is part of the ratio."""
 
 
 # -- the scripted provider -----------------------------------------------------------
@@ -383,7 +385,7 @@ def analyse(events: Sequence[HistoryEvent]) -> HistoryFacts:
     first_over: int | None = None
     last_model_input: tuple[int, bytes] | None = None
     result_bytes: int | None = None
-    count = executions = 0
+    count = executions = base = 0
     for event in events:
         kind = event.event_type
         if kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
@@ -391,41 +393,43 @@ def analyse(events: Sequence[HistoryEvent]) -> HistoryFacts:
             # curve's bytes and events) count per execution; turns go on across them.
             size = count = 0
             executions += 1
+            # Event ids restart in every execution: keys carry the execution.
+            base = executions * 10_000_000
         count += 1
         size += event_bytes(event)
         if kind == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
             attrs = event.activity_task_scheduled_event_attributes
             role = ACTIVITY_ROLES.get(attrs.activity_type.name, attrs.activity_type.name)
-            role_of[event.event_id] = role
-            ids_by_role.setdefault(role, []).append(event.event_id)
-            inputs[event.event_id] = _data_bytes(attrs.input)
-            scheduled_at[event.event_id] = _ms(event)
+            role_of[base + event.event_id] = role
+            ids_by_role.setdefault(role, []).append(base + event.event_id)
+            inputs[base + event.event_id] = _data_bytes(attrs.input)
+            scheduled_at[base + event.event_id] = _ms(event)
             if role == "model":
                 turn = len(ids_by_role["model"])
-                if first_over is None and inputs[event.event_id] > SDK_PAYLOAD_WARNING:
+                if first_over is None and inputs[base + event.event_id] > SDK_PAYLOAD_WARNING:
                     first_over = turn
                 if attrs.activity_type.name == STREAM_COMPLETION_ACTIVITY:
                     last_model_input = (turn, b"".join(p.data for p in attrs.input.payloads))
         elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
-            scheduled = event.activity_task_started_event_attributes.scheduled_event_id
+            scheduled = base + event.activity_task_started_event_attributes.scheduled_event_id
             started_at[scheduled] = _ms(event)
             activity_queue_ms += _ms(event) - scheduled_at[scheduled]
         elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
             done = event.activity_task_completed_event_attributes
-            role = role_of[done.scheduled_event_id]
-            outputs[done.scheduled_event_id] = _data_bytes(done.result)
+            role = role_of[base + done.scheduled_event_id]
+            outputs[base + done.scheduled_event_id] = _data_bytes(done.result)
             exec_ms[role] = (
-                exec_ms.get(role, 0.0) + _ms(event) - started_at[done.scheduled_event_id]
+                exec_ms.get(role, 0.0) + _ms(event) - started_at[base + done.scheduled_event_id]
             )
             if role == "tool":
                 tool_turns += 1
                 curve.append(Point(turn=tool_turns, events=count, bytes=size))
         elif kind == EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED:
-            scheduled_at[event.event_id] = _ms(event)
+            scheduled_at[base + event.event_id] = _ms(event)
         elif kind == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED:
             wft = event.workflow_task_started_event_attributes
-            started_at[event.event_id] = _ms(event)
-            task_queue_ms += _ms(event) - scheduled_at[wft.scheduled_event_id]
+            started_at[base + event.event_id] = _ms(event)
+            task_queue_ms += _ms(event) - scheduled_at[base + wft.scheduled_event_id]
             tasks += 1
             if suggestion is None and wft.suggest_continue_as_new:
                 reasons = ", ".join(
@@ -439,7 +443,7 @@ def analyse(events: Sequence[HistoryEvent]) -> HistoryFacts:
                     reasons=reasons or "no reason given",
                 )
         elif kind == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
-            started = event.workflow_task_completed_event_attributes.started_event_id
+            started = base + event.workflow_task_completed_event_attributes.started_event_id
             exec_ms["workflow task"] += _ms(event) - started_at[started]
         elif kind in (
             EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED,

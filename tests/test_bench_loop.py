@@ -9,6 +9,7 @@ compared with moves the same payload bytes.
 
 from __future__ import annotations
 
+import itertools
 import sys
 from pathlib import Path
 
@@ -106,8 +107,12 @@ async def test_section_two_reads_every_execution_of_a_continued_run() -> None:
     assert loop.history.executions == TURNS + 1
     assert loop.history.turns_done == TURNS
     assert loop.history.ending == f"completed in {TURNS + 1} executions"
-    assert len(loop.history.sizes.model_in) == TURNS
+    # Sizes read across executions (event ids restart in each): the transcript grows.
+    model_in = loop.history.sizes.model_in
+    assert len(model_in) == TURNS
+    assert all(later - earlier > CHARS for earlier, later in itertools.pairwise(model_in))
     assert floor.problem is None and floor.history.turns_done == TURNS
+    assert floor.history.sizes.model_in == model_in
 
 
 def test_the_floor_takes_sizes_of_a_run_that_did_no_turn() -> None:
