@@ -73,6 +73,11 @@ class EndpointHealth(BaseModel):
     degraded: list[DegradedParameter] = Field(default_factory=list)
     as_of: AwareDatetime | None = None
     known: bool = True
+    # How long a run may plan from this copy without reading again, in workflow time:
+    # the reading worker's cache TTL, stamped by `read_endpoint_health` (issue 19). None
+    # (every copy recorded before the field existed) means read before every turn, so
+    # histories recorded then replay as they ran.
+    view_ttl_s: float | None = None
 
     def phase(self, now: datetime) -> BreakerPhase:
         return breaker_phase(self.breaker, now)

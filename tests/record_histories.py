@@ -183,7 +183,7 @@ SCENARIOS: dict[str, list[ScriptedResponse]] = {
     ],
 }
 # One healthy endpoint, four model turns: health is read before the first turn only
-# (`HealthView`), the patch marker recorded where the second turn skips its read.
+# (`HealthView`, within the TTL the worker recorded with that read).
 SCENARIOS["one_healthy_endpoint_reads_health_once"] = [
     _calls(ScriptedCall("add", {"a": 1, "b": 2}, id="h1")),
     _calls(ScriptedCall("note", {"text": "two"}, id="h2")),

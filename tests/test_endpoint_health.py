@@ -181,6 +181,7 @@ async def test_reads_come_from_the_cache_until_it_expires(health: Health) -> Non
     first = await activities.read_endpoint_health(ReadHealthInput(endpoints=["a", "b"]))
     assert [h.endpoint for h in first] == ["a", "b"]
     assert all(h.known and h.quiet for h in first)  # no entity yet: healthy
+    assert all(h.view_ttl_s == 2.0 for h in first)  # the cache's TTL, for `HealthView`
     assert activities.queries == 2
 
     await activities.read_endpoint_health(ReadHealthInput(endpoints=["a", "b"]))
@@ -190,7 +191,9 @@ async def test_reads_come_from_the_cache_until_it_expires(health: Health) -> Non
         EndpointOutcome(endpoint="a", outcome="failure", detail="HTTP 500")
     )
     cached = await activities.read_endpoint_health(ReadHealthInput(endpoints=["a"]))
-    assert cached == [recorded] and activities.queries == 2  # its own record, at once
+    # Its own record, at once; a read carries the TTL the run may reuse it for.
+    assert cached == [recorded.model_copy(update={"view_ttl_s": 2.0})]
+    assert activities.queries == 2
 
     now[0] = 2.0
     fresh = await activities.read_endpoint_health(ReadHealthInput(endpoints=["a"]))

@@ -28,7 +28,7 @@ from steadyloop.endpoint_health import READ_ENDPOINT_HEALTH_ACTIVITY, EndpointHe
 from steadyloop.route_plan import RouteCandidate, RouteConfig
 from steadyloop.testing import ScriptedResponse, error_response, finish_chunk, sse_response
 from steadyloop.testing.chunks import ScriptedCall, text_chunks, tool_call_chunks
-from steadyloop.workflows.routed_turn import SKIP_FRESH_HEALTH_PATCH, HealthView
+from steadyloop.workflows.routed_turn import HealthView
 
 HISTORIES = Path(__file__).parent / "histories"
 NOW = datetime(2026, 12, 2, tzinfo=UTC)
@@ -69,11 +69,12 @@ async def _history(client: Client, workflow_id: str) -> list[HistoryEvent]:
 
 
 def _health(endpoint: str = ENDPOINT, **update: Any) -> EndpointHealth:
-    return EndpointHealth(endpoint=endpoint).model_copy(update=update)
+    """A copy as the read activity returns it: stamped with its worker's cache TTL."""
+    return EndpointHealth(endpoint=endpoint, view_ttl_s=2.0).model_copy(update=update)
 
 
 def test_a_fresh_view_of_one_healthy_endpoint_answers() -> None:
-    view = HealthView(ttl=timedelta(seconds=2))
+    view = HealthView()
     assert view.fresh([ENDPOINT], NOW) is None  # nothing read yet
     view.keep({ENDPOINT: _health()}, NOW)
     assert view.fresh([ENDPOINT], NOW + timedelta(seconds=1.9)) == {ENDPOINT: _health()}
@@ -83,6 +84,8 @@ def test_a_fresh_view_of_one_healthy_endpoint_answers() -> None:
     ("endpoints", "health", "after_s"),
     [
         ([ENDPOINT], _health(), 2.0),  # older than its TTL in workflow time
+        ([ENDPOINT], _health(view_ttl_s=None), 0.1),  # recorded before the TTL existed
+        ([ENDPOINT], _health(view_ttl_s=0.0), 0.1),  # a worker that caches nothing
         ([ENDPOINT, BACKUP], _health(), 0.1),  # more than one endpoint to order
         ([ENDPOINT], _health(known=False), 0.1),  # the entity could not be read
         (
@@ -92,10 +95,18 @@ def test_a_fresh_view_of_one_healthy_endpoint_answers() -> None:
         ),  # a failure in its window: one more may open it
         ([ENDPOINT], _health(breaker=BreakerState(open_until=NOW + timedelta(1))), 0.1),
     ],
-    ids=["stale", "two_endpoints", "unknown", "recent_failure", "open"],
+    ids=[
+        "stale",
+        "recorded_before",
+        "no_cache",
+        "two_endpoints",
+        "unknown",
+        "recent_failure",
+        "open",
+    ],
 )
 def test_a_read_is_due(endpoints: list[str], health: EndpointHealth, after_s: float) -> None:
-    view = HealthView(ttl=timedelta(seconds=2))
+    view = HealthView()
     view.keep({health.endpoint: health}, NOW)
     assert view.fresh(endpoints, NOW + timedelta(seconds=after_s)) is None
 
@@ -118,12 +129,13 @@ def _recorded(name: str) -> list[HistoryEvent]:
 
 
 def test_the_recorded_one_endpoint_run_read_health_once_for_four_turns() -> None:
-    assert _counts(_recorded("one_healthy_endpoint_reads_health_once")) == (1, 1, 4)
+    """No patch marker either: the gate is the TTL recorded with the read."""
+    assert _counts(_recorded("one_healthy_endpoint_reads_health_once")) == (1, 0, 4)
 
 
-def test_a_history_from_before_read_on_every_turn_and_has_no_patch() -> None:
-    """The replay fixture that keeps the old command sequence honest (it replays in
-    test_replay.py with the patch off)."""
+def test_a_history_from_before_read_on_every_turn() -> None:
+    """The replay fixture that keeps the old command sequence honest: its reads were
+    recorded without `view_ttl_s`, so replaying it reads every turn (test_replay.py)."""
     reads, patches, models = _counts(_recorded("multi_turn_parallel_calls"))
     assert (reads, patches) == (models, 0) and models >= 3
 
@@ -139,7 +151,7 @@ async def test_a_route_of_one_healthy_endpoint_schedules_no_health_read_per_turn
         result = await handle.result()
         assert result.stop_reason == "final_answer"
         reads, patches, models = _counts(await _history(loop.client, handle.id))
-    assert (reads, patches, models) == (1, 1, 5)
+    assert (reads, patches, models) == (1, 0, 5)
 
 
 @pytest.mark.slow
@@ -163,11 +175,6 @@ async def test_two_endpoints_or_a_failure_read_again() -> None:
         handle = await loop.start(run_input("add", model_retry_initial_s=0.1))
         assert (await handle.result()).stop_reason == "final_answer"
         reads, patches, models = _counts(await _history(loop.client, handle.id))
-    # Turn 1 reads; turn 2 skips (patch), fails once and is retried within the route;
-    # turn 3 (the final answer) reads again after that failure.
-    assert (reads, patches, models) == (2, 1, 4)
-
-
-def test_the_patch_id_is_stable() -> None:
-    """Recorded histories carry this id; renaming it would make them fail to replay."""
-    assert SKIP_FRESH_HEALTH_PATCH == "steadyloop-skip-fresh-health-read"
+    # Turn 1 reads; turn 2 skips, fails once and is retried within the route; turn 3
+    # (the final answer) reads again after that failure.
+    assert (reads, patches, models) == (2, 0, 4)

@@ -116,7 +116,10 @@ class EndpointHealthActivities:
 
     @activity.defn(name=READ_ENDPOINT_HEALTH_ACTIVITY)
     async def read_endpoint_health(self, request: ReadHealthInput) -> list[EndpointHealth]:
-        return list(await asyncio.gather(*(self._read(name) for name in request.endpoints)))
+        read = await asyncio.gather(*(self._read(name) for name in request.endpoints))
+        # The run may reuse what it read for as long as this cache would have answered
+        # with the same copy (`routed_turn.HealthView`).
+        return [health.model_copy(update={"view_ttl_s": self.cache.ttl_s}) for health in read]
 
     @activity.defn(name=RECORD_ENDPOINT_OUTCOME_ACTIVITY)
     async def record_endpoint_outcome(self, outcome: EndpointOutcome) -> EndpointHealth:

@@ -38,11 +38,14 @@ What it does that a loop of `try/except` would get wrong:
   the caller bounds that wait (`ToolLoopWorkflow`, `INTERRUPT_SETTLE`).
 
 Health is read only when it can have changed (`HealthView`, issue 19): a run whose
-route has one endpoint, healthy when last read, less than `HEALTH_VIEW_TTL` of workflow
-time ago, with no failure or recorded outcome since, plans from that view and schedules
-no read (each read is a local-activity marker in history, about 700 bytes, and 1-3 ms
-of worker CPU, every turn). Gated by `workflow.patched(SKIP_FRESH_HEALTH_PATCH)`, so a
-history recorded before reads on every turn and still replays.
+route has one endpoint, healthy when last read, less workflow time ago than the reading
+worker's cache TTL (`EndpointHealth.view_ttl_s`, recorded with the read), with no failure
+or recorded outcome since, plans from that view and schedules no read (each read is a
+local-activity marker in history, about 700 bytes, and 1-3 ms of worker CPU, every
+turn). The gate is the recorded result itself, not a patch marker (which would add a
+marker and a search-attribute update to every execution): a read recorded before the
+field existed decodes to `view_ttl_s=None`, which means read every turn, so histories
+recorded then replay as they ran.
 
 Health is advice: if a health activity fails, the turn goes on as if every endpoint
 were healthy. The health activities run as local activities, so every worker that runs
@@ -106,8 +109,6 @@ with workflow.unsafe.imports_passed_through():
     from steadyloop.stream_failures import StreamFailure
 
 __all__ = [
-    "HEALTH_VIEW_TTL",
-    "SKIP_FRESH_HEALTH_PATCH",
     "HealthView",
     "RouteAttempt",
     "RouteStop",
@@ -123,11 +124,6 @@ HEALTH_RETRY = RetryPolicy(maximum_attempts=2, initial_interval=timedelta(millis
 READ_SHOWN_TIMEOUT = timedelta(seconds=30)
 # Longest evidence kept with a degraded parameter or a breaker failure.
 DETAIL_CHARS = 300
-# How long a run plans from the health it read of a one-endpoint route, in workflow
-# time: the worker's health cache keeps a copy as long by default (`DEFAULT_CACHE_TTL_S`),
-# so a read within it would mostly be answered with the same copy anyway.
-HEALTH_VIEW_TTL = timedelta(seconds=2)
-SKIP_FRESH_HEALTH_PATCH = "steadyloop-skip-fresh-health-read"
 
 
 class HealthView:
@@ -136,24 +132,27 @@ class HealthView:
     `fresh` answers instead of a read only when a read cannot change the plan: the route
     has one endpoint (health is per endpoint; with more, the order of candidates
     depends on all of them), that endpoint was known, closed and had no failure in its
-    window when read, the read is younger than `ttl` in workflow time (another run's
-    failures reach this one at most that late, plus the worker cache's own TTL), and
-    nothing happened since on this run's side (`forget`: an attempt failed, was a
-    probe, or recorded an outcome). Deterministic: workflow time and recorded results.
-    A new execution (continue-as-new) starts with no view and reads once.
+    window when read, the read is younger in workflow time than the TTL the reading
+    worker recorded with it (`view_ttl_s`: its cache would have answered a read within
+    it with the same copy, so another run's failures reach this one at most that much
+    later than before), and nothing happened since on this run's side (`forget`: an
+    attempt failed, was a probe, or recorded an outcome). Deterministic: workflow time
+    and recorded results. A new execution (continue-as-new) starts with no view and
+    reads once.
     """
 
-    def __init__(self, ttl: timedelta = HEALTH_VIEW_TTL) -> None:
-        self.ttl = ttl
+    def __init__(self) -> None:
         self._read_at: datetime | None = None
         self._health: dict[str, EndpointHealth] = {}
 
     def fresh(self, endpoints: list[str], now: datetime) -> dict[str, EndpointHealth] | None:
         """The view to plan from without a read, or None when a read is due."""
-        if self._read_at is None or now - self._read_at >= self.ttl or len(endpoints) != 1:
+        if self._read_at is None or len(endpoints) != 1:
             return None
         health = self._health.get(endpoints[0])
-        if health is None or not health.known or not health.quiet:
+        if health is None or not health.known or not health.quiet or not health.view_ttl_s:
+            return None
+        if now - self._read_at >= timedelta(seconds=health.view_ttl_s):
             return None
         return self._health
 
@@ -263,12 +262,10 @@ async def routed_completion(
 async def _health_for(
     endpoints: list[str], view: HealthView | None
 ) -> dict[str, EndpointHealth]:
-    """The view when it is fresh (and the patch is on), else a read kept in the view."""
+    """The view when it is fresh, else a read kept in the view."""
     if view is not None:
         fresh = view.fresh(endpoints, workflow.now())
-        # Asked only when a read would be skipped: histories recorded before the patch
-        # hold a read here, and replay them with `patched` False.
-        if fresh is not None and workflow.patched(SKIP_FRESH_HEALTH_PATCH):
+        if fresh is not None:
             return fresh
     health = await _read_health(endpoints)
     if view is not None:
