@@ -50,8 +50,8 @@ from bench_loop import (
     versions,
 )
 
-from steadyloop.endpoints import EndpointConfig, EndpointRegistry
-from steadyloop.run_models import RunInput, RunLimits, RunResult
+from steadyloop.routing.endpoints import EndpointConfig, EndpointRegistry
+from steadyloop.run.models import RunInput, RunLimits, RunResult
 from steadyloop.temporal_binaries import dev_server_args
 from steadyloop.testing.scripted_server import ScriptedServer
 from steadyloop.worker.process import WorkerOptions, running_worker

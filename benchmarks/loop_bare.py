@@ -19,8 +19,12 @@ with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel, Field
 
     from steadyloop.chat import ChatMessage
-    from steadyloop.completion import STREAM_COMPLETION_ACTIVITY, AssembledTurn, CompletionRequest
-    from steadyloop.run_models import RunLimits
+    from steadyloop.run.models import RunLimits
+    from steadyloop.stream.completion import (
+        STREAM_COMPLETION_ACTIVITY,
+        AssembledTurn,
+        CompletionRequest,
+    )
     from steadyloop.tools.payloads import (
         DESCRIBE_TOOLS_ACTIVITY,
         RUN_TOOL_ACTIVITY,

@@ -23,9 +23,9 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client
 
-from steadyloop.circuit_breaker import BreakerState
-from steadyloop.endpoint_health import READ_ENDPOINT_HEALTH_ACTIVITY, EndpointHealth
-from steadyloop.route_plan import RouteCandidate, RouteConfig
+from steadyloop.routing.circuit_breaker import BreakerState
+from steadyloop.routing.endpoint_health import READ_ENDPOINT_HEALTH_ACTIVITY, EndpointHealth
+from steadyloop.routing.route_plan import RouteCandidate, RouteConfig
 from steadyloop.testing import ScriptedResponse, error_response, finish_chunk, sse_response
 from steadyloop.testing.chunks import ScriptedCall, text_chunks, tool_call_chunks
 from steadyloop.workflows.routed_turn import HealthView

@@ -23,7 +23,7 @@ from temporalio.client import Client
 from temporalio.common import RetryPolicy
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
-from steadyloop.endpoints import EndpointRegistry
+from steadyloop.routing.endpoints import EndpointRegistry
 from steadyloop.tools.registry import ToolRegistry
 from steadyloop.worker import process
 from steadyloop.worker.process import (

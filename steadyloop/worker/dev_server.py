@@ -11,7 +11,7 @@ The UI port is chosen here, not left to the server: the CLI's default (server po
 It is started with `dev_server_args()` (a dynamic config that hands workflow tasks out
 without a 40 ms wait per task; `steadyloop.temporal_binaries` says why).
 
-The chain search attributes (`steadyloop.chain_search_attributes`) are registered at
+The chain search attributes (`steadyloop.chains.search_attributes`) are registered at
 start (`--search-attribute NAME=TYPE`): a run that delegates sets them, and on a server
 without them its workflow task would fail over and over.
 """
@@ -33,7 +33,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter
 from temporalio.testing import WorkflowEnvironment
 
-from steadyloop.chain_search_attributes import CHAIN_SEARCH_ATTRIBUTE_KEYS
+from steadyloop.chains.search_attributes import CHAIN_SEARCH_ATTRIBUTE_KEYS
 from steadyloop.temporal_binaries import (
     TemporalBinaryMissing,
     dev_server_args,
