@@ -34,6 +34,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from steadyloop.activities.chain_admission import ChainAdmissionActivities
 from steadyloop.activities.chain_measurement import await_child_run
 from steadyloop.activities.endpoint_health import EndpointHealthActivities
 from steadyloop.activities.model_stream import ModelActivities
@@ -317,8 +318,15 @@ async def register_chain_search_attributes(client: Client, namespace: str = "def
     )
 
 
+def real_admission(client: Client, task_queue: str) -> Sequence[Callable[..., Any]]:
+    return ChainAdmissionActivities(client, task_queue=task_queue).activities()
+
+
 @asynccontextmanager
-async def running_chains(brain: Brain) -> AsyncIterator[Chains]:
+async def running_chains(
+    brain: Brain,
+    admission: Callable[[Client, str], Sequence[Callable[..., Any]]] = real_admission,
+) -> AsyncIterator[Chains]:
     async def respond(request: RecordedRequest) -> ScriptedResponse:
         produced = brain(read_turn(request))
         if isinstance(produced, ScriptedResponse):
@@ -348,6 +356,7 @@ async def running_chains(brain: Brain) -> AsyncIterator[Chains]:
                         visibility.activity(),
                         await_child_run,
                         *EndpointHealthActivities(env.client, task_queue=task_queue).activities(),
+                        *admission(env.client, task_queue),
                     ],
                 ):
                     try:

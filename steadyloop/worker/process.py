@@ -29,6 +29,7 @@ from datetime import timedelta
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from steadyloop.activities.chain_admission import ChainAdmissionActivities
 from steadyloop.activities.chain_measurement import await_child_run, measure_chain
 from steadyloop.activities.endpoint_health import DEFAULT_CACHE_TTL_S, EndpointHealthActivities
 from steadyloop.activities.model_stream import ModelActivities
@@ -36,6 +37,7 @@ from steadyloop.activities.tool_execution import ToolActivities
 from steadyloop.circuit_breaker import BreakerPolicy
 from steadyloop.endpoints import EndpointRegistry
 from steadyloop.tools.registry import ToolRegistry
+from steadyloop.workflows.chain_admission import ChainAdmissionWorkflow
 from steadyloop.workflows.endpoint_health import EndpointHealthWorkflow
 from steadyloop.workflows.output_stream import OutputStreamWorkflow
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
@@ -45,7 +47,13 @@ DEFAULT_GRACEFUL_SHUTDOWN = timedelta(seconds=30)
 # endpoint-health entities its routes record outcomes on (started on this task queue).
 # A worker serving these also registers `EndpointHealthActivities(...).activities()`:
 # the loop reads health through them as local activities.
-RUN_WORKFLOWS = [ToolLoopWorkflow, OutputStreamWorkflow, EndpointHealthWorkflow]
+# The tenants' chain-admission entities run here too (with `ChainAdmissionActivities`).
+RUN_WORKFLOWS = [
+    ToolLoopWorkflow,
+    OutputStreamWorkflow,
+    EndpointHealthWorkflow,
+    ChainAdmissionWorkflow,
+]
 # Heartbeats reach the server at most this often. The SDK's default (up to 60 s)
 # would let a worker die with "output shown" still unsent; a model stream heartbeats
 # only on progress and about once a second, so this costs nothing when idle.
@@ -82,6 +90,7 @@ def build_worker(client: Client, options: WorkerOptions, model: ModelActivities)
             measure_chain,
             await_child_run,
             *health.activities(),
+            *ChainAdmissionActivities(client, task_queue=options.task_queue).activities(),
         ],
         graceful_shutdown_timeout=options.graceful_shutdown,
         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,

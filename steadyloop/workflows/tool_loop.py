@@ -291,6 +291,8 @@ class ToolLoopWorkflow:
         turns_this_run = 0
         final_answer: str | None = None
         try:
+            if self._child_runs is not None:
+                await self._child_runs.register()  # counted before it delegates (issue 15)
             self._disclosure = await disclose_tools(run)
             self._ceiling = PayloadCeiling(self._disclosure.payload_limit_bytes)
             self._surface_open_calls(run)
