@@ -23,6 +23,11 @@ What the obvious versions get wrong, and where it is prevented:
   entity asks Temporal (a describe, which is strongly consistent) which of the runs it
   counts as active have closed, and decides again (`active_others`, `mark_closed`).
   A run that could not be described stays counted: the count errs high, never low.
+- **A child not started yet read as closed.** The parent starts a child only after
+  its admission answered; a ceiling check in between finds no such run. A run that
+  is not found leaves the count only once it was admitted `START_GRACE_S` ago
+  (`mark_missing`): by then its parent started it or never will (the parent crashed,
+  or refused the call after all for a spent token budget).
 - **Per-chain and per-tenant entities.** The ceiling and the rate span a tenant's
   chains; one admission must be checked against the chain's counts and the tenant's
   at once. Two entities would need a reservation in one undone when the other refuses;
@@ -63,11 +68,13 @@ __all__ = [
     "ADMISSION_WORKFLOW_ID_PREFIX",
     "ADMIT_CHAIN_RUN_ACTIVITY",
     "CLOSED_CHAIN_RUNS_ACTIVITY",
+    "START_GRACE_S",
     "AdmissionAnswer",
     "AdmissionEntityInput",
     "AdmissionLedger",
     "AdmissionRequest",
     "ChildAsk",
+    "ClosedRuns",
     "ClosedRunsInput",
     "RunEntry",
     "admission_workflow_id",
@@ -79,6 +86,8 @@ ADMISSION_WORKFLOW = "steadyloop.ChainAdmission"
 ADMIT_CHAIN_RUN_ACTIVITY = "steadyloop.admit_chain_run"
 CLOSED_CHAIN_RUNS_ACTIVITY = "steadyloop.closed_chain_runs"
 ADMISSION_WORKFLOW_ID_PREFIX = "steadyloop-chain-admission/"
+# How long an admitted child may take to appear before "not found" means "gone".
+START_GRACE_S = 300.0
 
 
 def admission_workflow_id(tenant: str, prefix: str = ADMISSION_WORKFLOW_ID_PREFIX) -> str:
@@ -143,6 +152,13 @@ class ClosedRunsInput(BaseModel):
     workflow_ids: list[str]
 
 
+class ClosedRuns(BaseModel):
+    """Of the runs asked about: those that closed, and those Temporal does not know."""
+
+    closed: list[str] = Field(default_factory=list)
+    missing: list[str] = Field(default_factory=list)
+
+
 class AdmissionLedger(BaseModel):
     """A tenant's runs, keyed by workflow id (one entry per run, across continue-as-new).
 
@@ -192,6 +208,14 @@ class AdmissionLedger(BaseModel):
             entry = self.runs.get(workflow_id)
             if entry is not None:
                 entry.active = False
+
+    def mark_missing(self, workflow_ids: Iterable[str], now: datetime) -> list[str]:
+        """Runs Temporal does not know: closed once admitted `START_GRACE_S` ago (a
+        younger one may not be started yet). Returns the ones marked closed."""
+        cutoff = now - timedelta(seconds=START_GRACE_S)
+        gone = [w for w in workflow_ids if w in self.runs and self.runs[w].started_at <= cutoff]
+        self.mark_closed(gone)
+        return gone
 
     # -- deciding -----------------------------------------------------------------------
 

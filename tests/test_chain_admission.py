@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from steadyloop.chain_admission import (
+    START_GRACE_S,
     AdmissionLedger,
     AdmissionRequest,
     ChildAsk,
@@ -124,3 +125,15 @@ def test_pruning_forgets_only_closed_chains_past_the_horizon() -> None:
     assert ledger.prune(later) == ["old"]
     # "live" has a running child: its chain may still grow, so its count stays.
     assert ledger.runs_in_chain("live") == 2 and ledger.runs_in_chain("recent") == 2
+
+
+def test_a_child_not_started_yet_is_not_read_as_closed() -> None:
+    # Admitted, but its parent has not started it when the ceiling asks Temporal:
+    # "not found" closes it only once it is older than the grace.
+    ledger = AdmissionLedger(tenant="acme")
+    assert admit(ledger, ask("root", "c1", [TenantCeilingLimit(max_active=2)]))
+    assert ledger.mark_missing(["c1"], T0 + timedelta(seconds=1)) == []
+    assert ledger.active_ids() == ["c1", "root"]
+    later = T0 + timedelta(seconds=START_GRACE_S)
+    assert ledger.mark_missing(["c1", "never-admitted"], later) == ["c1"]
+    assert ledger.active_ids() == ["root"]

@@ -7,8 +7,9 @@
   the entity admits a child id once (`steadyloop.chain_admission`).
 - `closed_chain_runs`: which of the runs the entity counts as active have closed, by
   describing each (a describe reads the run itself, not the lagging visibility store).
-  A run that is gone (not found) has closed; a run that could not be described is left
-  counted, so the ceiling errs toward refusing, never toward admitting.
+  A run not found is reported apart (it may be a child its parent has not started yet;
+  the entity decides by its age); a run that could not be described is reported
+  running, so the ceiling errs toward refusing, never toward admitting.
 
 Register both on the worker that runs the entities (`ChainAdmissionActivities(...)
 .activities()`, on the same task queue).
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from temporalio import activity
 from temporalio.client import Client, WithStartWorkflowOperation, WorkflowExecutionStatus
@@ -33,6 +34,7 @@ from steadyloop.chain_admission import (
     AdmissionAnswer,
     AdmissionEntityInput,
     AdmissionRequest,
+    ClosedRuns,
     ClosedRunsInput,
     admission_workflow_id,
 )
@@ -64,7 +66,23 @@ class ChainAdmissionActivities:
         return await self.admit(request)
 
     async def admit(self, request: AdmissionRequest) -> AdmissionAnswer:
-        """The entity's answer (also callable outside an activity: benchmarks, tests)."""
+        """The entity's answer (also callable outside an activity: benchmarks, tests).
+
+        A plain update first (the entity usually runs: it is one per tenant); only when
+        there is none running, an update-with-start, which costs more per call.
+        """
+        entity = self.client.get_workflow_handle(
+            admission_workflow_id(request.tenant, self.id_prefix)
+        )
+        try:
+            known: AdmissionAnswer = await entity.execute_update(
+                "admit", request, result_type=AdmissionAnswer
+            )
+        except RPCError as error:
+            if error.status != RPCStatusCode.NOT_FOUND:
+                raise
+        else:
+            return known
         start: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
             ADMISSION_WORKFLOW,
             AdmissionEntityInput(
@@ -80,16 +98,20 @@ class ChainAdmissionActivities:
         return answer
 
     @activity.defn(name=CLOSED_CHAIN_RUNS_ACTIVITY)
-    async def closed_chain_runs(self, request: ClosedRunsInput) -> list[str]:
-        closed = await asyncio.gather(*(self._closed(w) for w in request.workflow_ids))
-        return [w for w, gone in zip(request.workflow_ids, closed, strict=True) if gone]
+    async def closed_chain_runs(self, request: ClosedRunsInput) -> ClosedRuns:
+        states = await asyncio.gather(*(self._state(w) for w in request.workflow_ids))
+        pairs = list(zip(request.workflow_ids, states, strict=True))
+        return ClosedRuns(
+            closed=[w for w, state in pairs if state == "closed"],
+            missing=[w for w, state in pairs if state == "missing"],
+        )
 
-    async def _closed(self, workflow_id: str) -> bool:
+    async def _state(self, workflow_id: str) -> Literal["running", "closed", "missing"]:
         try:
             described = await self.client.get_workflow_handle(workflow_id).describe()
         except RPCError as error:
             if error.status == RPCStatusCode.NOT_FOUND:
-                return True
+                return "missing"  # gone, or a child its parent has not started yet
             activity.logger.warning("could not describe run %r: %s", workflow_id, error)
-            return False
-        return described.status != WorkflowExecutionStatus.RUNNING
+            return "running"
+        return "running" if described.status == WorkflowExecutionStatus.RUNNING else "closed"

@@ -41,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
         AdmissionEntityInput,
         AdmissionLedger,
         AdmissionRequest,
+        ClosedRuns,
         ClosedRunsInput,
         answer,
         refused_by_ceiling,
@@ -123,15 +124,16 @@ class ChainAdmissionWorkflow:
         if not workflow_ids:
             return False
         try:
-            closed: list[str] = await workflow.execute_activity(
+            found: ClosedRuns = await workflow.execute_activity(
                 CLOSED_CHAIN_RUNS_ACTIVITY,
                 ClosedRunsInput(workflow_ids=workflow_ids),
-                result_type=list[str],
+                result_type=ClosedRuns,
                 start_to_close_timeout=CLOSED_RUNS_TIMEOUT,
                 retry_policy=RetryPolicy(maximum_attempts=3),
             )
         except ActivityError as error:  # they stay counted: the count errs high
             workflow.logger.warning("could not learn which runs closed: %s", error)
             return False
-        self._ledger.mark_closed(closed)
-        return bool(closed)
+        self._ledger.mark_closed(found.closed)
+        gone = self._ledger.mark_missing(found.missing, workflow.now())
+        return bool(found.closed or gone)
