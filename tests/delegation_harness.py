@@ -5,9 +5,14 @@ The model is a scripted provider on loopback whose answer depends on who asks: a
 task, its turn number and the tool results so far, so concurrent runs of a chain are
 scripted without depending on which request arrives first.
 
-Visibility: the time-skipping server (V1) stores custom search attributes once they
-are registered, but implements no list or count of workflows. `HistoryVisibility`
-stands in for the measurement activity, registered under its name: it walks the
+Admission: chain rules are decided by the tenant's admission workflow
+(`steadyloop.workflows.chain_admission`), run by the same worker with its activities
+(`real_admission`; a test may pass stand-ins as `admission`).
+
+Visibility (only for histories recorded before the admission workflow): the
+time-skipping server (V1) stores custom search attributes once they are registered,
+but implements no list or count of workflows. `HistoryVisibility` stands in for the
+measurement activity, registered under its name: it walks the
 chains from the roots a test started (each run's history names the children it
 started, each description gives status, start time and search attributes) and applies
 the same predicates as the real queries (other runs of the chain, not this run nor its
