@@ -221,7 +221,8 @@ class ChildRuns:
             if refused is not None:
                 self._stats.child_refusals += 1
                 return refused
-            # Read after measuring: a sibling may have finished meanwhile.
+            # Read again after asking: a sibling may have finished meanwhile (a child
+            # admitted and then refused here stays counted, erring toward refusing).
             tokens_left = self._tokens_left()
             if tokens_left is not None and tokens_left <= 0:
                 self._stats.child_refusals += 1
@@ -291,6 +292,12 @@ class ChildRuns:
             return _refusal_outcome(self._admit(agent, limits, ChainMeasurements()))
         if not workflow.patched(ADMISSION_PATCH):
             return _refusal_outcome(await self._measured_refusal(agent))
+        tokens_left = self._tokens_left()
+        if tokens_left is not None and tokens_left <= 0:
+            # Before asking: an admitted child that is never started stays counted.
+            return ToolOutcome(
+                status="tool_error", content=self._budget_spent(), error_type="TokenBudgetSpent"
+            )
         ask = ChildAsk(workflow_id=child_id, agent=agent, limits=list(limits))
         try:
             answered = await self._ask(ask)
