@@ -16,7 +16,8 @@ What the obvious versions get wrong, and where it is prevented:
   timeout whose update did land. An admission is keyed by the child's workflow id
   (derived from the parent's id and the call's receipt key), and a child id already
   recorded is admitted again without being counted again (`known`): a re-attach, a
-  retry and a failed child run anew are one run.
+  retry and a failed child run anew are one run (one run anew is checked against the
+  ceiling only: `decide_rerun`).
 - **A counted run that never ends.** The ceiling needs runs to leave the count, but a
   terminated run says nothing. Runs leave it three ways: a parent's request carries
   which of its children finished (`merge`); and when the ceiling would refuse, the
@@ -57,6 +58,7 @@ from steadyloop.chain_limits import (
     ChildRecord,
     PairCooldownLimit,
     PairRecency,
+    TenantCeilingLimit,
     TenantRateLimit,
     chain_rules,
     pair_key,
@@ -259,6 +261,20 @@ class AdmissionLedger(BaseModel):
                 now=now,
             )
         )
+
+    def decide_rerun(self, request: AdmissionRequest, now: datetime) -> Admitted | Refused:
+        """A closed child run again under its id: only the ceiling applies (every other
+        count already holds it), counted without the child itself."""
+        assert request.child is not None
+        ceiling = [x for x in request.child.limits if isinstance(x, TenantCeilingLimit)]
+        child = self.runs.pop(request.child.workflow_id)
+        try:
+            rerun = request.model_copy(
+                update={"child": request.child.model_copy(update={"limits": ceiling})}
+            )
+            return self.decide(rerun, now)
+        finally:
+            self.runs[child.workflow_id] = child
 
     def record(self, request: AdmissionRequest, now: datetime) -> None:
         """Count the admitted child from this moment (before the answer leaves)."""

@@ -4,7 +4,7 @@ admission entity never lets a chain exceed `max_runs`, nor a tenant `max_active`
 Runs are `ParkedWorkflow`s on Temporal's time-skipping test server (so the entity can
 ask Temporal whether a counted run closed), admissions go through the entity the
 worker runs (`ChainAdmissionWorkflow`), and the requests of a round are sent at once,
-in an order Hypothesis picks. Between rounds Hypothesis closes some runs (the root
+in an order Hypothesis picks. After each round Hypothesis closes some runs (the root
 among them: a chain whose root ended keeps its counts). The entity continues as new
 every few updates (`continue_as_new_after` drawn too), so counts carried across its
 continue-as-new are part of every property.
@@ -44,6 +44,7 @@ from steadyloop.workflows.chain_admission import ChainAdmissionWorkflow
 
 pytestmark = pytest.mark.slow
 AGENT = "worker"
+START_DELAY_S = 0.05
 PROPERTY = settings(
     max_examples=25,
     deadline=None,
@@ -201,14 +202,25 @@ async def play(
             forest.refusals.append((child, answer.admission))
             return
         child.admitted = True
-        await start(child)  # the parent starts it once admitted, as a delegation does
+        # The parent starts it once admitted, a moment later (its activity completes,
+        # then a workflow task starts the child): a window other admissions fall in.
+        await asyncio.sleep(START_DELAY_S)
+        await start(child)
 
     for root in (n for n in forest.nodes if n.parent is None):
         root.admitted = True
         await start(root)
         await admission.admit(request(root, None))  # a delegating root registers
+    # Drawn up front, not from what happened: which runs admit depends on timing, and a
+    # draw that depended on it would make Hypothesis's replays inconsistent.
+    size = len(forest.nodes)
+    priority = data.draw(st.permutations(range(size)), label="arrival priority")
+    closing = data.draw(
+        st.lists(st.sets(st.integers(0, size - 1)), min_size=size, max_size=size),
+        label="runs closing after each round",
+    )
     asked: set[int] = set()
-    while True:
+    for closes in closing:
         waiting = [
             n
             for n in forest.nodes
@@ -216,18 +228,17 @@ async def play(
         ]
         if not waiting:
             break
-        order = data.draw(st.permutations(waiting), label="arrival order")
+        order = sorted(waiting, key=lambda n: priority.index(n.index))
         asked.update(n.index for n in order)
         await asyncio.gather(*(ask(n) for n in order))
-        running = [n for n in forest.nodes if n.running]
-        for node in data.draw(st.lists(st.sampled_from(running), unique=True), label="close"):
-            await lab.client.get_workflow_handle(node.workflow_id).signal(ParkedWorkflow.release)
-            await lab.client.get_workflow_handle(node.workflow_id).result()
-            node.running = False
         # The ceiling's property: never more runs at once than the ceiling allows.
         for limit in limits:
             if isinstance(limit, TenantCeilingLimit):
                 assert forest.running() <= limit.max_active
+        for node in (forest.nodes[i] for i in sorted(closes) if forest.nodes[i].running):
+            await lab.client.get_workflow_handle(node.workflow_id).signal(ParkedWorkflow.release)
+            await lab.client.get_workflow_handle(node.workflow_id).result()
+            node.running = False
     for node in forest.nodes:
         if node.running:
             await lab.client.get_workflow_handle(node.workflow_id).signal(ParkedWorkflow.release)

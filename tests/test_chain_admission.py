@@ -137,3 +137,18 @@ def test_a_child_not_started_yet_is_not_read_as_closed() -> None:
     later = T0 + timedelta(seconds=START_GRACE_S)
     assert ledger.mark_missing(["c1", "never-admitted"], later) == ["c1"]
     assert ledger.active_ids() == ["root"]
+
+
+def test_a_failed_child_run_anew_is_one_run_but_waits_for_the_ceiling() -> None:
+    ledger = AdmissionLedger(tenant="acme")
+    limits: list[ChainLimit] = [ChainBudgetLimit(max_runs=2), TenantCeilingLimit(max_active=3)]
+    assert admit(ledger, ask("root", "c1", limits))
+    ledger.mark_closed(["c1"])  # it failed; the parent's retry runs it anew
+    assert admit(ledger, ask("other", "o1", [], root="other"))  # root, other, o1: full
+    again = ask("root", "c1", limits)
+    ledger.merge(again)
+    refused = ledger.decide_rerun(again, T0)
+    assert isinstance(refused, Refused) and refused.rule.kind == "tenant_ceiling"
+    ledger.mark_closed(["o1"])
+    assert ledger.decide_rerun(again, T0).admitted  # budget full, but it is the same run
+    assert ledger.runs_in_chain("root") == 2

@@ -97,10 +97,13 @@ class ChainAdmissionWorkflow:
             if child is None:
                 return answer(ledger, request, None)
             known = ledger.runs.get(child.workflow_id)
-            if known is not None and known.parent == request.run.workflow_id:
-                known.active = True  # a retry, a re-attach, a failed child run anew
-                return answer(ledger, request, Admitted(), known=True)
             now = workflow.now()
+            if known is not None and known.parent == request.run.workflow_id:
+                # A retry or a re-attach (still active), or a closed child run anew,
+                # which is the same run for every count but the ceiling.
+                rerun = Admitted() if known.active else ledger.decide_rerun(request, now)
+                known.active = known.active or rerun.admitted
+                return answer(ledger, request, rerun, known=True)
             decision = ledger.decide(request, now)
             # Some runs counted as active may have closed without telling us.
             if refused_by_ceiling(decision) and await self._drop_closed(
