@@ -36,8 +36,8 @@ from temporalio.worker import Worker
 
 from steadyloop.activities.chain_admission import ChainAdmissionActivities
 from steadyloop.activities.chain_measurement import measure
-from steadyloop.chain_admission import AdmissionRequest, ChildAsk, RunEntry
-from steadyloop.chain_limits import (
+from steadyloop.chains.admission import AdmissionRequest, ChildAsk, RunEntry
+from steadyloop.chains.limits import (
     ChainBudgetLimit,
     ChainLimit,
     ChainPosition,
@@ -47,8 +47,8 @@ from steadyloop.chain_limits import (
     chain_rules,
     pair_key,
 )
-from steadyloop.chain_rules import admit_child_run
-from steadyloop.chain_search_attributes import chain_search_attributes
+from steadyloop.chains.rules import admit_child_run
+from steadyloop.chains.search_attributes import chain_search_attributes
 from steadyloop.worker.dev_server import dev_server
 from steadyloop.workflows.chain_admission import ChainAdmissionWorkflow
 

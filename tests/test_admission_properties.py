@@ -30,15 +30,15 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from steadyloop.activities.chain_admission import ChainAdmissionActivities
-from steadyloop.chain_admission import AdmissionRequest, ChildAsk, RunEntry
-from steadyloop.chain_limits import (
+from steadyloop.chains.admission import AdmissionRequest, ChildAsk, RunEntry
+from steadyloop.chains.limits import (
     ChainBudgetLimit,
     ChainLimit,
     ChainPosition,
     TenantCeilingLimit,
     pair_key,
 )
-from steadyloop.chain_rules import Refused
+from steadyloop.chains.rules import Refused
 from steadyloop.temporal_binaries import time_skipping_server_path
 from steadyloop.workflows.chain_admission import ChainAdmissionWorkflow
 

@@ -18,8 +18,8 @@ import pytest
 from delegation_harness import Gate, Turn, answer, calls, chain_input, delegate, profile, read_turn
 from loop_harness import ENDPOINT, Effects, tool_messages
 
-from steadyloop.chain_limits import ChainBudgetLimit, ChainLimit, DepthLimit
-from steadyloop.endpoints import EndpointRegistry
+from steadyloop.chains.limits import ChainBudgetLimit, ChainLimit, DepthLimit
+from steadyloop.routing.endpoints import EndpointRegistry
 from steadyloop.testing.scripted_server import RecordedRequest, ScriptedResponse, ScriptedServer
 from steadyloop.worker.dev_server import dev_server
 from steadyloop.worker.process import WorkerOptions, running_worker

@@ -34,14 +34,15 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureEr
 from temporalio.exceptions import ApplicationError, CancelledError
 
 from steadyloop.activities.chain_admission import ChainAdmissionActivities
-from steadyloop.chain_admission import (
+from steadyloop.chains.admission import (
     ADMIT_CHAIN_RUN_ACTIVITY,
     AdmissionAnswer,
     AdmissionLedger,
     AdmissionRequest,
     admission_workflow_id,
 )
-from steadyloop.chain_limits import (
+from steadyloop.chains.delegation_tool import DELEGATE_TOOL
+from steadyloop.chains.limits import (
     ChainBudgetLimit,
     ChainLimit,
     DepthLimit,
@@ -49,8 +50,7 @@ from steadyloop.chain_limits import (
     PairSeenLimit,
     TenantCeilingLimit,
 )
-from steadyloop.delegation_tool import DELEGATE_TOOL
-from steadyloop.run_models import RunInput, RunLimits
+from steadyloop.run.models import RunInput, RunLimits
 from steadyloop.testing.chunks import ScriptedCall
 from steadyloop.testing.scripted_server import ScriptedResponse, error_response
 

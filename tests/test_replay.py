@@ -26,7 +26,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
-from steadyloop.payload_storage import steadyloop_data_converter
+from steadyloop.history.payload_storage import steadyloop_data_converter
 from steadyloop.workflows.chain_admission import ChainAdmissionWorkflow
 from steadyloop.workflows.delegation import ADMISSION_PATCH
 from steadyloop.workflows.endpoint_health import EndpointHealthWorkflow

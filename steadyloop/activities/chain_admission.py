@@ -4,7 +4,7 @@
   (created on first use, like the endpoint-health entities). Workflow code reaches the
   entity only through this activity, so the answer is recorded in the asking run's
   history and a replay reads the same decision. A retry after a lost answer is safe:
-  the entity admits a child id once (`steadyloop.chain_admission`).
+  the entity admits a child id once (`steadyloop.chains.admission`).
 - `closed_chain_runs`: which of the runs the entity counts as active have closed, by
   describing each (a describe reads the run itself, not the lagging visibility store).
   A run not found is reported apart (it may be a child its parent has not started yet;
@@ -26,7 +26,7 @@ from temporalio.client import Client, WithStartWorkflowOperation, WorkflowExecut
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
-from steadyloop.chain_admission import (
+from steadyloop.chains.admission import (
     ADMISSION_WORKFLOW,
     ADMISSION_WORKFLOW_ID_PREFIX,
     ADMIT_CHAIN_RUN_ACTIVITY,

@@ -15,7 +15,7 @@ on first use by update-with-start from the admission activity
 Why an entity per tenant rather than an update to each chain's root: the tenant
 ceiling and rate span chains, so a root could decide its chain's budget but not the
 tenant's; and a root ends and continues-as-new, while an entity that is started on
-demand is always there to ask (`steadyloop.chain_admission` says more).
+demand is always there to ask (`steadyloop.chains.admission` says more).
 
 Updates grow this workflow's history, so it continues as new after
 `continue_as_new_after` handled updates (500 by default) or when Temporal suggests it,
@@ -34,7 +34,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from steadyloop.chain_admission import (
+    from steadyloop.chains.admission import (
         ADMISSION_WORKFLOW,
         CLOSED_CHAIN_RUNS_ACTIVITY,
         AdmissionAnswer,
@@ -46,7 +46,7 @@ with workflow.unsafe.imports_passed_through():
         answer,
         refused_by_ceiling,
     )
-    from steadyloop.chain_rules import Admitted
+    from steadyloop.chains.rules import Admitted
 
 CLOSED_RUNS_TIMEOUT = timedelta(seconds=20)
 

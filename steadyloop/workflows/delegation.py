@@ -9,7 +9,7 @@ this one prevents it:
 - **An admission decided against a stale count.** Visibility lags behind starts:
   siblings (or two calls of one batch) that count through it at once all see the same
   count and all pass the budget. Every counting rule is decided by the tenant's
-  admission entity (`steadyloop.chain_admission`), which counts the child before it
+  admission entity (`steadyloop.chains.admission`), which counts the child before it
   answers; the run asks it through `ADMIT_CHAIN_RUN_ACTIVITY`, and a delegating root
   registers there at its first start, so it is counted before it delegates. Runs
   recorded before this (no `ADMISSION_PATCH` marker) replay the visibility measurement
@@ -68,29 +68,14 @@ from temporalio.exceptions import (
 )
 
 with workflow.unsafe.imports_passed_through():
-    from steadyloop.chain_admission import (
+    from steadyloop.chains.admission import (
         ADMIT_CHAIN_RUN_ACTIVITY,
         AdmissionAnswer,
         AdmissionRequest,
         ChildAsk,
         RunEntry,
     )
-    from steadyloop.chain_limits import (
-        MEASURE_CHAIN_ACTIVITY,
-        VISIBILITY_KINDS,
-        ChainLimit,
-        ChainMeasurements,
-        ChainPosition,
-        ChildRecord,
-        MeasureChainInput,
-        TenantRateLimit,
-        chain_rules,
-        pair_key,
-    )
-    from steadyloop.chain_queries import quotable
-    from steadyloop.chain_rules import Refused, admit_child_run
-    from steadyloop.chain_search_attributes import chain_search_attributes
-    from steadyloop.delegation_tool import (
+    from steadyloop.chains.delegation_tool import (
         AWAIT_CHILD_RUN_ACTIVITY,
         DELEGATE_TOOL,
         DELEGATION_HORIZON_S,
@@ -103,9 +88,24 @@ with workflow.unsafe.imports_passed_through():
         delegate_tool_description,
         read_delegate_request,
     )
-    from steadyloop.receipt_decision import Execute, ReceiptKey
-    from steadyloop.receipt_ledger import ReceiptLedger
-    from steadyloop.run_models import Delegation, RunInput, RunResult, RunStats
+    from steadyloop.chains.limits import (
+        MEASURE_CHAIN_ACTIVITY,
+        VISIBILITY_KINDS,
+        ChainLimit,
+        ChainMeasurements,
+        ChainPosition,
+        ChildRecord,
+        MeasureChainInput,
+        TenantRateLimit,
+        chain_rules,
+        pair_key,
+    )
+    from steadyloop.chains.queries import quotable
+    from steadyloop.chains.rules import Refused, admit_child_run
+    from steadyloop.chains.search_attributes import chain_search_attributes
+    from steadyloop.receipts.decision import Execute, ReceiptKey
+    from steadyloop.receipts.ledger import ReceiptLedger
+    from steadyloop.run.models import Delegation, RunInput, RunResult, RunStats
     from steadyloop.tools.payloads import ToolDescription, ToolInvocation, ToolOutcome
 
 MEASURE_TIMEOUT = timedelta(seconds=10)
