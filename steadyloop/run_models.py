@@ -40,6 +40,7 @@ from steadyloop.provider_profiles import ProviderProfile
 from steadyloop.receipt_ledger import AmbiguityResolution, PackedLedger, ReceiptLedger
 from steadyloop.route_plan import Backoff, RouteCandidate, RouteConfig
 from steadyloop.steering_models import SteeringState
+from steadyloop.timeline import RunEvent, Timeline
 from steadyloop.transcript_healing import Healing
 
 # An agent profile's name: what the model types, and half of a `pair_key` ("a|b"), so
@@ -482,6 +483,7 @@ class RunProgress(BaseModel):
     # on-demand plugins the model has not activated.
     active_plugins: list[str] = Field(default_factory=list)
     activatable_plugins: list[str] = Field(default_factory=list)
+    events: int = 0  # timeline events so far: a follower reads `timeline` when it moves
 
 
 class InheritedReceipts(BaseModel):
@@ -519,6 +521,7 @@ class CarriedState(BaseModel):
     children: list[ChildRecord] = Field(default_factory=list)  # for chain admissions
     steering: SteeringState = Field(default_factory=SteeringState)
     activated_plugins: list[str] = Field(default_factory=list)  # in activation order
+    timeline: Timeline = Field(default_factory=Timeline)  # the run's events so far
 
 
 class RunResult(BaseModel):
@@ -540,3 +543,5 @@ class RunResult(BaseModel):
     # this was recorded, or when they did not fit the result (`detail` then says so).
     receipt_scope: str | None = None
     receipts: PackedLedger | None = None
+    # What the guarantees did (replays, retries, healing...), for `steadyloop show`.
+    timeline: list[RunEvent] = Field(default_factory=list)

@@ -50,6 +50,7 @@ its lease (`BreakerPolicy.probe_lease_s`) lapses before another probe is admitte
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
@@ -184,14 +185,20 @@ async def routed_completion(
     heartbeat_timeout: timedelta | None = None,
     deadline: datetime | None = None,
     first_attempt: int = 1,
+    observe: Callable[[RoutePlan | RouteAttempt], None] | None = None,
 ) -> RoutedTurn:
     """Run `request` across `route`; `request.endpoint` and `.model` are replaced per
     candidate, and `request.forward.attempt` per attempt, counting from `first_attempt`
     (a caller that routes one turn more than once continues the count). Never raises
-    for a model failure: the result says what happened."""
+    for a model failure: the result says what happened.
+
+    `observe` is handed the plan, then each line of the log as it is written (before
+    any backoff), so a caller can show a retry while it happens; it must not raise."""
     health = await _read_health(route.endpoints)
     plan = plan_route(route, RouteRequest(now=workflow.now(), health=list(health.values())))
-    log: list[RouteAttempt] = []
+    log = _Log(observe)
+    if observe is not None:
+        observe(plan)
     last: RouteAttempt | None = None
     for position, planned in enumerate(plan.candidates):
         candidate = planned.candidate
@@ -252,6 +259,19 @@ async def routed_completion(
             failure=last.failure,
         ),
     )
+
+
+class _Log(list[RouteAttempt]):
+    """The route's log, handing each line to the caller's observer as it is written."""
+
+    def __init__(self, observe: Callable[[RoutePlan | RouteAttempt], None] | None) -> None:
+        super().__init__()
+        self._observe = observe
+
+    def append(self, entry: RouteAttempt) -> None:
+        super().append(entry)
+        if self._observe is not None:
+            self._observe(entry)
 
 
 async def _run_candidate(

@@ -97,6 +97,7 @@ with workflow.unsafe.imports_passed_through():
     from steadyloop.provider_profiles import transcript_rules
     from steadyloop.receipt_decision import Ambiguous, Execute, ReceiptKey, receipt_key
     from steadyloop.receipt_ledger import MIN_RESULT_LIMIT_BYTES, PackedLedger, ReceiptLedger
+    from steadyloop.route_plan import RoutePlan
     from steadyloop.run_models import (
         AmbiguousCall,
         CarriedState,
@@ -113,6 +114,7 @@ with workflow.unsafe.imports_passed_through():
         UserMessage,
         interrupted_outcome,
     )
+    from steadyloop.timeline import EventKind, EventPhase, RunEvent, Timeline
     from steadyloop.tool_plugins import PluginDisclosure
     from steadyloop.tools.payloads import (
         RUN_TOOL_ACTIVITY,
@@ -122,7 +124,18 @@ with workflow.unsafe.imports_passed_through():
     )
     from steadyloop.transcript_healing import validate_and_heal
     from steadyloop.workflows.compaction_step import compact_at_boundary
-    from steadyloop.workflows.routed_turn import RoutedTurn, read_shown, routed_completion
+    from steadyloop.workflows.routed_turn import (
+        RouteAttempt,
+        RoutedTurn,
+        read_shown,
+        routed_completion,
+    )
+    from steadyloop.workflows.run_timeline import (
+        attempt_events,
+        earlier_call,
+        healing_text,
+        plan_events,
+    )
 
 from steadyloop.workflows.approvals import Approvals
 from steadyloop.workflows.delegation import ChildRuns, innermost_message
@@ -182,6 +195,8 @@ class ToolLoopWorkflow:
         self._disclosure = PluginDisclosure.none()  # the run's tools, once described
         self._ceiling = PayloadCeiling()  # the limit on one activity input, once known
         self._updates = 0  # updates handled by this execution (Temporal caps them)
+        self._timeline = Timeline()  # what the guarantees did, for people (`timeline`)
+        self._tenant = "default"  # the run's tenant, for receipt keys (set by `run`)
 
     # -- queries and signals ---------------------------------------------------------
 
@@ -202,7 +217,14 @@ class ToolLoopWorkflow:
             paused=self._steering.paused,
             pending_approvals=len(self._approvals.pending()),
             pending_messages=self._steering.messages_waiting,
+            events=self._timeline.count,
         )
+
+    @workflow.query
+    def timeline(self, after: int = 0) -> list[RunEvent]:
+        """What the guarantees did so far (replays, retries, stalls, breakers, healing),
+        numbered; only the events after `after`."""
+        return self._timeline.after(after)
 
     @workflow.query
     def transcript(self) -> list[ChatMessage]:
@@ -284,6 +306,7 @@ class ToolLoopWorkflow:
     @workflow.run
     async def run(self, run: RunInput) -> RunResult:
         self._deadline = self._restore(run)
+        self._tenant = run.tenant_id
         if run.delegation is not None:
             self._child_runs = ChildRuns.begin(
                 run, run.delegation, self._stats, self._receipts, self._deadline
@@ -352,6 +375,7 @@ class ToolLoopWorkflow:
                     activatable_plugins=self._disclosure.activatable_plugins,
                     receipt_scope=self._receipt_scope,
                     receipts=PackedLedger.pack(self._receipts, self._transcript),
+                    timeline=self._timeline.events,
                 )
             )
 
@@ -422,6 +446,7 @@ class ToolLoopWorkflow:
         self._steering = Steering(carried.steering)
         self._stats = carried.stats
         self._turn = carried.turn
+        self._timeline = carried.timeline
         return None if carried.deadline is None else datetime.fromisoformat(carried.deadline)
 
     @staticmethod
@@ -564,6 +589,7 @@ class ToolLoopWorkflow:
             children=[] if self._child_runs is None else self._child_runs.children,
             activated_plugins=self._disclosure.activated,
             steering=self._steering.state,
+            timeline=self._timeline,
         )
         return run.model_copy(
             update={"carried": carried, "prompt": None, "messages": [], "inherited": None}
@@ -608,6 +634,8 @@ class ToolLoopWorkflow:
                 self._transcript, transcript_rules(run.provider_profile)
             )
             self._stats.count_healings(healed)
+            if healed:
+                self._event("model", "healed", healing_text(healed))
             request = await self._request(run, tools, attempt)
             routed = await _before_deadline(
                 routed_completion(
@@ -619,6 +647,7 @@ class ToolLoopWorkflow:
                     else timedelta(seconds=heartbeat_s),
                     deadline=self._deadline,
                     first_attempt=attempt,
+                    observe=self._observe_route,
                 ),
                 self._deadline,
             )
@@ -656,6 +685,12 @@ class ToolLoopWorkflow:
                     f"completion(s): {defect.detail}",
                 )
             spent[defect.kind] = used + 1
+            self._event(
+                "model",
+                "defect_retry",
+                f"completion defect {defect.kind!r} ({defect.detail}); asking for a fresh "
+                f"completion ({used + 1} of {defect.retry_budget})",
+            )
             self._stats.count_retry(defect.kind)
             self._stats.defect_retries[defect.kind] = (
                 self._stats.defect_retries.get(defect.kind, 0) + 1
@@ -733,6 +768,41 @@ class ToolLoopWorkflow:
             cause=cause,
         )
         return ""
+
+    def _event(
+        self, phase: EventPhase, kind: EventKind, text: str, call_id: str | None = None
+    ) -> None:
+        """Record one timeline event of the current turn (workflow state, no command)."""
+        self._timeline.add(
+            self._turn, phase, kind, text, at=len(self._transcript), call_id=call_id
+        )
+
+    def _observe_route(self, seen: RoutePlan | RouteAttempt) -> None:
+        """The route's plan and log lines as they happen, as timeline events."""
+        if isinstance(seen, RoutePlan):
+            for line in plan_events(seen):
+                self._event("model", "breaker", line)
+            return
+        for kind, line in attempt_events(seen):
+            self._event("model", kind, line)
+
+    def _replayed(self, call_id: str, key: ReceiptKey, twin: str | None = None) -> None:
+        """Count a call answered from its receipt, and say why it was not run."""
+        self._stats.tool_replays += 1
+        if twin is not None:
+            why = f"the same call twice in this batch: the answer of {twin}"
+        else:
+            receipt = self._receipts.get(key)
+            earlier = earlier_call(self._transcript, key.text, self._tenant, self._receipt_scope)
+            if receipt is not None and receipt.resolution == "happened":
+                why = "a person resolved an earlier attempt as done (steadyloop receipts)"
+            elif earlier is not None:
+                why = f"the same call earlier in the run (turn {earlier[0]}, {earlier[1]})"
+            elif self._receipt_scope != workflow.info().workflow_id:
+                why = "the same call completed by the run this one resumes"
+            else:
+                why = "its receipt was already complete (a redelivered turn)"
+        self._event("tools", "replay", f"replayed, not run: {why}", call_id=call_id)
 
     def _count_attempts(self, routed: RoutedTurn) -> None:
         """Every attempt sent is a model attempt; every failed one followed by another (on
@@ -861,19 +931,24 @@ class ToolLoopWorkflow:
         ) -> ToolOutcome:
             return await self._run_guarded(description, invocation, key)
 
-        async def replay_of(first: asyncio.Task[ToolOutcome]) -> ToolOutcome:
+        async def replay_of(
+            first: asyncio.Task[ToolOutcome], call_id: str, key: ReceiptKey, twin: str
+        ) -> ToolOutcome:
             await workflow.wait_condition(first.done)
-            self._stats.tool_replays += 1
+            self._replayed(call_id, key, twin)
             return first.result()
 
         tasks: list[asyncio.Task[ToolOutcome]] = []
+        first_ids: dict[str, str] = {}
         for _, description, invocation, key in runnable:
             first = first_by_key.get(key.text)
             if first is None:
                 task = asyncio.ensure_future(run_one(description, invocation, key))
                 first_by_key[key.text] = task
+                first_ids[key.text] = invocation.call_id
             else:
-                task = asyncio.ensure_future(replay_of(first))
+                twin = first_ids[key.text]
+                task = asyncio.ensure_future(replay_of(first, invocation.call_id, key, twin))
             tasks.append(task)
         results = await self._steering.settle(tasks, self._interrupted_before_running)
         for (position, _, _, _), outcome in zip(runnable, results, strict=True):
@@ -942,7 +1017,7 @@ class ToolLoopWorkflow:
         while True:
             decision = self._receipts.decide(key, description.effect, workflow.now())
             if decision.kind == "replay":
-                self._stats.tool_replays += 1
+                self._replayed(invocation.call_id, key)
                 return ToolOutcome(status="ok", content=decision.result)
             if decision.kind == "wait":
                 await workflow.sleep(max(decision.until - workflow.now(), timedelta(seconds=1)))
