@@ -484,6 +484,7 @@ class RunProgress(BaseModel):
     active_plugins: list[str] = Field(default_factory=list)
     activatable_plugins: list[str] = Field(default_factory=list)
     events: int = 0  # timeline events so far: a follower reads `timeline` when it moves
+    tool_replays: int = 0  # of `tool_calls`, answered from a receipt without running
 
 
 class InheritedReceipts(BaseModel):

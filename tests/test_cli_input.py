@@ -222,7 +222,7 @@ class _WaitingRun:
             final_answer="ok", stop_reason="final_answer", transcript=[], stats=RunStats()
         )
 
-    async def query(self, query: Callable[..., object], **_: object) -> object:
+    async def query(self, query: Callable[..., object], *_args: object, **_: object) -> object:
         name = getattr(query, "__name__", "")
         if name == "progress":
             self.polls += 1

@@ -548,7 +548,10 @@ async def _show(args: argparse.Namespace) -> int:
     )
     if url:
         _say(f"Temporal UI: {url}")
-    return await _follow_and_report(handle, description.task_queue, output=client)
+    if description.status != WorkflowExecutionStatus.RUNNING:
+        # Ended: everything is in its result, printed in the run's order.
+        return await _follow_and_report(handle, description.task_queue)
+    return await _follow_and_report(handle, description.task_queue, output=client, attach=True)
 
 
 def _resume_command(args: argparse.Namespace) -> int:
@@ -613,7 +616,7 @@ async def _free_id(client: Client, stem: str) -> str:
 
 
 async def _follow_and_report(
-    handle: RunHandle, task_queue: str, *, output: Client | None = None
+    handle: RunHandle, task_queue: str, *, output: Client | None = None, attach: bool = False
 ) -> int:
     """Follow until the run ends (or Ctrl-C), print the outcome, return the exit code.
 
@@ -621,8 +624,9 @@ async def _follow_and_report(
     """
     stop = asyncio.Event()
     remove = install_stop_signals(stop, lambda _signal: None)
+    display = ProgressDisplay(sys.stdout)
     following = asyncio.create_task(
-        follow(handle, ProgressDisplay(sys.stdout), task_queue=task_queue, output=output)
+        follow(handle, display, task_queue=task_queue, output=output, attach=attach)
     )
     stopping = asyncio.create_task(stop.wait())
     try:
@@ -641,7 +645,8 @@ async def _follow_and_report(
     except WorkflowFailureError as exc:
         _say(f"the workflow did not complete: {failure_text(exc)}")
         return EXIT_FAILED
-    for line in [*result_lines(result), *partial_lines(result, handle.id)]:
+    lines = result_lines(result, answer_shown=display.answer_shown)
+    for line in [*lines, *partial_lines(result, handle.id)]:
         _say(line)
     return EXIT_CODES.get(result.stop_reason, EXIT_FAILED)
 

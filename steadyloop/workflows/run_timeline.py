@@ -23,19 +23,19 @@ with workflow.unsafe.imports_passed_through():
 FAILURE_CHARS = 160
 
 
-def failure_words(facts: FailureFacts | None, error_type: str = "") -> str:
-    """`stalled before the first token`, `network (reset): ...`: the failure kind first."""
+def failure_words(facts: FailureFacts | None, error_type: str = "") -> tuple[str, str]:
+    """The failure's kind (`stalled before first token`, `network (cut)`, `http_status
+    (rate_limit, HTTP 429)`) and its message, apart, so the kind is never cut off."""
     if facts is None:
-        return error_type or "failed"
+        return error_type or "failed", ""
     if facts.kind == "stall":
         phase = (facts.stall_phase or "").replace("_", " ")
-        return f"stalled {phase}".strip() + _quoted(facts.message)
-    kind = facts.kind
+        return f"stalled {phase}".strip(), _quoted(facts.message)
     extra: list[str] = [part for part in (facts.category, facts.network_reason) if part]
     if facts.status is not None:
         extra.append(f"HTTP {facts.status}")
-    head = kind + (f" ({', '.join(extra)})" if extra else "")
-    return head + _quoted(facts.message)
+    head = facts.kind + (f" ({', '.join(extra)})" if extra else "")
+    return head, _quoted(facts.message)
 
 
 def attempt_events(entry: RouteAttempt) -> list[tuple[EventKind, str]]:
@@ -45,23 +45,21 @@ def attempt_events(entry: RouteAttempt) -> list[tuple[EventKind, str]]:
     where = f"endpoint {entry.endpoint!r}"
     if entry.outcome == "skipped":
         return [("breaker", f"skipped {where}: {entry.detail}")]
-    said = (
-        f"model attempt {entry.sequence} ({where}, model {entry.model!r}) "
-        f"{failure_words(entry.failure, entry.error_type)}"
-    )
+    kind, message = failure_words(entry.failure, entry.error_type)
+    said = f"model attempt {entry.sequence} failed, {kind}"
     events: list[tuple[EventKind, str]] = []
     if entry.action == "retry":
         if entry.rule == "unsupported_parameter":
-            how = "; retrying without the refused parameter"
+            how = "retrying without the refused parameter"
         elif entry.delay_s > 0:
-            how = f"; retrying in {entry.delay_s:g} s"
+            how = f"retrying in {entry.delay_s:g} s"
         else:
-            how = "; retrying now"
-        events.append(("model_retry", said + how))
+            how = "retrying now"
+        events.append(("model_retry", f"{said}; {how} ({where}){message}"))
     elif entry.action == "traverse":
-        events.append(("model_retry", said + "; trying the next endpoint of the route"))
+        events.append(("model_retry", f"{said}; trying the next endpoint ({where}){message}"))
     else:
-        events.append(("model_failed", f"{said}; not retried ({entry.rule})"))
+        events.append(("model_failed", f"{said}; not retried: {entry.rule} ({where}){message}"))
     if entry.breaker_recorded:
         events.append(("breaker", f"failure recorded on the breaker of {where}"))
     return events

@@ -218,6 +218,7 @@ class ToolLoopWorkflow:
             pending_approvals=len(self._approvals.pending()),
             pending_messages=self._steering.messages_waiting,
             events=self._timeline.count,
+            tool_replays=self._stats.tool_replays,
         )
 
     @workflow.query
@@ -790,18 +791,18 @@ class ToolLoopWorkflow:
         """Count a call answered from its receipt, and say why it was not run."""
         self._stats.tool_replays += 1
         if twin is not None:
-            why = f"the same call twice in this batch: the answer of {twin}"
+            why = f"same call twice in this batch ({twin}'s answer)"
         else:
             receipt = self._receipts.get(key)
             earlier = earlier_call(self._transcript, key.text, self._tenant, self._receipt_scope)
             if receipt is not None and receipt.resolution == "happened":
-                why = "a person resolved an earlier attempt as done (steadyloop receipts)"
+                why = "a person resolved an earlier attempt as done"
             elif earlier is not None:
-                why = f"the same call earlier in the run (turn {earlier[0]}, {earlier[1]})"
+                why = f"same call earlier in the run (turn {earlier[0]}, {earlier[1]})"
             elif self._receipt_scope != workflow.info().workflow_id:
-                why = "the same call completed by the run this one resumes"
+                why = "completed by the run this one resumes"
             else:
-                why = "its receipt was already complete (a redelivered turn)"
+                why = "receipt already complete (a redelivered turn)"
         self._event("tools", "replay", f"replayed, not run: {why}", call_id=call_id)
 
     def _count_attempts(self, routed: RoutedTurn) -> None:
