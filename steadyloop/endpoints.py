@@ -96,9 +96,10 @@ class UnknownEndpointError(LookupError):
         names = sorted(known)
         listed = ", ".join(repr(n) for n in names) if names else "none are configured"
         super().__init__(
-            f"unknown model endpoint {name!r}; this worker knows: {listed}. "
-            f"Configure endpoints in {ENDPOINTS_ENV} (JSON) or pass an EndpointRegistry "
-            "to the worker."
+            f"unknown model endpoint {name!r}; the worker serving this run knows: {listed}. "
+            f"Add it where the worker starts: `steadyloop worker --endpoint "
+            f"{name}=BASE_URL[,model=MODEL][,api_key_env=VAR]` (or {ENDPOINTS_ENV}, or the "
+            "config file), or run with `--endpoint` naming one it knows."
         )
         self.name = name
         self.known = names

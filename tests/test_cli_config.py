@@ -380,7 +380,7 @@ def test_commands_exit_2_with_the_setting_named(
     assert run_cli(["worker", "--tools", "no_such_module_xyz:r"]) == EXIT_USAGE
     assert "no_such_module_xyz" in capsys.readouterr().err
     assert run_cli(["run", "hi", "--model", "m", "--max-turns", "0"]) == EXIT_USAGE
-    assert "max_turns" in capsys.readouterr().err
+    assert "--max-turns: must be at least 1 (got 0)" in capsys.readouterr().err
 
 
 def test_an_unreachable_temporal_is_named_and_exits_1(capsys: pytest.CaptureFixture[str]) -> None:

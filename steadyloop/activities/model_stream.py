@@ -334,7 +334,9 @@ async def _read_turn(
         ) as response:
             phase = "reading the response"
             if not response.is_success:
-                raise StreamFailed(await _http_status_failure(response, api_key))
+                raise StreamFailed(
+                    await _http_status_failure(response, api_key, endpoint.chat_completions_url)
+                )
             byte_iter = response.aiter_bytes()
             prefix = await _sniff(byte_iter)
             content_type = response.headers.get("content-type", "")
@@ -640,12 +642,20 @@ async def _read_limited(first: bytes, byte_iter: AsyncIterator[bytes]) -> bytes:
     return bytes(body[:ERROR_BODY_LIMIT])
 
 
-async def _http_status_failure(response: httpx.Response, api_key: str | None) -> StreamFailure:
+async def _http_status_failure(
+    response: httpx.Response, api_key: str | None, url: str = ""
+) -> StreamFailure:
     body = await _read_limited(b"", response.aiter_bytes())
     message, code, kind = provider_error(body)
     status = response.status_code
     if message is None:
         message = f"HTTP {status} {response.reason_phrase}".strip()
+    if status == 404 and url:
+        # A wrong base_url (a missing /v1) or model name: say which address was asked.
+        message += (
+            f" (POST {_url_for_people(url, api_key)}: check the endpoint's base_url and "
+            "the model name)"
+        )
     location = response.headers.get("location")
     if location and 300 <= status < 400:
         message += f" (redirected to {location}; configure that address as the base_url)"
@@ -659,6 +669,14 @@ async def _http_status_failure(response: httpx.Response, api_key: str | None) ->
         retry_after_s=parse_retry_after(response.headers),
         parameter=blamed_parameter(body),
     )
+
+
+def _url_for_people(url: str, api_key: str | None) -> str:
+    """`url` without what may be a secret: user info, query string, fragment, the key."""
+    parts = httpx.URL(url)
+    host = parts.host if parts.port is None else f"{parts.host}:{parts.port}"
+    shown = f"{parts.scheme}://{host}{parts.path}"
+    return Secrets([api_key]).redact(shown) if api_key else shown
 
 
 async def _not_sse_failure(

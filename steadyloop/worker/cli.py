@@ -32,7 +32,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from pydantic import ValidationError
 from temporalio.client import (
@@ -49,7 +49,11 @@ from steadyloop.output_forwarding import ForwardingOptions
 from steadyloop.provider_profiles import ProviderProfile
 from steadyloop.run_models import RunInput, RunLimits, RunPlugins, StopReason
 from steadyloop.run_resume import DEFAULT_RESUME_PROMPT, resume_input
-from steadyloop.worker.cli_arguments import ArgumentParser, workflow_id_argument
+from steadyloop.worker.cli_arguments import (
+    ArgumentParser,
+    parse_arguments,
+    workflow_id_argument,
+)
 from steadyloop.worker.config import (
     CONFIG_ENV,
     DEFAULT_TASK_QUEUE,
@@ -106,25 +110,58 @@ RUN_FIELD_FLAGS: dict[str, str] = {
     "model": "--model (or STEADYLOOP_MODEL)",
     "route": "--route",
     "tools": "--tool",
+    "on_demand": "--plugin",
     "plugins": "--plugin",
     "tenant_id": "--tenant",
     "max_turns": "--max-turns",
     "token_budget": "--token-budget",
     "deadline_s": "--deadline",
+    "provider_profile": "--profile",
+    "temperature": "--temperature",
+    "top_p": "--top-p",
+    "max_tokens": "--max-tokens",
+    "seed": "--seed",
+    "tool_choice": "--tool-choice",
 }
 
 
 def _run_not_valid(exc: ValidationError) -> ConfigError:
-    """The run's refusal, each problem named by the flag or argument that set it."""
+    """The run's refusal on one line, each problem named by the flag that set it and the
+    rule it broke (`--max-turns: must be at least 1 (got 0)`), not pydantic's error list."""
     problems = []
     for error in exc.errors(include_url=False):
         loc = [part for part in error["loc"] if isinstance(part, str)]
         named = next((RUN_FIELD_FLAGS[p] for p in reversed(loc) if p in RUN_FIELD_FLAGS), None)
-        field = ".".join(str(part) for part in error["loc"])
-        where = f"{named} ({field})" if named and field else named or field or "the run"
-        message = str(error["msg"]).removeprefix("Value error, ")
+        message = _rule_text(error)
+        if named is None and "prompt" in message:  # the run's own rule: no prompt at all
+            named, message = "PROMPT", "must not be empty (a run needs a prompt or messages)"
+        where = named or ".".join(str(part) for part in error["loc"]) or "the run"
         problems.append(f"{where}: {message}")
-    return ConfigError("the run is not valid: " + "; ".join(problems))
+    return ConfigError("; ".join(problems))
+
+
+def _rule_text(error: Any) -> str:
+    """pydantic's error as the rule a flag broke, with the value given."""
+    context = error.get("ctx") or {}
+    given = error.get("input")
+    got = f" (got {given!r})" if isinstance(given, int | float | str) else ""
+    rules = {
+        "greater_than_equal": "must be at least {ge}",
+        "greater_than": "must be more than {gt}",
+        "less_than_equal": "must be at most {le}",
+        "less_than": "must be less than {lt}",
+        "string_too_short": "must not be empty",
+        "too_short": "must not be empty",
+        "literal_error": "must be one of {expected}",
+    }
+    rule = rules.get(str(error.get("type")))
+    if rule is not None:
+        try:
+            return rule.format(**context) + got
+        except (KeyError, IndexError):
+            pass
+    message = str(error["msg"]).removeprefix("Value error, ")
+    return message + ("" if "got" in message else got)
 
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:
@@ -145,7 +182,7 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
 
 def run_cli(argv: Sequence[str] | None = None) -> int:
     """Parse `argv` and run the command; the exit code (see the module docstring)."""
-    args = build_parser().parse_args(argv)
+    args = parse_arguments(build_parser(), argv)
     try:
         code: int = args.handler(args)
         return code
