@@ -56,6 +56,9 @@ from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 DEFAULT_POLL_INTERVAL_S = 0.3
 # After the run's result, how long its forwarded text may take to finish printing.
 OUTPUT_DRAIN_S = 3.0
+# How long what follows a turn's text waits for that text to arrive on the stream (a
+# stream that lags more, or forwards nothing, then no longer holds the rest back).
+TEXT_WAIT_S = 3.0
 QUERY_TIMEOUT = timedelta(seconds=5)
 _QUERY_ERRORS = (RPCError, WorkflowQueryFailedError, WorkflowQueryRejectedError, TimeoutError)
 
@@ -78,33 +81,43 @@ async def follow(
     transcript, and only the turn in flight is streamed. `display.answer_shown` then
     says whether the final answer was printed.
     """
-    reader = TranscriptReader(streamed=output is not None)
+    reader = TranscriptReader(streamed=output is not None, shown=display.showed)
     lock = asyncio.Lock()
+    held_since: float | None = None  # when the reader began waiting for streamed text
 
     async def catch_up() -> None:
         """Print what the run did since the last look: transcript first, then the events
         (every answer the transcript holds has its replay event recorded by then)."""
+        nonlocal held_since
         async with lock:
             transcript = await _transcript(handle)
             if transcript is None:
                 return
             events = await _timeline(handle, reader.last_event)
-            for line in reader.new_lines(transcript, events):
+            now = asyncio.get_running_loop().time()
+            force = held_since is not None and now - held_since > TEXT_WAIT_S
+            for line in reader.new_lines(transcript, events, force=force):
                 display.event(line)
+            if not reader.holding:
+                held_since = None
+            elif held_since is None:
+                held_since = now
 
     result = asyncio.ensure_future(handle.result())
     tokens = None
     if output is not None and attach:
         await _attach(handle, reader, display, catch_up)
     if output is not None:
-        tokens = asyncio.ensure_future(_print_output(output, handle, display, catch_up))
+        tokens = asyncio.ensure_future(
+            _print_output(output, handle, display, catch_up, reader)
+        )
     last: RunProgress | None = None
     announced: set[str] = set()  # calls already shown as waiting for approval
     ambiguous: set[str] = set()  # keys of ambiguous calls already shown
     try:
         while not result.done():
             progress = await _progress(handle)
-            if progress is not None and progress != last:
+            if progress is not None and (progress != last or reader.holding):
                 await catch_up()
                 if progress.pending_approvals:
                     for call in await _pending_approvals(handle):
@@ -132,7 +145,8 @@ async def follow(
                 await asyncio.wait_for(asyncio.shield(tokens), OUTPUT_DRAIN_S)
         async with lock:
             events = [e for e in outcome.timeline if e.seq > reader.last_event]
-            for line in [*reader.new_lines(outcome.transcript, events), *reader.flush()]:
+            lines = reader.new_lines(outcome.transcript, events, force=True)
+            for line in [*lines, *reader.flush()]:
                 display.event(line)
         display.answer_shown = reader.answer_printed or display.showed(outcome.final_answer or "")
         return outcome
@@ -170,6 +184,7 @@ async def _print_output(
     handle: RunHandle,
     display: ProgressDisplay,
     catch_up: Callable[[], Awaitable[None]],
+    reader: TranscriptReader,
 ) -> None:
     """Print the run's forwarded text as it arrives, each attempt's after everything that
     came before it; a broken live view never ends following."""
@@ -184,6 +199,7 @@ async def _print_output(
             display.text(delta)
     except RPCError:
         display.event("(live output unavailable; the answer follows when the run ends)")
+        reader.streamed = False  # the text is printed from the transcript instead
 
 
 async def _progress(handle: RunHandle) -> RunProgress | None:

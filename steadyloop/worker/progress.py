@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -118,13 +118,20 @@ class TranscriptReader:
     belong with; they are held until their place is reached (`flush` prints what never
     found one).
 
-    `streamed`: the model's text was already shown as it streamed, so an assistant
-    message's text is not repeated (its tool calls still are). Without it the final
-    answer is printed whole, as the turn's text (`answer_printed` then says so).
+    `streamed`: the model's text is shown as it streams, so an assistant message's text
+    is not repeated (its tool calls still are). Its text travels on another channel and
+    may come after the transcript already holds the message, so the reader waits at such
+    a message until `shown(text)` says its text was printed (`holding` says it waits;
+    `force` goes on regardless, for a stream that lags or lost it). Without `streamed`
+    the final answer is printed whole, as the turn's text (`answer_printed` says so).
     """
 
-    def __init__(self, *, streamed: bool = False) -> None:
+    def __init__(
+        self, *, streamed: bool = False, shown: Callable[[str], bool] | None = None
+    ) -> None:
         self.streamed = streamed
+        self.holding = False
+        self._shown = shown
         self.answer_printed = False
         self._seen = 0
         self._turn = 0
@@ -138,7 +145,11 @@ class TranscriptReader:
         return self._last_seq
 
     def new_lines(
-        self, transcript: Sequence[ChatMessage], events: Sequence[RunEvent] = ()
+        self,
+        transcript: Sequence[ChatMessage],
+        events: Sequence[RunEvent] = (),
+        *,
+        force: bool = False,
     ) -> list[str]:
         if len(transcript) < self._seen:  # a shorter transcript: a new run; start over
             self._seen = 0
@@ -148,11 +159,24 @@ class TranscriptReader:
                 self._events[event.seq] = event
                 self._last_seq = event.seq
         lines: list[str] = []
+        self.holding = False
         for index in range(self._seen, len(transcript)):
-            lines.extend(self._lines(index, transcript[index]))
+            message = transcript[index]
+            if not force and self._text_to_come(message):
+                self.holding = True
+                return lines
+            lines.extend(self._lines(index, message))
+            self._seen = index + 1
         self._seen = len(transcript)
         lines.extend(self._model_events(self._seen))  # the turn in flight
         return lines
+
+    def _text_to_come(self, message: ChatMessage) -> bool:
+        """A streamed assistant text not printed yet: what follows it must wait for it."""
+        if not self.streamed or self._shown is None or message.role != "assistant":
+            return False
+        text = (message.content or "").strip()
+        return bool(text) and not self._shown(text)
 
     def flush(self) -> list[str]:
         """Events whose place never came (a call's answer compacted away), in order."""

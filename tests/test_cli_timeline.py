@@ -1,0 +1,118 @@
+"""What `steadyloop run` and `steadyloop show` tell a person, as separate processes against a
+dev server: replays said as replays (and why), a retried attempt said when it happens,
+every line in the run's order, the answer once.
+
+The scripted provider (`timeline_provider`) cuts turn 1's first attempt, then asks
+`add(2, 3)` twice in one batch, asks it again in turn 2 beside `add(1, 1)`, and answers
+in turn 3.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+from test_cli_worker import (  # noqa: F401  (the fixture is used by name)
+    GUARD_S,
+    cli_environment,
+    start_worker,
+    steadyloop,
+    temporal,
+)
+from timeline_provider import FINAL_ANSWER, retried_and_replayed
+
+from steadyloop.testing.scripted_server import ScriptedServer
+from steadyloop.worker.dev_server import DevServer
+
+pytestmark = pytest.mark.slow
+
+# The run's lines in its order: each printed line must start with these, in this order.
+EXPECTED = [
+    "turn 1  ! model attempt 1 failed, network (cut); retrying in 1 s (endpoint '{endpoint}')",
+    "turn 1  ! failure recorded on the breaker of endpoint '{endpoint}'",
+    "turn 1  model: I will add them.",
+    'turn 1  -> add {"a":2,"b":3}',
+    'turn 1  -> add {"a":2,"b":3}',
+    "turn 1  <- add: 5.0",
+    "turn 1  <- add (replayed, not run: same call twice in this batch (call_a's answer)): 5.0",
+    "turn 2  model: Checking again.",
+    'turn 2  -> add {"a":2,"b":3}',
+    'turn 2  -> add {"a":1,"b":1}',
+    "turn 2  <- add (replayed, not run: same call earlier in the run (turn 1, call_a)): 5.0",
+    "turn 2  <- add: 2.0",
+    f"turn 3  model: {FINAL_ANSWER}",
+]
+
+
+def run_lines(out: str) -> list[str]:
+    """The event lines of a command's output (status lines and the header left out)."""
+    return [line for line in out.splitlines() if line.startswith("turn ")]
+
+
+def assert_in_order(out: str, endpoint: str) -> None:
+    lines = run_lines(out)
+    assert len(lines) == len(EXPECTED), out
+    for line, expected in zip(lines, EXPECTED, strict=True):
+        expected = expected.replace("{endpoint}", endpoint)
+        assert line.startswith(expected), f"{line!r} is not {expected!r}:\n{out}"
+    assert out.count(FINAL_ANSWER) == 1, out  # the answer once, where it came
+    assert "answer:" not in out, out
+    assert "4 tool calls (2 of them replayed from receipts, not run again)" in out, out
+    assert "retries: model_network 1" in out, out
+
+
+async def test_run_and_show_say_replays_and_retries_in_the_run_s_order(
+    temporal: DevServer,  # noqa: F811
+) -> None:
+    queue = f"q-{uuid.uuid4().hex[:8]}"
+    connection = ["--address", temporal.address, "--task-queue", queue]
+    environ = cli_environment()
+    # Three runs at full speed, then one that pauses in each turn, to attach to.
+    script = [*(retried_and_replayed() * 2), *retried_and_replayed(pause_s=4.0)]
+    async with ScriptedServer(script) as provider:
+        # An endpoint per run: each run's cut attempt counts on its endpoint's breaker,
+        # which the worker's runs share.
+        endpoints = [f"--endpoint=s{n}={provider.base_url}" for n in range(1, 4)]
+        worker = await start_worker(*connection, *endpoints, environ=environ)
+        asked = ["--model", "m", "--tool", "add"]
+        try:
+            # Live, streamed: the retry is said before the attempt that follows it.
+            code, out = await steadyloop(
+                "run", "add", *connection, *asked, "--endpoint=s1", "--id", "live",
+                environ=environ,
+            )  # fmt: skip
+            assert code == 0, out
+            assert_in_order(out, "s1")
+
+            # Live, not streamed: the same lines from the transcript alone.
+            code, out = await steadyloop(
+                "run", "add", *connection, *asked, "--endpoint=s2", "--no-stream",
+                environ=environ,
+            )  # fmt: skip
+            assert code == 0, out
+            assert_in_order(out, "s2")
+
+            # After the run: show prints it from its result, in the same order.
+            code, out = await steadyloop("show", "live", *connection, environ=environ)
+            assert code == 0, out
+            assert "run live (completed" in out
+            assert_in_order(out, "s1")
+
+            # Attached mid-run (turn 2 in flight): turn 1 from the transcript, the rest
+            # as it happens, never text before the answers that came first.
+            code, out = await steadyloop(
+                "run", "add", *connection, *asked, "--endpoint=s3", "--id", "attached",
+                "--detach",
+                environ=environ,
+            )  # fmt: skip
+            assert code == 0, out
+            async with asyncio.timeout(GUARD_S):
+                while len(provider.requests) < 2 * 4 + 3:  # turn 2 of the 3rd run is asked
+                    await asyncio.sleep(0.05)
+            code, out = await steadyloop("show", "attached", *connection, environ=environ)
+            assert code == 0, out
+            assert "run attached (running" in out
+            assert_in_order(out, "s3")
+        finally:
+            assert await worker.stop() == 0, worker.output
