@@ -10,7 +10,9 @@ in turn 3.
 from __future__ import annotations
 
 import asyncio
+import sys
 import uuid
+from collections import deque
 
 import pytest
 from test_cli_worker import (  # noqa: F401  (the fixture is used by name)
@@ -22,10 +24,18 @@ from test_cli_worker import (  # noqa: F401  (the fixture is used by name)
 )
 from timeline_provider import FINAL_ANSWER, retried_and_replayed
 
-from steadyloop.testing.scripted_server import ScriptedServer
+from steadyloop.testing.scripted_server import (
+    RecordedRequest,
+    ScriptedResponse,
+    ScriptedServer,
+    error_response,
+)
 from steadyloop.worker.dev_server import DevServer
 
 pytestmark = pytest.mark.slow
+
+# Two runs of four requests, then the third run's cut attempt, its turn 1, its turn 2.
+HELD_REQUEST = 2 * 4 + 3
 
 # The run's lines in its order: each printed line must start with these, in this order.
 EXPECTED = [
@@ -68,9 +78,16 @@ async def test_run_and_show_say_replays_and_retries_in_the_run_s_order(
     queue = f"q-{uuid.uuid4().hex[:8]}"
     connection = ["--address", temporal.address, "--task-queue", queue]
     environ = cli_environment()
-    # Three runs at full speed, then one that pauses in each turn, to attach to.
-    script = [*(retried_and_replayed() * 2), *retried_and_replayed(pause_s=4.0)]
-    async with ScriptedServer(script) as provider:
+    # Three runs; the third one's turn 2 is answered only once `show` has attached.
+    script = deque(retried_and_replayed() * 3)
+    attached = asyncio.Event()
+
+    async def respond(request: RecordedRequest) -> ScriptedResponse:
+        if len(provider.exchanges) == HELD_REQUEST:
+            await attached.wait()
+        return script.popleft()
+
+    async with ScriptedServer(respond) as provider:
         # An endpoint per run: each run's cut attempt counts on its endpoint's breaker,
         # which the worker's runs share.
         endpoints = [f"--endpoint=s{n}={provider.base_url}" for n in range(1, 4)]
@@ -108,11 +125,37 @@ async def test_run_and_show_say_replays_and_retries_in_the_run_s_order(
             )  # fmt: skip
             assert code == 0, out
             async with asyncio.timeout(GUARD_S):
-                while len(provider.requests) < 2 * 4 + 3:  # turn 2 of the 3rd run is asked
+                while len(provider.exchanges) < HELD_REQUEST:
                     await asyncio.sleep(0.05)
-            code, out = await steadyloop("show", "attached", *connection, environ=environ)
-            assert code == 0, out
-            assert "run attached (running" in out
+            show = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "steadyloop", "show", "attached", *connection,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=environ,
+            )  # fmt: skip
+            assert show.stdout is not None
+            header = await asyncio.wait_for(show.stdout.readline(), GUARD_S)
+            assert header.startswith(b"run attached (running"), header
+            await asyncio.sleep(0.5)  # let it read the run so far, then let turn 2 answer
+            attached.set()
+            rest, _ = await asyncio.wait_for(show.communicate(), GUARD_S)
+            out = rest.decode()
+            assert show.returncode == 0, out
             assert_in_order(out, "s3")
+
+            # An endpoint the worker does not have: which it has, and how to add one.
+            code, out = await steadyloop(
+                "run", "x", *connection, "--model", "m", "--endpoint", "nowhere",
+                environ=environ,
+            )  # fmt: skip
+            assert code == 1, out
+            assert "knows: 's1', 's2', 's3'" in out, out
+            assert "`steadyloop worker --endpoint nowhere=BASE_URL" in out, out
+
+            # A 404 names the address it came from.
+            script.append(error_response(404, "model 'm' not found", code="model_not_found"))
+            code, out = await steadyloop(
+                "run", "x", *connection, "--model", "m", "--endpoint", "s1", environ=environ
+            )
+            assert code == 1, out
+            assert f"(POST {provider.base_url}/chat/completions: check the endpoint's" in out
         finally:
             assert await worker.stop() == 0, worker.output
