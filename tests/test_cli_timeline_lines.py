@@ -65,7 +65,10 @@ def test_a_retry_names_the_failure_kind_first_and_what_happens_next() -> None:
     stall = FailureFacts(kind="stall", stall_phase="before_first_token", message="30 s")
     ((kind, text),) = attempt_events(failed(stall, action="traverse", rule="stall"))
     assert kind == "model_retry"
-    assert text.startswith("model attempt 1 failed, stalled before first token; trying the next")
+    assert text.startswith(
+        "model attempt 1 failed, stalled before first token; not retried on endpoint 'local', "
+        "the route's next endpoint (if any) is tried"
+    )
     limited = FailureFacts(kind="http_status", category="rate_limit", status=429)
     said = attempt_events(
         failed(limited, action="stop", rule="produced_output", breaker_recorded=True)

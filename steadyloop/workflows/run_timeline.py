@@ -57,7 +57,14 @@ def attempt_events(entry: RouteAttempt) -> list[tuple[EventKind, str]]:
             how = "retrying now"
         events.append(("model_retry", f"{said}; {how} ({where}){message}"))
     elif entry.action == "traverse":
-        events.append(("model_retry", f"{said}; trying the next endpoint ({where}){message}"))
+        # Whether the route has a next candidate is the route's to say (its next line).
+        events.append(
+            (
+                "model_retry",
+                f"{said}; not retried on {where}, the route's next endpoint "
+                f"(if any) is tried{message}",
+            )
+        )
     else:
         events.append(("model_failed", f"{said}; not retried: {entry.rule} ({where}){message}"))
     if entry.breaker_recorded:
