@@ -142,7 +142,7 @@ def test_the_timeline_keeps_the_newest_and_never_renumbers() -> None:
     assert timeline.events[0].seq == 6
     assert [e.seq for e in timeline.after(MAX_EVENTS + 3)] == [MAX_EVENTS + 4, MAX_EVENTS + 5]
     long = timeline.add(1, "model", "healed", "x" * 1000, at=2)
-    assert len(long.text) == 400 and long.text.endswith("...")
+    assert len(long.text) == 240 and long.text.endswith("...")
 
 
 # -- where the CLI puts it -------------------------------------------------------------
@@ -314,3 +314,13 @@ def test_an_unknown_endpoint_says_how_to_add_it_on_the_command_line() -> None:
     assert "knows: 'cloud', 'local'" in said
     assert "steadyloop worker --endpoint nowhere=BASE_URL" in said
     assert "EndpointRegistry" not in said
+
+
+def test_a_full_timeline_stays_small_beside_the_payload_limit() -> None:
+    """It rides in every continue-as-new input and the result (2 MB limit)."""
+    timeline = Timeline()
+    for n in range(MAX_EVENTS * 2):
+        timeline.add(n, "tools", "replay", "é" * 1000, at=n, call_id=f"call_{n:040d}")
+    size = len(timeline.model_dump_json().encode())
+    print(f"a full timeline: {size:,} bytes")
+    assert size < 100_000

@@ -28,10 +28,11 @@ from pydantic import BaseModel, Field
 
 __all__ = ["MAX_EVENTS", "EventKind", "EventPhase", "RunEvent", "Timeline"]
 
-# Events kept (the newest); a run that retried more than this shows the latest.
-MAX_EVENTS = 500
+# Events kept (the newest): they travel in every continue-as-new input and the result,
+# so at most about 100 KB (a run whose state nears the payload limit drops them first).
+MAX_EVENTS = 150
 # Longest text of one event: a line a person reads, not a log.
-MAX_TEXT_CHARS = 400
+MAX_TEXT_CHARS = 240
 
 EventKind = Literal[
     # A tool call answered from its receipt instead of running again.

@@ -391,6 +391,9 @@ class ToolLoopWorkflow:
         """
         size = payload_bytes(result)
         limit = await self._ceiling.limit_for(size)
+        if size > limit and result.timeline:  # for people only: the first thing to go
+            result.timeline = []
+            size = payload_bytes(result)
         if size <= limit or result.receipts is None:
             return result
         cut = result.receipts.shrink_results(MIN_RESULT_LIMIT_BYTES)
@@ -558,6 +561,8 @@ class ToolLoopWorkflow:
         if size > limit:
             carried = successor.carried
             assert carried is not None and carried.packed_receipts is not None
+            # The timeline is for people only: it goes first (its numbering goes on).
+            carried.timeline = Timeline(count=carried.timeline.count)
             cut = carried.packed_receipts.shrink_results(MIN_RESULT_LIMIT_BYTES)
             carried.stats.compactions["receipt_results"] = (
                 carried.stats.compactions.get("receipt_results", 0) + cut
