@@ -53,3 +53,13 @@ async def test_replays_say_why_and_the_timeline_survives_continue_as_new() -> No
     assert result.stats.tool_replays == 2  # one run for three answers
     assert [e.seq for e in result.timeline] == [1, 2]  # numbered across executions
     assert [e.seq for e in queried] == [2]  # a follower reads only what is new
+
+
+async def test_a_lost_tool_attempt_run_again_is_said_on_its_call() -> None:
+    script = [calls(ScriptedCall("slow", {}, id="s1")), answer()]
+    async with running_loop(script) as loop:
+        result = await loop.run(run_input())
+    retried = [e for e in result.timeline if e.kind == "tool_retry"]
+    assert [(e.call_id, e.phase) for e in retried] == [("s1", "tools"), ("s1", "tools")]
+    assert retried[0].text.startswith("attempt 1 lost (Tool 'slow' timed out after 0.5s.)")
+    assert result.stats.retries == {"tool_lost": 2}

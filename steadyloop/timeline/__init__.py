@@ -37,6 +37,8 @@ MAX_TEXT_CHARS = 240
 EventKind = Literal[
     # A tool call answered from its receipt instead of running again.
     "replay",
+    # A tool attempt ended without an outcome (timed out, worker lost) and ran again.
+    "tool_retry",
     # A model attempt failed and the route tried again (same endpoint or the next).
     "model_retry",
     # A model attempt failed and the route stopped (no retry).

@@ -1060,6 +1060,12 @@ class ToolLoopWorkflow:
             attempts_here += 1
             if lost:
                 self._stats.count_retry("tool_lost")
+                self._event(
+                    "tools",
+                    "tool_retry",
+                    f"attempt {attempts_here - 1} lost ({lost}), run again",
+                    call_id=invocation.call_id,
+                )
             outcome = await self._attempt(
                 description, invocation, key, decision, after_lost=bool(lost)
             )
