@@ -34,8 +34,9 @@ from steadyloop.worker.dev_server import DevServer
 
 pytestmark = pytest.mark.slow
 
-# Two runs of four requests, then the third run's cut attempt, its turn 1, its turn 2.
-HELD_REQUEST = 2 * 4 + 3
+# Requests answered only once `show` attached: turn 2 of the third and of the fourth run
+# (each run asks four times: the cut attempt, turn 1, turn 2, turn 3).
+HELD_REQUESTS = (2 * 4 + 3, 3 * 4 + 3)
 
 # The run's lines in its order: each printed line must start with these, in this order.
 EXPECTED = [
@@ -78,19 +79,38 @@ async def test_run_and_show_say_replays_and_retries_in_the_run_s_order(
     queue = f"q-{uuid.uuid4().hex[:8]}"
     connection = ["--address", temporal.address, "--task-queue", queue]
     environ = cli_environment()
-    # Three runs; the third one's turn 2 is answered only once `show` has attached.
-    script = deque(retried_and_replayed() * 3)
-    attached = asyncio.Event()
+    script = deque(retried_and_replayed() * 4)
+    attached = {number: asyncio.Event() for number in HELD_REQUESTS}
 
     async def respond(request: RecordedRequest) -> ScriptedResponse:
-        if len(provider.exchanges) == HELD_REQUEST:
-            await attached.wait()
+        held = attached.get(len(provider.exchanges))
+        if held is not None:
+            await held.wait()
         return script.popleft()
+
+    async def attach(workflow_id: str, held: int) -> str:
+        """`steadyloop show` started while request `held` (turn 2) waits; its output."""
+        async with asyncio.timeout(GUARD_S):
+            while len(provider.exchanges) < held:
+                await asyncio.sleep(0.05)
+        show = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "steadyloop", "show", workflow_id, *connection,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=environ,
+        )  # fmt: skip
+        assert show.stdout is not None
+        header = await asyncio.wait_for(show.stdout.readline(), GUARD_S)
+        assert header.startswith(f"run {workflow_id} (running".encode()), header
+        await asyncio.sleep(0.5)  # let it read the run so far, then let turn 2 answer
+        attached[held].set()
+        rest, _ = await asyncio.wait_for(show.communicate(), GUARD_S)
+        out = rest.decode()
+        assert show.returncode == 0, out
+        return out
 
     async with ScriptedServer(respond) as provider:
         # An endpoint per run: each run's cut attempt counts on its endpoint's breaker,
         # which the worker's runs share.
-        endpoints = [f"--endpoint=s{n}={provider.base_url}" for n in range(1, 4)]
+        endpoints = [f"--endpoint=s{n}={provider.base_url}" for n in range(1, 5)]
         worker = await start_worker(*connection, *endpoints, environ=environ)
         asked = ["--model", "m", "--tool", "add"]
         try:
@@ -124,22 +144,16 @@ async def test_run_and_show_say_replays_and_retries_in_the_run_s_order(
                 environ=environ,
             )  # fmt: skip
             assert code == 0, out
-            async with asyncio.timeout(GUARD_S):
-                while len(provider.exchanges) < HELD_REQUEST:
-                    await asyncio.sleep(0.05)
-            show = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "steadyloop", "show", "attached", *connection,
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=environ,
+            assert_in_order(await attach("attached", HELD_REQUESTS[0]), "s3")
+
+            # The same for a run that forwards nothing: everything from its transcript.
+            code, out = await steadyloop(
+                "run", "add", *connection, *asked, "--endpoint=s4", "--id", "quiet",
+                "--no-stream", "--detach",
+                environ=environ,
             )  # fmt: skip
-            assert show.stdout is not None
-            header = await asyncio.wait_for(show.stdout.readline(), GUARD_S)
-            assert header.startswith(b"run attached (running"), header
-            await asyncio.sleep(0.5)  # let it read the run so far, then let turn 2 answer
-            attached.set()
-            rest, _ = await asyncio.wait_for(show.communicate(), GUARD_S)
-            out = rest.decode()
-            assert show.returncode == 0, out
-            assert_in_order(out, "s3")
+            assert code == 0, out
+            assert_in_order(await attach("quiet", HELD_REQUESTS[1]), "s4")
 
             # An endpoint the worker does not have: which it has, and how to add one.
             code, out = await steadyloop(
@@ -147,7 +161,7 @@ async def test_run_and_show_say_replays_and_retries_in_the_run_s_order(
                 environ=environ,
             )  # fmt: skip
             assert code == 1, out
-            assert "knows: 's1', 's2', 's3'" in out, out
+            assert "knows: 's1', 's2', 's3', 's4'" in out, out
             assert "`steadyloop worker --endpoint nowhere=BASE_URL" in out, out
 
             # A 404 names the address it came from.

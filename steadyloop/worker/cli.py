@@ -588,7 +588,11 @@ async def _show(args: argparse.Namespace) -> int:
     if description.status != WorkflowExecutionStatus.RUNNING:
         # Ended: everything is in its result, printed in the run's order.
         return await _follow_and_report(handle, description.task_queue)
-    return await _follow_and_report(handle, description.task_queue, output=client, attach=True)
+    # A run that forwards nothing (`--no-stream`) is read from its transcript alone.
+    forwarding = (await _run_input_of(client, handle)).forwarding.enabled
+    return await _follow_and_report(
+        handle, description.task_queue, output=client if forwarding else None, attach=True
+    )
 
 
 def _resume_command(args: argparse.Namespace) -> int:
