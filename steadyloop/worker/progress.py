@@ -6,7 +6,10 @@ printed once, when it changes, so the output stays readable with no control code
 Events (a tool call asked for, a tool's answer) are printed as lines in both cases.
 
 Everything here is pure formatting of values the workflow already reports (the
-`progress` and `transcript` queries, `RunResult`), so it is tested without a server.
+`progress`, `transcript` and `timeline` queries, `RunResult`), so it is tested without a
+server. Lines keep the run's order: `!` says what a guarantee did (a retry and its
+failure kind, a stall, a breaker, healing), a replayed answer says it was not run and why,
+and the answer is printed once.
 """
 
 from __future__ import annotations
