@@ -4,6 +4,7 @@ reason, carried across continue-as-new, readable while the run goes on (`timelin
 
 from __future__ import annotations
 
+import pytest
 from loop_harness import run_input, running_loop
 
 from steadyloop.testing import Pause, sse_response, text_chunks
@@ -63,3 +64,35 @@ async def test_a_lost_tool_attempt_run_again_is_said_on_its_call() -> None:
     assert [(e.call_id, e.phase) for e in retried] == [("s1", "tools"), ("s1", "tools")]
     assert retried[0].text.startswith("attempt 1 lost (Tool 'slow' timed out after 0.5s.)")
     assert result.stats.retries == {"tool_lost": 2}
+
+
+async def test_a_result_over_the_payload_limit_drops_the_timeline_before_any_receipt(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The timeline is for people: a result that does not fit loses it first."""
+    from steadyloop.payload_storage import MAX_INLINE_PAYLOAD_BYTES
+    from steadyloop.receipt_ledger import PackedLedger
+    from steadyloop.run_models import RunResult, RunStats
+    from steadyloop.timeline import Timeline
+    from steadyloop.workflows import tool_loop
+    from steadyloop.workflows.payload_ceiling import PayloadCeiling
+
+    def measured(result: RunResult) -> int:  # too large exactly while it has a timeline
+        return MAX_INLINE_PAYLOAD_BYTES + 1 if result.timeline else 10
+
+    monkeypatch.setattr(tool_loop, "payload_bytes", measured)
+    workflow = ToolLoopWorkflow()
+    workflow._ceiling = PayloadCeiling(MAX_INLINE_PAYLOAD_BYTES)
+    timeline = Timeline()
+    timeline.add(1, "model", "healed", "transcript healed", at=2)
+    result = RunResult(
+        final_answer="ok",
+        stop_reason="final_answer",
+        transcript=[],
+        stats=RunStats(),
+        receipts=PackedLedger(),
+        timeline=timeline.events,
+    )
+    bounded = await workflow._bounded_result(result)
+    assert bounded.timeline == []
+    assert bounded.receipts is not None and bounded.detail == ""
