@@ -324,3 +324,16 @@ def test_a_full_timeline_stays_small_beside_the_payload_limit() -> None:
     size = len(timeline.model_dump_json().encode())
     print(f"a full timeline: {size:,} bytes")
     assert size < 100_000
+
+
+def test_a_resumed_run_does_not_print_the_conversation_it_carries_on() -> None:
+    messages = [
+        ChatMessage(role="user", content="Tell me."),
+        ChatMessage(role="assistant", content="The first half,"),
+        ChatMessage(role="user", content="Go on."),
+    ]
+    reader = TranscriptReader()
+    reader.skip(len(messages))
+    assert reader.new_lines(messages[:2]) == []  # the run's transcript is not there yet
+    done = [*messages, ChatMessage(role="assistant", content="and the second half.")]
+    assert reader.new_lines(done) == ["turn 1  model: and the second half."]

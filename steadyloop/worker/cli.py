@@ -628,7 +628,10 @@ async def _resume(args: argparse.Namespace) -> int:
     _say(f"run {workflow_id} resumes {args.workflow_id} ({result.stop_reason})")
     handle = client.get_workflow_handle_for(ToolLoopWorkflow.run, workflow_id)
     return await _follow_and_report(
-        handle, description.task_queue, output=client if run.forwarding.enabled else None
+        handle,
+        description.task_queue,
+        output=client if run.forwarding.enabled else None,
+        shown_before=len(run.messages),  # the conversation so far: not printed again
     )
 
 
@@ -657,17 +660,30 @@ async def _free_id(client: Client, stem: str) -> str:
 
 
 async def _follow_and_report(
-    handle: RunHandle, task_queue: str, *, output: Client | None = None, attach: bool = False
+    handle: RunHandle,
+    task_queue: str,
+    *,
+    output: Client | None = None,
+    attach: bool = False,
+    shown_before: int = 0,
 ) -> int:
     """Follow until the run ends (or Ctrl-C), print the outcome, return the exit code.
 
-    With `output`, the model's forwarded text is printed as it streams.
+    With `output`, the model's forwarded text is printed as it streams. `shown_before`:
+    the run starts with that many messages a person already saw (a resumed run's).
     """
     stop = asyncio.Event()
     remove = install_stop_signals(stop, lambda _signal: None)
     display = ProgressDisplay(sys.stdout)
     following = asyncio.create_task(
-        follow(handle, display, task_queue=task_queue, output=output, attach=attach)
+        follow(
+            handle,
+            display,
+            task_queue=task_queue,
+            output=output,
+            attach=attach,
+            shown_before=shown_before,
+        )
     )
     stopping = asyncio.create_task(stop.wait())
     try:

@@ -73,15 +73,18 @@ async def follow(
     poll_interval_s: float = DEFAULT_POLL_INTERVAL_S,
     output: Client | None = None,
     attach: bool = False,
+    shown_before: int = 0,
 ) -> RunResult:
     """Show the run's progress on `display` until it ends; return its result.
 
     With `output` (a client), the run's forwarded text is printed as it streams; with
     `attach` too (a run started elsewhere), what it did so far is first printed from its
     transcript, and only the turn in flight is streamed. `display.answer_shown` then
-    says whether the final answer was printed.
+    says whether the final answer was printed. The first `shown_before` messages of
+    the transcript are not printed (a resumed run's conversation so far).
     """
     reader = TranscriptReader(streamed=output is not None, shown=display.showed)
+    reader.skip(shown_before)
     lock = asyncio.Lock()
     held_since: float | None = None  # when the reader began waiting for streamed text
 

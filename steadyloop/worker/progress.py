@@ -139,8 +139,16 @@ class TranscriptReader:
         self._seen = 0
         self._turn = 0
         self._names: dict[str, str] = {}
+        self._skip = 0
         self._events: dict[int, RunEvent] = {}  # not yet printed, by seq
         self._last_seq = 0
+
+    def skip(self, messages: int) -> None:
+        """Leave out the first `messages` messages: a person saw them before this run
+        (a resumed run starts with its predecessor's conversation). Turns count on from
+        this run's first, as the run numbers them."""
+        self._skip = messages
+        self._seen = max(self._seen, messages)
 
     @property
     def last_event(self) -> int:
@@ -155,7 +163,9 @@ class TranscriptReader:
         force: bool = False,
     ) -> list[str]:
         if len(transcript) < self._seen:  # a shorter transcript: a new run; start over
-            self._seen = 0
+            if len(transcript) <= self._skip:
+                return []  # not this run's transcript yet
+            self._seen = self._skip
             self._turn = 0
         for event in events:
             if event.seq > self._last_seq:
