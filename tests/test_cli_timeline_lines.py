@@ -11,20 +11,25 @@ import pytest
 
 from steadyloop.activities.model_stream import _url_for_people
 from steadyloop.chat import ChatMessage, ToolCall
-from steadyloop.endpoints import UnknownEndpointError
-from steadyloop.failure_taxonomy import FailureFacts
-from steadyloop.output_forwarding import OutputDelta
-from steadyloop.route_plan import PlannedCandidate, RouteCandidate, RoutePlan, SkippedCandidate
-from steadyloop.run_models import RunProgress, RunResult, RunStats
-from steadyloop.timeline import MAX_EVENTS, RunEvent, Timeline
-from steadyloop.transcript_healing import Healing
-from steadyloop.worker.cli import EXIT_USAGE, run_cli
-from steadyloop.worker.progress import (
+from steadyloop.cli.main import EXIT_USAGE, run_cli
+from steadyloop.cli.progress import (
     ProgressDisplay,
     TranscriptReader,
     result_lines,
     status_line,
 )
+from steadyloop.history.healing import Healing
+from steadyloop.output.forwarding import OutputDelta
+from steadyloop.routing.endpoints import UnknownEndpointError
+from steadyloop.routing.route_plan import (
+    PlannedCandidate,
+    RouteCandidate,
+    RoutePlan,
+    SkippedCandidate,
+)
+from steadyloop.routing.taxonomy import FailureFacts
+from steadyloop.run.models import RunProgress, RunResult, RunStats
+from steadyloop.run.timeline import MAX_EVENTS, RunEvent, Timeline
 from steadyloop.workflows.routed_turn import RouteAttempt
 from steadyloop.workflows.run_timeline import (
     attempt_events,
@@ -114,7 +119,7 @@ def test_breaker_skips_probes_and_healing_are_sentences() -> None:
 
 
 def test_an_earlier_call_is_found_by_content_not_by_id() -> None:
-    from steadyloop.receipt_decision import receipt_key
+    from steadyloop.receipts.decision import receipt_key
 
     key = receipt_key("t", "run", "add", {"a": 2, "b": 3})
     transcript = [

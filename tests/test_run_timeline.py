@@ -70,10 +70,10 @@ async def test_a_result_over_the_payload_limit_drops_the_timeline_before_any_rec
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The timeline is for people: a result that does not fit loses it first."""
-    from steadyloop.payload_storage import MAX_INLINE_PAYLOAD_BYTES
-    from steadyloop.receipt_ledger import PackedLedger
-    from steadyloop.run_models import RunResult, RunStats
-    from steadyloop.timeline import Timeline
+    from steadyloop.history.budget import MAX_INLINE_PAYLOAD_BYTES
+    from steadyloop.receipts.ledger import PackedLedger
+    from steadyloop.run.models import RunResult, RunStats
+    from steadyloop.run.timeline import Timeline
     from steadyloop.workflows import tool_loop
     from steadyloop.workflows.payload_ceiling import PayloadCeiling
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from steadyloop.arguments import parse_tool_call_arguments
     from steadyloop.chat import ChatMessage
-    from steadyloop.failure_taxonomy import FailureFacts
-    from steadyloop.receipt_decision import receipt_key
-    from steadyloop.route_plan import RoutePlan
-    from steadyloop.timeline import EventKind
-    from steadyloop.transcript_healing import Healing
+    from steadyloop.history.healing import Healing
+    from steadyloop.receipts.decision import receipt_key
+    from steadyloop.routing.route_plan import RoutePlan
+    from steadyloop.routing.taxonomy import FailureFacts
+    from steadyloop.run.timeline import EventKind
+    from steadyloop.stream.arguments import parse_tool_call_arguments
     from steadyloop.workflows.routed_turn import RouteAttempt
 
 # The longest failure message quoted in an event.

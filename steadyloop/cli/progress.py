@@ -1,0 +1,430 @@
+"""What a person following a run sees: events from the transcript, a status line, the result.
+
+Plain text on purpose. On a terminal the status line is redrawn in place (`\\r` and
+erase-line, nothing else); when stdout is a pipe, a file or a CI log, each status is
+printed once, when it changes, so the output stays readable with no control codes.
+Events (a tool call asked for, a tool's answer) are printed as lines in both cases.
+
+Everything here is pure formatting of values the workflow already reports (the
+`progress`, `transcript` and `timeline` queries, `RunResult`), so it is tested without a
+server. Lines keep the run's order: `!` says what a guarantee did (a retry and its
+failure kind, a stall, a breaker, healing), a replayed answer says it was not run and why,
+and the answer is printed once.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from steadyloop.chat import ChatMessage
+from steadyloop.output.forwarding import OutputDelta
+from steadyloop.run.models import RunProgress, RunResult, RunStats
+from steadyloop.run.steering import PendingApproval
+from steadyloop.run.timeline import RunEvent
+
+EVENT_WIDTH = 110
+ARGUMENTS_WIDTH = 48
+_CLEAR_LINE = "\r\x1b[K"
+
+
+@dataclass(frozen=True)
+class ActivityState:
+    """The run's activity in flight, as the server describes it (shown when retrying)."""
+
+    name: str
+    attempt: int
+    last_failure: str | None = None
+    # The model stream's last heartbeat (`StreamProgress` as a dict), when it sent one.
+    stream: dict[str, object] | None = None
+
+
+def one_line(text: str, width: int = EVENT_WIDTH) -> str:
+    """`text` on one line (line breaks shown as ` | `), cut to `width` with `...`."""
+    flat = " | ".join(part.strip() for part in text.strip().splitlines() if part.strip())
+    return flat if len(flat) <= width else flat[: max(width - 3, 0)] + "..."
+
+
+def status_line(
+    progress: RunProgress | None,
+    activity: ActivityState | None = None,
+    *,
+    task_queue: str | None = None,
+    workflow_id: str | None = None,
+) -> str:
+    """`turn 2 | model | 3 tool calls | 412 tokens`, or why there is nothing to show yet.
+
+    With `workflow_id`, calls waiting for a person name the command that decides them.
+    """
+    if progress is None:
+        where = f" on task queue {task_queue!r}" if task_queue else ""
+        return f"waiting for a worker{where} to answer (is `steadyloop worker` running?)"
+    parts = [
+        f"turn {progress.turn}",
+        progress.phase,
+        _count(progress.tool_calls, "tool call")
+        + (f" ({progress.tool_replays} replayed)" if progress.tool_replays else ""),
+        f"{progress.tokens} tokens",
+    ]
+    if progress.cost_usd > 0:
+        parts.append(_dollars(progress.cost_usd))
+    if progress.paused and progress.phase != "paused":
+        parts.append("pausing at the next turn boundary")
+    if progress.pending_approvals:
+        parts.append(f"{progress.pending_approvals} awaiting approval")
+    if progress.ambiguous:
+        waiting = _count(progress.ambiguous, "ambiguous call")
+        where = f": steadyloop receipts {workflow_id}" if workflow_id else ""
+        parts.append(f"{waiting} awaiting a person{where}")
+    if progress.pending_messages:
+        parts.append(_count(progress.pending_messages, "message") + " to send")
+    if progress.active_plugins:
+        parts.append("plugins: " + ", ".join(progress.active_plugins))
+    if activity is not None and activity.stream:
+        parts.append(_stream_part(activity.stream))
+    if activity is not None and activity.attempt > 1:
+        retry = f"{activity.name} attempt {activity.attempt}"
+        if activity.last_failure:
+            retry += f" after: {one_line(activity.last_failure, 60)}"
+        parts.append(retry)
+    return " | ".join(parts)
+
+
+def arguments_text(arguments: dict[str, Any], width: int = ARGUMENTS_WIDTH) -> str:
+    """A call's arguments as compact JSON on one line, cut to `width`."""
+    try:
+        text = json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
+    except (TypeError, ValueError):  # not JSON after all: show something rather than fail
+        text = repr(arguments)
+    return one_line(text, width)
+
+
+def approval_line(workflow_id: str, call: PendingApproval) -> str:
+    """One call waiting for a person, with the command that decides it."""
+    return (
+        f"turn {call.turn}  ? {call.tool} {arguments_text(call.arguments)} waits for "
+        f"approval: steadyloop approve {workflow_id} {call.call_id} [--reject REASON]"
+    )
+
+
+class TranscriptReader:
+    """Turns a growing transcript, and the run's timeline, into event lines in the run's order.
+
+    Each message is reported once. A timeline event is placed where it happened: a
+    `model` event (a retry, a stall, a breaker, healing) before the assistant message of
+    its turn, or, for the turn in flight, as soon as it is known; a replay on the answer
+    of the call it explains (`<- add (replayed, not run: ...): 5`), so a replayed answer
+    never reads as a call that ran. Events may arrive before or after the messages they
+    belong with; they are held until their place is reached (`flush` prints what never
+    found one).
+
+    `streamed`: the model's text is shown as it streams, so an assistant message's text
+    is not repeated (its tool calls still are). Its text travels on another channel and
+    may come after the transcript already holds the message, so the reader waits at such
+    a message until `shown(text)` says its text was printed (`holding` says it waits;
+    `force` goes on regardless, for a stream that lags or lost it). Without `streamed`
+    the final answer is printed whole, as the turn's text (`answer_printed` says so).
+    """
+
+    def __init__(
+        self, *, streamed: bool = False, shown: Callable[[str], bool] | None = None
+    ) -> None:
+        self.streamed = streamed
+        self.holding = False
+        self._shown = shown
+        self.answer_printed = False
+        self._seen = 0
+        self._turn = 0
+        self._names: dict[str, str] = {}
+        self._skip = 0
+        self._events: dict[int, RunEvent] = {}  # not yet printed, by seq
+        self._last_seq = 0
+
+    def skip(self, messages: int) -> None:
+        """Leave out the first `messages` messages: a person saw them before this run
+        (a resumed run starts with its predecessor's conversation). Turns count on from
+        this run's first, as the run numbers them."""
+        self._skip = messages
+        self._seen = max(self._seen, messages)
+
+    @property
+    def last_event(self) -> int:
+        """The highest event number read: ask the run only for events after it."""
+        return self._last_seq
+
+    def new_lines(
+        self,
+        transcript: Sequence[ChatMessage],
+        events: Sequence[RunEvent] = (),
+        *,
+        force: bool = False,
+    ) -> list[str]:
+        if len(transcript) < self._seen:  # a shorter transcript: a new run; start over
+            if len(transcript) <= self._skip:
+                return []  # not this run's transcript yet
+            self._seen = self._skip
+            self._turn = 0
+        for event in events:
+            if event.seq > self._last_seq:
+                self._events[event.seq] = event
+                self._last_seq = event.seq
+        lines: list[str] = []
+        self.holding = False
+        for index in range(self._seen, len(transcript)):
+            message = transcript[index]
+            if not force and self._text_to_come(message):
+                self.holding = True
+                return lines
+            lines.extend(self._lines(index, message))
+            self._seen = index + 1
+        self._seen = len(transcript)
+        lines.extend(self._model_events(self._seen))  # the turn in flight
+        return lines
+
+    def _text_to_come(self, message: ChatMessage) -> bool:
+        """A streamed assistant text not printed yet: what follows it must wait for it."""
+        if not self.streamed or self._shown is None or message.role != "assistant":
+            return False
+        text = (message.content or "").strip()
+        return bool(text) and not self._shown(text)
+
+    def flush(self) -> list[str]:
+        """Events whose place never came (a call's answer compacted away), in order."""
+        lines = [self._event_line(e, self._turn) for _, e in sorted(self._events.items())]
+        self._events.clear()
+        return lines
+
+    def _model_events(self, position: int) -> list[str]:
+        """`model` events of the turn whose assistant message is (or will be) at `position`."""
+        due = [
+            seq
+            for seq, event in sorted(self._events.items())
+            if event.phase == "model" and event.at <= position
+        ]
+        return [self._event_line(self._events.pop(seq), self._turn + 1) for seq in due]
+
+    def _lines(self, index: int, message: ChatMessage) -> list[str]:
+        if message.role == "assistant":
+            lines = self._model_events(index)
+            self._turn += 1
+            prefix = f"turn {self._turn}"
+            if not message.tool_calls:
+                if message.content and not self.streamed:
+                    lines.append(f"{prefix}  model: {message.content.strip()}")
+                    self.answer_printed = True
+                return lines
+            said = message.content and not self.streamed
+            if said:
+                lines.append(f"{prefix}  model: {one_line(message.content or '')}")
+            for call in message.tool_calls:
+                self._names[call.id] = call.name
+                arguments = call.arguments if call.arguments.strip() else '""'
+                lines.append(one_line(f"{prefix}  -> {call.name} {arguments}"))
+            return lines
+        if message.role == "tool":
+            call_id = message.tool_call_id or ""
+            name = self._names.get(call_id, "?")
+            notes = [
+                self._events.pop(seq).text
+                for seq, event in sorted(self._events.items())
+                if event.phase == "tools" and event.call_id == call_id and call_id
+            ]
+            how = f" ({'; '.join(notes)})" if notes else ""
+            return [one_line(f"turn {self._turn}  <- {name}{how}: {message.content or ''}")]
+        return []
+
+    @staticmethod
+    def _event_line(event: RunEvent, turn: int) -> str:
+        return one_line(f"turn {turn}  ! {event.text}", EVENT_WIDTH + 60)
+
+
+class ProgressDisplay:
+    """Event lines plus one status line; `live` (default: `out` is a TTY) redraws in place.
+
+    Streamed answer text (`text`) is written as it arrives, on its own line per turn and
+    attempt; while it flows the status line is not drawn (it would cut through the text),
+    and the text's line is ended before the next event or status.
+    """
+
+    def __init__(self, out: TextIO, *, live: bool | None = None) -> None:
+        self._out = out
+        self._live = out.isatty() if live is None else live
+        self._status = ""
+        self._drawn = False
+        self._streaming: tuple[int, int] | None = None
+        self._shown: dict[tuple[int, int], list[str]] = {}
+        # Text of turns before this one was already printed from the transcript.
+        self.live_from_turn = 0
+        # Set by `follow` at the end: the final answer was printed (streamed or read).
+        self.answer_shown = False
+
+    def wants(self, delta: OutputDelta) -> bool:
+        """Whether `delta` is text this display prints (answer text of a live turn)."""
+        return delta.kind == "text" and bool(delta.text) and delta.turn >= self.live_from_turn
+
+    def showed(self, text: str) -> bool:
+        """Whether one attempt's streamed text was exactly `text` (so it need not be
+        printed again)."""
+        wanted = text.strip()
+        return bool(wanted) and any("".join(p).strip() == wanted for p in self._shown.values())
+
+    def text(self, delta: OutputDelta) -> None:
+        """Answer text forwarded by the model, as it arrives (reasoning is not printed)."""
+        if not self.wants(delta):
+            return
+        key = (delta.turn, delta.attempt)
+        self._shown.setdefault(key, []).append(delta.text)
+        if self._streaming != key:
+            self._end_text()
+            if self._drawn:
+                self._out.write(_CLEAR_LINE)
+                self._drawn = False
+            self._out.write(f"turn {delta.turn}  model: ")
+            self._streaming = key
+        self._out.write(delta.text)
+        self._out.flush()
+
+    def event(self, line: str) -> None:
+        self._end_text()
+        if self._drawn:
+            self._out.write(_CLEAR_LINE)
+        self._out.write(line + "\n")
+        self._drawn = False
+        if self._live and self._status:
+            self._draw()
+        self._out.flush()
+
+    def status(self, line: str) -> None:
+        if line == self._status:
+            return
+        self._status = line
+        if self._streaming is not None:
+            return  # shown once the text's line ends
+        if self._live:
+            self._draw()
+        else:
+            self._out.write(f"  [{line}]\n")
+        self._out.flush()
+
+    def close(self) -> None:
+        self._end_text()
+        if self._drawn:
+            self._out.write(_CLEAR_LINE)
+            self._out.flush()
+            self._drawn = False
+
+    def _end_text(self) -> None:
+        if self._streaming is not None:
+            self._out.write("\n")
+            self._streaming = None
+            self._out.flush()
+
+    def _draw(self) -> None:
+        width = max(shutil.get_terminal_size().columns - 1, 20)
+        self._out.write(_CLEAR_LINE + "  [" + one_line(self._status, width - 4) + "]")
+        self._drawn = True
+
+
+def result_lines(result: RunResult, *, answer_shown: bool = False) -> list[str]:
+    """The answer (unless it was `answer_shown` already, as it streamed or from the
+    transcript), the stop reason with its detail, and the run's numbers."""
+    lines: list[str] = []
+    if result.final_answer and answer_shown:
+        pass  # printed once, where it came in the run
+    elif result.final_answer:
+        lines.append("answer:")
+        lines.extend(f"  {line}" for line in result.final_answer.strip().splitlines())
+    else:
+        lines.append("answer: (none)")
+    reason = result.stop_reason + (f" ({result.detail})" if result.detail else "")
+    lines.append(f"stop reason: {reason}")
+    stats = result.stats
+    failed = f", {stats.tool_errors} answered with an error" if stats.tool_errors else ""
+    lines.append(
+        f"{_count(stats.turns, 'turn')}, {_count(stats.tool_calls, 'tool call')}"
+        f"{replays_part(stats.tool_replays)}{failed}, "
+        f"{stats.total_tokens} tokens ({stats.prompt_tokens} prompt, "
+        f"{stats.completion_tokens} completion)"
+    )
+    return lines + stats_lines(stats) + plugin_lines(result)
+
+
+def replays_part(replays: int) -> str:
+    """` (4 replayed from receipts, not run again)`: answers that did not run the tool."""
+    if not replays:
+        return ""
+    return f" ({replays} of them replayed from receipts, not run again)"
+
+
+def plugin_lines(result: RunResult) -> list[str]:
+    """Which plugins' tools the run ended with, and which it could have activated."""
+    if not result.active_plugins and not result.activatable_plugins:
+        return []
+    active = ", ".join(result.active_plugins) or "none"
+    line = f"plugins active: {active}"
+    if result.activatable_plugins:
+        line += f"; not activated: {', '.join(result.activatable_plugins)}"
+    return [line]
+
+
+def stats_lines(stats: RunStats) -> list[str]:
+    """Cost, retries by reason, healed transcripts and compactions; only what happened."""
+    lines: list[str] = []
+    if stats.priced_calls:
+        unpriced = (
+            f"; {_count(stats.unpriced_calls, 'call')} not priced (no usage reported or no price)"
+            if stats.unpriced_calls
+            else ""
+        )
+        cached = f", {stats.cached_tokens} cached input tokens" if stats.cached_tokens else ""
+        lines.append(
+            f"cost: {_dollars(stats.cost_usd)} for {_count(stats.priced_calls, 'model call')}"
+            f"{cached}{unpriced}"
+        )
+    if stats.wall_time_s:
+        lines.append(f"wall time: {stats.wall_time_s:,.1f} s")
+    for label, counts in (
+        ("retries", stats.retries),
+        ("transcript healed", stats.healed),
+        ("compacted", stats.compactions),
+    ):
+        if counts:
+            lines.append(f"{label}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    if stats.elided_results:
+        lines[-1] += f" ({_count(stats.elided_results, 'tool result')} elided)"
+    return lines
+
+
+def _stream_part(stream: dict[str, object]) -> str:
+    """`streaming: 1234 chars, 2 tool calls, shown`: the model stream's own progress."""
+    chars = stream.get("output_chars", 0)
+    calls = stream.get("tool_calls", 0)
+    part = f"streaming: {chars} chars"
+    if isinstance(calls, int) and calls:
+        part += f", {_count(calls, 'tool call')}"
+    if stream.get("produced_output"):
+        part += ", shown"
+    return part
+
+
+def partial_lines(result: RunResult, workflow_id: str) -> list[str]:
+    """What a person saw of the turn that could not finish, and how to go on."""
+    partial = result.partial
+    if partial is None:
+        return []
+    note = "" if partial.complete else " (its beginning was no longer retained)"
+    lines = [f"partial output of turn {partial.turn}, shown before it failed{note}:"]
+    lines.extend(f"  {line}" for line in (partial.text or "(none)").strip().splitlines())
+    lines.append(f"resume the run: steadyloop resume {workflow_id}")
+    return lines
+
+
+def _dollars(amount: float) -> str:
+    return f"${amount:.4f}" if amount < 1 else f"${amount:,.2f}"
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
