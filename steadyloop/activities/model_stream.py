@@ -136,6 +136,7 @@ from steadyloop.stream_failures import (
     redact_failure,
 )
 from steadyloop.stream_watchdog import StreamWatchdog
+from steadyloop.telemetry.model_spans import model_call
 from steadyloop.transport_errors import network_reason
 from steadyloop.turn_assembly import TurnAssembler
 
@@ -857,15 +858,18 @@ class ModelActivities:
         api_key: str | None,
         sink: OutputSink | None,
     ) -> AssembledTurn:
-        return await stream_turn(
-            self.client,
-            endpoint,
-            request,
-            api_key=api_key,
-            on_progress=_heartbeat,
-            progress_interval_s=self._heartbeat_interval_s,
-            sink=sink,
-        )
+        with model_call(endpoint, request) as call:  # a no-op while telemetry is off
+            return call.finished(
+                await stream_turn(
+                    self.client,
+                    endpoint,
+                    request,
+                    api_key=api_key,
+                    on_progress=_heartbeat,
+                    progress_interval_s=self._heartbeat_interval_s,
+                    sink=sink,
+                )
+            )
 
     @activity.defn(name=READ_FORWARDED_OUTPUT_ACTIVITY)
     async def read_forwarded_output(self, request: ReadForwardedOutput) -> ForwardedOutput:

@@ -49,6 +49,7 @@ from steadyloop.output_forwarding import ForwardingOptions
 from steadyloop.provider_profiles import ProviderProfile
 from steadyloop.run_models import RunInput, RunLimits, RunPlugins, StopReason
 from steadyloop.run_resume import DEFAULT_RESUME_PROMPT, resume_input
+from steadyloop.telemetry import install_from, settings_from
 from steadyloop.worker.cli_arguments import ArgumentParser, workflow_id_argument
 from steadyloop.worker.config import (
     CONFIG_ENV,
@@ -209,6 +210,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     worker.add_argument("--max-concurrent-activities", type=int, metavar="N")
     worker.add_argument("--log-level", default="INFO", help="Python log level (default INFO)")
+    worker.add_argument(
+        "--otel",
+        nargs="?",
+        const="",
+        metavar="URL",
+        help="export OpenTelemetry traces and metrics over OTLP/HTTP (to URL, else "
+        "OTEL_EXPORTER_OTLP_ENDPOINT or localhost:4318); also on when that variable is set",
+    )
+    worker.add_argument(
+        "--otel-content",
+        action="store_true",
+        help="put prompts, answers, tool arguments and results in spans (default: never)",
+    )
     worker.set_defaults(handler=_worker_command)
 
     run = commands.add_parser(
@@ -361,6 +375,10 @@ async def _worker(args: argparse.Namespace) -> int:
         graceful_shutdown=timedelta(seconds=args.graceful_shutdown),
         max_concurrent_activities=args.max_concurrent_activities,
     )
+    try:
+        telemetry = install_from(settings_from(environ, flag=args.otel, content=args.otel_content))
+    except RuntimeError as exc:  # TelemetryUnavailable: the otel extra is missing
+        raise ConfigError(str(exc)) from None
 
     def summary(address: str, namespace: str) -> None:
         _say(
@@ -375,6 +393,10 @@ async def _worker(args: argparse.Namespace) -> int:
         for endpoint in endpoints.registry:
             _say(f"  model endpoint {describe_endpoint(endpoint, environ)}")
         _say(f"  tools ({spec}): {', '.join(tools.names()) or 'none'}")
+        if telemetry is not None:
+            where = telemetry.settings.endpoint or "the OTEL_EXPORTER_OTLP_* endpoint"
+            content = "with" if telemetry.settings.capture_content else "without"
+            _say(f"  OpenTelemetry: traces and metrics to {where}, {content} content")
 
     stop = asyncio.Event()
     remove = install_stop_signals(
@@ -411,6 +433,8 @@ async def _worker(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     finally:
         remove()
+        if telemetry is not None:
+            telemetry.shutdown()  # export what is pending
     _say("steadyloop worker: stopped")
     return EXIT_OK
 

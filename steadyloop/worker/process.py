@@ -35,6 +35,7 @@ from steadyloop.activities.model_stream import ModelActivities
 from steadyloop.activities.tool_execution import ToolActivities
 from steadyloop.circuit_breaker import BreakerPolicy
 from steadyloop.endpoints import EndpointRegistry
+from steadyloop.telemetry import worker_plugins
 from steadyloop.tools.registry import ToolRegistry
 from steadyloop.workflows.endpoint_health import EndpointHealthWorkflow
 from steadyloop.workflows.output_stream import OutputStreamWorkflow
@@ -86,6 +87,7 @@ def build_worker(client: Client, options: WorkerOptions, model: ModelActivities)
         graceful_shutdown_timeout=options.graceful_shutdown,
         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
         max_concurrent_activities=options.max_concurrent_activities,
+        plugins=worker_plugins(),  # tracing and metrics, when `steadyloop.telemetry` is on
     )
 
 

@@ -113,6 +113,7 @@ with workflow.unsafe.imports_passed_through():
         UserMessage,
         interrupted_outcome,
     )
+    from steadyloop.telemetry.workflow import receipt_decision, traced_tool, traced_turn
     from steadyloop.tool_plugins import PluginDisclosure
     from steadyloop.tools.payloads import (
         RUN_TOOL_ACTIVITY,
@@ -313,7 +314,7 @@ class ToolLoopWorkflow:
                 self._phase = "model"
                 tools = self._offered()
                 turn = await self._steering.unless_interrupted(
-                    self._model_turn(run, tools),
+                    traced_turn(self._turn, self._stats, self._model_turn(run, tools)),
                     settle_within=INTERRUPT_SETTLE if run.forwarding.enabled else None,
                 )
                 if isinstance(turn, Cut):
@@ -822,9 +823,7 @@ class ToolLoopWorkflow:
                 answers.append(self._disclosure.activate(reading.arguments))
                 continue
             try:
-                key = receipt_key(
-                    run.tenant_id, self._receipt_scope, call.name, reading.arguments
-                )
+                key = receipt_key(run.tenant_id, self._receipt_scope, call.name, reading.arguments)
             except ValueError as refused:  # CanonicalJsonError: no faithful identity
                 answers.append(
                     ToolOutcome(
@@ -859,7 +858,9 @@ class ToolLoopWorkflow:
         async def run_one(
             description: ToolDescription, invocation: ToolInvocation, key: ReceiptKey
         ) -> ToolOutcome:
-            return await self._run_guarded(description, invocation, key)
+            return await traced_tool(
+                description, invocation, self._run_guarded(description, invocation, key)
+            )
 
         async def replay_of(first: asyncio.Task[ToolOutcome]) -> ToolOutcome:
             await workflow.wait_condition(first.done)
@@ -873,7 +874,9 @@ class ToolLoopWorkflow:
                 task = asyncio.ensure_future(run_one(description, invocation, key))
                 first_by_key[key.text] = task
             else:
-                task = asyncio.ensure_future(replay_of(first))
+                task = asyncio.ensure_future(
+                    traced_tool(description, invocation, replay_of(first), decided="replay")
+                )
             tasks.append(task)
         results = await self._steering.settle(tasks, self._interrupted_before_running)
         for (position, _, _, _), outcome in zip(runnable, results, strict=True):
@@ -941,6 +944,7 @@ class ToolLoopWorkflow:
         approved = False
         while True:
             decision = self._receipts.decide(key, description.effect, workflow.now())
+            receipt_decision(decision.kind, description.name)
             if decision.kind == "replay":
                 self._stats.tool_replays += 1
                 return ToolOutcome(status="ok", content=decision.result)
