@@ -1,0 +1,181 @@
+"""A run is one trace: its turns, their attempts (a retried one with its failure kind and
+the route's decision), its tool calls with their receipt decisions (executed, replayed),
+and a child run under the call that started it; metrics counted once. Runs a chain on
+the time-skipping server with the scripted provider, spans into memory."""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import delegation_harness
+import pytest
+from delegation_harness import (
+    Turn,
+    answer,
+    calls,
+    chain_input,
+    delegate,
+    profile,
+    running_chains,
+)
+from opentelemetry.sdk.trace import ReadableSpan
+from telemetry_fixtures import Recorded, recorded
+from temporalio.worker import Worker
+
+from steadyloop.telemetry import attributes as a
+from steadyloop.telemetry import worker_plugins
+from steadyloop.testing.chunks import ScriptedCall
+from steadyloop.testing.scripted_server import ScriptedResponse, error_response
+
+pytestmark = pytest.mark.slow
+
+SECRET_NOTE = "the launch code is 0000"
+PROMPT = "plan the offsite for team orchid"
+
+
+@pytest.fixture
+def telemetry(monkeypatch: pytest.MonkeyPatch) -> Iterator[Recorded]:
+    for installed in recorded():
+        # The harness builds its worker itself; give it what `build_worker` gives every
+        # worker (`steadyloop.worker.process`): the telemetry plugins.
+        monkeypatch.setattr(
+            delegation_harness, "Worker", functools.partial(Worker, plugins=worker_plugins())
+        )
+        yield installed
+
+
+def by_name(spans: list[ReadableSpan], name: str) -> list[ReadableSpan]:
+    return [s for s in spans if s.name == name]
+
+
+def parent_of(span: ReadableSpan, spans: list[ReadableSpan]) -> ReadableSpan:
+    assert span.parent is not None, f"{span.name} has no parent"
+    (found,) = [s for s in spans if s.context.span_id == span.parent.span_id]
+    return found
+
+
+def attr(span: ReadableSpan, key: str) -> Any:
+    assert span.attributes is not None
+    return span.attributes.get(key)
+
+
+async def run_chain(telemetry: Recorded) -> tuple[list[ReadableSpan], str]:
+    asked: Counter[tuple[str, int]] = Counter()
+
+    def brain(turn: Turn) -> ScriptedResponse:
+        asked[(turn.agent, turn.turn)] += 1
+        if turn.agent == "helper":
+            return answer("the venue is booked", tokens=7)
+        if turn.turn == 1 and asked[("main", 1)] == 1:
+            return error_response(503, "overloaded", type="server_error")  # retried
+        if turn.turn == 1:
+            return calls(
+                ScriptedCall("note", {"text": SECRET_NOTE}, id="n1"),
+                delegate("helper", "book a venue", "d1"),
+                tokens=11,
+            )
+        if turn.turn == 2:  # the same note again: its receipt replays it
+            return calls(ScriptedCall("note", {"text": SECRET_NOTE}, id="n2"), tokens=13)
+        return answer("done", tokens=17)
+
+    run = chain_input(
+        PROMPT,
+        to=["helper"],
+        agents={"helper": profile("helper")},
+        limits=[],
+    )
+    async with running_chains(brain) as chains:
+        handle = await chains.start(run)
+        result = await handle.result()
+        effects = list(chains.effects.notes)
+    assert result.stop_reason == "final_answer", result.detail
+    assert effects == [SECRET_NOTE]  # run once, replayed once
+    return telemetry.finished(), handle.id
+
+
+async def test_a_run_is_one_trace_of_turns_attempts_tools_and_child_runs(
+    telemetry: Recorded,
+) -> None:
+    spans, root_id = await run_chain(telemetry)
+    assert len({s.context.trace_id for s in spans}) == 1, "every span in one trace"
+
+    runs = by_name(spans, a.RUN_SPAN)
+    (root,) = [s for s in runs if attr(s, a.WORKFLOW_ID) == root_id]
+    (child,) = [s for s in runs if s is not root]
+    assert root.parent is None
+    assert attr(root, a.RUN_OUTCOME) == "final_answer"
+
+    turns = [s for s in by_name(spans, a.TURN_SPAN) if parent_of(s, spans) is root]
+    assert sorted(attr(t, a.TURN) for t in turns) == [1, 2, 3]
+    first = next(t for t in turns if attr(t, a.TURN) == 1)
+    attempts = sorted(
+        (s for s in spans if s.parent and s.parent.span_id == first.context.span_id),
+        key=lambda s: attr(s, a.ATTEMPT_SEQUENCE),
+    )
+    assert [s.name for s in attempts] == ["chat scripted-model", "chat scripted-model"]
+    failed, answered = attempts
+    assert attr(failed, a.ATTEMPT_OUTCOME) == "failed"
+    assert attr(failed, a.ERROR_TYPE) == "http_status"
+    assert attr(failed, a.ROUTE_ACTION) == "retry"
+    assert attr(answered, a.ATTEMPT_OUTCOME) == "ok"
+    assert attr(answered, a.FINISH_REASONS) == ("tool_calls",)
+    assert attr(answered, a.INPUT_TOKENS) == 11
+    assert attr(first, "steadyloop.turn.attempts") == 2
+    assert attr(first, a.INPUT_TOKENS) == 11
+    # The model activity's span, on the worker that streamed it, under each attempt.
+    for attempt in attempts:
+        (stream,) = [
+            s
+            for s in by_name(spans, "stream scripted-model")
+            if s.parent and s.parent.span_id == attempt.context.span_id
+        ]
+        assert attr(stream, a.REQUEST_MODEL) == "scripted-model"
+        assert attr(stream, a.PROVIDER) == "127.0.0.1"
+    assert attr(failed_stream(spans, failed), a.ERROR_TYPE) == "http_status"
+
+    tools = [s for s in spans if attr(s, a.OPERATION) == "execute_tool"]
+    notes = sorted(
+        (s for s in tools if attr(s, a.TOOL_NAME) == "note"), key=lambda s: s.start_time or 0
+    )
+    assert [attr(s, a.RECEIPT_DECISION) for s in notes] == ["executed", "replayed"]
+    assert all(parent_of(s, spans) is root for s in notes)
+    (delegated,) = [s for s in tools if attr(s, a.TOOL_NAME) == "delegate"]
+    assert attr(delegated, a.RECEIPT_DECISION) == "executed"
+    # The child run hangs under the call that started it, in the same trace.
+    assert parent_of(child, spans) is delegated
+    assert attr(child, a.PARENT_WORKFLOW_ID) == root_id
+
+    # Metrics: one retry (by its reason), one replay, tokens per call, each once.
+    retries = telemetry.metric_points(a.METRIC_RETRIES)
+    assert [(p[a.RETRY_REASON], p[a.ROUTE_ACTION], v) for p, v in retries] == [
+        ("http_status", "retry", 1.0)
+    ]
+    assert [v for _, v in telemetry.metric_points(a.METRIC_REPLAYS)] == [1.0]
+    decisions = {
+        (p[a.RECEIPT_DECISION], p[a.TOOL_NAME]): v
+        for p, v in telemetry.metric_points(a.METRIC_RECEIPTS)
+    }
+    assert decisions == {
+        ("executed", "note"): 1.0,
+        ("replayed", "note"): 1.0,
+        ("executed", "delegate"): 1.0,
+    }
+    token_points = telemetry.metric_points(a.METRIC_TOKENS)
+    assert {p[a.TOKEN_TYPE] for p, _ in token_points} == {"input", "output"}
+
+
+def failed_stream(spans: list[ReadableSpan], attempt: ReadableSpan) -> ReadableSpan:
+    (stream,) = [
+        s for s in spans if s.parent is not None and s.parent.span_id == attempt.context.span_id
+    ]
+    return stream
+
+
+async def test_spans_carry_no_prompt_or_tool_arguments_by_default(telemetry: Recorded) -> None:
+    spans, _ = await run_chain(telemetry)
+    dumped = "\n".join(s.to_json() for s in spans)
+    for content in (SECRET_NOTE, PROMPT, "book a venue", "the venue is booked", "You are agent"):
+        assert content not in dumped
