@@ -36,10 +36,9 @@ class Recorded:
                     if metric.name != name:
                         continue
                     for point in metric.data.data_points:
-                        value = getattr(point, "value", None)
-                        if value is None:
-                            value = getattr(point, "sum", 0)
-                        points.append((dict(point.attributes or {}), float(value)))
+                        raw: Any = getattr(point, "value", None) or getattr(point, "sum", 0)
+                        value = float(raw)
+                        points.append((dict(point.attributes or {}), value))
         return points
 
 
