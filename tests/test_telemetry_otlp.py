@@ -18,6 +18,7 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 )
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from temporalio.worker import Worker
 
 from steadyloop.telemetry import attributes as a
@@ -115,7 +116,7 @@ async def test_a_run_reaches_an_otlp_http_receiver(
         installed.shutdown()
 
     assert receiver.content_types == {"application/x-protobuf"}
-    spans = []
+    spans: list[Span] = []
     for body in receiver.bodies["/v1/traces"]:
         request = ExportTraceServiceRequest.FromString(body)
         for resource_spans in request.resource_spans:
@@ -136,7 +137,7 @@ async def test_a_run_reaches_an_otlp_http_receiver(
     assert sorted(int(str(v[a.INPUT_TOKENS])) for v in streams) == [21, 30]
     assert {v[a.REQUEST_MODEL] for v in streams} == {"scripted-model"}
 
-    metric_names = set()
+    metric_names: set[str] = set()
     for body in receiver.bodies["/v1/metrics"]:
         request_m = ExportMetricsServiceRequest.FromString(body)
         for rm in request_m.resource_metrics:

@@ -104,9 +104,7 @@ class Installed:
 
         return [
             OpenTelemetryPlugin(),
-            SimplePlugin(
-                "steadyloop.telemetry", interceptors=[WorkflowTelemetryInterceptor(self)]
-            ),
+            SimplePlugin("steadyloop.telemetry", interceptors=[WorkflowTelemetryInterceptor(self)]),
         ]
 
     def flush(self) -> None:

@@ -37,8 +37,9 @@ class AttemptTrace(Protocol):
 class WorkflowTracingHooks(Protocol):
     async def turn(self, number: int, stats: Any, work: Awaitable[T]) -> T: ...
 
-    def attempt(self, endpoint: str, model: str, sequence: int, on_candidate: int) -> AttemptTrace:
-        ...
+    def attempt(
+        self, endpoint: str, model: str, sequence: int, on_candidate: int
+    ) -> AttemptTrace: ...
 
     async def tool(
         self, description: Any, invocation: Any, work: Awaitable[T], decided: str | None
