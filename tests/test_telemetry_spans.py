@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import delegation_harness
+import loop_harness
 import pytest
 from delegation_harness import (
     Turn,
@@ -21,14 +22,15 @@ from delegation_harness import (
     profile,
     running_chains,
 )
+from loop_harness import run_input, running_loop
 from opentelemetry.sdk.trace import ReadableSpan
 from telemetry_fixtures import Recorded, recorded
 from temporalio.worker import Worker
 
 from steadyloop.telemetry import attributes as a
 from steadyloop.telemetry import worker_plugins
-from steadyloop.testing.chunks import ScriptedCall
-from steadyloop.testing.scripted_server import ScriptedResponse, error_response
+from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
+from steadyloop.testing.scripted_server import ScriptedResponse, error_response, sse_response
 
 pytestmark = pytest.mark.slow
 
@@ -179,3 +181,69 @@ async def test_spans_carry_no_prompt_or_tool_arguments_by_default(telemetry: Rec
     dumped = "\n".join(s.to_json() for s in spans)
     for content in (SECRET_NOTE, PROMPT, "book a venue", "the venue is booked", "You are agent"):
         assert content not in dumped
+
+
+async def test_a_run_replayed_on_every_task_is_still_one_whole_trace(
+    telemetry: Recorded, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No workflow cache: every workflow task replays the history from the start, as on a
+    # worker that never ran the run before. Spans restarted while replaying get the ids
+    # the first execution gave them, so every parent named is a span that was exported,
+    # and nothing is exported twice. (No failed attempt here: the time-skipping server
+    # does not answer the breaker's update in time with no cache, telemetry or not.)
+    monkeypatch.setattr(
+        loop_harness,
+        "Worker",
+        functools.partial(Worker, plugins=worker_plugins(), max_cached_workflows=0),
+    )
+    script = [
+        tool_turn(ScriptedCall("note", {"text": SECRET_NOTE}, id="c1")),
+        tool_turn(ScriptedCall("note", {"text": SECRET_NOTE}, id="c2")),
+        sse_response([*text_chunks("done"), finish_chunk()]),
+    ]
+    async with running_loop(script) as loop:
+        result = await loop.run(run_input())
+    assert result.stop_reason == "final_answer"
+    spans = telemetry.finished()
+    ids = [s.context.span_id for s in spans]
+    assert len(ids) == len(set(ids)), "a span exported twice"
+    known = set(ids)
+    orphans = [s.name for s in spans if s.parent is not None and s.parent.span_id not in known]
+    assert orphans == []
+    assert len({s.context.trace_id for s in spans}) == 1
+    assert len(by_name(spans, a.RUN_SPAN)) == 1
+    assert len(by_name(spans, a.TURN_SPAN)) == 3
+    notes = sorted(by_name(spans, "execute_tool note"), key=lambda s: s.start_time or 0)
+    assert [attr(s, a.RECEIPT_DECISION) for s in notes] == ["executed", "replayed"]
+
+
+def tool_turn(call: ScriptedCall) -> ScriptedResponse:
+    return sse_response([*tool_call_chunks([call]), finish_chunk("tool_calls")])
+
+
+async def test_continue_as_new_keeps_the_run_in_one_trace(
+    telemetry: Recorded, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(loop_harness, "Worker", functools.partial(Worker, plugins=worker_plugins()))
+    script = [
+        tool_turn(ScriptedCall("add", {"a": 1, "b": 1}, id="c1")),
+        tool_turn(ScriptedCall("add", {"a": 1, "b": 2}, id="c2")),
+        sse_response([*text_chunks("3"), finish_chunk()]),
+    ]
+    async with running_loop(script) as loop:
+        handle = await loop.start(run_input(continue_as_new_after_turns=1))
+        result = await handle.result()
+    assert result.final_answer == "3"
+    spans = telemetry.finished()
+    runs = sorted(by_name(spans, a.RUN_SPAN), key=lambda s: s.start_time or 0)
+    assert len(runs) == 3  # one execution per turn
+    assert [attr(s, a.RUN_OUTCOME) for s in runs] == [
+        "continued_as_new",
+        "continued_as_new",
+        "final_answer",
+    ]
+    assert len({s.context.trace_id for s in spans}) == 1
+    # Each execution's span is a child of the one it continued.
+    assert runs[0].parent is None
+    assert parent_of(runs[1], spans) is runs[0] and parent_of(runs[2], spans) is runs[1]
+    assert len({attr(s, a.RUN_ID) for s in runs}) == 3
