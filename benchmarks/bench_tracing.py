@@ -140,27 +140,29 @@ def no_telemetry_code() -> Iterator[None]:
     """Replace every hook by a pass-through. The workflow modules import the hooks from
     `steadyloop.telemetry.workflow` (passed through the sandbox, so a workflow run started
     after this reads the replacements)."""
-    saved = {
-        name: getattr(hooks, name)
-        for name in ("traced_turn", "attempt_trace", "traced_tool", "receipt_decision")
-    }
-    saved_model_call = model_stream.model_call
 
     def traced_turn(number: int, stats: Any, work: Any) -> Any:
         _PASS.turns += 1  # proof the sandboxed workflow called the replacement
         return work
 
-    hooks.traced_turn = traced_turn  # type: ignore[assignment]
-    hooks.attempt_trace = lambda *args: _PASS  # type: ignore[assignment]
-    hooks.traced_tool = lambda d, i, work, decided=None: work  # type: ignore[assignment]
-    hooks.receipt_decision = lambda kind, tool: None  # type: ignore[assignment]
-    model_stream.model_call = lambda endpoint, request: _PASS  # type: ignore[assignment]
+    def traced_tool(description: Any, invocation: Any, work: Any, decided: Any = None) -> Any:
+        return work
+
+    replacements: list[tuple[Any, str, Any]] = [
+        (hooks, "traced_turn", traced_turn),
+        (hooks, "attempt_trace", lambda *args: _PASS),
+        (hooks, "traced_tool", traced_tool),
+        (hooks, "receipt_decision", lambda *args: None),
+        (model_stream, "model_call", lambda *args: _PASS),
+    ]
+    saved = [(module, name, getattr(module, name)) for module, name, _ in replacements]
+    for module, name, value in replacements:
+        setattr(module, name, value)
     try:
         yield
     finally:
-        for name, value in saved.items():
-            setattr(hooks, name, value)
-        model_stream.model_call = saved_model_call  # type: ignore[assignment]
+        for module, name, value in saved:
+            setattr(module, name, value)
 
 
 @dataclass
@@ -249,7 +251,7 @@ def report(samples: dict[str, list[Sample]], rounds: int, turns: int) -> None:
         cpu = statistics.median(s.cpu_s for s in got) * 1000
         wall_ratio = statistics.median(g.wall_s / b.wall_s for g, b in zip(got, base, strict=True))
         cpu_ratio = statistics.median(g.cpu_s / b.cpu_s for g, b in zip(got, base, strict=True))
-        print(f"{variant:<10}{wall:>14.2f}{cpu:>14.2f}{wall_ratio:>12.3f}{cpu_ratio:>12.3f}")
+        print(f"{variant:<10}{wall:>14.2f}{cpu:>14.2f}{wall_ratio:>14.3f}{cpu_ratio:>14.3f}")
     assert _PASS.turns > 0, "the pass-through hooks were not used"
     print("ratios: medians over rounds of this variant's per-turn time / `no code`'s, same round")
 
