@@ -19,7 +19,7 @@ from steadyloop.completion import CompletionRequest
 from steadyloop.endpoints import EndpointRegistry
 from steadyloop.telemetry import attributes as a
 from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
-from steadyloop.testing.scripted_server import ScriptedServer, error_response, sse_response
+from steadyloop.testing.scripted_server import Pause, ScriptedServer, error_response, sse_response
 
 KEY = "sk-live-Zq8Xw3Rt7Yp2Lm9Kd4Vb"
 PROMPT = "summarize the merger memo for ACME-4471"
@@ -77,3 +77,27 @@ async def test_content_only_when_asked_for_and_never_the_key() -> None:
     dumped = await stream_twice(capture_content=True)
     assert PROMPT in dumped and ANSWER in dumped and ARGUMENT in dumped
     assert [f for f in key_fragments() if f in dumped] == []
+
+
+async def test_a_stall_is_counted_by_phase_with_time_to_first_token_for_answers() -> None:
+    for telemetry in recorded():
+        stalled = sse_response([Pause(2.0), *text_chunks("late"), finish_chunk("stop")])
+        fine = sse_response([*text_chunks("on time"), finish_chunk("stop")])
+        async with ScriptedServer([stalled, fine]) as server:
+            registry = EndpointRegistry([server.endpoint("s", first_token_s=0.3)])
+            async with ModelActivities(registry, environ={}) as model:
+                request = CompletionRequest(
+                    endpoint="s", model="m-2", messages=[ChatMessage(role="user", content="hi")]
+                )
+                env = ActivityEnvironment()
+                with pytest.raises(ApplicationError):
+                    await env.run(model.stream_completion, request)
+                await env.run(model.stream_completion, request)
+        stalls = telemetry.metric_points(a.METRIC_STALLS)
+        assert [(p[a.STALL_PHASE], p[a.ENDPOINT], p[a.REQUEST_MODEL], v) for p, v in stalls] == [
+            ("before_first_token", "s", "m-2", 1.0)
+        ]
+        (ttft,) = telemetry.metric_points(a.METRIC_TTFT)
+        assert ttft[0][a.ENDPOINT] == "s"
+        durations = {p.get(a.ERROR_TYPE): v for p, v in telemetry.metric_points(a.METRIC_DURATION)}
+        assert set(durations) == {"stall", None}
