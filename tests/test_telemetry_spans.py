@@ -247,3 +247,19 @@ async def test_continue_as_new_keeps_the_run_in_one_trace(
     assert runs[0].parent is None
     assert parent_of(runs[1], spans) is runs[0] and parent_of(runs[2], spans) is runs[1]
     assert len({attr(s, a.RUN_ID) for s in runs}) == 3
+
+
+async def test_a_breaker_opening_is_counted_once_by_endpoint(
+    telemetry: Recorded, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from steadyloop.endpoint_health import EndpointOutcome
+
+    monkeypatch.setattr(loop_harness, "Worker", functools.partial(Worker, plugins=worker_plugins()))
+    async with running_loop([]) as loop:
+        assert loop.health is not None
+        for _ in range(7):  # five failures within a minute open it; two more keep it open
+            await loop.health.record_endpoint_outcome(
+                EndpointOutcome(endpoint="scripted", outcome="failure", detail="HTTP 503")
+            )
+    points = telemetry.metric_points(a.METRIC_BREAKER_OPENINGS)
+    assert [(p[a.ENDPOINT], v) for p, v in points] == [("scripted", 1.0)]
