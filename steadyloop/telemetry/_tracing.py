@@ -315,6 +315,8 @@ class _Attempt:
                 span.set_attribute(a.FINISH_REASONS, [str(turn.finish_reason)])
             if turn.model:
                 span.set_attribute(a.RESPONSE_MODEL, str(turn.model))
+            if turn.defects:  # the turn asks for a fresh completion, or stops, for it
+                span.set_attribute("steadyloop.completion.defect", str(turn.defects[0].kind))
             note = _TURN.get()
             if note is not None:
                 note.endpoint, note.model = self.endpoint, self.model
