@@ -7,7 +7,8 @@ drawn inside a workflow come from the workflow's deterministic random (so a span
 again while a new worker replays the history has the id its children already point to),
 and a span whose end is reached while history is being replayed is not exported again.
 A process has one global tracer provider (OpenTelemetry refuses a second), so a second
-`install` (tests) keeps the provider and swaps where its spans go.
+`install` (tests) keeps the provider, and its resource (the service name), and swaps
+where its spans go.
 
 Imported only when telemetry is asked for: it needs the `otel` extra
 (`pip install 'steadyloop[otel]'`); without it `install` raises `TelemetryUnavailable`
