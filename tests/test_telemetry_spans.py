@@ -263,3 +263,31 @@ async def test_a_breaker_opening_is_counted_once_by_endpoint(
             )
     points = telemetry.metric_points(a.METRIC_BREAKER_OPENINGS)
     assert [(p[a.ENDPOINT], v) for p, v in points] == [("scripted", 1.0)]
+
+
+async def test_a_lost_opaque_call_shows_every_receipt_decision_it_went_through(
+    telemetry: Recorded, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from test_tool_loop_receipts import wait_for_ambiguous
+
+    from steadyloop.receipt_ledger import Happened
+    from steadyloop.run_models import ResolveReceipt
+
+    monkeypatch.setattr(loop_harness, "Worker", functools.partial(Worker, plugins=worker_plugins()))
+    script = [
+        tool_turn(ScriptedCall("slow_note", {"text": "pay invoice"}, id="s1")),
+        sse_response([*text_chunks("ok"), finish_chunk()]),
+    ]
+    async with running_loop(script) as loop:
+        handle = await loop.start(run_input())
+        (suspended,) = await wait_for_ambiguous(handle)
+        update = ResolveReceipt(key=suspended.key, resolution=Happened(result="paid"))
+        await handle.execute_update("resolve_receipt", update)
+        result = await handle.result()
+    assert result.stop_reason == "final_answer"
+    (span,) = by_name(telemetry.finished(), "execute_tool slow_note")
+    # Run, lost (its lease held it: wait), ambiguous until a person said it happened,
+    # then answered with what the person said.
+    assert attr(span, a.RECEIPT_DECISIONS) == ("executed", "waited", "ambiguous", "replayed")
+    assert attr(span, a.RECEIPT_DECISION) == "replayed"
+    assert attr(span, a.TOOL_EFFECT) == "opaque"
