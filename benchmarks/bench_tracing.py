@@ -44,9 +44,9 @@ from temporalio.testing import WorkflowEnvironment
 
 import steadyloop.activities.model_stream as model_stream
 import steadyloop.telemetry.workflow as hooks
-from steadyloop.endpoints import EndpointRegistry
-from steadyloop.payload_storage import steadyloop_data_converter
-from steadyloop.run_models import RunInput, RunLimits
+from steadyloop.history.payload_storage import steadyloop_data_converter
+from steadyloop.routing.endpoints import EndpointRegistry
+from steadyloop.run.models import RunInput, RunLimits
 from steadyloop.telemetry import state
 from steadyloop.telemetry.install import Installed, install
 from steadyloop.telemetry.settings import TelemetrySettings

@@ -112,7 +112,7 @@ class Block:
             raise ImportError(f"No module named {name!r}", name=name)
         return None
 sys.meta_path.insert(0, Block())
-import steadyloop.worker.process, steadyloop.worker.cli, steadyloop.workflows.tool_loop
+import steadyloop.worker.process, steadyloop.cli.main, steadyloop.workflows.tool_loop
 import steadyloop.activities.model_stream
 from steadyloop.telemetry import install_from, settings_from, worker_plugins
 assert worker_plugins() == []

@@ -15,8 +15,8 @@ from temporalio.testing import ActivityEnvironment
 
 from steadyloop.activities.model_stream import ModelActivities
 from steadyloop.chat import ChatMessage
-from steadyloop.completion import CompletionRequest
-from steadyloop.endpoints import EndpointRegistry
+from steadyloop.routing.endpoints import EndpointRegistry
+from steadyloop.stream.completion import CompletionRequest
 from steadyloop.telemetry import attributes as a
 from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
 from steadyloop.testing.scripted_server import Pause, ScriptedServer, error_response, sse_response

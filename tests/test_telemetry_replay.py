@@ -13,7 +13,7 @@ from telemetry_fixtures import Recorded, recorded
 from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
-from steadyloop.payload_storage import steadyloop_data_converter
+from steadyloop.history.payload_storage import steadyloop_data_converter
 from steadyloop.telemetry import attributes as a
 from steadyloop.telemetry import worker_plugins
 from steadyloop.workflows.endpoint_health import EndpointHealthWorkflow

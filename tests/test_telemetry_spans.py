@@ -252,7 +252,7 @@ async def test_continue_as_new_keeps_the_run_in_one_trace(
 async def test_a_breaker_opening_is_counted_once_by_endpoint(
     telemetry: Recorded, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from steadyloop.endpoint_health import EndpointOutcome
+    from steadyloop.routing.endpoint_health import EndpointOutcome
 
     monkeypatch.setattr(loop_harness, "Worker", functools.partial(Worker, plugins=worker_plugins()))
     async with running_loop([]) as loop:
@@ -270,8 +270,8 @@ async def test_a_lost_opaque_call_shows_every_receipt_decision_it_went_through(
 ) -> None:
     from test_tool_loop_receipts import wait_for_ambiguous
 
-    from steadyloop.receipt_ledger import Happened
-    from steadyloop.run_models import ResolveReceipt
+    from steadyloop.receipts.ledger import Happened
+    from steadyloop.run.models import ResolveReceipt
 
     monkeypatch.setattr(loop_harness, "Worker", functools.partial(Worker, plugins=worker_plugins()))
     script = [

@@ -316,7 +316,7 @@ class _Attempt:
             if turn.model:
                 span.set_attribute(a.RESPONSE_MODEL, str(turn.model))
             if turn.defects:  # the turn asks for a fresh completion, or stops, for it
-                span.set_attribute("steadyloop.completion.defect", str(turn.defects[0].kind))
+                span.set_attribute("steadyloop.stream.completion.defect", str(turn.defects[0].kind))
             note = _TURN.get()
             if note is not None:
                 note.endpoint, note.model = self.endpoint, self.model

@@ -18,8 +18,8 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
 
-from steadyloop.completion import AssembledTurn, CompletionRequest
-from steadyloop.endpoints import EndpointConfig
+from steadyloop.routing.endpoints import EndpointConfig
+from steadyloop.stream.completion import AssembledTurn, CompletionRequest
 from steadyloop.telemetry import state
 
 
@@ -130,7 +130,7 @@ class _ModelCall:
             instruments.time_to_first_token.record(ttft, self.labels)
         span.set_attribute("steadyloop.stream.bytes", turn.stats.bytes)
         if turn.defects:
-            span.set_attribute("steadyloop.completion.defect", turn.defects[0].kind)
+            span.set_attribute("steadyloop.stream.completion.defect", turn.defects[0].kind)
         if self.installed.settings.capture_content:
             output = {
                 "role": "assistant",
