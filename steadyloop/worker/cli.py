@@ -45,6 +45,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from steadyloop.input_bounds import seconds_problem
+from steadyloop.mcp.config import McpConfigError, describe_server, mcp_servers
 from steadyloop.output_forwarding import ForwardingOptions
 from steadyloop.provider_profiles import ProviderProfile
 from steadyloop.run_models import RunInput, RunLimits, RunPlugins, StopReason
@@ -193,6 +194,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     worker.add_argument(
         "--tools", metavar="MODULE:ATTRIBUTE", help="your tool registry (env STEADYLOOP_TOOLS)"
+    )
+    worker.add_argument(
+        "--mcp",
+        action="append",
+        default=[],
+        metavar="NAME=COMMAND [ARGS] | NAME=URL",
+        help="serve an MCP server's tools: a stdio command line, or a streamable HTTP URL "
+        "(repeatable; also [mcp.NAME] in the config file)",
     )
     worker.add_argument("--dev", action="store_true", help="start an embedded dev server + UI")
     worker.add_argument(
@@ -354,12 +363,17 @@ async def _worker(args: argparse.Namespace) -> int:
     problem = seconds_problem(args.graceful_shutdown, zero_allowed=True)
     if problem is not None:  # NaN passed `< 0`; inf overflowed `timedelta`
         raise ConfigError(f"--graceful-shutdown {problem}")
+    try:
+        servers = mcp_servers(config.file.mcp, args.mcp, source=config.source or "config file")
+    except McpConfigError as exc:
+        raise ConfigError(str(exc)) from None
     options = WorkerOptions(
         task_queue=temporal.task_queue,
         endpoints=endpoints.registry,
         tools=tools,
         graceful_shutdown=timedelta(seconds=args.graceful_shutdown),
         max_concurrent_activities=args.max_concurrent_activities,
+        mcp=tuple(servers),
     )
 
     def summary(address: str, namespace: str) -> None:
@@ -375,6 +389,8 @@ async def _worker(args: argparse.Namespace) -> int:
         for endpoint in endpoints.registry:
             _say(f"  model endpoint {describe_endpoint(endpoint, environ)}")
         _say(f"  tools ({spec}): {', '.join(tools.names()) or 'none'}")
+        for server in servers:
+            _say(f"  MCP server {describe_server(server)}")
 
     stop = asyncio.Event()
     remove = install_stop_signals(

@@ -132,6 +132,8 @@ class ConfigFile(BaseModel):
     default_endpoint: str | None = None
     tools: str | None = None
     prices: dict[str, Price] = Field(default_factory=dict)
+    # MCP servers by name; each table is checked by `steadyloop.mcp.config`.
+    mcp: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ import asyncio
 import signal
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
 from temporalio.client import Client
@@ -35,6 +35,8 @@ from steadyloop.activities.model_stream import ModelActivities
 from steadyloop.activities.tool_execution import ToolActivities
 from steadyloop.circuit_breaker import BreakerPolicy
 from steadyloop.endpoints import EndpointRegistry
+from steadyloop.mcp.config import McpServerConfig
+from steadyloop.mcp.serving import serving_mcp
 from steadyloop.tools.registry import ToolRegistry
 from steadyloop.workflows.endpoint_health import EndpointHealthWorkflow
 from steadyloop.workflows.output_stream import OutputStreamWorkflow
@@ -61,6 +63,8 @@ class WorkerOptions:
     max_concurrent_activities: int | None = None
     breaker: BreakerPolicy = field(default_factory=BreakerPolicy)
     health_cache_ttl_s: float = DEFAULT_CACHE_TTL_S
+    # MCP servers whose tools are served beside `tools` (`steadyloop.mcp`).
+    mcp: tuple[McpServerConfig, ...] = ()
 
 
 def build_worker(client: Client, options: WorkerOptions, model: ModelActivities) -> Worker:
@@ -92,8 +96,11 @@ def build_worker(client: Client, options: WorkerOptions, model: ModelActivities)
 @asynccontextmanager
 async def running_worker(client: Client, options: WorkerOptions) -> AsyncIterator[Worker]:
     """A started worker for the body of the block (the demo and tests use this)."""
-    async with ModelActivities(options.endpoints) as model:
-        worker = build_worker(client, options, model)
+    async with (
+        ModelActivities(options.endpoints) as model,
+        serving_mcp(options.tools, options.mcp) as tools,
+    ):
+        worker = build_worker(client, replace(options, tools=tools), model)
         async with worker:
             yield worker
 
@@ -103,8 +110,11 @@ async def serve(client: Client, options: WorkerOptions, stop: asyncio.Event) -> 
 
     Raises what the worker raised if it stopped on its own (a fatal error).
     """
-    async with ModelActivities(options.endpoints) as model:
-        worker = build_worker(client, options, model)
+    async with (
+        ModelActivities(options.endpoints) as model,
+        serving_mcp(options.tools, options.mcp) as tools,
+    ):
+        worker = build_worker(client, replace(options, tools=tools), model)
         run = asyncio.create_task(worker.run(), name="steadyloop-worker")
         stopped = asyncio.create_task(stop.wait(), name="steadyloop-worker-stop")
         try:
