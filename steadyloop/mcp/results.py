@@ -7,7 +7,8 @@ content and the error flag without a trace, so the model believes it saw everyth
 
 - text: verbatim;
 - structured content: its JSON, unless a text block already carries the same value
-  (the spec asks servers to repeat it as text; it is not shown twice);
+  (the spec asks servers to repeat it as text; it is not shown twice), also as the
+  `{"result": value}` wrapper FastMCP servers put around a plain return value;
 - an embedded text resource: its URI and MIME type on a marker line, then its text;
 - an image, audio, or a binary resource: a marker naming its type, size and a digest,
   so the model knows it exists and that it did not see it;
@@ -90,6 +91,12 @@ def _json(value: Any) -> str:
 
 
 def _same_json(text: str, value: Any) -> bool:
+    """Whether the text block carries `value`: as its JSON, or as the `{"result": ...}`
+    wrapper servers built on the SDK's FastMCP put around a non-object return value."""
+    if isinstance(value, dict) and set(value) == {"result"}:
+        inner = value["result"]
+        if inner == text or _same_json(text, inner):
+            return True
     try:
         return bool(json.loads(text) == value)
     except ValueError:

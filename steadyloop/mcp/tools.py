@@ -71,18 +71,15 @@ class McpToolCall:
     deadline_s: float
 
     async def __call__(self, arguments: McpArguments) -> str:
-        waiting = (
-            asyncio.create_task(_heartbeat_while_waiting(self.connection.name))
-            if activity.in_activity()
-            else None
-        )
+        beats = _Heartbeats(self.connection.name) if activity.in_activity() else None
+        waiting = asyncio.create_task(beats.run()) if beats is not None else None
         try:
             result = await self.connection.call_tool(
                 self.remote_name,
                 arguments.root,
                 deadline_s=self.deadline_s,
                 retry_lost=self.effect == "pure",
-                on_progress=_progress_heartbeat(self.connection.name) if waiting else None,
+                on_progress=beats.on_progress if beats is not None else None,
             )
         finally:
             if waiting is not None:
@@ -95,19 +92,34 @@ class McpToolCall:
         return rendered.text
 
 
-async def _heartbeat_while_waiting(server: str) -> None:
-    while True:
-        await asyncio.sleep(HEARTBEAT_EVERY_S)
-        activity.heartbeat({"mcp_server": server, "waiting": True})
+class _Heartbeats:
+    """The activity's heartbeats while an MCP call waits.
 
+    Progress notifications arrive on the session's own task, outside the activity's
+    context, where `activity.heartbeat` cannot be called; they are handed to this loop,
+    which runs in the activity's task and heartbeats each at once (and otherwise every
+    `HEARTBEAT_EVERY_S`, so a cancellation reaches the call)."""
 
-def _progress_heartbeat(server: str) -> Any:
-    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
-        activity.heartbeat(
-            {"mcp_server": server, "progress": progress, "total": total, "message": message}
-        )
+    def __init__(self, server: str) -> None:
+        self.server = server
+        self.details: dict[str, Any] = {"mcp_server": server, "waiting": True}
+        self.changed = asyncio.Event()
 
-    return on_progress
+    async def on_progress(self, progress: float, total: float | None, message: str | None) -> None:
+        self.details = {
+            "mcp_server": self.server,
+            "progress": progress,
+            "total": total,
+            "message": message,
+        }
+        self.changed.set()
+
+    async def run(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.changed.wait(), HEARTBEAT_EVERY_S)
+            self.changed.clear()
+            activity.heartbeat(self.details)
 
 
 def schema_problem(schema: Mapping[str, Any]) -> str | None:
