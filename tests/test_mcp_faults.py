@@ -210,7 +210,8 @@ async def test_progress_heartbeats_the_activity_and_cancelling_it_cancels_the_mc
             if "cancelled hang" in noted(effects):
                 break
             await asyncio.sleep(0.05)
-    assert "cancelled hang" in noted(effects)
+        # Seen while the server still runs: the cancel, not its shutdown, stopped the call.
+        assert "cancelled hang" in noted(effects)
 
 
 async def test_a_changed_tool_list_is_served_without_restarting_notified_or_on_the_clock(
