@@ -19,7 +19,7 @@ Tools (annotations as the MCP spec defines them):
 - `malformed()` (HTTP only): the HTTP layer answers with a result that is not a
   `CallToolResult` (`content` a string).
 
-Every call appends `call NAME` to FILE first, so a test counts what reached the server.
+Every call but `echo` appends `call NAME` to FILE first, so a test counts what reached the server.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from mcp.server.fastmcp import Context, FastMCP
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 
 READ_ONLY = ToolAnnotations(readOnlyHint=True)
-server = FastMCP("faults")
+server = FastMCP("faults", log_level="WARNING")
 _effects: Path = Path("effects.txt")
 
 
@@ -53,8 +53,7 @@ def noted() -> list[str]:
 
 @server.tool(annotations=READ_ONLY)
 async def echo(text: str) -> str:
-    """Answer the text."""
-    note("call echo")
+    """Answer the text (no note: the benchmark times it as the server's least work)."""
     return text
 
 
