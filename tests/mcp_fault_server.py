@@ -19,7 +19,9 @@ Tools (annotations as the MCP spec defines them):
 - `malformed()` (HTTP only): the HTTP layer answers with a result that is not a
   `CallToolResult` (`content` a string).
 
-Every call but `echo` appends `call NAME` to FILE first, so a test counts what reached the server.
+Every call but `echo` appends `call NAME` to FILE first (over HTTP, the `X-Token`
+header it carried too; over stdio the server notes its pid at start), so a test
+counts what reached the server.
 """
 
 from __future__ import annotations
@@ -159,6 +161,9 @@ def malformed_answers(app: Any) -> Any:
             request = json.loads(body)
         except ValueError:
             request = None
+        token = dict(scope["headers"]).get(b"x-token")
+        if isinstance(request, dict) and request.get("method") == "tools/call" and token:
+            note(f"x-token {token.decode()}")
         if (
             isinstance(request, dict)
             and request.get("method") == "tools/call"
@@ -199,6 +204,7 @@ def main() -> None:
     args = parser.parse_args()
     _effects = args.effects
     if args.stdio:
+        note(f"pid {os.getpid()}")
         server.run("stdio")
         return
     import uvicorn

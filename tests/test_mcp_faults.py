@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -241,3 +243,46 @@ async def test_a_changed_tool_list_is_served_without_restarting_notified_or_on_t
                     break
                 await asyncio.sleep(0.1)
             assert manager.registry.describe(["grown"])[0].effect == "pure"
+
+
+async def test_a_stdio_server_that_dies_while_idle_is_restarted_on_the_listing_clock(
+    tmp_path: Path,
+) -> None:
+    effects = tmp_path / "effects.txt"
+    async with serving(stdio_config(effects, list_ttl_s=0.3)) as (manager, activities):
+        (first,) = [int(line.split()[1]) for line in noted(effects) if line.startswith("pid ")]
+        os.kill(first, signal.SIGKILL)
+        for _ in range(100):
+            if manager.connections["faults"].restarts:
+                break
+            await asyncio.sleep(0.05)
+        restarted_before_any_call = manager.connections["faults"].restarts
+        answer = await call(activities, "echo", text="after")
+    pids = [line for line in noted(effects) if line.startswith("pid ")]
+    assert restarted_before_any_call == 1
+    assert len(pids) == 2
+    assert (answer.status, answer.content) == ("ok", "after")
+
+
+async def test_a_header_is_read_from_the_variable_it_names_and_an_unset_one_is_named(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    effects, port = tmp_path / "effects.txt", free_port()
+    config = http_config(port, headers={"X-Token": "FAULT_TOKEN"})
+    with http_server(port, effects):
+        registry = LiveToolRegistry(ToolRegistry())
+        manager = McpTools([config], registry, {"FAULT_TOKEN": "t0ken"})
+        await manager.start()
+        try:
+            answer = await ToolActivities(registry).run_tool(invocation("echo", text="hi"))
+        finally:
+            await manager.close()
+        with caplog.at_level(logging.WARNING, "steadyloop.mcp"):
+            unset = McpTools([config], LiveToolRegistry(ToolRegistry()), {})
+            await unset.start()
+            served = unset.registry.names()
+            await unset.close()
+    assert answer.content == "hi"
+    assert "x-token t0ken" in noted(effects)
+    assert served == []
+    assert "header 'X-Token' names $FAULT_TOKEN, which is not set" in caplog.text

@@ -273,12 +273,15 @@ class McpConnection:
                 if cursor is None:
                     break
             return [_listed(tool) for tool in tools]
-        except (McpError, ValidationError) as error:
-            raise McpServerError(
-                f"MCP server {self.name!r}: tools/list failed: {_describe(error)}"
-            ) from None
-        except (TimeoutError, *_NOT_SENT) as error:
-            self._retire(generation, f"tools/list failed: {_describe(error)}")
+        except (McpError, ValidationError, TimeoutError, *_NOT_SENT) as error:
+            # A server that died while idle is found here, on the listing clock: the
+            # connection is retired, and the next listing or call starts it again.
+            if isinstance(error, McpError):
+                broken = error.error.code == types.CONNECTION_CLOSED
+            else:
+                broken = not isinstance(error, ValidationError)
+            if broken:
+                self._retire(generation, f"tools/list failed: {_describe(error)}")
             raise McpServerError(
                 f"MCP server {self.name!r}: tools/list failed: {_describe(error)}"
             ) from None
