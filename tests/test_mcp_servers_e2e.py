@@ -7,7 +7,9 @@ steadyloop worker to runs on a real Temporal dev server, with a scripted model:
    ambiguous (it is opaque: the server says nothing about it), never runs it again; a
    person says it happened; the model asks for the same insert again and it replays. The
    row exists exactly once.
-2. `mcp-server-git` on a throwaway repository and `mcp-server-time`, in one run on an
+2. `mcp-server-time`, killed the same way: its tool is read-only, so the next worker
+   simply runs it again; nobody is asked.
+3. `mcp-server-git` on a throwaway repository and `mcp-server-time`, in one run on an
    in-process worker: the commit happens once though the model asks for it twice;
    `git_add` and the time tools are `pure` from their annotations, `git_commit` `opaque`.
 """
@@ -141,18 +143,15 @@ def rows(db: Path) -> list[tuple[Any, ...]]:
         return list(connection.execute("SELECT body FROM notes"))
 
 
-def sqlite_config(path: Path, db: Path, *, hold: bool) -> Path:
-    server = [str(BIN / "mcp-server-sqlite"), "--db-path", str(db)]
-    command = (
-        [str(PROXY), "--hold", "write_query", "--seconds", "60", "--", *server]
-        if hold
-        else server[1:]
-    )
-    executable = sys.executable if hold else server[0]
+def server_config(path: Path, name: str, server: list[str], *, hold: str | None) -> Path:
+    """A config file serving `server` as `name`; with `hold`, behind the proxy that holds
+    that tool's answers back (the window a test kills the worker in)."""
+    if hold is not None:
+        server = [sys.executable, str(PROXY), "--hold", hold, "--seconds", "60", "--", *server]
     path.write_text(
-        "[mcp.sqlite]\n"
-        f"command = {executable!r}\n"
-        f"args = {command!r}\n"
+        f"[mcp.{name}]\n"
+        f"command = {server[0]!r}\n"
+        f"args = {server[1:]!r}\n"
         "timeout_s = 4\n"
     )  # fmt: skip
     return path
@@ -176,7 +175,8 @@ async def test_sqlite_insert_killed_right_after_is_ambiguous_never_rerun_and_exi
         address = env.client.service_client.config.target_host
         common = ["--address", address, "--task-queue", task_queue,
                   "--endpoint", f"scripted={provider.base_url}"]  # fmt: skip
-        held = sqlite_config(tmp_path / "held.toml", db, hold=True)
+        sqlite = [str(BIN / "mcp-server-sqlite"), "--db-path", str(db)]
+        held = server_config(tmp_path / "held.toml", "sqlite", sqlite, hold="write_query")
         first = await CliWorker.start([*common, "--config", str(held)], tmp_path / "w1.log")
         workers = [first]
         try:
@@ -188,7 +188,7 @@ async def test_sqlite_insert_killed_right_after_is_ambiguous_never_rerun_and_exi
             await eventually(inserted, timeout_s=30, what="the insert", every_s=0.05)
             await first.kill()
             assert rows(db) == [("hello from the agent",)]
-            plain = sqlite_config(tmp_path / "plain.toml", db, hold=False)
+            plain = server_config(tmp_path / "plain.toml", "sqlite", sqlite, hold=None)
             workers.append(
                 await CliWorker.start([*common, "--config", str(plain)], tmp_path / "w2.log")
             )
@@ -225,7 +225,57 @@ async def test_sqlite_insert_killed_right_after_is_ambiguous_never_rerun_and_exi
     assert any("MCP server sqlite (stdio)" in line for line in first.lines)
 
 
-# -- 2. git and time: one commit, effect classes from annotations ----------------------
+async def test_a_read_only_time_call_killed_before_its_answer_is_simply_run_again(
+    tmp_path: Path,
+) -> None:
+    """The same kill as above, on `mcp-server-time`'s read-only tool: no person is asked,
+    the call is run again by the next worker (pure), and the run answers."""
+    now = {"timezone": "UTC"}
+
+    def model(request: RecordedRequest) -> ScriptedResponse:
+        if not tool_answers(request):
+            return calls(ScriptedCall("get_current_time", now, id="t1"))
+        return answer("it is now")
+
+    async with temporal_and_model(model) as (env, provider):
+        task_queue = f"mcp-{uuid.uuid4().hex[:8]}"
+        address = env.client.service_client.config.target_host
+        common = ["--address", address, "--task-queue", task_queue,
+                  "--endpoint", f"scripted={provider.base_url}"]  # fmt: skip
+        time_server = [str(BIN / "mcp-server-time"), "--local-timezone", "UTC"]
+        held = server_config(tmp_path / "held.toml", "time", time_server, hold="get_current_time")
+        first = await CliWorker.start([*common, "--config", str(held)], tmp_path / "w1.log")
+        workers = [first]
+        try:
+            handle = await start_run(env.client, task_queue, ["get_current_time"])
+
+            async def answered_by_the_server() -> bool | None:
+                return True if "HOLDING answer" in first.stderr() else None
+
+            await eventually(answered_by_the_server, timeout_s=30, what="the call", every_s=0.05)
+            await first.kill()
+            plain = server_config(tmp_path / "plain.toml", "time", time_server, hold=None)
+            workers.append(
+                await CliWorker.start([*common, "--config", str(plain)], tmp_path / "w2.log")
+            )
+            result = await asyncio.wait_for(handle.result(), 60)
+            ambiguous = await handle.query(ToolLoopWorkflow.ambiguous_receipts)
+            inputs = await run_tool_inputs(env.client, handle)
+        finally:
+            for worker in workers:
+                await worker.stop()
+
+    assert [(i.tool, i.attempt) for i in inputs] == [
+        ("get_current_time", 1),
+        ("get_current_time", 2),  # retried freely: pure, from readOnlyHint
+    ]
+    assert ambiguous == []
+    (message,) = [m for m in result.transcript if m.role == "tool"]
+    assert '"timezone": "UTC"' in (message.content or "")
+    assert result.final_answer == "it is now"
+
+
+# -- 3. git and time: one commit, effect classes from annotations ----------------------
 
 
 def git(repo: Path, *args: str) -> str:
