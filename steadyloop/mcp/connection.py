@@ -108,7 +108,8 @@ class McpConnection:
 
     @property
     def restarts(self) -> int:
-        """How many connections were opened after the first (a restarted stdio server)."""
+        """How many connections were attempted after the first (a stdio server started
+        again, an HTTP session opened again)."""
         return max(0, self._generations - 1)
 
     # -- connecting ---------------------------------------------------------------------
@@ -136,7 +137,8 @@ class McpConnection:
                 if isinstance(error, asyncio.CancelledError):
                     raise
                 raise McpServerError(
-                    f"MCP server {self.name!r} could not be reached: {_describe(error)}"
+                    f"MCP server {self.name!r} could not be reached: {_describe(error)}; "
+                    "nothing was sent to it"
                 ) from None
             if generation.number > 1:
                 logger.warning(
