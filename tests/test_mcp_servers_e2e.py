@@ -5,8 +5,8 @@ steadyloop worker to runs on a real Temporal dev server, with a scripted model:
    the agent inserts a row with `write_query`; the worker (and its servers) are SIGKILLed
    right after the insert, before its answer arrived; a new worker surfaces the call as
    ambiguous (it is opaque: the server says nothing about it), never runs it again; a
-   person says it happened; the model asks for the same insert again and it replays. The
-   row exists exactly once.
+   person lists it and says it happened (`steadyloop receipts`); the model asks for the
+   same insert again and it replays. The row exists exactly once.
 2. `mcp-server-time`, killed the same way: its tool is read-only, so the next worker
    simply runs it again; nobody is asked.
 3. `mcp-server-git` on a throwaway repository and `mcp-server-time`, in one run on an
@@ -39,8 +39,7 @@ from temporalio.testing import WorkflowEnvironment
 from steadyloop.endpoints import EndpointConfig, EndpointRegistry
 from steadyloop.mcp.config import McpServerConfig
 from steadyloop.mcp.serving import serving_mcp
-from steadyloop.receipt_ledger import Happened
-from steadyloop.run_models import AmbiguousCall, ResolveReceipt, RunInput, RunResult
+from steadyloop.run_models import AmbiguousCall, RunInput, RunResult
 from steadyloop.temporal_binaries import dev_server_path
 from steadyloop.testing.chunks import ScriptedCall
 from steadyloop.testing.scripted_server import RecordedRequest, ScriptedResponse, ScriptedServer
@@ -138,6 +137,19 @@ class CliWorker:
                 await self.kill()
 
 
+async def cli(*args: str) -> str:
+    """`python -m steadyloop ARGS`: its standard output (it must exit 0)."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "steadyloop", *args,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "STEADYLOOP_BLOB_DIR": "off"},
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(process.communicate(), 30)
+    assert process.returncode == 0, err.decode()
+    print(out.decode())
+    return out.decode()
+
+
 def rows(db: Path) -> list[tuple[Any, ...]]:
     with sqlite3.connect(db) as connection:
         return list(connection.execute("SELECT body FROM notes"))
@@ -202,16 +214,20 @@ async def test_sqlite_insert_killed_right_after_is_ambiguous_never_rerun_and_exi
             assert (ambiguous.tool, ambiguous.arguments) == ("write_query", {"query": INSERT})
             assert "opaque" in ambiguous.reason
             assert rows(db) == [("hello from the agent",)]  # waiting, not re-run
-            await handle.execute_update(
-                ToolLoopWorkflow.resolve_receipt,
-                ResolveReceipt(key=ambiguous.key, resolution=Happened(result="1 row inserted")),
-            )
+            # What a person sees, and how they answer: `steadyloop receipts`.
+            listing = await cli("receipts", handle.id, "--address", address)
+            resolved = await cli(
+                "receipts", handle.id, "--address", address,
+                "--resolve", ambiguous.key, "--happened", "1 row inserted",
+            )  # fmt: skip
             result = await asyncio.wait_for(handle.result(), 60)
             inputs = await run_tool_inputs(env.client, handle)
         finally:
             for worker in workers:
                 await worker.stop()
 
+    assert "write_query" in listing and "opaque" in listing, listing
+    assert "happened" in resolved, resolved
     assert rows(db) == [("hello from the agent",)]
     assert [i.attempt for i in inputs] == [1]  # scheduled once, never again
     tool_messages = [m for m in result.transcript if m.role == "tool"]
