@@ -286,3 +286,61 @@ async def test_a_header_is_read_from_the_variable_it_names_and_an_unset_one_is_n
     assert "x-token t0ken" in noted(effects)
     assert served == []
     assert "header 'X-Token' names $FAULT_TOKEN, which is not set" in caplog.text
+
+
+async def test_interrupting_a_run_cancels_its_mcp_request_on_the_server(tmp_path: Path) -> None:
+    """Through Temporal: the interrupt cancels the tool activity, the worker learns it at
+    the call's next heartbeat, and the server gets `notifications/cancelled`."""
+    from receipts_e2e_harness import answer, calls, tool_answers
+    from temporalio.contrib.pydantic import pydantic_data_converter
+    from temporalio.testing import WorkflowEnvironment
+
+    from steadyloop.endpoints import EndpointConfig, EndpointRegistry
+    from steadyloop.run_models import RunInput
+    from steadyloop.temporal_binaries import dev_server_path
+    from steadyloop.testing.chunks import ScriptedCall
+    from steadyloop.testing.scripted_server import RecordedRequest, ScriptedResponse, ScriptedServer
+    from steadyloop.worker.process import WorkerOptions, running_worker
+    from steadyloop.workflows.tool_loop import ToolLoopWorkflow
+
+    effects = tmp_path / "effects.txt"
+
+    def model(request: RecordedRequest) -> ScriptedResponse:
+        if not tool_answers(request):
+            return calls(ScriptedCall("hang", {}, id="h1"))
+        return answer("unreachable")
+
+    async with ScriptedServer(model) as provider:
+        env = await WorkflowEnvironment.start_local(
+            dev_server_existing_path=dev_server_path(), data_converter=pydantic_data_converter
+        )
+        async with env:
+            options = WorkerOptions(
+                task_queue=f"mcp-{os.getpid()}-{time.monotonic_ns()}",
+                endpoints=EndpointRegistry(
+                    [EndpointConfig(name="scripted", base_url=provider.base_url)]
+                ),
+                tools=ToolRegistry(),
+                mcp=(stdio_config(effects, timeout_s=60),),
+            )
+            async with running_worker(env.client, options):
+                run = RunInput(endpoint="scripted", model="m", prompt="go", tools=["hang"])
+                handle = await env.client.start_workflow(
+                    ToolLoopWorkflow.run, run, id=f"mcp-cancel-{time.monotonic_ns()}",
+                    task_queue=options.task_queue,
+                )  # fmt: skip
+                for _ in range(200):
+                    if "call hang" in noted(effects):
+                        break
+                    await asyncio.sleep(0.05)
+                await handle.signal(ToolLoopWorkflow.interrupt, "stop, please")
+                result = await asyncio.wait_for(handle.result(), 30)
+                for _ in range(100):  # while the worker and its server still run
+                    if "cancelled hang" in noted(effects):
+                        break
+                    await asyncio.sleep(0.05)
+                seen = noted(effects)
+    assert result.stop_reason == "interrupted"
+    assert "cancelled hang" in seen
+    (message,) = [m for m in result.transcript if m.role == "tool"]
+    assert message.tool_call_id == "h1"
