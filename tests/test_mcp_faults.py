@@ -344,3 +344,21 @@ async def test_interrupting_a_run_cancels_its_mcp_request_on_the_server(tmp_path
     assert "cancelled hang" in seen
     (message,) = [m for m in result.transcript if m.role == "tool"]
     assert message.tool_call_id == "h1"
+
+
+async def test_a_server_down_when_the_worker_starts_is_served_once_it_answers(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    effects, port = tmp_path / "effects.txt", free_port()
+    with caplog.at_level(logging.WARNING, "steadyloop.mcp"):
+        async with serving(http_config(port, list_ttl_s=0.3)) as (manager, activities):
+            served_at_start = manager.registry.names()
+            with http_server(port, effects):
+                for _ in range(100):
+                    if "echo" in manager.registry:
+                        break
+                    await asyncio.sleep(0.1)
+                answer = await call(activities, "echo", text="up")
+    assert served_at_start == []
+    assert "could not be reached" in caplog.text
+    assert (answer.status, answer.content) == ("ok", "up")
