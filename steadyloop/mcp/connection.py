@@ -124,6 +124,9 @@ class McpConnection:
             self._generations += 1
             generation = _Generation(self._generations)
             ready: asyncio.Future[ClientSession] = asyncio.get_running_loop().create_future()
+            # Read even when nobody waits any more (a connect that timed out), so asyncio
+            # does not report an exception that was never retrieved.
+            ready.add_done_callback(lambda done: done.cancelled() or done.exception())
             generation.owner = asyncio.create_task(
                 self._own(generation, ready), name=f"steadyloop-mcp-{self.name}"
             )
@@ -165,12 +168,12 @@ class McpConnection:
                     error if isinstance(error, Exception) else McpServerError(_describe(error))
                 )
             elif not generation.stop.is_set():
-                logger.warning(
-                    "MCP server %r: connection %d ended: %s",
-                    self.name,
-                    generation.number,
-                    _describe(error),
-                )
+                self._retire(generation, f"its connection ended ({_describe(error)})")
+        finally:
+            handed_over = ready.done() and not ready.cancelled() and ready.exception() is None
+            if handed_over and not generation.stop.is_set():
+                # Ended on its own (the server went away): no later call may use it.
+                self._retire(generation, "its connection ended")
 
     async def _open(self, stack: AsyncExitStack) -> tuple[Any, Any]:
         config = self.config
