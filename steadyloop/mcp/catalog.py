@@ -66,8 +66,6 @@ def safe_name(name: str) -> str:
     """`name` as a valid tool name: invalid characters become `_`, a long one is cut and
     given an 8-hex digest of the original (so two long names cannot meet)."""
     cleaned = _INVALID.sub("_", name) or "_"
-    if len(cleaned) <= MAX_NAME and cleaned == name:
-        return cleaned
     if len(cleaned) <= MAX_NAME:
         return cleaned
     digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:8]
