@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from mcp import types
 
+from steadyloop.cli.main import run_cli
 from steadyloop.mcp.catalog import ListedTool, assign_names, effect_of, safe_name
 from steadyloop.mcp.config import (
     McpConfigError,
@@ -20,7 +21,6 @@ from steadyloop.mcp.config import (
     resolve_headers,
 )
 from steadyloop.mcp.results import render_result
-from steadyloop.worker.cli import run_cli
 from steadyloop.worker.config import load_config
 
 # -- config ---------------------------------------------------------------------------

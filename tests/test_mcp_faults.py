@@ -295,8 +295,8 @@ async def test_interrupting_a_run_cancels_its_mcp_request_on_the_server(tmp_path
     from temporalio.contrib.pydantic import pydantic_data_converter
     from temporalio.testing import WorkflowEnvironment
 
-    from steadyloop.endpoints import EndpointConfig, EndpointRegistry
-    from steadyloop.run_models import RunInput
+    from steadyloop.routing.endpoints import EndpointConfig, EndpointRegistry
+    from steadyloop.run.models import RunInput
     from steadyloop.temporal_binaries import dev_server_path
     from steadyloop.testing.chunks import ScriptedCall
     from steadyloop.testing.scripted_server import RecordedRequest, ScriptedResponse, ScriptedServer

@@ -36,10 +36,10 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from steadyloop.endpoints import EndpointConfig, EndpointRegistry
 from steadyloop.mcp.config import McpServerConfig
 from steadyloop.mcp.serving import serving_mcp
-from steadyloop.run_models import AmbiguousCall, RunInput, RunResult
+from steadyloop.routing.endpoints import EndpointConfig, EndpointRegistry
+from steadyloop.run.models import AmbiguousCall, RunInput, RunResult
 from steadyloop.temporal_binaries import dev_server_path
 from steadyloop.testing.chunks import ScriptedCall
 from steadyloop.testing.scripted_server import RecordedRequest, ScriptedResponse, ScriptedServer

@@ -42,7 +42,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from steadyloop.input_bounds import seconds_problem
+from steadyloop.run.bounds import seconds_problem
 
 DEFAULT_MCP_TIMEOUT_S = 30.0
 # How often the worker lists a server's tools again. None of the reference servers
