@@ -198,9 +198,12 @@ def build_request_body(request: CompletionRequest, endpoint: EndpointConfig) -> 
     """The `/chat/completions` body: streaming on, optional fields only when set.
 
     `tools`, `tool_choice` and `parallel_tool_calls` are sent only when tools are
-    offered: OpenAI rejects the latter two without tools.
+    offered: OpenAI rejects the latter two without tools. The endpoint's `extra_body`
+    comes first, so a field the request sets wins over the endpoint's default for it;
+    a parameter the endpoint is known to refuse is left out wherever it came from.
     """
     body: dict[str, Any] = {
+        **endpoint.extra_body,
         "model": request.model,
         "messages": [message.to_wire() for message in request.messages],
         "stream": True,
@@ -781,11 +784,12 @@ class ModelActivities:
     def _keys(self) -> list[str]:
         """Every key this worker's endpoints read from the environment right now."""
         env = os.environ if self._environ is None else self._environ
-        return [
+        keys = [
             (env.get(endpoint.api_key_env) or "").strip()
             for endpoint in self.registry
             if endpoint.api_key_env is not None
         ]
+        return keys + [secret for e in self.registry for secret in e.header_secrets(env)]
 
     def activities(self) -> list[Callable[..., Any]]:
         """Both model activities (the stream, and reading forwarded output back), for
@@ -814,6 +818,10 @@ class ModelActivities:
         try:
             endpoint = self.registry.get(request.endpoint)
             api_key = endpoint.api_key(self._environ)
+            if endpoint.header_variables:  # `${VARIABLE}` values, read now
+                endpoint = endpoint.model_copy(
+                    update={"headers": endpoint.resolved_headers(self._environ)}
+                )
         except UnknownEndpointError as exc:
             raise ApplicationError(
                 str(exc),
