@@ -637,11 +637,7 @@ async def _run(args: argparse.Namespace) -> int:
     if serving.description is not None:  # asked anyway: refuse an endpoint it lacks now
         for name in route.endpoints if route else [endpoint]:
             _check_served_endpoint(name, serving.description)
-    if args.tool_choice in ("required",) and not tools and not plugins:
-        raise ConfigError(
-            "--tool-choice required: the run offers no tools; name them with --tool, or "
-            "leave --tool-choice out"
-        )
+    _check_tool_choice(args.tool_choice, tools, plugins)
     try:
         run = RunInput(
             endpoint=endpoint,
@@ -738,6 +734,23 @@ async def _run_tools(
     return list(unplugged), list(plugins)
 
 
+def _check_tool_choice(choice: str | None, tools: Sequence[str], plugins: Sequence[str]) -> None:
+    """`--tool-choice` refused by name: forcing a call with no tools, or naming a tool the
+    run does not offer (the provider would refuse either on every attempt)."""
+    if choice is None or choice in ("auto", "none"):
+        return
+    if not tools and not plugins:
+        raise ConfigError(
+            f"--tool-choice {choice}: the run offers no tools; name them with --tool, or "
+            "leave --tool-choice out"
+        )
+    if choice != "required" and choice not in tools:
+        raise ConfigError(
+            f"--tool-choice {choice}: not one of the run's tools ({', '.join(tools) or 'none'})"
+            f"{_suggestion(choice, tools)}; name one of them, or auto, required, none"
+        )
+
+
 def _suggestion(name: str, known: Sequence[str]) -> str:
     close = difflib.get_close_matches(name, known, n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
@@ -759,10 +772,10 @@ def _served_model(endpoint: str, served: WorkerDescription) -> str:
 def _check_served_endpoint(endpoint: str, served: WorkerDescription) -> None:
     names = [e.name for e in served.endpoints]
     if endpoint not in names:
+        known = ", ".join(names) or "none; start it with --endpoint NAME=URL,model=M"
+        hint = _suggestion(endpoint, names)
         raise ConfigError(
-            f"endpoint {endpoint!r} is not one the serving worker knows ("
-            f"{', '.join(names) or 'it has none: start it with --endpoint NAME=URL,model=M'}"
-            f"){_suggestion(endpoint, names)}; pass --endpoint NAME, or configure the worker"
+            f"endpoint {endpoint!r} is not one the serving worker knows{hint}; it knows: {known}"
         )
 
 

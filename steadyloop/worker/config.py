@@ -427,7 +427,8 @@ def describe_endpoint(endpoint: EndpointConfig, environ: Mapping[str, str]) -> s
         key = f"key from ${endpoint.api_key_env}"
     else:
         key = f"key from ${endpoint.api_key_env}, which is NOT set"
-    return f"{endpoint.name} -> {endpoint.base_url} ({key})"
+    model = f", model {endpoint.model}" if endpoint.model else ""
+    return f"{endpoint.name} -> {endpoint.base_url} ({key}{model})"
 
 
 # -- tools ----------------------------------------------------------------------------
