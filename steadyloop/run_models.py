@@ -125,7 +125,14 @@ class Sampling(BaseModel):
     top_p: float | None = Field(default=None, allow_inf_nan=False, ge=0, le=1)
     max_tokens: Count | None = None
     seed: int | None = Field(default=None, ge=-(2**63), le=2**63 - 1)
-    stop: list[Annotated[Text, Field(min_length=1)]] | None = Field(default=None, max_length=16)
+    stop: list[Text] | None = Field(default=None, max_length=16)
+
+    @field_validator("stop")
+    @classmethod
+    def _stops_not_empty(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and not all(value):
+            raise ValueError("a stop sequence must not be empty (it would end every reply)")
+        return value
 
 
 # How the model may use the offered tools: `auto` (it decides), `required` (it must call
