@@ -72,3 +72,15 @@ def test_the_example_states_the_defaults_the_code_has() -> None:
         if field in ("extra_body", "headers"):  # examples, not defaults (default: none)
             continue
         assert getattr(stated, field) == getattr(bare, field), field
+
+
+def test_the_readme_configuration_table_names_every_key() -> None:
+    readme = (EXAMPLE.parent / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Configuration") :]
+    section = section[: section.index("\n## ")]
+    for key in (*ConfigFile.model_fields, *TemporalSection.model_fields, *Price.model_fields):
+        assert f"`{key}" in section or f"{key}`" in section or f".{key}`" in section, key
+    for key in EndpointConfig.model_fields:
+        if key != "name":
+            assert key in section, key
+    assert "steadyloop.example.toml" in section
