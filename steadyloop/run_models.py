@@ -179,6 +179,18 @@ class AgentProfile(BaseModel):
     prefill: Text | None = None
 
     @model_validator(mode="after")
+    def _named_tool_choice_offered(self) -> Self:
+        """Refused here, not when a child starts: the child's input is built in workflow
+        code, where a refusal would fail the parent's workflow task over and over."""
+        choice = self.tool_choice
+        if choice not in (None, "auto", "required", "none") and choice not in self.tools:
+            raise ValueError(
+                f"tool_choice names {choice!r}, which is not one of the profile's tools "
+                f"({', '.join(self.tools) or 'none'})"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _one_way_to_name_the_model(self) -> Self:
         if self.route is not None and (self.endpoint is not None or self.model is not None):
             raise ValueError(

@@ -206,3 +206,27 @@ def test_a_knob_no_request_could_carry_is_refused(fields: dict[str, Any], named:
 def test_sampling_a_provider_would_refuse_is_refused_here(sampling: dict[str, Any]) -> None:
     with pytest.raises(ValueError):
         Sampling.model_validate(sampling)
+
+
+def test_an_agent_profile_names_only_a_tool_it_has_and_its_child_is_forced_by_it() -> None:
+    from steadyloop.delegation_tool import DelegateRequest, child_run_input
+    from steadyloop.run_models import AgentProfile, Delegation
+
+    with pytest.raises(ValueError, match="not one of the profile's tools"):
+        AgentProfile(description="w", tools=["note"], tool_choice="nte")
+    writer = AgentProfile(description="w", tools=["note"], tool_choice="note")
+    parent = RunInput(
+        endpoint="e",
+        model="m",
+        prompt="hi",
+        prefill="<tool_call>\n",
+        delegation=Delegation(to=["writer"], agents={"writer": writer}),
+    )
+    child = child_run_input(
+        parent,
+        parent_id="parent-id",
+        request=DelegateRequest(agent="writer", task="write"),
+        remaining_s=None,
+    )
+    assert child.tool_choice == "note"
+    assert child.prefill == "<tool_call>\n"  # the parent's model, the parent's nudge
