@@ -634,9 +634,10 @@ async def _run(args: argparse.Namespace) -> int:
     else:
         endpoint, model = route.candidates[0].endpoint, route.candidates[0].model
     tools, plugins = await _run_tools(args, config, environ, serving)
-    if serving.description is not None:  # asked anyway: refuse an endpoint it lacks now
-        for name in route.endpoints if route else [endpoint]:
-            _check_served_endpoint(name, serving.description)
+    if serving.description is not None and route is None:
+        # Asked anyway: refuse an endpoint it lacks now, not at the first turn. (A route
+        # goes on past an endpoint a worker lacks, by design: not checked.)
+        _check_served_endpoint(endpoint, serving.description)
     _check_tool_choice(args.tool_choice, tools, plugins)
     try:
         run = RunInput(
