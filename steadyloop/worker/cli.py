@@ -606,6 +606,7 @@ async def _run(args: argparse.Namespace) -> int:
     # What the flags alone decide is refused before anything is asked of a worker.
     sampling = _sampling(args)
     limits = _limits(args)
+    _refuse_what_no_run_could_carry(args, config, settings, environ)
     serving = _ServingWorker(temporal)
     models = dict(settings.models)
     unmodelled = [spec.partition("=")[0].strip() for spec in args.route or [] if "=" not in spec]
@@ -778,6 +779,35 @@ def _check_served_endpoint(endpoint: str, served: WorkerDescription) -> None:
         raise ConfigError(
             f"endpoint {endpoint!r} is not one the serving worker knows{hint}; it knows: {known}"
         )
+
+
+def _refuse_what_no_run_could_carry(
+    args: argparse.Namespace,
+    config: LoadedConfig,
+    settings: EndpointSettings,
+    environ: Mapping[str, str],
+) -> None:
+    """The run's own rules over what the flags and environment already name (a blank
+    tenant, a control character in a tool name or model), before a worker is asked:
+    the flag is named whether or not a worker is up. What only the worker can say
+    (the model, the tools) stands in as a name no rule refuses."""
+    if args.route:
+        return  # `run_route` checks each candidate's names itself
+    endpoint = run_endpoint(args.endpoint, config, environ)
+    model = run_model(args.model, endpoint, settings, environ, required=False)
+    try:
+        RunInput(
+            endpoint=endpoint,
+            model=model or "model",
+            prompt=args.prompt,
+            system_prompt=args.system,
+            tools=list(dict.fromkeys(args.tool or [])),
+            plugins=RunPlugins(on_demand=list(dict.fromkeys(args.plugin or []))),
+            prefill=_unescaped(args.prefill),
+            tenant_id=args.tenant,
+        )
+    except ValidationError as exc:
+        raise _run_not_valid(exc) from None
 
 
 def _limits(args: argparse.Namespace) -> RunLimits:
