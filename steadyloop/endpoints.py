@@ -107,9 +107,9 @@ class UnknownEndpointError(LookupError):
         names = sorted(known)
         listed = ", ".join(repr(n) for n in names) if names else "none are configured"
         super().__init__(
-            f"unknown model endpoint {name!r}; this worker knows: {listed}. "
-            f"Configure endpoints in {ENDPOINTS_ENV} (JSON) or pass an EndpointRegistry "
-            "to the worker."
+            f"unknown model endpoint {name!r}; this worker knows: {listed}. Give the "
+            f"worker one: `steadyloop worker --endpoint {name}=BASE_URL,model=MODEL`, "
+            f"{ENDPOINTS_ENV} (JSON) or the config file's [endpoints.{name}]."
         )
         self.name = name
         self.known = names

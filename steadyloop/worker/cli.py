@@ -3,7 +3,9 @@ commands that steer a running run: `approve`, `send`, `pause`, `unpause`, `inter
 
 Settings come from flags, then the environment, then a config file (see
 `steadyloop.worker.config`); argparse itself holds no defaults, so that order is the
-only one. Exit codes, in one table so scripts can branch on them:
+only one. What none of them names, `run` takes from the worker that will serve it: its
+endpoint's `model=` and its tool registry (`steadyloop.worker.serving`). Exit codes, in
+one table so scripts can branch on them:
 
 - 0: the run ended with a final answer (`worker`: it stopped when asked; `receipts`:
   listed, or resolved; a steering command: done).
@@ -12,8 +14,9 @@ only one. Exit codes, in one table so scripts can branch on them:
   server could not run (`receipts` and steering commands: the run has ended, no worker
   answered, or the workflow refused).
 - 2: a usage or configuration error (the message says which setting and how to fix it;
-  `show`, `receipts`: an unknown run; `receipts`: an unknown or ambiguous key; `approve`:
-  a call that does not wait for approval).
+  `run`: a model, tool, plugin or endpoint the serving worker does not have, or no
+  worker polling the task queue to ask; `show`, `receipts`: an unknown run; `receipts`:
+  an unknown or ambiguous key; `approve`: a call that does not wait for approval).
 - 3: the run stopped at a limit or was interrupted (`max_turns`, `token_budget`,
   `deadline`, `interrupted`): it ended cleanly, but without an answer.
 - 130: Ctrl-C while following a run. The run goes on; `steadyloop show ID` attaches again.
