@@ -484,7 +484,8 @@ class EndpointRegistry:
                 endpoint = EndpointConfig.model_validate(entry)
             except ValidationError as exc:
                 problems = "; ".join(
-                    f"{'.'.join(str(p) for p in err['loc']) or 'endpoint'}: {err['msg']}"
+                    f"{'.'.join(str(p) for p in err['loc']) or 'endpoint'}: "
+                    + str(err["msg"]).removeprefix("Value error, ")
                     for err in exc.errors()
                 )
                 raise EndpointConfigError(f"{where}: {problems}") from None

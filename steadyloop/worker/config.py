@@ -34,6 +34,7 @@ named, never ignored: an ignored key is a setting that silently did not apply.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import inspect
 import json
@@ -315,8 +316,8 @@ def endpoint_settings(
     def merge(data: Any, source: str) -> None:
         try:
             registry = EndpointRegistry.from_data(data, source=source)
-        except EndpointConfigError as exc:
-            raise ConfigError(str(exc)) from None
+        except EndpointConfigError as exc:  # a flag is one entry: no `[0]` to point at
+            raise ConfigError(str(exc).replace(f"{source}[0]:", f"{source}:", 1)) from None
         for endpoint in registry:
             endpoints[endpoint.name] = endpoint
             sources[endpoint.name] = source
@@ -396,12 +397,16 @@ def parse_endpoint_flag(spec: str) -> dict[str, Any]:
                 "header.NAME=VALUE or extra_body.KEY=VALUE, or use a config file"
             )
         if key not in EndpointConfig.model_fields:
-            known = ", ".join(
-                k for k in EndpointConfig.model_fields if k not in ("name", "base_url")
-            )
+            known = [
+                k
+                for k in EndpointConfig.model_fields
+                if k not in ("name", "base_url", "headers", "extra_body", "argument_limits")
+            ]
+            close = difflib.get_close_matches(key, known, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise ConfigError(
-                f"--endpoint {name}: unknown option {key!r}; options: {known}, "
-                "header.NAME, extra_body.KEY"
+                f"--endpoint {name}: unknown option {key!r}{hint}; options: "
+                f"{', '.join(known)}, header.NAME, extra_body.KEY"
             )
         entry[key] = value.strip()
     if headers:
