@@ -260,6 +260,9 @@ async def test_what_a_run_names_is_checked_against_the_worker_before_it_starts(
     assert code == 2, out
     assert "--tool shuot: not among the tools of the worker" in out
     assert "it has: shout, whisper (did you mean 'shout'?)" in out
+    code, out = await served.run("Shout hello", "--plugin", "files", "--id", run_id)
+    assert code == 2, out
+    assert "--plugin files: not among the plugins of the worker" in out and "it has: none" in out
     code, out = await served.run("Shout hello", "--endpoint", "defualt", "--id", run_id)
     assert code == 2, out
     assert "endpoint 'defualt' is not one the serving worker knows (did you mean 'default'?)" in out
