@@ -607,6 +607,10 @@ async def _run(args: argparse.Namespace) -> int:
     temporal = _temporal(args, config)
     settings = endpoint_settings(flags=[], config=config, environ=environ)
     # What the flags alone decide is refused before anything is asked of a worker.
+    if args.route and (args.endpoint or args.model):
+        raise ConfigError(
+            "--route names the endpoints and models; leave out --endpoint and --model"
+        )
     sampling = _sampling(args)
     limits = _limits(args)
     _refuse_what_no_run_could_carry(args, config, settings, environ)
@@ -631,13 +635,9 @@ async def _run(args: argparse.Namespace) -> int:
                     "pass --model",
                 ),
             )
-    elif args.endpoint or args.model:
-        raise ConfigError(
-            "--route names the endpoints and models; leave out --endpoint and --model"
-        )
     else:
         endpoint, model = route.candidates[0].endpoint, route.candidates[0].model
-    tools, plugins = await _run_tools(args, config, environ, serving)
+    tools, plugins = await _run_tools(args, serving)
     if serving.description is not None and route is None:
         # Asked anyway: refuse an endpoint it lacks now, not at the first turn. (A route
         # goes on past an endpoint a worker lacks, by design: not checked.)
@@ -698,10 +698,7 @@ async def _run(args: argparse.Namespace) -> int:
 
 
 async def _run_tools(
-    args: argparse.Namespace,
-    config: LoadedConfig,
-    environ: Mapping[str, str],
-    serving: _ServingWorker,
+    args: argparse.Namespace, serving: _ServingWorker
 ) -> tuple[list[str], list[str]]:
     """The run's core tools and on-demand plugins: as named (each checked against the
     registry), or (neither named) every tool in no plugin and every plugin of the
