@@ -8,9 +8,9 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from steadyloop.endpoints import EndpointConfig
-from steadyloop.pricing import Price
-from steadyloop.runaway_guard import ArgumentLimits
+from steadyloop.routing.endpoints import EndpointConfig
+from steadyloop.routing.pricing import Price
+from steadyloop.stream.argument_limits import ArgumentLimits
 from steadyloop.worker.config import (
     ConfigFile,
     TemporalSection,

@@ -14,10 +14,10 @@ from temporalio.testing import ActivityEnvironment
 
 from steadyloop.activities.model_stream import ModelActivities, build_request_body
 from steadyloop.chat import ChatMessage, ToolCall, ToolSpec
-from steadyloop.completion import CompletionRequest
-from steadyloop.endpoints import EndpointConfig, EndpointRegistry, MissingApiKeyError
 from steadyloop.redaction import MIN_FRAGMENT
-from steadyloop.run_models import RunInput, Sampling
+from steadyloop.routing.endpoints import EndpointConfig, EndpointRegistry, MissingApiKeyError
+from steadyloop.run.models import RunInput, Sampling
+from steadyloop.stream.completion import CompletionRequest
 from steadyloop.testing import (
     ScriptedServer,
     error_response,
@@ -209,8 +209,8 @@ def test_sampling_a_provider_would_refuse_is_refused_here(sampling: dict[str, An
 
 
 def test_an_agent_profile_names_only_a_tool_it_has_and_its_child_is_forced_by_it() -> None:
-    from steadyloop.delegation_tool import DelegateRequest, child_run_input
-    from steadyloop.run_models import AgentProfile, Delegation
+    from steadyloop.chains.delegation_tool import DelegateRequest, child_run_input
+    from steadyloop.run.models import AgentProfile, Delegation
 
     with pytest.raises(ValueError, match="not one of the profile's tools"):
         AgentProfile(description="w", tools=["note"], tool_choice="nte")

@@ -12,7 +12,7 @@ from typing import Any
 
 from temporalio import activity
 
-from steadyloop.endpoints import EndpointRegistry
+from steadyloop.routing.endpoints import EndpointRegistry
 from steadyloop.serving import DESCRIBE_WORKER_ACTIVITY, ServedEndpoint, WorkerDescription
 from steadyloop.tools.registry import ToolRegistry
 
