@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpdesk.agent import SYSTEM_PROMPT, Desk, build_registry
+from examples.helpdesk.agent import SYSTEM_PROMPT, Desk, build_registry
 from steadyloop.tools import ToolRegistry
 
 

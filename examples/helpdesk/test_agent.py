@@ -2,7 +2,7 @@
 
 from datetime import timedelta
 
-from helpdesk.agent import Desk
+from examples.helpdesk.agent import Desk
 from steadyloop.run_models import RunLimits
 from steadyloop.testing import AgentEnv, ScriptedModel
 
