@@ -665,7 +665,11 @@ def _demo_command(args: argparse.Namespace) -> int:
     if args.scenario == "tour":
         from steadyloop.worker.demo_tour import run_tour
 
-        return asyncio.run(run_tour(sys.stdout, workdir=args.workdir, pace_s=args.pace))
+        return asyncio.run(
+            run_tour(
+                sys.stdout, workdir=args.workdir, pace_s=args.pace, keep_running=args.keep_running
+            )
+        )
     return asyncio.run(
         run_demo(sys.stdout, workdir=args.workdir, keep_running=args.keep_running, pace_s=args.pace)
     )

@@ -44,7 +44,7 @@ from steadyloop.run_models import AmbiguousCall, RunInput, RunLimits, RunProgres
 from steadyloop.steering_models import PendingApproval
 from steadyloop.testing.scripted_server import ScriptedServer
 from steadyloop.tools.examples import OUTBOX_DIR_ENV
-from steadyloop.worker.demo import _environment, _workspace
+from steadyloop.worker.demo import _environment, _wait_for_stop_signal, _workspace
 from steadyloop.worker.demo_tour_conversation import (
     CHARGE_PROMPT,
     REFUND_PROMPT,
@@ -150,8 +150,10 @@ async def run_tour(
     pace_s: float = 0.02,
     report_pace_s: float = 0.25,
     prog: str | None = None,
+    keep_running: bool = False,
 ) -> int:
-    """Run the tour, writing to `out`; 0 when every stop ended as the tour expects."""
+    """Run the tour, writing to `out`; 0 when every stop ended as the tour expects.
+    `keep_running`: leave the dev server up afterwards, until Ctrl-C."""
     with (
         _workspace(workdir) as (sandbox, outbox),
         _environment({OUTBOX_DIR_ENV: str(outbox)}),
@@ -191,8 +193,13 @@ async def run_tour(
             tour.say()
             tour.say(
                 "Tour done: send, approve, interrupt, resume and receipts --resolve, each "
-                "on a real run. The dev server stops now."
+                "on a real run."
             )
+            if keep_running:
+                tour.say("The dev server and its UI stay up until you press Ctrl-C.")
+                await _wait_for_stop_signal()
+            else:
+                tour.say("The dev server stops now (--keep-running keeps it and its UI up).")
             return 0 if ok else 1
 
 
@@ -385,9 +392,12 @@ async def crash_stop(tour: Tour) -> bool:
             calls = await handle.query(ToolLoopWorkflow.ambiguous_receipts)
             return calls[0] if calls else None
 
+        loop = asyncio.get_running_loop()
+        since = loop.time()
         call = await until(ambiguous)
         tour.say(
-            f"  ambiguous: {call.tool} {arguments_text(call.arguments)} (attempt {call.attempt})"
+            f"  ambiguous: {call.tool} {arguments_text(call.arguments)} (attempt {call.attempt}), "
+            f"{loop.time() - since:.0f} s after the new worker started"
         )
         tour.say(
             "  (--did-not-happen would run it again; --give-up tells the model it was abandoned)"
