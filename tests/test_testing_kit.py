@@ -186,6 +186,7 @@ async def test_a_message_reaches_the_next_request_and_an_interrupt_stops_the_run
 @pytest.mark.slow
 async def test_runs_in_one_env_each_read_their_own_script() -> None:
     async with AgentEnv(ledger_tools(Ledger())) as env:
+        # One after the other: the test server has one clock (see AgentEnv's docstring).
         first = await env.run(ScriptedModel().calls("balance").says("one"), "a")
         second = await env.run(ScriptedModel().errors(503).says("two"), "b")
     assert (first.answer, second.answer) == ("one", "two")

@@ -20,9 +20,9 @@ before the approval you are waiting for) runs in real time. Tools run in real ti
 Known limits of the test server (Temporal's, not ours): no custom search attributes
 (delegated child runs, which count a chain through visibility, need the dev server), it
 may drop an activity's last heartbeat details when the activity fails, and it has one
-clock for every workflow: two runs awaited *at once* in one environment skip each
-other's timers (tried here: one ended "Workflow timed out"), so await runs one after
-another, as the tests do.
+clock for every workflow. Await one run at a time per environment: two runs awaited at
+once (started together or not) ended "Workflow timed out" here, their timers skipped
+for each other; tests that need runs side by side belong on the dev server.
 """
 
 from __future__ import annotations
