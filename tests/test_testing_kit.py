@@ -194,6 +194,18 @@ async def test_runs_in_one_env_each_read_their_own_script() -> None:
 
 
 @pytest.mark.slow
+async def test_two_runs_awaited_at_once_are_refused_with_the_reason() -> None:
+    async with AgentEnv(ledger_tools(Ledger())) as env:
+        outcomes = await asyncio.gather(
+            env.run(ScriptedModel().says("one"), "a"),
+            env.run(ScriptedModel().says("two"), "b"),
+            return_exceptions=True,
+        )
+    refused = [o for o in outcomes if isinstance(o, RuntimeError)]
+    assert len(refused) == 1 and "one clock" in str(refused[0])
+
+
+@pytest.mark.slow
 async def test_an_unscripted_request_fails_the_test_naming_what_the_model_was_sent() -> None:
     async with AgentEnv(ledger_tools(Ledger())) as env:
         model = ScriptedModel().calls("balance")  # the answer to the balance is not scripted

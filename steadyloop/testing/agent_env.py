@@ -22,7 +22,8 @@ Known limits of the test server (Temporal's, not ours): no custom search attribu
 may drop an activity's last heartbeat details when the activity fails, and it has one
 clock for every workflow. Await one run at a time per environment: two runs awaited at
 once (started together or not) ended "Workflow timed out" here, their timers skipped
-for each other; tests that need runs side by side belong on the dev server.
+for each other. So `result()` refuses to await a second run while one is awaited,
+saying why; tests that need runs side by side belong on the dev server.
 """
 
 from __future__ import annotations
@@ -82,6 +83,7 @@ class AgentEnv:
         self._numbers = itertools.count(1)
         self._stack: list[Any] = []
         self._env: WorkflowEnvironment | None = None
+        self._awaiting: str | None = None  # the run whose result is being awaited
         self.task_queue = f"steadyloop-test-{uuid.uuid4().hex[:8]}"
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -299,7 +301,17 @@ class RunningAgent:
 
     async def result(self) -> AgentRun:
         """Await the run's end (time skips meanwhile) and wrap its result."""
-        result = await self.handle.result()
+        if self.env._awaiting is not None:
+            raise RuntimeError(
+                f"run {self.env._awaiting}'s result is already being awaited in this AgentEnv: "
+                "the time-skipping server has one clock, and two runs awaited at once skip "
+                "each other's timers; await one run at a time (or use two environments)"
+            )
+        self.env._awaiting = self.id
+        try:
+            result = await self.handle.result()
+        finally:
+            self.env._awaiting = None
         self.model.check_script()
         return AgentRun(result=result, workflow_id=self.id, model=self.model)
 
