@@ -20,14 +20,14 @@ from pathlib import Path
 
 import pytest
 
-from steadyloop.testing.scripted_server import RecordedRequest
-from steadyloop.worker.demo_tour import program_name
-from steadyloop.worker.demo_tour_conversation import (
+from steadyloop.cli.demo_tour import program_name
+from steadyloop.cli.demo_tour_conversation import (
     REPORT_END,
     REPORT_PROMPT,
     TourProvider,
     report_word,
 )
+from steadyloop.testing.scripted_server import RecordedRequest
 
 TOUR_GUARD_S = 300.0  # a hang guard, not a speed assertion
 COMMAND_GUARD_S = 120.0

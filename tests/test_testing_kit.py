@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from steadyloop.run_models import RunLimits
+from steadyloop.run.models import RunLimits
 from steadyloop.testing import (
     AgentEnv,
     Happened,

@@ -13,7 +13,7 @@ server as its provider, and because users testing their own tools and workflows 
 provider that is deterministic and needs no key.
 """
 
-from steadyloop.receipt_ledger import DidNotHappen, GiveUp, Happened
+from steadyloop.receipts.ledger import DidNotHappen, GiveUp, Happened
 from steadyloop.testing.agent_env import AgentEnv, RunningAgent
 from steadyloop.testing.agent_run import AgentRun, ReceiptRecord, ToolCallRecord
 from steadyloop.testing.chunks import (

@@ -43,11 +43,11 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from steadyloop.activities.model_stream import ModelActivities
-from steadyloop.endpoints import EndpointRegistry
-from steadyloop.payload_storage import steadyloop_data_converter
-from steadyloop.receipt_ledger import AmbiguityResolution
-from steadyloop.run_models import AmbiguousCall, ResolveReceipt, RunInput, RunLimits, RunProgress
-from steadyloop.steering_models import ApprovalDecision, PendingApproval, UserMessage
+from steadyloop.history.payload_storage import steadyloop_data_converter
+from steadyloop.receipts.ledger import AmbiguityResolution
+from steadyloop.routing.endpoints import EndpointRegistry
+from steadyloop.run.models import AmbiguousCall, ResolveReceipt, RunInput, RunLimits, RunProgress
+from steadyloop.run.steering import ApprovalDecision, PendingApproval, UserMessage
 from steadyloop.temporal_binaries import time_skipping_server_path
 from steadyloop.testing.agent_run import AgentRun
 from steadyloop.testing.scripted_model import ScriptedModel

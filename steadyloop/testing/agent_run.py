@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from steadyloop.chat import ChatMessage
-from steadyloop.receipt_decision import tool_call_args_hash
-from steadyloop.run_models import RunResult, RunStats, StopReason
+from steadyloop.receipts.decision import tool_call_args_hash
+from steadyloop.run.models import RunResult, RunStats, StopReason
 from steadyloop.testing.scripted_model import ScriptedModel
 
 
