@@ -404,6 +404,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="everything embedded: dev server, worker, scripted provider; no key, no Docker",
     )
     demo.add_argument(
+        "--scenario",
+        choices=["conversation", "tour"],
+        default="conversation",
+        help="conversation: one run that needs nobody (default); tour: stops for you to "
+        "approve, send, interrupt, resume and resolve from another terminal",
+    )
+    demo.add_argument(
         "--keep-running", action="store_true", help="keep the dev server and UI up until Ctrl-C"
     )
     demo.add_argument("--workdir", type=Path, help="sandbox and outbox here (default: a temp dir)")
@@ -997,6 +1004,14 @@ def _demo_command(args: argparse.Namespace) -> int:
     problem = seconds_problem(args.pace, zero_allowed=True)
     if problem is not None:
         raise ConfigError(f"--pace {problem}")
+    if args.scenario == "tour":
+        from steadyloop.cli.demo_tour import run_tour
+
+        return asyncio.run(
+            run_tour(
+                sys.stdout, workdir=args.workdir, pace_s=args.pace, keep_running=args.keep_running
+            )
+        )
     return asyncio.run(
         run_demo(sys.stdout, workdir=args.workdir, keep_running=args.keep_running, pace_s=args.pace)
     )
