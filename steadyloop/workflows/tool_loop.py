@@ -679,15 +679,18 @@ class ToolLoopWorkflow:
                 batch_interval_s=forwarding.batch_interval_s,
                 host_max_events=forwarding.host_max_events,
             )
+        prefill = run.turn_prefill(self._transcript)
         request = CompletionRequest(
             endpoint=run.endpoint,
             model=run.model,
-            messages=self._transcript,
+            messages=self._transcript if prefill is None else [*self._transcript, prefill],
             tools=[tool.to_spec() for tool in tools.values()],
+            tool_choice=run.turn_tool_choice(self._transcript),
             temperature=run.sampling.temperature,
             top_p=run.sampling.top_p,
             max_tokens=run.sampling.max_tokens,
             seed=run.sampling.seed,
+            stop=run.sampling.stop,
             mint_prefix=f"call_sl_t{self._turn}a{attempt}",
             forward=forward,
         )
