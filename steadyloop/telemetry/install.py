@@ -21,7 +21,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from steadyloop.telemetry import state
 from steadyloop.telemetry.settings import TelemetrySettings
 
 
@@ -120,6 +119,8 @@ class Installed:
         self.flush()
         self.processor.shutdown()
         self.meter_provider.shutdown()
+        from steadyloop.telemetry import state  # here: `state` names this module's type
+
         if state.current() is self:
             state.set_current(None)
 
@@ -136,6 +137,8 @@ def install(
     `settings.endpoint` or where the OTEL_EXPORTER_OTLP_* variables say. A given span
     exporter is fed synchronously (tests read it right after a run).
     """
+    from steadyloop.telemetry import state  # here: `state` names this module's type
+
     global _switch, _provider
     if span_exporter is None:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
