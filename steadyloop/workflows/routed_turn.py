@@ -98,6 +98,7 @@ with workflow.unsafe.imports_passed_through():
         CompletionRequest,
     )
     from steadyloop.stream.failures import StreamFailure
+    from steadyloop.telemetry.workflow import attempt_trace
 
 __all__ = [
     "RouteAttempt",
@@ -307,16 +308,19 @@ async def _run_candidate(
             }
         )
         failed: ActivityError | None = None
+        trace = attempt_trace(candidate.endpoint, candidate.model, sequence, attempt)
         try:
-            turn: AssembledTurn = await workflow.execute_activity(
-                STREAM_COMPLETION_ACTIVITY,
-                sent,
-                result_type=AssembledTurn,
-                start_to_close_timeout=_bounded(attempt_timeout, deadline),
-                heartbeat_timeout=heartbeat_timeout,
-                # The table owns retries: one attempt per execution, each in history.
-                retry_policy=RetryPolicy(maximum_attempts=1),
-                cancellation_type=_cancellation_type(sent),
+            turn: AssembledTurn = await trace.scheduled(
+                workflow.execute_activity(
+                    STREAM_COMPLETION_ACTIVITY,
+                    sent,
+                    result_type=AssembledTurn,
+                    start_to_close_timeout=_bounded(attempt_timeout, deadline),
+                    heartbeat_timeout=heartbeat_timeout,
+                    # The table owns retries: one attempt per execution, each in history.
+                    retry_policy=RetryPolicy(maximum_attempts=1),
+                    cancellation_type=_cancellation_type(sent),
+                )
             )
         except ActivityError as error:
             failed = error
@@ -337,6 +341,7 @@ async def _run_candidate(
                     omitted=sent.omit_parameters,
                 )
             )
+            trace.ended(log[-1], turn)
             for parameter, evidence in dropped.items():
                 await _record(candidate.endpoint, "degraded", evidence, parameter)
             if planned.probe:
@@ -373,6 +378,7 @@ async def _run_candidate(
             detail=disposition.reason,
         )
         log.append(entry)
+        trace.ended(entry)
         if disposition.action == "stop":
             stop = RouteStop(
                 reason="rule",

@@ -116,6 +116,7 @@ with workflow.unsafe.imports_passed_through():
     from steadyloop.run.timeline import EventKind, EventPhase, RunEvent, Timeline
     from steadyloop.stream.arguments import parse_tool_call_arguments
     from steadyloop.stream.completion import AssembledTurn, CompletionRequest
+    from steadyloop.telemetry.workflow import receipt_decision, traced_tool, traced_turn
     from steadyloop.tools.disclosure import PluginDisclosure
     from steadyloop.tools.payloads import (
         RUN_TOOL_ACTIVITY,
@@ -337,7 +338,7 @@ class ToolLoopWorkflow:
                 self._phase = "model"
                 tools = self._offered()
                 turn = await self._steering.unless_interrupted(
-                    self._model_turn(run, tools),
+                    traced_turn(self._turn, self._stats, self._model_turn(run, tools)),
                     settle_within=INTERRUPT_SETTLE if run.forwarding.enabled else None,
                 )
                 if isinstance(turn, Cut):
@@ -719,15 +720,18 @@ class ToolLoopWorkflow:
                 batch_interval_s=forwarding.batch_interval_s,
                 host_max_events=forwarding.host_max_events,
             )
+        prefill = run.turn_prefill(self._transcript)
         request = CompletionRequest(
             endpoint=run.endpoint,
             model=run.model,
-            messages=self._transcript,
+            messages=self._transcript if prefill is None else [*self._transcript, prefill],
             tools=[tool.to_spec() for tool in tools.values()],
+            tool_choice=run.turn_tool_choice(self._transcript),
             temperature=run.sampling.temperature,
             top_p=run.sampling.top_p,
             max_tokens=run.sampling.max_tokens,
             seed=run.sampling.seed,
+            stop=run.sampling.stop,
             mint_prefix=f"call_sl_t{self._turn}a{attempt}",
             forward=forward,
         )
@@ -898,9 +902,7 @@ class ToolLoopWorkflow:
                 answers.append(self._disclosure.activate(reading.arguments))
                 continue
             try:
-                key = receipt_key(
-                    run.tenant_id, self._receipt_scope, call.name, reading.arguments
-                )
+                key = receipt_key(run.tenant_id, self._receipt_scope, call.name, reading.arguments)
             except ValueError as refused:  # CanonicalJsonError: no faithful identity
                 answers.append(
                     ToolOutcome(
@@ -935,7 +937,9 @@ class ToolLoopWorkflow:
         async def run_one(
             description: ToolDescription, invocation: ToolInvocation, key: ReceiptKey
         ) -> ToolOutcome:
-            return await self._run_guarded(description, invocation, key)
+            return await traced_tool(
+                description, invocation, self._run_guarded(description, invocation, key)
+            )
 
         async def replay_of(
             first: asyncio.Task[ToolOutcome], call_id: str, key: ReceiptKey, twin: str
@@ -954,7 +958,14 @@ class ToolLoopWorkflow:
                 first_ids[key.text] = invocation.call_id
             else:
                 twin = first_ids[key.text]
-                task = asyncio.ensure_future(replay_of(first, invocation.call_id, key, twin))
+                task = asyncio.ensure_future(
+                    traced_tool(
+                        description,
+                        invocation,
+                        replay_of(first, invocation.call_id, key, twin),
+                        decided="replay",
+                    )
+                )
             tasks.append(task)
         results = await self._steering.settle(tasks, self._interrupted_before_running)
         for (position, _, _, _), outcome in zip(runnable, results, strict=True):
@@ -1022,6 +1033,7 @@ class ToolLoopWorkflow:
         approved = False
         while True:
             decision = self._receipts.decide(key, description.effect, workflow.now())
+            receipt_decision(decision.kind, description.name)
             if decision.kind == "replay":
                 self._replayed(invocation.call_id, key)
                 return ToolOutcome(status="ok", content=decision.result)
