@@ -330,10 +330,10 @@ async def test_the_knob_flags_reach_the_request_and_forcing_applies_to_the_first
 
 
 REFUSED_KNOBS = [
-    (["--temperature", "nan"], "--temperature (temperature): Input should be a finite number"),
-    (["--top-p", "1.5"], "--top-p (top_p): Input should be less than or equal to 1"),
-    (["--max-tokens", "0"], "--max-tokens (max_tokens): Input should be greater than"),
-    (["--stop", ""], "--stop (stop): a stop sequence must not be empty"),
+    (["--temperature", "nan"], "--temperature: Input should be a finite number"),
+    (["--top-p", "1.5"], "--top-p: must be at most 1.0 (got 1.5)"),
+    (["--max-tokens", "0"], "--max-tokens: must be at least 1 (got 0)"),
+    (["--stop", ""], "--stop: a stop sequence must not be empty"),
     (["--no-tools", "--tool-choice", "required"], "--tool-choice required: the run offers"),
 ]
 

@@ -160,8 +160,9 @@ async def test_run_and_show_say_replays_and_retries_in_the_run_s_order(
                 "run", "x", *connection, "--model", "m", "--endpoint", "nowhere",
                 environ=environ,
             )  # fmt: skip
-            assert code == 1, out
-            assert "knows: 's1', 's2', 's3', 's4'" in out, out
+            # Refused before a run starts (exit 2), from what the worker says it serves.
+            assert code == 2, out
+            assert "knows: s1, s2, s3, s4" in out, out
             assert "`steadyloop worker --endpoint nowhere=BASE_URL" in out, out
 
             # A 404 names the address it came from.

@@ -276,7 +276,7 @@ def test_an_empty_prompt_is_named(capsys: pytest.CaptureFixture[str]) -> None:
     [
         (["rn", "x"], "did you mean 'run'?"),
         (["recipts", "x"], "did you mean 'receipts'?"),
-        (["run", "x", "--max-trns", "3"], "--max-trns: did you mean '--max-turns'?"),
+        (["run", "x", "--max-trns", "3"], "--max-trns: did you mean '--max-turns'"),
         (["run", "x", "--detch"], "--detch: did you mean '--detach'?"),
         (["run", "x", "--profile", "opena"], "did you mean 'openai'?"),
         (["show", "x", "--adress", "h:1"], "--adress: did you mean '--address'?"),

@@ -856,7 +856,10 @@ def _check_served_endpoint(endpoint: str, served: WorkerDescription) -> None:
         known = ", ".join(names) or "none; start it with --endpoint NAME=URL,model=M"
         hint = _suggestion(endpoint, names)
         raise ConfigError(
-            f"endpoint {endpoint!r} is not one the serving worker knows{hint}; it knows: {known}"
+            f"endpoint {endpoint!r} is not one the serving worker knows{hint}; it knows: "
+            f"{known}. Add it where the worker starts: `steadyloop worker --endpoint "
+            f"{endpoint}=BASE_URL[,model=MODEL][,api_key_env=VAR]` (or the config file's "
+            f"[endpoints.{endpoint}])"
         )
 
 
