@@ -16,6 +16,7 @@ from temporalio.worker import Replayer
 from steadyloop.history.payload_storage import steadyloop_data_converter
 from steadyloop.telemetry import attributes as a
 from steadyloop.telemetry import worker_plugins
+from steadyloop.workflows.chain_admission import ChainAdmissionWorkflow
 from steadyloop.workflows.endpoint_health import EndpointHealthWorkflow
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
@@ -30,7 +31,12 @@ def telemetry() -> Iterator[Recorded]:
 async def test_histories_replay_with_telemetry_on_and_export_nothing(telemetry: Recorded) -> None:
     assert HISTORIES
     replayer = Replayer(
-        workflows=[ToolLoopWorkflow, EndpointHealthWorkflow, RoutedTurnWorkflow],
+        workflows=[
+            ToolLoopWorkflow,
+            EndpointHealthWorkflow,
+            RoutedTurnWorkflow,
+            ChainAdmissionWorkflow,
+        ],
         data_converter=steadyloop_data_converter(
             Path(tempfile.gettempdir()) / "steadyloop-replay-blobs"
         ),
