@@ -8,6 +8,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from steadyloop.mcp.config import McpServerConfig, mcp_servers
 from steadyloop.routing.endpoints import EndpointConfig
 from steadyloop.routing.pricing import Price
 from steadyloop.stream.argument_limits import ArgumentLimits
@@ -59,6 +60,11 @@ def test_the_example_names_every_key_of_the_schema() -> None:
     assert written | {"api_key_env"} == set(EndpointConfig.model_fields)
     assert _keys(endpoint["argument_limits"]) == set(ArgumentLimits.model_fields)
     assert _keys(data["prices"]["openrouter"]) == set(Price.model_fields)
+    # `name` is the table's name; stdio and HTTP servers between them show every key.
+    servers = data["mcp"]
+    shown = _keys(servers["sqlite"]) | _keys(servers["search"]) | {"name"}
+    assert shown == set(McpServerConfig.model_fields)
+    assert [s.name for s in mcp_servers(data["mcp"], [])] == ["sqlite", "search"]
 
 
 def test_the_example_states_the_defaults_the_code_has() -> None:
