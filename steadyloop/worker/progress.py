@@ -152,8 +152,9 @@ class ProgressDisplay:
     """Event lines plus one status line; `live` (default: `out` is a TTY) redraws in place.
 
     Streamed answer text (`text`) is written as it arrives, on its own line per turn (a
-    continuation of the turn's answer goes on in the same line); while it flows the status line is not drawn (it would cut through the text),
-    and the text's line is ended before the next event or status.
+    continuation of the turn's answer goes on in the same line); while it flows the
+    status line is not drawn (it would cut through the text), and the text's line is
+    ended before the next event or status.
     """
 
     def __init__(self, out: TextIO, *, live: bool | None = None) -> None:

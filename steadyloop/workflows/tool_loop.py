@@ -872,6 +872,10 @@ class ToolLoopWorkflow:
                 complete=shown.complete,
                 cause=cause,
             )
+            if self._deadline is not None and workflow.now() >= self._deadline:
+                # The attempt's timeout is cut to the deadline, so it can end first: the
+                # run stopped because its deadline passed, not because the stream broke.
+                raise _Stop("deadline", f"the run's deadline passed during a model turn ({cause})")
             raise _Stop(
                 "output_interrupted",
                 f"the model call failed after its output was shown, so it is not repeated: {cause}",
