@@ -265,7 +265,6 @@ def test_a_continued_transcript_is_a_valid_conversation() -> None:
     # The request for the rest never leaves two assistant messages in a row.
     from steadyloop.stops.continuation import continuation_messages
 
-    messages = [ChatMessage(role="user", content="hi")] + continuation_messages(
-        "Hal", "max_tokens", prefill=False
-    )
+    cut = continuation_messages("Hal", "max_tokens", prefill=False)
+    messages = [ChatMessage(role="user", content="hi"), *cut]
     assert [m.role for m in messages] == ["user", "assistant", "user"]

@@ -25,17 +25,15 @@ ORIGINAL = RunInput(endpoint="e", model="m", prompt="Tell me.")
 
 
 def stopped(reason: StopReason, partial: str | None = None, **fields: object) -> RunResult:
+    said = [ChatMessage(role="assistant", content="All of it.")] if reason == "final_answer" else []
     return RunResult(
         final_answer="All of it." if reason == "final_answer" else None,
         stop_reason=reason,
-        transcript=[
-            ChatMessage(role="user", content="Tell me."),
-            *([ChatMessage(role="assistant", content="All of it.")] if reason == "final_answer" else []),
-        ],
+        transcript=[ChatMessage(role="user", content="Tell me."), *said],
         stats=RunStats(),
         partial=None
         if partial is None
-        else PartialOutput(turn=1, attempt=1, text=partial, source="activity", **fields),  # type: ignore[arg-type]
+        else PartialOutput(turn=1, attempt=1, text=partial, source="activity", **fields),
     )
 
 

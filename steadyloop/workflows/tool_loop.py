@@ -617,6 +617,14 @@ class ToolLoopWorkflow:
             )
             self._stats.count_healings(healed)
             request = await self._request(run, tools, attempt, going_on)
+            # The run's deadline is the timer `_before_deadline` races: an attempt that
+            # forwards gets that much longer, so the timer (which cancels it and waits
+            # for its last batch) ends it, not its own timeout at the same instant (a
+            # timed-out attempt goes on publishing on its worker, after the run closed
+            # its output host, and would stop the run `output_interrupted`).
+            routed_deadline = self._deadline
+            if routed_deadline is not None and run.forwarding.enabled:
+                routed_deadline += INTERRUPT_SETTLE
             try:
                 routed = await _before_deadline(
                     routed_completion(
@@ -626,7 +634,7 @@ class ToolLoopWorkflow:
                         heartbeat_timeout=None
                         if heartbeat_s is None
                         else timedelta(seconds=heartbeat_s),
-                        deadline=self._deadline,
+                        deadline=routed_deadline,
                         first_attempt=attempt,
                     ),
                     self._deadline,
@@ -662,11 +670,12 @@ class ToolLoopWorkflow:
                         shown=going_on.shown or turn.stats.produced_output,
                     )
                     if not going_on.may_continue("max_tokens"):
+                        used = going_on.used["max_tokens"]
+                        after = f" after {used} continuation(s)" if used else ""
                         raise _Stop(
                             "max_tokens",
                             f"the answer was cut by the output token limit (finish_reason "
-                            f"{turn.finish_reason!r}) after {going_on.used['max_tokens']} "
-                            "continuation(s); its text is the partial output",
+                            f"{turn.finish_reason!r}){after}; its text is the partial output",
                         )
                     going_on.after_length_cut(turn)
                     self._stats.count_continuation("max_tokens")
