@@ -23,7 +23,7 @@ from test_cli_worker import (
 )
 
 from steadyloop.testing.chunks import chunk, finish_chunk, role_chunk, text_chunks
-from steadyloop.testing.scripted_server import ScriptedResponse, ScriptedServer, sse_response
+from steadyloop.testing.scripted_server import Pause, ScriptedResponse, ScriptedServer, sse_response
 from steadyloop.worker.dev_server import DevServer
 
 pytestmark = pytest.mark.slow
@@ -156,5 +156,36 @@ async def test_a_token_budget_cuts_a_runaway_turn_while_it_streams(
             streamed = out.split("turn 1  model: ", 1)[1].split("\n", 1)[0]
             assert streamed.startswith("w0 w1 ") and "w2999" not in out
             assert len(streamed) < 300 * 4 + 100  # about the budget, not the 3,000 words
+        finally:
+            assert await worker.stop() == 0, worker.output
+
+
+async def test_continue_stalled_goes_on_from_the_shown_text_on_the_same_line(
+    temporal: DevServer,  # noqa: F811
+    workspace: dict[str, str],  # noqa: F811
+) -> None:
+    queue = f"q-{uuid.uuid4().hex[:8]}"
+    connection = ["--address", temporal.address, "--task-queue", queue]
+    environ = cli_environment(STEADYLOOP_MODEL="scripted-model")
+    stalls = sse_response([*text_chunks("Half an"), Pause(5.0)], done=False)
+    async with ScriptedServer([stalls, answer("swer, finished.")]) as provider:
+        worker = await start_worker(
+            *connection,
+            "--endpoint",
+            f"scripted={provider.base_url},inter_chunk_s=0.5",
+            environ=cli_environment(**workspace),
+        )
+        try:
+            code, out = await steadyloop(
+                "run", "x", *connection, "--endpoint", "scripted", "--no-tools",
+                "--continue-stalled", "1",
+                environ=environ,
+            )  # fmt: skip
+            print(out)
+            assert code == 0, out
+            assert "turn 1  model: Half answer, finished.\n" in out  # the rest, same line
+            assert "answers continued: stream_failure 1" in out
+            sent = provider.requests[-1].json["messages"]
+            assert sent[-2] == {"role": "assistant", "content": "Half an"}
         finally:
             assert await worker.stop() == 0, worker.output

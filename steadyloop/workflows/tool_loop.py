@@ -13,6 +13,10 @@ one prevents it:
   whose output a person already saw is never repeated anywhere: the run stops
   `output_interrupted` with what was shown (`RunResult.partial`). Every worker running
   this workflow registers the endpoint-health activities the route reads.
+- An answer the token limit cut is not a final answer: the run stops `max_tokens` with
+  the text as its partial output, or continues it when the run asks; so is an answer
+  whose stream failed once shown (`continuation`), and the token budget cuts the turn in
+  flight (`output_budget_tokens`): see `turn_continuation`.
 - A defective completion (dropped deltas, truncated arguments, no text and no calls) is
   never dispatched: it is retried as a fresh completion within its kind's budget, and
   never appended, so the transcript stays valid when the budget is spent.
