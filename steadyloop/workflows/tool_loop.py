@@ -730,6 +730,8 @@ class ToolLoopWorkflow:
         stop = routed.stop
         if stop is None or stop.rule != "produced_output" or stop.shown is None:
             return False
+        if not stop.shown.text.strip():  # only reasoning was shown: no answer to go on from
+            return False
         if not going_on.may_continue("stream_failure"):
             return False
         reasoning_counts = request.forward is not None and request.forward.reasoning_is_output
