@@ -63,17 +63,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_loop import bench_services, versions
 
-from steadyloop import output_follow
 from steadyloop.activities.endpoint_health import EndpointHealthActivities
 from steadyloop.activities.output_publisher import read_forwarded
-from steadyloop.output_follow import DEFAULT_POLL_S, follow_output
-from steadyloop.output_forwarding import (
+from steadyloop.output import follow as output_follow
+from steadyloop.output.follow import DEFAULT_POLL_S, follow_output
+from steadyloop.output.forwarding import (
     ForwardedOutput,
     ForwardingOptions,
     OutputDelta,
     output_stream_id,
 )
-from steadyloop.run_models import RunInput, RunResult
+from steadyloop.run.models import RunInput, RunResult
 from steadyloop.testing.chunks import Chunk, finish_chunk, role_chunk, text_chunks, usage_chunk
 from steadyloop.testing.scripted_server import Pause, ScriptedResponse, ScriptedServer, sse_response
 from steadyloop.worker.process import HEARTBEAT_THROTTLE, RUN_WORKFLOWS

@@ -11,7 +11,7 @@ queues, differing only in their data converter:
 - *unbounded* (steadyloop before bounding): the pydantic converter, every payload inline,
   so each model call records the whole transcript in history; continue-as-new only when
   Temporal suggests it.
-- *bounded*: steadyloop's converter (`steadyloop.payload_storage`): payloads of 32 KiB or
+- *bounded*: steadyloop's converter (`steadyloop.history.payload_storage`): payloads of 32 KiB or
   more go to a blob directory (chunked, content-addressed) and history keeps a
   reference; the run continues-as-new at its `RunLimits` thresholds (here
   `--events` history events or `--bytes` history bytes per execution) or when Temporal
@@ -68,12 +68,12 @@ from bench_loop import (
 
 from steadyloop.activities.endpoint_health import EndpointHealthActivities
 from steadyloop.activities.tool_execution import ToolActivities
-from steadyloop.payload_storage import (
+from steadyloop.history.payload_storage import (
     DEFAULT_THRESHOLD_BYTES,
     LocalFileStorageDriver,
     steadyloop_data_converter,
 )
-from steadyloop.run_models import RunInput, RunLimits, RunResult
+from steadyloop.run.models import RunInput, RunLimits, RunResult
 from steadyloop.tools.payloads import RUN_TOOL_ACTIVITY
 from steadyloop.worker.process import RUN_WORKFLOWS
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow

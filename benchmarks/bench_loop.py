@@ -86,9 +86,9 @@ from loop_floor import (
 from steadyloop.activities.endpoint_health import EndpointHealthActivities
 from steadyloop.activities.model_stream import ModelActivities
 from steadyloop.activities.tool_execution import ToolActivities
-from steadyloop.completion import STREAM_COMPLETION_ACTIVITY
-from steadyloop.endpoints import EndpointRegistry
-from steadyloop.run_models import RunInput, RunLimits, RunResult
+from steadyloop.routing.endpoints import EndpointRegistry
+from steadyloop.run.models import RunInput, RunLimits, RunResult
+from steadyloop.stream.completion import STREAM_COMPLETION_ACTIVITY
 from steadyloop.temporal_binaries import dev_server_path
 from steadyloop.testing.chunks import (
     ScriptedCall,

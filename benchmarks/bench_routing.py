@@ -36,9 +36,9 @@ from temporalio.worker import Worker
 from steadyloop.activities.endpoint_health import EndpointHealthActivities
 from steadyloop.activities.model_stream import ModelActivities
 from steadyloop.chat import ChatMessage
-from steadyloop.completion import CompletionRequest
-from steadyloop.endpoints import EndpointRegistry
-from steadyloop.route_plan import RouteCandidate, RouteConfig
+from steadyloop.routing.endpoints import EndpointRegistry
+from steadyloop.routing.route_plan import RouteCandidate, RouteConfig
+from steadyloop.stream.completion import CompletionRequest
 from steadyloop.temporal_binaries import dev_server_path
 from steadyloop.testing import ScriptedServer, finish_chunk, sse_response, text_chunks
 from steadyloop.workflows.endpoint_health import EndpointHealthWorkflow

@@ -25,9 +25,9 @@ from functools import partial
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from steadyloop.chat import ChatMessage, ToolCall
-from steadyloop.compaction import transcript_chars
-from steadyloop.completion import CompletionRequest
-from steadyloop.transcript_healing import validate_and_heal
+from steadyloop.history.compaction import transcript_chars
+from steadyloop.history.healing import validate_and_heal
+from steadyloop.stream.completion import CompletionRequest
 
 TURN_COUNTS = (25, 125, 500)
 RESULT_CHARS = 1000

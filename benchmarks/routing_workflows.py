@@ -11,8 +11,12 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from steadyloop.completion import STREAM_COMPLETION_ACTIVITY, AssembledTurn, CompletionRequest
-    from steadyloop.route_plan import RouteConfig
+    from steadyloop.routing.route_plan import RouteConfig
+    from steadyloop.stream.completion import (
+        STREAM_COMPLETION_ACTIVITY,
+        AssembledTurn,
+        CompletionRequest,
+    )
     from steadyloop.workflows.routed_turn import routed_completion
 
 TIMEOUT = timedelta(seconds=30)

@@ -18,17 +18,7 @@ from temporalio import workflow
 # `CompletionRequest`. They are pure (no I/O, no state), so every workflow run can
 # share the real modules: pass them through.
 with workflow.unsafe.imports_passed_through():
-    from steadyloop.accumulator import AssemblyDefect, ToolCallAccumulator
-    from steadyloop.arguments import (
-        ArgumentsReading,
-        ParsedArguments,
-        UnparseableArguments,
-        UnsupportedToolCallType,
-        parse_tool_call_arguments,
-        tool_call_arguments_absent,
-    )
-    from steadyloop.canonical_json import CanonicalJsonError, canonical_json
-    from steadyloop.chain_limits import (
+    from steadyloop.chains.limits import (
         ChainBudgetLimit,
         ChainLimit,
         DepthLimit,
@@ -37,7 +27,8 @@ with workflow.unsafe.imports_passed_through():
         TenantCeilingLimit,
         TenantRateLimit,
     )
-    from steadyloop.chain_rules import (
+    from steadyloop.chains.lineage import Lineage, descend_chain
+    from steadyloop.chains.rules import (
         Admitted,
         ChainBudgetRule,
         ChainRule,
@@ -50,19 +41,14 @@ with workflow.unsafe.imports_passed_through():
         admit_child_run,
     )
     from steadyloop.chat import ChatMessage, FunctionCall, ToolCall, ToolSpec
-    from steadyloop.circuit_breaker import BreakerPolicy, BreakerState
-    from steadyloop.completion import AssembledTurn, CompletionRequest, StreamStats, Usage
-    from steadyloop.defects import (
-        DEFECT_RETRY_BUDGETS,
-        CompletionDefect,
-        detect_completion_defect,
-        detect_completion_defects,
+    from steadyloop.history.healing import (
+        Healing,
+        TranscriptProfile,
+        TranscriptRules,
+        validate_and_heal,
     )
-    from steadyloop.endpoint_health import EndpointHealth
-    from steadyloop.failure_disposition import AttemptContext, Disposition, failure_disposition
-    from steadyloop.failure_taxonomy import FailureFacts, facts_from_stream_failure
-    from steadyloop.lineage import Lineage, descend_chain
-    from steadyloop.receipt_decision import (
+    from steadyloop.receipts.canonical_json import CanonicalJsonError, canonical_json
+    from steadyloop.receipts.decision import (
         Ambiguous,
         Effect,
         Execute,
@@ -76,7 +62,7 @@ with workflow.unsafe.imports_passed_through():
         receipt_key,
         tool_call_args_hash,
     )
-    from steadyloop.receipt_ledger import (
+    from steadyloop.receipts.ledger import (
         AmbiguityResolution,
         DidNotHappen,
         GiveUp,
@@ -86,7 +72,10 @@ with workflow.unsafe.imports_passed_through():
         WriteApplied,
         WriteIgnored,
     )
-    from steadyloop.route_plan import (
+    from steadyloop.routing.circuit_breaker import BreakerPolicy, BreakerState
+    from steadyloop.routing.disposition import AttemptContext, Disposition, failure_disposition
+    from steadyloop.routing.endpoint_health import EndpointHealth
+    from steadyloop.routing.route_plan import (
         Backoff,
         RouteCandidate,
         RouteConfig,
@@ -94,15 +83,26 @@ with workflow.unsafe.imports_passed_through():
         RouteRequest,
         plan_route,
     )
-    from steadyloop.run_models import AgentProfile, Delegation
-    from steadyloop.stream_failures import StreamFailed, StreamFailure
-    from steadyloop.tools.schema_profiles import SchemaProfile, sanitize_tool_schema
-    from steadyloop.transcript_healing import (
-        Healing,
-        TranscriptProfile,
-        TranscriptRules,
-        validate_and_heal,
+    from steadyloop.routing.taxonomy import FailureFacts, facts_from_stream_failure
+    from steadyloop.run.models import AgentProfile, Delegation
+    from steadyloop.stream.accumulator import AssemblyDefect, ToolCallAccumulator
+    from steadyloop.stream.arguments import (
+        ArgumentsReading,
+        ParsedArguments,
+        UnparseableArguments,
+        UnsupportedToolCallType,
+        parse_tool_call_arguments,
+        tool_call_arguments_absent,
     )
+    from steadyloop.stream.completion import AssembledTurn, CompletionRequest, StreamStats, Usage
+    from steadyloop.stream.defects import (
+        DEFECT_RETRY_BUDGETS,
+        CompletionDefect,
+        detect_completion_defect,
+        detect_completion_defects,
+    )
+    from steadyloop.stream.failures import StreamFailed, StreamFailure
+    from steadyloop.tools.schema_profiles import SchemaProfile, sanitize_tool_schema
 
 __all__ = [
     "DEFECT_RETRY_BUDGETS",

@@ -1,5 +1,5 @@
 """`python -m steadyloop`: the `steadyloop` command, for when the console script is not on PATH."""
 
-from steadyloop.worker.cli import main
+from steadyloop.cli.main import main
 
 main()

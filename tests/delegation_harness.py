@@ -38,7 +38,8 @@ from steadyloop.activities.chain_measurement import await_child_run
 from steadyloop.activities.endpoint_health import EndpointHealthActivities
 from steadyloop.activities.model_stream import ModelActivities
 from steadyloop.activities.tool_execution import ToolActivities
-from steadyloop.chain_limits import (
+from steadyloop.chains.delegation_tool import DELEGATE_TOOL
+from steadyloop.chains.limits import (
     MEASURE_CHAIN_ACTIVITY,
     ChainLimit,
     ChainMeasurements,
@@ -46,7 +47,7 @@ from steadyloop.chain_limits import (
     MeasureChainInput,
     PairRecency,
 )
-from steadyloop.chain_queries import (
+from steadyloop.chains.queries import (
     AGENT,
     CHAIN_ROOT,
     CHAIN_SEARCH_ATTRIBUTES,
@@ -54,9 +55,8 @@ from steadyloop.chain_queries import (
     PARENT,
     TENANT,
 )
-from steadyloop.delegation_tool import DELEGATE_TOOL
-from steadyloop.endpoints import EndpointRegistry
-from steadyloop.run_models import AgentProfile, Delegation, RunInput, RunLimits, RunResult
+from steadyloop.routing.endpoints import EndpointRegistry
+from steadyloop.run.models import AgentProfile, Delegation, RunInput, RunLimits, RunResult
 from steadyloop.temporal_binaries import time_skipping_server_path
 from steadyloop.testing.chunks import (
     Chunk,

@@ -61,9 +61,9 @@ from steadyloop.activities.endpoint_health import EndpointHealthActivities
 from steadyloop.activities.model_stream import ModelActivities
 from steadyloop.activities.tool_execution import ToolActivities
 from steadyloop.chat import ChatMessage
-from steadyloop.endpoints import EndpointRegistry
-from steadyloop.payload_storage import steadyloop_data_converter
-from steadyloop.run_models import RunInput, RunProgress, RunResult, StopReason
+from steadyloop.history.payload_storage import steadyloop_data_converter
+from steadyloop.routing.endpoints import EndpointRegistry
+from steadyloop.run.models import RunInput, RunProgress, RunResult, StopReason
 from steadyloop.temporal_binaries import time_skipping_server_path
 from steadyloop.testing.chunks import finish_chunk, text_chunks
 from steadyloop.testing.scripted_server import (

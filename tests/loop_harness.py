@@ -27,14 +27,14 @@ from steadyloop.activities.endpoint_health import EndpointHealthActivities
 from steadyloop.activities.model_stream import ModelActivities
 from steadyloop.activities.tool_execution import ToolActivities
 from steadyloop.chat import ChatMessage
-from steadyloop.compaction import CompactionReply, CompactionRequest
-from steadyloop.endpoints import EndpointRegistry
-from steadyloop.payload_storage import (
+from steadyloop.history.compaction import CompactionReply, CompactionRequest
+from steadyloop.history.payload_storage import (
     DEFAULT_THRESHOLD_BYTES,
     MAX_STORED_PAYLOAD_BYTES,
     steadyloop_data_converter,
 )
-from steadyloop.run_models import RunInput, RunLimits, RunResult
+from steadyloop.routing.endpoints import EndpointRegistry
+from steadyloop.run.models import RunInput, RunLimits, RunResult
 from steadyloop.temporal_binaries import time_skipping_server_path
 from steadyloop.testing.scripted_server import ScriptedResponse, ScriptedServer
 from steadyloop.tools import ToolPlugin, ToolRegistry, current_progress, tool

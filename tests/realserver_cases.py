@@ -30,9 +30,9 @@ from wire_capture import Exchange
 
 from steadyloop.activities.model_stream import ModelActivities
 from steadyloop.chat import ChatMessage, ToolSpec
-from steadyloop.completion import AssembledTurn, CompletionRequest
-from steadyloop.endpoints import EndpointConfig, EndpointRegistry
-from steadyloop.stream_failures import StreamFailure
+from steadyloop.routing.endpoints import EndpointConfig, EndpointRegistry
+from steadyloop.stream.completion import AssembledTurn, CompletionRequest
+from steadyloop.stream.failures import StreamFailure
 
 FIXTURES = Path(__file__).parent / "fixtures" / "realservers"
 CAPTURE_ENV = "STEADYLOOP_CAPTURE_FIXTURES"

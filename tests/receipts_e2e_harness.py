@@ -25,8 +25,8 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from steadyloop.chat import ChatMessage
-from steadyloop.output_forwarding import ForwardingOptions
-from steadyloop.run_models import RunInput, RunLimits, RunResult
+from steadyloop.output.forwarding import ForwardingOptions
+from steadyloop.run.models import RunInput, RunLimits, RunResult
 from steadyloop.temporal_binaries import dev_server_path
 from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
 from steadyloop.testing.scripted_server import (

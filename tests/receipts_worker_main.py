@@ -33,7 +33,7 @@ from temporalio.worker import Worker
 from steadyloop.activities.endpoint_health import EndpointHealthActivities
 from steadyloop.activities.model_stream import ModelActivities
 from steadyloop.activities.tool_execution import ToolActivities
-from steadyloop.endpoints import EndpointConfig, EndpointRegistry
+from steadyloop.routing.endpoints import EndpointConfig, EndpointRegistry
 from steadyloop.tools import ToolRegistry, current_invocation, current_progress, tool
 from steadyloop.worker.process import HEARTBEAT_THROTTLE, RUN_WORKFLOWS
 

@@ -32,23 +32,23 @@ from routing_harness import Routing, candidate, route, routing
 from steering_harness import eventually, people_run, trickle, wait_for_approvals
 from temporalio.client import WorkflowHandle, WorkflowHistory
 
-from steadyloop.chain_limits import ChainBudgetLimit, DepthLimit
+from steadyloop.chains.limits import ChainBudgetLimit, DepthLimit
 from steadyloop.chat import ChatMessage, ToolCall
-from steadyloop.compaction import CompactionPolicy
-from steadyloop.endpoint_health import (
+from steadyloop.history.compaction import CompactionPolicy
+from steadyloop.history.payload_storage import DEFAULT_THRESHOLD_BYTES
+from steadyloop.output.follow import follow_output
+from steadyloop.output.forwarding import ForwardingOptions, OutputDelta
+from steadyloop.receipts.decision import receipt_key
+from steadyloop.receipts.ledger import Happened, PackedLedger, ReceiptLedger
+from steadyloop.routing.endpoint_health import (
     EndpointHealthInput,
     EndpointOutcome,
     ProbeRequest,
     health_workflow_id,
 )
-from steadyloop.output_follow import follow_output
-from steadyloop.output_forwarding import ForwardingOptions, OutputDelta
-from steadyloop.payload_storage import DEFAULT_THRESHOLD_BYTES
-from steadyloop.pricing import Price
-from steadyloop.receipt_decision import receipt_key
-from steadyloop.receipt_ledger import Happened, PackedLedger, ReceiptLedger
-from steadyloop.route_plan import RouteCandidate, RouteConfig
-from steadyloop.run_models import (
+from steadyloop.routing.pricing import Price
+from steadyloop.routing.route_plan import RouteCandidate, RouteConfig
+from steadyloop.run.models import (
     AmbiguousCall,
     ContinuationOptions,
     InheritedReceipts,
@@ -57,7 +57,7 @@ from steadyloop.run_models import (
     RunLimits,
     RunPlugins,
 )
-from steadyloop.steering_models import ApprovalDecision, UserMessage
+from steadyloop.run.steering import ApprovalDecision, UserMessage
 from steadyloop.testing.chunks import (
     ScriptedCall,
     finish_chunk,

@@ -10,8 +10,8 @@ from pydantic import BaseModel
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from steadyloop.completion import CompletionRequest
-    from steadyloop.route_plan import RouteConfig
+    from steadyloop.routing.route_plan import RouteConfig
+    from steadyloop.stream.completion import CompletionRequest
     from steadyloop.workflows.routed_turn import RoutedTurn, routed_completion
 
 

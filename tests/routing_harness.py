@@ -22,11 +22,11 @@ from temporalio.worker import Worker
 from steadyloop.activities.endpoint_health import EndpointHealthActivities
 from steadyloop.activities.model_stream import ModelActivities
 from steadyloop.chat import ChatMessage, ToolSpec
-from steadyloop.circuit_breaker import BreakerPolicy
-from steadyloop.completion import CompletionRequest
-from steadyloop.endpoint_health import EndpointHealth, health_workflow_id
-from steadyloop.endpoints import EndpointConfig, EndpointRegistry
-from steadyloop.route_plan import Backoff, RouteCandidate, RouteConfig
+from steadyloop.routing.circuit_breaker import BreakerPolicy
+from steadyloop.routing.endpoint_health import EndpointHealth, health_workflow_id
+from steadyloop.routing.endpoints import EndpointConfig, EndpointRegistry
+from steadyloop.routing.route_plan import Backoff, RouteCandidate, RouteConfig
+from steadyloop.stream.completion import CompletionRequest
 from steadyloop.temporal_binaries import time_skipping_server_path
 from steadyloop.testing import ScriptedServer, refused_base_url
 from steadyloop.workflows.endpoint_health import EndpointHealthWorkflow

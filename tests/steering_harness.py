@@ -10,8 +10,8 @@ from typing import Any
 from loop_harness import ALL_TOOLS, PEOPLE_TOOLS, run_input
 from temporalio.client import WorkflowHandle
 
-from steadyloop.run_models import RunInput, RunProgress
-from steadyloop.steering_models import PendingApproval
+from steadyloop.run.models import RunInput, RunProgress
+from steadyloop.run.steering import PendingApproval
 from steadyloop.testing.chunks import (
     ScriptedCall,
     chunk,

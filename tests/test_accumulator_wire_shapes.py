@@ -37,9 +37,9 @@ from wire_shapes import (
 )
 
 import steadyloop
-from steadyloop.accumulator import AssemblyDefect, ToolCallAccumulator
 from steadyloop.chat import ToolCall
-from steadyloop.defects import detect_completion_defects
+from steadyloop.stream.accumulator import AssemblyDefect, ToolCallAccumulator
+from steadyloop.stream.defects import detect_completion_defects
 
 DEFECT_KINDS = {
     "dropped_delta",

@@ -15,7 +15,7 @@ from loop_harness import (
 from steering_harness import answer, calls, people_run, progress, wait_for_approvals
 from temporalio.client import WorkflowUpdateFailedError
 
-from steadyloop.steering_models import ApprovalDecision, PendingApproval
+from steadyloop.run.steering import ApprovalDecision, PendingApproval
 from steadyloop.testing.chunks import ScriptedCall
 from steadyloop.tools import tool
 

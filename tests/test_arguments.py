@@ -20,7 +20,8 @@ from openai.types.chat.chat_completion_message_function_tool_call import (
 )
 
 import steadyloop
-from steadyloop.arguments import (
+from steadyloop.chat import ToolCall
+from steadyloop.stream.arguments import (
     EXCERPT_CHARS,
     MAX_ARGUMENT_DEPTH,
     ParsedArguments,
@@ -29,7 +30,6 @@ from steadyloop.arguments import (
     parse_tool_call_arguments,
     tool_call_arguments_absent,
 )
-from steadyloop.chat import ToolCall
 
 
 def wire(arguments: Any, call_type: Any = "function") -> dict[str, Any]:
@@ -83,7 +83,7 @@ def test_the_one_emptiness_predicate(text: str | None, absent: bool) -> None:
 
 
 def test_reader_and_defect_detection_share_the_predicate() -> None:
-    import steadyloop.defects as defects
+    import steadyloop.stream.defects as defects
 
     assert vars(defects)["tool_call_arguments_absent"] is tool_call_arguments_absent
     assert steadyloop.tool_call_arguments_absent is tool_call_arguments_absent
@@ -534,7 +534,7 @@ def test_parsed_arguments_can_always_be_keyed_and_sent_to_a_tool(text: str) -> N
     itself be sent."""
     from temporalio.contrib.pydantic import pydantic_data_converter
 
-    from steadyloop.canonical_json import canonical_json
+    from steadyloop.receipts.canonical_json import canonical_json
     from steadyloop.tools.payloads import ToolInvocation
 
     reading = parse_tool_call_arguments(call(text))

@@ -13,9 +13,9 @@ from temporalio.exceptions import (
 )
 
 from steadyloop.activities.model_stream import StreamProgress, failure_to_application_error
-from steadyloop.endpoints import MISSING_API_KEY_ERROR_TYPE
-from steadyloop.failure_disposition import AttemptContext, failure_disposition
-from steadyloop.stream_failures import StreamFailure
+from steadyloop.routing.disposition import AttemptContext, failure_disposition
+from steadyloop.routing.endpoints import MISSING_API_KEY_ERROR_TYPE
+from steadyloop.stream.failures import StreamFailure
 from steadyloop.workflows.routed_turn import facts_from_activity_error
 
 

@@ -17,10 +17,10 @@ from loop_harness import Loop, assert_every_call_answered, run_input, running_lo
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 
-from steadyloop.payload_storage import MAX_INLINE_PAYLOAD_BYTES
-from steadyloop.receipt_decision import receipt_key
-from steadyloop.receipt_ledger import GiveUp, Happened, ReceiptLedger
-from steadyloop.run_models import (
+from steadyloop.history.budget import MAX_INLINE_PAYLOAD_BYTES
+from steadyloop.receipts.decision import receipt_key
+from steadyloop.receipts.ledger import GiveUp, Happened, ReceiptLedger
+from steadyloop.run.models import (
     AmbiguousCall,
     CarriedState,
     ResolveReceipt,
@@ -29,7 +29,7 @@ from steadyloop.run_models import (
     RunResult,
     RunStats,
 )
-from steadyloop.run_resume import resume_input
+from steadyloop.run.resume import resume_input
 from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
 from steadyloop.testing.scripted_server import ScriptedResponse, sse_response
 
@@ -326,7 +326,7 @@ def test_resume_input_carries_the_receipts_and_their_scope() -> None:
         receipts=None,
     )
     assert resume_input(run_input(), stopped).inherited is None
-    from steadyloop.receipt_ledger import PackedLedger
+    from steadyloop.receipts.ledger import PackedLedger
 
     packed = PackedLedger.pack(ledger, [])
     carried = resume_input(run_input(), stopped.model_copy(update={"receipts": packed}))

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from steadyloop.chain_limits import (
+from steadyloop.chains.limits import (
     ChainBudgetLimit,
     ChainLimit,
     ChainMeasurements,
@@ -21,7 +21,7 @@ from steadyloop.chain_limits import (
     chain_rules,
     pair_key,
 )
-from steadyloop.chain_rules import (
+from steadyloop.chains.rules import (
     ChainBudgetRule,
     ChainRule,
     DepthRule,

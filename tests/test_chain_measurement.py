@@ -22,8 +22,8 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Worker
 
 from steadyloop.activities.chain_measurement import measure
-from steadyloop.chain_limits import ChainMeasurements, MeasureChainInput, PairRecency
-from steadyloop.chain_queries import (
+from steadyloop.chains.limits import ChainMeasurements, MeasureChainInput, PairRecency
+from steadyloop.chains.queries import (
     TENANT,
     UnquotableValue,
     others_in_chain,
@@ -31,7 +31,7 @@ from steadyloop.chain_queries import (
     quotable,
     quoted,
 )
-from steadyloop.chain_search_attributes import chain_search_attributes
+from steadyloop.chains.search_attributes import chain_search_attributes
 from steadyloop.worker.dev_server import dev_server
 
 ALL_KINDS: list[Any] = [

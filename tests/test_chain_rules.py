@@ -9,7 +9,7 @@ import pytest
 from pydantic import TypeAdapter, ValidationError
 
 import steadyloop
-from steadyloop.chain_rules import (
+from steadyloop.chains.rules import (
     RETRYABLE_KINDS,
     Admission,
     Admitted,

@@ -24,12 +24,12 @@ from typing import cast
 
 import pytest
 
-from steadyloop.run_models import AmbiguousCall, RunProgress, RunResult, RunStats
-from steadyloop.worker.cli import EXIT_USAGE, run_cli
+from steadyloop.cli.follow import RunHandle, follow
+from steadyloop.cli.main import EXIT_USAGE, run_cli
+from steadyloop.cli.progress import ProgressDisplay, status_line
+from steadyloop.cli.receipts import short_key, waiting_lines
+from steadyloop.run.models import AmbiguousCall, RunProgress, RunResult, RunStats
 from steadyloop.worker.dev_server import free_port
-from steadyloop.worker.follow import RunHandle, follow
-from steadyloop.worker.progress import ProgressDisplay, status_line
-from steadyloop.worker.receipts_cli import short_key, waiting_lines
 
 NOWHERE = f"127.0.0.1:{free_port()}"  # nothing listens: connecting would exit 1
 RUN = ["run", "hi", "--model", "m", "--address", NOWHERE]

@@ -7,9 +7,8 @@ import io
 import typing
 
 from steadyloop.chat import ChatMessage, ToolCall
-from steadyloop.run_models import RunProgress, RunResult, RunStats, StopReason
-from steadyloop.worker.cli import EXIT_CODES, EXIT_OK
-from steadyloop.worker.progress import (
+from steadyloop.cli.main import EXIT_CODES, EXIT_OK
+from steadyloop.cli.progress import (
     ActivityState,
     ProgressDisplay,
     TranscriptReader,
@@ -17,6 +16,7 @@ from steadyloop.worker.progress import (
     result_lines,
     status_line,
 )
+from steadyloop.run.models import RunProgress, RunResult, RunStats, StopReason
 
 
 def transcript() -> list[ChatMessage]:

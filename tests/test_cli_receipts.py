@@ -14,16 +14,9 @@ from typing import Any
 import pytest
 from loop_harness import Loop, assert_every_call_answered, run_input, running_loop, tool_messages
 
-from steadyloop.receipt_decision import receipt_key
-from steadyloop.receipt_ledger import DidNotHappen, GiveUp, Happened
-from steadyloop.run_models import AmbiguousCall
-from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
-from steadyloop.testing.scripted_server import sse_response
-from steadyloop.worker.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, build_parser, run_cli
-from steadyloop.worker.config import ConfigError
-from steadyloop.worker.dev_server import free_port
-from steadyloop.worker.progress import arguments_text
-from steadyloop.worker.receipts_cli import (
+from steadyloop.cli.main import EXIT_FAILED, EXIT_OK, EXIT_USAGE, build_parser, run_cli
+from steadyloop.cli.progress import arguments_text
+from steadyloop.cli.receipts import (
     MIN_PREFIX,
     SHORT_KEY_LENGTH,
     KeyPrefixError,
@@ -41,6 +34,13 @@ from steadyloop.worker.receipts_cli import (
     short_key,
     table_lines,
 )
+from steadyloop.receipts.decision import receipt_key
+from steadyloop.receipts.ledger import DidNotHappen, GiveUp, Happened
+from steadyloop.run.models import AmbiguousCall
+from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
+from steadyloop.testing.scripted_server import sse_response
+from steadyloop.worker.config import ConfigError
+from steadyloop.worker.dev_server import free_port
 
 RUN = "steadyloop-0d1e"
 GUARD_S = 60  # how long a step may hang before the test gives up: a guard, not a measure

@@ -24,23 +24,23 @@ from steering_harness import (
 )
 from test_cli_worker import cli_environment, start_worker, steadyloop
 
-from steadyloop.receipt_decision import tool_call_args_hash
-from steadyloop.run_models import RunProgress
-from steadyloop.steering_models import PendingApproval
-from steadyloop.testing.chunks import ScriptedCall
-from steadyloop.testing.scripted_server import ScriptedServer
-from steadyloop.worker.cli import EXIT_USAGE, build_parser, run_cli
-from steadyloop.worker.config import ConfigError
-from steadyloop.worker.dev_server import DevServer, dev_server, free_port
-from steadyloop.worker.live_run import RunCommandFailure
-from steadyloop.worker.progress import approval_line, status_line
-from steadyloop.worker.steering_cli import (
+from steadyloop.cli.live_run import RunCommandFailure
+from steadyloop.cli.main import EXIT_USAGE, build_parser, run_cli
+from steadyloop.cli.progress import approval_line, status_line
+from steadyloop.cli.steering import (
     SteeringRequest,
     approval_lines,
     run_steering,
     steering_request,
     waiting_call,
 )
+from steadyloop.receipts.decision import tool_call_args_hash
+from steadyloop.run.models import RunProgress
+from steadyloop.run.steering import PendingApproval
+from steadyloop.testing.chunks import ScriptedCall
+from steadyloop.testing.scripted_server import ScriptedServer
+from steadyloop.worker.config import ConfigError
+from steadyloop.worker.dev_server import DevServer, dev_server, free_port
 
 RUN = "steadyloop-5e4d"
 TESTS = Path(__file__).parent

@@ -15,18 +15,18 @@ from loop_harness import running_loop
 from test_output_forwarding_workflow import forwarding_run, slow_answer
 
 from steadyloop.chat import ChatMessage, ToolCall
-from steadyloop.output_forwarding import OutputDelta, PartialOutput
-from steadyloop.run_models import RunProgress, RunResult, RunStats
-from steadyloop.run_resume import resume_input
-from steadyloop.testing import Pause, sse_response, text_chunks
-from steadyloop.worker.follow import follow
-from steadyloop.worker.progress import (
+from steadyloop.cli.follow import follow
+from steadyloop.cli.progress import (
     ActivityState,
     ProgressDisplay,
     TranscriptReader,
     partial_lines,
     status_line,
 )
+from steadyloop.output.forwarding import OutputDelta, PartialOutput
+from steadyloop.run.models import RunProgress, RunResult, RunStats
+from steadyloop.run.resume import resume_input
+from steadyloop.testing import Pause, sse_response, text_chunks
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 

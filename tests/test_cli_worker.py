@@ -17,10 +17,10 @@ import httpx
 import pytest
 from temporalio.api.enums.v1 import EventType
 
-from steadyloop.run_models import RunInput
+from steadyloop.cli.demo_conversation import ORDER_PATH, ORDER_TEXT, DemoProvider
+from steadyloop.run.models import RunInput
 from steadyloop.testing.chunks import Chunk, finish_chunk, role_chunk, text_chunks, usage_chunk
 from steadyloop.testing.scripted_server import Pause, ScriptedServer, sse_response
-from steadyloop.worker.demo_conversation import ORDER_PATH, ORDER_TEXT, DemoProvider
 from steadyloop.worker.dev_server import DevServer, dev_server, free_port
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import steadyloop
 from steadyloop.chat import ToolCall
-from steadyloop.defects import (
+from steadyloop.stream.defects import (
     CUT_FINISH_REASONS,
     DEFECT_RETRY_BUDGETS,
     LENGTH_FINISH_REASONS,

@@ -24,9 +24,9 @@ from delegation_harness import (
 )
 from loop_harness import ENDPOINT, Effects, tool_messages
 
-from steadyloop.chain_limits import ChainBudgetLimit, ChainLimit, TenantCeilingLimit
-from steadyloop.chain_queries import CHAIN_ROOT, quoted
-from steadyloop.endpoints import EndpointRegistry
+from steadyloop.chains.limits import ChainBudgetLimit, ChainLimit, TenantCeilingLimit
+from steadyloop.chains.queries import CHAIN_ROOT, quoted
+from steadyloop.routing.endpoints import EndpointRegistry
 from steadyloop.testing.scripted_server import RecordedRequest, ScriptedResponse, ScriptedServer
 from steadyloop.worker.dev_server import dev_server
 from steadyloop.worker.process import WorkerOptions, running_worker

@@ -8,8 +8,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from steadyloop.chain_limits import ChainBudgetLimit, DepthLimit
-from steadyloop.delegation_tool import (
+from steadyloop.chains.delegation_tool import (
     DELEGATE_TOOL,
     DelegateRequest,
     child_outcome,
@@ -18,10 +17,11 @@ from steadyloop.delegation_tool import (
     delegate_tool_description,
     read_delegate_request,
 )
-from steadyloop.lineage import Lineage, descend_chain
-from steadyloop.receipt_decision import receipt_key
-from steadyloop.route_plan import RouteCandidate, RouteConfig
-from steadyloop.run_models import (
+from steadyloop.chains.limits import ChainBudgetLimit, DepthLimit
+from steadyloop.chains.lineage import Lineage, descend_chain
+from steadyloop.receipts.decision import receipt_key
+from steadyloop.routing.route_plan import RouteCandidate, RouteConfig
+from steadyloop.run.models import (
     AgentProfile,
     Delegation,
     RunInput,

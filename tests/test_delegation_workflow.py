@@ -28,7 +28,8 @@ from loop_harness import assert_every_call_answered, tool_messages
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.exceptions import ApplicationError, CancelledError
 
-from steadyloop.chain_limits import (
+from steadyloop.chains.delegation_tool import DELEGATE_TOOL
+from steadyloop.chains.limits import (
     ChainBudgetLimit,
     ChainLimit,
     DepthLimit,
@@ -36,8 +37,7 @@ from steadyloop.chain_limits import (
     PairSeenLimit,
     TenantCeilingLimit,
 )
-from steadyloop.delegation_tool import DELEGATE_TOOL
-from steadyloop.run_models import RunInput, RunLimits
+from steadyloop.run.models import RunInput, RunLimits
 from steadyloop.testing.chunks import ScriptedCall
 from steadyloop.testing.scripted_server import ScriptedResponse, error_response
 

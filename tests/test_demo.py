@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from steadyloop.completion import AssembledTurn
-from steadyloop.sse import ServerSentEvent, SSEDecoder
+from steadyloop.cli.demo_conversation import ORDER_PATH, ORDER_TEXT, PROMPT, DemoProvider
+from steadyloop.stream.completion import AssembledTurn
+from steadyloop.stream.sse import ServerSentEvent, SSEDecoder
+from steadyloop.stream.turn_assembly import TurnAssembler
 from steadyloop.testing.scripted_server import RecordedRequest, ScriptedResponse
-from steadyloop.turn_assembly import TurnAssembler
-from steadyloop.worker.demo_conversation import ORDER_PATH, ORDER_TEXT, PROMPT, DemoProvider
 
 TOTAL = "121.22"  # 12 * 4.50 + 3 * 19.99 + 1 * 7.25
 

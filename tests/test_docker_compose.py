@@ -21,7 +21,7 @@ from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.testing import WorkflowEnvironment
 
-from steadyloop.chain_queries import CHAIN_SEARCH_ATTRIBUTES
+from steadyloop.chains.queries import CHAIN_SEARCH_ATTRIBUTES
 from steadyloop.temporal_binaries import dev_server_path
 from steadyloop.worker.process import DEFAULT_GRACEFUL_SHUTDOWN
 
@@ -202,7 +202,7 @@ def test_the_dockerfile_installs_the_package_and_runs_the_worker_unprivileged() 
 
 def test_the_command_the_image_runs_is_the_console_script_the_package_declares() -> None:
     scripts = PYPROJECT["project"].get("scripts", {})
-    assert scripts.get("steadyloop") == "steadyloop.worker.cli:main"
+    assert scripts.get("steadyloop") == "steadyloop.cli.main:main"
 
 
 def test_the_build_context_leaves_out_local_state() -> None:

@@ -19,8 +19,8 @@ from temporalio.worker import Worker
 
 from steadyloop.activities.endpoint_health import EndpointHealthActivities, HealthCache
 from steadyloop.activities.model_stream import ModelActivities
-from steadyloop.circuit_breaker import BreakerPolicy
-from steadyloop.endpoint_health import (
+from steadyloop.routing.circuit_breaker import BreakerPolicy
+from steadyloop.routing.endpoint_health import (
     ADMIT_PROBE_ACTIVITY,
     READ_ENDPOINT_HEALTH_ACTIVITY,
     RECORD_ENDPOINT_OUTCOME_ACTIVITY,
@@ -31,7 +31,7 @@ from steadyloop.endpoint_health import (
     ReadHealthInput,
     health_workflow_id,
 )
-from steadyloop.endpoints import EndpointRegistry
+from steadyloop.routing.endpoints import EndpointRegistry
 from steadyloop.temporal_binaries import time_skipping_server_path
 from steadyloop.tools.registry import ToolRegistry
 from steadyloop.worker.process import WorkerOptions, build_worker

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from steadyloop.endpoints import (
+from steadyloop.routing.endpoints import (
     DEFAULT_ENDPOINT_NAME,
     ENDPOINTS_ENV,
     OPENAI_DEFAULT_BASE_URL,

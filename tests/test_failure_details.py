@@ -11,7 +11,7 @@ from temporalio.api.failure.v1 import Failure
 from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError
 
 from steadyloop.failure_details import UNDECODABLE_DETAILS, TolerantFailureConverter
-from steadyloop.payload_storage import steadyloop_data_converter
+from steadyloop.history.payload_storage import steadyloop_data_converter
 
 CONVERTER = steadyloop_data_converter(None)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from steadyloop import failure_disposition
-from steadyloop.failure_disposition import (
+from steadyloop.routing.disposition import (
     RETRIED_WHEN_LAST,
     ROWS,
     RULES,
@@ -14,8 +14,8 @@ from steadyloop.failure_disposition import (
     Row,
     failure_row,
 )
-from steadyloop.failure_taxonomy import FailureFacts
-from steadyloop.route_plan import Backoff
+from steadyloop.routing.route_plan import Backoff
+from steadyloop.routing.taxonomy import FailureFacts
 
 # One failure per row, as the classifier would report it.
 EXAMPLES: dict[Row, FailureFacts] = {

@@ -20,16 +20,21 @@ import pytest
 
 from steadyloop.activities.model_stream import stream_turn
 from steadyloop.chat import ChatMessage
-from steadyloop.completion import CompletionRequest
-from steadyloop.endpoints import EndpointConfig
-from steadyloop.failure_taxonomy import (
+from steadyloop.routing.endpoints import EndpointConfig
+from steadyloop.routing.taxonomy import (
     FailureFacts,
     degradable_parameter,
     facts_from_stream_failure,
     http_category,
     network_reason_from_message,
 )
-from steadyloop.stream_failures import StreamFailed, StreamFailure
+from steadyloop.routing.transport_errors import (
+    classify_http_error,
+    classify_transport_error,
+    network_reason,
+)
+from steadyloop.stream.completion import CompletionRequest
+from steadyloop.stream.failures import StreamFailed, StreamFailure
 from steadyloop.testing import (
     Pause,
     ScriptedResponse,
@@ -40,11 +45,6 @@ from steadyloop.testing import (
     refused_base_url,
     sse_response,
     text_chunks,
-)
-from steadyloop.transport_errors import (
-    classify_http_error,
-    classify_transport_error,
-    network_reason,
 )
 
 

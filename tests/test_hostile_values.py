@@ -48,8 +48,8 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import History, HistoryEvent
 
 from steadyloop.chat import ChatMessage, ToolCall
-from steadyloop.output_forwarding import ForwardingOptions
-from steadyloop.run_models import RunInput, RunLimits
+from steadyloop.output.forwarding import ForwardingOptions
+from steadyloop.run.models import RunInput, RunLimits
 from steadyloop.testing.chunks import chunk, finish_chunk, usage_chunk
 from steadyloop.testing.scripted_server import (
     Pause,

@@ -22,14 +22,14 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHandle
 
 from steadyloop.activities.output_publisher import OutputPublisher
-from steadyloop.output_follow import follow_output
-from steadyloop.output_forwarding import (
+from steadyloop.output.follow import follow_output
+from steadyloop.output.forwarding import (
     READ_FORWARDED_OUTPUT_ACTIVITY,
     ForwardingOptions,
     OutputDelta,
 )
-from steadyloop.run_models import RunInput, RunResult
-from steadyloop.run_resume import resume_input
+from steadyloop.run.models import RunInput, RunResult
+from steadyloop.run.resume import resume_input
 from steadyloop.testing import Pause, sse_response, text_chunks
 from steadyloop.workflows.tool_loop import INTERRUPT_SETTLE
 

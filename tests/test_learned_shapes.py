@@ -18,11 +18,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from steadyloop import turn_assembly
-from steadyloop.completion import AssembledTurn
-from steadyloop.sse import MessageData
-from steadyloop.stream_failures import StreamFailed, StreamFailure
-from steadyloop.turn_assembly import TurnAssembler
+from steadyloop.stream import turn_assembly
+from steadyloop.stream.completion import AssembledTurn
+from steadyloop.stream.failures import StreamFailed, StreamFailure
+from steadyloop.stream.sse import MessageData
+from steadyloop.stream.turn_assembly import TurnAssembler
 
 OPENAI_TOP = {
     "id": "chatcmpl-D0q8CZXN1uEzngZGkU7FuV92lnXWq",

@@ -14,16 +14,21 @@ from test_tool_loop_workflow import answer, calls
 from test_tool_loop_workflow import sent_messages as sent
 
 from steadyloop.chat import ChatMessage, ToolCall
-from steadyloop.compaction import ELIDED_MARK, CompactionPolicy, CompactionReply, CompactionRequest
-from steadyloop.pricing import Price
-from steadyloop.run_models import RunLimits
+from steadyloop.history.compaction import (
+    ELIDED_MARK,
+    CompactionPolicy,
+    CompactionReply,
+    CompactionRequest,
+)
+from steadyloop.history.healing import NO_RESULT
+from steadyloop.routing.pricing import Price
+from steadyloop.run.models import RunLimits
 from steadyloop.testing.chunks import (
     ScriptedCall,
     finish_chunk,
     tool_call_chunks,
 )
 from steadyloop.testing.scripted_server import sse_response
-from steadyloop.transcript_healing import NO_RESULT
 
 pytestmark = pytest.mark.slow
 

@@ -21,15 +21,19 @@ from temporalio.testing import ActivityEnvironment
 
 from steadyloop.activities import STREAM_COMPLETION_ACTIVITY, ModelActivities, StreamProgress
 from steadyloop.chat import ChatMessage, ToolSpec
-from steadyloop.completion import AssembledTurn, CompletionRequest
-from steadyloop.endpoints import (
+from steadyloop.routing.endpoints import (
     MISSING_API_KEY_ERROR_TYPE,
     UNKNOWN_ENDPOINT_ERROR_TYPE,
     EndpointConfig,
     EndpointRegistry,
 )
-from steadyloop.provider_errors import failure_is_retryable, parse_retry_after, provider_error
-from steadyloop.stream_failures import StreamFailure
+from steadyloop.routing.provider_errors import (
+    failure_is_retryable,
+    parse_retry_after,
+    provider_error,
+)
+from steadyloop.stream.completion import AssembledTurn, CompletionRequest
+from steadyloop.stream.failures import StreamFailure
 from steadyloop.testing import (
     Pause,
     ScriptedCall,

@@ -23,9 +23,9 @@ from temporalio.worker import Worker
 
 from steadyloop.activities import ModelActivities
 from steadyloop.chat import ChatMessage
-from steadyloop.completion import AssembledTurn, CompletionRequest
-from steadyloop.endpoints import EndpointRegistry
-from steadyloop.stream_failures import StreamFailure
+from steadyloop.routing.endpoints import EndpointRegistry
+from steadyloop.stream.completion import AssembledTurn, CompletionRequest
+from steadyloop.stream.failures import StreamFailure
 from steadyloop.temporal_binaries import time_skipping_server_path
 from steadyloop.testing import (
     ScriptedCall,

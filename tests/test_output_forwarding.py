@@ -22,10 +22,10 @@ from steadyloop.activities.model_stream import (
     stream_turn,
 )
 from steadyloop.chat import ChatMessage
-from steadyloop.completion import AssembledTurn, CompletionRequest
-from steadyloop.output_forwarding import ForwardedOutput, ForwardTarget, OutputDelta
-from steadyloop.provider_errors import failure_is_retryable
-from steadyloop.stream_failures import StreamFailed
+from steadyloop.output.forwarding import ForwardedOutput, ForwardTarget, OutputDelta
+from steadyloop.routing.provider_errors import failure_is_retryable
+from steadyloop.stream.completion import AssembledTurn, CompletionRequest
+from steadyloop.stream.failures import StreamFailed
 from steadyloop.testing import (
     Pause,
     ScriptedResponse,

@@ -20,9 +20,9 @@ import pytest
 from receipts_e2e_harness import answer, e2e_run, eventually
 from temporalio.client import Client, WorkflowHandle
 
-from steadyloop.completion import STREAM_COMPLETION_ACTIVITY
-from steadyloop.output_follow import follow_output
-from steadyloop.output_forwarding import ForwardingOptions, OutputDelta
+from steadyloop.output.follow import follow_output
+from steadyloop.output.forwarding import ForwardingOptions, OutputDelta
+from steadyloop.stream.completion import STREAM_COMPLETION_ACTIVITY
 from steadyloop.testing.chunks import text_chunks
 from steadyloop.testing.scripted_server import (
     Pause,

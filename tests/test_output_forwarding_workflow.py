@@ -37,10 +37,8 @@ from temporalio.testing import ActivityEnvironment
 from steadyloop.activities.model_stream import ModelActivities
 from steadyloop.activities.output_publisher import OutputPublisher, ensure_host, read_forwarded
 from steadyloop.chat import ChatMessage
-from steadyloop.completion import CompletionRequest
-from steadyloop.endpoints import EndpointRegistry
-from steadyloop.output_follow import follow_output
-from steadyloop.output_forwarding import (
+from steadyloop.output.follow import follow_output
+from steadyloop.output.forwarding import (
     OUTPUT_ALREADY_FORWARDED,
     OUTPUT_TOPIC,
     ForwardingOptions,
@@ -48,7 +46,9 @@ from steadyloop.output_forwarding import (
     OutputDelta,
     output_stream_id,
 )
-from steadyloop.run_models import RunInput, RunResult
+from steadyloop.routing.endpoints import EndpointRegistry
+from steadyloop.run.models import RunInput, RunResult
+from steadyloop.stream.completion import CompletionRequest
 from steadyloop.testing import Pause, ScriptedResponse, finish_chunk, sse_response, text_chunks
 from steadyloop.testing.chunks import ScriptedCall, tool_call_chunks
 from steadyloop.workflows.output_stream import OutputStreamSummary

@@ -19,8 +19,9 @@ from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Replayer
 
-from steadyloop.payload_storage import MAX_INLINE_PAYLOAD_BYTES, steadyloop_data_converter
-from steadyloop.run_models import RunInput
+from steadyloop.history.budget import MAX_INLINE_PAYLOAD_BYTES
+from steadyloop.history.payload_storage import steadyloop_data_converter
+from steadyloop.run.models import RunInput
 from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
 from steadyloop.testing.scripted_server import ScriptedResponse, sse_response
 from steadyloop.tools.payloads import DESCRIBE_TOOLS_ACTIVITY

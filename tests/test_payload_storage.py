@@ -1,4 +1,4 @@
-"""The blob store that keeps large payloads out of history (`steadyloop.payload_storage`)."""
+"""The blob store that keeps large payloads out of history (`steadyloop.history`)."""
 
 from __future__ import annotations
 
@@ -16,15 +16,15 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from steadyloop.chat import ChatMessage
-from steadyloop.payload_storage import (
+from steadyloop.history.budget import MAX_INLINE_PAYLOAD_BYTES
+from steadyloop.history.payload_storage import (
     DEFAULT_THRESHOLD_BYTES,
-    MAX_INLINE_PAYLOAD_BYTES,
     LocalFileStorageDriver,
     blob_settings,
     payload_limit,
     steadyloop_data_converter,
 )
-from steadyloop.run_models import RunInput
+from steadyloop.run.models import RunInput
 from steadyloop.temporal_binaries import time_skipping_server_path
 from steadyloop.worker.process import RUN_WORKFLOWS
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow

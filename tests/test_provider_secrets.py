@@ -29,14 +29,15 @@ from temporalio.testing import ActivityEnvironment
 from steadyloop.activities import ModelActivities
 from steadyloop.activities.model_stream import failure_to_application_error, stream_turn
 from steadyloop.chat import ChatMessage
-from steadyloop.completion import AssembledTurn, CompletionRequest, Usage
-from steadyloop.endpoints import EndpointConfig, EndpointRegistry
-from steadyloop.failure_disposition import AttemptContext, failure_disposition
-from steadyloop.failure_taxonomy import FailureFacts, facts_from_stream_failure
-from steadyloop.pricing import Price, cost_of
-from steadyloop.provider_errors import RETRY_AFTER_CEILING_S, parse_retry_after
 from steadyloop.redaction import MIN_FRAGMENT, Secrets, safe_text
-from steadyloop.stream_failures import (
+from steadyloop.routing.disposition import AttemptContext, failure_disposition
+from steadyloop.routing.endpoints import EndpointConfig, EndpointRegistry
+from steadyloop.routing.pricing import Price, cost_of
+from steadyloop.routing.provider_errors import RETRY_AFTER_CEILING_S, parse_retry_after
+from steadyloop.routing.taxonomy import FailureFacts, facts_from_stream_failure
+from steadyloop.routing.transport_errors import classify_http_error, classify_transport_error
+from steadyloop.stream.completion import AssembledTurn, CompletionRequest, Usage
+from steadyloop.stream.failures import (
     BODY_EXCERPT_CHARS,
     MESSAGE_CHARS,
     TEXT_FIELDS,
@@ -54,7 +55,6 @@ from steadyloop.testing import (
     sse_response,
     text_chunks,
 )
-from steadyloop.transport_errors import classify_http_error, classify_transport_error
 
 KEY_ENV = "STEADYLOOP_SECRET_TEST_KEY"
 # 47 characters, the length of the key the issue leaked 40 characters of.

@@ -28,10 +28,10 @@ from temporalio.worker import Worker
 from steadyloop.activities.endpoint_health import EndpointHealthActivities
 from steadyloop.activities.model_stream import ModelActivities
 from steadyloop.activities.tool_execution import ToolActivities
-from steadyloop.endpoint_health import health_workflow_id
-from steadyloop.endpoints import EndpointRegistry
-from steadyloop.payload_storage import steadyloop_data_converter
-from steadyloop.run_models import RunResult
+from steadyloop.history.payload_storage import steadyloop_data_converter
+from steadyloop.routing.endpoint_health import health_workflow_id
+from steadyloop.routing.endpoints import EndpointRegistry
+from steadyloop.run.models import RunResult
 from steadyloop.temporal_binaries import time_skipping_server_path
 from steadyloop.testing import (
     ScriptedResponse,

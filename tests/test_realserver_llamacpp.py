@@ -35,9 +35,9 @@ from wire_capture import RecordingTransport
 
 from steadyloop.activities.model_stream import ModelActivities
 from steadyloop.chat import ChatMessage, ToolCall, ToolSpec
-from steadyloop.completion import AssembledTurn, CompletionRequest
-from steadyloop.endpoints import EndpointConfig, EndpointRegistry
-from steadyloop.run_models import RunInput, RunLimits, Sampling
+from steadyloop.routing.endpoints import EndpointConfig, EndpointRegistry
+from steadyloop.run.models import RunInput, RunLimits, Sampling
+from steadyloop.stream.completion import AssembledTurn, CompletionRequest
 from steadyloop.tools import ToolRegistry, tool
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 

@@ -22,10 +22,10 @@ from realserver_cases import (
 from sse_reference import read_sse
 from wire_capture import Exchange, ReplayTransport
 
-from steadyloop.completion import AssembledTurn
-from steadyloop.sse import SSEDecoder
-from steadyloop.stream_failures import StreamFailed
-from steadyloop.turn_assembly import TurnAssembler
+from steadyloop.stream.completion import AssembledTurn
+from steadyloop.stream.failures import StreamFailed
+from steadyloop.stream.sse import SSEDecoder
+from steadyloop.stream.turn_assembly import TurnAssembler
 
 REPLAY_URL = "http://recorded.invalid/v1"
 cases = pytest.mark.parametrize(

@@ -14,7 +14,7 @@ from typing import Any
 import pydantic
 import pytest
 
-from steadyloop.receipt_decision import (
+from steadyloop.receipts.decision import (
     NaiveDatetimeError,
     Receipt,
     ReceiptKey,
@@ -23,7 +23,7 @@ from steadyloop.receipt_decision import (
     receipt_key,
     require_aware,
 )
-from steadyloop.receipt_ledger import (
+from steadyloop.receipts.ledger import (
     MIN_RESULT_LIMIT_BYTES,
     GiveUp,
     LedgerWrite,

@@ -39,8 +39,8 @@ from temporalio.api.enums.v1 import EventType, TimeoutType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowHandle
 
-from steadyloop.receipt_ledger import Happened
-from steadyloop.run_models import AmbiguousCall, ResolveReceipt
+from steadyloop.receipts.ledger import Happened
+from steadyloop.run.models import AmbiguousCall, ResolveReceipt
 from steadyloop.testing.chunks import ScriptedCall
 from steadyloop.testing.scripted_server import RecordedRequest, ScriptedResponse
 from steadyloop.tools.payloads import RUN_TOOL_ACTIVITY, ToolInvocation

@@ -13,16 +13,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from steadyloop.chat import ChatMessage
-from steadyloop.compaction import CompactionPolicy, compact_transcript
-from steadyloop.receipt_decision import ReceiptKey, receipt_key
-from steadyloop.receipt_ledger import (
+from steadyloop.history.compaction import CompactionPolicy, compact_transcript
+from steadyloop.receipts.decision import ReceiptKey, receipt_key
+from steadyloop.receipts.ledger import (
     MIN_RESULT_LIMIT_BYTES,
     UNRESTORABLE_RESULT,
     PackedLedger,
     ReceiptLedger,
     ResultRef,
 )
-from steadyloop.run_models import CarriedState, RunStats
+from steadyloop.run.models import CarriedState, RunStats
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

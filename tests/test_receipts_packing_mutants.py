@@ -15,11 +15,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from steadyloop import receipt_ledger
-from steadyloop.canonical_json import CanonicalJsonError
 from steadyloop.chat import ChatMessage
-from steadyloop.receipt_decision import NaiveDatetimeError, ReceiptKey, receipt_key
-from steadyloop.receipt_ledger import (
+from steadyloop.receipts import ledger as receipt_ledger
+from steadyloop.receipts.canonical_json import CanonicalJsonError
+from steadyloop.receipts.decision import NaiveDatetimeError, ReceiptKey, receipt_key
+from steadyloop.receipts.ledger import (
     MIN_RESULT_LIMIT_BYTES,
     AmbiguityResolution,
     GiveUp,

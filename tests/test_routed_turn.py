@@ -14,8 +14,8 @@ import pytest
 from routing_harness import FIRST_TOKEN_S, Routing, candidate, route, routing
 from temporalio.api.enums.v1 import EventType
 
-from steadyloop.endpoint_health import EndpointOutcome
-from steadyloop.route_plan import Backoff
+from steadyloop.routing.endpoint_health import EndpointOutcome
+from steadyloop.routing.route_plan import Backoff
 from steadyloop.testing import (
     Pause,
     ScriptedResponse,

@@ -28,12 +28,12 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowFailureError
 from temporalio.common import RawValue
 
-from steadyloop.circuit_breaker import BreakerPolicy
-from steadyloop.delegation_tool import read_delegate_request
-from steadyloop.endpoints import EndpointConfig
-from steadyloop.input_bounds import MAX_SECONDS, identity_problem, seconds_problem
-from steadyloop.receipt_decision import receipt_key
-from steadyloop.run_models import AgentProfile, Delegation, RunInput, RunLimits, Sampling
+from steadyloop.chains.delegation_tool import read_delegate_request
+from steadyloop.receipts.decision import receipt_key
+from steadyloop.routing.circuit_breaker import BreakerPolicy
+from steadyloop.routing.endpoints import EndpointConfig
+from steadyloop.run.bounds import MAX_SECONDS, identity_problem, seconds_problem
+from steadyloop.run.models import AgentProfile, Delegation, RunInput, RunLimits, Sampling
 from steadyloop.testing.chunks import finish_chunk, text_chunks
 from steadyloop.testing.scripted_server import sse_response
 from steadyloop.tools.payloads import ToolDescription, ToolOutcome

@@ -8,11 +8,11 @@ import math
 import pytest
 from pydantic import ValidationError
 
-from steadyloop.compaction import CompactionRecord
-from steadyloop.completion import Usage
-from steadyloop.pricing import Price, cost_of, price_for
-from steadyloop.run_models import CarriedState, RunInput, RunStats
-from steadyloop.transcript_healing import Healing
+from steadyloop.history.compaction import CompactionRecord
+from steadyloop.history.healing import Healing
+from steadyloop.routing.pricing import Price, cost_of, price_for
+from steadyloop.run.models import CarriedState, RunInput, RunStats
+from steadyloop.stream.completion import Usage
 
 GPT = Price(input=2.0, cached_input=0.5, output=8.0)
 

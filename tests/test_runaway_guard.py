@@ -20,17 +20,16 @@ from pydantic import ValidationError
 from temporalio.testing import ActivityEnvironment
 
 from steadyloop.activities import ModelActivities
-from steadyloop.arguments import parse_tool_call_arguments
 from steadyloop.chat import ChatMessage
-from steadyloop.completion import AssembledTurn, CompletionRequest
-from steadyloop.defects import DEFECT_RETRY_BUDGETS
-from steadyloop.endpoints import EndpointConfig, EndpointConfigError, EndpointRegistry
-from steadyloop.runaway_guard import (
-    DEFAULT_MAX_ARGS_BYTES,
+from steadyloop.routing.endpoints import EndpointConfig, EndpointConfigError, EndpointRegistry
+from steadyloop.stream.argument_limits import DEFAULT_MAX_ARGS_BYTES, ArgumentLimits
+from steadyloop.stream.arguments import parse_tool_call_arguments
+from steadyloop.stream.completion import AssembledTurn, CompletionRequest
+from steadyloop.stream.defects import DEFECT_RETRY_BUDGETS
+from steadyloop.stream.runaway_guard import (
     TOOL_CALL_ARGUMENTS_TOO_LARGE,
     TOOL_CALL_ARGUMENTS_TOO_MANY_FRAGMENTS,
     TOOL_CALL_ARGUMENTS_TOTAL_TOO_LARGE,
-    ArgumentLimits,
     RunawayGuard,
 )
 from steadyloop.testing import (

@@ -32,9 +32,9 @@ from temporalio import activity
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 
-from steadyloop.compaction import CompactionPolicy, CompactionReply, CompactionRequest
-from steadyloop.provider_profiles import ProviderProfile
-from steadyloop.steering_models import UserMessage
+from steadyloop.history.compaction import CompactionPolicy, CompactionReply, CompactionRequest
+from steadyloop.routing.provider_profiles import ProviderProfile
+from steadyloop.run.steering import UserMessage
 from steadyloop.testing.chunks import ScriptedCall
 from steadyloop.testing.scripted_server import error_response
 

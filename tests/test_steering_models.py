@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from steadyloop.steering_models import (
+from steadyloop.run.steering import (
     MAX_USER_MESSAGE_BYTES,
     UserMessage,
     interrupted_outcome,

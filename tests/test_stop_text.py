@@ -13,13 +13,13 @@ import typing
 import pytest
 
 from steadyloop.chat import ChatMessage
-from steadyloop.output_forwarding import PartialOutput
-from steadyloop.run_models import RunInput, RunResult, RunStats, StopReason
-from steadyloop.run_resume import NothingToResume, resume_input
+from steadyloop.cli.main import EXIT_CODES, EXIT_OK, EXIT_STOPPED
+from steadyloop.cli.progress import partial_lines
+from steadyloop.output.forwarding import PartialOutput
+from steadyloop.run.models import RunInput, RunResult, RunStats, StopReason
+from steadyloop.run.resume import NothingToResume, resume_input
 from steadyloop.stops.budget import StreamMeter, estimate_tokens, streamed_tokens
 from steadyloop.stops.stop_text import STOP_WORDS, resume_prompt, status_header
-from steadyloop.worker.cli import EXIT_CODES, EXIT_OK, EXIT_STOPPED
-from steadyloop.worker.progress import partial_lines
 
 ORIGINAL = RunInput(endpoint="e", model="m", prompt="Tell me.")
 

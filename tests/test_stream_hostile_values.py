@@ -29,9 +29,10 @@ from steadyloop.activities.model_stream import (
 )
 from steadyloop.activities.output_publisher import OutputPublisher
 from steadyloop.chat import ChatMessage
-from steadyloop.completion import AssembledTurn, CompletionRequest
-from steadyloop.output_forwarding import ForwardedOutput, ForwardTarget, OutputDelta
-from steadyloop.stream_failures import StreamFailed
+from steadyloop.output.forwarding import ForwardedOutput, ForwardTarget, OutputDelta
+from steadyloop.stream.completion import AssembledTurn, CompletionRequest
+from steadyloop.stream.failures import StreamFailed
+from steadyloop.stream.turn_assembly import TurnAssembler
 from steadyloop.testing import (
     Pause,
     ScriptedResponse,
@@ -41,7 +42,6 @@ from steadyloop.testing import (
 )
 from steadyloop.testing.chunks import Chunk, chunk, role_chunk
 from steadyloop.testing.scripted_server import sse_event
-from steadyloop.turn_assembly import TurnAssembler
 
 
 def split_emoji_answer() -> ScriptedResponse:

@@ -21,11 +21,11 @@ from temporalio.testing import ActivityEnvironment
 
 from steadyloop.activities import ModelActivities
 from steadyloop.chat import ChatMessage
-from steadyloop.completion import AssembledTurn, CompletionRequest
-from steadyloop.endpoints import EndpointConfig, EndpointConfigError, EndpointRegistry
-from steadyloop.provider_errors import failure_is_retryable
-from steadyloop.stream_failures import StreamFailure
-from steadyloop.stream_watchdog import (
+from steadyloop.routing.endpoints import EndpointConfig, EndpointConfigError, EndpointRegistry
+from steadyloop.routing.provider_errors import failure_is_retryable
+from steadyloop.stream.completion import AssembledTurn, CompletionRequest
+from steadyloop.stream.failures import StreamFailure
+from steadyloop.stream.watchdog import (
     DEFAULT_FIRST_TOKEN_S,
     DEFAULT_INTER_CHUNK_S,
     DEFAULT_REASONING_GAP_S,

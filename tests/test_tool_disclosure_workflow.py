@@ -13,10 +13,10 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
 from steadyloop.chat import ChatMessage
-from steadyloop.run_models import RunInput, RunPlugins, RunProgress
+from steadyloop.run.models import RunInput, RunPlugins, RunProgress
 from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
 from steadyloop.testing.scripted_server import Pause, ScriptedResponse, sse_response
-from steadyloop.tool_plugins import ACTIVATE_PLUGIN_TOOL
+from steadyloop.tools.disclosure import ACTIVATE_PLUGIN_TOOL
 
 pytestmark = pytest.mark.slow
 

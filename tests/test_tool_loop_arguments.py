@@ -13,9 +13,9 @@ import pytest
 from loop_harness import Loop, assert_every_call_answered, run_input, running_loop, tool_messages
 from temporalio.api.enums.v1 import EventType
 
-from steadyloop.arguments import MAX_ARGUMENT_DEPTH
 from steadyloop.chat import ChatMessage
-from steadyloop.run_models import RunInput, RunResult
+from steadyloop.run.models import RunInput, RunResult
+from steadyloop.stream.arguments import MAX_ARGUMENT_DEPTH
 from steadyloop.testing.chunks import (
     ScriptedCall,
     finish_chunk,
@@ -162,7 +162,7 @@ async def test_arguments_the_converter_cannot_encode_are_answered_not_fatal(
     """The net under the reader: should a value it lets through still be unencodable (here
     a reader that no longer refuses lone surrogates), the call is answered and the run
     goes on; the PydanticSerializationError used to fail the run."""
-    import steadyloop.arguments as arguments
+    import steadyloop.stream.arguments as arguments
 
     def lenient(call: object) -> arguments.ArgumentsReading:
         return arguments.ParsedArguments(arguments={"key": "half \ud83d"})

@@ -13,8 +13,8 @@ import pytest
 from loop_harness import assert_every_call_answered, run_input, running_loop, tool_messages
 from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 
-from steadyloop.receipt_ledger import AmbiguityResolution, DidNotHappen, GiveUp, Happened
-from steadyloop.run_models import AmbiguousCall, ResolveReceipt, RunProgress
+from steadyloop.receipts.ledger import AmbiguityResolution, DidNotHappen, GiveUp, Happened
+from steadyloop.run.models import AmbiguousCall, ResolveReceipt, RunProgress
 from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
 from steadyloop.testing.scripted_server import ScriptedResponse, sse_response
 

@@ -19,12 +19,12 @@ import pytest
 from loop_harness import ENDPOINT, MODEL, Loop, run_input, running_loop
 from routing_harness import endpoint_health
 
-from steadyloop.endpoint_health import EndpointOutcome
-from steadyloop.output_follow import follow_output
-from steadyloop.output_forwarding import ForwardingOptions, OutputDelta
-from steadyloop.pricing import Price
-from steadyloop.route_plan import Backoff, RouteCandidate, RouteConfig
-from steadyloop.run_models import RunInput, RunResult
+from steadyloop.output.follow import follow_output
+from steadyloop.output.forwarding import ForwardingOptions, OutputDelta
+from steadyloop.routing.endpoint_health import EndpointOutcome
+from steadyloop.routing.pricing import Price
+from steadyloop.routing.route_plan import Backoff, RouteCandidate, RouteConfig
+from steadyloop.run.models import RunInput, RunResult
 from steadyloop.testing import (
     Pause,
     ScriptedResponse,

@@ -18,7 +18,8 @@ from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
 from steadyloop.chat import ChatMessage
-from steadyloop.run_models import RunInput, RunProgress
+from steadyloop.cli.progress import result_lines
+from steadyloop.run.models import RunInput, RunProgress
 from steadyloop.testing.chunks import (
     ScriptedCall,
     finish_chunk,
@@ -27,7 +28,6 @@ from steadyloop.testing.chunks import (
     usage_chunk,
 )
 from steadyloop.testing.scripted_server import Pause, ScriptedResponse, error_response, sse_response
-from steadyloop.worker.progress import result_lines
 
 pytestmark = pytest.mark.slow
 

@@ -10,9 +10,10 @@ from temporalio.testing import ActivityEnvironment
 
 from steadyloop.activities.tool_execution import ToolActivities
 from steadyloop.chat import ChatMessage
-from steadyloop.run_models import RunInput, RunPlugins, RunProgress, RunResult, RunStats
-from steadyloop.run_resume import resume_input
-from steadyloop.tool_plugins import ACTIVATE_PLUGIN_TOOL, PluginDisclosure
+from steadyloop.cli.main import _run_tools
+from steadyloop.cli.progress import result_lines, status_line
+from steadyloop.run.models import RunInput, RunPlugins, RunProgress, RunResult, RunStats
+from steadyloop.run.resume import resume_input
 from steadyloop.tools import (
     DescribeToolsInput,
     DescribeToolsResult,
@@ -22,9 +23,8 @@ from steadyloop.tools import (
     ToolRegistry,
     tool,
 )
-from steadyloop.worker.cli import _run_tools
+from steadyloop.tools.disclosure import ACTIVATE_PLUGIN_TOOL, PluginDisclosure
 from steadyloop.worker.config import load_config
-from steadyloop.worker.progress import result_lines, status_line
 
 
 @tool(effect="pure")

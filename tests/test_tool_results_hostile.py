@@ -42,10 +42,10 @@ from temporalio.worker import Worker
 from steadyloop.activities.endpoint_health import EndpointHealthActivities
 from steadyloop.activities.model_stream import ModelActivities
 from steadyloop.activities.tool_execution import ToolActivities
-from steadyloop.endpoints import EndpointRegistry
-from steadyloop.payload_storage import steadyloop_data_converter
-from steadyloop.receipt_ledger import DEFAULT_RESULT_LIMIT_BYTES
-from steadyloop.run_models import RunInput, RunResult
+from steadyloop.history.payload_storage import steadyloop_data_converter
+from steadyloop.receipts.ledger import DEFAULT_RESULT_LIMIT_BYTES
+from steadyloop.routing.endpoints import EndpointRegistry
+from steadyloop.run.models import RunInput, RunResult
 from steadyloop.temporal_binaries import time_skipping_server_path
 from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
 from steadyloop.testing.scripted_server import ScriptedResponse, ScriptedServer, sse_response

@@ -12,8 +12,8 @@ from pydantic import JsonValue
 from temporalio.testing import ActivityEnvironment
 
 from steadyloop.activities.tool_execution import ToolActivities
-from steadyloop.canonical_json import canonical_json
-from steadyloop.receipt_ledger import DEFAULT_PROGRESS_LIMIT_BYTES
+from steadyloop.receipts.canonical_json import canonical_json
+from steadyloop.receipts.ledger import DEFAULT_PROGRESS_LIMIT_BYTES
 from steadyloop.tools import ToolInvocation, ToolOutcome
 from steadyloop.tools.examples import (
     DEFAULT_OUTBOX_DIR,

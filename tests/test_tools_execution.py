@@ -16,8 +16,8 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from steadyloop.activities.tool_execution import ToolActivities
-from steadyloop.canonical_json import MAX_DEPTH
-from steadyloop.payload_storage import MAX_INLINE_PAYLOAD_BYTES
+from steadyloop.history.budget import MAX_INLINE_PAYLOAD_BYTES
+from steadyloop.receipts.canonical_json import MAX_DEPTH
 from steadyloop.tools import (
     DESCRIBE_TOOLS_ACTIVITY,
     MAX_TOOL_CONTENT_BYTES,

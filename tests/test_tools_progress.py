@@ -19,9 +19,9 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import ActivityEnvironment
 
 from steadyloop.activities.tool_execution import ToolActivities
-from steadyloop.canonical_json import MAX_DEPTH, CanonicalJsonError, canonical_json
-from steadyloop.receipt_decision import receipt_key
-from steadyloop.receipt_ledger import DEFAULT_PROGRESS_LIMIT_BYTES, ReceiptLedger, WriteIgnored
+from steadyloop.receipts.canonical_json import MAX_DEPTH, CanonicalJsonError, canonical_json
+from steadyloop.receipts.decision import receipt_key
+from steadyloop.receipts.ledger import DEFAULT_PROGRESS_LIMIT_BYTES, ReceiptLedger, WriteIgnored
 from steadyloop.tools import (
     ProgressTooLarge,
     ToolDescription,

@@ -17,7 +17,7 @@ from provider_transcript_rules import CHECKERS, object_arguments
 
 from steadyloop import validate_and_heal
 from steadyloop.chat import ChatMessage, ToolCall
-from steadyloop.transcript_healing import (
+from steadyloop.history.healing import (
     ASSISTANT_TURN_PLACEHOLDER,
     EMPTY_TOOL_RESULT,
     NO_RESULT,

@@ -22,10 +22,10 @@ from hypothesis import strategies as st
 from test_accumulator_properties import JUNK, JUNK_DELTA, MODES, plans
 from wire_shapes import UNDECIDABLE_SHAPES, WIRE_SHAPES, UndecidableShape, WireShape, tc
 
-from steadyloop.completion import AssembledTurn, Usage
-from steadyloop.sse import MessageData, ServerSentEvent, SSEDecoder
-from steadyloop.stream_failures import StreamFailed, StreamFailure
-from steadyloop.turn_assembly import TurnAssembler
+from steadyloop.stream.completion import AssembledTurn, Usage
+from steadyloop.stream.failures import StreamFailed, StreamFailure
+from steadyloop.stream.sse import MessageData, ServerSentEvent, SSEDecoder
+from steadyloop.stream.turn_assembly import TurnAssembler
 
 Payload = dict[str, Any] | str | bytes
 

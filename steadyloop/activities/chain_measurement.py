@@ -5,7 +5,7 @@ Register both on the worker (`activities=[measure_chain, await_child_run]`); the
 the worker's own client (`activity.client()`).
 
 `measure_chain` counts runs *other than* the measuring run and its children, through
-the custom search attributes chain runs carry (`steadyloop.chain_search_attributes`);
+the custom search attributes chain runs carry (`steadyloop.chains.search_attributes`);
 the workflow adds what it knows about itself. Each count is its own query, and a query
 that fails leaves its field None (the workflow then leaves that rule out, which
 admits), with the error in `failed`: a visibility outage must not stop every
@@ -27,15 +27,15 @@ from temporalio import activity
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
-from steadyloop.chain_limits import (
+from steadyloop.chains.delegation_tool import AWAIT_CHILD_RUN_ACTIVITY, AwaitChildRunInput
+from steadyloop.chains.limits import (
     MEASURE_CHAIN_ACTIVITY,
     ChainMeasurements,
     MeasureChainInput,
     PairRecency,
 )
-from steadyloop.chain_queries import others_in_chain, others_of_tenant
-from steadyloop.delegation_tool import AWAIT_CHILD_RUN_ACTIVITY, AwaitChildRunInput
-from steadyloop.run_models import RunResult
+from steadyloop.chains.queries import others_in_chain, others_of_tenant
+from steadyloop.run.models import RunResult
 
 # More starts of one pair than this in one chain would be a runaway anyway; the latest
 # start among the first this many listed is taken.

@@ -41,8 +41,9 @@ from temporalio.client import Client, WithStartWorkflowOperation
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
-from steadyloop.circuit_breaker import BreakerPolicy
-from steadyloop.endpoint_health import (
+from steadyloop.redaction import safe_text
+from steadyloop.routing.circuit_breaker import BreakerPolicy
+from steadyloop.routing.endpoint_health import (
     ADMIT_PROBE_ACTIVITY,
     ENDPOINT_HEALTH_WORKFLOW,
     HEALTH_WORKFLOW_ID_PREFIX,
@@ -56,8 +57,7 @@ from steadyloop.endpoint_health import (
     ReadHealthInput,
     health_workflow_id,
 )
-from steadyloop.redaction import safe_text
-from steadyloop.stream_failures import MESSAGE_CHARS
+from steadyloop.stream.failures import MESSAGE_CHARS
 
 __all__ = ["DEFAULT_CACHE_TTL_S", "EndpointHealthActivities", "HealthCache"]
 

@@ -10,7 +10,7 @@ Temporal, for benchmarks and callers that bring their own client.
 
 Every way the exchange can fail becomes one classified `StreamFailure`, raised from the
 activity as an `ApplicationError` whose `type` is the failure kind and whose details are
-the failure (`model_dump`), retryable or not as `steadyloop.provider_errors` decides:
+the failure (`model_dump`), retryable or not as `steadyloop.routing.provider_errors` decides:
 
 - `http_status`: a non-2xx answer before the stream. The provider's message, `error.code`
   and `error.type` are read from a JSON body when there is one (OpenAI's
@@ -38,14 +38,14 @@ the failure (`model_dump`), retryable or not as `steadyloop.provider_errors` dec
 - `network`: connect refused, reset, DNS, TLS, a body cut mid-chunk
   (`RemoteProtocolError`) and every httpx timeout. Retryable. Timeouts come from the
   endpoint's configuration, so no read can wait forever.
-- `stall`: the stall watchdog (`steadyloop.stream_watchdog`) ended the stream: no
+- `stall`: the stall watchdog (`steadyloop.stream.watchdog`) ended the stream: no
   token within `first_token_s` of the request, nothing for `reasoning_gap_s` while
   the model reasons or for `inter_chunk_s` once it answers, or the call past
   `total_s`. The failure names the phase and the budget; the connection is closed,
   not reused. Retryable.
 
 Two configuration errors are raised before any request, both not retryable:
-`unknown_endpoint` and `missing_api_key` (types from `steadyloop.endpoints`). The key is
+`unknown_endpoint` and `missing_api_key` (types from `steadyloop.routing.endpoints`). The key is
 redacted from every message and excerpt that leaves the activity: every text field of a
 failure (the provider's message, code, type and param, a body excerpt, a reason phrase
 or `Location` header quoted in the message) passes through
@@ -66,7 +66,7 @@ Progress is heartbeated at most once per `heartbeat_interval_s`, and only when a
 arrives (`StreamProgress`), so the heartbeat reports stream progress rather than
 merely that the worker is alive; the stall watchdog watches the same progress.
 
-The runaway-argument guard (`steadyloop.runaway_guard`) is not a failure: when a tool
+The runaway-argument guard (`steadyloop.stream.runaway_guard`) is not a failure: when a tool
 call's arguments pass a limit, reading stops, the connection is closed and the turn
 is returned with the guard's code as its first defect and no tool calls (or, observe
 only, normally, with the cut call left unparseable).
@@ -78,7 +78,7 @@ the streamed characters (`steadyloop.stops.budget`); the turn is returned with
 `stats.cut_by_budget`, its text so far (already forwarded, if it forwards) kept, and
 the workflow stops the run `token_budget` instead of dispatching anything.
 
-Forwarding (`steadyloop.output_forwarding`): when the request names a `forward` target,
+Forwarding (`steadyloop.output.forwarding`): when the request names a `forward` target,
 the text of every read is published to the run's output host as it arrives, in whole
 characters (half of a surrogate pair split across chunks waits for the other half).
 From the first forwarded piece on, the attempt has `produced_output`: it is heartbeated
@@ -108,16 +108,8 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError, FailureError
 from temporalio.service import RPCError
 
-from steadyloop.accumulator import rejoin_surrogates
 from steadyloop.activities.output_publisher import OutputPublisher, ensure_host, read_forwarded
-from steadyloop.completion import STREAM_COMPLETION_ACTIVITY, AssembledTurn, CompletionRequest
-from steadyloop.endpoints import (
-    EndpointConfig,
-    EndpointRegistry,
-    MissingApiKeyError,
-    UnknownEndpointError,
-)
-from steadyloop.output_forwarding import (
+from steadyloop.output.forwarding import (
     OUTPUT_ALREADY_FORWARDED,
     READ_FORWARDED_OUTPUT_ACTIVITY,
     ForwardedOutput,
@@ -126,26 +118,39 @@ from steadyloop.output_forwarding import (
     OutputKind,
     ReadForwardedOutput,
 )
-from steadyloop.provider_errors import (
+from steadyloop.redaction import KeyRedactingFilter, Secrets, safe_text
+from steadyloop.routing.endpoints import (
+    EndpointConfig,
+    EndpointRegistry,
+    MissingApiKeyError,
+    UnknownEndpointError,
+)
+from steadyloop.routing.provider_errors import (
     blamed_parameter,
     failure_is_retryable,
     parse_retry_after,
     provider_error,
 )
-from steadyloop.redaction import KeyRedactingFilter, Secrets, safe_text
-from steadyloop.runaway_guard import ArgumentLimits, RunawayGuard, apply_breach
-from steadyloop.sse import ServerSentEvent, SSEDecoder
+from steadyloop.routing.transport_errors import network_reason
 from steadyloop.stops.budget import StreamMeter
-from steadyloop.stream_failures import (
+from steadyloop.stream.accumulator import rejoin_surrogates
+from steadyloop.stream.argument_limits import ArgumentLimits
+from steadyloop.stream.completion import (
+    STREAM_COMPLETION_ACTIVITY,
+    AssembledTurn,
+    CompletionRequest,
+)
+from steadyloop.stream.failures import (
     MESSAGE_CHARS,
     StreamFailed,
     StreamFailure,
     excerpt,
     redact_failure,
 )
-from steadyloop.stream_watchdog import StreamWatchdog
-from steadyloop.transport_errors import network_reason
-from steadyloop.turn_assembly import TurnAssembler
+from steadyloop.stream.runaway_guard import RunawayGuard, apply_breach
+from steadyloop.stream.sse import ServerSentEvent, SSEDecoder
+from steadyloop.stream.turn_assembly import TurnAssembler
+from steadyloop.stream.watchdog import StreamWatchdog
 
 __all__ = [
     "HEARTBEAT_INTERVAL_S",
@@ -279,14 +284,14 @@ async def stream_turn(
     `on_progress` is called when a chunk arrives, at most once per
     `progress_interval_s` (the first chunk always reports).
 
-    The stall watchdog (`steadyloop.stream_watchdog`, budgets from the endpoint) is one
+    The stall watchdog (`steadyloop.stream.watchdog`, budgets from the endpoint) is one
     `asyncio.timeout`, re-armed after every read that delivered content (keep-alives
     are not progress). When it fires, leaving the `client.stream` block closes the
     response (the connection is dropped, not reused) and the stall is raised as
     `StreamFailed(kind="stall")`. A cancellation from outside (the activity cancelled,
     the worker shutting down) is not the watchdog's: `asyncio.timeout` re-raises it as
     `CancelledError`, never as a stall.
-    The runaway-argument guard (`steadyloop.runaway_guard`; the request's
+    The runaway-argument guard (`steadyloop.stream.runaway_guard`; the request's
     `argument_limits`, else the endpoint's) stops reading the same way, and the turn
     is finished as its mode says. With a `sink` and a request that forwards, each read's
     text goes to the sink, and a failure after the first piece is marked

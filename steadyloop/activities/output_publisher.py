@@ -31,7 +31,7 @@ from temporalio.contrib.workflow_streams import PollInput, PollResult, WorkflowS
 from temporalio.converter import PayloadConverter
 from temporalio.service import RPCError, RPCStatusCode
 
-from steadyloop.output_forwarding import (
+from steadyloop.output.forwarding import (
     OUTPUT_STREAM_WORKFLOW,
     OUTPUT_TOPIC,
     ForwardedOutput,

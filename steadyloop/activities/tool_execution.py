@@ -57,11 +57,8 @@ from pydantic import JsonValue, ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from steadyloop.payload_storage import (
-    MAX_INLINE_PAYLOAD_BYTES,
-    MAX_STORED_PAYLOAD_BYTES,
-    payload_limit,
-)
+from steadyloop.history.budget import MAX_INLINE_PAYLOAD_BYTES
+from steadyloop.history.payload_storage import MAX_STORED_PAYLOAD_BYTES, payload_limit
 from steadyloop.tools.content import (
     MAX_TOOL_CONTENT_BYTES,
     cap_content,

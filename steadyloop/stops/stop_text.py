@@ -2,7 +2,7 @@
 introduced, the next step, and the message a resumed run begins with.
 
 One table, so the command line (`steadyloop run`, `show`, `resume`) and
-`steadyloop.run_resume` cannot drift apart, and every stop says what happened rather
+`steadyloop.run.resume` cannot drift apart, and every stop says what happened rather
 than what happened to another one: a `deadline` stop with text on screen offers to
 resume like an interrupt; a finished answer is never called cut off.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from steadyloop.run_models import RunResult, StopReason
+from steadyloop.run.models import RunResult, StopReason
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,7 @@ from http import HTTPStatus
 from types import TracebackType
 from typing import Any, Literal
 
-from steadyloop.endpoints import EndpointConfig
+from steadyloop.routing.endpoints import EndpointConfig
 from steadyloop.testing.chunks import Chunk, error_object
 
 Framing = Literal["chunked", "close", "length"]

@@ -25,7 +25,7 @@ replaces only what has no faithful text, with a marker the model can read:
 - any other object pydantic cannot encode, or whose `str()` raises: its `repr`, else
   `[steadyloop: unrepresentable T]`;
 - a container that contains itself: `[steadyloop: cycle, T contains itself]`;
-- nesting deeper than `MAX_DEPTH` (the one depth limit, `steadyloop.canonical_json`):
+- nesting deeper than `MAX_DEPTH` (the one depth limit, `steadyloop.receipts.canonical_json`):
   `[steadyloop: nested deeper than N levels]`;
 - an integer too long for `int.__repr__`: `[steadyloop: integer of N bits]`.
 
@@ -48,7 +48,7 @@ from typing import Any, NamedTuple
 import pydantic_core
 from pydantic import BaseModel
 
-from steadyloop.canonical_json import MAX_DEPTH
+from steadyloop.receipts.canonical_json import MAX_DEPTH
 
 MAX_TOOL_CONTENT_BYTES = 64 * 1024
 TRUNCATION_MARKER = "\n[steadyloop: output truncated, {shown} of {total} bytes shown]"

@@ -66,8 +66,8 @@ from contextvars import ContextVar
 
 from pydantic import JsonValue
 
-from steadyloop.canonical_json import MAX_DEPTH, canonical_json
-from steadyloop.receipt_ledger import DEFAULT_PROGRESS_LIMIT_BYTES
+from steadyloop.receipts.canonical_json import MAX_DEPTH, canonical_json
+from steadyloop.receipts.ledger import DEFAULT_PROGRESS_LIMIT_BYTES
 from steadyloop.tools.payloads import ToolInvocation
 
 __all__ = [

@@ -40,7 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel, create_model
 from pydantic.fields import FieldInfo
 
 from steadyloop.chat import ToolSpec
-from steadyloop.input_bounds import seconds_problem
+from steadyloop.run.bounds import seconds_problem
 from steadyloop.tools.payloads import EFFECTS, Effect, ToolDescription
 from steadyloop.tools.schema import SchemaError, arguments_schema
 from steadyloop.tools.schema_profiles import SchemaProfile, drop_absent_nulls, sanitize_tool_schema
@@ -266,7 +266,7 @@ def _define(
         raise ToolDefinitionError(
             f"tool {tool_name!r}: timeout must be a datetime.timedelta, got {timeout!r}"
         )
-    # Bounded like every duration that reaches the workflow (`steadyloop.input_bounds`):
+    # Bounded like every duration that reaches the workflow (`steadyloop.run.bounds`):
     # a timeout of 50 years would pass `> 0` and overflow Temporal's timeout arithmetic.
     problem = seconds_problem(timeout.total_seconds())
     if problem is not None:

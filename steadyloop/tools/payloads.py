@@ -26,8 +26,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from steadyloop.chat import ChatMessage, ToolSpec
-from steadyloop.input_bounds import Seconds
-from steadyloop.payload_storage import MAX_INLINE_PAYLOAD_BYTES
+from steadyloop.history.budget import MAX_INLINE_PAYLOAD_BYTES
+from steadyloop.run.bounds import Seconds
 from steadyloop.tools.schema_profiles import SchemaProfile
 
 DESCRIBE_TOOLS_ACTIVITY = "steadyloop.describe_tools"
@@ -124,7 +124,7 @@ class DescribeToolsResult(BaseModel):
     has, so the run can tell the person who configured it what it could have asked for.
 
     `payload_limit_bytes` is the largest activity input the worker's data converter can
-    hand Temporal (`steadyloop.payload_storage.payload_limit`): far above 2 MB when its
+    hand Temporal (`steadyloop.history.payload_storage.payload_limit`): far above 2 MB when its
     external storage takes every large payload out of history. A result recorded before
     the field existed decodes to the inline limit, the rule those runs were under.
     """

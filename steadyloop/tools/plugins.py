@@ -3,7 +3,7 @@
 An agent offered every tool at once reads every schema on every turn and picks worse
 among many. A plugin groups tools the model only needs for some tasks; a run offers
 its core tools plus an activation tool, and the model activates a plugin when it needs
-it (`steadyloop.tool_plugins`). Membership is declared on the worker's side, either way:
+it (`steadyloop.tools.disclosure`). Membership is declared on the worker's side, either way:
 
     @tool(effect="pure", plugin="files")
     async def read_file(path: str) -> str: ...

@@ -12,7 +12,7 @@ setting, so "where did this value come from" has one answer.
 - Large payloads (a long transcript, a run's result) leave history for a blob directory,
   `STEADYLOOP_BLOB_DIR` (default `$STEADYLOOP_HOME/blobs`, else `~/.steadyloop/blobs`;
   `off` keeps them inline), from `STEADYLOOP_BLOB_THRESHOLD` bytes (32 KiB). Workers and
-  command lines of one deployment must share it (`steadyloop.payload_storage`).
+  command lines of one deployment must share it (`steadyloop.history.payload_storage`).
 - Model endpoints, by name: the config file's `endpoints`, then `STEADYLOOP_ENDPOINTS`
   (JSON), then `--endpoint` flags; a later source replaces an endpoint of the same name.
   The OpenAI convention (`OPENAI_BASE_URL`, `OPENAI_API_KEY`) fills the endpoint
@@ -50,7 +50,12 @@ from temporalio.client import Client
 from temporalio.converter import DataConverter
 from temporalio.envconfig import ClientConfig
 
-from steadyloop.endpoints import (
+from steadyloop.history.payload_storage import (
+    BlobSettings,
+    blob_settings,
+    steadyloop_data_converter,
+)
+from steadyloop.routing.endpoints import (
     DEFAULT_ENDPOINT_NAME,
     ENDPOINTS_ENV,
     OPENAI_API_KEY_ENV,
@@ -59,10 +64,9 @@ from steadyloop.endpoints import (
     EndpointConfigError,
     EndpointRegistry,
 )
-from steadyloop.input_bounds import text_problem
-from steadyloop.payload_storage import BlobSettings, blob_settings, steadyloop_data_converter
-from steadyloop.pricing import Price
-from steadyloop.route_plan import RouteCandidate, RouteConfig
+from steadyloop.routing.pricing import Price
+from steadyloop.routing.route_plan import RouteCandidate, RouteConfig
+from steadyloop.run.bounds import text_problem
 from steadyloop.tools.definition import ToolDefinition
 from steadyloop.tools.registry import ToolRegistry
 
@@ -117,7 +121,7 @@ class ConfigFile(BaseModel):
     api_key_env = "OPENAI_API_KEY"
     model = "gpt-4.1-mini"
 
-    # USD per million tokens, by endpoint (or "endpoint/model"); see steadyloop.pricing.
+    # USD per million tokens, by endpoint (or "endpoint/model"); see steadyloop.routing.pricing.
     [prices.openai]
     input = 0.4
     cached_input = 0.1
@@ -205,7 +209,7 @@ class TemporalSettings:
 
     `extra` holds the remaining `Client.connect` arguments Temporal's environment
     configuration produced (API key, TLS, gRPC metadata); it is never printed. `blobs`
-    says where payloads too large for history go (`steadyloop.payload_storage`).
+    says where payloads too large for history go (`steadyloop.history.payload_storage`).
     """
 
     address: str = DEFAULT_ADDRESS

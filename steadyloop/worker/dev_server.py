@@ -8,7 +8,7 @@ which hangs or fails on a machine without internet.
 The UI port is chosen here, not left to the server: the CLI's default (server port +
 1000) is not reported back, and the address printed for the user must be the real one.
 
-The chain search attributes (`steadyloop.chain_search_attributes`) are registered at
+The chain search attributes (`steadyloop.chains.search_attributes`) are registered at
 start (`--search-attribute NAME=TYPE`): a run that delegates sets them, and on a server
 without them its workflow task would fail over and over.
 """
@@ -30,7 +30,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter
 from temporalio.testing import WorkflowEnvironment
 
-from steadyloop.chain_search_attributes import CHAIN_SEARCH_ATTRIBUTE_KEYS
+from steadyloop.chains.search_attributes import CHAIN_SEARCH_ATTRIBUTE_KEYS
 from steadyloop.temporal_binaries import TemporalBinaryMissing, dev_server_path
 
 DEFAULT_DEV_PORT = 7233

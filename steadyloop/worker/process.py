@@ -33,8 +33,8 @@ from steadyloop.activities.chain_measurement import await_child_run, measure_cha
 from steadyloop.activities.endpoint_health import DEFAULT_CACHE_TTL_S, EndpointHealthActivities
 from steadyloop.activities.model_stream import ModelActivities
 from steadyloop.activities.tool_execution import ToolActivities
-from steadyloop.circuit_breaker import BreakerPolicy
-from steadyloop.endpoints import EndpointRegistry
+from steadyloop.routing.circuit_breaker import BreakerPolicy
+from steadyloop.routing.endpoints import EndpointRegistry
 from steadyloop.tools.registry import ToolRegistry
 from steadyloop.workflows.endpoint_health import EndpointHealthWorkflow
 from steadyloop.workflows.output_stream import OutputStreamWorkflow

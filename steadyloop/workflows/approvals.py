@@ -33,7 +33,7 @@ from datetime import datetime, timedelta
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from steadyloop.steering_models import (
+    from steadyloop.run.steering import (
         ApprovalDecision,
         PendingApproval,
         rejected_outcome,

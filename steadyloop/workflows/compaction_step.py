@@ -1,4 +1,4 @@
-"""Compaction at a turn boundary, as workflow code (see `steadyloop.compaction` for why).
+"""Compaction at a turn boundary, as workflow code (see `steadyloop.history.compaction` for why).
 
 Deterministic: the decision and the elision are pure functions of the transcript; a
 user's compaction runs as an activity (it may call a model), with its output healed.
@@ -25,7 +25,8 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from steadyloop.chat import ChatMessage
-    from steadyloop.compaction import (
+    from steadyloop.history.budget import MAX_INLINE_PAYLOAD_BYTES
+    from steadyloop.history.compaction import (
         CompactionPolicy,
         CompactionRecord,
         CompactionReply,
@@ -34,8 +35,7 @@ with workflow.unsafe.imports_passed_through():
         elide_tool_results,
         needs_compaction,
     )
-    from steadyloop.payload_storage import MAX_INLINE_PAYLOAD_BYTES
-    from steadyloop.run_models import RunStats
+    from steadyloop.run.models import RunStats
 
 from steadyloop.workflows.payload_ceiling import payload_bytes
 

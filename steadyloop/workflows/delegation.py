@@ -10,7 +10,7 @@ this one prevents it:
   calls of one batch run concurrently: five delegations measured at once all see the
   same count and all pass a budget of three. Admission holds `_admission` from the
   measurement until the child has started, and the run's own children are counted
-  from its state, not from visibility (`steadyloop.chain_limits`).
+  from its state, not from visibility (`steadyloop.chains.limits`).
 - **A retried or repeated delegation starting a second child.** Each call runs under
   its receipt like an opaque tool: claimed before the child starts, completed with its
   answer, replayed when asked again. The child's id is derived from the parent's id
@@ -62,22 +62,7 @@ from temporalio.exceptions import (
 )
 
 with workflow.unsafe.imports_passed_through():
-    from steadyloop.chain_limits import (
-        MEASURE_CHAIN_ACTIVITY,
-        VISIBILITY_KINDS,
-        ChainLimit,
-        ChainMeasurements,
-        ChainPosition,
-        ChildRecord,
-        MeasureChainInput,
-        TenantRateLimit,
-        chain_rules,
-        pair_key,
-    )
-    from steadyloop.chain_queries import quotable
-    from steadyloop.chain_rules import Refused, admit_child_run
-    from steadyloop.chain_search_attributes import chain_search_attributes
-    from steadyloop.delegation_tool import (
+    from steadyloop.chains.delegation_tool import (
         AWAIT_CHILD_RUN_ACTIVITY,
         DELEGATE_TOOL,
         DELEGATION_HORIZON_S,
@@ -90,9 +75,24 @@ with workflow.unsafe.imports_passed_through():
         delegate_tool_description,
         read_delegate_request,
     )
-    from steadyloop.receipt_decision import Execute, ReceiptKey
-    from steadyloop.receipt_ledger import ReceiptLedger
-    from steadyloop.run_models import Delegation, RunInput, RunResult, RunStats
+    from steadyloop.chains.limits import (
+        MEASURE_CHAIN_ACTIVITY,
+        VISIBILITY_KINDS,
+        ChainLimit,
+        ChainMeasurements,
+        ChainPosition,
+        ChildRecord,
+        MeasureChainInput,
+        TenantRateLimit,
+        chain_rules,
+        pair_key,
+    )
+    from steadyloop.chains.queries import quotable
+    from steadyloop.chains.rules import Refused, admit_child_run
+    from steadyloop.chains.search_attributes import chain_search_attributes
+    from steadyloop.receipts.decision import Execute, ReceiptKey
+    from steadyloop.receipts.ledger import ReceiptLedger
+    from steadyloop.run.models import Delegation, RunInput, RunResult, RunStats
     from steadyloop.tools.payloads import ToolDescription, ToolInvocation, ToolOutcome
 
 MEASURE_TIMEOUT = timedelta(seconds=10)

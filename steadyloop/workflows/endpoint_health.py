@@ -20,7 +20,7 @@ history events each, far below the history and 2,000-update limits) or when Temp
 suggests it,
 after its handlers finish, carrying the state.
 
-Deterministic: time is `workflow.now()`; the breaker is `steadyloop.circuit_breaker`.
+Deterministic: time is `workflow.now()`; the breaker is `steadyloop.routing.circuit_breaker`.
 Log lines (a breaker opening or closing, a parameter degraded) go to the worker's log
 through `workflow.logger`, which stays silent during replay.
 """
@@ -32,7 +32,7 @@ from datetime import datetime
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from steadyloop.circuit_breaker import (
+    from steadyloop.routing.circuit_breaker import (
         BreakerPhase,
         BreakerPolicy,
         BreakerState,
@@ -41,7 +41,7 @@ with workflow.unsafe.imports_passed_through():
         record_failure,
         record_success,
     )
-    from steadyloop.endpoint_health import (
+    from steadyloop.routing.endpoint_health import (
         ENDPOINT_HEALTH_WORKFLOW,
         DegradedParameter,
         EndpointHealth,
@@ -50,7 +50,7 @@ with workflow.unsafe.imports_passed_through():
         ProbeGrant,
         ProbeRequest,
     )
-    from steadyloop.failure_taxonomy import DegradableParameter
+    from steadyloop.routing.taxonomy import DegradableParameter
 
 
 @workflow.defn(name=ENDPOINT_HEALTH_WORKFLOW)

@@ -23,7 +23,7 @@ from temporalio import workflow
 from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamState
 
 with workflow.unsafe.imports_passed_through():
-    from steadyloop.output_forwarding import CLOSE_OUTPUT_STREAM_SIGNAL, OUTPUT_STREAM_WORKFLOW
+    from steadyloop.output.forwarding import CLOSE_OUTPUT_STREAM_SIGNAL, OUTPUT_STREAM_WORKFLOW
 
 
 class OutputStreamInput(BaseModel):

@@ -33,7 +33,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
-    from steadyloop.payload_storage import MAX_INLINE_PAYLOAD_BYTES
+    from steadyloop.history.budget import MAX_INLINE_PAYLOAD_BYTES
     from steadyloop.tools.payloads import (
         DESCRIBE_TOOLS_ACTIVITY,
         DescribeToolsInput,

@@ -62,12 +62,13 @@ from temporalio.workflow import ActivityCancellationType
 with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 
-    from steadyloop.completion import (
-        STREAM_COMPLETION_ACTIVITY,
-        AssembledTurn,
-        CompletionRequest,
+    from steadyloop.output.forwarding import (
+        READ_FORWARDED_OUTPUT_ACTIVITY,
+        ForwardedOutput,
+        ReadForwardedOutput,
     )
-    from steadyloop.endpoint_health import (
+    from steadyloop.routing.disposition import Action, AttemptContext, failure_disposition
+    from steadyloop.routing.endpoint_health import (
         ADMIT_PROBE_ACTIVITY,
         READ_ENDPOINT_HEALTH_ACTIVITY,
         RECORD_ENDPOINT_OUTCOME_ACTIVITY,
@@ -77,26 +78,25 @@ with workflow.unsafe.imports_passed_through():
         ProbeRequest,
         ReadHealthInput,
     )
-    from steadyloop.endpoints import MISSING_API_KEY_ERROR_TYPE, UNKNOWN_ENDPOINT_ERROR_TYPE
-    from steadyloop.failure_disposition import Action, AttemptContext, failure_disposition
-    from steadyloop.failure_taxonomy import (
-        DegradableParameter,
-        FailureFacts,
-        facts_from_stream_failure,
-    )
-    from steadyloop.output_forwarding import (
-        READ_FORWARDED_OUTPUT_ACTIVITY,
-        ForwardedOutput,
-        ReadForwardedOutput,
-    )
-    from steadyloop.route_plan import (
+    from steadyloop.routing.endpoints import MISSING_API_KEY_ERROR_TYPE, UNKNOWN_ENDPOINT_ERROR_TYPE
+    from steadyloop.routing.route_plan import (
         PlannedCandidate,
         RouteConfig,
         RoutePlan,
         RouteRequest,
         plan_route,
     )
-    from steadyloop.stream_failures import StreamFailure
+    from steadyloop.routing.taxonomy import (
+        DegradableParameter,
+        FailureFacts,
+        facts_from_stream_failure,
+    )
+    from steadyloop.stream.completion import (
+        STREAM_COMPLETION_ACTIVITY,
+        AssembledTurn,
+        CompletionRequest,
+    )
+    from steadyloop.stream.failures import StreamFailure
 
 __all__ = [
     "RouteAttempt",

@@ -36,7 +36,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from steadyloop.chat import ChatMessage
-    from steadyloop.steering_models import SteeringState, UserMessage
+    from steadyloop.run.steering import SteeringState, UserMessage
 
 T = TypeVar("T")
 

@@ -2,7 +2,7 @@
 
 Deterministic workflow code. `ToolLoopWorkflow` calls `disclose_tools` before its first
 turn (and again in each run after a continue-as-new, with the activations it carried);
-the returned `steadyloop.tool_plugins.PluginDisclosure` decides what each turn offers
+the returned `steadyloop.tools.disclosure.PluginDisclosure` decides what each turn offers
 and answers activations without an activity. Everything a run's configuration can get
 wrong fails it at the start with a non-retryable error that names the fix, never at the
 turn a plugin is activated: a tool or plugin the worker lacks, and a tool of the run
@@ -17,10 +17,10 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from steadyloop.delegation_tool import DELEGATE_TOOL
-    from steadyloop.provider_profiles import schema_profile
-    from steadyloop.run_models import RunInput
-    from steadyloop.tool_plugins import ACTIVATE_PLUGIN_TOOL, PluginDisclosure
+    from steadyloop.chains.delegation_tool import DELEGATE_TOOL
+    from steadyloop.routing.provider_profiles import schema_profile
+    from steadyloop.run.models import RunInput
+    from steadyloop.tools.disclosure import ACTIVATE_PLUGIN_TOOL, PluginDisclosure
     from steadyloop.tools.payloads import (
         DESCRIBE_TOOLS_ACTIVITY,
         DescribeToolsInput,

@@ -52,7 +52,7 @@ one prevents it:
   The token budget counts finished children's tokens too, and a child gets at most
   what is left of it.
 - A run with on-demand plugins gets `activate_plugin`; activation is workflow state,
-  answered without an activity or a receipt (`tool_disclosure`, `steadyloop.tool_plugins`).
+  answered without an activity or a receipt (`tool_disclosure`, `steadyloop.tools.disclosure`).
 - People steer a running run (`steering.Steering`): messages are appended at a turn
   boundary, a pause holds the run there, and an interrupt cancels the model turn or the
   tool batch in flight, answering every call. Text the interrupted turn had already
@@ -77,18 +77,17 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 
-    from steadyloop.arguments import parse_tool_call_arguments
-    from steadyloop.canonical_json import canonical_json
+    from steadyloop.chains.delegation_tool import DELEGATE_TOOL
     from steadyloop.chat import ChatMessage, ToolCall
-    from steadyloop.completion import AssembledTurn, CompletionRequest
-    from steadyloop.delegation_tool import DELEGATE_TOOL
-    from steadyloop.history_budget import (
+    from steadyloop.history.budget import (
+        MAX_INLINE_PAYLOAD_BYTES,
         ContinueAsNewReason,
         HistoryReading,
         HistoryThresholds,
         continue_as_new_reason,
     )
-    from steadyloop.output_forwarding import (
+    from steadyloop.history.healing import validate_and_heal
+    from steadyloop.output.forwarding import (
         CLOSE_OUTPUT_STREAM_SIGNAL,
         ForwardedOutput,
         ForwardTarget,
@@ -96,12 +95,12 @@ with workflow.unsafe.imports_passed_through():
         ReadForwardedOutput,
         output_stream_id,
     )
-    from steadyloop.payload_storage import MAX_INLINE_PAYLOAD_BYTES
-    from steadyloop.pricing import price_for
-    from steadyloop.provider_profiles import transcript_rules
-    from steadyloop.receipt_decision import Ambiguous, Execute, ReceiptKey, receipt_key
-    from steadyloop.receipt_ledger import MIN_RESULT_LIMIT_BYTES, PackedLedger, ReceiptLedger
-    from steadyloop.run_models import (
+    from steadyloop.receipts.canonical_json import canonical_json
+    from steadyloop.receipts.decision import Ambiguous, Execute, ReceiptKey, receipt_key
+    from steadyloop.receipts.ledger import MIN_RESULT_LIMIT_BYTES, PackedLedger, ReceiptLedger
+    from steadyloop.routing.pricing import price_for
+    from steadyloop.routing.provider_profiles import transcript_rules
+    from steadyloop.run.models import (
         AmbiguousCall,
         CarriedState,
         ResolveReceipt,
@@ -111,21 +110,22 @@ with workflow.unsafe.imports_passed_through():
         RunStats,
         StopReason,
     )
-    from steadyloop.steering_models import (
+    from steadyloop.run.steering import (
         ApprovalDecision,
         PendingApproval,
         UserMessage,
         interrupted_outcome,
     )
     from steadyloop.stops.budget import CHARS_PER_TOKEN
-    from steadyloop.tool_plugins import PluginDisclosure
+    from steadyloop.stream.arguments import parse_tool_call_arguments
+    from steadyloop.stream.completion import AssembledTurn, CompletionRequest
+    from steadyloop.tools.disclosure import PluginDisclosure
     from steadyloop.tools.payloads import (
         RUN_TOOL_ACTIVITY,
         ToolDescription,
         ToolInvocation,
         ToolOutcome,
     )
-    from steadyloop.transcript_healing import validate_and_heal
     from steadyloop.workflows.compaction_step import compact_at_boundary
     from steadyloop.workflows.routed_turn import RoutedTurn, read_shown, routed_completion
 

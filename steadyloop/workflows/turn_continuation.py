@@ -28,16 +28,16 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from steadyloop.chat import ChatMessage
-    from steadyloop.completion import AssembledTurn
-    from steadyloop.defects import LENGTH_FINISH_REASONS
-    from steadyloop.output_forwarding import ForwardedOutput, PartialOutput
-    from steadyloop.run_models import ContinuationOptions
+    from steadyloop.output.forwarding import ForwardedOutput, PartialOutput
+    from steadyloop.run.models import ContinuationOptions
     from steadyloop.stops.continuation import (
         CutKind,
         continuation_messages,
         joined,
         takes_assistant_prefill,
     )
+    from steadyloop.stream.completion import AssembledTurn
+    from steadyloop.stream.defects import LENGTH_FINISH_REASONS
 
 # Gates the `max_tokens` stop (and its continuations) for histories recorded before it:
 # there a cut answer ended the run `final_answer` (or, with a message waiting, went on).

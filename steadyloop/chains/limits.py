@@ -1,0 +1,276 @@
+"""Chain limits: the bounds a run is configured with, turned into rules with measurements.
+
+Pure, no I/O. A run's configuration names limits (`DepthLimit`, `ChainBudgetLimit`,
+...) in the order it wants them checked; at each delegation, `chain_rules` pairs each
+limit with its measurement and hands the rules to `admit_child_run`.
+
+Measurements come from two places, and mixing them up is how the obvious version
+admits too much:
+
+- **Visibility is eventually consistent.** A run that fans out five delegations in one
+  batch and asks visibility before each start sees none of its own new children, and
+  admits all five past a budget of three. So visibility is asked only about *other*
+  runs (`ChainMeasurements`: the query excludes this run and its children), and what
+  this run knows for certain, itself and the children it started (`ChainPosition`,
+  `ChildRecord`), is added here. The workflow admits one delegation at a time, so
+  every start is counted before the next decision.
+- **A failed count is not zero.** When visibility could not answer for a limit, its
+  `ChainMeasurements` field is None and the rule is left out (it admits), as
+  `admit_child_run` requires; it is never filled with the local part alone, which
+  would be a wrong number rather than a missing one.
+
+The pair of agents is unordered: `planner` delegating to `writer` and `writer`
+delegating back to `planner` are the same pair working together, which is what a
+ping-pong looks like.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Annotated, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+
+from steadyloop.chains.rules import (
+    ChainBudgetRule,
+    ChainRule,
+    ChainRuleKind,
+    Count,
+    DepthRule,
+    PairCooldownRule,
+    PairSeenRule,
+    TenantCeilingRule,
+    TenantRateRule,
+)
+from steadyloop.run.bounds import Seconds
+
+__all__ = [
+    "DEFAULT_CHAIN_LIMITS",
+    "MEASURE_CHAIN_ACTIVITY",
+    "VISIBILITY_KINDS",
+    "ChainBudgetLimit",
+    "ChainLimit",
+    "ChainMeasurements",
+    "ChainPosition",
+    "ChildRecord",
+    "DepthLimit",
+    "MeasureChainInput",
+    "PairCooldownLimit",
+    "PairRecency",
+    "PairSeenLimit",
+    "TenantCeilingLimit",
+    "TenantRateLimit",
+    "chain_rules",
+    "pair_key",
+]
+
+MEASURE_CHAIN_ACTIVITY = "steadyloop.measure_chain"
+
+_LIMIT_CONFIG = ConfigDict(frozen=True, extra="forbid")
+
+
+class DepthLimit(BaseModel):
+    """Runs at most `max_depth` generations below the root (1: children, no grandchildren)."""
+
+    model_config = _LIMIT_CONFIG
+    kind: Literal["depth"] = "depth"
+    max_depth: Annotated[int, Field(strict=True, ge=0)]
+
+
+class ChainBudgetLimit(BaseModel):
+    """At most `max_runs` runs in one chain, the root included."""
+
+    model_config = _LIMIT_CONFIG
+    kind: Literal["chain_budget"] = "chain_budget"
+    max_runs: Count
+
+
+class PairSeenLimit(BaseModel):
+    """Two agents work together at most once per chain."""
+
+    model_config = _LIMIT_CONFIG
+    kind: Literal["pair_seen"] = "pair_seen"
+
+
+class PairCooldownLimit(BaseModel):
+    """Two agents start a run together at most once every `cooldown_s` within a chain."""
+
+    model_config = _LIMIT_CONFIG
+    kind: Literal["pair_cooldown"] = "pair_cooldown"
+    cooldown_s: Seconds
+
+
+class TenantRateLimit(BaseModel):
+    """A tenant starts at most `max_started` chain runs in any `window_s` seconds."""
+
+    model_config = _LIMIT_CONFIG
+    kind: Literal["tenant_rate"] = "tenant_rate"
+    window_s: Seconds
+    max_started: Count
+
+
+class TenantCeilingLimit(BaseModel):
+    """A tenant has at most `max_active` chain runs active at once."""
+
+    model_config = _LIMIT_CONFIG
+    kind: Literal["tenant_ceiling"] = "tenant_ceiling"
+    max_active: Count
+
+
+ChainLimit = Annotated[
+    DepthLimit
+    | ChainBudgetLimit
+    | PairSeenLimit
+    | PairCooldownLimit
+    | TenantRateLimit
+    | TenantCeilingLimit,
+    Field(discriminator="kind"),
+]
+
+# What a run that configures no limits gets: recursion and fan-out stay bounded.
+DEFAULT_CHAIN_LIMITS: tuple[ChainLimit, ...] = (
+    DepthLimit(max_depth=3),
+    ChainBudgetLimit(max_runs=16),
+)
+# Every kind but depth needs a count from Temporal visibility.
+VISIBILITY_KINDS: frozenset[ChainRuleKind] = frozenset(
+    {"chain_budget", "pair_seen", "pair_cooldown", "tenant_rate", "tenant_ceiling"}
+)
+
+
+def pair_key(first: str, second: str) -> str:
+    """The unordered pair of two agent names, as stored in the `SteadyloopPair` attribute."""
+    low, high = sorted((first, second))
+    return f"{low}|{high}"
+
+
+class ChildRecord(BaseModel):
+    """A child this run started: what its own admissions count, carried across continue-as-new."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    workflow_id: str
+    agent: str
+    started_at: AwareDatetime
+    running: bool = True
+
+
+class ChainPosition(BaseModel):
+    """What a run knows about itself: its agent, the agent that started it, its depth."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    agent: str
+    parent_agent: str | None = None  # None: a root
+    depth: int = Field(default=0, ge=0)
+    started_at: AwareDatetime
+
+    @property
+    def own_pair(self) -> str | None:
+        return None if self.parent_agent is None else pair_key(self.parent_agent, self.agent)
+
+
+class PairRecency(BaseModel):
+    """When the pair last started a run in the chain (None: never), among other runs."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    last_started: AwareDatetime | None = None
+
+
+class MeasureChainInput(BaseModel):
+    """What the measurement activity counts for one delegation by run `run`.
+
+    `kinds` are the limits configured (only those are measured); `pair` is the pair the
+    delegation would form; `window_start` begins the tenant-rate window.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tenant: str
+    chain_root: str
+    run: str
+    kinds: list[ChainRuleKind]
+    pair: str | None = None
+    window_start: AwareDatetime | None = None
+
+
+class ChainMeasurements(BaseModel):
+    """Counts of runs *other than* the measuring run and its own children.
+
+    A field is None when it was not asked for or its query failed; `failed` says which
+    failed and why, for logs. Counts exclude executions that continued-as-new (one run,
+    one count).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    runs_in_chain: int | None = None
+    pair_runs: int | None = None
+    pair_recency: PairRecency | None = None
+    tenant_started_in_window: int | None = None
+    tenant_active: int | None = None
+    failed: dict[str, str] = Field(default_factory=dict)
+
+
+def chain_rules(
+    limits: Sequence[ChainLimit],
+    *,
+    position: ChainPosition,
+    target: str,
+    children: Sequence[ChildRecord],
+    measured: ChainMeasurements,
+    now: datetime,
+) -> list[ChainRule]:
+    """The rules for delegating to agent `target` now, in the order of `limits`.
+
+    A limit whose visibility measurement is missing is left out (it admits).
+    """
+    pair = pair_key(position.agent, target)
+    agents = (position.agent, target)
+    with_target = [c for c in children if c.agent == target]
+    mine_in_pair = int(position.own_pair == pair)
+    rules: list[ChainRule] = []
+    for limit in limits:
+        if isinstance(limit, DepthLimit):
+            rules.append(DepthRule(parent_depth=position.depth, max_depth=limit.max_depth))
+        elif isinstance(limit, ChainBudgetLimit):
+            if measured.runs_in_chain is not None:
+                runs = measured.runs_in_chain + 1 + len(children)
+                rules.append(ChainBudgetRule(runs_in_chain=runs, max_runs=limit.max_runs))
+        elif isinstance(limit, PairSeenLimit):
+            if measured.pair_runs is not None:
+                pair_runs = measured.pair_runs + mine_in_pair + len(with_target)
+                rules.append(PairSeenRule(agents=agents, pair_runs=pair_runs))
+        elif isinstance(limit, PairCooldownLimit):
+            if measured.pair_recency is not None:
+                starts = [c.started_at for c in with_target]
+                if mine_in_pair:
+                    starts.append(position.started_at)
+                if measured.pair_recency.last_started is not None:
+                    starts.append(measured.pair_recency.last_started)
+                # A start recorded by the server a moment after this task's `now` is
+                # "just now", not a broken negative age.
+                since = max(0.0, (now - max(starts)).total_seconds()) if starts else None
+                rules.append(
+                    PairCooldownRule(
+                        agents=agents, seconds_since_last=since, cooldown_s=limit.cooldown_s
+                    )
+                )
+        elif isinstance(limit, TenantRateLimit):
+            if measured.tenant_started_in_window is not None:
+                window_start = now - timedelta(seconds=limit.window_s)
+                local = [position.started_at, *(c.started_at for c in children)]
+                started = measured.tenant_started_in_window + sum(t >= window_start for t in local)
+                rules.append(
+                    TenantRateRule(
+                        started_in_window=started,
+                        window_s=limit.window_s,
+                        max_started=limit.max_started,
+                    )
+                )
+        elif measured.tenant_active is not None:  # TenantCeilingLimit
+            active = measured.tenant_active + 1 + sum(c.running for c in children)
+            rules.append(TenantCeilingRule(active=active, max_active=limit.max_active))
+    return rules

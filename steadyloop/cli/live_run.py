@@ -1,0 +1,136 @@
+"""Talking to a run that is still going: find it, and send it an update, saying plainly why not.
+
+The commands that act on a running run (`receipts`, `approve`, `send`, `pause`,
+`unpause`, `interrupt`) share these, so each failure reads the same whichever command
+met it: an unknown run is a usage error (`ConfigError`, exit 2); a run that ended, a
+worker that does not answer, or a workflow that refuses is a `RunCommandFailure`
+(exit 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from typing import Any
+
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowHandle,
+    WorkflowQueryFailedError,
+    WorkflowQueryRejectedError,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+)
+from temporalio.service import RPCError, RPCStatusCode
+
+from steadyloop.cli.failure_text import failure_text
+from steadyloop.run.models import RunResult
+from steadyloop.worker.config import ConfigError, load_config, temporal_settings
+from steadyloop.workflows.tool_loop import ToolLoopWorkflow
+
+EXIT_FAILED = 1
+QUERY_TIMEOUT = timedelta(seconds=10)
+UPDATE_TIMEOUT = timedelta(seconds=30)
+QUERY_ERRORS = (RPCError, WorkflowQueryFailedError, WorkflowQueryRejectedError)
+
+RunHandle = WorkflowHandle[ToolLoopWorkflow, RunResult]
+
+
+class RunCommandFailure(Exception):
+    """The command could not do what was asked, through no fault of its flags (exit 1)."""
+
+
+def run_with_client(args: argparse.Namespace, command: Callable[[Client], Awaitable[int]]) -> int:
+    """Connect as the connection flags say and run `command`: its exit code, or 1 (said on
+    stderr) when it raises `RunCommandFailure`. `ConfigError` goes to `run_cli` (exit 2)."""
+    config = load_config(args.config, os.environ)
+    temporal = temporal_settings(
+        address=args.address,
+        namespace=args.namespace,
+        task_queue=args.task_queue,
+        config=config,
+        environ=os.environ,
+    )
+
+    async def connect_and_run() -> int:
+        return await command(await temporal.connect())
+
+    try:
+        return asyncio.run(connect_and_run())
+    except RunCommandFailure as failure:
+        print(f"steadyloop: {failure}", file=sys.stderr, flush=True)
+        return EXIT_FAILED
+
+
+async def running_handle(client: Client, workflow_id: str, *, ended: str) -> RunHandle:
+    """A handle on the run if it is a running steadyloop run; otherwise say why not.
+
+    `ended` completes the sentence for a run that has ended (what can no longer be done).
+    """
+    handle = client.get_workflow_handle_for(ToolLoopWorkflow.run, workflow_id)
+    try:
+        description = await handle.describe(rpc_timeout=QUERY_TIMEOUT)
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            raise ConfigError(
+                f"no workflow {workflow_id!r} in namespace {client.namespace!r}; check the "
+                "ID (`steadyloop run --detach` prints it) and --namespace / --address"
+            ) from None
+        raise RunCommandFailure(f"cannot describe {workflow_id!r}: {exc}") from None
+    if description.workflow_type != "ToolLoopWorkflow":
+        raise ConfigError(f"{workflow_id!r} is a {description.workflow_type}, not a steadyloop run")
+    if description.status != WorkflowExecutionStatus.RUNNING:
+        status = description.status.name.lower() if description.status is not None else "unknown"
+        raise RunCommandFailure(
+            f"run {workflow_id} has ended ({status}): {ended}. "
+            f"`steadyloop show {workflow_id}` shows how it ended."
+        )
+    return handle
+
+
+async def query_run(handle: RunHandle, query: str, result_type: type[Any]) -> Any:
+    """A query's answer, or a failure saying that a worker must be running to answer."""
+    try:
+        return await handle.query(query, result_type=result_type, rpc_timeout=QUERY_TIMEOUT)
+    except QUERY_ERRORS as exc:
+        raise RunCommandFailure(
+            f"run {handle.id} did not answer the {query} query: {exc}. A worker must be "
+            "running for its task queue (`steadyloop worker`) to answer."
+        ) from None
+
+
+async def update_run(
+    handle: RunHandle, update: str, argument: Any, *, what: str, refused: str, check: str
+) -> str:
+    """Send `update` and return the workflow's answer.
+
+    `what` names the request in messages ("the resolution"), `refused` begins the one for
+    a refusal, and `check` is the command that shows whether a late request landed.
+    """
+    args = [] if argument is None else [argument]
+    try:
+        answer: str = await handle.execute_update(
+            update, args=args, result_type=str, rpc_timeout=UPDATE_TIMEOUT
+        )
+    except WorkflowUpdateFailedError as exc:
+        raise RunCommandFailure(
+            f"{refused}: {failure_text(exc.cause)}. Check with {check}"
+        ) from None
+    except WorkflowUpdateRPCTimeoutOrCancelledError:
+        raise RunCommandFailure(
+            f"no answer from run {handle.id} within {UPDATE_TIMEOUT.total_seconds():g}s; is a "
+            f"worker running for its task queue? {what.capitalize()} may still be applied "
+            f"when one answers: check with {check}"
+        ) from None
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            raise RunCommandFailure(
+                f"run {handle.id} ended before {what} reached it: {exc}"
+            ) from None
+        raise RunCommandFailure(f"cannot send {what} to run {handle.id}: {exc}") from None
+    return answer

@@ -1,0 +1,732 @@
+"""The `steadyloop` command: `worker`, `run`, `show`, `resume`, `receipts`, `demo`, and the
+commands that steer a running run: `approve`, `send`, `pause`, `unpause`, `interrupt`.
+
+Settings come from flags, then the environment, then a config file (see
+`steadyloop.worker.config`); argparse itself holds no defaults, so that order is the
+only one. Exit codes, in one table so scripts can branch on them:
+
+- 0: the run ended with a final answer (`worker`: it stopped when asked; `receipts`:
+  listed, or resolved; a steering command: done).
+- 1: the run stopped with `failed`, or the workflow itself failed, was terminated,
+  cancelled or timed out; or Temporal was unreachable, or the worker or the dev
+  server could not run (`receipts` and steering commands: the run has ended, no worker
+  answered, or the workflow refused).
+- 2: a usage or configuration error (the message says which setting and how to fix it;
+  `show`, `receipts`: an unknown run; `receipts`: an unknown or ambiguous key; `approve`:
+  a call that does not wait for approval).
+- 3: the run stopped at a limit or was interrupted (`max_turns`, `token_budget`,
+  `deadline`, `interrupted`): it ended cleanly, but without an answer.
+- 130: Ctrl-C while following a run. The run goes on; `steadyloop show ID` attaches again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import sys
+import typing
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import NoReturn
+
+from pydantic import ValidationError
+from temporalio.client import (
+    Client,
+    WorkflowExecutionDescription,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+)
+from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
+
+from steadyloop.cli.arguments import ArgumentParser, workflow_id_argument
+from steadyloop.cli.failure_text import failure_text
+from steadyloop.cli.follow import RunHandle, follow
+from steadyloop.cli.progress import ProgressDisplay, partial_lines, result_lines
+from steadyloop.cli.receipts import add_receipts_parser
+from steadyloop.cli.steering import add_steering_parsers
+from steadyloop.output.forwarding import ForwardingOptions
+from steadyloop.routing.provider_profiles import ProviderProfile
+from steadyloop.run.bounds import seconds_problem
+from steadyloop.run.models import (
+    ContinuationOptions,
+    RunInput,
+    RunLimits,
+    RunPlugins,
+    StopReason,
+)
+from steadyloop.run.resume import TRUTHFUL, NothingToResume, resume_input
+from steadyloop.stops.stop_text import status_header
+from steadyloop.worker.config import (
+    CONFIG_ENV,
+    DEFAULT_TASK_QUEUE,
+    ConfigError,
+    LoadedConfig,
+    TemporalSettings,
+    TemporalUnreachable,
+    describe_endpoint,
+    endpoint_settings,
+    load_config,
+    load_tool_registry,
+    run_endpoint,
+    run_model,
+    run_prices,
+    run_route,
+    temporal_settings,
+    tools_spec,
+)
+from steadyloop.worker.dev_server import DEFAULT_DEV_PORT, DevServerError, dev_server, workflow_url
+from steadyloop.worker.process import (
+    DEFAULT_GRACEFUL_SHUTDOWN,
+    WorkerOptions,
+    install_stop_signals,
+    serve,
+)
+from steadyloop.workflows.tool_loop import ToolLoopWorkflow
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_STOPPED = 3
+EXIT_INTERRUPTED = 130
+EXIT_CODES: dict[StopReason, int] = {
+    "final_answer": EXIT_OK,
+    "max_tokens": EXIT_STOPPED,
+    "failed": EXIT_FAILED,
+    "max_turns": EXIT_STOPPED,
+    "token_budget": EXIT_STOPPED,
+    "deadline": EXIT_STOPPED,
+    "interrupted": EXIT_STOPPED,
+    "output_interrupted": EXIT_STOPPED,
+    "state_too_large": EXIT_STOPPED,
+}
+UI_URL_ENV = "TEMPORAL_UI_URL"
+# Which flag or argument sets each field of a run, to name it when the run is refused.
+RUN_FIELD_FLAGS: dict[str, str] = {
+    "prompt": "PROMPT (resume: --prompt)",
+    "system_prompt": "--system",
+    "endpoint": "--endpoint (or STEADYLOOP_ENDPOINT)",
+    "model": "--model (or STEADYLOOP_MODEL)",
+    "route": "--route",
+    "tools": "--tool",
+    "plugins": "--plugin",
+    "tenant_id": "--tenant",
+    "max_turns": "--max-turns",
+    "token_budget": "--token-budget",
+    "deadline_s": "--deadline",
+    "after_max_tokens": "--continue-cut",
+    "after_stream_failure": "--continue-stalled",
+}
+
+
+def _run_not_valid(exc: ValidationError) -> ConfigError:
+    """The run's refusal, each problem named by the flag or argument that set it."""
+    problems = []
+    for error in exc.errors(include_url=False):
+        loc = [part for part in error["loc"] if isinstance(part, str)]
+        named = next((RUN_FIELD_FLAGS[p] for p in reversed(loc) if p in RUN_FIELD_FLAGS), None)
+        field = ".".join(str(part) for part in error["loc"])
+        where = f"{named} ({field})" if named and field else named or field or "the run"
+        message = str(error["msg"]).removeprefix("Value error, ")
+        problems.append(f"{where}: {message}")
+    return ConfigError("the run is not valid: " + "; ".join(problems))
+
+
+def main(argv: Sequence[str] | None = None) -> NoReturn:
+    """The `steadyloop` console script and `python -m steadyloop`: run, then end the process.
+
+    The process ends with `os._exit` once output is flushed, skipping interpreter
+    finalization: a short-lived process that used a Temporal client can abort there
+    (Rust threads releasing the GIL during finalization, temporalio/sdk-python#300),
+    which turns exit code 0 into a SIGABRT. Everything that needs closing (dev server,
+    worker, temporary directories) is closed by the command itself before this point.
+    """
+    code = run_cli(argv)
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def run_cli(argv: Sequence[str] | None = None) -> int:
+    """Parse `argv` and run the command; the exit code (see the module docstring)."""
+    args = build_parser().parse_args(argv)
+    try:
+        code: int = args.handler(args)
+        return code
+    except ConfigError as exc:
+        _error(str(exc))
+        return EXIT_USAGE
+    except (DevServerError, TemporalUnreachable) as exc:
+        _error(str(exc))
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = ArgumentParser(
+        prog="steadyloop",
+        description="An LLM agent's tool loop as a durable Temporal workflow.",
+        epilog="Exit codes: 0 answer, 1 failed, 2 usage, 3 stopped at a limit, 130 Ctrl-C.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    connection = ArgumentParser(add_help=False)
+    group = connection.add_argument_group("Temporal connection")
+    group.add_argument("--address", help="host:port of Temporal (env TEMPORAL_ADDRESS)")
+    group.add_argument("--namespace", help="Temporal namespace (env TEMPORAL_NAMESPACE)")
+    group.add_argument(
+        "--task-queue",
+        help=f"task queue (env STEADYLOOP_TASK_QUEUE; default {DEFAULT_TASK_QUEUE!r})",
+    )
+    group.add_argument("--config", type=Path, help=f"config file, JSON or TOML (env {CONFIG_ENV})")
+
+    worker = commands.add_parser(
+        "worker",
+        parents=[connection],
+        help="run a worker (with --dev: and an embedded Temporal dev server with its UI)",
+        description="Serve ToolLoopWorkflow, the model activity and the tool activities.",
+    )
+    worker.add_argument(
+        "--endpoint",
+        action="append",
+        default=[],
+        metavar="NAME=BASE_URL[,api_key_env=VAR][,model=M]",
+        help="a model endpoint (repeatable; also STEADYLOOP_ENDPOINTS, OPENAI_BASE_URL/"
+        "OPENAI_API_KEY as endpoint 'default', or the config file)",
+    )
+    worker.add_argument(
+        "--tools", metavar="MODULE:ATTRIBUTE", help="your tool registry (env STEADYLOOP_TOOLS)"
+    )
+    worker.add_argument("--dev", action="store_true", help="start an embedded dev server + UI")
+    worker.add_argument(
+        "--dev-port", type=int, default=DEFAULT_DEV_PORT, help="dev server port (default 7233)"
+    )
+    worker.add_argument("--dev-ui-port", type=int, help="dev UI port (default: port + 1000)")
+    worker.add_argument("--dev-db", type=Path, help="keep the dev server's state in this file")
+    worker.add_argument(
+        "--graceful-shutdown",
+        type=float,
+        default=DEFAULT_GRACEFUL_SHUTDOWN.total_seconds(),
+        metavar="SECONDS",
+        help="how long running activities may finish after SIGINT/SIGTERM (default 30)",
+    )
+    worker.add_argument("--max-concurrent-activities", type=int, metavar="N")
+    worker.add_argument("--log-level", default="INFO", help="Python log level (default INFO)")
+    worker.set_defaults(handler=_worker_command)
+
+    run = commands.add_parser(
+        "run",
+        parents=[connection],
+        help="start a run and follow it live",
+        description="Start a ToolLoopWorkflow and show its progress until it ends.",
+    )
+    run.add_argument("prompt", help="what to ask the agent")
+    run.add_argument(
+        "--endpoint", help="endpoint name (env STEADYLOOP_ENDPOINT; default 'default')"
+    )
+    run.add_argument("--model", help="model name (env STEADYLOOP_MODEL, or the endpoint's)")
+    run.add_argument(
+        "--route",
+        action="append",
+        metavar="NAME[=MODEL]",
+        help="try these endpoints in order, each with its model (default: the endpoint's); "
+        "repeatable, instead of --endpoint and --model",
+    )
+    run.add_argument("--system", help="system prompt")
+    run.add_argument(
+        "--tool",
+        action="append",
+        metavar="NAME",
+        help="offer this tool (repeatable; default: every tool of the registry in no plugin)",
+    )
+    run.add_argument(
+        "--plugin",
+        action="append",
+        metavar="NAME",
+        help="let the model activate this plugin's tools (repeatable; default: every plugin "
+        "of the registry, unless --tool is given)",
+    )
+    run.add_argument("--no-tools", action="store_true", help="offer no tools or plugins")
+    run.add_argument(
+        "--tools",
+        metavar="MODULE:ATTRIBUTE",
+        help="registry whose tools to offer (env STEADYLOOP_TOOLS; default: the examples)",
+    )
+    run.add_argument("--max-turns", type=int, help="model turns at most (default 20)")
+    run.add_argument("--token-budget", type=int, help="stop after this many tokens")
+    # A float, refused by the run's own rule (`RunLimits.deadline_s`) with the flag named:
+    # `inf` is not "no deadline", and 1e12 s does not fit the workflow's clock.
+    run.add_argument("--deadline", type=float, metavar="SECONDS", help="stop after this long")
+    run.add_argument(
+        "--profile",
+        choices=typing.get_args(ProviderProfile),
+        default="portable",
+        help="what the provider accepts: transcripts are healed and tool schemas sanitized "
+        "for it (default 'portable')",
+    )
+    run.add_argument(
+        "--no-stream",
+        action="store_true",
+        help="do not forward the model's text as it streams (then a failed attempt may be "
+        "retried freely; with streaming, an attempt whose text was shown is never repeated)",
+    )
+    run.add_argument(
+        "--continue-cut",
+        type=int,
+        default=0,
+        metavar="N",
+        help="continue an answer cut by the output token limit up to N times (default 0: "
+        "stop max_tokens with the cut text)",
+    )
+    run.add_argument(
+        "--continue-stalled",
+        type=int,
+        default=0,
+        metavar="N",
+        help="continue from the shown text when a stream fails after showing output, up to "
+        "N times (default 0: stop output_interrupted; resume by hand)",
+    )
+    run.add_argument(
+        "--prefill",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="send a continuation as an assistant prefill (default: as the --profile says; "
+        "anthropic takes one, llama.cpp and vLLM can be set to) rather than the text and a "
+        "request to continue",
+    )
+    run.add_argument(
+        "--reasoning-is-output",
+        action="store_true",
+        help="count forwarded reasoning as shown output (default: only answer text counts)",
+    )
+    run.add_argument("--tenant", default="default", help="tenant id (default 'default')")
+    run.add_argument(
+        "--id", type=workflow_id_argument, help="workflow id (default: steadyloop-<uuid>)"
+    )
+    run.add_argument("--detach", action="store_true", help="print the workflow id and exit")
+    run.add_argument("--ui-url", help=f"Temporal UI address, to print links (env {UI_URL_ENV})")
+    run.set_defaults(handler=_run_command)
+
+    show = commands.add_parser(
+        "show",
+        parents=[connection],
+        help="attach to a run: follow it live, or show how it ended",
+    )
+    show.add_argument("workflow_id", metavar="ID", type=workflow_id_argument)
+    show.add_argument("--ui-url", help=f"Temporal UI address, to print links (env {UI_URL_ENV})")
+    show.set_defaults(handler=_show_command)
+
+    resume = commands.add_parser(
+        "resume",
+        parents=[connection],
+        help="carry on from a run that stopped, as a new run (an answer cut off, an interrupt, "
+        "a deadline, a spent budget; a finished run takes a follow-up --prompt)",
+        description="Start a new run with a stopped run's configuration and conversation, "
+        "the partial answer that was shown included, and follow it.",
+    )
+    resume.add_argument(
+        "workflow_id", metavar="ID", type=workflow_id_argument, help="the stopped run"
+    )
+    resume.add_argument(
+        "--prompt",
+        help="the user message that asks to go on (default: one that says how the run "
+        "stopped; required to ask a follow-up of a run that ended with a final answer)",
+    )
+    resume.add_argument(
+        "--id",
+        type=workflow_id_argument,
+        help="the new run's workflow id (default: ID-resumed-<n>)",
+    )
+    resume.add_argument("--detach", action="store_true", help="print the new id and exit")
+    resume.set_defaults(handler=_resume_command)
+
+    add_receipts_parser(commands, connection)
+    add_steering_parsers(commands, connection)
+
+    demo = commands.add_parser(
+        "demo",
+        help="everything embedded: dev server, worker, scripted provider; no key, no Docker",
+    )
+    demo.add_argument(
+        "--keep-running", action="store_true", help="keep the dev server and UI up until Ctrl-C"
+    )
+    demo.add_argument("--workdir", type=Path, help="sandbox and outbox here (default: a temp dir)")
+    demo.add_argument(
+        "--pace",
+        type=float,
+        default=0.04,
+        metavar="SECONDS",
+        help="pause between chunks",
+    )
+    demo.set_defaults(handler=_demo_command)
+    return parser
+
+
+# -- worker ---------------------------------------------------------------------------
+
+
+def _worker_command(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=str(args.log_level).upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    return asyncio.run(_worker(args))
+
+
+async def _worker(args: argparse.Namespace) -> int:
+    environ = os.environ
+    config = load_config(args.config, environ)
+    temporal = _temporal(args, config)
+    endpoints = endpoint_settings(flags=args.endpoint, config=config, environ=environ)
+    spec = tools_spec(args.tools, config, environ)
+    tools = load_tool_registry(spec)
+    problem = seconds_problem(args.graceful_shutdown, zero_allowed=True)
+    if problem is not None:  # NaN passed `< 0`; inf overflowed `timedelta`
+        raise ConfigError(f"--graceful-shutdown {problem}")
+    options = WorkerOptions(
+        task_queue=temporal.task_queue,
+        endpoints=endpoints.registry,
+        tools=tools,
+        graceful_shutdown=timedelta(seconds=args.graceful_shutdown),
+        max_concurrent_activities=args.max_concurrent_activities,
+    )
+
+    def summary(address: str, namespace: str) -> None:
+        _say(
+            f"steadyloop worker: task queue {options.task_queue!r}, namespace {namespace!r}, "
+            f"Temporal at {address}"
+        )
+        if len(endpoints.registry) == 0:
+            _say(
+                "  model endpoints: none configured; runs will fail with unknown_endpoint "
+                "(set OPENAI_BASE_URL/OPENAI_API_KEY, STEADYLOOP_ENDPOINTS or --endpoint)"
+            )
+        for endpoint in endpoints.registry:
+            _say(f"  model endpoint {describe_endpoint(endpoint, environ)}")
+        _say(f"  tools ({spec}): {', '.join(tools.names()) or 'none'}")
+
+    stop = asyncio.Event()
+    remove = install_stop_signals(
+        stop,
+        lambda name: _say(
+            f"steadyloop worker: {name}: finishing running activities (up to "
+            f"{args.graceful_shutdown:g}s); signal again to stop now"
+        ),
+    )
+    try:
+        if args.dev:
+            async with dev_server(
+                port=args.dev_port,
+                ui_port=args.dev_ui_port,
+                namespace=temporal.namespace,
+                database=args.dev_db,
+                data_converter=temporal.data_converter,
+            ) as server:
+                summary(server.address, server.namespace)
+                _say(f"  Temporal UI: {server.ui_url}")
+                _say(
+                    f"  start a run from another terminal: steadyloop run --address "
+                    f'{server.address} "What is 17 * 23?" --model MODEL'
+                )
+                _say("Ctrl-C to stop.")
+                await serve(server.client, options, stop)
+        else:
+            client = await temporal.connect()
+            summary(temporal.address, temporal.namespace)
+            _say("Ctrl-C to stop.")
+            await serve(client, options, stop)
+    except RuntimeError as exc:  # the SDK's worker errors: namespace missing, server gone
+        _error(f"the worker stopped: {exc}")
+        return EXIT_FAILED
+    finally:
+        remove()
+    _say("steadyloop worker: stopped")
+    return EXIT_OK
+
+
+# -- run and show ---------------------------------------------------------------------
+
+
+def _run_command(args: argparse.Namespace) -> int:
+    return asyncio.run(_run(args))
+
+
+async def _run(args: argparse.Namespace) -> int:
+    environ = os.environ
+    config = load_config(args.config, environ)
+    temporal = _temporal(args, config)
+    settings = endpoint_settings(flags=[], config=config, environ=environ)
+    route = run_route(args.route or [], settings)
+    if route is None:
+        endpoint = run_endpoint(args.endpoint, config, environ)
+        model = run_model(args.model, endpoint, settings, environ)
+    elif args.endpoint or args.model:
+        raise ConfigError(
+            "--route names the endpoints and models; leave out --endpoint and --model"
+        )
+    else:
+        endpoint, model = route.candidates[0].endpoint, route.candidates[0].model
+    tools, plugins = _run_tools(args, config, environ)
+    limits = {
+        key: value
+        for key, value in (
+            ("max_turns", args.max_turns),
+            ("token_budget", args.token_budget),
+            ("deadline_s", args.deadline),
+        )
+        if value is not None
+    }
+    try:
+        run = RunInput(
+            endpoint=endpoint,
+            model=model,
+            prompt=args.prompt,
+            system_prompt=args.system,
+            tools=tools,
+            plugins=RunPlugins(on_demand=plugins),
+            limits=RunLimits.model_validate(limits),
+            tenant_id=args.tenant,
+            provider_profile=args.profile,
+            prices=run_prices(route.endpoints if route else endpoint, config),
+            route=route,
+            forwarding=ForwardingOptions(
+                enabled=not args.no_stream, reasoning_is_output=args.reasoning_is_output
+            ),
+            continuation=ContinuationOptions(
+                after_max_tokens=args.continue_cut,
+                after_stream_failure=args.continue_stalled,
+                prefill=args.prefill,
+            ),
+        )
+    except ValidationError as exc:
+        raise _run_not_valid(exc) from None
+
+    client = await temporal.connect()
+    workflow_id = args.id or f"steadyloop-{uuid.uuid4()}"
+    try:
+        await client.start_workflow(
+            ToolLoopWorkflow.run, run, id=workflow_id, task_queue=temporal.task_queue
+        )
+    except WorkflowAlreadyStartedError:
+        raise ConfigError(
+            f"a workflow {workflow_id!r} is already running; choose another --id, or attach "
+            f"with `steadyloop show {workflow_id}`"
+        ) from None
+    if args.detach:
+        print(workflow_id, flush=True)
+        return EXIT_OK
+    _say(f"run {workflow_id} started on task queue {temporal.task_queue!r}")
+    if route is None:
+        asked = f"endpoint {endpoint!r}, model {model!r}"
+    else:
+        asked = "route " + " then ".join(f"{c.endpoint}={c.model}" for c in route.candidates)
+    _say(f"{asked}, tools: {', '.join(tools) or 'none'}")
+    if plugins:
+        _say(f"plugins the model may activate: {', '.join(plugins)}")
+    url = workflow_url(args.ui_url or environ.get(UI_URL_ENV), temporal.namespace, workflow_id)
+    if url:
+        _say(f"Temporal UI: {url}")
+    handle = client.get_workflow_handle_for(ToolLoopWorkflow.run, workflow_id)
+    return await _follow_and_report(
+        handle, temporal.task_queue, output=client if run.forwarding.enabled else None
+    )
+
+
+def _run_tools(
+    args: argparse.Namespace, config: LoadedConfig, environ: Mapping[str, str]
+) -> tuple[list[str], list[str]]:
+    """The run's core tools and on-demand plugins: as named, or (neither named) every tool
+    in no plugin and every plugin of the registry."""
+    if args.no_tools:
+        return [], []
+    if args.tool or args.plugin:
+        return list(dict.fromkeys(args.tool or [])), list(dict.fromkeys(args.plugin or []))
+    registry = load_tool_registry(tools_spec(args.tools, config, environ))
+    return registry.unplugged(), registry.plugin_names()
+
+
+def _show_command(args: argparse.Namespace) -> int:
+    return asyncio.run(_show(args))
+
+
+async def _existing_run(
+    args: argparse.Namespace,
+) -> tuple[Client, TemporalSettings, RunHandle, WorkflowExecutionDescription]:
+    """The run named by `args.workflow_id`, described; a clear error when it is not one."""
+    config = load_config(args.config, os.environ)
+    temporal = _temporal(args, config)
+    client = await temporal.connect()
+    handle = client.get_workflow_handle_for(ToolLoopWorkflow.run, args.workflow_id)
+    try:
+        description = await handle.describe()
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            raise ConfigError(
+                f"no workflow {args.workflow_id!r} in namespace {temporal.namespace!r} "
+                f"at {temporal.address}"
+            ) from None
+        raise ConfigError(f"cannot describe {args.workflow_id!r}: {exc}") from None
+    if description.workflow_type != "ToolLoopWorkflow":
+        raise ConfigError(
+            f"{args.workflow_id!r} is a {description.workflow_type}, not a steadyloop run"
+        )
+    return client, temporal, handle, description
+
+
+async def _show(args: argparse.Namespace) -> int:
+    client, temporal, handle, description = await _existing_run(args)
+    status = description.status.name.lower() if description.status is not None else "unknown"
+    if description.status == WorkflowExecutionStatus.COMPLETED:
+        # Temporal's "completed" says only that the workflow returned: say how the run
+        # stopped (an interrupted run is not a completed answer).
+        status = status_header(await handle.result(), status)
+    _say(f"run {args.workflow_id} ({status}, started {description.start_time:%Y-%m-%d %H:%M:%S})")
+    url = workflow_url(
+        args.ui_url or os.environ.get(UI_URL_ENV), temporal.namespace, args.workflow_id
+    )
+    if url:
+        _say(f"Temporal UI: {url}")
+    return await _follow_and_report(handle, description.task_queue, output=client)
+
+
+def _resume_command(args: argparse.Namespace) -> int:
+    return asyncio.run(_resume(args))
+
+
+async def _resume(args: argparse.Namespace) -> int:
+    client, _, stopped, description = await _existing_run(args)
+    if description.status == WorkflowExecutionStatus.RUNNING:
+        raise ConfigError(
+            f"run {args.workflow_id!r} is still running; it can be resumed once it stops"
+        )
+    try:
+        result = await stopped.result()
+    except WorkflowFailureError as exc:
+        raise ConfigError(
+            f"run {args.workflow_id!r} did not complete: {failure_text(exc)}"
+        ) from None
+    original = await _run_input_of(client, stopped)
+    prompt = TRUTHFUL if args.prompt is None else args.prompt
+    try:  # `resume_input` copies without validating: check the new run as `run` does
+        run = RunInput.model_validate(
+            resume_input(original, result, prompt=prompt).model_dump(mode="python")
+        )
+    except NothingToResume as exc:
+        raise ConfigError(
+            f"run {args.workflow_id!r} ended with a final answer, so there is nothing to "
+            f'continue; to ask a follow-up: steadyloop resume {args.workflow_id} --prompt "..."'
+        ) from exc
+    except ValidationError as exc:
+        raise _run_not_valid(exc) from None
+    workflow_id = args.id or await _free_id(client, f"{args.workflow_id}-resumed")
+    await client.start_workflow(
+        ToolLoopWorkflow.run, run, id=workflow_id, task_queue=description.task_queue
+    )
+    if args.detach:
+        print(workflow_id, flush=True)
+        return EXIT_OK
+    _say(f"run {workflow_id} resumes {args.workflow_id} ({result.stop_reason})")
+    handle = client.get_workflow_handle_for(ToolLoopWorkflow.run, workflow_id)
+    return await _follow_and_report(
+        handle, description.task_queue, output=client if run.forwarding.enabled else None
+    )
+
+
+async def _run_input_of(client: Client, handle: RunHandle) -> RunInput:
+    """The input the run's latest execution started with (its configuration); decoded with
+    the client's converter, since a continued run's input sits in the blob directory."""
+    async for event in handle.fetch_history_events():
+        started = event.workflow_execution_started_event_attributes
+        decoded = await client.data_converter.decode(started.input.payloads, [RunInput])
+        return RunInput.model_validate(decoded[0])
+    raise ConfigError(f"run {handle.id!r} has no history")
+
+
+async def _free_id(client: Client, stem: str) -> str:
+    """`stem-1`, `stem-2`...: the first id no workflow has."""
+    number = 1
+    while True:
+        candidate = f"{stem}-{number}"
+        try:
+            await client.get_workflow_handle(candidate).describe()
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.NOT_FOUND:
+                return candidate
+            raise
+        number += 1
+
+
+async def _follow_and_report(
+    handle: RunHandle, task_queue: str, *, output: Client | None = None
+) -> int:
+    """Follow until the run ends (or Ctrl-C), print the outcome, return the exit code.
+
+    With `output`, the model's forwarded text is printed as it streams.
+    """
+    stop = asyncio.Event()
+    remove = install_stop_signals(stop, lambda _signal: None)
+    following = asyncio.create_task(
+        follow(handle, ProgressDisplay(sys.stdout), task_queue=task_queue, output=output)
+    )
+    stopping = asyncio.create_task(stop.wait())
+    try:
+        await asyncio.wait({following, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        remove()
+        stopping.cancel()
+    if not following.done():
+        following.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await following
+        _say(f"stopped following; the run goes on. Attach again: steadyloop show {handle.id}")
+        return EXIT_INTERRUPTED
+    try:
+        result = following.result()
+    except WorkflowFailureError as exc:
+        _say(f"the workflow did not complete: {failure_text(exc)}")
+        return EXIT_FAILED
+    for line in [*result_lines(result), *partial_lines(result, handle.id)]:
+        _say(line)
+    return EXIT_CODES.get(result.stop_reason, EXIT_FAILED)
+
+
+# -- demo -----------------------------------------------------------------------------
+
+
+def _demo_command(args: argparse.Namespace) -> int:
+    from steadyloop.cli.demo import run_demo  # imports the scripted server; only here
+
+    problem = seconds_problem(args.pace, zero_allowed=True)
+    if problem is not None:
+        raise ConfigError(f"--pace {problem}")
+    return asyncio.run(
+        run_demo(sys.stdout, workdir=args.workdir, keep_running=args.keep_running, pace_s=args.pace)
+    )
+
+
+# -- helpers --------------------------------------------------------------------------
+
+
+def _temporal(args: argparse.Namespace, config: LoadedConfig) -> TemporalSettings:
+    return temporal_settings(
+        address=args.address,
+        namespace=args.namespace,
+        task_queue=args.task_queue,
+        config=config,
+        environ=os.environ,
+    )
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
+def _error(message: str) -> None:
+    print(f"steadyloop: {message}", file=sys.stderr, flush=True)

@@ -1,0 +1,106 @@
+"""Reading a run's forwarded output from outside, as it streams (`steadyloop run` uses it).
+
+The output host starts when the run first forwards, so a reader that arrives first
+waits for it instead of failing; a host that ended (idle, or the run closed it) is
+drained to its last item; a host started again later for the same run (after an idle
+close) is followed too. Following ends when the run has ended and its host is drained.
+A host the run could not close (the run failed) ends by itself when idle; a caller
+that should not wait for that cancels the iteration a moment after the run's result.
+
+A poll can fail while the host is alive: when a signal lands during the workflow task
+in which the host continues-as-new, that task fails (`UnhandledCommand`) and the server
+aborts the updates admitted meanwhile with "unexpected workflow task failure", which
+`WorkflowStreamClient.subscribe` raises instead of retrying. Following picks up again
+right after the last item it yielded, so nothing is lost or repeated; it gives up only
+after `MAX_POLL_FAILURES` failures in a row.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from typing import Any
+
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowHandle,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+)
+from temporalio.contrib.workflow_streams import WorkflowStreamClient
+from temporalio.service import RPCError, RPCStatusCode
+
+from steadyloop.output.forwarding import OUTPUT_TOPIC, OutputDelta, output_stream_id
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_POLL_S = 0.1
+# Failed polls in a row (with backoff, about 25 s in all) before following gives up.
+MAX_POLL_FAILURES = 10
+MAX_BACKOFF_S = 5.0
+
+
+async def follow_output(
+    client: Client, run_workflow_id: str, *, poll_s: float = DEFAULT_POLL_S
+) -> AsyncIterator[OutputDelta]:
+    """Every piece of output the run forwards, in order, until the run is over."""
+    host_id = output_stream_id(run_workflow_id)
+    host = client.get_workflow_handle(host_id)
+    run = client.get_workflow_handle(run_workflow_id)
+    drained: str | None = None
+    while True:
+        current = await _host_run(host)
+        if current is None or current == drained:
+            if await _ended(run):
+                return
+            await asyncio.sleep(poll_s)
+            continue
+        async for delta in _follow_chain(client, host_id, poll_s):
+            yield delta
+        drained = await _host_run(host)
+
+
+async def _follow_chain(client: Client, host_id: str, poll_s: float) -> AsyncIterator[OutputDelta]:
+    """One host's continue-as-new chain, from its first item to its end.
+
+    Offsets are global across the chain, so a failed poll resumes right after the last
+    item yielded: no item twice, none skipped.
+    """
+    stream = WorkflowStreamClient.create(client, host_id)
+    offset = 0
+    failures = 0
+    while True:
+        try:
+            async for item in stream.subscribe(
+                [OUTPUT_TOPIC],
+                from_offset=offset,
+                result_type=OutputDelta,
+                poll_cooldown=timedelta(seconds=poll_s),
+            ):
+                offset = item.offset + 1
+                failures = 0
+                yield item.data
+            return
+        except (RPCError, WorkflowUpdateRPCTimeoutOrCancelledError) as error:
+            failures += 1
+            if failures >= MAX_POLL_FAILURES:
+                raise
+            logger.info("output poll failed (following again from offset %d): %s", offset, error)
+            await asyncio.sleep(min(poll_s * 2**failures, MAX_BACKOFF_S))
+
+
+async def _host_run(host: WorkflowHandle[Any, Any]) -> str | None:
+    """The latest run id of the host, or None when it never started."""
+    try:
+        return (await host.describe()).run_id
+    except RPCError as error:
+        if error.status == RPCStatusCode.NOT_FOUND:
+            return None
+        raise
+
+
+async def _ended(run: WorkflowHandle[Any, Any]) -> bool:
+    status = (await run.describe()).status
+    return status is not None and status != WorkflowExecutionStatus.RUNNING

@@ -1,0 +1,14 @@
+"""The stream: one streamed chat completion read into one turn, or a named failure.
+
+Guarantees: SSE is decoded incrementally (`sse`); tool-call deltas are assembled by what
+they say rather than by the `index` a gateway may reuse (`accumulator`, `turn_assembly`);
+arguments are read into a value or a refusal that names the place, never an exception
+(`arguments`); a finished stream that must not be dispatched as it is becomes a defect
+(`defects`); arguments that grow without bound are cut (`runaway_guard`, under the limits
+in `argument_limits`); a silent stream is a stall under a phase deadline (`watchdog`);
+every failure is a value that crosses Temporal (`failures`). `completion` holds the
+payloads of one model turn.
+
+Not here: the HTTP request and the clock (`steadyloop.activities.model_stream`), or what a
+failure leads to (`steadyloop.routing`). Pure: nothing in this package imports temporalio.
+"""
