@@ -5,9 +5,14 @@ The model is a scripted provider on loopback whose answer depends on who asks: a
 task, its turn number and the tool results so far, so concurrent runs of a chain are
 scripted without depending on which request arrives first.
 
-Visibility: the time-skipping server (V1) stores custom search attributes once they
-are registered, but implements no list or count of workflows. `HistoryVisibility`
-stands in for the measurement activity, registered under its name: it walks the
+Admission: chain rules are decided by the tenant's admission workflow
+(`steadyloop.workflows.chain_admission`), run by the same worker with its activities
+(`real_admission`; a test may pass stand-ins as `admission`).
+
+Visibility (only for histories recorded before the admission workflow): the
+time-skipping server (V1) stores custom search attributes once they are registered,
+but implements no list or count of workflows. `HistoryVisibility` stands in for the
+measurement activity, registered under its name: it walks the
 chains from the roots a test started (each run's history names the children it
 started, each description gives status, start time and search attributes) and applies
 the same predicates as the real queries (other runs of the chain, not this run nor its
@@ -34,6 +39,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from steadyloop.activities.chain_admission import ChainAdmissionActivities
 from steadyloop.activities.chain_measurement import await_child_run
 from steadyloop.activities.endpoint_health import EndpointHealthActivities
 from steadyloop.activities.model_stream import ModelActivities
@@ -317,8 +323,15 @@ async def register_chain_search_attributes(client: Client, namespace: str = "def
     )
 
 
+def real_admission(client: Client, task_queue: str) -> Sequence[Callable[..., Any]]:
+    return ChainAdmissionActivities(client, task_queue=task_queue).activities()
+
+
 @asynccontextmanager
-async def running_chains(brain: Brain) -> AsyncIterator[Chains]:
+async def running_chains(
+    brain: Brain,
+    admission: Callable[[Client, str], Sequence[Callable[..., Any]]] = real_admission,
+) -> AsyncIterator[Chains]:
     async def respond(request: RecordedRequest) -> ScriptedResponse:
         produced = brain(read_turn(request))
         if isinstance(produced, ScriptedResponse):
@@ -348,6 +361,7 @@ async def running_chains(brain: Brain) -> AsyncIterator[Chains]:
                         visibility.activity(),
                         await_child_run,
                         *EndpointHealthActivities(env.client, task_queue=task_queue).activities(),
+                        *admission(env.client, task_queue),
                     ],
                 ):
                     try:

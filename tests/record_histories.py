@@ -32,7 +32,8 @@ from routing_harness import Routing, candidate, route, routing
 from steering_harness import eventually, people_run, trickle, wait_for_approvals
 from temporalio.client import WorkflowHandle, WorkflowHistory
 
-from steadyloop.chains.limits import ChainBudgetLimit, DepthLimit
+from steadyloop.chains.admission import admission_workflow_id
+from steadyloop.chains.limits import ChainBudgetLimit, DepthLimit, TenantCeilingLimit
 from steadyloop.chat import ChatMessage, ToolCall
 from steadyloop.history.compaction import CompactionPolicy
 from steadyloop.history.payload_storage import DEFAULT_THRESHOLD_BYTES
@@ -254,6 +255,7 @@ RUN_UPDATES: dict[str, dict[str, Any]] = {
     },
 }
 
+
 def _inherited() -> dict[str, Any]:
     """The messages and receipts a run resuming `replay-predecessor` starts from."""
     messages = [
@@ -374,6 +376,22 @@ CHAIN_SCENARIOS: dict[str, tuple[Brain, RunInput]] = {
             limits=[DepthLimit(max_depth=2), ChainBudgetLimit(max_runs=3)],
         ),
     ),
+    # The same fan-out decided by the tenant's admission entity (issue 15): the root
+    # registers at its start and asks the entity for each child; a ceiling of 2 makes
+    # the entity ask Temporal which counted runs closed.
+    "delegation_admitted_by_the_tenant_entity": (
+        _fan_out_brain,
+        chain_input(
+            "write it",
+            to=["writer"],
+            agents={"writer": profile("writer")},
+            limits=[
+                DepthLimit(max_depth=2),
+                TenantCeilingLimit(max_active=2),
+                ChainBudgetLimit(max_runs=3),
+            ],
+        ),
+    ),
     "delegation_token_budget_covers_children": (
         _child_budget_brain,
         chain_input(
@@ -387,12 +405,24 @@ CHAIN_SCENARIOS: dict[str, tuple[Brain, RunInput]] = {
 }
 
 
+# Admission entities' histories (still open: an entity runs on), each recorded with the
+# chain scenario that drives it.
+ENTITY_SCENARIOS: dict[str, str] = {
+    "chain_admission_entity": "delegation_admitted_by_the_tenant_entity",
+}
+
+
 async def record_chain(name: str, directory: Path = HISTORIES) -> Path:
     brain, run = CHAIN_SCENARIOS[name]
     async with running_chains(brain) as chains:
         handle = await chains.start(run, workflow_id=f"replay-{name}")
         await handle.result()
         history = await handle.fetch_history()
+        entity = chains.client.get_workflow_handle(admission_workflow_id(run.tenant_id))
+        for entity_name, scenario in ENTITY_SCENARIOS.items():
+            if scenario == name:
+                entity_history = await entity.fetch_history()
+                (directory / f"{entity_name}.json").write_text(entity_history.to_json())
     path = directory / f"{name}.json"
     path.write_text(history.to_json())
     return path
@@ -500,6 +530,7 @@ async def main(names: list[str]) -> None:
     """Record the named scenarios (all when none are named)."""
     HISTORIES.mkdir(exist_ok=True)
     for name in names or [*SCENARIOS, *CHAIN_SCENARIOS, *ROUTING_SCENARIOS]:
+        name = ENTITY_SCENARIOS.get(name, name)
         if name in CHAIN_SCENARIOS:
             print("recorded", await record_chain(name))
         elif name in ROUTING_SCENARIOS:

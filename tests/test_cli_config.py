@@ -375,12 +375,14 @@ def test_commands_exit_2_with_the_setting_named(
 ) -> None:
     for name in ("STEADYLOOP_MODEL", "STEADYLOOP_CONFIG", "STEADYLOOP_TOOLS"):
         monkeypatch.delenv(name, raising=False)
-    assert run_cli(["run", "hello"]) == EXIT_USAGE
-    assert "--model" in capsys.readouterr().err
+    assert run_cli(["run", "hello", "--temperature", "-1"]) == EXIT_USAGE
+    assert "--temperature (temperature): Input should be greater than or equal to 0" in (
+        capsys.readouterr().err
+    )
     assert run_cli(["worker", "--tools", "no_such_module_xyz:r"]) == EXIT_USAGE
     assert "no_such_module_xyz" in capsys.readouterr().err
     assert run_cli(["run", "hi", "--model", "m", "--max-turns", "0"]) == EXIT_USAGE
-    assert "max_turns" in capsys.readouterr().err
+    assert "--max-turns: must be at least 1 (got 0)" in capsys.readouterr().err
 
 
 def test_an_unreachable_temporal_is_named_and_exits_1(capsys: pytest.CaptureFixture[str]) -> None:

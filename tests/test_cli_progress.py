@@ -48,9 +48,10 @@ def test_every_message_is_reported_once_and_answers_carry_their_call_name() -> N
         'turn 1  -> current_time ""',
         "turn 1  <- read_file: line one | line two",
     ]
-    # The zero-argument call is shown as the wire sent it; the final answer is not an
-    # event (it is printed with the result).
-    assert rest == ["turn 1  <- current_time: 2026-01-01T00:00:00Z"]
+    # The zero-argument call is shown as the wire sent it; the final answer is the last
+    # turn's text, printed whole, once (the result then leaves it out).
+    assert rest == ["turn 1  <- current_time: 2026-01-01T00:00:00Z", "turn 2  model: Two lines."]
+    assert reader.answer_printed
     assert reader.new_lines(messages) == []
 
 

@@ -168,11 +168,13 @@ async def test_exit_codes_follow_how_the_run_ended(
             environ=cli_environment(**workspace),
         )
         try:
+            # Refused before the run starts: the serving worker says which it knows.
             code, out = await steadyloop(
                 "run", "x", *connection, "--endpoint", "nowhere", environ=environ
             )
-            assert code == 1, out
-            assert "stop reason: failed" in out and "unknown_endpoint" in out
+            assert code == 2, out
+            assert "endpoint 'nowhere' is not one the serving worker knows" in out
+            assert "it knows: scripted" in out
 
             code, out = await steadyloop(
                 "run", "x", *connection, "--endpoint", "scripted", "--max-turns", "1",

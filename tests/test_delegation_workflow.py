@@ -1,13 +1,17 @@
 """Child runs in the loop, on the time-skipping test server: each chain rule reached by
 real delegations, the child's answer as the tool result, and one child per call.
 
-Chain measurements come from `HistoryVisibility` (see `delegation_harness`): the V1
-test server keeps search attributes but cannot count workflows.
+Counting rules are decided by the tenant's admission entity
+(`steadyloop.workflows.chain_admission`), run by the same worker; the visibility
+measurement (`HistoryVisibility` in `delegation_harness`) only serves histories
+recorded before it.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -25,9 +29,18 @@ from delegation_harness import (
     running_chains,
 )
 from loop_harness import assert_every_call_answered, tool_messages
-from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
+from temporalio import activity
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.exceptions import ApplicationError, CancelledError
 
+from steadyloop.activities.chain_admission import ChainAdmissionActivities
+from steadyloop.chains.admission import (
+    ADMIT_CHAIN_RUN_ACTIVITY,
+    AdmissionAnswer,
+    AdmissionLedger,
+    AdmissionRequest,
+    admission_workflow_id,
+)
 from steadyloop.chains.delegation_tool import DELEGATE_TOOL
 from steadyloop.chains.limits import (
     ChainBudgetLimit,
@@ -42,6 +55,30 @@ from steadyloop.testing.chunks import ScriptedCall
 from steadyloop.testing.scripted_server import ScriptedResponse, error_response
 
 pytestmark = pytest.mark.slow
+
+
+@dataclass
+class StandIn:
+    """The admission activity, held or failing for child requests (registrations pass)."""
+
+    hold: asyncio.Event | None = None
+    unavailable: bool = False
+    asked: list[AdmissionRequest] = field(default_factory=list)
+
+    def __call__(self, client: Client, task_queue: str) -> Sequence[Callable[..., Any]]:
+        real = ChainAdmissionActivities(client, task_queue=task_queue)
+
+        @activity.defn(name=ADMIT_CHAIN_RUN_ACTIVITY)
+        async def admit_chain_run(request: AdmissionRequest) -> AdmissionAnswer:
+            if request.child is not None:
+                self.asked.append(request)
+                if self.hold is not None:
+                    await self.hold.wait()
+                if self.unavailable:
+                    raise RuntimeError("the admission entity is unreachable")
+            return await real.admit(request)
+
+        return [admit_chain_run, real.closed_chain_runs]
 
 
 def to_writer(task: str, *limits: ChainLimit) -> RunInput:
@@ -222,15 +259,19 @@ async def test_a_tenant_ceiling_counts_runs_in_flight_and_clears_when_they_finis
         other_done.set()
         result = await handle.result()
         await elsewhere.result()
+        ledger = await chains.client.get_workflow_handle(admission_workflow_id("acme")).query(
+            "ledger", result_type=AdmissionLedger
+        )
     refused, admitted = tool_messages(result.transcript)
     assert "chain rule 'tenant_ceiling'" in (refused.content or "")
     assert "2 run(s) active now" in (refused.content or "")  # not 3: globex is not counted
     assert "Trying again later can succeed" in (refused.content or "")
     assert admitted.content == "wrote draft now"
-    # Both measurements asked for the tenant's running runs outside this chain.
-    asked = [r for r in chains.visibility.requests if r.run == handle.id]
-    assert [r.kinds for r in asked] == [["tenant_ceiling"], ["tenant_ceiling"]]
-    assert all(r.tenant == "acme" for r in asked)
+    # acme's entity counted acme's runs only; the other chain left the count once it
+    # had closed (the refusing ceiling asked Temporal, not visibility).
+    assert elsewhere.id not in ledger.runs
+    assert {handle.id, other.id} <= set(ledger.runs)
+    assert not ledger.runs[other.id].active
 
 
 async def test_a_delegation_asked_again_reattaches_to_the_same_child() -> None:
@@ -366,21 +407,22 @@ async def test_a_child_cancelled_during_its_model_turn_closes_with_its_parent() 
     assert writer_turns == 1
 
 
-async def test_a_parent_cancelled_while_measuring_starts_no_child() -> None:
-    # The cancelled measurement is not "could not measure" (which would admit): no
-    # child is started, and the parent ends cancelled at once.
+async def test_a_parent_cancelled_while_waiting_for_admission_starts_no_child() -> None:
+    # The cancelled admission is not "no answer" (a tool message): no child is
+    # started, and the parent ends cancelled at once.
     def brain(turn: Turn) -> ScriptedResponse:
         return calls(delegate("writer", "draft")) if turn.agent == "main" else answer("x")
 
     run = to_writer("go", ChainBudgetLimit(max_runs=5))
-    async with running_chains(brain) as chains:
-        chains.visibility.hold = asyncio.Event()
+    stand_in = StandIn(hold=asyncio.Event())
+    async with running_chains(brain, admission=stand_in) as chains:
         handle = await chains.start(run)
-        await eventually(lambda: bool(chains.visibility.requests), "a measurement")
+        await eventually(lambda: bool(stand_in.asked), "an admission request")
         await handle.cancel()
         with pytest.raises(WorkflowFailureError) as failed:
             await handle.result()
-        chains.visibility.hold.set()
+        assert stand_in.hold is not None
+        stand_in.hold.set()
         runs = await chains.runs()
     assert isinstance(failed.value.cause, CancelledError)
     assert [agent_of(v) for v in runs] == ["main"]
@@ -425,33 +467,31 @@ async def test_children_and_lineage_are_carried_across_continue_as_new() -> None
     assert all("chain rule 'depth'" in r for r in refusals)
 
 
-async def test_when_visibility_cannot_answer_its_rules_are_left_out_and_depth_still_holds() -> None:
+async def test_when_the_admission_entity_cannot_answer_the_call_is_refused_as_retryable() -> None:
+    # Counts that could not be taken must not let a burst through the budget: both
+    # calls are refused, saying a later try can succeed, and no child starts. Depth,
+    # checked in the run, refuses without asking the entity at all.
     def brain(turn: Turn) -> ScriptedResponse:
-        if turn.agent == "main" and turn.turn == 1:
+        if turn.turn == 1:
             return calls(*(delegate("writer", f"part {p}") for p in "ab"))
-        if turn.agent == "writer" and turn.turn == 1:
-            return calls(delegate("writer", "deeper"))
-        return answer(f"{turn.agent} done")
+        return answer("done")
 
-    agents = {"writer": profile("writer", delegates_to=["writer"])}
-    limits: list[ChainLimit] = [
-        DepthLimit(max_depth=1),
-        ChainBudgetLimit(max_runs=1),
-        TenantCeilingLimit(max_active=1),
-    ]
-    run = chain_input("go", to=["writer"], agents=agents, limits=limits)
-    async with running_chains(brain) as chains:
-        chains.visibility.unavailable = True
-        result = await (await chains.start(run)).result()
-        writers = chains.turns("writer")
-    # Budget 1 and ceiling 1 would refuse every child; unmeasured, they are left out.
-    assert [m.content for m in tool_messages(result.transcript)] == ["writer done"] * 2
-    grandchild_refusals = [t.results[0] for t in writers if t.turn == 2]
-    assert len(grandchild_refusals) == 2
-    assert all("chain rule 'depth'" in r for r in grandchild_refusals)
-    # Two children measured once each (two attempts each: the activity failed); their
-    # own delegations were refused by depth without asking visibility.
-    assert len(chains.visibility.requests) == 4
+    limits: list[ChainLimit] = [DepthLimit(max_depth=1), ChainBudgetLimit(max_runs=9)]
+    too_deep: list[ChainLimit] = [DepthLimit(max_depth=0), ChainBudgetLimit(max_runs=9)]
+    stand_in = StandIn(unavailable=True)
+    async with running_chains(brain, admission=stand_in) as chains:
+        result = await (await chains.start(to_writer("go", *limits))).result()
+        asked = len(stand_in.asked)
+        deep = await (await chains.start(to_writer("go", *too_deep))).result()
+        runs = await chains.runs()
+    for message in tool_messages(result.transcript):
+        assert "admission authority did not answer" in (message.content or "")
+        assert "Trying again later can succeed" in (message.content or "")
+    assert asked == 2 * 3  # two calls, three attempts of the activity each
+    assert [agent_of(v) for v in runs] == ["main", "main"]
+    for message in tool_messages(deep.transcript):
+        assert "chain rule 'depth'" in (message.content or "")
+    assert len(stand_in.asked) == asked
 
 
 async def test_arguments_the_model_got_wrong_start_nothing() -> None:

@@ -143,7 +143,9 @@ def test_the_demo_command_runs_the_whole_loop_with_no_key_and_no_docker(tmp_path
     workflow_id = started.group(1)
 
     assert "stop reason: final_answer" in out
-    answer = out.split("answer:\n", 1)[1].split("stop reason:", 1)[0]
+    # The answer is printed once, as the last turn's text (not again under the result).
+    answer = out.split("stop reason:", 1)[0].rsplit("  model: ", 1)[1]
+    assert "answer:" not in out
     assert f"The March order comes to {TOTAL}" in answer
     for call in (
         '-> read_file {"path":"orders/march.txt"}',

@@ -556,7 +556,11 @@ async def test_ollama_and_gemini_error_shapes(
     ollama = failure_of(await fail(model, request()))
     google = failure_of(await fail(model, request()))
 
-    assert ollama.message == "model 'llama9' not found"
+    # A 404 names the address asked, so a wrong base_url is visible.
+    assert ollama.message.startswith("model 'llama9' not found (POST http://127.0.0.1:")
+    assert ollama.message.endswith(
+        "/v1/chat/completions: check the endpoint's base_url and the model name)"
+    )
     assert (google.message, google.provider_code, google.provider_type) == (
         "API key not valid.",
         "400",

@@ -13,11 +13,15 @@ replay fixture `test_realserver_replays.py` reads.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import signal
+import sys
 import uuid
 from collections import Counter
+from pathlib import Path
 
-import httpx
 import pytest
 from loop_harness import assert_every_call_answered
 from real_servers import loop_on_dev_server
@@ -39,6 +43,7 @@ from steadyloop.routing.endpoints import EndpointConfig, EndpointRegistry
 from steadyloop.run.models import RunInput, RunLimits, Sampling
 from steadyloop.stream.completion import AssembledTurn, CompletionRequest
 from steadyloop.tools import ToolRegistry, tool
+from steadyloop.worker.dev_server import dev_server
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 pytestmark = [pytest.mark.realserver, pytest.mark.slow]
@@ -55,39 +60,13 @@ async def test_the_model_activity_reads_llamacpp(case: Case, llamacpp_url: str) 
 # -- one whole run -----------------------------------------------------------------
 
 
-class ToolCallPrefill(httpx.AsyncBaseTransport):
-    """Asks SmolLM2 for a tool call the only way it answers one deterministically.
-
-    A 135M model calls a tool only with `tool_choice: "required"` and the call's opening
-    tag prefilled as a final assistant message; `ToolLoopWorkflow` sends neither (it
-    leaves the choice to the model). So, for a request whose last message is the user's,
-    this transport adds both, and stops the model after one whole call (it would
-    otherwise repeat the call until `max_tokens` cut one). Every other request goes out
-    unchanged, and every answer comes back byte for byte as llama.cpp sent it.
-    """
-
-    def __init__(self) -> None:
-        self._inner = httpx.AsyncHTTPTransport()
-        self.rewritten = 0
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        body = json.loads(request.content)
-        if body.get("tools") and body["messages"][-1]["role"] == "user":
-            body["messages"].append({"role": "assistant", "content": "<tool_call>\n"})
-            body.update(tool_choice="required", stop=["</tool_call>"])
-            headers = [(k, v) for k, v in request.headers.items() if k != "content-length"]
-            request = httpx.Request(
-                request.method,
-                request.url,
-                headers=headers,
-                content=json.dumps(body).encode(),
-                extensions=request.extensions,
-            )
-            self.rewritten += 1
-        return await self._inner.handle_async_request(request)
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
+# What SmolLM2-135M needs to call a tool deterministically, as run settings a user has
+# (`RunInput.tool_choice`, `prefill`, `Sampling.stop`; `steadyloop run --tool-choice
+# required --prefill '<tool_call>\\n' --stop '</tool_call>'`): the call forced on the turn
+# that answers the user, its opening tag already written, and the reply stopped after
+# one whole call (it would otherwise repeat the call until `max_tokens` cut one). After
+# the tool's answer neither applies, so the model may answer.
+SMOLLM2_STOP = ["</tool_call>"]
 
 
 async def test_a_whole_run_answers_every_call_and_stops_with_a_named_reason(
@@ -101,11 +80,9 @@ async def test_a_whole_run_answers_every_call_and_stops_with_a_named_reason(
         asked[city] += 1
         return f"Sunny and 21 C in {city}."
 
-    prefill = ToolCallPrefill()
     endpoint = EndpointConfig(name=LLAMACPP, base_url=llamacpp_url + "/v1")
     async with (
-        httpx.AsyncClient(transport=prefill) as http,
-        ModelActivities(EndpointRegistry([endpoint]), client=http, environ={}) as model,
+        ModelActivities(EndpointRegistry([endpoint]), environ={}) as model,
         loop_on_dev_server(model, ToolRegistry([get_weather])) as (client, task_queue),
     ):
         result = await client.execute_workflow(
@@ -115,7 +92,9 @@ async def test_a_whole_run_answers_every_call_and_stops_with_a_named_reason(
                 model=MODELS[LLAMACPP],
                 prompt="What is the weather in Paris?",
                 tools=["get_weather"],
-                sampling=Sampling(temperature=0, max_tokens=96),
+                tool_choice="required",
+                prefill="<tool_call>\n",
+                sampling=Sampling(temperature=0, max_tokens=96, stop=SMOLLM2_STOP),
                 # At temperature 0 a second attempt would say the same: fail fast.
                 limits=RunLimits(max_turns=3, model_attempts=1),
             ),
@@ -127,7 +106,7 @@ async def test_a_whole_run_answers_every_call_and_stops_with_a_named_reason(
     transcript = result.transcript
     assert_every_call_answered(transcript)
     calls = [c for m in transcript if m.role == "assistant" for c in m.tool_calls]
-    assert calls and prefill.rewritten >= 1
+    assert calls
     assert {c.name for c in calls} == {"get_weather"}
     # Each answer is the tool's own result for the arguments the model sent.
     answers = {m.tool_call_id: m.content for m in transcript if m.role == "tool"}
@@ -180,3 +159,72 @@ async def test_a_history_with_arguments_no_tool_could_read_is_accepted(
         turn = await ActivityEnvironment().run(model.stream_completion, request)
     assert isinstance(turn, AssembledTurn)
     assert turn.finish_reason in ("length", "stop", "tool_calls")
+
+
+# -- the same, as a user runs it: two commands and documented flags -----------------
+
+WEATHER_TOOLS = """
+from steadyloop.tools import ToolRegistry, tool
+
+@tool(effect="pure")
+async def get_weather(city: str) -> str:
+    \"\"\"Get the current weather in a city.\"\"\"
+    return f"Sunny and 21 C in {city}."
+
+registry = ToolRegistry([get_weather])
+"""
+
+
+async def test_worker_and_run_commands_get_real_tool_calls_from_smollm2(
+    llamacpp_url: str, tmp_path: Path
+) -> None:
+    """`steadyloop worker` with the model on its endpoint and the user's tools, then
+    `steadyloop run` naming neither, with only flags the README documents: llama.cpp's
+    own server makes the calls, the worker runs them, every call is answered."""
+    (tmp_path / "weather_tools.py").write_text(WEATHER_TOOLS, encoding="utf-8")
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "STEADYLOOP_"))}
+    environ["STEADYLOOP_BLOB_DIR"] = str(tmp_path / "blobs")
+    async with dev_server(ui=False) as temporal:
+        connection = ["--address", temporal.address, "--task-queue", f"q-{uuid.uuid4().hex[:8]}"]
+        worker = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "steadyloop", "worker", *connection,
+            "--tools", "weather_tools:registry",
+            "--endpoint", f"default={llamacpp_url}/v1,model={MODELS[LLAMACPP]}",
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+            env=environ, cwd=tmp_path,
+        )  # fmt: skip
+        try:
+            assert worker.stdout is not None
+            seen: list[str] = []
+            async with asyncio.timeout(120):
+                while not seen or not seen[-1].startswith("ready "):
+                    line = (await worker.stdout.readline()).decode()
+                    assert line, "\n".join(seen)
+                    seen.append(line.rstrip("\n"))
+            run_id = f"llamacpp-cli-{uuid.uuid4().hex[:8]}"
+            run = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "steadyloop", "run", "What is the weather in Paris?",
+                *connection, "--id", run_id,
+                "--tool-choice", "required", "--prefill", "<tool_call>\\n",
+                "--stop", "</tool_call>", "--temperature", "0", "--max-tokens", "96",
+                "--max-turns", "3",
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+                env=environ, cwd=tmp_path / "..",
+            )  # fmt: skip
+            out, _ = await asyncio.wait_for(run.communicate(), 300)
+            shown = out.decode(errors="replace")
+            assert run.returncode in (0, 3), shown  # an answer, or max_turns
+            assert "-> get_weather" in shown and "<- get_weather: Sunny and 21 C in" in shown
+            handle = temporal.client.get_workflow_handle_for(ToolLoopWorkflow.run, run_id)
+            result = await handle.result()
+        finally:
+            if worker.returncode is None:
+                worker.send_signal(signal.SIGTERM)
+            await asyncio.wait_for(worker.wait(), 60)
+    transcript = result.transcript
+    assert_every_call_answered(transcript)
+    calls = [c for m in transcript if m.role == "assistant" for c in m.tool_calls]
+    assert calls and {c.name for c in calls} == {"get_weather"}
+    answers = {m.tool_call_id: m.content for m in transcript if m.role == "tool"}
+    for call in calls:
+        assert answers[call.id] == f"Sunny and 21 C in {json.loads(call.arguments)['city']}."

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from record_histories import (
     CHAIN_SCENARIOS,
+    ENTITY_SCENARIOS,
     ROUTING_SCENARIOS,
     SCENARIOS,
     record,
@@ -26,6 +27,8 @@ from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
 from steadyloop.history.payload_storage import steadyloop_data_converter
+from steadyloop.workflows.chain_admission import ChainAdmissionWorkflow
+from steadyloop.workflows.delegation import ADMISSION_PATCH
 from steadyloop.workflows.endpoint_health import EndpointHealthWorkflow
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
@@ -36,7 +39,12 @@ def replayer(blob_dir: Path | None = None) -> Replayer:
     """A replayer with steadyloop's data converter: payloads a history keeps in a blob
     directory are read from `blob_dir` (none of the recorded fixtures needs one)."""
     return Replayer(
-        workflows=[ToolLoopWorkflow, EndpointHealthWorkflow, RoutedTurnWorkflow],
+        workflows=[
+            ToolLoopWorkflow,
+            EndpointHealthWorkflow,
+            RoutedTurnWorkflow,
+            ChainAdmissionWorkflow,
+        ],
         data_converter=steadyloop_data_converter(
             blob_dir or Path(tempfile.gettempdir()) / "steadyloop-replay-blobs"
         ),
@@ -45,7 +53,7 @@ def replayer(blob_dir: Path | None = None) -> Replayer:
 
 def test_every_scenario_has_a_recorded_history() -> None:
     assert {path.stem for path in HISTORIES} == (
-        set(SCENARIOS) | set(CHAIN_SCENARIOS) | set(ROUTING_SCENARIOS)
+        set(SCENARIOS) | set(CHAIN_SCENARIOS) | set(ROUTING_SCENARIOS) | set(ENTITY_SCENARIOS)
     )
 
 
@@ -73,6 +81,51 @@ async def test_a_fresh_delegating_run_replays(tmp_path: Path) -> None:
     history = WorkflowHistory.from_json(f"replay-{name}", path.read_text())
     result = await replayer().replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is None, result.replay_failure
+
+
+def _activities(history: WorkflowHistory) -> list[str]:
+    return [
+        event.activity_task_scheduled_event_attributes.activity_type.name
+        for event in history.events
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    ]
+
+
+def _load(name: str) -> WorkflowHistory:
+    path = Path(__file__).parent / "histories" / f"{name}.json"
+    return WorkflowHistory.from_json(f"replay-{name}", path.read_text())
+
+
+def test_the_recorded_admission_histories_take_the_paths_they_stand_for() -> None:
+    """Issue 15: runs recorded before the entity measured visibility (and must go on
+    replaying that); a run recorded after it carries the patch marker, registers its
+    root and asks the entity; the entity's own history asked which runs had closed."""
+    before = _activities(_load("delegation_fan_out_budget_and_replay"))
+    assert "steadyloop.measure_chain" in before
+    assert "steadyloop.admit_chain_run" not in before
+    after = _load("delegation_admitted_by_the_tenant_entity")
+    patches = [
+        event.marker_recorded_event_attributes.details["patch-data"].payloads[0].data
+        for event in after.events
+        if event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
+        and event.marker_recorded_event_attributes.marker_name == "core_patch"
+    ]
+    assert any(ADMISSION_PATCH.encode() in data for data in patches)
+    asked = _activities(after)
+    assert "steadyloop.measure_chain" not in asked
+    assert asked.count("steadyloop.admit_chain_run") >= 3  # registration + each child
+    assert "steadyloop.closed_chain_runs" in _activities(_load("chain_admission_entity"))
+
+
+@pytest.mark.slow
+async def test_a_fresh_run_admitted_by_the_entity_replays_with_the_entity(tmp_path: Path) -> None:
+    name = "delegation_admitted_by_the_tenant_entity"
+    await record_chain(name, directory=tmp_path)
+    for recorded in (name, *ENTITY_SCENARIOS):
+        path = tmp_path / f"{recorded}.json"
+        history = WorkflowHistory.from_json(f"replay-{name}", path.read_text())
+        result = await replayer().replay_workflow(history, raise_on_replay_failure=False)
+        assert result.replay_failure is None, (recorded, result.replay_failure)
 
 
 @pytest.mark.slow

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 from typing import Any
 
 import pytest
@@ -10,7 +11,7 @@ from temporalio.testing import ActivityEnvironment
 
 from steadyloop.activities.tool_execution import ToolActivities
 from steadyloop.chat import ChatMessage
-from steadyloop.cli.main import _run_tools
+from steadyloop.cli.main import _run_tools, _ServingWorker
 from steadyloop.cli.progress import result_lines, status_line
 from steadyloop.run.models import RunInput, RunPlugins, RunProgress, RunResult, RunStats
 from steadyloop.run.resume import resume_input
@@ -24,7 +25,7 @@ from steadyloop.tools import (
     tool,
 )
 from steadyloop.tools.disclosure import ACTIVATE_PLUGIN_TOOL, PluginDisclosure
-from steadyloop.worker.config import load_config
+from steadyloop.worker.config import load_config, temporal_settings
 
 
 @tool(effect="pure")
@@ -289,11 +290,15 @@ def test_progress_and_result_lines_name_the_plugins() -> None:
 
 def test_steadyloop_run_offers_unplugged_tools_and_every_plugin_unless_told_otherwise() -> None:
     spec = f"{__name__}:registry"
-    config = load_config(None, {})
+    # With --tools the registry is loaded here and no worker is asked.
+    temporal = temporal_settings(
+        address=None, namespace=None, task_queue=None, config=load_config(None, {}), environ={}
+    )
+    serving = _ServingWorker(temporal)
 
     def chosen(**flags: Any) -> tuple[list[str], list[str]]:
         defaults = {"no_tools": False, "tool": None, "plugin": None, "tools": spec}
-        return _run_tools(argparse.Namespace(**{**defaults, **flags}), config, {})
+        return asyncio.run(_run_tools(argparse.Namespace(**{**defaults, **flags}), serving))
 
     assert chosen() == (["add"], ["files", "web"])
     assert chosen(tool=["add", "add"]) == (["add"], [])

@@ -151,6 +151,7 @@ from steadyloop.stream.runaway_guard import RunawayGuard, apply_breach
 from steadyloop.stream.sse import ServerSentEvent, SSEDecoder
 from steadyloop.stream.turn_assembly import TurnAssembler
 from steadyloop.stream.watchdog import StreamWatchdog
+from steadyloop.telemetry.model_spans import model_call
 
 __all__ = [
     "HEARTBEAT_INTERVAL_S",
@@ -211,9 +212,12 @@ def build_request_body(request: CompletionRequest, endpoint: EndpointConfig) -> 
     """The `/chat/completions` body: streaming on, optional fields only when set.
 
     `tools`, `tool_choice` and `parallel_tool_calls` are sent only when tools are
-    offered: OpenAI rejects the latter two without tools.
+    offered: OpenAI rejects the latter two without tools. The endpoint's `extra_body`
+    comes first, so a field the request sets wins over the endpoint's default for it;
+    a parameter the endpoint is known to refuse is left out wherever it came from.
     """
     body: dict[str, Any] = {
+        **endpoint.extra_body,
         "model": request.model,
         "messages": [message.to_wire() for message in request.messages],
         "stream": True,
@@ -347,7 +351,9 @@ async def _read_turn(
         ) as response:
             phase = "reading the response"
             if not response.is_success:
-                raise StreamFailed(await _http_status_failure(response, api_key))
+                raise StreamFailed(
+                    await _http_status_failure(response, api_key, endpoint.chat_completions_url)
+                )
             byte_iter = response.aiter_bytes()
             prefix = await _sniff(byte_iter)
             content_type = response.headers.get("content-type", "")
@@ -670,12 +676,20 @@ async def _read_limited(first: bytes, byte_iter: AsyncIterator[bytes]) -> bytes:
     return bytes(body[:ERROR_BODY_LIMIT])
 
 
-async def _http_status_failure(response: httpx.Response, api_key: str | None) -> StreamFailure:
+async def _http_status_failure(
+    response: httpx.Response, api_key: str | None, url: str = ""
+) -> StreamFailure:
     body = await _read_limited(b"", response.aiter_bytes())
     message, code, kind = provider_error(body)
     status = response.status_code
     if message is None:
         message = f"HTTP {status} {response.reason_phrase}".strip()
+    if status == 404 and url:
+        # A wrong base_url (a missing /v1) or model name: say which address was asked.
+        message += (
+            f" (POST {_url_for_people(url, api_key)}: check the endpoint's base_url and "
+            "the model name)"
+        )
     location = response.headers.get("location")
     if location and 300 <= status < 400:
         message += f" (redirected to {location}; configure that address as the base_url)"
@@ -689,6 +703,14 @@ async def _http_status_failure(response: httpx.Response, api_key: str | None) ->
         retry_after_s=parse_retry_after(response.headers),
         parameter=blamed_parameter(body),
     )
+
+
+def _url_for_people(url: str, api_key: str | None) -> str:
+    """`url` without what may be a secret: user info, query string, fragment, the key."""
+    parts = httpx.URL(url)
+    host = parts.host if parts.port is None else f"{parts.host}:{parts.port}"
+    shown = f"{parts.scheme}://{host}{parts.path}"
+    return Secrets([api_key]).redact(shown) if api_key else shown
 
 
 async def _not_sse_failure(
@@ -742,14 +764,16 @@ def failure_to_application_error(
     *,
     secret: str | None = None,
     shown: ForwardedOutput | None = None,
+    also_secret: Sequence[str] = (),
 ) -> ApplicationError:
     """The `ApplicationError` the activity raises: type = kind, details = the failure.
 
     A failure after output was forwarded is not retryable and carries, as its second
     detail, the output that was shown (`ForwardedOutput`), for the run's result. Every
-    provider-controlled field is redacted of `secret` (and its fragments) and bounded.
+    provider-controlled field is redacted of `secret` (and its fragments) and bounded,
+    and so of `also_secret` (the values of the endpoint's `${VARIABLE}` headers).
     """
-    failure = redact_failure(failure, Secrets([secret]))
+    failure = redact_failure(failure, Secrets([secret, *also_secret]))
     retryable = failure_is_retryable(failure)
     delay = (
         timedelta(seconds=failure.retry_after_s) if retryable and failure.retry_after_s else None
@@ -766,13 +790,15 @@ def failure_to_application_error(
     )
 
 
-def unexpected_error(exc: Exception, secret: str | None) -> ApplicationError:
+def unexpected_error(
+    exc: Exception, secret: str | None, also_secret: Sequence[str] = ()
+) -> ApplicationError:
     """An exception the stream reader did not classify, as the `ApplicationError`
     Temporal would have made of it (type: the class name, no details, so the workflow
     reads it as `lost`), with its text redacted and bounded and its cause chain dropped
     (a traceback would print the original text)."""
     name = type(exc).__name__
-    text = safe_text(f"{exc}", Secrets([secret]), MESSAGE_CHARS)
+    text = safe_text(f"{exc}", Secrets([secret, *also_secret]), MESSAGE_CHARS)
     return ApplicationError(f"{name}: {text}" if text else name, type=name)
 
 
@@ -811,11 +837,12 @@ class ModelActivities:
     def _keys(self) -> list[str]:
         """Every key this worker's endpoints read from the environment right now."""
         env = os.environ if self._environ is None else self._environ
-        return [
+        keys = [
             (env.get(endpoint.api_key_env) or "").strip()
             for endpoint in self.registry
             if endpoint.api_key_env is not None
         ]
+        return keys + [secret for e in self.registry for secret in e.header_secrets(env)]
 
     def activities(self) -> list[Callable[..., Any]]:
         """Both model activities (the stream, and reading forwarded output back), for
@@ -844,6 +871,12 @@ class ModelActivities:
         try:
             endpoint = self.registry.get(request.endpoint)
             api_key = endpoint.api_key(self._environ)
+            header_secrets: list[str] = []
+            if endpoint.header_variables:  # `${VARIABLE}` values, read now
+                header_secrets = endpoint.header_secrets(self._environ)
+                endpoint = endpoint.model_copy(
+                    update={"headers": endpoint.resolved_headers(self._environ)}
+                )
         except UnknownEndpointError as exc:
             raise ApplicationError(
                 str(exc),
@@ -874,11 +907,13 @@ class ModelActivities:
                 return await self._stream(endpoint, request, api_key, sink)
         except StreamFailed as exc:
             shown = ForwardedOutput(text=exc.shown_text, reasoning=exc.shown_reasoning)
-            raise failure_to_application_error(exc.failure, secret=api_key, shown=shown) from None
+            raise failure_to_application_error(
+                exc.failure, secret=api_key, shown=shown, also_secret=header_secrets
+            ) from None
         except FailureError:  # ours (ApplicationError) or Temporal's: already what it is
             raise
         except Exception as exc:  # not classified: still never the key, never unbounded
-            raise unexpected_error(exc, api_key) from None
+            raise unexpected_error(exc, api_key, header_secrets) from None
 
     async def _stream(
         self,
@@ -887,15 +922,18 @@ class ModelActivities:
         api_key: str | None,
         sink: OutputSink | None,
     ) -> AssembledTurn:
-        return await stream_turn(
-            self.client,
-            endpoint,
-            request,
-            api_key=api_key,
-            on_progress=_heartbeat,
-            progress_interval_s=self._heartbeat_interval_s,
-            sink=sink,
-        )
+        with model_call(endpoint, request) as call:  # a no-op while telemetry is off
+            return call.finished(
+                await stream_turn(
+                    self.client,
+                    endpoint,
+                    request,
+                    api_key=api_key,
+                    on_progress=_heartbeat,
+                    progress_interval_s=self._heartbeat_interval_s,
+                    sink=sink,
+                )
+            )
 
     @activity.defn(name=READ_FORWARDED_OUTPUT_ACTIVITY)
     async def read_forwarded_output(self, request: ReadForwardedOutput) -> ForwardedOutput:

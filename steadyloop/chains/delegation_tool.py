@@ -167,6 +167,8 @@ def child_run_input(
         tools=list(profile.tools),
         limits=limits,
         sampling=profile.sampling or parent.sampling,
+        tool_choice=profile.tool_choice,
+        prefill=profile.prefill or parent.prefill,
         tenant_id=parent.tenant_id,
         agent=request.agent,
         delegation=parent.delegation.for_child(request.agent),

@@ -4,20 +4,22 @@ Pure, no I/O. A run's configuration names limits (`DepthLimit`, `ChainBudgetLimi
 ...) in the order it wants them checked; at each delegation, `chain_rules` pairs each
 limit with its measurement and hands the rules to `admit_child_run`.
 
-Measurements come from two places, and mixing them up is how the obvious version
-admits too much:
+A measurement is split in two: counts of the *other* runs (`ChainMeasurements`: not
+the asking run, not its own children) and what the asking run is (`ChainPosition`)
+and started (`ChildRecord`), which `chain_rules` adds. Where the counts come from
+decides whether the rule holds:
 
-- **Visibility is eventually consistent.** A run that fans out five delegations in one
-  batch and asks visibility before each start sees none of its own new children, and
-  admits all five past a budget of three. So visibility is asked only about *other*
-  runs (`ChainMeasurements`: the query excludes this run and its children), and what
-  this run knows for certain, itself and the children it started (`ChainPosition`,
-  `ChildRecord`), is added here. The workflow admits one delegation at a time, so
-  every start is counted before the next decision.
-- **A failed count is not zero.** When visibility could not answer for a limit, its
-  `ChainMeasurements` field is None and the rule is left out (it admits), as
-  `admit_child_run` requires; it is never filled with the local part alone, which
-  would be a wrong number rather than a missing one.
+- **From the admission ledger** (`steadyloop.chains.admission`), kept by one workflow
+  per tenant that decides one admission at a time and counts the child before it
+  answers. This is how runs are admitted: the count cannot be stale.
+- **From Temporal visibility** (`MeasureChainInput`, the `measure_chain` activity):
+  how runs recorded before the ledger existed were admitted, kept so their histories
+  replay. Visibility is eventually consistent: siblings that measure at once each see
+  the count from before either started a child, and both admit (issue 15). The
+  visibility path also leaves a rule out when its count failed (`None` fields).
+
+A count that came back broken (NaN, negative, ...) is never filled in here: the rule
+receives it and refuses.
 
 The pair of agents is unordered: `planner` delegating to `writer` and `writer`
 delegating back to `planner` are the same pair working together, which is what a

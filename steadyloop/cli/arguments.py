@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import locale
 import os
+import re
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 from steadyloop.run.bounds import identity_problem, text_problem
 from steadyloop.worker.config import ConfigError
@@ -35,6 +38,10 @@ class ArgumentParser(argparse.ArgumentParser):
     name may be any bytes.
     """
 
+    def error(self, message: str) -> NoReturn:
+        """argparse's usage error, with a suggestion for a mistyped subcommand or choice."""
+        super().error(message + _choice_suggestion(message))
+
     def _get_value(self, action: argparse.Action, arg_string: str) -> Any:
         # The subcommand's action is handed every argument after it; the subcommand's own
         # parser checks each against its own action, which names it.
@@ -42,6 +49,58 @@ class ArgumentParser(argparse.ArgumentParser):
         if action.type is not Path and not subcommand and isinstance(arg_string, str):
             arg_string = _decoded_argument(action, arg_string)
         return super()._get_value(action, arg_string)
+
+
+_INVALID_CHOICE = re.compile(r"invalid choice: '(?P<given>[^']*)' \(choose from (?P<choices>.*)\)")
+
+
+def _choice_suggestion(message: str) -> str:
+    found = _INVALID_CHOICE.search(message)
+    if found is None:
+        return ""
+    choices = re.findall(r"'([^']*)'", found.group("choices"))
+    suggestion = did_you_mean(found.group("given"), choices)
+    return f"; {suggestion}" if suggestion else ""
+
+
+def did_you_mean(given: str, known: Iterable[str]) -> str:
+    """`did you mean 'run'?`, or "" when no known word is close."""
+    close = difflib.get_close_matches(given, list(known), n=2, cutoff=0.6)
+    if not close:
+        return ""
+    return "did you mean " + " or ".join(repr(word) for word in close) + "?"
+
+
+def parse_arguments(
+    parser: argparse.ArgumentParser, argv: Sequence[str] | None
+) -> argparse.Namespace:
+    """`parser.parse_args(argv)`, but an unknown flag is refused by the subcommand it was
+    given to, with its usage and the flag it most likely meant (`--max-trns`: did you mean
+    `--max-turns`?). argparse before 3.14 suggests nothing, and reports a subcommand's
+    unknown flag from the top-level parser, which knows none of its flags."""
+    args, extras = parser.parse_known_args(argv)
+    if not extras:
+        return args
+    command = _subcommand_parser(parser, getattr(args, "command", None)) or parser
+    flags = [flag for flag in command._option_string_actions if flag.startswith("--")]
+    notes = []
+    for extra in extras:
+        if extra.startswith("-"):
+            suggestion = did_you_mean(extra.split("=", 1)[0], flags)
+            if suggestion:
+                notes.append(f"{extra}: {suggestion}")
+    said = "; ".join(notes) if notes else f"`{command.prog} --help` lists its flags"
+    command.error(f"unrecognized arguments: {' '.join(extras)}; {said}")
+
+
+def _subcommand_parser(
+    parser: argparse.ArgumentParser, command: str | None
+) -> argparse.ArgumentParser | None:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and command in action.choices:
+            chosen: argparse.ArgumentParser = action.choices[command]
+            return chosen
+    return None
 
 
 def _decoded_argument(action: argparse.Action, value: str) -> str:

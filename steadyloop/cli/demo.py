@@ -101,11 +101,10 @@ async def run_demo(
                 say(f"run {workflow_id} started")
                 say(f"user: {PROMPT}")
                 handle = server.client.get_workflow_handle_for(ToolLoopWorkflow.run, workflow_id)
-                result = await follow(
-                    handle, ProgressDisplay(out, live=live), task_queue=options.task_queue
-                )
+                display = ProgressDisplay(out, live=live)
+                result = await follow(handle, display, task_queue=options.task_queue)
             say()
-            for line in result_lines(result):
+            for line in result_lines(result, answer_shown=display.answer_shown):
                 say(line)
             notes = outbox / NOTES_FILE
             if notes.is_file():

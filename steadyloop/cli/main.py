@@ -3,7 +3,9 @@ commands that steer a running run: `approve`, `send`, `pause`, `unpause`, `inter
 
 Settings come from flags, then the environment, then a config file (see
 `steadyloop.worker.config`); argparse itself holds no defaults, so that order is the
-only one. Exit codes, in one table so scripts can branch on them:
+only one. What none of them names, `run` takes from the worker that will serve it: its
+endpoint's `model=` and its tool registry (`steadyloop.worker.serving`). Exit codes, in
+one table so scripts can branch on them:
 
 - 0: the run ended with a final answer (`worker`: it stopped when asked; `receipts`:
   listed, or resolved; a steering command: done).
@@ -12,8 +14,9 @@ only one. Exit codes, in one table so scripts can branch on them:
   server could not run (`receipts` and steering commands: the run has ended, no worker
   answered, or the workflow refused).
 - 2: a usage or configuration error (the message says which setting and how to fix it;
-  `show`, `receipts`: an unknown run; `receipts`: an unknown or ambiguous key; `approve`:
-  a call that does not wait for approval).
+  `run`: a model, tool, plugin or endpoint the serving worker does not have, or no
+  worker polling the task queue to ask; `show`, `receipts`: an unknown run; `receipts`:
+  an unknown or ambiguous key; `approve`: a call that does not wait for approval).
 - 3: the run stopped at a limit or was interrupted (`max_turns`, `token_budget`,
   `deadline`, `interrupted`): it ended cleanly, but without an answer.
 - 130: Ctrl-C while following a run. The run goes on; `steadyloop show ID` attaches again.
@@ -24,15 +27,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import difflib
+import json
 import logging
 import os
 import sys
 import typing
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from pydantic import ValidationError
 from temporalio.client import (
@@ -44,12 +49,17 @@ from temporalio.client import (
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from steadyloop.cli.arguments import ArgumentParser, workflow_id_argument
+from steadyloop.cli.arguments import (
+    ArgumentParser,
+    parse_arguments,
+    workflow_id_argument,
+)
 from steadyloop.cli.failure_text import failure_text
 from steadyloop.cli.follow import RunHandle, follow
 from steadyloop.cli.progress import ProgressDisplay, partial_lines, result_lines
 from steadyloop.cli.receipts import add_receipts_parser
 from steadyloop.cli.steering import add_steering_parsers
+from steadyloop.mcp.config import McpConfigError, describe_server, mcp_servers
 from steadyloop.output.forwarding import ForwardingOptions
 from steadyloop.routing.provider_profiles import ProviderProfile
 from steadyloop.run.bounds import seconds_problem
@@ -58,14 +68,19 @@ from steadyloop.run.models import (
     RunInput,
     RunLimits,
     RunPlugins,
+    Sampling,
     StopReason,
 )
 from steadyloop.run.resume import TRUTHFUL, NothingToResume, resume_input
+from steadyloop.serving import WorkerDescription
 from steadyloop.stops.stop_text import status_header
+from steadyloop.telemetry import install_from, settings_from
 from steadyloop.worker.config import (
     CONFIG_ENV,
     DEFAULT_TASK_QUEUE,
+    MODEL_ENV,
     ConfigError,
+    EndpointSettings,
     LoadedConfig,
     TemporalSettings,
     TemporalUnreachable,
@@ -80,13 +95,21 @@ from steadyloop.worker.config import (
     temporal_settings,
     tools_spec,
 )
-from steadyloop.worker.dev_server import DEFAULT_DEV_PORT, DevServerError, dev_server, workflow_url
+from steadyloop.worker.dev_server import (
+    DEFAULT_DEV_IP,
+    DEFAULT_DEV_PORT,
+    DevServerError,
+    dev_server,
+    shown_host,
+    workflow_url,
+)
 from steadyloop.worker.process import (
     DEFAULT_GRACEFUL_SHUTDOWN,
     WorkerOptions,
     install_stop_signals,
     serve,
 )
+from steadyloop.worker.serving import describe_serving_worker
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 EXIT_OK = 0
@@ -114,6 +137,7 @@ RUN_FIELD_FLAGS: dict[str, str] = {
     "model": "--model (or STEADYLOOP_MODEL)",
     "route": "--route",
     "tools": "--tool",
+    "on_demand": "--plugin",
     "plugins": "--plugin",
     "tenant_id": "--tenant",
     "max_turns": "--max-turns",
@@ -121,20 +145,54 @@ RUN_FIELD_FLAGS: dict[str, str] = {
     "deadline_s": "--deadline",
     "after_max_tokens": "--continue-cut",
     "after_stream_failure": "--continue-stalled",
+    "provider_profile": "--profile",
+    "tool_choice": "--tool-choice",
+    "prefill": "--prefill",
+    "temperature": "--temperature",
+    "top_p": "--top-p",
+    "max_tokens": "--max-tokens",
+    "seed": "--seed",
+    "stop": "--stop",
 }
 
 
 def _run_not_valid(exc: ValidationError) -> ConfigError:
-    """The run's refusal, each problem named by the flag or argument that set it."""
+    """The run's refusal on one line, each problem named by the flag that set it and the
+    rule it broke (`--max-turns: must be at least 1 (got 0)`), not pydantic's error list."""
     problems = []
     for error in exc.errors(include_url=False):
         loc = [part for part in error["loc"] if isinstance(part, str)]
         named = next((RUN_FIELD_FLAGS[p] for p in reversed(loc) if p in RUN_FIELD_FLAGS), None)
-        field = ".".join(str(part) for part in error["loc"])
-        where = f"{named} ({field})" if named and field else named or field or "the run"
-        message = str(error["msg"]).removeprefix("Value error, ")
+        message = _rule_text(error)
+        if named is None and "prompt" in message:  # the run's own rule: no prompt at all
+            named, message = "PROMPT", "must not be empty (a run needs a prompt or messages)"
+        where = named or ".".join(str(part) for part in error["loc"]) or "the run"
         problems.append(f"{where}: {message}")
-    return ConfigError("the run is not valid: " + "; ".join(problems))
+    return ConfigError("; ".join(problems))
+
+
+def _rule_text(error: Any) -> str:
+    """pydantic's error as the rule a flag broke, with the value given."""
+    context = error.get("ctx") or {}
+    given = error.get("input")
+    got = f" (got {given!r})" if isinstance(given, int | float | str) else ""
+    rules = {
+        "greater_than_equal": "must be at least {ge}",
+        "greater_than": "must be more than {gt}",
+        "less_than_equal": "must be at most {le}",
+        "less_than": "must be less than {lt}",
+        "string_too_short": "must not be empty",
+        "too_short": "must not be empty",
+        "literal_error": "must be one of {expected}",
+    }
+    rule = rules.get(str(error.get("type")))
+    if rule is not None:
+        try:
+            return rule.format(**context) + got
+        except (KeyError, IndexError):
+            pass
+    message = str(error["msg"]).removeprefix("Value error, ")
+    return message + ("" if "got" in message else got)
 
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:
@@ -155,7 +213,7 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
 
 def run_cli(argv: Sequence[str] | None = None) -> int:
     """Parse `argv` and run the command; the exit code (see the module docstring)."""
-    args = build_parser().parse_args(argv)
+    args = parse_arguments(build_parser(), argv)
     try:
         code: int = args.handler(args)
         return code
@@ -197,19 +255,57 @@ def build_parser() -> argparse.ArgumentParser:
         "--endpoint",
         action="append",
         default=[],
-        metavar="NAME=BASE_URL[,api_key_env=VAR][,model=M]",
-        help="a model endpoint (repeatable; also STEADYLOOP_ENDPOINTS, OPENAI_BASE_URL/"
-        "OPENAI_API_KEY as endpoint 'default', or the config file)",
+        metavar="NAME=BASE_URL[,model=M][,api_key_env=VAR][,header.H=V][,extra_body.K=V]",
+        help="a model endpoint; model= is the model runs ask for when they name none, "
+        "header.H=V adds a header (${VAR} in V is read from the environment at call time), "
+        "extra_body.K=V a request field (V as JSON, else text). Repeatable; also "
+        "STEADYLOOP_ENDPOINTS, OPENAI_BASE_URL/OPENAI_API_KEY as endpoint 'default', or "
+        "the config file",
     )
     worker.add_argument(
         "--tools", metavar="MODULE:ATTRIBUTE", help="your tool registry (env STEADYLOOP_TOOLS)"
+    )
+    worker.add_argument(
+        "--mcp",
+        action="append",
+        default=[],
+        metavar="NAME=COMMAND [ARGS] | NAME=URL",
+        help="serve an MCP server's tools: a stdio command line, or a streamable HTTP URL "
+        "(repeatable; also [mcp.NAME] in the config file)",
     )
     worker.add_argument("--dev", action="store_true", help="start an embedded dev server + UI")
     worker.add_argument(
         "--dev-port", type=int, default=DEFAULT_DEV_PORT, help="dev server port (default 7233)"
     )
     worker.add_argument("--dev-ui-port", type=int, help="dev UI port (default: port + 1000)")
-    worker.add_argument("--dev-db", type=Path, help="keep the dev server's state in this file")
+    worker.add_argument(
+        "--dev-db",
+        type=Path,
+        help="keep the dev server's state in this SQLite file (default: in memory, gone "
+        "when the worker stops)",
+    )
+    worker.add_argument(
+        "--ip",
+        "--dev-ip",
+        dest="dev_ip",
+        default=DEFAULT_DEV_IP,
+        metavar="ADDRESS",
+        help="address the dev server and its UI listen on (default 127.0.0.1; 0.0.0.0 for "
+        "every interface, to reach them from another machine)",
+    )
+    worker.add_argument(
+        "--ui-host",
+        metavar="HOST",
+        help="host name to print in the dev server's addresses and UI links (default: --ip, "
+        "or this machine's name when --ip is 0.0.0.0)",
+    )
+    worker.add_argument(
+        "--ready-file",
+        type=Path,
+        metavar="PATH",
+        help="once the worker polls, write its ready line's JSON here (removed when it "
+        "stops); the line itself is printed as `ready {...}`",
+    )
     worker.add_argument(
         "--graceful-shutdown",
         type=float,
@@ -219,6 +315,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     worker.add_argument("--max-concurrent-activities", type=int, metavar="N")
     worker.add_argument("--log-level", default="INFO", help="Python log level (default INFO)")
+    worker.add_argument(
+        "--otel",
+        nargs="?",
+        const="",
+        metavar="URL",
+        help="export OpenTelemetry traces and metrics over OTLP/HTTP (to URL, else "
+        "OTEL_EXPORTER_OTLP_ENDPOINT or localhost:4318); also on when that variable is set",
+    )
+    worker.add_argument(
+        "--otel-content",
+        action="store_true",
+        help="put prompts, answers, tool arguments and results in spans (default: never)",
+    )
     worker.set_defaults(handler=_worker_command)
 
     run = commands.add_parser(
@@ -231,7 +340,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--endpoint", help="endpoint name (env STEADYLOOP_ENDPOINT; default 'default')"
     )
-    run.add_argument("--model", help="model name (env STEADYLOOP_MODEL, or the endpoint's)")
+    run.add_argument(
+        "--model",
+        help="model name (env STEADYLOOP_MODEL; default: the endpoint's model=, from the "
+        "config file or else the serving worker)",
+    )
     run.add_argument(
         "--route",
         action="append",
@@ -244,7 +357,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--tool",
         action="append",
         metavar="NAME",
-        help="offer this tool (repeatable; default: every tool of the registry in no plugin)",
+        help="offer this tool (repeatable; default: every tool of the serving worker's "
+        "registry that is in no plugin); a name the worker lacks is refused before the run "
+        "starts",
     )
     run.add_argument(
         "--plugin",
@@ -257,7 +372,33 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--tools",
         metavar="MODULE:ATTRIBUTE",
-        help="registry whose tools to offer (env STEADYLOOP_TOOLS; default: the examples)",
+        help="registry whose tools to offer, loaded here (default: the serving worker's "
+        "registry, asked before the run starts)",
+    )
+    knobs = run.add_argument_group("what the model is asked with")
+    knobs.add_argument(
+        "--tool-choice",
+        metavar="auto|required|none|TOOL",
+        help="how the model may use its tools: auto (it decides; the provider's default), "
+        "required (it must call one), none, or the name of the tool it must call; a forcing "
+        "choice applies to turns that answer you, not after tool results",
+    )
+    knobs.add_argument("--temperature", type=float, help="sampling temperature (0 or more)")
+    knobs.add_argument("--top-p", type=float, help="nucleus sampling, 0 to 1")
+    knobs.add_argument("--max-tokens", type=int, help="tokens the model may write per turn")
+    knobs.add_argument("--seed", type=int, help="sampling seed, for providers that take one")
+    knobs.add_argument(
+        "--stop",
+        action="append",
+        metavar="TEXT",
+        help="end the model's reply where TEXT appears (repeatable)",
+    )
+    knobs.add_argument(
+        "--prefill",
+        metavar="TEXT",
+        help="the opening of the model's reply on turns that answer you, which it continues "
+        "(for small models: SmolLM2 on llama.cpp calls tools after '<tool_call>\\n'); "
+        "\\n is a line break",
     )
     run.add_argument("--max-turns", type=int, help="model turns at most (default 20)")
     run.add_argument("--token-budget", type=int, help="stop after this many tokens")
@@ -355,6 +496,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="everything embedded: dev server, worker, scripted provider; no key, no Docker",
     )
     demo.add_argument(
+        "--scenario",
+        choices=["conversation", "tour"],
+        default="conversation",
+        help="conversation: one run that needs nobody (default); tour: stops for you to "
+        "approve, send, interrupt, resume and resolve from another terminal",
+    )
+    demo.add_argument(
         "--keep-running", action="store_true", help="keep the dev server and UI up until Ctrl-C"
     )
     demo.add_argument("--workdir", type=Path, help="sandbox and outbox here (default: a temp dir)")
@@ -390,13 +538,22 @@ async def _worker(args: argparse.Namespace) -> int:
     problem = seconds_problem(args.graceful_shutdown, zero_allowed=True)
     if problem is not None:  # NaN passed `< 0`; inf overflowed `timedelta`
         raise ConfigError(f"--graceful-shutdown {problem}")
+    try:
+        servers = mcp_servers(config.file.mcp, args.mcp, source=config.source or "config file")
+    except McpConfigError as exc:
+        raise ConfigError(str(exc)) from None
     options = WorkerOptions(
         task_queue=temporal.task_queue,
         endpoints=endpoints.registry,
         tools=tools,
         graceful_shutdown=timedelta(seconds=args.graceful_shutdown),
         max_concurrent_activities=args.max_concurrent_activities,
+        mcp=tuple(servers),
     )
+    try:
+        telemetry = install_from(settings_from(environ, flag=args.otel, content=args.otel_content))
+    except RuntimeError as exc:  # TelemetryUnavailable: the otel extra is missing
+        raise ConfigError(str(exc)) from None
 
     def summary(address: str, namespace: str) -> None:
         _say(
@@ -411,6 +568,12 @@ async def _worker(args: argparse.Namespace) -> int:
         for endpoint in endpoints.registry:
             _say(f"  model endpoint {describe_endpoint(endpoint, environ)}")
         _say(f"  tools ({spec}): {', '.join(tools.names()) or 'none'}")
+        if telemetry is not None:
+            where = telemetry.settings.endpoint or "the OTEL_EXPORTER_OTLP_* endpoint"
+            content = "with" if telemetry.settings.capture_content else "without"
+            _say(f"  OpenTelemetry: traces and metrics to {where}, {content} content")
+        for server in servers:
+            _say(f"  MCP server {describe_server(server)}")
 
     stop = asyncio.Event()
     remove = install_stop_signals(
@@ -420,35 +583,109 @@ async def _worker(args: argparse.Namespace) -> int:
             f"{args.graceful_shutdown:g}s); signal again to stop now"
         ),
     )
+    ready_file: Path | None = args.ready_file
+
+    def ready(address: str, namespace: str, ui_url: str | None) -> Callable[[], None]:
+        def announce() -> None:
+            line = ready_line(
+                address=address,
+                namespace=namespace,
+                task_queue=options.task_queue,
+                ui_url=ui_url,
+                endpoints=endpoints.models,
+                tools=tools.names(),
+            )
+            if ready_file is not None:
+                _write_ready_file(ready_file, line)
+            _say(f"ready {line}")
+
+        return announce
+
     try:
         if args.dev:
+            host = args.ui_host or shown_host(args.dev_ip)
             async with dev_server(
+                ip=args.dev_ip,
                 port=args.dev_port,
                 ui_port=args.dev_ui_port,
                 namespace=temporal.namespace,
                 database=args.dev_db,
                 data_converter=temporal.data_converter,
+                public_host=host,
             ) as server:
-                summary(server.address, server.namespace)
+                address = f"{host}:{server.address.rpartition(':')[2]}"
+                summary(address, server.namespace)
                 _say(f"  Temporal UI: {server.ui_url}")
-                _say(
-                    f"  start a run from another terminal: steadyloop run --address "
-                    f'{server.address} "What is 17 * 23?" --model MODEL'
-                )
+                kept = f"kept in {args.dev_db}" if args.dev_db else None
+                _say(f"  state: {kept or 'in memory, gone when it stops (--dev-db FILE keeps it)'}")
+                _say(f"  start a run from another terminal: {_run_hint(address, endpoints)}")
                 _say("Ctrl-C to stop.")
-                await serve(server.client, options, stop)
+                await serve(
+                    server.client, options, stop, ready(address, server.namespace, server.ui_url)
+                )
         else:
             client = await temporal.connect()
             summary(temporal.address, temporal.namespace)
             _say("Ctrl-C to stop.")
-            await serve(client, options, stop)
+            await serve(client, options, stop, ready(temporal.address, temporal.namespace, None))
     except RuntimeError as exc:  # the SDK's worker errors: namespace missing, server gone
         _error(f"the worker stopped: {exc}")
         return EXIT_FAILED
     finally:
         remove()
+        if telemetry is not None:
+            telemetry.shutdown()  # export what is pending
+        if ready_file is not None:
+            ready_file.unlink(missing_ok=True)
     _say("steadyloop worker: stopped")
     return EXIT_OK
+
+
+def ready_line(
+    *,
+    address: str,
+    namespace: str,
+    task_queue: str,
+    ui_url: str | None,
+    endpoints: Mapping[str, str],
+    tools: Sequence[str],
+) -> str:
+    """The worker's ready line after `ready `: one line of JSON a script can parse.
+
+    `endpoints` maps each endpoint with a default model to it (no URL, no key).
+    """
+    return json.dumps(
+        {
+            "address": address,
+            "namespace": namespace,
+            "task_queue": task_queue,
+            "ui_url": ui_url,
+            "pid": os.getpid(),
+            "endpoints": dict(endpoints),
+            "tools": list(tools),
+        },
+        separators=(", ", ": "),
+    )
+
+
+def _write_ready_file(path: Path, line: str) -> None:
+    """Written whole or not at all (a reader never sees half), then renamed into place."""
+    partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        partial.write_text(line + "\n", encoding="utf-8")
+        partial.replace(path)
+    except OSError as exc:
+        raise ConfigError(f"--ready-file {path}: {exc.strerror or exc}") from None
+
+
+def _run_hint(address: str, endpoints: EndpointSettings) -> str:
+    """The `steadyloop run` command that reaches this worker."""
+    default = endpoints.registry.names[0] if len(endpoints.registry) == 1 else "default"
+    needs_endpoint = default != "default"
+    flags = f" --endpoint {default}" if needs_endpoint else ""
+    if default not in endpoints.models:
+        flags += " --model MODEL"
+    return f'steadyloop run --address {address}{flags} "What is 17 * 23?"'
 
 
 # -- run and show ---------------------------------------------------------------------
@@ -458,31 +695,70 @@ def _run_command(args: argparse.Namespace) -> int:
     return asyncio.run(_run(args))
 
 
+class _ServingWorker:
+    """The Temporal client, connected once, and the serving worker's description, asked
+    for once and only when the run needs it (`steadyloop.serving`)."""
+
+    def __init__(self, temporal: TemporalSettings) -> None:
+        self.temporal = temporal
+        self._client: Client | None = None
+        self.description: WorkerDescription | None = None
+
+    async def client(self) -> Client:
+        if self._client is None:
+            self._client = await self.temporal.connect()
+        return self._client
+
+    async def describe(self, why: str, instead: str) -> WorkerDescription:
+        if self.description is None:
+            self.description = await describe_serving_worker(
+                await self.client(), self.temporal.task_queue, why=why, instead=instead
+            )
+        return self.description
+
+
 async def _run(args: argparse.Namespace) -> int:
     environ = os.environ
     config = load_config(args.config, environ)
     temporal = _temporal(args, config)
     settings = endpoint_settings(flags=[], config=config, environ=environ)
-    route = run_route(args.route or [], settings)
-    if route is None:
-        endpoint = run_endpoint(args.endpoint, config, environ)
-        model = run_model(args.model, endpoint, settings, environ)
-    elif args.endpoint or args.model:
+    # What the flags alone decide is refused before anything is asked of a worker.
+    if args.route and (args.endpoint or args.model):
         raise ConfigError(
             "--route names the endpoints and models; leave out --endpoint and --model"
         )
+    sampling = _sampling(args)
+    limits = _limits(args)
+    _refuse_what_no_run_could_carry(args, config, settings, environ)
+    serving = _ServingWorker(temporal)
+    models = dict(settings.models)
+    unmodelled = [spec.partition("=")[0].strip() for spec in args.route or [] if "=" not in spec]
+    if any(name not in models for name in unmodelled):
+        served = await serving.describe(
+            "a --route endpoint without =MODEL takes the endpoint's model",
+            "write --route NAME=MODEL",
+        )
+        models = {e.name: e.model for e in served.endpoints if e.model} | models
+    route = run_route(args.route or [], EndpointSettings(settings.registry), models=models)
+    if route is None:
+        endpoint = run_endpoint(args.endpoint, config, environ)
+        model = run_model(args.model, endpoint, settings, environ, required=False)
+        if model is None:
+            model = _served_model(
+                endpoint,
+                await serving.describe(
+                    "the run names no model (--model, STEADYLOOP_MODEL or the config file)",
+                    "pass --model",
+                ),
+            )
     else:
         endpoint, model = route.candidates[0].endpoint, route.candidates[0].model
-    tools, plugins = _run_tools(args, config, environ)
-    limits = {
-        key: value
-        for key, value in (
-            ("max_turns", args.max_turns),
-            ("token_budget", args.token_budget),
-            ("deadline_s", args.deadline),
-        )
-        if value is not None
-    }
+    tools, plugins = await _run_tools(args, serving)
+    if serving.description is not None and route is None:
+        # Asked anyway: refuse an endpoint it lacks now, not at the first turn. (A route
+        # goes on past an endpoint a worker lacks, by design: not checked.)
+        _check_served_endpoint(endpoint, serving.description)
+    _check_tool_choice(args.tool_choice, tools, plugins)
     try:
         run = RunInput(
             endpoint=endpoint,
@@ -491,7 +767,10 @@ async def _run(args: argparse.Namespace) -> int:
             system_prompt=args.system,
             tools=tools,
             plugins=RunPlugins(on_demand=plugins),
-            limits=RunLimits.model_validate(limits),
+            limits=limits,
+            sampling=sampling,
+            tool_choice=args.tool_choice,
+            prefill=_unescaped(args.prefill),
             tenant_id=args.tenant,
             provider_profile=args.profile,
             prices=run_prices(route.endpoints if route else endpoint, config),
@@ -508,7 +787,7 @@ async def _run(args: argparse.Namespace) -> int:
     except ValidationError as exc:
         raise _run_not_valid(exc) from None
 
-    client = await temporal.connect()
+    client = await serving.client()
     workflow_id = args.id or f"steadyloop-{uuid.uuid4()}"
     try:
         await client.start_workflow(
@@ -539,17 +818,163 @@ async def _run(args: argparse.Namespace) -> int:
     )
 
 
-def _run_tools(
-    args: argparse.Namespace, config: LoadedConfig, environ: Mapping[str, str]
+async def _run_tools(
+    args: argparse.Namespace, serving: _ServingWorker
 ) -> tuple[list[str], list[str]]:
-    """The run's core tools and on-demand plugins: as named, or (neither named) every tool
-    in no plugin and every plugin of the registry."""
+    """The run's core tools and on-demand plugins: as named (each checked against the
+    registry), or (neither named) every tool in no plugin and every plugin of the
+    registry. The registry is `--tools`, loaded here, or else the serving worker's."""
     if args.no_tools:
         return [], []
-    if args.tool or args.plugin:
-        return list(dict.fromkeys(args.tool or [])), list(dict.fromkeys(args.plugin or []))
-    registry = load_tool_registry(tools_spec(args.tools, config, environ))
-    return registry.unplugged(), registry.plugin_names()
+    named_tools = list(dict.fromkeys(args.tool or []))
+    named_plugins = list(dict.fromkeys(args.plugin or []))
+    if args.tools:
+        registry = load_tool_registry(args.tools)
+        available, unplugged = registry.names(), registry.unplugged()
+        plugins, where = registry.plugin_names(), f"the registry {args.tools}"
+    else:
+        served = await serving.describe(
+            "the run's tools are the serving worker's"
+            if not (named_tools or named_plugins)
+            else "--tool and --plugin names are checked against the serving worker's",
+            "pass --no-tools, or --tools MODULE:ATTRIBUTE to load the registry here",
+        )
+        available, unplugged, plugins = served.tools, served.unplugged_tools, served.plugins
+        where = f"the worker on task queue {serving.temporal.task_queue!r}"
+    for flag, names, known in (
+        ("--tool", named_tools, available),
+        ("--plugin", named_plugins, plugins),
+    ):
+        unknown = [name for name in names if name not in known]
+        if unknown:
+            what = "tools" if flag == "--tool" else "plugins"
+            raise ConfigError(
+                f"{flag} {', '.join(unknown)}: not among the {what} of {where}; it has: "
+                f"{', '.join(known) or 'none'}" + _suggestion(unknown[0], known)
+            )
+    if named_tools or named_plugins:
+        return named_tools, named_plugins
+    return list(unplugged), list(plugins)
+
+
+def _check_tool_choice(choice: str | None, tools: Sequence[str], plugins: Sequence[str]) -> None:
+    """`--tool-choice` refused by name: forcing a call with no tools, or naming a tool the
+    run does not offer (the provider would refuse either on every attempt)."""
+    if choice is None or choice in ("auto", "none"):
+        return
+    if not tools and not plugins:
+        raise ConfigError(
+            f"--tool-choice {choice}: the run offers no tools; name them with --tool, or "
+            "leave --tool-choice out"
+        )
+    if choice != "required" and choice not in tools:
+        raise ConfigError(
+            f"--tool-choice {choice}: not one of the run's tools ({', '.join(tools) or 'none'})"
+            f"{_suggestion(choice, tools)}; name one of them, or auto, required, none"
+        )
+
+
+def _suggestion(name: str, known: Sequence[str]) -> str:
+    close = difflib.get_close_matches(name, known, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _served_model(endpoint: str, served: WorkerDescription) -> str:
+    """The serving worker's default model for `endpoint`, or why there is none."""
+    _check_served_endpoint(endpoint, served)
+    described = served.endpoint(endpoint)
+    if described is None or described.model is None:
+        raise ConfigError(
+            f"no model to ask endpoint {endpoint!r} for: the serving worker's endpoint has "
+            f"no model=; pass --model, set {MODEL_ENV}, or give the worker's endpoint one "
+            f"(--endpoint {endpoint}=URL,model=MODEL)"
+        )
+    return described.model
+
+
+def _check_served_endpoint(endpoint: str, served: WorkerDescription) -> None:
+    names = [e.name for e in served.endpoints]
+    if endpoint not in names:
+        known = ", ".join(names) or "none; start it with --endpoint NAME=URL,model=M"
+        hint = _suggestion(endpoint, names)
+        raise ConfigError(
+            f"endpoint {endpoint!r} is not one the serving worker knows{hint}; it knows: "
+            f"{known}. Add it where the worker starts: `steadyloop worker --endpoint "
+            f"{endpoint}=BASE_URL[,model=MODEL][,api_key_env=VAR]` (or the config file's "
+            f"[endpoints.{endpoint}])"
+        )
+
+
+def _refuse_what_no_run_could_carry(
+    args: argparse.Namespace,
+    config: LoadedConfig,
+    settings: EndpointSettings,
+    environ: Mapping[str, str],
+) -> None:
+    """The run's own rules over what the flags and environment already name (a blank
+    tenant, a control character in a tool name or model), before a worker is asked:
+    the flag is named whether or not a worker is up. What only the worker can say
+    (the model, the tools) stands in as a name no rule refuses."""
+    if args.route:
+        return  # `run_route` checks each candidate's names itself
+    endpoint = run_endpoint(args.endpoint, config, environ)
+    model = run_model(args.model, endpoint, settings, environ, required=False)
+    try:
+        RunInput(
+            endpoint=endpoint,
+            model=model or "model",
+            prompt=args.prompt,
+            system_prompt=args.system,
+            tools=list(dict.fromkeys(args.tool or [])),
+            plugins=RunPlugins(on_demand=list(dict.fromkeys(args.plugin or []))),
+            prefill=_unescaped(args.prefill),
+            tenant_id=args.tenant,
+        )
+    except ValidationError as exc:
+        raise _run_not_valid(exc) from None
+
+
+def _limits(args: argparse.Namespace) -> RunLimits:
+    """`--max-turns`, `--token-budget`, `--deadline`, refused by name."""
+    given = {
+        key: value
+        for key, value in (
+            ("max_turns", args.max_turns),
+            ("token_budget", args.token_budget),
+            ("deadline_s", args.deadline),
+        )
+        if value is not None
+    }
+    try:
+        return RunLimits.model_validate(given)
+    except ValidationError as exc:
+        raise _run_not_valid(exc) from None
+
+
+def _sampling(args: argparse.Namespace) -> Sampling:
+    """`--temperature`, `--top-p`, `--max-tokens`, `--seed`, `--stop`, refused by name."""
+    given = {
+        key: value
+        for key, value in (
+            ("temperature", args.temperature),
+            ("top_p", args.top_p),
+            ("max_tokens", args.max_tokens),
+            ("seed", args.seed),
+            ("stop", [_unescaped(s) for s in args.stop] if args.stop else None),
+        )
+        if value is not None
+    }
+    try:
+        return Sampling.model_validate(given)
+    except ValidationError as exc:
+        raise _run_not_valid(exc) from None
+
+
+def _unescaped(text: str | None) -> str | None:
+    """`\\n` and `\\t` typed on a command line as the line break and tab they mean."""
+    if text is None:
+        return None
+    return text.replace("\\n", "\n").replace("\\t", "\t")
 
 
 def _show_command(args: argparse.Namespace) -> int:
@@ -593,7 +1018,14 @@ async def _show(args: argparse.Namespace) -> int:
     )
     if url:
         _say(f"Temporal UI: {url}")
-    return await _follow_and_report(handle, description.task_queue, output=client)
+    if description.status != WorkflowExecutionStatus.RUNNING:
+        # Ended: everything is in its result, printed in the run's order.
+        return await _follow_and_report(handle, description.task_queue)
+    # A run that forwards nothing (`--no-stream`) is read from its transcript alone.
+    forwarding = (await _run_input_of(client, handle)).forwarding.enabled
+    return await _follow_and_report(
+        handle, description.task_queue, output=client if forwarding else None, attach=True
+    )
 
 
 def _resume_command(args: argparse.Namespace) -> int:
@@ -635,7 +1067,10 @@ async def _resume(args: argparse.Namespace) -> int:
     _say(f"run {workflow_id} resumes {args.workflow_id} ({result.stop_reason})")
     handle = client.get_workflow_handle_for(ToolLoopWorkflow.run, workflow_id)
     return await _follow_and_report(
-        handle, description.task_queue, output=client if run.forwarding.enabled else None
+        handle,
+        description.task_queue,
+        output=client if run.forwarding.enabled else None,
+        shown_before=len(run.messages),  # the conversation so far: not printed again
     )
 
 
@@ -664,16 +1099,30 @@ async def _free_id(client: Client, stem: str) -> str:
 
 
 async def _follow_and_report(
-    handle: RunHandle, task_queue: str, *, output: Client | None = None
+    handle: RunHandle,
+    task_queue: str,
+    *,
+    output: Client | None = None,
+    attach: bool = False,
+    shown_before: int = 0,
 ) -> int:
     """Follow until the run ends (or Ctrl-C), print the outcome, return the exit code.
 
-    With `output`, the model's forwarded text is printed as it streams.
+    With `output`, the model's forwarded text is printed as it streams. `shown_before`:
+    the run starts with that many messages a person already saw (a resumed run's).
     """
     stop = asyncio.Event()
     remove = install_stop_signals(stop, lambda _signal: None)
+    display = ProgressDisplay(sys.stdout)
     following = asyncio.create_task(
-        follow(handle, ProgressDisplay(sys.stdout), task_queue=task_queue, output=output)
+        follow(
+            handle,
+            display,
+            task_queue=task_queue,
+            output=output,
+            attach=attach,
+            shown_before=shown_before,
+        )
     )
     stopping = asyncio.create_task(stop.wait())
     try:
@@ -692,7 +1141,8 @@ async def _follow_and_report(
     except WorkflowFailureError as exc:
         _say(f"the workflow did not complete: {failure_text(exc)}")
         return EXIT_FAILED
-    for line in [*result_lines(result), *partial_lines(result, handle.id)]:
+    lines = result_lines(result, answer_shown=display.answer_shown)
+    for line in [*lines, *partial_lines(result, handle.id)]:
         _say(line)
     return EXIT_CODES.get(result.stop_reason, EXIT_FAILED)
 
@@ -706,6 +1156,14 @@ def _demo_command(args: argparse.Namespace) -> int:
     problem = seconds_problem(args.pace, zero_allowed=True)
     if problem is not None:
         raise ConfigError(f"--pace {problem}")
+    if args.scenario == "tour":
+        from steadyloop.cli.demo_tour import run_tour
+
+        return asyncio.run(
+            run_tour(
+                sys.stdout, workdir=args.workdir, pace_s=args.pace, keep_running=args.keep_running
+            )
+        )
     return asyncio.run(
         run_demo(sys.stdout, workdir=args.workdir, keep_running=args.keep_running, pace_s=args.pace)
     )

@@ -6,14 +6,17 @@ printed once, when it changes, so the output stays readable with no control code
 Events (a tool call asked for, a tool's answer) are printed as lines in both cases.
 
 Everything here is pure formatting of values the workflow already reports (the
-`progress` and `transcript` queries, `RunResult`), so it is tested without a server.
+`progress`, `transcript` and `timeline` queries, `RunResult`), so it is tested without a
+server. Lines keep the run's order: `!` says what a guarantee did (a retry and its
+failure kind, a stall, a breaker, healing), a replayed answer says it was not run and why,
+and the answer is printed once.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -21,6 +24,7 @@ from steadyloop.chat import ChatMessage
 from steadyloop.output.forwarding import OutputDelta
 from steadyloop.run.models import RunProgress, RunResult, RunStats
 from steadyloop.run.steering import PendingApproval
+from steadyloop.run.timeline import RunEvent
 from steadyloop.stops.stop_text import next_step, partial_intro
 
 EVENT_WIDTH = 110
@@ -62,7 +66,8 @@ def status_line(
     parts = [
         f"turn {progress.turn}",
         progress.phase,
-        _count(progress.tool_calls, "tool call"),
+        _count(progress.tool_calls, "tool call")
+        + (f" ({progress.tool_replays} replayed)" if progress.tool_replays else ""),
         f"{progress.tokens} tokens",
     ]
     if progress.cost_usd > 0:
@@ -107,45 +112,134 @@ def approval_line(workflow_id: str, call: PendingApproval) -> str:
 
 
 class TranscriptReader:
-    """Turns a growing transcript into event lines, each message reported once.
+    """Turns a growing transcript, and the run's timeline, into event lines in the run's order.
 
-    `streamed`: the model's text was already shown as it streamed, so an assistant
-    message's text is not repeated (its tool calls still are).
+    Each message is reported once. A timeline event is placed where it happened: a
+    `model` event (a retry, a stall, a breaker, healing) before the assistant message of
+    its turn, or, for the turn in flight, as soon as it is known; a replay on the answer
+    of the call it explains (`<- add (replayed, not run: ...): 5`), so a replayed answer
+    never reads as a call that ran. Events may arrive before or after the messages they
+    belong with; they are held until their place is reached (`flush` prints what never
+    found one).
+
+    `streamed`: the model's text is shown as it streams, so an assistant message's text
+    is not repeated (its tool calls still are). Its text travels on another channel and
+    may come after the transcript already holds the message, so the reader waits at such
+    a message until `shown(text)` says its text was printed (`holding` says it waits;
+    `force` goes on regardless, for a stream that lags or lost it). Without `streamed`
+    the final answer is printed whole, as the turn's text (`answer_printed` says so).
     """
 
-    def __init__(self, *, streamed: bool = False) -> None:
-        self._streamed = streamed
+    def __init__(
+        self, *, streamed: bool = False, shown: Callable[[str], bool] | None = None
+    ) -> None:
+        self.streamed = streamed
+        self.holding = False
+        self._shown = shown
+        self.answer_printed = False
         self._seen = 0
         self._turn = 0
         self._names: dict[str, str] = {}
+        self._skip = 0
+        self._events: dict[int, RunEvent] = {}  # not yet printed, by seq
+        self._last_seq = 0
 
-    def new_lines(self, transcript: Sequence[ChatMessage]) -> list[str]:
+    def skip(self, messages: int) -> None:
+        """Leave out the first `messages` messages: a person saw them before this run
+        (a resumed run starts with its predecessor's conversation). Turns count on from
+        this run's first, as the run numbers them."""
+        self._skip = messages
+        self._seen = max(self._seen, messages)
+
+    @property
+    def last_event(self) -> int:
+        """The highest event number read: ask the run only for events after it."""
+        return self._last_seq
+
+    def new_lines(
+        self,
+        transcript: Sequence[ChatMessage],
+        events: Sequence[RunEvent] = (),
+        *,
+        force: bool = False,
+    ) -> list[str]:
         if len(transcript) < self._seen:  # a shorter transcript: a new run; start over
-            self._seen = 0
+            if len(transcript) <= self._skip:
+                return []  # not this run's transcript yet
+            self._seen = self._skip
             self._turn = 0
+        for event in events:
+            if event.seq > self._last_seq:
+                self._events[event.seq] = event
+                self._last_seq = event.seq
         lines: list[str] = []
-        for message in transcript[self._seen :]:
-            lines.extend(self._lines(message))
+        self.holding = False
+        for index in range(self._seen, len(transcript)):
+            message = transcript[index]
+            if not force and self._text_to_come(message):
+                self.holding = True
+                return lines
+            lines.extend(self._lines(index, message))
+            self._seen = index + 1
         self._seen = len(transcript)
+        lines.extend(self._model_events(self._seen))  # the turn in flight
         return lines
 
-    def _lines(self, message: ChatMessage) -> list[str]:
+    def _text_to_come(self, message: ChatMessage) -> bool:
+        """A streamed assistant text not printed yet: what follows it must wait for it."""
+        if not self.streamed or self._shown is None or message.role != "assistant":
+            return False
+        text = (message.content or "").strip()
+        return bool(text) and not self._shown(text)
+
+    def flush(self) -> list[str]:
+        """Events whose place never came (a call's answer compacted away), in order."""
+        lines = [self._event_line(e, self._turn) for _, e in sorted(self._events.items())]
+        self._events.clear()
+        return lines
+
+    def _model_events(self, position: int) -> list[str]:
+        """`model` events of the turn whose assistant message is (or will be) at `position`."""
+        due = [
+            seq
+            for seq, event in sorted(self._events.items())
+            if event.phase == "model" and event.at <= position
+        ]
+        return [self._event_line(self._events.pop(seq), self._turn + 1) for seq in due]
+
+    def _lines(self, index: int, message: ChatMessage) -> list[str]:
         if message.role == "assistant":
+            lines = self._model_events(index)
             self._turn += 1
-            if not message.tool_calls:
-                return []  # the final answer is printed with the result
             prefix = f"turn {self._turn}"
-            said = message.content and not self._streamed
-            lines = [f"{prefix}  model: {one_line(message.content or '')}"] if said else []
+            if not message.tool_calls:
+                if message.content and not self.streamed:
+                    lines.append(f"{prefix}  model: {message.content.strip()}")
+                    self.answer_printed = True
+                return lines
+            said = message.content and not self.streamed
+            if said:
+                lines.append(f"{prefix}  model: {one_line(message.content or '')}")
             for call in message.tool_calls:
                 self._names[call.id] = call.name
                 arguments = call.arguments if call.arguments.strip() else '""'
                 lines.append(one_line(f"{prefix}  -> {call.name} {arguments}"))
             return lines
         if message.role == "tool":
-            name = self._names.get(message.tool_call_id or "", "?")
-            return [one_line(f"turn {self._turn}  <- {name}: {message.content or ''}")]
+            call_id = message.tool_call_id or ""
+            name = self._names.get(call_id, "?")
+            notes = [
+                self._events.pop(seq).text
+                for seq, event in sorted(self._events.items())
+                if event.phase == "tools" and event.call_id == call_id and call_id
+            ]
+            how = f" ({'; '.join(notes)})" if notes else ""
+            return [one_line(f"turn {self._turn}  <- {name}{how}: {message.content or ''}")]
         return []
+
+    @staticmethod
+    def _event_line(event: RunEvent, turn: int) -> str:
+        return one_line(f"turn {turn}  ! {event.text}", EVENT_WIDTH + 60)
 
 
 class ProgressDisplay:
@@ -163,14 +257,30 @@ class ProgressDisplay:
         self._status = ""
         self._drawn = False
         self._streaming: tuple[int, int] | None = None
+        self._shown: dict[tuple[int, int], list[str]] = {}
+        # Text of turns before this one was already printed from the transcript.
+        self.live_from_turn = 0
+        # Set by `follow` at the end: the final answer was printed (streamed or read).
+        self.answer_shown = False
+
+    def wants(self, delta: OutputDelta) -> bool:
+        """Whether `delta` is text this display prints (answer text of a live turn)."""
+        return delta.kind == "text" and bool(delta.text) and delta.turn >= self.live_from_turn
+
+    def showed(self, text: str) -> bool:
+        """Whether one attempt's streamed text was exactly `text` (so it need not be
+        printed again)."""
+        wanted = text.strip()
+        return bool(wanted) and any("".join(p).strip() == wanted for p in self._shown.values())
 
     def text(self, delta: OutputDelta) -> None:
         """Answer text forwarded by the model, as it arrives (reasoning is not printed)."""
-        if delta.kind != "text" or not delta.text:
+        if not self.wants(delta):
             return
         # By turn, not attempt: a later attempt of a turn streams only when nothing was
         # shown before it, or continues what was (`stops.continuation`), on the same line.
         key = (delta.turn, 0)
+        self._shown.setdefault(key, []).append(delta.text)
         if self._streaming != key:
             self._end_text()
             if self._drawn:
@@ -222,10 +332,13 @@ class ProgressDisplay:
         self._drawn = True
 
 
-def result_lines(result: RunResult) -> list[str]:
-    """The answer, the stop reason with its detail, and the run's numbers."""
+def result_lines(result: RunResult, *, answer_shown: bool = False) -> list[str]:
+    """The answer (unless it was `answer_shown` already, as it streamed or from the
+    transcript), the stop reason with its detail, and the run's numbers."""
     lines: list[str] = []
-    if result.final_answer:
+    if result.final_answer and answer_shown:
+        pass  # printed once, where it came in the run
+    elif result.final_answer:
         lines.append("answer:")
         lines.extend(f"  {line}" for line in result.final_answer.strip().splitlines())
     else:
@@ -235,11 +348,19 @@ def result_lines(result: RunResult) -> list[str]:
     stats = result.stats
     failed = f", {stats.tool_errors} answered with an error" if stats.tool_errors else ""
     lines.append(
-        f"{_count(stats.turns, 'turn')}, {_count(stats.tool_calls, 'tool call')}{failed}, "
+        f"{_count(stats.turns, 'turn')}, {_count(stats.tool_calls, 'tool call')}"
+        f"{replays_part(stats.tool_replays)}{failed}, "
         f"{stats.total_tokens} tokens ({stats.prompt_tokens} prompt, "
         f"{stats.completion_tokens} completion)"
     )
     return lines + stats_lines(stats) + plugin_lines(result)
+
+
+def replays_part(replays: int) -> str:
+    """` (4 replayed from receipts, not run again)`: answers that did not run the tool."""
+    if not replays:
+        return ""
+    return f" ({replays} of them replayed from receipts, not run again)"
 
 
 def plugin_lines(result: RunResult) -> list[str]:

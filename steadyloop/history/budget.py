@@ -13,6 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+# Temporal refuses payloads over 2 MB; leave room for the envelope around one. Here rather
+# than beside the blob store so pure code (tool payloads, the run's vocabulary) can read it
+# without importing Temporal.
+MAX_INLINE_PAYLOAD_BYTES = 1_900_000
+
 ContinueAsNewReason = Literal["suggested", "turns", "events", "bytes", "updates"]
 
 

@@ -50,13 +50,13 @@ from temporalio.converter import (
 from temporalio.exceptions import ApplicationError
 
 from steadyloop.failure_details import TolerantFailureConverter
+from steadyloop.history.budget import MAX_INLINE_PAYLOAD_BYTES
 
 __all__ = [
     "BLOB_DIR_ENV",
     "BLOB_THRESHOLD_ENV",
     "DEFAULT_CHUNK_BYTES",
     "DEFAULT_THRESHOLD_BYTES",
-    "MAX_INLINE_PAYLOAD_BYTES",
     "MAX_STORED_PAYLOAD_BYTES",
     "BlobStoreUsage",
     "LocalFileStorageDriver",
@@ -77,8 +77,6 @@ DEFAULT_THRESHOLD_BYTES = 32 * 1024
 # the request), large enough that a 2 MB transcript is a manifest of 128 names.
 DEFAULT_CHUNK_BYTES = 16 * 1024
 MANIFEST_VERSION = 1
-# Temporal refuses payloads over 2 MB; leave room for the envelope around one.
-MAX_INLINE_PAYLOAD_BYTES = 1_900_000
 # With external storage history keeps a reference, so Temporal's limit no longer bounds
 # a payload; this does, so a runaway transcript (sent whole to the model every turn, held
 # in memory by every worker that decodes it) still stops with a reason.

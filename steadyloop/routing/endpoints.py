@@ -31,6 +31,12 @@ What goes wrong without the checks here:
   naming the variable (never a request sent without the key, answered by a 401).
 - Timeouts are required to be finite and positive: a stream with no read timeout can
   hang an activity slot forever.
+- A header whose value is a secret (a gateway's own key header) is written
+  `${VARIABLE}` and read from the worker's environment at call time, like
+  `api_key_env`; an unset variable is `MissingApiKeyError` naming it. `extra_body`
+  fields (`cache_prompt`, `guided_json`, `provider`) are merged under the fields the
+  run sets, and may not replace what steadyloop must send (`model`, `messages`,
+  `stream`, `tools`).
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    JsonValue,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -81,6 +88,10 @@ _HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 _HEADER_SAFE = re.compile(r"^[\t\x20-\x7e]*$")
 # Headers the activity sets itself; configuring them would break the request.
 _RESERVED_HEADERS = frozenset({"content-length", "content-type", "host", "transfer-encoding"})
+# `${NAME}` in a header value: the environment variable NAME, read at call time.
+_HEADER_VARIABLE = re.compile(r"\$\{([^}]*)\}")
+# Body fields steadyloop writes from the run; `extra_body` may not replace them.
+RESERVED_BODY_FIELDS = frozenset({"model", "messages", "stream", "tools"})
 
 
 class EndpointConfigError(ValueError):
@@ -96,9 +107,10 @@ class UnknownEndpointError(LookupError):
         names = sorted(known)
         listed = ", ".join(repr(n) for n in names) if names else "none are configured"
         super().__init__(
-            f"unknown model endpoint {name!r}; this worker knows: {listed}. "
-            f"Configure endpoints in {ENDPOINTS_ENV} (JSON) or pass an EndpointRegistry "
-            "to the worker."
+            f"unknown model endpoint {name!r}; the worker serving this run knows: {listed}. "
+            f"Add it where the worker starts: `steadyloop worker --endpoint "
+            f"{name}=BASE_URL[,model=MODEL][,api_key_env=VAR]` (or {ENDPOINTS_ENV}, or the "
+            "config file), or run with `--endpoint` naming one it knows."
         )
         self.name = name
         self.known = names
@@ -109,11 +121,23 @@ class MissingApiKeyError(LookupError):
 
     error_type = MISSING_API_KEY_ERROR_TYPE
 
-    def __init__(self, endpoint: str, variable: str, problem: str = "is unset or blank") -> None:
+    def __init__(
+        self,
+        endpoint: str,
+        variable: str,
+        problem: str = "is unset or blank",
+        *,
+        what: str = "its API key",
+    ) -> None:
+        fix = (
+            "(or set api_key_env to null for an endpoint without a key)"
+            if what == "its API key"
+            else "(or remove the header from the endpoint's configuration)"
+        )
         super().__init__(
-            f"model endpoint {endpoint!r} reads its API key from the environment variable "
+            f"model endpoint {endpoint!r} reads {what} from the environment variable "
             f"{variable!r}, which {problem} in this worker's environment; set it where the "
-            "worker runs (or set api_key_env to null for an endpoint without a key)."
+            f"worker runs {fix}."
         )
         self.endpoint = endpoint
         self.variable = variable
@@ -146,6 +170,13 @@ class EndpointConfig(BaseModel):
     turns a budget off (a TOML configuration file has no null).
     `argument_limits` are the runaway-argument guard's limits (default: 24576 UTF-8
     bytes per call, fragments and turn total off; see `steadyloop.stream.runaway_guard`).
+
+    `model` is the endpoint's default model: what a run that names none asks for
+    (`steadyloop run` without `--model` learns it from the serving worker). `headers`
+    are sent with every request; a `${VARIABLE}` in a value is read from the worker's
+    environment at call time (`resolved_headers`), so a header secret stays out of the
+    configuration. `extra_body` is merged into every request body, under the fields
+    the run sets (a run's `temperature` wins over the endpoint's).
     """
 
     # hide_input_in_errors: a key pasted into the wrong field must not reach a log line.
@@ -154,7 +185,9 @@ class EndpointConfig(BaseModel):
     name: str
     base_url: str
     api_key_env: str | None = None
+    model: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
+    extra_body: dict[str, JsonValue] = Field(default_factory=dict)
     include_usage: bool = True
     max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
     connect_timeout_s: float = 10.0
@@ -213,6 +246,34 @@ class EndpointConfig(BaseModel):
                     f"header {name!r} must have a value of printable ASCII characters "
                     "(no line breaks, control or non-ASCII characters)"
                 )
+            for variable in _HEADER_VARIABLE.findall(header_value):
+                if not _ENV_NAME.match(variable):
+                    raise ValueError(
+                        f"header {name!r} names ${{{variable}}}, which is not an environment "
+                        "variable name (letters, digits, underscores)"
+                    )
+        return value
+
+    @field_validator("model")
+    @classmethod
+    def _model(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        value = value.strip()
+        problem = identity_problem(value) if value else "must not be blank"
+        if problem is not None:  # a run carries it: the same rule as `RunInput.model`
+            raise ValueError(f"model {problem}")
+        return value
+
+    @field_validator("extra_body")
+    @classmethod
+    def _extra_body(cls, value: dict[str, JsonValue]) -> dict[str, JsonValue]:
+        reserved = sorted(RESERVED_BODY_FIELDS & set(value))
+        if reserved:
+            raise ValueError(
+                f"extra_body may not set {', '.join(reserved)}: steadyloop writes "
+                f"{'it' if len(reserved) == 1 else 'them'} from the run"
+            )
         return value
 
     @field_validator("connect_timeout_s", "read_timeout_s", "write_timeout_s")
@@ -245,6 +306,45 @@ class EndpointConfig(BaseModel):
     @property
     def chat_completions_url(self) -> str:
         return self.base_url + CHAT_COMPLETIONS_PATH
+
+    @property
+    def header_variables(self) -> list[str]:
+        """The environment variables the headers name (`${NAME}`), in order."""
+        names = (n for v in self.headers.values() for n in _HEADER_VARIABLE.findall(v))
+        return list(dict.fromkeys(names))
+
+    def resolved_headers(self, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The headers with every `${VARIABLE}` read from the environment now.
+
+        Raises `MissingApiKeyError` naming the variable when it is unset, blank, or
+        holds what a header cannot carry (the value is never echoed).
+        """
+        if not any("${" in value for value in self.headers.values()):
+            return dict(self.headers)
+        env = os.environ if environ is None else environ
+
+        def read(match: re.Match[str]) -> str:
+            variable = match.group(1)
+            found = (env.get(variable) or "").strip()
+            if not found:
+                raise MissingApiKeyError(
+                    self.name, variable, "is unset or blank", what="a header value"
+                )
+            if not _HEADER_SAFE.match(found):
+                raise MissingApiKeyError(
+                    self.name,
+                    variable,
+                    "holds characters that cannot be sent in an HTTP header (only printable ASCII)",
+                    what="a header value",
+                )
+            return found
+
+        return {name: _HEADER_VARIABLE.sub(read, value) for name, value in self.headers.items()}
+
+    def header_secrets(self, environ: Mapping[str, str] | None = None) -> list[str]:
+        """The values of the variables the headers name, to redact like the key."""
+        env = os.environ if environ is None else environ
+        return [(env.get(name) or "").strip() for name in self.header_variables]
 
     def api_key(self, environ: Mapping[str, str] | None = None) -> str | None:
         """The key from the environment, read now; None when the endpoint uses no key.
@@ -385,7 +485,8 @@ class EndpointRegistry:
                 endpoint = EndpointConfig.model_validate(entry)
             except ValidationError as exc:
                 problems = "; ".join(
-                    f"{'.'.join(str(p) for p in err['loc']) or 'endpoint'}: {err['msg']}"
+                    f"{'.'.join(str(p) for p in err['loc']) or 'endpoint'}: "
+                    + str(err["msg"]).removeprefix("Value error, ")
                     for err in exc.errors()
                 )
                 raise EndpointConfigError(f"{where}: {problems}") from None

@@ -40,6 +40,7 @@ from steadyloop.run.bounds import (
     identity_problem,
 )
 from steadyloop.run.steering import SteeringState
+from steadyloop.run.timeline import RunEvent, Timeline
 from steadyloop.stream.completion import Usage
 
 # An agent profile's name: what the model types, and half of a `pair_key` ("a|b"), so
@@ -121,14 +122,42 @@ class Sampling(BaseModel):
     """What the provider is asked to sample with. Numbers are sent as JSON, where NaN and
     infinities do not exist (pydantic writes `null`) and providers take `max_tokens` as
     a 32-bit and `seed` as a 64-bit integer: anything else is refused here, by name,
-    rather than by the provider on every attempt."""
+    rather than by the provider on every attempt. A temperature below 0 or a `top_p`
+    outside 0..1 is refused by every provider, so it is refused here too. `stop`:
+    sequences that end the model's reply where they appear (not included in it)."""
 
     model_config = ConfigDict(frozen=True)
 
-    temperature: float | None = Field(default=None, allow_inf_nan=False)
-    top_p: float | None = Field(default=None, allow_inf_nan=False)
+    temperature: float | None = Field(default=None, allow_inf_nan=False, ge=0)
+    top_p: float | None = Field(default=None, allow_inf_nan=False, ge=0, le=1)
     max_tokens: Count | None = None
     seed: int | None = Field(default=None, ge=-(2**63), le=2**63 - 1)
+    stop: list[Text] | None = Field(default=None, max_length=16)
+
+    @field_validator("stop")
+    @classmethod
+    def _stops_not_empty(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and not all(value):
+            raise ValueError("a stop sequence must not be empty (it would end every reply)")
+        return value
+
+
+# How the model may use the offered tools: `auto` (it decides), `required` (it must call
+# one), `none` (it must answer in text), or the name of the one tool it must call.
+ToolChoiceSetting = Literal["auto", "required", "none"] | Identity
+
+
+def tool_choice_wire(choice: str) -> str | dict[str, Any]:
+    """`tool_choice` as the OpenAI API spells it: the keyword, or a named function."""
+    if choice in ("auto", "required", "none"):
+        return choice
+    return {"type": "function", "function": {"name": choice}}
+
+
+def answers_the_user(transcript: list[ChatMessage]) -> bool:
+    """Whether the next turn answers a user message (not a tool result): the turns a
+    forced `tool_choice` and a `prefill` apply to."""
+    return bool(transcript) and transcript[-1].role == "user"
 
 
 class ContinuationOptions(BaseModel):
@@ -172,6 +201,22 @@ class AgentProfile(BaseModel):
     route: RouteConfig | None = None
     limits: RunLimits = Field(default_factory=RunLimits)
     sampling: Sampling | None = None
+    # The child's own (its tools are its own); None: the provider's default (`auto`).
+    tool_choice: ToolChoiceSetting | None = None
+    # None: the delegating run's (a child usually runs on the same model).
+    prefill: Text | None = None
+
+    @model_validator(mode="after")
+    def _named_tool_choice_offered(self) -> Self:
+        """Refused here, not when a child starts: the child's input is built in workflow
+        code, where a refusal would fail the parent's workflow task over and over."""
+        choice = self.tool_choice
+        if choice not in (None, "auto", "required", "none") and choice not in self.tools:
+            raise ValueError(
+                f"tool_choice names {choice!r}, which is not one of the profile's tools "
+                f"({', '.join(self.tools) or 'none'})"
+            )
+        return self
 
     @model_validator(mode="after")
     def _one_way_to_name_the_model(self) -> Self:
@@ -278,6 +323,18 @@ class RunInput(BaseModel):
     # Whether an answer cut short (token limit, a stream that failed once shown) is
     # continued automatically, and how many times.
     continuation: ContinuationOptions = Field(default_factory=ContinuationOptions)
+    # How the model may use its tools (`ToolChoiceSetting`; None: the provider's default,
+    # `auto`). A forcing choice (`required`, a tool's name) applies to the turns that
+    # answer a user message; after tool results the model may answer (`reset_tool_choice`,
+    # as in the OpenAI Agents SDK), or a forced run would call tools until `max_turns`.
+    # Left out for an endpoint known to refuse it (the route's unsupported-parameter rule).
+    tool_choice: ToolChoiceSetting | None = None
+    reset_tool_choice: bool = True
+    # The opening of the model's reply, sent as a last assistant message on the turns
+    # that answer a user message; the model continues it. For small models whose chat
+    # template needs a nudge (SmolLM2 on llama.cpp calls a tool after "<tool_call>\n").
+    # The reply is recorded as the server returned it, without the prefill.
+    prefill: Text | None = Field(default=None, min_length=1)
     # Half of every receipt key (`ReceiptKey.tenant`): refused here when it would make
     # one invalid, so the caller hears about it, not the model on every tool call.
     tenant_id: Identity = "default"
@@ -340,6 +397,33 @@ class RunInput(BaseModel):
                 )
         elif not self.endpoint.strip() or not self.model.strip():
             raise ValueError("a run needs an endpoint and a model, or a route")
+        return self
+
+    def turn_tool_choice(self, transcript: list[ChatMessage]) -> str | dict[str, Any] | None:
+        """The `tool_choice` of the next turn (None: leave it to the provider)."""
+        choice = self.tool_choice
+        if choice is None:
+            return None
+        forcing = choice not in ("auto", "none")
+        if forcing and self.reset_tool_choice and not answers_the_user(transcript):
+            return None
+        return tool_choice_wire(choice)
+
+    def turn_prefill(self, transcript: list[ChatMessage]) -> ChatMessage | None:
+        """The assistant message that opens the next turn's reply, if any."""
+        if self.prefill is None or not answers_the_user(transcript):
+            return None
+        return ChatMessage(role="assistant", content=self.prefill)
+
+    @model_validator(mode="after")
+    def _named_tool_choice_offered(self) -> RunInput:
+        choice = self.tool_choice
+        named = choice is not None and choice not in ("auto", "required", "none")
+        if named and choice not in self.tools:
+            raise ValueError(
+                f"tool_choice names {choice!r}, which is not one of the run's tools "
+                f"({', '.join(self.tools) or 'none'})"
+            )
         return self
 
     @model_validator(mode="after")
@@ -517,6 +601,8 @@ class RunProgress(BaseModel):
     # on-demand plugins the model has not activated.
     active_plugins: list[str] = Field(default_factory=list)
     activatable_plugins: list[str] = Field(default_factory=list)
+    events: int = 0  # timeline events so far: a follower reads `timeline` when it moves
+    tool_replays: int = 0  # of `tool_calls`, answered from a receipt without running
 
 
 class InheritedReceipts(BaseModel):
@@ -554,6 +640,7 @@ class CarriedState(BaseModel):
     children: list[ChildRecord] = Field(default_factory=list)  # for chain admissions
     steering: SteeringState = Field(default_factory=SteeringState)
     activated_plugins: list[str] = Field(default_factory=list)  # in activation order
+    timeline: Timeline = Field(default_factory=Timeline)  # the run's events so far
 
 
 class RunResult(BaseModel):
@@ -578,3 +665,5 @@ class RunResult(BaseModel):
     # this was recorded, or when they did not fit the result (`detail` then says so).
     receipt_scope: str | None = None
     receipts: PackedLedger | None = None
+    # What the guarantees did (replays, retries, healing...), for `steadyloop show`.
+    timeline: list[RunEvent] = Field(default_factory=list)

@@ -55,27 +55,22 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
+from typing import TYPE_CHECKING, Final, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, field_validator
-
+from steadyloop.stream.argument_limits import ArgumentLimits
 from steadyloop.stream.defects import DEFECT_RETRY_BUDGETS, CompletionDefect
 
 if TYPE_CHECKING:
     from steadyloop.stream.completion import AssembledTurn
 
 __all__ = [
-    "DEFAULT_MAX_ARGS_BYTES",
     "TOOL_CALL_ARGUMENTS_TOO_LARGE",
     "TOOL_CALL_ARGUMENTS_TOO_MANY_FRAGMENTS",
     "TOOL_CALL_ARGUMENTS_TOTAL_TOO_LARGE",
-    "ArgumentLimits",
     "GuardBreach",
     "RunawayGuard",
     "apply_breach",
 ]
-
-DEFAULT_MAX_ARGS_BYTES = 24576
 
 TOOL_CALL_ARGUMENTS_TOO_LARGE: Final = "TOOL_CALL_ARGUMENTS_TOO_LARGE"
 TOOL_CALL_ARGUMENTS_TOO_MANY_FRAGMENTS: Final = "TOOL_CALL_ARGUMENTS_TOO_MANY_FRAGMENTS"
@@ -86,39 +81,6 @@ GuardCode = Literal[
     "TOOL_CALL_ARGUMENTS_TOO_MANY_FRAGMENTS",
     "TOOL_CALL_ARGUMENTS_TOTAL_TOO_LARGE",
 ]
-
-
-class ArgumentLimits(BaseModel):
-    """The guard's limits and mode; each limit a positive integer or None (off)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    max_args_bytes: int | None = DEFAULT_MAX_ARGS_BYTES
-    max_args_fragments: int | None = None
-    max_total_args_bytes: int | None = None
-    mode: Literal["enforce", "observe"] = "enforce"
-
-    @field_validator("max_args_bytes", "max_args_fragments", "max_total_args_bytes", mode="before")
-    @classmethod
-    def _off(cls, value: Any) -> Any:
-        if value is True:
-            raise ValueError("true is not a number; use a number, or false/null to turn it off")
-        return None if value is False else value  # TOML has no null: `false` turns it off
-
-    @field_validator("max_args_bytes", "max_args_fragments", "max_total_args_bytes")
-    @classmethod
-    def _positive(cls, value: int | None) -> int | None:
-        if value is not None and value <= 0:
-            raise ValueError(f"must be a positive integer, or null to turn it off; got {value!r}")
-        return value
-
-    @property
-    def active(self) -> bool:
-        return (
-            self.max_args_bytes is not None
-            or self.max_args_fragments is not None
-            or self.max_total_args_bytes is not None
-        )
 
 
 class ArgumentsSoFar(Protocol):

@@ -1,10 +1,21 @@
-"""Test doubles for steadyloop: a scripted OpenAI-compatible server and chunk builders.
+"""Test doubles for steadyloop, and a kit for testing your own agent without a key.
+
+- `AgentEnv` + `ScriptedModel`: your tool registry served by a worker on Temporal's
+  time-skipping test server, answered by a model you script turn by turn (text, tool
+  calls, a 429, a cut stream); `env.run(...)` returns an `AgentRun` to assert on. The
+  pytest plugin (`steadyloop.testing.pytest_plugin`, loaded automatically) gives the
+  `agent_env` fixture over your `steadyloop_tools` fixture.
+- `ScriptedServer` and the chunk builders: the scripted OpenAI-compatible provider
+  underneath, for byte-level wire shapes.
 
 Shipped in the package (not under `tests/`) because the no-API-key demo uses the same
 server as its provider, and because users testing their own tools and workflows need a
 provider that is deterministic and needs no key.
 """
 
+from steadyloop.receipts.ledger import DidNotHappen, GiveUp, Happened
+from steadyloop.testing.agent_env import AgentEnv, RunningAgent
+from steadyloop.testing.agent_run import AgentRun, ReceiptRecord, ToolCallRecord
 from steadyloop.testing.chunks import (
     ScriptedCall,
     chunk,
@@ -18,6 +29,7 @@ from steadyloop.testing.chunks import (
     tool_calls_chunk,
     usage_chunk,
 )
+from steadyloop.testing.scripted_model import Call, ScriptedModel, ScriptExhausted, call
 from steadyloop.testing.scripted_server import (
     Exchange,
     Pause,
@@ -35,12 +47,24 @@ from steadyloop.testing.scripted_server import (
 )
 
 __all__ = [
+    "AgentEnv",
+    "AgentRun",
+    "Call",
+    "DidNotHappen",
     "Exchange",
+    "GiveUp",
+    "Happened",
     "Pause",
+    "ReceiptRecord",
     "RecordedRequest",
+    "RunningAgent",
+    "ScriptExhausted",
     "ScriptedCall",
+    "ScriptedModel",
     "ScriptedResponse",
     "ScriptedServer",
+    "ToolCallRecord",
+    "call",
     "chunk",
     "disconnect",
     "error_object",

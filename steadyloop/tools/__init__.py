@@ -9,7 +9,8 @@
 
     registry = ToolRegistry([add])
 
-Tools may be grouped into plugins a run discloses on demand (`steadyloop.tools.plugins`).
+Tools may be grouped into plugins a run discloses on demand (`steadyloop.tools.plugins`);
+which tools a run offers each turn, and `activate_plugin`, are `steadyloop.tools.disclosure`.
 
 The worker runs tools through `steadyloop.activities.tool_execution.ToolActivities`;
 the workflow imports only the payloads (`steadyloop.tools.payloads`) and never user

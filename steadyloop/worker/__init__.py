@@ -1,10 +1,8 @@
-"""The worker process and the `steadyloop` command line.
+"""The worker process: what `steadyloop worker` starts, apart from the command line.
 
-Everything that starts processes, binds ports or reads the worker's settings lives
-here, apart from the library: `config` (flags, environment, config file), `process`
-(the Temporal worker and its graceful shutdown), `dev_server` (the embedded Temporal
-dev server and UI), `follow` and `progress` (watching a run from outside), `demo` and
-`demo_conversation` (the no-key, no-Docker demo), and `cli` (the `steadyloop` command).
-Import the module you need; nothing is re-exported, so importing the library never
-imports the command line.
+Everything that runs a Temporal worker, binds ports or reads the worker's settings lives
+here: `config` (flags, environment, config file), `process` (the Temporal worker and its
+graceful shutdown) and `dev_server` (the embedded Temporal dev server and UI). The
+`steadyloop` command itself, a client of this worker, is `steadyloop.cli`. Import the
+module you need; nothing is re-exported, so importing the library never imports either.
 """

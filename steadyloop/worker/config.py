@@ -20,9 +20,9 @@ setting, so "where did this value come from" has one answer.
   `default` endpoint must not silently re-point it at api.openai.com.
 - Keys are never settings: an endpoint names the *environment variable* that holds its
   key (`api_key_env`), the model activity reads it at call time, and nothing here
-  prints it. An endpoint may carry a `model`: the model `steadyloop run` asks for
-  when `--model` is not given (it is not part of `EndpointConfig`, which the worker
-  sees; it is the command line's default).
+  prints it. An endpoint may carry a `model`, its default model: what `steadyloop
+  run` asks for when `--model` is not given, learnt from the serving worker
+  (`steadyloop.worker.serving`) when the command line's own settings name none.
 - Tools: `module:attribute` naming a `ToolRegistry`, a function returning one, or an
   iterable of `@tool` definitions (`--tools`, `STEADYLOOP_TOOLS`, the file's `tools`);
   default `steadyloop.tools.examples:example_registry`. The current directory is put
@@ -34,12 +34,14 @@ named, never ignored: an ignored key is a setting that silently did not apply.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import inspect
 import json
 import os
 import sys
 import tomllib
+import typing
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -136,6 +138,8 @@ class ConfigFile(BaseModel):
     default_endpoint: str | None = None
     tools: str | None = None
     prices: dict[str, Price] = Field(default_factory=dict)
+    # MCP servers by name; each table is checked by `steadyloop.mcp.config`.
+    mcp: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -297,11 +301,15 @@ def _first(*values: str | None) -> str:
 
 @dataclass(frozen=True)
 class EndpointSettings:
-    """The worker's endpoints, the default model of each, and where each was defined."""
+    """The endpoints, the default model of each, and where each was defined."""
 
     registry: EndpointRegistry
-    models: Mapping[str, str] = field(default_factory=dict)
     sources: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def models(self) -> dict[str, str]:
+        """Each endpoint's default model (`EndpointConfig.model`), by name."""
+        return {e.name: e.model for e in self.registry if e.model is not None}
 
 
 def endpoint_settings(
@@ -309,20 +317,16 @@ def endpoint_settings(
 ) -> EndpointSettings:
     """Endpoints from the file, `STEADYLOOP_ENDPOINTS`, then `--endpoint` flags; see above."""
     endpoints: dict[str, EndpointConfig] = {}
-    models: dict[str, str] = {}
     sources: dict[str, str] = {}
 
     def merge(data: Any, source: str) -> None:
-        cleaned, found_models = _split_models(data, source)
         try:
-            registry = EndpointRegistry.from_data(cleaned, source=source)
-        except EndpointConfigError as exc:
-            raise ConfigError(str(exc)) from None
+            registry = EndpointRegistry.from_data(data, source=source)
+        except EndpointConfigError as exc:  # a flag is one entry: no `[0]` to point at
+            raise ConfigError(str(exc).replace(f"{source}[0]:", f"{source}:", 1)) from None
         for endpoint in registry:
             endpoints[endpoint.name] = endpoint
             sources[endpoint.name] = source
-            models.pop(endpoint.name, None)
-        models.update(found_models)
 
     if config.source is not None and config.file.endpoints:
         merge(config.file.endpoints, config.source)
@@ -349,61 +353,81 @@ def endpoint_settings(
         for endpoint in convention:
             endpoints[endpoint.name] = endpoint
             sources[endpoint.name] = f"{OPENAI_BASE_URL_ENV}/{OPENAI_API_KEY_ENV}"
-    return EndpointSettings(EndpointRegistry(endpoints.values()), models, sources)
+    return EndpointSettings(EndpointRegistry(endpoints.values()), sources)
 
 
-def _split_models(data: Any, source: str) -> tuple[Any, dict[str, str]]:
-    """`data` with each entry's `model` taken out, and those models by endpoint name."""
-    models: dict[str, str] = {}
-
-    def take(name: Any, entry: Any) -> Any:
-        if not isinstance(entry, dict) or "model" not in entry:
-            return entry
-        entry = dict(entry)
-        model = entry.pop("model")
-        if not isinstance(model, str) or not model.strip():
-            raise ConfigError(f"{source}: endpoint {name!r} has a blank or non-text model")
-        if isinstance(name, str):
-            models[name.strip()] = model.strip()
-        return entry
-
-    if isinstance(data, dict):
-        return {name: take(name, entry) for name, entry in data.items()}, models
-    if isinstance(data, list):
-        return [take(_entry_name(entry), entry) for entry in data], models
-    return data, models
-
-
-def _entry_name(entry: Any) -> Any:
-    return entry.get("name") if isinstance(entry, dict) else None
+ENDPOINT_FLAG_FORM = "NAME=BASE_URL[,model=M][,api_key_env=VAR][,header.NAME=V][,extra_body.KEY=V]"
 
 
 def parse_endpoint_flag(spec: str) -> dict[str, Any]:
     """`NAME=BASE_URL[,key=value...]` as an endpoint entry.
 
-    Keys are `EndpointConfig` fields (`api_key_env`, `include_usage`,
-    `max_tokens_field`, `*_timeout_s`) and `model`; values are converted by the model.
+    Keys are `EndpointConfig` fields (`model`, `api_key_env`, `include_usage`,
+    `max_tokens_field`, `*_timeout_s`, the watchdog budgets), converted by the model;
+    `header.NAME=VALUE` adds a header (`${VAR}` in VALUE is read from the worker's
+    environment at call time) and `extra_body.KEY=VALUE` a body field, VALUE read as
+    JSON when it is JSON (`true`, `8`, `"x"`) and as text otherwise. A value with a
+    comma, or an object, belongs in the config file.
     """
     name, equals, rest = spec.partition("=")
     if not equals or not name.strip() or not rest.strip():
         raise ConfigError(
-            f"--endpoint {spec!r}: expected NAME=BASE_URL[,api_key_env=VAR][,model=MODEL], "
+            f"--endpoint {spec!r}: expected {ENDPOINT_FLAG_FORM}, "
             "e.g. --endpoint local=http://127.0.0.1:11434/v1,model=qwen3:8b"
         )
+    name = name.strip()
     base_url, *options = rest.split(",")
-    entry: dict[str, Any] = {"name": name.strip(), "base_url": base_url.strip()}
+    entry: dict[str, Any] = {"name": name, "base_url": base_url.strip()}
+    headers: dict[str, str] = {}
+    extra_body: dict[str, Any] = {}
     for option in options:
         key, equals, value = option.partition("=")
         key = key.strip()
         if not equals or not key:
-            raise ConfigError(f"--endpoint {name.strip()}: {option!r} is not key=value")
-        if key in ("name", "base_url", "headers"):
             raise ConfigError(
-                f"--endpoint {name.strip()}: {key} cannot be given as an option here; "
-                "use a config file for headers"
+                f"--endpoint {name}: {option!r} is not key=value (expected {ENDPOINT_FLAG_FORM};"
+                " a value with a comma belongs in the config file)"
+            )
+        group, dot, field_name = key.partition(".")
+        if dot and group in ("header", "extra_body"):
+            if not field_name.strip():
+                raise ConfigError(f"--endpoint {name}: {key!r} names no {group} field")
+            if group == "header":
+                headers[field_name.strip()] = value.strip()
+            else:
+                extra_body[field_name.strip()] = _flag_value(value.strip())
+            continue
+        if key in ("name", "base_url", "headers", "extra_body"):
+            raise ConfigError(
+                f"--endpoint {name}: {key} cannot be given as an option here; write "
+                "header.NAME=VALUE or extra_body.KEY=VALUE, or use a config file"
+            )
+        if key not in EndpointConfig.model_fields:
+            known = [
+                k
+                for k in EndpointConfig.model_fields
+                if k not in ("name", "base_url", "headers", "extra_body", "argument_limits")
+            ]
+            close = difflib.get_close_matches(key, known, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(
+                f"--endpoint {name}: unknown option {key!r}{hint}; options: "
+                f"{', '.join(known)}, header.NAME, extra_body.KEY"
             )
         entry[key] = value.strip()
+    if headers:
+        entry["headers"] = headers
+    if extra_body:
+        entry["extra_body"] = extra_body
     return entry
+
+
+def _flag_value(text: str) -> Any:
+    """`true`, `8`, `"x"`, `null` as JSON; anything else as the text it is."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
 
 
 def describe_endpoint(endpoint: EndpointConfig, environ: Mapping[str, str]) -> str:
@@ -414,7 +438,8 @@ def describe_endpoint(endpoint: EndpointConfig, environ: Mapping[str, str]) -> s
         key = f"key from ${endpoint.api_key_env}"
     else:
         key = f"key from ${endpoint.api_key_env}, which is NOT set"
-    return f"{endpoint.name} -> {endpoint.base_url} ({key})"
+    model = f", model {endpoint.model}" if endpoint.model else ""
+    return f"{endpoint.name} -> {endpoint.base_url} ({key}{model})"
 
 
 # -- tools ----------------------------------------------------------------------------
@@ -498,24 +523,31 @@ def run_prices(endpoint: str | Sequence[str], config: LoadedConfig) -> dict[str,
     }
 
 
-def run_route(specs: Sequence[str], endpoints: EndpointSettings) -> RouteConfig | None:
+def run_route(
+    specs: Sequence[str],
+    endpoints: EndpointSettings,
+    *,
+    models: Mapping[str, str] | None = None,
+) -> RouteConfig | None:
     """The route `--route NAME[=MODEL]` flags ask for, in their order (None: no flag).
 
-    A candidate without `=MODEL` asks for its endpoint's configured model. Each gets a
-    candidate's default patience (`RouteCandidate`: 3 attempts, backoff from 1 s).
+    A candidate without `=MODEL` asks for its endpoint's configured model (`models`,
+    default: those of `endpoints`). Each gets a candidate's default patience
+    (`RouteCandidate`: 3 attempts, backoff from 1 s).
     """
     if not specs:
         return None
+    known = endpoints.models if models is None else models
     candidates: list[RouteCandidate] = []
     for spec in specs:
         name, sep, model = (part.strip() for part in spec.partition("="))
         if not name or (sep and not model):
             raise ConfigError(f"--route {spec!r}: expected NAME or NAME=MODEL")
-        model = model or endpoints.models.get(name, "")
+        model = model or known.get(name, "")
         if not model:
             raise ConfigError(
                 f"--route {spec!r}: no model for endpoint {name!r}; write {name}=MODEL or "
-                "give the endpoint a model in the config file"
+                "give the endpoint a model= (the worker's --endpoint, or the config file)"
             )
         try:  # a name or model no run could carry (a control character, too long)
             candidates.append(RouteCandidate(endpoint=name, model=model))
@@ -528,13 +560,39 @@ def run_route(specs: Sequence[str], endpoints: EndpointSettings) -> RouteConfig 
         raise ConfigError(f"--route: {problems}") from None
 
 
+@typing.overload
 def run_model(
-    flag: str | None, endpoint: str, endpoints: EndpointSettings, environ: Mapping[str, str]
-) -> str:
-    """The model a run asks for: flag, `STEADYLOOP_MODEL`, the endpoint's configured model."""
+    flag: str | None,
+    endpoint: str,
+    endpoints: EndpointSettings,
+    environ: Mapping[str, str],
+    *,
+    required: typing.Literal[True] = True,
+) -> str: ...
+@typing.overload
+def run_model(
+    flag: str | None,
+    endpoint: str,
+    endpoints: EndpointSettings,
+    environ: Mapping[str, str],
+    *,
+    required: bool,
+) -> str | None: ...
+def run_model(
+    flag: str | None,
+    endpoint: str,
+    endpoints: EndpointSettings,
+    environ: Mapping[str, str],
+    *,
+    required: bool = True,
+) -> str | None:
+    """The model a run asks for: flag, `STEADYLOOP_MODEL`, the endpoint's configured model
+    (here; `steadyloop run` then asks the serving worker: `required=False` says None)."""
     for value in (flag, environ.get(MODEL_ENV), endpoints.models.get(endpoint)):
         if value is not None and value.strip():
             return value.strip()
+    if not required:
+        return None
     raise ConfigError(
         f"no model to ask endpoint {endpoint!r} for: pass --model, set {MODEL_ENV}, or give "
         f"the endpoint a model in the config file"

@@ -34,6 +34,7 @@ from steadyloop.chains.search_attributes import CHAIN_SEARCH_ATTRIBUTE_KEYS
 from steadyloop.temporal_binaries import TemporalBinaryMissing, dev_server_path
 
 DEFAULT_DEV_PORT = 7233
+DEFAULT_DEV_IP = "127.0.0.1"
 UI_PORT_OFFSET = 1000  # the Temporal CLI's own convention: 7233 -> UI on 8233
 
 
@@ -111,11 +112,14 @@ async def dev_server(
     database: Path | None = None,
     log_level: str = "error",
     data_converter: DataConverter = pydantic_data_converter,
+    public_host: str | None = None,
 ) -> AsyncIterator[DevServer]:
     """Start a dev server (in memory, or in `database`), yield it, stop it on exit.
 
     `port` None picks a free port; `ui_port` None is `port + 1000` when `port` is given
-    (what `temporal server start-dev` does), else a free port.
+    (what `temporal server start-dev` does), else a free port. `ip` is the address both
+    listen on; `public_host` the host the UI address names (default: `ip`, or this
+    machine's name when `ip` listens on every interface), for people elsewhere.
     """
     try:
         cli = dev_server_path()
@@ -157,5 +161,13 @@ async def dev_server(
             client=client,
             address=client.service_client.config.target_host,
             namespace=namespace,
-            ui_url=f"http://{ip}:{ui_port}" if ui else None,
+            ui_url=f"http://{public_host or shown_host(ip)}:{ui_port}" if ui else None,
         )
+
+
+def shown_host(ip: str) -> str:
+    """The host to print for a server listening on `ip`: this machine's name for a
+    wildcard address (0.0.0.0 or ::, which no browser elsewhere can open), else `ip`."""
+    if ip in ("0.0.0.0", "::", ""):
+        return socket.gethostname()
+    return f"[{ip}]" if ":" in ip else ip

@@ -15,6 +15,12 @@ the first signal the default handlers are back: a second Ctrl-C stops at once.
 
 A worker that dies (namespace missing, server gone for good) must not look alive: the
 worker's own run task is awaited next to the stop signal, and its error propagates.
+
+"Ready" means polling, not merely constructed: `serve` calls `on_ready` once the
+server lists this worker among the pollers of its task queue (workflow and activity
+tasks), so a script that waits for the ready line and then starts a run is served.
+The worker also serves `DescribeWorkerWorkflow` and its activity, which `steadyloop
+run` asks for the defaults it takes from the worker (`steadyloop.serving`).
 """
 
 from __future__ import annotations
@@ -23,33 +29,53 @@ import asyncio
 import signal
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
+from temporalio.service import RPCError
 from temporalio.worker import Worker
 
+from steadyloop.activities.chain_admission import ChainAdmissionActivities
 from steadyloop.activities.chain_measurement import await_child_run, measure_chain
 from steadyloop.activities.endpoint_health import DEFAULT_CACHE_TTL_S, EndpointHealthActivities
 from steadyloop.activities.model_stream import ModelActivities
 from steadyloop.activities.tool_execution import ToolActivities
+from steadyloop.activities.worker_description import WorkerDescriptionActivities
+from steadyloop.mcp.config import McpServerConfig
+from steadyloop.mcp.serving import serving_mcp
 from steadyloop.routing.circuit_breaker import BreakerPolicy
 from steadyloop.routing.endpoints import EndpointRegistry
+from steadyloop.telemetry import worker_plugins
 from steadyloop.tools.registry import ToolRegistry
+from steadyloop.workflows.chain_admission import ChainAdmissionWorkflow
 from steadyloop.workflows.endpoint_health import EndpointHealthWorkflow
 from steadyloop.workflows.output_stream import OutputStreamWorkflow
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
+from steadyloop.workflows.worker_description import DescribeWorkerWorkflow
 
 DEFAULT_GRACEFUL_SHUTDOWN = timedelta(seconds=30)
 # Every workflow a run needs: the loop, the host of its forwarded output, and the
 # endpoint-health entities its routes record outcomes on (started on this task queue).
 # A worker serving these also registers `EndpointHealthActivities(...).activities()`:
 # the loop reads health through them as local activities.
-RUN_WORKFLOWS = [ToolLoopWorkflow, OutputStreamWorkflow, EndpointHealthWorkflow]
+# The tenants' chain-admission entities run here too (with `ChainAdmissionActivities`).
+RUN_WORKFLOWS = [
+    ToolLoopWorkflow,
+    OutputStreamWorkflow,
+    EndpointHealthWorkflow,
+    ChainAdmissionWorkflow,
+]
 # Heartbeats reach the server at most this often. The SDK's default (up to 60 s)
 # would let a worker die with "output shown" still unsent; a model stream heartbeats
 # only on progress and about once a second, so this costs nothing when idle.
 HEARTBEAT_THROTTLE = timedelta(seconds=1)
+# How often, and how long, `serve` asks the server whether this worker polls yet.
+READY_POLL_S = 0.05
+READY_WAIT_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -61,6 +87,8 @@ class WorkerOptions:
     max_concurrent_activities: int | None = None
     breaker: BreakerPolicy = field(default_factory=BreakerPolicy)
     health_cache_ttl_s: float = DEFAULT_CACHE_TTL_S
+    # MCP servers whose tools are served beside `tools` (`steadyloop.mcp`).
+    mcp: tuple[McpServerConfig, ...] = ()
 
 
 def build_worker(client: Client, options: WorkerOptions, model: ModelActivities) -> Worker:
@@ -75,38 +103,57 @@ def build_worker(client: Client, options: WorkerOptions, model: ModelActivities)
     return Worker(
         client,
         task_queue=options.task_queue,
-        workflows=RUN_WORKFLOWS,
+        workflows=[*RUN_WORKFLOWS, DescribeWorkerWorkflow],
         activities=[
             *model.activities(),
             *tools.activities(),
+            *WorkerDescriptionActivities(options.endpoints, options.tools).activities(),
             measure_chain,
             await_child_run,
             *health.activities(),
+            *ChainAdmissionActivities(client, task_queue=options.task_queue).activities(),
         ],
         graceful_shutdown_timeout=options.graceful_shutdown,
         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
         max_concurrent_activities=options.max_concurrent_activities,
+        plugins=worker_plugins(),  # tracing and metrics, when `steadyloop.telemetry` is on
     )
 
 
 @asynccontextmanager
 async def running_worker(client: Client, options: WorkerOptions) -> AsyncIterator[Worker]:
     """A started worker for the body of the block (the demo and tests use this)."""
-    async with ModelActivities(options.endpoints) as model:
-        worker = build_worker(client, options, model)
+    async with (
+        ModelActivities(options.endpoints) as model,
+        serving_mcp(options.tools, options.mcp) as tools,
+    ):
+        worker = build_worker(client, replace(options, tools=tools), model)
         async with worker:
             yield worker
 
 
-async def serve(client: Client, options: WorkerOptions, stop: asyncio.Event) -> None:
+async def serve(
+    client: Client,
+    options: WorkerOptions,
+    stop: asyncio.Event,
+    on_ready: Callable[[], None] | None = None,
+) -> None:
     """Run a worker until `stop` is set, then shut it down gracefully.
 
-    Raises what the worker raised if it stopped on its own (a fatal error).
+    `on_ready` is called once the server lists the worker as a poller of its task queue
+    (or, on a server that cannot say, after `READY_WAIT_S`). Raises what the worker
+    raised if it stopped on its own (a fatal error).
     """
-    async with ModelActivities(options.endpoints) as model:
-        worker = build_worker(client, options, model)
+    async with (
+        ModelActivities(options.endpoints) as model,
+        serving_mcp(options.tools, options.mcp) as tools,
+    ):
+        worker = build_worker(client, replace(options, tools=tools), model)
         run = asyncio.create_task(worker.run(), name="steadyloop-worker")
         stopped = asyncio.create_task(stop.wait(), name="steadyloop-worker-stop")
+        waiting: set[asyncio.Task[None]] = set()
+        if on_ready is not None:
+            waiting.add(asyncio.create_task(_announce_when_polling(client, options, on_ready)))
         try:
             await asyncio.wait({run, stopped}, return_when=asyncio.FIRST_COMPLETED)
             if not run.done():
@@ -114,8 +161,38 @@ async def serve(client: Client, options: WorkerOptions, stop: asyncio.Event) -> 
             await run
         finally:
             stopped.cancel()
+            for task in waiting:
+                task.cancel()
             if not run.done():
                 run.cancel()
+
+
+async def _announce_when_polling(
+    client: Client, options: WorkerOptions, on_ready: Callable[[], None]
+) -> None:
+    """Call `on_ready` once this client's identity polls both task types of the queue."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + READY_WAIT_S
+    kinds = (TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY)
+    while loop.time() < deadline:
+        try:
+            polling = [
+                await client.workflow_service.describe_task_queue(
+                    DescribeTaskQueueRequest(
+                        namespace=client.namespace,
+                        task_queue=TaskQueue(name=options.task_queue),
+                        task_queue_type=kind,
+                    )
+                )
+                for kind in kinds
+            ]
+        except RPCError:  # a server that cannot describe queues: readiness by time alone
+            await asyncio.sleep(READY_POLL_S)
+            continue
+        if all(any(p.identity == client.identity for p in r.pollers) for r in polling):
+            break
+        await asyncio.sleep(READY_POLL_S)
+    on_ready()
 
 
 def install_stop_signals(

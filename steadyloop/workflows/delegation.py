@@ -6,11 +6,14 @@ Deterministic workflow code: measurements come from an activity, time from
 from the receipt-guarded tool path. What the obvious version gets wrong, and where
 this one prevents it:
 
-- **A fan-out admitted against a stale count.** Visibility lags behind starts, and
-  calls of one batch run concurrently: five delegations measured at once all see the
-  same count and all pass a budget of three. Admission holds `_admission` from the
-  measurement until the child has started, and the run's own children are counted
-  from its state, not from visibility (`steadyloop.chains.limits`).
+- **An admission decided against a stale count.** Visibility lags behind starts:
+  siblings (or two calls of one batch) that count through it at once all see the same
+  count and all pass the budget. Every counting rule is decided by the tenant's
+  admission entity (`steadyloop.chains.admission`), which counts the child before it
+  answers; the run asks it through `ADMIT_CHAIN_RUN_ACTIVITY`, and a delegating root
+  registers there at its first start, so it is counted before it delegates. Runs
+  recorded before this (no `ADMISSION_PATCH` marker) replay the visibility measurement
+  they made. Admission still holds `_admission` until the child has started.
 - **A retried or repeated delegation starting a second child.** Each call runs under
   its receipt like an opaque tool: claimed before the child starts, completed with its
   answer, replayed when asked again. The child's id is derived from the parent's id
@@ -24,10 +27,13 @@ this one prevents it:
   way (terminated, timed out) takes its children with it (`ParentClosePolicy.TERMINATE`).
   A re-attached child is not Temporal's child of this run, so it is cancelled through
   its external handle.
-- **A cancellation read as a failed measurement.** Temporal reports the in-flight
-  measurement of a cancelled run as an `ActivityError`; read as "could not measure",
-  it would admit and start a child in a run being cancelled, and the run would wait
-  for that child. `raise_if_cancelled` ends the delegation as cancelled instead.
+- **A cancellation read as a failed admission.** Temporal reports the in-flight
+  admission of a cancelled run as an `ActivityError`; read as "no answer", it would
+  end in a tool message in a run being cancelled. `raise_if_cancelled` ends the
+  delegation as cancelled instead.
+- **An authority that did not answer read as "admit".** Counts that could not be taken
+  would let a burst through the budget that exists to stop it; the call is refused as
+  retryable (`AdmissionUnavailable`), and depth, checked locally, still refuses first.
 - **A budget escaped by delegating.** The parent's token budget counts its finished
   children's tokens (`RunStats.tokens_with_children`), and a child is started with a
   budget no larger than what the parent has left when it starts (`_tokens_left`); with
@@ -62,6 +68,13 @@ from temporalio.exceptions import (
 )
 
 with workflow.unsafe.imports_passed_through():
+    from steadyloop.chains.admission import (
+        ADMIT_CHAIN_RUN_ACTIVITY,
+        AdmissionAnswer,
+        AdmissionRequest,
+        ChildAsk,
+        RunEntry,
+    )
     from steadyloop.chains.delegation_tool import (
         AWAIT_CHILD_RUN_ACTIVITY,
         DELEGATE_TOOL,
@@ -96,6 +109,11 @@ with workflow.unsafe.imports_passed_through():
     from steadyloop.tools.payloads import ToolDescription, ToolInvocation, ToolOutcome
 
 MEASURE_TIMEOUT = timedelta(seconds=10)
+# Admission decided by the tenant's entity (issue 15) instead of visibility counts.
+ADMISSION_PATCH = "steadyloop-chain-admission-entity"
+# The entity answers in milliseconds; a ceiling check may describe the counted runs.
+ADMIT_TIMEOUT = timedelta(seconds=30)
+ADMIT_RETRY = RetryPolicy(maximum_attempts=3)
 # An attached child is awaited by an activity; its heartbeat shows the waiter is alive.
 ATTACH_HEARTBEAT_TIMEOUT = timedelta(seconds=60)
 CHILD_LEASE_MARGIN = timedelta(seconds=5)
@@ -162,6 +180,20 @@ class ChildRuns:
             workflow.upsert_search_attributes([p.key.value_set(p.value) for p in attributes])
         return runs
 
+    async def register(self) -> None:
+        """Count a delegating root from its first start in its tenant's entity (a child
+        is counted by the admission that started it; a continued run already is)."""
+        if self._run.carried is not None or not self._run.lineage.is_root:
+            return
+        if not workflow.patched(ADMISSION_PATCH):
+            return
+        try:
+            await self._ask(None)
+        except ActivityError as error:
+            raise_if_cancelled(error)
+            # Its first admission registers it too; until then it is not counted.
+            workflow.logger.warning("chain registration failed: %s", innermost_message(error))
+
     def offer(self, tools: dict[str, ToolDescription]) -> dict[str, ToolDescription]:
         """The run's tools with `delegate` added (when there is anyone to delegate to: a
         run with an empty `to` is still counted in its tenant's limits)."""
@@ -183,14 +215,14 @@ class ChildRuns:
         request = read_delegate_request(invocation.arguments, self._delegation)
         if isinstance(request, ToolOutcome):
             return request
+        child_id = child_workflow_id(self._me, key)
         async with self._admission:
-            refused = await self._refusal(request.agent)
+            refused = await self._refusal(request.agent, child_id)
             if refused is not None:
                 self._stats.child_refusals += 1
-                return ToolOutcome(
-                    status="tool_error", content=refused.reason, error_type="ChainRuleRefused"
-                )
-            # Read after measuring: a sibling may have finished meanwhile.
+                return refused
+            # Read again after asking: a sibling may have finished meanwhile (a child
+            # admitted and then refused here stays counted, erring toward refusing).
             tokens_left = self._tokens_left()
             if tokens_left is not None and tokens_left <= 0:
                 self._stats.child_refusals += 1
@@ -214,7 +246,6 @@ class ChildRuns:
                 raise ApplicationError(
                     f"receipt claim refused for a delegation: {claimed}", type="ReceiptClaim"
                 )
-            child_id = child_workflow_id(self._me, key)
             answer = await self._start(child_id, child, request, horizon)
             record = ChildRecord(workflow_id=child_id, agent=request.agent, started_at=now)
             self.children.append(record)
@@ -245,12 +276,75 @@ class ChildRuns:
             "spend. Answer with what you have; delegating again will not help."
         )
 
-    async def _refusal(self, agent: str) -> Refused | None:
-        """The first chain rule that refuses delegating to `agent` now, if any.
+    async def _refusal(self, agent: str, child_id: str) -> ToolOutcome | None:
+        """Why delegating to `agent` (as run `child_id`) is refused now, or None.
 
-        Rules that need no visibility and come first (depth, usually) are checked before
-        anything is measured: when one refuses, no later rule could be the first.
+        Rules that need no count and come first (depth, usually) are checked before
+        anything is asked: when one refuses, no later rule could be the first.
         """
+        limits = self._delegation.limits
+        local = list(itertools.takewhile(lambda x: x.kind not in VISIBILITY_KINDS, limits))
+        if local and len(local) < len(limits):
+            early = self._admit(agent, local, ChainMeasurements())
+            if early is not None:
+                return _refusal_outcome(early)
+        if not any(limit.kind in VISIBILITY_KINDS for limit in limits):
+            return _refusal_outcome(self._admit(agent, limits, ChainMeasurements()))
+        if not workflow.patched(ADMISSION_PATCH):
+            return _refusal_outcome(await self._measured_refusal(agent))
+        tokens_left = self._tokens_left()
+        if tokens_left is not None and tokens_left <= 0:
+            # Before asking: an admitted child that is never started stays counted.
+            return ToolOutcome(
+                status="tool_error", content=self._budget_spent(), error_type="TokenBudgetSpent"
+            )
+        ask = ChildAsk(workflow_id=child_id, agent=agent, limits=list(limits))
+        try:
+            answered = await self._ask(ask)
+        except ActivityError as error:
+            raise_if_cancelled(error)
+            why = innermost_message(error)
+            workflow.logger.warning("chain admission did not answer: %s", why)
+            return ToolOutcome(
+                status="tool_error",
+                content=(
+                    "Delegation refused: the chain admission authority did not answer "
+                    f"({why}), so the chain's counts cannot be checked. Trying again later "
+                    "can succeed."
+                ),
+                error_type="AdmissionUnavailable",
+            )
+        admission = answered.admission
+        return _refusal_outcome(admission if isinstance(admission, Refused) else None)
+
+    async def _ask(self, child: ChildAsk | None) -> AdmissionAnswer:
+        """The tenant's entity: register this run (`child` None) or admit `child`."""
+        request = AdmissionRequest(
+            tenant=self._run.tenant_id,
+            run=RunEntry(
+                workflow_id=self._me,
+                chain_root=self._chain_root,
+                parent=self._run.lineage.parent_id,
+                agent=self._run.agent,
+                pair=self._position.own_pair,
+                started_at=self._position.started_at,
+            ),
+            position=self._position,
+            children=self.children,
+            child=child,
+        )
+        answer: AdmissionAnswer = await workflow.execute_activity(
+            ADMIT_CHAIN_RUN_ACTIVITY,
+            request,
+            result_type=AdmissionAnswer,
+            start_to_close_timeout=ADMIT_TIMEOUT,
+            retry_policy=ADMIT_RETRY,
+        )
+        return answer
+
+    async def _measured_refusal(self, agent: str) -> Refused | None:
+        """The visibility-counted admission of runs recorded before `ADMISSION_PATCH`
+        (kept so their histories replay; it is open to the sibling race of issue 15)."""
         limits = self._delegation.limits
         needed = [limit.kind for limit in limits if limit.kind in VISIBILITY_KINDS]
         local = list(itertools.takewhile(lambda x: x.kind not in VISIBILITY_KINDS, limits))
@@ -267,9 +361,7 @@ class ChildRuns:
                 run=self._me,
                 kinds=needed,
                 pair=pair_key(self._run.agent, agent),
-                window_start=None
-                if window is None
-                else workflow.now() - timedelta(seconds=window),
+                window_start=None if window is None else workflow.now() - timedelta(seconds=window),
             )
             try:
                 measured = await workflow.execute_activity(
@@ -340,6 +432,12 @@ class ChildRuns:
             raise_if_cancelled(error)
             raise
         return result
+
+
+def _refusal_outcome(refused: Refused | None) -> ToolOutcome | None:
+    if refused is None:
+        return None
+    return ToolOutcome(status="tool_error", content=refused.reason, error_type="ChainRuleRefused")
 
 
 def raise_if_cancelled(error: ActivityError) -> None:

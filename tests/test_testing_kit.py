@@ -1,0 +1,215 @@
+"""The test kit for users' own agents (`steadyloop.testing`, issue 18): the pytest plugin
+loads from its entry point in a project that is not this one, the README's example is
+the tested file, and each thing a test of an agent needs works through `AgentEnv`:
+faults retried, an ambiguous call resolved, a message and an interrupt, runs with
+their own scripts in one environment, an unscripted request named."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import subprocess
+import sys
+import textwrap
+import tomllib
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from steadyloop.run.models import RunLimits
+from steadyloop.testing import (
+    AgentEnv,
+    Happened,
+    Pause,
+    ScriptedModel,
+    ScriptExhausted,
+    call,
+    sse_response,
+    text_chunks,
+)
+from steadyloop.tools import ToolRegistry, tool
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "helpdesk" / "test_agent.py"
+
+
+def test_the_readme_example_is_the_tested_example_file() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    marker = "<!-- examples/helpdesk/test_agent.py"
+    assert marker in readme
+    block = re.search(r"```python\n(.*?)```", readme.split(marker, 1)[1], re.DOTALL)
+    assert block is not None
+    assert block.group(1) == EXAMPLE.read_text(encoding="utf-8")
+
+
+def test_the_plugin_is_an_entry_point_and_the_examples_are_collected(
+    pytestconfig: pytest.Config,
+) -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    entry = project["project"]["entry-points"]["pytest11"]
+    assert entry == {"steadyloop": "steadyloop.testing.pytest_plugin"}
+    assert "examples" in project["tool"]["pytest"]["ini_options"]["testpaths"]
+    plugin = pytestconfig.pluginmanager.get_plugin("steadyloop")
+    assert plugin is not None and plugin.__name__ == "steadyloop.testing.pytest_plugin"
+
+
+USER_CONFTEST = '''
+import pytest
+from steadyloop.tools import ToolRegistry, tool
+
+SENT = []
+
+@tool(effect="opaque")
+async def send_email(to: str) -> str:
+    """Send an email."""
+    SENT.append(to)
+    return f"sent to {to}"
+
+@pytest.fixture
+def steadyloop_tools():
+    SENT.clear()
+    return ToolRegistry([send_email])
+'''
+
+USER_TEST = """
+import pytest
+from conftest import SENT
+from steadyloop.testing import ScriptedModel
+
+@pytest.mark.asyncio
+async def test_my_agent(agent_env):
+    model = ScriptedModel().calls("send_email", to="ana@example.com").says("done")
+    run = await agent_env.run(model, "email ana")
+    assert (run.stop_reason, run.answer, SENT) == ("final_answer", "done", ["ana@example.com"])
+"""
+
+
+@pytest.mark.slow
+def test_a_project_of_its_own_gets_the_fixture_from_the_installed_plugin(tmp_path: Path) -> None:
+    """Not this repository's configuration: pytest-asyncio in strict mode, no conftest of
+    ours, the plugin found through its entry point alone."""
+    project = tmp_path / "myagent"
+    project.mkdir()
+    (project / "conftest.py").write_text(textwrap.dedent(USER_CONFTEST))
+    (project / "test_mine.py").write_text(textwrap.dedent(USER_TEST))
+    bare = tmp_path / "forgot"
+    bare.mkdir()
+    (bare / "test_forgot.py").write_text(
+        "import pytest\n\n@pytest.mark.asyncio\nasync def test_x(agent_env):\n    pass\n"
+    )
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+
+    def pytest_in(directory: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(directory)],
+            cwd=directory,
+            capture_output=True,
+            text=True,
+            env=environment,
+            timeout=120,  # a hang guard
+            check=False,
+        )
+
+    mine = pytest_in(project)
+    assert mine.returncode == 0, mine.stdout + mine.stderr
+    assert "1 passed" in mine.stdout
+    forgot = pytest_in(bare)
+    assert forgot.returncode != 0
+    assert "define a fixture named `steadyloop_tools`" in forgot.stdout + forgot.stderr
+
+
+# -- AgentEnv, driven directly ------------------------------------------------------------
+
+
+class Ledger:
+    def __init__(self) -> None:
+        self.charges: list[int] = []
+
+
+def ledger_tools(ledger: Ledger) -> ToolRegistry:
+    @tool(effect="opaque", timeout=timedelta(milliseconds=300))
+    async def charge(cents: int) -> str:
+        """Charge a card; this one outlives its timeout, so its outcome is unknown."""
+        ledger.charges.append(cents)
+        await asyncio.sleep(1.0)
+        return f"charged {cents}"
+
+    @tool(effect="pure")
+    async def balance() -> int:
+        """The balance."""
+        return 100 - sum(ledger.charges)
+
+    return ToolRegistry([charge, balance])
+
+
+@pytest.mark.slow
+async def test_an_ambiguous_call_waits_for_a_person_and_is_never_run_again() -> None:
+    ledger = Ledger()
+    async with AgentEnv(ledger_tools(ledger)) as env:
+        model = ScriptedModel().calls("charge", cents=40).says("charged")
+        running = await env.start(model, "charge 40")
+        (ambiguous,) = await running.ambiguous()
+        await running.resolve(Happened(result="charged 40 (the bank confirms)"))
+        run = await running.result()
+    assert (ambiguous.tool, ambiguous.arguments) == ("charge", {"cents": 40})
+    assert ledger.charges == [40]  # the attempt that timed out, and nothing more
+    assert run.calls_to("charge")[0].result == "charged 40 (the bank confirms)"
+    (receipt,) = run.receipts
+    assert (receipt.tool, receipt.status, receipt.resolution) == ("charge", "completed", "happened")
+    assert receipt.arguments == {"cents": 40}
+    run.assert_every_call_answered()
+
+
+@pytest.mark.slow
+async def test_a_message_reaches_the_next_request_and_an_interrupt_stops_the_run() -> None:
+    async with AgentEnv(ledger_tools(Ledger())) as env:
+        # A model that takes its time, so the test acts while the turn streams.
+        model = ScriptedModel().turn(call("balance"), text="Checking.")
+        model.sends(sse_response([Pause(0.4), *text_chunks("still thinking")], done=False))
+        running = await env.start(model, "balance?")
+        await running.send("in euros, please")
+
+        async def asked_twice() -> bool:
+            return len(model.requests) >= 2
+
+        while not await asked_twice():
+            await asyncio.sleep(0.02)
+        await running.interrupt("enough")
+        run = await running.result()
+    assert {"role": "user", "content": "in euros, please"} in model.sent_messages(1)
+    assert run.stop_reason == "interrupted"
+    assert run.calls_to("balance")[0].result == "100"
+
+
+@pytest.mark.slow
+async def test_runs_in_one_env_each_read_their_own_script() -> None:
+    async with AgentEnv(ledger_tools(Ledger())) as env:
+        # One after the other: the test server has one clock (see AgentEnv's docstring).
+        first = await env.run(ScriptedModel().calls("balance").says("one"), "a")
+        second = await env.run(ScriptedModel().errors(503).says("two"), "b")
+    assert (first.answer, second.answer) == ("one", "two")
+    assert second.stats.retries == {"model_http_status": 1}
+
+
+@pytest.mark.slow
+async def test_two_runs_awaited_at_once_are_refused_with_the_reason() -> None:
+    async with AgentEnv(ledger_tools(Ledger())) as env:
+        outcomes = await asyncio.gather(
+            env.run(ScriptedModel().says("one"), "a"),
+            env.run(ScriptedModel().says("two"), "b"),
+            return_exceptions=True,
+        )
+    refused = [o for o in outcomes if isinstance(o, RuntimeError)]
+    assert len(refused) == 1 and "one clock" in str(refused[0])
+
+
+@pytest.mark.slow
+async def test_an_unscripted_request_fails_the_test_naming_what_the_model_was_sent() -> None:
+    async with AgentEnv(ledger_tools(Ledger())) as env:
+        model = ScriptedModel().calls("balance")  # the answer to the balance is not scripted
+        with pytest.raises(ScriptExhausted) as exhausted:
+            await env.run(model, "balance?", limits=RunLimits(model_attempts=1))
+    message = str(exhausted.value)
+    assert "only 1 were scripted" in message and '"content": "100"' in message
