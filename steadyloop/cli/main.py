@@ -435,7 +435,8 @@ def build_parser() -> argparse.ArgumentParser:
         "N times (default 0: stop output_interrupted; resume by hand)",
     )
     run.add_argument(
-        "--prefill",
+        "--continue-as-prefill",
+        dest="continue_as_prefill",
         action=argparse.BooleanOptionalAction,
         default=None,
         help="send a continuation as an assistant prefill (default: as the --profile says; "
@@ -781,7 +782,7 @@ async def _run(args: argparse.Namespace) -> int:
             continuation=ContinuationOptions(
                 after_max_tokens=args.continue_cut,
                 after_stream_failure=args.continue_stalled,
-                prefill=args.prefill,
+                prefill=args.continue_as_prefill,
             ),
         )
     except ValidationError as exc:
