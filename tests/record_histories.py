@@ -51,6 +51,7 @@ from steadyloop.routing.pricing import Price
 from steadyloop.routing.route_plan import RouteCandidate, RouteConfig
 from steadyloop.run.models import (
     AmbiguousCall,
+    ContinuationOptions,
     InheritedReceipts,
     ResolveReceipt,
     RunInput,
@@ -182,6 +183,16 @@ SCENARIOS: dict[str, list[ScriptedResponse]] = {
         ),
         _answer("done"),
     ],
+    # Issue 16: an answer cut by the token limit is continued, then its continuation's
+    # stream fails after showing text and is continued from it; one answer results.
+    "continued_answers": [
+        sse_response([*text_chunks("Part one, "), finish_chunk("length")]),
+        sse_response([*text_chunks("part two, "), Pause(2.0)], done=False),
+        _answer("and the end."),
+    ],
+    # Issue 16: the deadline passes while a forwarded answer streams; what was shown is
+    # read back from the output host as the partial.
+    "deadline_keeps_shown_output": [trickle(400)],
 }
 # One healthy endpoint, four model turns: health is read before the first turn only
 # (`HealthView`, within the TTL the worker recorded with that read).
@@ -191,10 +202,11 @@ SCENARIOS["one_healthy_endpoint_reads_health_once"] = [
     _calls(ScriptedCall("add", {"a": 3, "b": 4}, id="h3")),
     _answer("done"),
 ]
-DEADLINES = {"deadline_during_backoff": 3600.0}
+DEADLINES = {"deadline_during_backoff": 3600.0, "deadline_keeps_shown_output": 1.5}
 # Scenarios whose endpoint needs more than the defaults (watchdog budgets).
 ENDPOINT_CONFIG: dict[str, dict[str, Any]] = {
     "forwarded_output_interrupted": {"first_token_s": 0.3, "inter_chunk_s": 0.3},
+    "continued_answers": {"inter_chunk_s": 0.3},
 }
 # Scenarios with more providers than the first: endpoint name -> its script.
 MORE_ENDPOINTS: dict[str, dict[str, list[ScriptedResponse]]] = {
@@ -213,6 +225,13 @@ RUN_UPDATES: dict[str, dict[str, Any]] = {
         "forwarding": ForwardingOptions(enabled=True, batch_interval_s=0.5),
     },
     "continue_as_new_at_events": {"limits": RunLimits(continue_as_new_at_events=12)},
+    "continued_answers": {
+        "forwarding": ForwardingOptions(enabled=True, batch_interval_s=0.05),
+        "continuation": ContinuationOptions(after_max_tokens=1, after_stream_failure=1),
+    },
+    "deadline_keeps_shown_output": {
+        "forwarding": ForwardingOptions(enabled=True, batch_interval_s=0.05),
+    },
     "routed_run_falls_back": {
         "route": RouteConfig(
             candidates=[
@@ -304,10 +323,25 @@ async def _interrupt_once_shown(loop: Loop, handle: WorkflowHandle[Any, Any]) ->
     await asyncio.wait_for(follower, 60)
 
 
+async def _follow_to_the_end(loop: Loop, handle: WorkflowHandle[Any, Any]) -> None:
+    """A person follows the answer as it streams (their polls keep the time-skipping
+    server from jumping to the deadline before the stream starts)."""
+    shown: list[OutputDelta] = []
+
+    async def follow() -> None:
+        async for delta in follow_output(loop.client, handle.id, poll_s=0.02):
+            shown.append(delta)
+
+    follower = asyncio.ensure_future(follow())
+    await handle.result()
+    await asyncio.wait_for(follower, 60)
+
+
 # Scenarios in which a person steers the run while it goes.
 DRIVERS: dict[str, Callable[[Loop, WorkflowHandle[Any, Any]], Awaitable[None]]] = {
     "people_in_the_loop": _approve_send_interrupt,
     "interrupted_with_output": _interrupt_once_shown,
+    "deadline_keeps_shown_output": _follow_to_the_end,
 }
 
 

@@ -86,10 +86,10 @@ def interrupted(text: str = "The first half") -> RunResult:
 
 def test_an_interrupted_run_shows_what_was_seen_and_how_to_resume() -> None:
     lines = partial_lines(interrupted(), "run-7")
-    assert lines[0].startswith("partial output of turn 1")
+    assert lines[0] == "partial output of turn 1, shown before the stream failed:"
     assert "  The first half" in lines
-    assert lines[-1] == "resume the run: steadyloop resume run-7"
-    assert partial_lines(interrupted().model_copy(update={"partial": None}), "x") == []
+    assert lines[-1].startswith("resume the run: steadyloop resume run-7")
+    assert partial_lines(interrupted().model_copy(update={"partial": None}), "run-7") == lines[-1:]
 
 
 def test_resuming_continues_from_the_partial_answer_with_the_same_configuration() -> None:

@@ -71,6 +71,13 @@ call's arguments pass a limit, reading stops, the connection is closed and the t
 is returned with the guard's code as its first defect and no tool calls (or, observe
 only, normally, with the cut call left unparseable).
 
+The run's token budget is not a failure either: a request with `output_budget_tokens`
+(what is left of the run's budget) stops reading once the turn's output reaches it,
+counted from the provider's usage where it sends one mid-stream, else estimated from
+the streamed characters (`steadyloop.stops.budget`); the turn is returned with
+`stats.cut_by_budget`, its text so far (already forwarded, if it forwards) kept, and
+the workflow stops the run `token_budget` instead of dispatching anything.
+
 Forwarding (`steadyloop.output.forwarding`): when the request names a `forward` target,
 the text of every read is published to the run's output host as it arrives, in whole
 characters (half of a surrogate pair split across chunks waits for the other half).
@@ -125,6 +132,7 @@ from steadyloop.routing.provider_errors import (
     provider_error,
 )
 from steadyloop.routing.transport_errors import network_reason
+from steadyloop.stops.budget import StreamMeter
 from steadyloop.stream.accumulator import rejoin_surrogates
 from steadyloop.stream.argument_limits import ArgumentLimits
 from steadyloop.stream.completion import (
@@ -428,6 +436,10 @@ class _TurnReader:
         self.shown_pieces: dict[OutputKind, list[str]] = {"text": [], "reasoning": []}
         self.produced_output = False
         self.forwarded_chars = 0
+        # What is left of the run's token budget bounds this turn too (`stops.budget`).
+        budget = request.output_budget_tokens
+        self.meter = None if budget is None else StreamMeter(budget)
+        self.cut_by_budget: tuple[int, bool] | None = None
 
     def feed(self, piece: bytes) -> bool:
         """Consume one network read; True once `[DONE]` arrived or the runaway guard cut
@@ -456,6 +468,16 @@ class _TurnReader:
             assembler.calls.records
         ):
             return True
+        meter = self.meter
+        if meter is not None and not done:
+            spent = meter.spent(
+                assembler.output_chars,
+                assembler.calls.records,
+                assembler.reported_completion_tokens,
+            )
+            if spent is not None:
+                self.cut_by_budget = spent  # stop reading: the turn ends here
+                return True
         if watchdog is not None and watchdog.progress(
             now,
             first_token=assembler.first_token_seen,
@@ -587,6 +609,9 @@ class _TurnReader:
                 "saw_done": self.saw_done,
                 "produced_output": self.produced_output,
                 "forwarded_chars": self.forwarded_chars,
+                "cut_by_budget": None if self.cut_by_budget is None else self.cut_by_budget[0],
+                "budget_count_reported": self.cut_by_budget is not None
+                and self.cut_by_budget[1],
             }
         )
         return turn.model_copy(update={"stats": stats})
@@ -937,7 +962,10 @@ async def _refuse_if_already_shown(
     flagged = isinstance(last, Mapping) and bool(last.get("produced_output"))
     before = forward.attempt + (1 if temporal_attempt > 1 else 0)
     shown = await _read_host_patiently(forward, before)
-    if not flagged and not shown.text and not (forward.reasoning_is_output and shown.reasoning):
+    # A continuation (`stops.continuation`) follows output the run accepted: only more
+    # than that is a repeat.
+    seen = len(shown.text) + (len(shown.reasoning) if forward.reasoning_is_output else 0)
+    if not flagged and seen <= forward.accepted_chars:
         return
     message = (
         f"turn {forward.turn} already showed output to people watching (attempts "

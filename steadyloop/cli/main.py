@@ -63,9 +63,17 @@ from steadyloop.mcp.config import McpConfigError, describe_server, mcp_servers
 from steadyloop.output.forwarding import ForwardingOptions
 from steadyloop.routing.provider_profiles import ProviderProfile
 from steadyloop.run.bounds import seconds_problem
-from steadyloop.run.models import RunInput, RunLimits, RunPlugins, Sampling, StopReason
-from steadyloop.run.resume import DEFAULT_RESUME_PROMPT, resume_input
+from steadyloop.run.models import (
+    ContinuationOptions,
+    RunInput,
+    RunLimits,
+    RunPlugins,
+    Sampling,
+    StopReason,
+)
+from steadyloop.run.resume import TRUTHFUL, NothingToResume, resume_input
 from steadyloop.serving import WorkerDescription
+from steadyloop.stops.stop_text import status_header
 from steadyloop.telemetry import install_from, settings_from
 from steadyloop.worker.config import (
     CONFIG_ENV,
@@ -111,6 +119,7 @@ EXIT_STOPPED = 3
 EXIT_INTERRUPTED = 130
 EXIT_CODES: dict[StopReason, int] = {
     "final_answer": EXIT_OK,
+    "max_tokens": EXIT_STOPPED,
     "failed": EXIT_FAILED,
     "max_turns": EXIT_STOPPED,
     "token_budget": EXIT_STOPPED,
@@ -134,6 +143,8 @@ RUN_FIELD_FLAGS: dict[str, str] = {
     "max_turns": "--max-turns",
     "token_budget": "--token-budget",
     "deadline_s": "--deadline",
+    "after_max_tokens": "--continue-cut",
+    "after_stream_failure": "--continue-stalled",
     "provider_profile": "--profile",
     "tool_choice": "--tool-choice",
     "prefill": "--prefill",
@@ -408,6 +419,31 @@ def build_parser() -> argparse.ArgumentParser:
         "retried freely; with streaming, an attempt whose text was shown is never repeated)",
     )
     run.add_argument(
+        "--continue-cut",
+        type=int,
+        default=0,
+        metavar="N",
+        help="continue an answer cut by the output token limit up to N times (default 0: "
+        "stop max_tokens with the cut text)",
+    )
+    run.add_argument(
+        "--continue-stalled",
+        type=int,
+        default=0,
+        metavar="N",
+        help="continue from the shown text when a stream fails after showing output, up to "
+        "N times (default 0: stop output_interrupted; resume by hand)",
+    )
+    run.add_argument(
+        "--continue-as-prefill",
+        dest="continue_as_prefill",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="send a continuation as an assistant prefill (default: as the --profile says; "
+        "anthropic takes one, llama.cpp and vLLM can be set to) rather than the text and a "
+        "request to continue",
+    )
+    run.add_argument(
         "--reasoning-is-output",
         action="store_true",
         help="count forwarded reasoning as shown output (default: only answer text counts)",
@@ -432,8 +468,8 @@ def build_parser() -> argparse.ArgumentParser:
     resume = commands.add_parser(
         "resume",
         parents=[connection],
-        help="carry on from a run that stopped, as a new run (after output_interrupted or an "
-        "interrupt)",
+        help="carry on from a run that stopped, as a new run (an answer cut off, an interrupt, "
+        "a deadline, a spent budget; a finished run takes a follow-up --prompt)",
         description="Start a new run with a stopped run's configuration and conversation, "
         "the partial answer that was shown included, and follow it.",
     )
@@ -441,7 +477,9 @@ def build_parser() -> argparse.ArgumentParser:
         "workflow_id", metavar="ID", type=workflow_id_argument, help="the stopped run"
     )
     resume.add_argument(
-        "--prompt", default=DEFAULT_RESUME_PROMPT, help="the user message that asks to go on"
+        "--prompt",
+        help="the user message that asks to go on (default: one that says how the run "
+        "stopped; required to ask a follow-up of a run that ended with a final answer)",
     )
     resume.add_argument(
         "--id",
@@ -741,6 +779,11 @@ async def _run(args: argparse.Namespace) -> int:
             forwarding=ForwardingOptions(
                 enabled=not args.no_stream, reasoning_is_output=args.reasoning_is_output
             ),
+            continuation=ContinuationOptions(
+                after_max_tokens=args.continue_cut,
+                after_stream_failure=args.continue_stalled,
+                prefill=args.continue_as_prefill,
+            ),
         )
     except ValidationError as exc:
         raise _run_not_valid(exc) from None
@@ -966,6 +1009,10 @@ async def _existing_run(
 async def _show(args: argparse.Namespace) -> int:
     client, temporal, handle, description = await _existing_run(args)
     status = description.status.name.lower() if description.status is not None else "unknown"
+    if description.status == WorkflowExecutionStatus.COMPLETED:
+        # Temporal's "completed" says only that the workflow returned: say how the run
+        # stopped (an interrupted run is not a completed answer).
+        status = status_header(await handle.result(), status)
     _say(f"run {args.workflow_id} ({status}, started {description.start_time:%Y-%m-%d %H:%M:%S})")
     url = workflow_url(
         args.ui_url or os.environ.get(UI_URL_ENV), temporal.namespace, args.workflow_id
@@ -999,10 +1046,16 @@ async def _resume(args: argparse.Namespace) -> int:
             f"run {args.workflow_id!r} did not complete: {failure_text(exc)}"
         ) from None
     original = await _run_input_of(client, stopped)
+    prompt = TRUTHFUL if args.prompt is None else args.prompt
     try:  # `resume_input` copies without validating: check the new run as `run` does
         run = RunInput.model_validate(
-            resume_input(original, result, prompt=args.prompt).model_dump(mode="python")
+            resume_input(original, result, prompt=prompt).model_dump(mode="python")
         )
+    except NothingToResume as exc:
+        raise ConfigError(
+            f"run {args.workflow_id!r} ended with a final answer, so there is nothing to "
+            f'continue; to ask a follow-up: steadyloop resume {args.workflow_id} --prompt "..."'
+        ) from exc
     except ValidationError as exc:
         raise _run_not_valid(exc) from None
     workflow_id = args.id or await _free_id(client, f"{args.workflow_id}-resumed")

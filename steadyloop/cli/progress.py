@@ -25,6 +25,7 @@ from steadyloop.output.forwarding import OutputDelta
 from steadyloop.run.models import RunProgress, RunResult, RunStats
 from steadyloop.run.steering import PendingApproval
 from steadyloop.run.timeline import RunEvent
+from steadyloop.stops.stop_text import next_step, partial_intro
 
 EVENT_WIDTH = 110
 ARGUMENTS_WIDTH = 48
@@ -244,9 +245,10 @@ class TranscriptReader:
 class ProgressDisplay:
     """Event lines plus one status line; `live` (default: `out` is a TTY) redraws in place.
 
-    Streamed answer text (`text`) is written as it arrives, on its own line per turn and
-    attempt; while it flows the status line is not drawn (it would cut through the text),
-    and the text's line is ended before the next event or status.
+    Streamed answer text (`text`) is written as it arrives, on its own line per turn (a
+    continuation of the turn's answer goes on in the same line); while it flows the
+    status line is not drawn (it would cut through the text), and the text's line is
+    ended before the next event or status.
     """
 
     def __init__(self, out: TextIO, *, live: bool | None = None) -> None:
@@ -275,7 +277,9 @@ class ProgressDisplay:
         """Answer text forwarded by the model, as it arrives (reasoning is not printed)."""
         if not self.wants(delta):
             return
-        key = (delta.turn, delta.attempt)
+        # By turn, not attempt: a later attempt of a turn streams only when nothing was
+        # shown before it, or continues what was (`stops.continuation`), on the same line.
+        key = (delta.turn, 0)
         self._shown.setdefault(key, []).append(delta.text)
         if self._streaming != key:
             self._end_text()
@@ -388,6 +392,7 @@ def stats_lines(stats: RunStats) -> list[str]:
         lines.append(f"wall time: {stats.wall_time_s:,.1f} s")
     for label, counts in (
         ("retries", stats.retries),
+        ("answers continued", stats.continuations),
         ("transcript healed", stats.healed),
         ("compacted", stats.compactions),
     ):
@@ -411,14 +416,16 @@ def _stream_part(stream: dict[str, object]) -> str:
 
 
 def partial_lines(result: RunResult, workflow_id: str) -> list[str]:
-    """What a person saw of the turn that could not finish, and how to go on."""
+    """What was left of the turn that could not finish, said as what happened to it
+    (`stops.stop_text`), and how to go on from this stop."""
+    lines: list[str] = []
     partial = result.partial
-    if partial is None:
-        return []
-    note = "" if partial.complete else " (its beginning was no longer retained)"
-    lines = [f"partial output of turn {partial.turn}, shown before it failed{note}:"]
-    lines.extend(f"  {line}" for line in (partial.text or "(none)").strip().splitlines())
-    lines.append(f"resume the run: steadyloop resume {workflow_id}")
+    if partial is not None:
+        lines.append(partial_intro(result))
+        lines.extend(f"  {line}" for line in (partial.text or "(none)").strip().splitlines())
+    hint = next_step(result, workflow_id)
+    if hint is not None:
+        lines.append(hint)
     return lines
 
 

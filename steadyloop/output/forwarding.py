@@ -77,6 +77,10 @@ class ForwardTarget(BaseModel):
     reasoning_is_output: bool = False
     batch_interval_s: float = 0.25
     host_max_events: int = 2_000
+    # Characters of this turn's output (text, and reasoning when it counts) already shown
+    # that this attempt continues (`steadyloop.stops.continuation`): the host holding that
+    # much from earlier attempts is expected, more is a repeat to refuse.
+    accepted_chars: int = 0
 
     def counts(self, kind: OutputKind) -> bool:
         """Whether forwarding an item of this kind makes the attempt's output seen."""
@@ -139,3 +143,4 @@ class PartialOutput(BaseModel):
     source: Literal["activity", "stream"]
     complete: bool = True
     cause: str = ""
+    shown: bool = True

@@ -53,9 +53,15 @@ MAX_BACKOFF_S = 60.0
 # How long a run without a route waits when a provider asks (`Retry-After`): it has no
 # other endpoint to go to, so as long as asked; its deadline still bounds the wait.
 SINGLE_ROUTE_MAX_RETRY_AFTER_S = 86_400.0
+# The most continuations of one answer a run may ask for (each is a whole request).
+MAX_CONTINUATIONS = 50
 
 StopReason = Literal[
     "final_answer",
+    # The answer was cut by the output token limit (`finish_reason: "length"`, the
+    # request's `max_tokens` or the server's context) and not continued to its end: the
+    # cut text is in `RunResult.partial`, not `final_answer` (`ContinuationOptions`).
+    "max_tokens",
     "max_turns",
     "token_budget",
     "deadline",
@@ -152,6 +158,27 @@ def answers_the_user(transcript: list[ChatMessage]) -> bool:
     """Whether the next turn answers a user message (not a tool result): the turns a
     forced `tool_choice` and a `prefill` apply to."""
     return bool(transcript) and transcript[-1].role == "user"
+
+
+class ContinuationOptions(BaseModel):
+    """When a text answer is cut short, go on from it automatically, up to a bound.
+
+    `after_max_tokens`: how many times an answer cut by the token limit is continued
+    (0: the run stops `max_tokens` with the cut text as its partial).
+    `after_stream_failure`: how many times a stream that failed after its text was shown
+    is continued from that text (0: the run stops `output_interrupted`).
+    Each continuation sends the text so far back and asks for the rest: as an assistant
+    prefill where the provider continues one (`prefill`; None: as the run's provider
+    profile says, `steadyloop.routing.provider_profiles.takes_assistant_prefill`), else followed
+    by a user message asking to continue. The pieces are one answer, in one assistant
+    message; a person following the run sees the rest, never the text again.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    after_max_tokens: int = Field(default=0, ge=0, le=MAX_CONTINUATIONS)
+    after_stream_failure: int = Field(default=0, ge=0, le=MAX_CONTINUATIONS)
+    prefill: bool | None = None
 
 
 class AgentProfile(BaseModel):
@@ -293,6 +320,9 @@ class RunInput(BaseModel):
     plugins: RunPlugins = Field(default_factory=RunPlugins)
     limits: RunLimits = Field(default_factory=RunLimits)
     sampling: Sampling = Field(default_factory=Sampling)
+    # Whether an answer cut short (token limit, a stream that failed once shown) is
+    # continued automatically, and how many times.
+    continuation: ContinuationOptions = Field(default_factory=ContinuationOptions)
     # How the model may use its tools (`ToolChoiceSetting`; None: the provider's default,
     # `auto`). A forcing choice (`required`, a tool's name) applies to the turns that
     # answer a user message; after tool results the model may answer (`reset_tool_choice`,
@@ -457,6 +487,8 @@ class RunStats(BaseModel):
     cached_tokens: int = 0
     defect_retries: dict[str, int] = Field(default_factory=dict)
     retries: dict[str, int] = Field(default_factory=dict)
+    # Answers continued automatically, by why they were cut (`ContinuationOptions`).
+    continuations: dict[str, int] = Field(default_factory=dict)
     # Workflow time from the run's start to its end, across continue-as-new (for the
     # folded `children`, the sum of theirs).
     wall_time_s: float = 0.0
@@ -496,6 +528,9 @@ class RunStats(BaseModel):
 
     def count_retry(self, reason: str) -> None:
         self.retries[reason] = self.retries.get(reason, 0) + 1
+
+    def count_continuation(self, why: str) -> None:
+        self.continuations[why] = self.continuations.get(why, 0) + 1
 
     def count_cost(self, usage: Usage | None, price: Price | None) -> None:
         """Add one model call's cost, or count it unpriced (no usage reported, no price)."""
@@ -609,9 +644,12 @@ class CarriedState(BaseModel):
 
 
 class RunResult(BaseModel):
-    """How a run ended. `partial` is set when it stopped with `output_interrupted`, or
-    `interrupted` while a forwarded answer streamed: the output a person saw of the turn
-    that could not finish (not in the transcript, which stays valid for a provider)."""
+    """How a run ended. `partial` is the text of the turn that could not finish (not in
+    the transcript, which stays valid for a provider): what a person saw when it stopped
+    `output_interrupted`, or `interrupted` or `deadline` while a forwarded answer
+    streamed; the cut answer of a `max_tokens` stop; what streamed before a
+    `token_budget` stop cut the turn in flight. `final_answer` is set only for
+    `final_answer`."""
 
     final_answer: str | None
     stop_reason: StopReason

@@ -56,6 +56,9 @@ class CompletionRequest(BaseModel):
     mint_prefix: str = "call_sl"
     argument_limits: ArgumentLimits | None = None
     forward: ForwardTarget | None = None
+    # What is left of the run's token budget: the stream is cut once this turn's output
+    # tokens reach it (`steadyloop.stops.budget`; None: no budget).
+    output_budget_tokens: int | None = None
 
     def wants_json(self) -> bool:
         kind = (self.response_format or {}).get("type")
@@ -91,6 +94,10 @@ class StreamStats(BaseModel):
     # Whether output was forwarded to people watching, and how many characters of it.
     produced_output: bool = False
     forwarded_chars: int = 0
+    # The output tokens counted when the run's remaining token budget cut this stream,
+    # and whether the provider reported them (else they were estimated).
+    cut_by_budget: int | None = None
+    budget_count_reported: bool = False
 
 
 class AssembledTurn(BaseModel):

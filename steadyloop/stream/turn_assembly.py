@@ -213,6 +213,17 @@ class TurnAssembler:
         return self._stdlib_parsed
 
     @property
+    def reported_completion_tokens(self) -> int | None:
+        """The provider's `usage.completion_tokens` so far (a running or final count), or
+        None before any usage (most providers send it only at the end): a token budget
+        reads it mid-stream (`steadyloop.stops.budget`)."""
+        usage = self._usage
+        if usage.__class__ is not dict:
+            return None
+        assert usage is not None
+        return _count(usage.get("completion_tokens"))
+
+    @property
     def finish_reason_seen(self) -> bool:
         """True once a chunk carried a finish reason."""
         return self._finish_reason is not None

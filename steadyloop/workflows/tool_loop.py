@@ -13,6 +13,10 @@ one prevents it:
   whose output a person already saw is never repeated anywhere: the run stops
   `output_interrupted` with what was shown (`RunResult.partial`). Every worker running
   this workflow registers the endpoint-health activities the route reads.
+- An answer the token limit cut is not a final answer: the run stops `max_tokens` with
+  the text as its partial output, or continues it when the run asks; so is an answer
+  whose stream failed once shown (`continuation`), and the token budget cuts the turn in
+  flight (`output_budget_tokens`): see `turn_continuation`.
 - A defective completion (dropped deltas, truncated arguments, no text and no calls) is
   never dispatched: it is retried as a fresh completion within its kind's budget, and
   never appended, so the transcript stays valid when the budget is spent.
@@ -114,6 +118,7 @@ with workflow.unsafe.imports_passed_through():
         interrupted_outcome,
     )
     from steadyloop.run.timeline import EventKind, EventPhase, RunEvent, Timeline
+    from steadyloop.stops.budget import CHARS_PER_TOKEN
     from steadyloop.stream.arguments import parse_tool_call_arguments
     from steadyloop.stream.completion import AssembledTurn, CompletionRequest
     from steadyloop.telemetry.workflow import receipt_decision, traced_tool, traced_turn
@@ -144,14 +149,18 @@ from steadyloop.workflows.delegation import ChildRuns, innermost_message
 from steadyloop.workflows.payload_ceiling import PayloadCeiling, payload_bytes
 from steadyloop.workflows.steering import Cut, Steering
 from steadyloop.workflows.tool_disclosure import disclose_tools
+from steadyloop.workflows.turn_continuation import (
+    DEADLINE_KEEPS_SHOWN_PATCH,
+    MAX_TOKENS_STOP_PATCH,
+    TurnContinuation,
+    cut_by_length,
+)
 
 # A receipt's lease outlives its activity's timeout by this much, so the timeout (not
 # the lease) is what ends a lost attempt first.
 LEASE_MARGIN = timedelta(seconds=5)
 # Attempts one call may take within one answer before the model is told it was lost.
 TOOL_ATTEMPTS = 3
-# Rough token estimate when a provider sends no usage: about four characters a token.
-CHARS_PER_TOKEN = 4
 # How long an interrupt waits for a forwarding model activity to confirm its cancel
 # (a live worker hears of it at its next heartbeat, about a second, then sends its last
 # batch), and how long reading the shown text back from the output host may take.
@@ -610,7 +619,9 @@ class ToolLoopWorkflow:
         if self._steering.interrupted is not None:
             raise _Stop("interrupted", self._steering.interrupted)
 
-    def _check_bounds(self, run: RunInput) -> None:
+    def _check_bounds(self, run: RunInput, *, boundary: bool = True) -> None:
+        """Stop when a bound is reached. Within a turn (`boundary=False`: between the
+        pieces of a continued answer) the turn count is not a bound: the turn is one."""
         self._check_interrupt()
         if self._deadline is not None and workflow.now() >= self._deadline:
             raise _Stop("deadline", f"the run's deadline of {run.limits.deadline_s}s passed")
@@ -618,7 +629,7 @@ class ToolLoopWorkflow:
         # Children's tokens count: a run cannot escape its budget by delegating.
         if budget is not None and self._stats.tokens_with_children >= budget:
             raise _Stop("token_budget", self._stats.budget_use(budget))
-        if self._turn >= run.limits.max_turns:
+        if boundary and self._turn >= run.limits.max_turns:
             raise _Stop("max_turns", f"{run.limits.max_turns} model turns taken")
 
     def _offered(self) -> dict[str, ToolDescription]:
@@ -639,6 +650,7 @@ class ToolLoopWorkflow:
         heartbeat_s = run.limits.model_heartbeat_timeout_s
         spent: dict[str, int] = {}
         attempt = 1  # the number of the turn's next attempt, across fresh completions
+        going_on = TurnContinuation(run.continuation, run.provider_profile)
         while True:
             # Before every completion: a transcript the provider would refuse is healed.
             self._transcript, healed = validate_and_heal(
@@ -647,32 +659,75 @@ class ToolLoopWorkflow:
             self._stats.count_healings(healed)
             if healed:
                 self._event("model", "healed", healing_text(healed))
-            request = await self._request(run, tools, attempt)
-            routed = await _before_deadline(
-                routed_completion(
-                    route,
-                    request,
-                    attempt_timeout=timedelta(seconds=run.limits.model_timeout_s),
-                    heartbeat_timeout=None
-                    if heartbeat_s is None
-                    else timedelta(seconds=heartbeat_s),
-                    deadline=self._deadline,
-                    first_attempt=attempt,
-                    health_view=self._health_view,
-                    observe=self._observe_route,
-                ),
-                self._deadline,
-            )
+            request = await self._request(run, tools, attempt, going_on)
+            # The run's deadline is the timer `_before_deadline` races: an attempt that
+            # forwards gets that much longer, so the timer (which cancels it and waits
+            # for its last batch) ends it, not its own timeout at the same instant (a
+            # timed-out attempt goes on publishing on its worker, after the run closed
+            # its output host, and would stop the run `output_interrupted`).
+            routed_deadline = self._deadline
+            if routed_deadline is not None and run.forwarding.enabled:
+                routed_deadline += INTERRUPT_SETTLE
+            try:
+                routed = await _before_deadline(
+                    routed_completion(
+                        route,
+                        request,
+                        attempt_timeout=timedelta(seconds=run.limits.model_timeout_s),
+                        heartbeat_timeout=None
+                        if heartbeat_s is None
+                        else timedelta(seconds=heartbeat_s),
+                        deadline=routed_deadline,
+                        first_attempt=attempt,
+                        health_view=self._health_view,
+                        observe=self._observe_route,
+                    ),
+                    self._deadline,
+                )
+            except _Stop as stop:  # the deadline, mid-stream: keep what people saw
+                if run.forwarding.enabled and workflow.patched(DEADLINE_KEEPS_SHOWN_PATCH):
+                    stop.detail += await self._keep_shown_output(
+                        run, settled=True, cause=f"deadline: {stop.detail}"
+                    )
+                raise
             self._count_attempts(routed)
             attempt += len(routed.sent)
             if routed.turn is None:
-                self._stop_routed(routed, request)
-            turn = routed.turn
-            self._count_usage(turn)
+                if self._continue_after_failure(run, routed, request, going_on):
+                    continue
+                self._stop_routed(routed, request, going_on)
+            self._count_usage(routed.turn)  # this piece's tokens (the pieces are counted apart)
             # Priced as the candidate that answered, not the run's first choice.
             answered = price_for(run.prices, routed.endpoint or run.endpoint, routed.model)
-            self._stats.count_cost(turn.usage, answered)
+            self._stats.count_cost(routed.turn.usage, answered)
+            turn = going_on.whole(routed.turn)
+            sequence = routed.sent[-1].sequence
+            if turn.stats.cut_by_budget is not None:
+                self._stop_cut_by_budget(run, turn, sequence, going_on)
             if not turn.defects:
+                if cut_by_length(turn) and workflow.patched(MAX_TOKENS_STOP_PATCH):
+                    self._partial = PartialOutput(
+                        turn=self._turn,
+                        attempt=sequence,
+                        text=turn.text,
+                        source="activity",
+                        cause=f"finish_reason {turn.finish_reason!r}",
+                        shown=going_on.shown or turn.stats.produced_output,
+                    )
+                    if not going_on.may_continue("max_tokens"):
+                        used = going_on.used["max_tokens"]
+                        after = f" after {used} continuation(s)" if used else ""
+                        raise _Stop(
+                            "max_tokens",
+                            f"the answer was cut by the output token limit (finish_reason "
+                            f"{turn.finish_reason!r}){after}; its text is the partial output",
+                        )
+                    going_on.after_length_cut(turn)
+                    self._stats.count_continuation("max_tokens")
+                    self._check_bounds(run, boundary=False)
+                    continue
+                if going_on.active:
+                    self._partial = None  # the continued answer is whole now
                 return turn
             defect = turn.defects[0]
             if turn.stats.produced_output:
@@ -709,11 +764,68 @@ class ToolLoopWorkflow:
             )
             self._check_bounds(run)
 
+    def _continue_after_failure(
+        self,
+        run: RunInput,
+        routed: RoutedTurn,
+        request: CompletionRequest,
+        going_on: TurnContinuation,
+    ) -> bool:
+        """Whether to continue from what a failed attempt showed (the run asks for it,
+        `ContinuationOptions.after_stream_failure`), rather than stop
+        `output_interrupted`; the answer so far is then the run's partial output."""
+        stop = routed.stop
+        if stop is None or stop.rule != "produced_output" or stop.shown is None:
+            return False
+        if not stop.shown.text.strip():  # only reasoning was shown: no answer to go on from
+            return False
+        if not going_on.may_continue("stream_failure"):
+            return False
+        reasoning_counts = request.forward is not None and request.forward.reasoning_is_output
+        if not going_on.after_stream_failure(
+            stop.shown, stop.shown_source, reasoning_counts=reasoning_counts
+        ):
+            return False
+        self._stats.count_continuation("stream_failure")
+        self._partial = going_on.partial(self._turn, stop.sequence or routed.sent[-1].sequence)
+        self._check_bounds(run, boundary=False)
+        return True
+
+    def _stop_cut_by_budget(
+        self, run: RunInput, turn: AssembledTurn, sequence: int, going_on: TurnContinuation
+    ) -> NoReturn:
+        """The model activity cut the turn in flight when the run's token budget ran out:
+        stop `token_budget`, keeping what streamed (nothing it asked for is run)."""
+        budget = run.limits.token_budget
+        assert budget is not None and turn.stats.cut_by_budget is not None
+        counted = "reported by the provider" if turn.stats.budget_count_reported else "estimated"
+        if turn.text or turn.reasoning:
+            self._partial = PartialOutput(
+                turn=self._turn,
+                attempt=sequence,
+                text=turn.text,
+                reasoning=turn.reasoning if run.forwarding.reasoning_is_output else "",
+                source="activity",
+                cause="the run's token budget ran out while the turn streamed",
+                shown=going_on.shown or turn.stats.produced_output,
+            )
+        raise _Stop(
+            "token_budget",
+            f"the turn in flight was cut after {turn.stats.cut_by_budget} output tokens "
+            f"({counted}); {self._stats.budget_use(budget)}",
+        )
+
     async def _request(
-        self, run: RunInput, tools: dict[str, ToolDescription], attempt: int
+        self,
+        run: RunInput,
+        tools: dict[str, ToolDescription],
+        attempt: int,
+        going_on: TurnContinuation,
     ) -> CompletionRequest:
         """The completion to route; `routed_completion` sets the endpoint and model of
-        each candidate and the number of each attempt (`forward.attempt`)."""
+        each candidate and the number of each attempt (`forward.attempt`). A turn being
+        continued sends its answer so far (`TurnContinuation.messages`), and the model
+        activity is told what is left of the token budget, so it cuts a runaway turn."""
         forwarding = run.forwarding
         forward = None
         if forwarding.enabled:
@@ -724,14 +836,20 @@ class ToolLoopWorkflow:
                 reasoning_is_output=forwarding.reasoning_is_output,
                 batch_interval_s=forwarding.batch_interval_s,
                 host_max_events=forwarding.host_max_events,
+                accepted_chars=going_on.accepted_chars,
             )
-        prefill = run.turn_prefill(self._transcript)
+        budget = run.limits.token_budget
+        # A continuation is its own prefill (or asks for the rest); the run's prefill and
+        # a forced tool choice open a fresh reply, not the rest of one.
+        continuing = going_on.kind is not None
+        prefill = None if continuing else run.turn_prefill(self._transcript)
+        messages = going_on.messages(self._transcript)
         request = CompletionRequest(
             endpoint=run.endpoint,
             model=run.model,
-            messages=self._transcript if prefill is None else [*self._transcript, prefill],
+            messages=messages if prefill is None else [*messages, prefill],
             tools=[tool.to_spec() for tool in tools.values()],
-            tool_choice=run.turn_tool_choice(self._transcript),
+            tool_choice=None if continuing else run.turn_tool_choice(self._transcript),
             temperature=run.sampling.temperature,
             top_p=run.sampling.top_p,
             max_tokens=run.sampling.max_tokens,
@@ -739,12 +857,17 @@ class ToolLoopWorkflow:
             stop=run.sampling.stop,
             mint_prefix=f"call_sl_t{self._turn}a{attempt}",
             forward=forward,
+            output_budget_tokens=None
+            if budget is None
+            else max(budget - self._stats.tokens_with_children, 1),
         )
         if _text_bound(self._transcript) + _tools_bound(tools) > MAX_INLINE_PAYLOAD_BYTES:
             await self._ceiling.check(request, "the model request (the transcript so far)")
         return request
 
-    async def _keep_shown_output(self, run: RunInput, *, settled: bool) -> str:
+    async def _keep_shown_output(
+        self, run: RunInput, *, settled: bool, cause: str | None = None
+    ) -> str:
         """Keep what the person saw of the interrupted turn as the run's partial output;
         a note for the stop's detail when it could not be read.
 
@@ -757,6 +880,7 @@ class ToolLoopWorkflow:
         The read itself is bounded (`INTERRUPT_READ`), so no interrupt outlasts both.
         """
         why = self._steering.interrupted or "interrupted"
+        cause = cause or f"interrupted: {why}"
         try:
             shown = await read_shown(
                 ReadForwardedOutput(
@@ -770,7 +894,6 @@ class ToolLoopWorkflow:
         reasoning = shown.reasoning if run.forwarding.reasoning_is_output else ""
         if not shown.text and not reasoning:
             return ""
-        cause = f"interrupted: {why}"
         if not settled:
             cause += " (the attempt had not ended; a last batch may have followed)"
         self._partial = PartialOutput(
@@ -827,7 +950,9 @@ class ToolLoopWorkflow:
         for line in sent[:-1]:
             self._stats.count_retry(f"model_{line.error_type or 'error'}")
 
-    def _stop_routed(self, routed: RoutedTurn, request: CompletionRequest) -> NoReturn:
+    def _stop_routed(
+        self, routed: RoutedTurn, request: CompletionRequest, going_on: TurnContinuation
+    ) -> NoReturn:
         """End the run for a route that produced no turn, with the reason it gives."""
         stop = routed.stop
         assert stop is not None  # a routed turn without a turn always says why
@@ -839,15 +964,22 @@ class ToolLoopWorkflow:
         if stop.rule == "produced_output":
             shown = stop.shown or ForwardedOutput(complete=False)
             reasoning_counts = request.forward is not None and request.forward.reasoning_is_output
+            source = stop.shown_source or "activity"
             self._partial = PartialOutput(
                 turn=self._turn,
                 attempt=stop.sequence or routed.sent[-1].sequence,
-                text=shown.text,
+                # The host's copy holds every attempt of the turn; an attempt's own copy,
+                # its piece only (a continued answer's earlier pieces go before it).
+                text=shown.text if source == "stream" else going_on.whole_text(shown.text),
                 reasoning=shown.reasoning if reasoning_counts else "",
-                source=stop.shown_source or "activity",
+                source=source,
                 complete=shown.complete,
                 cause=cause,
             )
+            if self._deadline is not None and workflow.now() >= self._deadline:
+                # The attempt's timeout is cut to the deadline, so it can end first: the
+                # run stopped because its deadline passed, not because the stream broke.
+                raise _Stop("deadline", f"the run's deadline passed during a model turn ({cause})")
             raise _Stop(
                 "output_interrupted",
                 f"the model call failed after its output was shown, so it is not repeated: {cause}",
