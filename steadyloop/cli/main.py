@@ -78,6 +78,7 @@ from steadyloop.telemetry import install_from, settings_from
 from steadyloop.worker.config import (
     CONFIG_ENV,
     DEFAULT_TASK_QUEUE,
+    ENDPOINT_ENV,
     MODEL_ENV,
     ConfigError,
     EndpointSettings,
@@ -741,23 +742,30 @@ async def _run(args: argparse.Namespace) -> int:
         )
         models = {e.name: e.model for e in served.endpoints if e.model} | models
     route = run_route(args.route or [], EndpointSettings(settings.registry), models=models)
+    # Named by --endpoint, STEADYLOOP_ENDPOINT or the config file; else the worker's own
+    # endpoint when it serves exactly one (or `default`).
+    endpoint_named = bool(
+        args.endpoint or environ.get(ENDPOINT_ENV) or config.file.default_endpoint
+    )
     if route is None:
         endpoint = run_endpoint(args.endpoint, config, environ)
         model = run_model(args.model, endpoint, settings, environ, required=False)
         if model is None:
-            model = _served_model(
-                endpoint,
-                await serving.describe(
-                    "the run names no model (--model, STEADYLOOP_MODEL or the config file)",
-                    "pass --model",
-                ),
+            served = await serving.describe(
+                "the run names no model (--model, STEADYLOOP_MODEL or the config file)",
+                "pass --model",
             )
+            if not endpoint_named:
+                endpoint = _only_served_endpoint(endpoint, served)
+            model = _served_model(endpoint, served)
     else:
         endpoint, model = route.candidates[0].endpoint, route.candidates[0].model
     tools, plugins = await _run_tools(args, serving)
     if serving.description is not None and route is None:
         # Asked anyway: refuse an endpoint it lacks now, not at the first turn. (A route
         # goes on past an endpoint a worker lacks, by design: not checked.)
+        if not endpoint_named:
+            endpoint = _only_served_endpoint(endpoint, serving.description)
         _check_served_endpoint(endpoint, serving.description)
     _check_tool_choice(args.tool_choice, tools, plugins)
     try:
@@ -891,6 +899,13 @@ def _served_model(endpoint: str, served: WorkerDescription) -> str:
             f"(--endpoint {endpoint}=URL,model=MODEL)"
         )
     return described.model
+
+
+def _only_served_endpoint(endpoint: str, served: WorkerDescription) -> str:
+    """`endpoint` (the unnamed default), unless the worker lacks it and serves one other:
+    a worker started with one endpoint is what a run that names none means."""
+    names = [e.name for e in served.endpoints]
+    return names[0] if endpoint not in names and len(names) == 1 else endpoint
 
 
 def _check_served_endpoint(endpoint: str, served: WorkerDescription) -> None:
