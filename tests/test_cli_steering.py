@@ -175,7 +175,7 @@ async def test_each_command_steers_a_run_through_its_own_path() -> None:
         unpaused = await steer(loop, "unpause", handle.id)
         await eventually(lambda: len(loop.server.exchanges) == 3, "turn 3 streams")
         stopped = await steer(loop, "interrupt", handle.id, "--reason", "enough")
-        with pytest.raises(RunCommandFailure, match="has ended"):
+        with pytest.raises(RunCommandFailure, match=r"has ended \(stopped: interrupted\)"):
             await steer(loop, "send", handle.id, "too late")
     row = next(line for line in listing.splitlines() if line.startswith("x1 "))
     assert row.split() == ["x1", "transfer", "1", TRANSFER_SHA[:12], '{"amount":5,"to":"ana"}']
@@ -253,7 +253,7 @@ async def test_the_commands_as_a_person_runs_them(temporal: DevServer, tmp_path:
             assert code == 0, out
             assert "stop reason: interrupted (interrupted from the command line" in out
             code, out = await steadyloop("pause", second_id, *connection, environ=environ)
-            assert code == 1 and "has ended" in out, out
+            assert code == 1 and "has ended (stopped: interrupted)" in out, out
         finally:
             assert await worker.stop() == 0, worker.output
     assert wires.read_text() == "5 to ana\n"

@@ -30,6 +30,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from steadyloop.cli.failure_text import failure_text
 from steadyloop.run.models import RunResult
+from steadyloop.stops.stop_text import status_header
 from steadyloop.worker.config import ConfigError, load_config, temporal_settings
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
@@ -86,6 +87,9 @@ async def running_handle(client: Client, workflow_id: str, *, ended: str) -> Run
         raise ConfigError(f"{workflow_id!r} is a {description.workflow_type}, not a steadyloop run")
     if description.status != WorkflowExecutionStatus.RUNNING:
         status = description.status.name.lower() if description.status is not None else "unknown"
+        if description.status == WorkflowExecutionStatus.COMPLETED:
+            # "completed" says only that the workflow returned: say how the run stopped.
+            status = status_header(await handle.result(rpc_timeout=QUERY_TIMEOUT), status)
         raise RunCommandFailure(
             f"run {workflow_id} has ended ({status}): {ended}. "
             f"`steadyloop show {workflow_id}` shows how it ended."
