@@ -93,6 +93,7 @@ PASSED_THROUGH_WORKFLOW_HELPERS = (
     "steadyloop.workflows.run_timeline",
     "steadyloop.workflows.steering",
     "steadyloop.workflows.tool_disclosure",
+    "steadyloop.workflows.turn_continuation",
 )
 
 
