@@ -74,16 +74,20 @@ RUN_WORKFLOWS = [
 # would let a worker die with "output shown" still unsent; a model stream heartbeats
 # only on progress and about once a second, so this costs nothing when idle.
 HEARTBEAT_THROTTLE = timedelta(seconds=1)
-# Workflow code `ToolLoopWorkflow` imports from modules of its own. Temporal's sandbox
-# re-imports a workflow's module, and every module it reaches that is not passed
-# through, for every run (and every replay): here 5-6 ms of worker CPU per run with
-# `.pyc` files, about twice that without (issue 19). These modules hold functions,
-# classes and constants only (no module-level state) and are deterministic by the rule
-# of `steadyloop.workflows`, so runs can share them, as they already share the pure
-# modules they import. What passing through gives up: the sandbox's runtime check of
-# calls like `datetime.now()` inside them; the replay tests still catch nondeterminism.
-# The workflow modules themselves (`tool_loop`, `output_stream`, `endpoint_health`) are
-# still re-imported per run, as the SDK intends.
+# Temporal's sandbox re-imports a workflow's module, and every module it reaches that is
+# not passed through, for every run (and every replay): CPU spent on imports, not on the
+# loop (issue 19). Measured with `benchmarks/bench_loop.py`: re-importing `tool_loop` (a
+# large module with many imports, each checked by the sandbox's importer) was about
+# 13 ms of the 16 ms a steadyloop run cost over the floor. So the helper modules and the
+# per-run workflow modules are passed through: they hold functions, classes and
+# constants only (no module-level state: `tests/test_worker_sandbox.py`) and are
+# deterministic by the rule of `steadyloop.workflows`, so runs can share them, as they
+# already share the pure modules they import. What passing through gives up is the
+# sandbox's *runtime* check of calls like `datetime.now()` inside them; a static check of
+# every module under `steadyloop/workflows/` takes its place
+# (`tests/test_workflow_determinism.py`), and the replay tests still catch
+# nondeterminism. The entity workflows (`endpoint_health`, `chain_admission`) are created
+# rarely and stay re-imported, as the SDK intends.
 PASSED_THROUGH_WORKFLOW_HELPERS = (
     "steadyloop.workflows.approvals",
     "steadyloop.workflows.compaction_step",
@@ -95,16 +99,22 @@ PASSED_THROUGH_WORKFLOW_HELPERS = (
     "steadyloop.workflows.tool_disclosure",
     "steadyloop.workflows.turn_continuation",
 )
+PASSED_THROUGH_WORKFLOW_MODULES = (
+    "steadyloop.workflows.tool_loop",
+    "steadyloop.workflows.output_stream",
+)
 
 
 def workflow_runner() -> SandboxedWorkflowRunner:
     """The sandbox every steadyloop worker runs workflows in (the SDK's defaults, plus
-    `PASSED_THROUGH_WORKFLOW_HELPERS`)."""
+    `PASSED_THROUGH_WORKFLOW_HELPERS` and `PASSED_THROUGH_WORKFLOW_MODULES`)."""
     return SandboxedWorkflowRunner(
         restrictions=SandboxRestrictions.default.with_passthrough_modules(
-            *PASSED_THROUGH_WORKFLOW_HELPERS
+            *PASSED_THROUGH_WORKFLOW_HELPERS, *PASSED_THROUGH_WORKFLOW_MODULES
         )
     )
+
+
 # How often, and how long, `serve` asks the server whether this worker polls yet.
 READY_POLL_S = 0.05
 READY_WAIT_S = 30.0
