@@ -35,14 +35,14 @@ IO_BUILTINS = {"open", "input", "breakpoint"}
 def problems(source: str) -> list[str]:
     found: list[str] = []
     for node in ast.walk(ast.parse(source)):
+        names: list[str] = []
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names = [node.module]
-        else:
-            names = []
         for name in names:
             if name.split(".")[0] in FORBIDDEN_IMPORTS:
+                assert isinstance(node, ast.Import | ast.ImportFrom)
                 found.append(f"line {node.lineno}: imports {name}")
         if isinstance(node, ast.Call):
             func = node.func
