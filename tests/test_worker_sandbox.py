@@ -5,9 +5,11 @@ not passed through, for every run: per run, CPU spent on imports rather than on 
 loop (issue 19). `steadyloop.worker.process.workflow_runner` passes the helper modules of
 `ToolLoopWorkflow` through. That is safe only for modules without state of their own,
 so this checks what decides it: every name a passed-through module defines at module
-level is a module, function, class, type variable or an immutable constant, and the
-workflow modules themselves are still re-imported per run. It also checks that the
-worker `steadyloop worker` builds uses this runner.
+level is a module, function, class, type variable or an immutable constant, and a
+passed-through workflow class keeps no mutable state on the class. The entity workflows
+are still re-imported per run. It also checks that the worker `steadyloop worker` builds
+uses this runner. (What the sandbox's runtime checks did inside passed-through modules,
+`tests/test_workflow_determinism.py` now does statically.)
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from steadyloop.tools.registry import ToolRegistry
 from steadyloop.worker import process
 from steadyloop.worker.process import (
     PASSED_THROUGH_WORKFLOW_HELPERS,
+    PASSED_THROUGH_WORKFLOW_MODULES,
     RUN_WORKFLOWS,
     WorkerOptions,
     workflow_runner,
@@ -36,7 +39,7 @@ from steadyloop.worker.process import (
 IMMUTABLE = (str, bytes, int, float, bool, type(None), timedelta, frozenset, tuple)
 
 
-@pytest.mark.parametrize("name", PASSED_THROUGH_WORKFLOW_HELPERS)
+@pytest.mark.parametrize("name", PASSED_THROUGH_WORKFLOW_HELPERS + PASSED_THROUGH_WORKFLOW_MODULES)
 def test_a_passed_through_helper_holds_no_state(name: str) -> None:
     module = importlib.import_module(name)
     for attribute, value in vars(module).items():
@@ -54,12 +57,24 @@ def test_a_passed_through_helper_holds_no_state(name: str) -> None:
         assert stateless, f"{name}.{attribute} is module-level state: {value!r}"
 
 
-def test_the_workflow_modules_themselves_are_still_re_imported_per_run() -> None:
+def test_a_passed_through_workflow_class_keeps_no_state_on_the_class() -> None:
+    # Runs share the class object: what a run keeps must live on its instance.
+    for workflow in RUN_WORKFLOWS:
+        if workflow.__module__ not in PASSED_THROUGH_WORKFLOW_MODULES:
+            continue
+        for klass in workflow.__mro__[:-1]:
+            for attribute, value in vars(klass).items():
+                shared = isinstance(value, (list, dict, set, bytearray))
+                assert not shared, f"{klass.__name__}.{attribute} is shared by every run"
+
+
+def test_the_per_run_workflows_are_passed_through_and_the_entities_re_imported() -> None:
     passed = workflow_runner().restrictions.passthrough_modules
+    per_run = {w.__module__ for w in RUN_WORKFLOWS} & set(PASSED_THROUGH_WORKFLOW_MODULES)
+    assert per_run == set(PASSED_THROUGH_WORKFLOW_MODULES)  # each names a workflow's module
     for workflow in RUN_WORKFLOWS:
         module = workflow.__module__
-        assert module not in passed
-        assert not any(module.startswith(prefix + ".") for prefix in passed)
+        assert (module in passed) == (module in PASSED_THROUGH_WORKFLOW_MODULES), module
     assert set(PASSED_THROUGH_WORKFLOW_HELPERS) <= passed
 
 

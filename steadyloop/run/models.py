@@ -667,3 +667,9 @@ class RunResult(BaseModel):
     receipts: PackedLedger | None = None
     # What the guarantees did (replays, retries, healing...), for `steadyloop show`.
     timeline: list[RunEvent] = Field(default_factory=list)
+
+
+# `RunInput` names types defined below it; complete its schema now, at import, where the
+# names resolve. Left to its first use, that would happen while Temporal decodes a run's
+# input inside the workflow sandbox, where it can fail ("not fully defined").
+RunInput.model_rebuild()

@@ -76,14 +76,20 @@ RUN_WORKFLOWS = [
 HEARTBEAT_THROTTLE = timedelta(seconds=1)
 # Temporal's sandbox re-imports a workflow's module, and every module it reaches that is
 # not passed through, for every run (and every replay): CPU spent on imports, not on the
-# loop (issue 19). The workflow helper modules are passed through: they hold functions,
-# classes and constants only (no module-level state: `tests/test_worker_sandbox.py`) and
-# are deterministic by the rule of `steadyloop.workflows`, so runs can share them, as
-# they already share the pure modules they import. What passing through gives up is the
+# loop (issue 19). Measured with `benchmarks/bench_loop.py`: re-importing `tool_loop` (a
+# large module with many imports, each checked by the sandbox's importer) was about
+# 13 ms of the 16 ms a steadyloop run cost over the floor. So the helper modules and the
+# per-run workflow modules are passed through: they hold functions, classes and
+# constants only (no module-level state: `tests/test_worker_sandbox.py`) and are
+# deterministic by the rule of `steadyloop.workflows`, so runs can share them, as they
+# already share the pure modules they import. What passing through gives up is the
 # sandbox's *runtime* check of calls like `datetime.now()` inside them; a static check of
 # every module under `steadyloop/workflows/` takes its place
 # (`tests/test_workflow_determinism.py`), and the replay tests still catch
-# nondeterminism.
+# nondeterminism. It also needs every payload model complete at import, not at its first
+# use inside the sandbox (`tests/test_payload_models_complete.py`). The entity workflows
+# (`endpoint_health`, `chain_admission`) are created rarely and stay re-imported, as
+# the SDK intends.
 PASSED_THROUGH_WORKFLOW_HELPERS = (
     "steadyloop.workflows.approvals",
     "steadyloop.workflows.compaction_step",
@@ -95,20 +101,18 @@ PASSED_THROUGH_WORKFLOW_HELPERS = (
     "steadyloop.workflows.tool_disclosure",
     "steadyloop.workflows.turn_continuation",
 )
-# The workflow modules themselves (`tool_loop`, `output_stream`, the entities) stay
-# re-imported per run, as the SDK intends. Passing `tool_loop` through as well measured
-# about 13 ms less worker CPU per run (most of the fixed cost over the floor), but in a
-# worker built by `steadyloop worker` the run's input then failed to decode (pydantic:
-# `TypeAdapter[RunInput] is not fully defined`), so it is not done until that is
-# understood.
+PASSED_THROUGH_WORKFLOW_MODULES = (
+    "steadyloop.workflows.tool_loop",
+    "steadyloop.workflows.output_stream",
+)
 
 
 def workflow_runner() -> SandboxedWorkflowRunner:
     """The sandbox every steadyloop worker runs workflows in (the SDK's defaults, plus
-    `PASSED_THROUGH_WORKFLOW_HELPERS`)."""
+    `PASSED_THROUGH_WORKFLOW_HELPERS` and `PASSED_THROUGH_WORKFLOW_MODULES`)."""
     return SandboxedWorkflowRunner(
         restrictions=SandboxRestrictions.default.with_passthrough_modules(
-            *PASSED_THROUGH_WORKFLOW_HELPERS
+            *PASSED_THROUGH_WORKFLOW_HELPERS, *PASSED_THROUGH_WORKFLOW_MODULES
         )
     )
 
