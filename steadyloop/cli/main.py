@@ -60,6 +60,7 @@ from steadyloop.cli.progress import ProgressDisplay, partial_lines, result_lines
 from steadyloop.cli.receipts import add_receipts_parser
 from steadyloop.cli.steering import add_steering_parsers
 from steadyloop.mcp.config import McpConfigError, describe_server, mcp_servers
+from steadyloop.mcp.startup import refuse_unstartable
 from steadyloop.output.forwarding import ForwardingOptions
 from steadyloop.routing.provider_profiles import ProviderProfile
 from steadyloop.run.bounds import seconds_problem
@@ -272,7 +273,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="NAME=COMMAND [ARGS] | NAME=URL",
         help="serve an MCP server's tools: a stdio command line, or a streamable HTTP URL "
-        "(repeatable; also [mcp.NAME] in the config file)",
+        "(repeatable; also [mcp.NAME] in the config file). A command that cannot be started "
+        "stops the worker from starting, unless the name is marked optional:NAME",
     )
     worker.add_argument("--dev", action="store_true", help="start an embedded dev server + UI")
     worker.add_argument(
@@ -542,6 +544,7 @@ async def _worker(args: argparse.Namespace) -> int:
         raise ConfigError(f"--graceful-shutdown {problem}")
     try:
         servers = mcp_servers(config.file.mcp, args.mcp, source=config.source or "config file")
+        refuse_unstartable(servers)  # before a dev server starts
     except McpConfigError as exc:
         raise ConfigError(str(exc)) from None
     options = WorkerOptions(
