@@ -112,8 +112,14 @@ class McpTools:
             if isinstance(result, list):
                 self._listings[server.name] = result
             elif isinstance(result, McpServerError):
-                self._failed(server, result)
-            elif isinstance(result, BaseException):
+                self._failed(server, str(result))
+            elif isinstance(result, Exception):  # a listing that could not be read
+                self._failed(
+                    server,
+                    f"MCP server {server.name!r}: listing its tools failed: "
+                    f"{type(result).__name__}: {result}",
+                )
+            elif isinstance(result, BaseException):  # cancelled: the worker is stopping
                 raise result
         self._publish()
         self._refreshers = [
@@ -138,7 +144,7 @@ class McpTools:
         try:
             listed = await self._list(config)
         except McpServerError as error:
-            self._failed(config, error)
+            self._failed(config, str(error))
             return
         self.failures[server] = 0
         if listed != self._listings.get(server):
@@ -148,7 +154,7 @@ class McpTools:
     async def _list(self, server: McpServerConfig) -> list[ListedTool]:
         return await self.connections[server.name].list_tools()
 
-    def _failed(self, server: McpServerConfig, error: McpServerError) -> None:
+    def _failed(self, server: McpServerConfig, error: str) -> None:
         """One log line for a failed listing, saying what stays served and when the next
         try is."""
         self.failures[server.name] += 1
