@@ -265,8 +265,9 @@ class ToolLoopWorkflow:
             raise ApplicationError(f"not applied: {written}", type="ReceiptResolution")
         del self._ambiguous[request.key]
         said = resolution_text(request.resolution, view.attempt)
-        for call_id in view.call_ids if said is not None else []:  # for `show`; state only
-            self._event("tools", "decision", said, call_id=call_id)
+        if said is not None:  # what a person decided, for `show` (state only: no command)
+            for call_id in view.call_ids:
+                self._event("tools", "decision", said, call_id=call_id)
         return f"{request.resolution.kind}: applied to {view.tool!r} (attempt {view.attempt})"
 
     @resolve_receipt.validator
