@@ -243,7 +243,7 @@ async def test_the_commands_as_a_person_runs_them(temporal: DevServer, tmp_path:
                 f"turn 1  ? wire {{\"amount\":5,\"to\":\"ana\"}} waits for approval: "
                 f"{typed('approve', workflow_id, 'w1', *connection)} [--reject REASON]"
             ) in shown_out
-            assert "turn 1  <- wire: wired 5 to ana" in shown_out
+            assert "turn 1  <- wire (approved by a person): wired 5 to ana" in shown_out
             assert "Wired, and logged." in shown_out
             assert provider.requests[1].json["messages"][-1]["content"] == "and log it"
 

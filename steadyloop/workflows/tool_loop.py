@@ -123,7 +123,7 @@ with workflow.unsafe.imports_passed_through():
         interrupted_outcome,
     )
     from steadyloop.run.timeline import EventKind, EventPhase, RunEvent, Timeline
-    from steadyloop.stops.budget import CHARS_PER_TOKEN
+    from steadyloop.stops.budget import CHARS_PER_TOKEN, estimate_tokens
     from steadyloop.stream.arguments import parse_tool_call_arguments
     from steadyloop.stream.completion import AssembledTurn, CompletionRequest
     from steadyloop.telemetry.workflow import receipt_decision, traced_tool, traced_turn
@@ -373,7 +373,10 @@ class ToolLoopWorkflow:
                     kept = ""
                     if run.forwarding.enabled:
                         kept = await self._keep_shown_output(run, settled=turn.settled)
-                    raise _Stop("interrupted", f"{why} (the model turn was cancelled){kept}")
+                    counted = self._count_cut_turn()
+                    raise _Stop(
+                        "interrupted", f"{why} (the model turn was cancelled{counted}){kept}"
+                    )
                 message = turn.to_message()
                 self._transcript.append(message)
                 if not turn.tool_calls:
@@ -920,6 +923,24 @@ class ToolLoopWorkflow:
             cause=cause,
         )
         return ""
+
+    def _count_cut_turn(self) -> str:
+        """Count the output of a model turn an interrupt cancelled, for the stop's detail.
+
+        The provider's usage comes in a stream's last chunk, which a cancelled stream
+        never sends: the turn would count 0 tokens though a person read its text. What
+        it showed (the run's partial output) is estimated at `CHARS_PER_TOKEN` a token
+        and added to the completion tokens. Nothing shown (no forwarding, or nothing
+        streamed yet) is nothing measured, and adds nothing. Workflow state only.
+        """
+        partial = self._partial
+        if partial is None or partial.turn != self._turn:
+            return ""
+        tokens = estimate_tokens(len(partial.text) + len(partial.reasoning))
+        if tokens == 0:
+            return ""
+        self._stats.completion_tokens += tokens
+        return f" after about {tokens} output tokens, estimated"
 
     def _event(
         self, phase: EventPhase, kind: EventKind, text: str, call_id: str | None = None
