@@ -73,8 +73,9 @@ def test_printed_commands_keep_the_connection_flags_that_were_given(tmp_path: Pa
     assert plain.command("show", "r-1") == "steadyloop show r-1"
     # A dev worker's hint names its own server's address, whatever was given.
     moved = invocation.with_flag("--address", "127.0.0.1:9")
-    assert moved.command("run", "x") == (
-        f"steadyloop run x --address 127.0.0.1:9 --namespace prod --config {config}"
+    assert moved.command("run", last=["What is 17 * 23?"]) == (
+        f"steadyloop run --address 127.0.0.1:9 --namespace prod --config {config} "
+        "'What is 17 * 23?'"
     )
     with invoked(invocation):
         assert command("show", "r-1").startswith("steadyloop show r-1 --address tc.example")

@@ -24,7 +24,7 @@ import os
 import shlex
 import shutil
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,10 +46,10 @@ class Invocation:
     prog: str = "steadyloop"
     connection: tuple[str, ...] = ()
 
-    def command(self, *words: str, connection: bool = True) -> str:
-        """`steadyloop show ID --address HOST:PORT`: a command to paste, quoted for a shell."""
-        tail = list(self.connection) if connection else []
-        return f"{self.prog} {shlex.join([*words, *tail])}"
+    def command(self, *words: str, last: Sequence[str] = ()) -> str:
+        """`steadyloop show ID --address HOST:PORT`: a command to paste, quoted for a
+        shell; `last` goes after the connection flags (a prompt reads best at the end)."""
+        return f"{self.prog} {shlex.join([*words, *self.connection, *last])}"
 
     def with_flag(self, flag: str, value: str) -> Invocation:
         """This invocation with connection `flag` set to `value` (a dev server's address)."""

@@ -691,7 +691,8 @@ def _run_hint(address: str, endpoints: EndpointSettings) -> str:
     flags = ["--endpoint", default] if needs_endpoint else []
     if default not in endpoints.models:
         flags += ["--model", "MODEL"]
-    return current().with_flag("--address", address).command("run", *flags, "What is 17 * 23?")
+    at_worker = current().with_flag("--address", address)
+    return at_worker.command("run", *flags, last=["What is 17 * 23?"])
 
 
 # -- run and show ---------------------------------------------------------------------
