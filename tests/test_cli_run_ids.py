@@ -20,10 +20,10 @@ from test_cli_worker import cli_environment, start_worker, steadyloop, typed
 
 from steadyloop.cli.demo_conversation import ORDER_PATH, ORDER_TEXT, DemoProvider
 from steadyloop.cli.invocation import Invocation, command, from_arguments, invoked, program_name
-from steadyloop.cli.main import build_parser
+from steadyloop.cli.main import EXIT_USAGE, build_parser, run_cli
 from steadyloop.cli.run_ids import reuse_policy
 from steadyloop.testing.scripted_server import ScriptedServer
-from steadyloop.worker.dev_server import DevServer, dev_server
+from steadyloop.worker.dev_server import DevServer, dev_server, free_port
 
 # -- how a printed command is spelled ----------------------------------------------------
 
@@ -90,6 +90,15 @@ def test_an_ended_runs_id_is_refused_unless_reuse_is_asked_for() -> None:
     assert parser.parse_args(["run", "x", "--id", "a"]).reuse_id is False
     assert parser.parse_args(["run", "x", "--id", "a", "--reuse-id"]).reuse_id is True
     assert parser.parse_args(["resume", "a", "--id", "b", "--reuse-id"]).reuse_id is True
+
+
+def test_reuse_without_an_id_is_a_usage_error_before_any_connection(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    address = f"127.0.0.1:{free_port()}"  # nothing listens: a connection would fail (exit 1)
+    for argv in (["run", "x", "--reuse-id"], ["resume", "a", "--reuse-id"]):
+        assert run_cli([*argv, "--address", address]) == EXIT_USAGE
+        assert "--reuse-id goes with --id ID" in capsys.readouterr().err
 
 
 def test_blank_and_absent_flags_add_nothing() -> None:

@@ -58,7 +58,7 @@ from steadyloop.cli.follow import RunHandle, follow
 from steadyloop.cli.invocation import command, current, from_arguments, invoked
 from steadyloop.cli.progress import ProgressDisplay, partial_lines, result_lines
 from steadyloop.cli.receipts import add_receipts_parser
-from steadyloop.cli.run_ids import add_reuse_flag, start_run
+from steadyloop.cli.run_ids import add_reuse_flag, check_reuse, start_run
 from steadyloop.cli.steering import add_steering_parsers
 from steadyloop.mcp.config import McpConfigError, describe_server, mcp_servers
 from steadyloop.output.forwarding import ForwardingOptions
@@ -734,6 +734,7 @@ async def _run(args: argparse.Namespace) -> int:
         raise ConfigError(
             "--route names the endpoints and models; leave out --endpoint and --model"
         )
+    check_reuse(args)
     sampling = _sampling(args)
     limits = _limits(args)
     _refuse_what_no_run_could_carry(args, config, settings, environ)
@@ -1048,6 +1049,7 @@ def _resume_command(args: argparse.Namespace) -> int:
 
 
 async def _resume(args: argparse.Namespace) -> int:
+    check_reuse(args)
     client, _, stopped, description = await _existing_run(args)
     if description.status == WorkflowExecutionStatus.RUNNING:
         raise ConfigError(

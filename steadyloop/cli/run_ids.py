@@ -41,6 +41,12 @@ def add_reuse_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def check_reuse(args: argparse.Namespace) -> None:
+    """`--reuse-id` names no id by itself: refused (exit 2) before anything connects."""
+    if getattr(args, "reuse_id", False) and not args.id:
+        raise ConfigError(f"{REUSE_FLAG} goes with --id ID: without --id a run gets a new id")
+
+
 def reuse_policy(reuse: bool) -> WorkflowIDReusePolicy:
     """`REJECT_DUPLICATE` unless reuse was asked for on purpose."""
     if reuse:
