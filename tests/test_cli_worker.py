@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import shlex
 import signal
 import sys
 import uuid
@@ -18,6 +19,7 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 
 from steadyloop.cli.demo_conversation import ORDER_PATH, ORDER_TEXT, DemoProvider
+from steadyloop.cli.invocation import program_name
 from steadyloop.run.models import RunInput
 from steadyloop.testing.chunks import Chunk, finish_chunk, role_chunk, text_chunks, usage_chunk
 from steadyloop.testing.scripted_server import Pause, ScriptedServer, sse_response
@@ -97,6 +99,11 @@ async def start_worker(*args: str, environ: dict[str, str]) -> WorkerProcess:
     await asyncio.wait_for(worker.ready.wait(), GUARD_S)
     assert READY in worker.lines, worker.output
     return worker
+
+
+def typed(*words: str) -> str:
+    """A command as the CLI prints it from these tests' processes (`python -m steadyloop`)."""
+    return f"{program_name('/x/steadyloop/__main__.py')} {shlex.join(words)}"
 
 
 async def steadyloop(*args: str, environ: dict[str, str]) -> tuple[int, str]:
@@ -295,7 +302,8 @@ async def test_run_prints_the_answer_as_it_streams_and_resume_carries_on_after_i
             assert code == 3, out
             assert "turn 1  model: The first half,\n" in out  # printed as it streamed
             assert "stop reason: output_interrupted" in out
-            assert "  The first half," in out and "resume the run: steadyloop resume cut-run" in out
+            assert "  The first half," in out
+            assert f"resume the run: {typed('resume', 'cut-run', *connection)}" in out
             assert len(provider.requests) == 1  # the shown attempt was not repeated
 
             code, out = await steadyloop("resume", "cut-run", *connection, environ=environ)
