@@ -4,6 +4,8 @@ that fails any test writing into the user's `~/.steadyloop`.
 Each server starts on first use, once per session, on a port the OS picks, and stops
 when the session ends; a session that selects no real-server test starts neither.
 
+In-process clients get steadyloop.testing's runtime (below).
+
 The guard: steadyloop's defaults (blob store, example tools' outbox and sandbox) live
 under `~/.steadyloop`, so a test that starts a worker or a CLI command without pointing
 them elsewhere writes into the home of whoever runs the suite. Each test's teardown
@@ -19,6 +21,16 @@ from pathlib import Path
 
 import pytest
 from real_servers import ServerProcess, start_llamacpp, start_llmock
+from temporalio.runtime import Runtime
+
+from steadyloop.testing.core_logs import time_skipping_runtime
+
+# Every in-process client of the suite uses the runtime `AgentEnv` uses: the time-skipping
+# test server's workers would otherwise each print core's "Temporal Server 1.16.0 or newer
+# is required" warning (a known limit of that server, see steadyloop/testing/core_logs.py)
+# straight to stderr, into pytest's progress line. Other core logs go to logging, which
+# pytest captures per test.
+Runtime.set_default(time_skipping_runtime(), error_if_already_set=False)
 
 # Read when a test starts, so a suite run with HOME pointed elsewhere guards that home.
 _STEADYLOOP_HOME = "~/.steadyloop"

