@@ -22,12 +22,14 @@ from steadyloop.testing import (
     AgentEnv,
     Happened,
     Pause,
+    RunEnded,
     ScriptedModel,
     ScriptExhausted,
     call,
     sse_response,
     text_chunks,
 )
+from steadyloop.testing import agent_env as agent_env_module
 from steadyloop.tools import ToolRegistry, tool
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -215,3 +217,20 @@ async def test_an_unscripted_request_fails_the_test_naming_what_the_model_was_se
             await env.run(model, "balance?", limits=RunLimits(model_attempts=1))
     message = str(exhausted.value)
     assert "only 1 were scripted" in message and '"content": "100"' in message
+
+
+@pytest.mark.slow
+async def test_approving_a_run_that_has_ended_says_so_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The run has ended before the test asks, so the first look must say so; a short
+    # guard only makes a regression fail fast instead of after 30 s.
+    monkeypatch.setattr(agent_env_module, "WAIT_GUARD_S", 5.0)
+    async with AgentEnv(ledger_tools(Ledger())) as env:
+        running = await env.start(ScriptedModel().calls("balance").says("100"), "balance?")
+        await running.result()
+        with pytest.raises(RunEnded, match=r"^nothing waits: the run ended final_answer "):
+            await running.approve()
+        with pytest.raises(RunEnded, match=r"^nothing waits: the run ended final_answer "):
+            await running.ambiguous()
+        assert await running.ended() == "final_answer"

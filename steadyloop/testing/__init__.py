@@ -14,7 +14,7 @@ provider that is deterministic and needs no key.
 """
 
 from steadyloop.receipts.ledger import DidNotHappen, GiveUp, Happened
-from steadyloop.testing.agent_env import AgentEnv, RunningAgent
+from steadyloop.testing.agent_env import AgentEnv, RunEnded, RunningAgent
 from steadyloop.testing.agent_run import AgentRun, ReceiptRecord, ToolCallRecord
 from steadyloop.testing.chunks import (
     ScriptedCall,
@@ -57,6 +57,7 @@ __all__ = [
     "Pause",
     "ReceiptRecord",
     "RecordedRequest",
+    "RunEnded",
     "RunningAgent",
     "ScriptExhausted",
     "ScriptedCall",

@@ -38,7 +38,7 @@ from datetime import timedelta
 from types import TracebackType
 from typing import Any, TypeVar
 
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
@@ -46,7 +46,14 @@ from steadyloop.activities.model_stream import ModelActivities
 from steadyloop.history.payload_storage import steadyloop_data_converter
 from steadyloop.receipts.ledger import AmbiguityResolution
 from steadyloop.routing.endpoints import EndpointRegistry
-from steadyloop.run.models import AmbiguousCall, ResolveReceipt, RunInput, RunLimits, RunProgress
+from steadyloop.run.models import (
+    AmbiguousCall,
+    ResolveReceipt,
+    RunInput,
+    RunLimits,
+    RunProgress,
+    RunResult,
+)
 from steadyloop.run.steering import ApprovalDecision, PendingApproval, UserMessage
 from steadyloop.temporal_binaries import TemporalBinaryMissing, time_skipping_server_path
 from steadyloop.testing.agent_run import AgentRun
@@ -222,6 +229,11 @@ class AgentEnv:
         return model.respond(request)
 
 
+class RunEnded(AssertionError):
+    """A test waited for a run's state (an approval, an ambiguous call) but the run had
+    already ended: the message says how."""
+
+
 @dataclass
 class RunningAgent:
     """A run in progress: what a person can do to it, and its result.
@@ -243,12 +255,25 @@ class RunningAgent:
         return await self.handle.query(ToolLoopWorkflow.progress)
 
     async def approvals(self, at_least: int = 1) -> list[PendingApproval]:
-        """The calls waiting for a person's approval, once at least `at_least` wait."""
+        """The calls waiting for a person's approval, once at least `at_least` wait.
+        Raises `RunEnded` at once when the run has ended without them."""
         return await _wait_for(
             lambda: self.handle.query(ToolLoopWorkflow.pending_approvals),
             lambda calls: len(calls) >= at_least,
             f"{at_least} call(s) of run {self.id} to wait for approval",
+            ended=self.ended,
         )
+
+    async def ended(self) -> str | None:
+        """How the run ended (its stop reason, or "failed: <why>"); None while it runs."""
+        description = await self.handle.describe()
+        if description.status in (None, WorkflowExecutionStatus.RUNNING):
+            return None
+        try:
+            result: RunResult = await self.handle.result()
+        except WorkflowFailureError as failure:
+            return f"failed: {failure.cause or failure}"
+        return result.stop_reason
 
     async def approve(self, tool: str | None = None) -> str:
         """Approve the waiting call (of `tool`, when several wait); the run's answer."""
@@ -279,6 +304,7 @@ class RunningAgent:
             lambda calls: len(calls) >= at_least,
             f"{at_least} call(s) of run {self.id} to be ambiguous",
             step=lambda: self.env.sleep(1.0),
+            ended=self.ended,
         )
 
     async def resolve(self, resolution: AmbiguityResolution, tool: str | None = None) -> str:
@@ -334,13 +360,19 @@ async def _wait_for(
     what: str,
     *,
     step: Callable[[], Awaitable[None]] | None = None,
+    ended: Callable[[], Awaitable[str | None]] | None = None,
 ) -> T:
+    """Poll `probe` until `done`; a run that has ended is told at once (nothing it could
+    still do would satisfy the wait), anything else after `WAIT_GUARD_S`."""
     loop = asyncio.get_running_loop()
     give_up = loop.time() + WAIT_GUARD_S
     while True:
         value = await probe()
         if done(value):
             return value
+        how = await ended() if ended is not None else None
+        if how is not None:
+            raise RunEnded(f"nothing waits: the run ended {how} (waiting for {what})")
         if loop.time() > give_up:
             raise AssertionError(f"timed out after {WAIT_GUARD_S:g}s waiting for {what}")
         await (step() if step is not None else asyncio.sleep(0.02))
