@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 
-from steadyloop.run.models import RunLimits
 from steadyloop.testing import (
     AgentEnv,
     Happened,
@@ -210,13 +209,19 @@ async def test_two_runs_awaited_at_once_are_refused_with_the_reason() -> None:
 
 
 @pytest.mark.slow
-async def test_an_unscripted_request_fails_the_test_naming_what_the_model_was_sent() -> None:
+async def test_an_unscripted_request_fails_the_test_at_once_naming_what_the_model_was_sent(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     async with AgentEnv(ledger_tools(Ledger())) as env:
         model = ScriptedModel().calls("balance")  # the answer to the balance is not scripted
         with pytest.raises(ScriptExhausted) as exhausted:
-            await env.run(model, "balance?", limits=RunLimits(model_attempts=1))
+            await env.run(model, "balance?")  # the default limits: several model attempts
     message = str(exhausted.value)
-    assert "only 1 were scripted" in message and '"content": "100"' in message
+    assert "sent 2 request(s)" in message and "only 1 were scripted" in message
+    assert '"content": "100"' in message
+    assert len(model.requests) == 2  # the unscripted request was not retried
+    # ... and the worker logged no traceback of it: ScriptExhausted is the one message.
+    assert not [r for r in caplog.records if r.exc_info], caplog.text
 
 
 @pytest.mark.slow
@@ -234,3 +239,7 @@ async def test_approving_a_run_that_has_ended_says_so_at_once(
         with pytest.raises(RunEnded, match=r"^nothing waits: the run ended final_answer "):
             await running.ambiguous()
         assert await running.ended() == "final_answer"
+        # A run stopped by an unscripted request: the script is what to fix.
+        unscripted = await env.start(ScriptedModel().calls("balance"), "balance?")
+        with pytest.raises(ScriptExhausted, match="only 1 were scripted"):
+            await unscripted.approvals()

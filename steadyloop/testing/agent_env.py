@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import tempfile
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
@@ -39,6 +40,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
+from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
@@ -58,7 +60,7 @@ from steadyloop.run.steering import ApprovalDecision, PendingApproval, UserMessa
 from steadyloop.temporal_binaries import TemporalBinaryMissing, time_skipping_server_path
 from steadyloop.testing.agent_run import AgentRun
 from steadyloop.testing.core_logs import time_skipping_runtime
-from steadyloop.testing.scripted_model import ScriptedModel
+from steadyloop.testing.scripted_model import UNSCRIPTED, ScriptedModel
 from steadyloop.testing.scripted_server import RecordedRequest, ScriptedResponse, ScriptedServer
 from steadyloop.tools.registry import ToolRegistry
 from steadyloop.worker.process import WorkerOptions, build_worker
@@ -97,6 +99,7 @@ class AgentEnv:
     # -- lifecycle ---------------------------------------------------------------------
 
     async def __aenter__(self) -> AgentEnv:
+        _quiet_unscripted_failures()
         blobs = tempfile.TemporaryDirectory(prefix="steadyloop-test-blobs-")
         self._stack.append(blobs)
         try:
@@ -261,8 +264,16 @@ class RunningAgent:
             lambda: self.handle.query(ToolLoopWorkflow.pending_approvals),
             lambda calls: len(calls) >= at_least,
             f"{at_least} call(s) of run {self.id} to wait for approval",
-            ended=self.ended,
+            ended=self._ended_or_exhausted,
         )
+
+    async def _ended_or_exhausted(self) -> str | None:
+        """`ended()`, but a run stopped by an unscripted request raises `ScriptExhausted`:
+        the test's script is what to fix, not the wait."""
+        how = await self.ended()
+        if how is not None:
+            self.model.check_script()
+        return how
 
     async def ended(self) -> str | None:
         """How the run ended (its stop reason, or "failed: <why>"); None while it runs."""
@@ -304,7 +315,7 @@ class RunningAgent:
             lambda calls: len(calls) >= at_least,
             f"{at_least} call(s) of run {self.id} to be ambiguous",
             step=lambda: self.env.sleep(1.0),
-            ended=self.ended,
+            ended=self._ended_or_exhausted,
         )
 
     async def resolve(self, resolution: AmbiguityResolution, tool: str | None = None) -> str:
@@ -342,6 +353,21 @@ class RunningAgent:
             self.env._awaiting = None
         self.model.check_script()
         return AgentRun(result=result, workflow_id=self.id, model=self.model)
+
+
+class _DropUnscriptedFailure(logging.Filter):
+    """Drop the worker's "Completing activity as failed" traceback for a request the
+    script did not cover: the test fails with `ScriptExhausted`, which says more."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return not (isinstance(error, ApplicationError) and UNSCRIPTED in error.message)
+
+
+def _quiet_unscripted_failures() -> None:
+    logger = logging.getLogger("temporalio.activity")
+    if not any(isinstance(f, _DropUnscriptedFailure) for f in logger.filters):
+        logger.addFilter(_DropUnscriptedFailure())
 
 
 def _test_server() -> str:

@@ -14,10 +14,13 @@ are streamed over real HTTP by `ScriptedServer` in OpenAI's chunk format, with a
 chunk, so the run counts tokens as it would against a provider.
 
 What this does not do: decide from the request. A run that asks more often than the
-script has entries gets a 500 naming the request, and `AgentEnv.run` raises
+script has entries gets a 400 naming the request, and `AgentEnv.run` raises
 `ScriptExhausted` with what the model was sent last, because an unscripted request is
-always a bug in the test. For a model that answers from the transcript, pass your own
-responder to `ScriptedServer` (as `steadyloop demo` does).
+always a bug in the test. A 400 because the loop does not retry it (it is the request's
+fault, as sent): the run stops at the first unscripted request, where a 500 was retried
+until the run's model attempts were spent, each attempt logging its failure. For a
+model that answers from the transcript, pass your own responder to `ScriptedServer`
+(as `steadyloop demo` does).
 """
 
 from __future__ import annotations
@@ -61,6 +64,11 @@ def call(tool: str, /, *, raw: str | None = None, **arguments: Any) -> Call:
     if raw is not None and arguments:
         raise ValueError("give the arguments as keywords or as raw text, not both")
     return Call(tool, raw if raw is not None else dict(arguments))
+
+
+# In the error every unscripted request is answered with; AgentEnv drops the worker's
+# log of the model activity failing on it (`ScriptExhausted` says it all).
+UNSCRIPTED = "no turn scripted for request"
 
 
 class ScriptExhausted(AssertionError):
@@ -168,8 +176,8 @@ class ScriptedModel:
             return self._script.popleft()
         self.unscripted.append(request)
         return error_response(
-            500,
-            f"scripted model {self.name!r}: no turn scripted for request #{len(self.requests)}",
+            400,  # not retried: the run stops here (see the module docstring)
+            f"scripted model {self.name!r}: {UNSCRIPTED} #{len(self.requests)}",
             type="unscripted",
         )
 
