@@ -12,6 +12,7 @@ import re
 import subprocess
 import sys
 import tomllib
+import warnings
 from datetime import timedelta
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from steadyloop.testing import (
     RunEnded,
     ScriptedModel,
     ScriptExhausted,
+    UnknownToolWarning,
     call,
     sse_response,
     text_chunks,
@@ -243,3 +245,20 @@ async def test_approving_a_run_that_has_ended_says_so_at_once(
         unscripted = await env.start(ScriptedModel().calls("balance"), "balance?")
         with pytest.raises(ScriptExhausted, match="only 1 were scripted"):
             await unscripted.approvals()
+
+
+@pytest.mark.slow
+async def test_a_scripted_call_of_a_tool_the_run_does_not_offer_warns_and_is_listed() -> None:
+    async with AgentEnv(ledger_tools(Ledger())) as env:
+        misspelt = ScriptedModel().calls("balanse").says("done")
+        offers = r"'balanse', which this run does not offer \(it offers: balance, charge\)"
+        with pytest.warns(UnknownToolWarning, match=offers) as warned:
+            run = await env.run(misspelt, "balance?")
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", UnknownToolWarning)
+            known = await env.run(ScriptedModel().calls("balance").says("100"), "balance?")
+    assert [w.filename for w in warned] == [__file__]  # it points at the test's own line
+    assert run.stop_reason == "final_answer"  # the run alone would have passed silently
+    (unknown,) = run.unknown_tool_calls
+    assert unknown.tool == "balanse" and "balanse" in (unknown.result or "")
+    assert known.unknown_tool_calls == []

@@ -29,7 +29,13 @@ from steadyloop.testing.chunks import (
     tool_calls_chunk,
     usage_chunk,
 )
-from steadyloop.testing.scripted_model import Call, ScriptedModel, ScriptExhausted, call
+from steadyloop.testing.scripted_model import (
+    Call,
+    ScriptedModel,
+    ScriptExhausted,
+    UnknownToolWarning,
+    call,
+)
 from steadyloop.testing.scripted_server import (
     Exchange,
     Pause,
@@ -65,6 +71,7 @@ __all__ = [
     "ScriptedResponse",
     "ScriptedServer",
     "ToolCallRecord",
+    "UnknownToolWarning",
     "call",
     "chunk",
     "disconnect",

@@ -33,6 +33,7 @@ import itertools
 import logging
 import tempfile
 import uuid
+import warnings
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -45,6 +46,7 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from steadyloop.activities.model_stream import ModelActivities
+from steadyloop.chains.delegation_tool import DELEGATE_TOOL
 from steadyloop.history.payload_storage import steadyloop_data_converter
 from steadyloop.receipts.ledger import AmbiguityResolution
 from steadyloop.routing.endpoints import EndpointRegistry
@@ -60,8 +62,9 @@ from steadyloop.run.steering import ApprovalDecision, PendingApproval, UserMessa
 from steadyloop.temporal_binaries import TemporalBinaryMissing, time_skipping_server_path
 from steadyloop.testing.agent_run import AgentRun
 from steadyloop.testing.core_logs import time_skipping_runtime
-from steadyloop.testing.scripted_model import UNSCRIPTED, ScriptedModel
+from steadyloop.testing.scripted_model import UNSCRIPTED, ScriptedModel, UnknownToolWarning
 from steadyloop.testing.scripted_server import RecordedRequest, ScriptedResponse, ScriptedServer
+from steadyloop.tools.disclosure import ACTIVATE_PLUGIN_TOOL
 from steadyloop.tools.registry import ToolRegistry
 from steadyloop.worker.process import WorkerOptions, build_worker
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
@@ -193,15 +196,20 @@ class AgentEnv:
         tools: list[str] | None = None,
         limits: RunLimits | None = None,
         workflow_id: str | None = None,
+        _stacklevel: int | None = None,
         **fields: Any,
     ) -> RunningAgent:
-        """Start a run answered by `model`; steer it, then `await running.result()`."""
+        """Start a run answered by `model`; steer it, then `await running.result()`.
+        Warns (`UnknownToolWarning`) when the script calls a tool the run does not offer."""
         if model.name in self._models and self._models[model.name] is not model:
             raise ValueError(f"another ScriptedModel is named {model.name!r} in this env")
         if model.name == "scripted-model":  # the default: give each run its own
             model.name = f"scripted-model-{next(self._numbers)}"
         self._models[model.name] = model
         run = self.run_input(model, prompt, tools=tools, limits=limits, **fields)
+        self._warn_of_unknown_tools(
+            model, run, stacklevel=3 if _stacklevel is None else _stacklevel
+        )
         handle = await self.client.start_workflow(
             ToolLoopWorkflow.run,
             run,
@@ -220,8 +228,27 @@ class AgentEnv:
         **fields: Any,
     ) -> AgentRun:
         """Start a run and await its end (time skips meanwhile)."""
-        running = await self.start(model, prompt, tools=tools, limits=limits, **fields)
+        running = await self.start(
+            model, prompt, tools=tools, limits=limits, _stacklevel=4, **fields
+        )
         return await running.result()
+
+    def _warn_of_unknown_tools(self, model: ScriptedModel, run: RunInput, stacklevel: int) -> None:
+        offered = set(run.tools)
+        for plugin in run.plugins.named:
+            offered.update(self.tools.plugin_tools(plugin))
+        # The loop's own tools, offered when the run delegates or has on-demand plugins.
+        offered.update((ACTIVATE_PLUGIN_TOOL, DELEGATE_TOOL))
+        unknown = sorted({tool for tool in model.scripted_tools if tool not in offered})
+        if unknown:
+            warnings.warn(
+                f"scripted model {model.name!r} calls {', '.join(map(repr, unknown))}, which "
+                f"this run does not offer (it offers: {', '.join(sorted(run.tools)) or 'none'}); "
+                "the run answers such a call with an error and runs nothing "
+                "(run.unknown_tool_calls lists them)",
+                UnknownToolWarning,
+                stacklevel=stacklevel,
+            )
 
     def _respond(self, request: RecordedRequest) -> ScriptedResponse:
         body = request.json

@@ -75,6 +75,16 @@ class ScriptExhausted(AssertionError):
     """The run asked the scripted model for more turns than were scripted."""
 
 
+class UnknownToolWarning(UserWarning):
+    """The script calls a tool the run does not offer (a misspelt name, most often).
+
+    The run answers such a call with an error the model reads and goes on, so the test
+    can pass without the tool ever running. Where the unknown tool is the point of the
+    test, silence it with
+    `@pytest.mark.filterwarnings("ignore::steadyloop.testing.UnknownToolWarning")`.
+    """
+
+
 class ScriptedModel:
     """A queue of model answers (turns and faults), consumed one per request.
 
@@ -89,6 +99,7 @@ class ScriptedModel:
         self._turns = 0
         self.requests: list[RecordedRequest] = []
         self.unscripted: list[RecordedRequest] = []
+        self.scripted_tools: list[str] = []  # the tools the scripted turns call, in order
 
     # -- turns ---------------------------------------------------------------------------
 
@@ -111,6 +122,7 @@ class ScriptedModel:
         self._turns += 1
         chunks: list[dict[str, Any]] = text_chunks(text) if text is not None else []
         if calls:
+            self.scripted_tools += [c.tool for c in calls]
             scripted = [
                 ScriptedCall(c.tool, c.arguments, id=c.id or f"call_{self._turns}_{n}")
                 for n, c in enumerate(calls)
@@ -162,6 +174,19 @@ class ScriptedModel:
     def pending(self) -> int:
         """Scripted entries not yet consumed."""
         return len(self._script)
+
+    @property
+    def offered_tools(self) -> set[str]:
+        """Every tool name any request offered the model (its `tools` list)."""
+        names: set[str] = set()
+        for request in self.requests:
+            body = request.json
+            tools = body.get("tools") if isinstance(body, dict) else None
+            for spec in tools if isinstance(tools, list) else []:
+                function = spec.get("function") if isinstance(spec, dict) else None
+                if isinstance(function, dict) and isinstance(function.get("name"), str):
+                    names.add(function["name"])
+        return names
 
     def sent_messages(self, request: int = -1) -> list[dict[str, Any]]:
         """The `messages` of one request as the model received them (default: the last)."""
