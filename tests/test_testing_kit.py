@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from steadyloop.run.models import RunLimits
 from steadyloop.testing import (
     AgentEnv,
     Happened,
@@ -191,7 +192,6 @@ async def test_a_message_reaches_the_next_request_and_an_interrupt_stops_the_run
 @pytest.mark.slow
 async def test_runs_in_one_env_each_read_their_own_script() -> None:
     async with AgentEnv(ledger_tools(Ledger())) as env:
-        # One after the other: the test server has one clock (see AgentEnv's docstring).
         first = await env.run(ScriptedModel().calls("balance").says("one"), "a")
         second = await env.run(ScriptedModel().errors(503).says("two"), "b")
     assert (first.answer, second.answer) == ("one", "two")
@@ -199,15 +199,27 @@ async def test_runs_in_one_env_each_read_their_own_script() -> None:
 
 
 @pytest.mark.slow
-async def test_two_runs_awaited_at_once_are_refused_with_the_reason() -> None:
+async def test_runs_awaited_at_once_each_end_by_their_own_script_with_time_skipped() -> None:
+    """Three runs awaited together, one waiting out a minute's Retry-After and one running
+    a tool in real time: every workflow task is answered while time skips (awaiting them
+    at once used to release the server's own lock on in-flight tasks: "Workflow timed
+    out"), and the minute still passes in workflow time, not in the test's."""
     async with AgentEnv(ledger_tools(Ledger())) as env:
-        outcomes = await asyncio.gather(
-            env.run(ScriptedModel().says("one"), "a"),
-            env.run(ScriptedModel().says("two"), "b"),
-            return_exceptions=True,
+        limits = RunLimits(deadline_s=24 * 3600)  # a run whose tasks time out hits it
+        runs = await asyncio.gather(
+            env.run(ScriptedModel().says("one"), "a", limits=limits),
+            env.run(ScriptedModel().rate_limited(retry_after=60).says("two"), "b", limits=limits),
+            env.run(ScriptedModel().calls("balance").says("three"), "c", limits=limits),
         )
-    refused = [o for o in outcomes if isinstance(o, RuntimeError)]
-    assert len(refused) == 1 and "one clock" in str(refused[0])
+        # ... and the lock is balanced afterwards: one run alone still skips time.
+        after = await env.run(ScriptedModel().rate_limited(retry_after=60).says("four"), "d")
+    assert [(r.stop_reason, r.answer) for r in runs] == [
+        ("final_answer", "one"),
+        ("final_answer", "two"),
+        ("final_answer", "three"),
+    ]
+    assert runs[1].stats.wall_time_s >= 60 and after.stats.wall_time_s >= 60
+    assert runs[2].calls_to("balance")[0].result == "100"
 
 
 @pytest.mark.slow

@@ -17,29 +17,37 @@ of a day, a `Retry-After` of a minute or a person approving a call the next morn
 cost nothing, but a timer that fires while you are *not* awaiting (say, a 429's backoff
 before the approval you are waiting for) runs in real time. Tools run in real time.
 
+Runs awaited at once: each `result()` unlocks time skipping while it waits, and the
+test server's lock is one counter, shared with the locks it holds itself while a
+workflow task is out with a worker. The SDK's handle unlocks once per await, so two
+runs awaited at once released one of the server's own locks: time skipped while a
+workflow task was in flight, the task timed out every 10 s of skipped time, and the
+run ended "Workflow timed out" at its 10-year execution timeout. `AgentEnv` unlocks
+once for however many runs are awaited (`_time_skipping`), and locks again when the
+last one ends; the SDK's own unlock is turned off for those awaits.
+
 Known limits of the test server (Temporal's, not ours): no custom search attributes
 (delegated child runs, which count a chain through visibility, need the dev server), it
 may drop an activity's last heartbeat details when the activity fails, and it has one
-clock for every workflow. Await one run at a time per environment: two runs awaited at
-once (started together or not) ended "Workflow timed out" here, their timers skipped
-for each other. So `result()` refuses to await a second run while one is awaited,
-saying why; tests that need runs side by side belong on the dev server.
+clock for every workflow: while any run is awaited, every run's timers skip.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import tempfile
 import uuid
 import warnings
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from types import TracebackType
 from typing import Any, TypeVar
 
+from temporalio.api.testservice.v1 import LockTimeSkippingRequest, UnlockTimeSkippingRequest
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
@@ -96,7 +104,8 @@ class AgentEnv:
         self._numbers = itertools.count(1)
         self._stack: list[Any] = []
         self._env: WorkflowEnvironment | None = None
-        self._awaiting: str | None = None  # the run whose result is being awaited
+        self._awaited = 0  # runs whose result is being awaited (time skipping unlocked)
+        self._time_lock = asyncio.Lock()  # orders the unlock and lock calls
         self.task_queue = f"steadyloop-test-{uuid.uuid4().hex[:8]}"
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -157,6 +166,28 @@ class AgentEnv:
         if self._env is None:
             raise RuntimeError("use AgentEnv as `async with AgentEnv(...) as env`")
         return self._env.client
+
+    @contextlib.asynccontextmanager
+    async def _time_skipping(self) -> AsyncIterator[None]:
+        """Time skipping unlocked while at least one run is awaited (see the docstring)."""
+        assert self._env is not None
+        service = self._env.client.test_service
+        async with self._time_lock:
+            self._awaited += 1
+            if self._awaited == 1:
+                await service.unlock_time_skipping(UnlockTimeSkippingRequest())
+        try:
+            with self._env.auto_time_skipping_disabled():
+                yield
+        finally:
+            async with self._time_lock:
+                self._awaited -= 1
+                if self._awaited == 0:
+                    await service.lock_time_skipping(LockTimeSkippingRequest())
+
+    async def _result(self, handle: WorkflowHandle[ToolLoopWorkflow, Any]) -> Any:
+        async with self._time_skipping():
+            return await handle.result()
 
     async def sleep(self, duration: timedelta | float) -> None:
         """Move the test server's clock forward (a person taking their time)."""
@@ -308,7 +339,7 @@ class RunningAgent:
         if description.status in (None, WorkflowExecutionStatus.RUNNING):
             return None
         try:
-            result: RunResult = await self.handle.result()
+            result: RunResult = await self.env._result(self.handle)
         except WorkflowFailureError as failure:
             return f"failed: {failure.cause or failure}"
         return result.stop_reason
@@ -367,17 +398,7 @@ class RunningAgent:
 
     async def result(self) -> AgentRun:
         """Await the run's end (time skips meanwhile) and wrap its result."""
-        if self.env._awaiting is not None:
-            raise RuntimeError(
-                f"run {self.env._awaiting}'s result is already being awaited in this AgentEnv: "
-                "the time-skipping server has one clock, and two runs awaited at once skip "
-                "each other's timers; await one run at a time (or use two environments)"
-            )
-        self.env._awaiting = self.id
-        try:
-            result = await self.handle.result()
-        finally:
-            self.env._awaiting = None
+        result = await self.env._result(self.handle)
         self.model.check_script()
         return AgentRun(result=result, workflow_id=self.id, model=self.model)
 
