@@ -274,3 +274,29 @@ async def test_a_scripted_call_of_a_tool_the_run_does_not_offer_warns_and_is_lis
     (unknown,) = run.unknown_tool_calls
     assert unknown.tool == "balanse" and "balanse" in (unknown.result or "")
     assert known.unknown_tool_calls == []
+
+
+@pytest.mark.slow
+async def test_sleeping_while_a_run_is_awaited_leaves_its_tool_call_in_flight_alone() -> None:
+    """env.sleep unlocks time skipping for its duration; while a result is awaited (time
+    skipping already unlocked) a second unlock would let time skip past the tool's
+    timeout while it runs."""
+    started = asyncio.Event()
+
+    @tool(effect="opaque", timeout=timedelta(seconds=30))
+    async def slow_send(to: str) -> str:
+        """Send, taking a second of real time."""
+        started.set()
+        await asyncio.sleep(1.0)
+        return f"sent to {to}"
+
+    async with AgentEnv(ToolRegistry([slow_send])) as env:
+        model = ScriptedModel().calls("slow_send", to="ana").says("sent")
+        running = await env.start(model, "send to ana")
+        awaited = asyncio.create_task(running.result())
+        await started.wait()
+        await env.sleep(timedelta(hours=2))  # a person takes their time meanwhile
+        run = await awaited
+    assert (run.stop_reason, run.answer) == ("final_answer", "sent")
+    (receipt,) = run.receipts
+    assert (receipt.status, receipt.attempt, receipt.result) == ("completed", 1, "sent to ana")

@@ -190,10 +190,23 @@ class AgentEnv:
             return await handle.result()
 
     async def sleep(self, duration: timedelta | float) -> None:
-        """Move the test server's clock forward (a person taking their time)."""
+        """Move the test server's clock forward (a person taking their time).
+
+        The server's sleep unlocks time skipping for its duration and locks it after: while
+        a run is awaited (skipping already unlocked by `_time_skipping`), that would be a
+        second unlock, so the sleep borrows the outstanding one instead."""
         assert self._env is not None
         seconds = duration.total_seconds() if isinstance(duration, timedelta) else duration
-        await self._env.sleep(seconds)
+        service = self._env.client.test_service
+        async with self._time_lock:
+            borrowed = self._awaited > 0
+            if borrowed:
+                await service.lock_time_skipping(LockTimeSkippingRequest())
+            try:
+                await self._env.sleep(seconds)
+            finally:
+                if borrowed:
+                    await service.unlock_time_skipping(UnlockTimeSkippingRequest())
 
     # -- runs --------------------------------------------------------------------------
 
