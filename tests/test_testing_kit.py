@@ -248,9 +248,9 @@ async def test_approving_a_run_that_has_ended_says_so_at_once(
     async with AgentEnv(ledger_tools(Ledger())) as env:
         running = await env.start(ScriptedModel().calls("balance").says("100"), "balance?")
         await running.result()
-        with pytest.raises(RunEnded, match=r"^nothing waits: the run ended final_answer "):
+        with pytest.raises(RunEnded, match=r"^nothing waits: the run ended final_answer;"):
             await running.approve()
-        with pytest.raises(RunEnded, match=r"^nothing waits: the run ended final_answer "):
+        with pytest.raises(RunEnded, match=r"^nothing waits: the run ended final_answer;"):
             await running.ambiguous()
         assert await running.ended() == "final_answer"
         # A run stopped by an unscripted request: the script is what to fix.

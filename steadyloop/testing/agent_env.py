@@ -459,7 +459,7 @@ async def _wait_for(
             return value
         how = await ended() if ended is not None else None
         if how is not None:
-            raise RunEnded(f"nothing waits: the run ended {how} (waiting for {what})")
+            raise RunEnded(f"nothing waits: the run ended {how}; the test waited for {what}")
         if loop.time() > give_up:
             raise AssertionError(f"timed out after {WAIT_GUARD_S:g}s waiting for {what}")
         await (step() if step is not None else asyncio.sleep(0.02))
