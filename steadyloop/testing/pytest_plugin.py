@@ -103,8 +103,10 @@ def pytest_pycollect_makeitem(
         made = outcome.get_result()
     except BaseException:
         return
-    if not inspect.iscoroutinefunction(obj):
-        return
+    if not inspect.iscoroutinefunction(obj) or not collector.config.pluginmanager.has_plugin(
+        "asyncio"
+    ):
+        return  # without pytest-asyncio the mark is unknown; agent_env says what to install
     for item in made if isinstance(made, list) else [made]:
         if (
             isinstance(item, pytest.Function)
