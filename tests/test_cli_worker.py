@@ -4,11 +4,14 @@ Temporal dev server, and a scripted provider over real HTTP on loopback."""
 from __future__ import annotations
 
 import asyncio
+import atexit
 import os
 import re
 import shlex
+import shutil
 import signal
 import sys
+import tempfile
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -32,13 +35,22 @@ GUARD_S = 120  # how long a step may hang before the test gives up: a guard, not
 READY = "Ctrl-C to stop."
 
 
+# steadyloop's defaults (the blob store first) live under ~/.steadyloop: the commands get
+# a home of their own, one per test process, shared by a test's worker and its commands
+# (they read each other's blobs), so no test writes into the user's home.
+COMMANDS_HOME = tempfile.mkdtemp(prefix="steadyloop-test-home-")
+atexit.register(shutil.rmtree, COMMANDS_HOME, ignore_errors=True)
+
+
 def cli_environment(**extra: str) -> dict[str, str]:
-    """This process's environment without settings that would leak into the commands."""
+    """This process's environment without settings that would leak into the commands,
+    and with `STEADYLOOP_HOME` in a temporary directory (see `COMMANDS_HOME`)."""
     environ = {
         name: value
         for name, value in os.environ.items()
         if not name.startswith(("OPENAI_", "STEADYLOOP_", "TEMPORAL_"))
     }
+    environ["STEADYLOOP_HOME"] = COMMANDS_HOME
     environ.update(extra)
     return environ
 
