@@ -69,9 +69,9 @@ def _dev_servers_on(port: int) -> list[int]:
         except OSError:
             continue
         server = Path(os.fsdecode(argv[0])).name == "temporal" and b"start-dev" in argv
-        if server and b"--port" in argv and str(port).encode() in argv:
-            if _alive(int(entry.name)):
-                found.append(int(entry.name))
+        ours = server and b"--port" in argv and str(port).encode() in argv
+        if ours and _alive(int(entry.name)):
+            found.append(int(entry.name))
     return found
 
 
@@ -147,8 +147,13 @@ def test_the_child_ends_when_the_watch_itself_is_sigkilled() -> None:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_sigterm_is_passed_on_and_the_childs_status_is_the_watchs() -> None:
-    code = "import signal, sys, time; signal.signal(signal.SIGTERM, lambda *_: sys.exit(7)); time.sleep(600)"
-    watch = subprocess.Popen([sys.executable, "-I", str(WATCH), str(os.getpid()), sys.executable, "-c", code])
+    code = (
+        "import signal, sys, time\n"
+        "signal.signal(signal.SIGTERM, lambda *_: sys.exit(7))\n"
+        "time.sleep(600)\n"
+    )
+    command = [sys.executable, "-I", str(WATCH), str(os.getpid()), sys.executable, "-c", code]
+    watch = subprocess.Popen(command)
     try:
         _child_of(watch.pid)
         time.sleep(0.3)  # the child's handler is installed
@@ -184,6 +189,7 @@ async def _start(*args: str, environ: dict[str, str], ready: str) -> asyncio.sub
     )
     assert process.stdout is not None
     lines: list[str] = []
+
     async def read() -> None:
         assert process.stdout is not None
         async for raw in process.stdout:

@@ -65,7 +65,7 @@ def late_reason(tool: str, late: LateToolResult) -> str:
     """The receipt's reason once the late result is known: it did finish."""
     failed = "" if late.outcome.status == "ok" else f" ({late.outcome.status})"
     return (
-        f"attempt {late.attempt} of {tool!r} ran past its timeout, then finished on a "
+        f"attempt {late.attempt} of the opaque tool {tool!r} ran past its timeout, then finished on a "
         f"live worker{failed}: it finished after its timeout, with the result shown below"
     )
 

@@ -1174,9 +1174,9 @@ class ToolLoopWorkflow:
                 reason = late_reason(description.name, late)
             elif why is not None:
                 reason = (
-                    f"attempt {decision.attempt} of {description.name!r} {why}; it may "
-                    "or may not have taken effect, and running it again could repeat "
-                    "the effect"
+                    f"attempt {decision.attempt} of the opaque tool {description.name!r} "
+                    f"{why}; it may or may not have taken effect, and running it again "
+                    "could repeat the effect"
                 )
             view = AmbiguousCall(
                 key=key.text,
