@@ -11,10 +11,12 @@ order a late signal and a timeout may arrive in, and hostile late results.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import time
 import uuid
 from collections.abc import AsyncIterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,7 @@ from temporalio.client import WorkflowHandle
 from temporalio.exceptions import TimeoutType
 
 from steadyloop.cli.receipts import list_lines, waiting_lines
+from steadyloop.receipts.decision import Receipt
 from steadyloop.receipts.ledger import Happened
 from steadyloop.routing.endpoints import EndpointRegistry
 from steadyloop.run.models import AmbiguousCall, ResolveReceipt, RunInput, RunResult
@@ -32,7 +35,7 @@ from steadyloop.testing.chunks import (
     tool_call_chunks,
     usage_chunk,
 )
-from steadyloop.testing.scripted_server import ScriptedServer, sse_response
+from steadyloop.testing.scripted_server import ScriptedResponse, ScriptedServer, sse_response
 from steadyloop.tools import ToolRegistry, tool
 from steadyloop.tools.definition import DEFAULT_TOOL_TIMEOUT
 from steadyloop.tools.payloads import (
@@ -44,7 +47,7 @@ from steadyloop.tools.payloads import (
 from steadyloop.worker.dev_server import DevServer, dev_server
 from steadyloop.worker.process import WorkerOptions, running_worker
 from steadyloop.workflows.late_results import LateResults, kept, lost_text
-from steadyloop.workflows.tool_loop import ToolLoopWorkflow
+from steadyloop.workflows.tool_loop import LEASE_MARGIN, ToolLoopWorkflow
 
 GUARD_S = 60  # how long a step may hang before the test gives up: a guard, not a measure
 
@@ -74,7 +77,7 @@ def _late(key: str = "k", attempt: int = 1, content: str = "sent: 42") -> LateTo
 
 
 def test_the_default_timeout_is_the_30_s_the_words_name() -> None:
-    assert DEFAULT_TOOL_TIMEOUT == timedelta(seconds=30)
+    assert timedelta(seconds=30) == DEFAULT_TOOL_TIMEOUT
     assert lost_text(_description(), TimeoutType.START_TO_CLOSE) == (
         "ran past its 30 s timeout; the worker may still finish it"
     )
@@ -91,21 +94,30 @@ def test_a_heartbeat_timeout_reads_as_a_silent_attempt_not_a_slow_one() -> None:
 # -- the order things arrive in ----------------------------------------------------------
 
 
+def _running(attempt: int) -> Receipt:
+    return Receipt(status="running", attempt=attempt, lease_expires_at=datetime.now(UTC))
+
+
 def test_a_late_result_that_comes_before_the_timeout_is_held_until_it() -> None:
     late = LateResults()
-    assert not late.received(_late())  # the workflow has not seen the timeout yet
-    assert late.timed_out("k", 1, "ran past") == _late()  # noted once it has
+    assert late.received(_late(), _running(1)) == "held"  # the timeout is not seen yet
+    assert late.timed_out("k", 1, "ran past") == _late()  # noted once it is
     assert late.why("k", 1) == "ran past"
 
 
-def test_a_late_result_is_for_its_attempt_only_and_goes_once_settled() -> None:
+def test_a_late_result_is_kept_only_while_its_attempt_owns_the_receipt() -> None:
     late = LateResults()
-    late.timed_out("k", 2, "ran past")
-    assert not late.received(_late(attempt=1))  # a stale attempt's result: not noted
-    assert late.result("k", 2) is None and late.why("k", 1) is None
-    assert late.received(_late(attempt=2))
-    late.settled("k")  # completed after all, or resolved by a person
-    assert late.result("k", 2) is None and late.why("k", 2) is None
+    late.timed_out("k", 1, "ran past")
+    assert late.received(_late(), _running(1)) == "noted"
+    assert late.received(_late(attempt=2, content="other"), _running(1)) == "ignored"
+    assert late.result("k", 1) == _late()  # a stale or foreign attempt replaced nothing
+    done = Receipt(
+        status="completed", attempt=1, lease_expires_at=datetime.now(UTC), result="sent"
+    )
+    assert late.received(_late(), done) == "ignored"  # it completed after all
+    assert late.received(_late(key="nonsense"), None) == "ignored"
+    late.settled("k")  # resolved by a person
+    assert late.result("k", 1) is None and late.why("k", 1) is None
 
 
 def test_a_hostile_late_result_is_kept_encodable_and_bounded() -> None:
@@ -161,13 +173,39 @@ async def temporal() -> AsyncIterator[DevServer]:
 def _registry(notes: Path) -> ToolRegistry:
     @tool(effect="opaque", timeout=timedelta(seconds=1))
     async def slow_note(text: str) -> str:
-        """Write a note, then take longer than the timeout."""
+        """Write a note, then outlast the timeout and the lease after it (so the call is
+        ambiguous before the result comes), ignoring the SDK's cancellation on the way,
+        as a tool blocked in code that cannot be cancelled would."""
         with notes.open("a", encoding="utf-8") as out:
             out.write(text + "\n")
-        await asyncio.sleep(2)
+        until = time.monotonic() + 1 + LEASE_MARGIN.total_seconds() + 4
+        while time.monotonic() < until:
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.sleep(until - time.monotonic())
         return f"noted: {text}"
 
-    return ToolRegistry([slow_note])
+    @tool(effect="opaque", timeout=timedelta(seconds=1))
+    async def stuck_note(text: str) -> str:
+        """Write a note, then never return (the SDK cancels it after its timeout)."""
+        with notes.open("a", encoding="utf-8") as out:
+            out.write(text + "\n")
+        await asyncio.sleep(3600)
+        return "never"
+
+    return ToolRegistry([slow_note, stuck_note])
+
+
+def _one_call(tool_name: str) -> list[ScriptedResponse]:
+    return [
+        sse_response(
+            [
+                *tool_call_chunks([ScriptedCall(tool_name, {"text": "hi"}, id="n1")]),
+                finish_chunk("tool_calls"),
+                usage_chunk(10, 5),
+            ]
+        ),
+        sse_response([*text_chunks("done"), finish_chunk("stop"), usage_chunk(12, 1)]),
+    ]
 
 
 async def _until_ambiguous(
@@ -187,16 +225,7 @@ async def test_a_tool_past_its_timeout_on_a_live_worker_keeps_its_late_result(
     temporal: DevServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     notes = tmp_path / "notes.txt"
-    script = [
-        sse_response(
-            [
-                *tool_call_chunks([ScriptedCall("slow_note", {"text": "hi"}, id="n1")]),
-                finish_chunk("tool_calls"),
-                usage_chunk(10, 5),
-            ]
-        ),
-        sse_response([*text_chunks("done"), finish_chunk("stop"), usage_chunk(12, 1)]),
-    ]
+    script = _one_call("slow_note")
     caplog.set_level(logging.WARNING, logger="temporalio.activity")
     async with ScriptedServer(script) as provider:
         options = WorkerOptions(
@@ -214,6 +243,8 @@ async def test_a_tool_past_its_timeout_on_a_live_worker_keeps_its_late_result(
             waiting = await _until_ambiguous(handle, late=False)
             said = "ran past its 1 s timeout; the worker may still finish it"
             assert waiting.lost == said
+            assert waiting.late_result is None
+            assert said in waiting.reason and "opaque" in waiting.reason
             assert "lost its lease" not in waiting.reason  # the words a crash gets
             waiting = await _until_ambiguous(handle, late=True)
             assert waiting.late_result is not None
@@ -249,3 +280,30 @@ async def test_a_tool_past_its_timeout_on_a_live_worker_keeps_its_late_result(
     warned = [r.getMessage() for r in caplog.records if "after its 1 s timeout" in r.getMessage()]
     assert len(warned) == 1 and "tool 'slow_note' finished" in warned[0]
     assert "Activity not found on completion" in warned[0]  # beside the SDK's own warning
+
+
+@pytest.mark.slow
+async def test_a_tool_the_sdk_cancels_after_its_timeout_is_shown_as_never_returned(
+    temporal: DevServer, tmp_path: Path
+) -> None:
+    notes = tmp_path / "notes.txt"
+    async with ScriptedServer(_one_call("stuck_note")) as provider:
+        options = WorkerOptions(
+            task_queue=f"timeouts-{uuid.uuid4().hex[:8]}",
+            endpoints=EndpointRegistry([provider.endpoint("scripted")]),
+            tools=_registry(notes),
+        )
+        async with running_worker(temporal.client, options):
+            handle = await temporal.client.start_workflow(
+                ToolLoopWorkflow.run,
+                RunInput(endpoint="scripted", model="m", prompt="note", tools=["stuck_note"]),
+                id=f"timeouts-{uuid.uuid4().hex[:8]}",
+                task_queue=options.task_queue,
+            )
+            waiting = await _until_ambiguous(handle, late=True)
+            await handle.cancel()
+    assert waiting.late_result is not None
+    assert waiting.late_result.outcome.error_type == "CancelledAfterTimeout"
+    assert "cancelled before it returned" in waiting.reason
+    shown = "\n".join(list_lines(handle.id, [waiting]))
+    assert "stuck_note was cancelled" in shown and "--happened 'Tool" not in shown

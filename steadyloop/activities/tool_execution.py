@@ -39,7 +39,9 @@ What is *not* turned into a value, on purpose:
   heartbeat would overwrite the progress details a resumable tool records, and would
   prove only that the worker is alive, not that the tool is getting anywhere). A tool
   that returns after its timeout is logged by name, and an opaque one's result is sent
-  to the run (`_report_if_late`), where Temporal would drop it.
+  to the run (`_report_if_late`), where Temporal would drop it. The SDK cancels an
+  attempt about 5 s after its timeout; an opaque tool cancelled so is reported the same
+  way, as never having returned.
 
 Resumable tools (`effect="resumable"`) run with a `ToolProgress`
 (`steadyloop.tools.current_progress()`) built from the invocation's attempt,
@@ -52,6 +54,7 @@ trail on. Pure and opaque tools never heartbeat.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -72,6 +75,7 @@ from steadyloop.tools.content import (
 )
 from steadyloop.tools.context import ToolProgress, invocation_scope
 from steadyloop.tools.payloads import (
+    CANCELLED_AFTER_TIMEOUT,
     DESCRIBE_TOOLS_ACTIVITY,
     LATE_TOOL_RESULT_SIGNAL,
     RUN_TOOL_ACTIVITY,
@@ -180,6 +184,9 @@ class ToolActivities:
                 result = await definition.invoke(validated)
         except ApplicationError:
             raise
+        except asyncio.CancelledError:
+            await _report_cancelled_after_timeout(definition, invocation, started)
+            raise
         except Exception as error:
             outcome = self._tool_error(definition, invocation, error)
         else:
@@ -243,8 +250,37 @@ class ToolActivities:
             limit = max(MIN_CONTENT_BYTES, min(limit, len(content.encode("utf-8"))) // 2)
 
 
+async def _report_cancelled_after_timeout(
+    definition: AnyTool, invocation: ToolInvocation, started: float
+) -> None:
+    """The SDK cancels an attempt a few seconds after its timeout (Temporal no longer
+    waits for it): an opaque tool cancelled that way is reported to the run like a late
+    result, so the person asked about the call learns it never returned. Any other
+    cancellation (an interrupt, a worker shutdown) is the workflow's to report."""
+    try:
+        details = activity.cancellation_details()
+    except Exception:
+        return
+    if details is None or not details.timed_out:
+        return
+    outcome = ToolOutcome(
+        status="tool_error",
+        content=(
+            f"Tool {definition.name!r} was cancelled after its timeout, before it "
+            "returned: it may have taken part of its effect."
+        ),
+        error_type=CANCELLED_AFTER_TIMEOUT,
+    )
+    await _report_if_late(definition, invocation, outcome, started, cancelled=True)
+
+
 async def _report_if_late(
-    definition: AnyTool, invocation: ToolInvocation, outcome: ToolOutcome, started: float
+    definition: AnyTool,
+    invocation: ToolInvocation,
+    outcome: ToolOutcome,
+    started: float,
+    *,
+    cancelled: bool = False,
 ) -> None:
     """Say so when the tool returned after its attempt's timeout, and keep an opaque
     call's result.
@@ -270,15 +306,16 @@ async def _report_if_late(
         )
     except Exception:  # outside a worker (a direct call in a test): nothing to report
         return
-    if overrun < -LATE_MARGIN_S:
+    if overrun < -LATE_MARGIN_S and not cancelled:
         return
     overrun = max(overrun, 0.0)
     sent = definition.effect == "opaque"
     activity.logger.warning(
-        "tool %r finished %.1f s after its %g s timeout (call %s of %s, attempt %d): "
+        "tool %r %s %.1f s after its %g s timeout (call %s of %s, attempt %d): "
         "Temporal no longer waits for this attempt, so its completion is refused "
         "('Activity not found on completion'); %s",
         definition.name,
+        "was cancelled by the SDK, before it returned," if cancelled else "finished",
         overrun,
         limit,
         invocation.call_id,

@@ -47,7 +47,7 @@ from steadyloop.cli.progress import arguments_text, one_line
 from steadyloop.receipts.ledger import DidNotHappen, GiveUp, Happened
 from steadyloop.run.models import AmbiguousCall, ResolveReceipt
 from steadyloop.worker.config import ConfigError
-from steadyloop.workflows.late_results import overrun_text
+from steadyloop.workflows.late_results import never_returned, overrun_text
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -262,6 +262,12 @@ def late_lines(workflow_id: str, call: AmbiguousCall) -> list[str]:
     late = call.late_result
     if late is None:
         return []
+    if never_returned(late):
+        return [
+            f"  {short_key(call.key)}: {call.tool} was cancelled "
+            f"{overrun_text(late.overrun_s)} after its timeout, before it returned; "
+            "it may have taken part of its effect"
+        ]
     result = late.outcome.content
     accept = f"steadyloop receipts {workflow_id} --resolve {short_key(call.key)} --happened "
     if len(result) > LATE_QUOTE_CHARS or not result.isprintable():

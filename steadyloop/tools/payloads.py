@@ -35,6 +35,9 @@ RUN_TOOL_ACTIVITY = "steadyloop.run_tool"
 # The signal a tool activity sends its run when the tool returned after the attempt's
 # timeout: Temporal no longer accepts that attempt's completion (`LateToolResult`).
 LATE_TOOL_RESULT_SIGNAL = "tool_result_after_timeout"
+# `ToolOutcome.error_type` of a late result for an attempt the worker cancelled after
+# its timeout (the SDK does, about 5 s on), before the tool returned.
+CANCELLED_AFTER_TIMEOUT = "CancelledAfterTimeout"
 
 Effect = Literal["pure", "resumable", "opaque"]
 """What running a tool again would do (see shared/DESIGN.md, *effect*):

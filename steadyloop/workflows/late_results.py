@@ -24,15 +24,19 @@ completion and the result was gone, while a person was asked whether the call ha
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from temporalio.exceptions import TimeoutType
 
+from steadyloop.receipts.decision import Receipt
 from steadyloop.tools.content import MAX_TOOL_CONTENT_BYTES, cap_content, utf8_text
-from steadyloop.tools.payloads import LateToolResult, ToolDescription
+from steadyloop.tools.payloads import CANCELLED_AFTER_TIMEOUT, LateToolResult, ToolDescription
 
 # A late result kept for a person, and quoted on a timeline line, is cut to these.
 LATE_CONTENT_BYTES = MAX_TOOL_CONTENT_BYTES
 LATE_QUOTE_CHARS = 120
+
+Arrival = Literal["noted", "held", "ignored"]
 
 
 def lost_text(description: ToolDescription, kind: TimeoutType | None) -> str:
@@ -52,6 +56,11 @@ def lost_text(description: ToolDescription, kind: TimeoutType | None) -> str:
 def late_text(late: LateToolResult) -> str:
     """The timeline line for a late result (shown on the call's answer, which names the
     tool): what came back, and that a person decides."""
+    if never_returned(late):
+        return (
+            f"attempt {late.attempt} was cancelled {overrun_text(late.overrun_s)} after its "
+            "timeout, before it returned (it may have taken part of its effect)"
+        )
     quote = late.outcome.content.replace("\n", " ")
     if len(quote) > LATE_QUOTE_CHARS:
         quote = quote[: LATE_QUOTE_CHARS - 3] + "..."
@@ -62,12 +71,23 @@ def late_text(late: LateToolResult) -> str:
 
 
 def late_reason(tool: str, late: LateToolResult) -> str:
-    """The receipt's reason once the late result is known: it did finish."""
+    """The receipt's reason once the late result is known: it did finish, or never will."""
+    if never_returned(late):
+        return (
+            f"attempt {late.attempt} of the opaque tool {tool!r} ran past its timeout and "
+            "was cancelled before it returned; it may have taken part of its effect"
+        )
     failed = "" if late.outcome.status == "ok" else f" ({late.outcome.status})"
     return (
-        f"attempt {late.attempt} of the opaque tool {tool!r} ran past its timeout, then finished on a "
-        f"live worker{failed}: it finished after its timeout, with the result shown below"
+        f"attempt {late.attempt} of the opaque tool {tool!r} ran past its timeout, then "
+        f"ended on a live worker{failed}: it finished after its timeout, with the result "
+        "shown below"
     )
+
+
+def never_returned(late: LateToolResult) -> bool:
+    """The worker cancelled the attempt after its timeout (the SDK does, about 5 s on)."""
+    return late.outcome.error_type == CANCELLED_AFTER_TIMEOUT
 
 
 def overrun_text(seconds: float) -> str:
@@ -104,12 +124,16 @@ class LateResults:
         self._timed_out[key] = (attempt, why)
         return self.result(key, attempt)
 
-    def received(self, late: LateToolResult) -> bool:
-        """Keep `late` (the caller checked its attempt owns the receipt); True when its
-        attempt is known to have timed out, so it is to be noted now."""
+    def received(self, late: LateToolResult, receipt: Receipt | None) -> Arrival:
+        """Keep `late` if its attempt still owns `receipt` (the row under `late.key`):
+        `noted` when that attempt is known to have timed out (say so now), `held` when
+        the timeout has not been seen yet, `ignored` for a call that moved on (completed,
+        resolved, a newer attempt) or a key with no receipt."""
+        if receipt is None or receipt.status != "running" or receipt.attempt != late.attempt:
+            return "ignored"
         self._results[late.key] = late
         known = self._timed_out.get(late.key)
-        return known is not None and known[0] == late.attempt
+        return "noted" if known is not None and known[0] == late.attempt else "held"
 
     def why(self, key: str, attempt: int) -> str | None:
         """How `attempt` ended, if it timed out."""

@@ -288,13 +288,12 @@ class ToolLoopWorkflow:
         """What a tool returned after its attempt timed out (the worker sends it; Temporal
         refused the completion): kept for the person who resolves the call, while that
         attempt still owns its receipt. Never decides the call (`late_results`)."""
-        receipt = self._receipts.receipts.get(late.key)
-        if receipt is None or receipt.status != "running" or receipt.attempt != late.attempt:
-            workflow.logger.info("a late tool result for a call that has moved on was ignored")
-            return
         late = kept(late)
-        if self._late.received(late):
+        arrival = self._late.received(late, self._receipts.receipts.get(late.key))
+        if arrival == "noted":
             self._note_late(late)
+        elif arrival == "ignored":
+            workflow.logger.info("a late tool result for a call that has moved on was ignored")
 
     def _note_late(self, late: LateToolResult) -> None:
         """A late result of a timed-out attempt: on the timeline, and on the open call."""
