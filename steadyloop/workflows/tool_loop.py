@@ -1359,7 +1359,7 @@ class ToolLoopWorkflow:
                 # notice before another attempt starts beside it.
                 await workflow.sleep(description.heartbeat_timeout or LEASE_MARGIN)
                 self._receipts.fail(key, attempt)
-            return f"Tool {description.name!r} {why}."
+            return f"Tool {description.name!r} timed out: it {why}."
         # An answer the model should read (even a tool's own error) is the call's result.
         self._receipts.complete(key, attempt, outcome.content)
         self._late.settled(key.text)
