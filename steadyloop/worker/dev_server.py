@@ -24,6 +24,7 @@ without them its workflow task would fail over and over.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shlex
 import socket
@@ -46,6 +47,8 @@ from steadyloop.temporal_binaries import (
     dev_server_args,
     dev_server_path,
 )
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_DEV_PORT = 7233
 DEFAULT_DEV_IP = "127.0.0.1"
@@ -123,6 +126,14 @@ def dies_with_this_process(command: str) -> Iterator[str]:
         script = Path(directory) / "temporal"
         script.write_text(f'#!/bin/sh\nexec {line} "$@"\n', encoding="utf-8")
         script.chmod(0o700)
+        if os.name != "posix" or not os.access(script, os.X_OK):  # a noexec temp dir
+            logger.warning(
+                "the dev server runs unwatched (%s cannot hold an executable): it may "
+                "outlive this process if it is killed",
+                directory,
+            )
+            yield command
+            return
         yield str(script)
 
 
