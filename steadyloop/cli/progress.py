@@ -229,11 +229,13 @@ class TranscriptReader:
         if message.role == "tool":
             call_id = message.tool_call_id or ""
             name = self._names.get(call_id, "?")
-            notes = [
-                self._events.pop(seq).text
+            told = [
+                self._events.pop(seq)
                 for seq, event in sorted(self._events.items())
                 if event.phase == "tools" and event.call_id == call_id and call_id
             ]
+            # What a person decided goes first: a long timeout note must not cut it off.
+            notes = [e.text for e in sorted(told, key=lambda e: e.kind != "decision")]
             how = f" ({'; '.join(notes)})" if notes else ""
             return [one_line(f"turn {self._turn}  <- {name}{how}: {message.content or ''}")]
         return []
