@@ -51,6 +51,7 @@ from steadyloop.events.models import (
     TextDeltaEvent,
     parse_event,
 )
+from steadyloop.output.follow import run_over
 from steadyloop.output.forwarding import (
     HOST_EPOCH_MEMO,
     OUTPUT_TOPIC,
@@ -90,7 +91,7 @@ async def run_events(
     while True:
         described = await _describe(host)
         if described is None or described.run_id == drained:
-            if await _run_over(client, workflow_id, run_id):
+            if await run_over(client, workflow_id, run_id):
                 if described is None:
                     raise CursorExpired(
                         after, None, "the run's output host was never started or is gone"
@@ -185,16 +186,3 @@ async def _describe(handle: Any) -> WorkflowExecutionDescription | None:
             return None
         raise
     return description
-
-
-async def _run_over(client: Client, workflow_id: str, run_id: str) -> bool:
-    """Whether the run (the chain that began with `run_id`) has ended.
-
-    The latest execution of the id answers, unless the id was used again since: then
-    that is another run, and ours is over.
-    """
-    described = await client.get_workflow_handle(workflow_id).describe()
-    first = described.raw_description.workflow_execution_info.first_run_id
-    if first and first != run_id:
-        return True
-    return described.status is not None and described.status != WorkflowExecutionStatus.RUNNING
