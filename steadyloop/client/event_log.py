@@ -58,8 +58,9 @@ from steadyloop.output.forwarding import (
     OutputDelta,
     output_stream_id,
 )
+from steadyloop.workflows.output_stream import OutputStreamSummary
 
-__all__ = ["DEFAULT_POLL_S", "MAX_POLL_FAILURES", "host_events", "run_events"]
+__all__ = ["DEFAULT_POLL_S", "MAX_POLL_FAILURES", "host_events", "latest_cursor", "run_events"]
 
 logger = logging.getLogger(__name__)
 
@@ -132,6 +133,29 @@ async def host_events(
         ended = await _describe(host)
         running = ended is None or ended.status == WorkflowExecutionStatus.RUNNING
         drained = None if running or ended is None else ended.run_id
+
+
+async def latest_cursor(client: Client, workflow_id: str, run_id: str) -> str | None:
+    """The cursor of the run's newest event so far (None: nothing published yet).
+
+    For a snapshot: read this first, then the run's state, and follow `after=` it. An
+    event published in between is then both in the snapshot and read again, never in
+    neither. A host that ended answers from its result, with no worker; a running one
+    by query.
+    """
+    host = client.get_workflow_handle(output_stream_id(workflow_id, run_id))
+    described = await _describe(host)
+    if described is None:
+        return None
+    epoch = await described.memo_value(HOST_EPOCH_MEMO, 0, type_hint=int)
+    if described.status == WorkflowExecutionStatus.COMPLETED:
+        ended = client.get_workflow_handle(
+            host.id, run_id=described.run_id, result_type=OutputStreamSummary
+        )
+        offset = (await ended.result(follow_runs=False)).offset
+    else:
+        offset = await WorkflowStreamClient.create(client, host.id).get_offset()
+    return None if offset == 0 else format_cursor(Cursor(epoch, offset - 1))
 
 
 def _check_epoch(position: Cursor | None, epoch: int) -> None:
