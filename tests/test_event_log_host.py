@@ -14,6 +14,7 @@ silent skip forward.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import uuid
 from collections.abc import Coroutine, Iterator
 from contextlib import AsyncExitStack
@@ -43,6 +44,7 @@ from steadyloop.events import (
 )
 from steadyloop.events.publishing import PublishRunEvents
 from steadyloop.output.forwarding import (
+    CLOSE_OUTPUT_STREAM_SIGNAL,
     HOST_EPOCH_MEMO,
     OUTPUT_STREAM_WORKFLOW,
     OUTPUT_TOPIC,
@@ -325,5 +327,30 @@ def test_a_host_that_started_over_refuses_cursors_of_its_old_epoch(lab: Lab) -> 
         assert host.cursor == old
         with pytest.raises(CursorExpired):
             await single_pass(host)
+
+    lab.run(check())
+
+
+def test_an_ended_host_is_read_with_no_worker_at_all(lab: Lab) -> None:
+    """A follower of a finished run reads its log from the host's result: no workflow
+    task, so no worker needs to be up (the run's workers may be long gone)."""
+
+    async def check() -> None:
+        queue = f"gone-{uuid.uuid4().hex[:8]}"
+        host = Host(dataclasses.replace(lab, task_queue=queue))
+        async with Worker(lab.client, task_queue=queue, workflows=[OutputStreamWorkflow]):
+            await host.publish_events(2)
+            await host.publish_text(2)
+            await host.follow(1)
+            await host.publish_events(1, stop=True)
+            handle = lab.client.get_workflow_handle(host.host_id)
+            await handle.signal(CLOSE_OUTPUT_STREAM_SIGNAL)
+            await handle.result()
+        host.over = True
+        # No worker polls `queue` from here: a query or a poll would wait forever.
+        whole = await asyncio.wait_for(single_pass(host), 10)
+        await asyncio.wait_for(host.follow(10), 10)  # the rest, after the cursor it held
+        assert [label(e) for e in whole] == host.published
+        assert host.read == whole
 
     lab.run(check())
