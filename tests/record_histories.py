@@ -117,6 +117,12 @@ SCENARIOS: dict[str, list[ScriptedResponse]] = {
         ),
         _answer("done"),
     ],
+    # Issue 25: the opaque `slow_note` runs past its timeout on a live worker; the worker
+    # signals what it returned late, and a person resolves the call with it.
+    "opaque_timeout_late_result": [
+        _calls(ScriptedCall("slow_note", {"text": "late"}, id="t1")),
+        _answer("done"),
+    ],
     # Forwarding: a silent first attempt retried after a backoff, then an attempt that
     # showed text and stalled, so the run stops `output_interrupted` (and closes its host).
     "forwarded_output_interrupted": [
@@ -357,12 +363,32 @@ async def _follow_to_the_end(loop: Loop, handle: WorkflowHandle[Any, Any]) -> No
     await asyncio.wait_for(follower, 60)
 
 
+async def _resolve_with_the_late_result(loop: Loop, handle: WorkflowHandle[Any, Any]) -> None:
+    """Wait for the worker's late result of the timed-out call, then accept it."""
+    late: list[AmbiguousCall] = []
+
+    async def kept() -> bool:
+        late[:] = await handle.query("ambiguous_receipts", result_type=list[AmbiguousCall])
+        return bool(late) and late[0].late_result is not None
+
+    deadline = asyncio.get_running_loop().time() + 60
+    while not await kept():
+        assert asyncio.get_running_loop().time() < deadline, "no late result came"
+        await asyncio.sleep(0.05)
+    result = late[0].late_result
+    assert result is not None
+    happened = Happened(result=result.outcome.content)
+    update = ResolveReceipt(key=late[0].key, resolution=happened)
+    await handle.execute_update("resolve_receipt", update)
+
+
 # Scenarios in which a person steers the run while it goes.
 DRIVERS: dict[str, Callable[[Loop, WorkflowHandle[Any, Any]], Awaitable[None]]] = {
     "people_in_the_loop": _approve_send_interrupt,
     "event_log_approval_and_replay": _approve_while_followed,
     "interrupted_with_output": _interrupt_once_shown,
     "deadline_keeps_shown_output": _follow_to_the_end,
+    "opaque_timeout_late_result": _resolve_with_the_late_result,
 }
 
 

@@ -28,6 +28,7 @@ from temporalio.worker import Replayer
 
 from steadyloop.events.publishing import PUBLISH_RUN_EVENTS_ACTIVITY
 from steadyloop.history.payload_storage import steadyloop_data_converter
+from steadyloop.tools.payloads import LATE_TOOL_RESULT_SIGNAL
 from steadyloop.workflows.chain_admission import ChainAdmissionWorkflow
 from steadyloop.workflows.delegation import ADMISSION_PATCH
 from steadyloop.workflows.endpoint_health import EndpointHealthWorkflow
@@ -117,6 +118,25 @@ def test_the_recorded_admission_histories_take_the_paths_they_stand_for() -> Non
     assert "steadyloop.measure_chain" not in asked
     assert asked.count("steadyloop.admit_chain_run") >= 3  # registration + each child
     assert "steadyloop.closed_chain_runs" in _activities(_load("chain_admission_entity"))
+
+
+def test_the_recorded_late_result_history_holds_the_workers_signal() -> None:
+    """Issue 25: the run whose opaque call ran past its timeout was signalled what the
+    tool returned late, and a person resolved the call with it (so the replay above
+    covers the signal handler, the timed-out attempt and the resolution)."""
+    history = _load("opaque_timeout_late_result")
+    signals = [
+        event.workflow_execution_signaled_event_attributes.signal_name
+        for event in history.events
+        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED
+    ]
+    assert signals == [LATE_TOOL_RESULT_SIGNAL]
+    timed_out = [
+        event
+        for event in history.events
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT
+    ]
+    assert len(timed_out) == 1
 
 
 @pytest.mark.slow

@@ -62,7 +62,10 @@ async def test_a_lost_tool_attempt_run_again_is_said_on_its_call() -> None:
         result = await loop.run(run_input())
     retried = [e for e in result.timeline if e.kind == "tool_retry"]
     assert [(e.call_id, e.phase) for e in retried] == [("s1", "tools"), ("s1", "tools")]
-    assert retried[0].text.startswith("attempt 1 lost (Tool 'slow' timed out after 0.5s.)")
+    assert retried[0].text.startswith(
+        "attempt 1 lost (Tool 'slow' timed out: it ran past its 0.5 s timeout; the worker "
+        "may still finish it.)"
+    )
     assert result.stats.retries == {"tool_lost": 2}
 
 

@@ -298,6 +298,14 @@ async def test_a_lost_opaque_call_shows_every_receipt_decision_it_went_through(
     assert attr(span, a.RECEIPT_DECISIONS) == ("executed", "waited", "ambiguous", "replayed")
     assert attr(span, a.RECEIPT_DECISION) == "replayed"
     assert attr(span, a.TOOL_EFFECT) == "opaque"
+    # The attempt that ran past its timeout is on the trace, though its own activity
+    # span may never be exported (a worker killed with SIGKILL exports nothing).
+    (lost,) = [e for e in span.events if e.name == a.TOOL_ATTEMPT_LOST_EVENT]
+    assert lost.attributes is not None
+    assert lost.attributes[a.TOOL_ATTEMPT] == 1
+    assert lost.attributes[a.TOOL_LOST_KIND] == "start_to_close"
+    assert "ran past its 0.5 s timeout" in str(lost.attributes[a.TOOL_LOST_REASON])
+    assert attr(span, a.TOOL_ATTEMPTS_LOST) == 1
 
 
 async def test_an_mcp_tools_span_names_the_server_it_is_served_from(

@@ -37,7 +37,11 @@ What is *not* turned into a value, on purpose:
   `start_to_close_timeout` (from `ToolDescription.timeout_s`); the activity does not
   race its own clock against it, and does not heartbeat on a timer (a timer
   heartbeat would overwrite the progress details a resumable tool records, and would
-  prove only that the worker is alive, not that the tool is getting anywhere).
+  prove only that the worker is alive, not that the tool is getting anywhere). A tool
+  that returns after its timeout is logged by name, and an opaque one's result is sent
+  to the run (`_report_if_late`), where Temporal would drop it. The SDK cancels an
+  attempt about 5 s after its timeout; an opaque tool cancelled so is reported the same
+  way, as never having returned.
 
 Resumable tools (`effect="resumable"`) run with a `ToolProgress`
 (`steadyloop.tools.current_progress()`) built from the invocation's attempt,
@@ -50,7 +54,10 @@ trail on. Pure and opaque tools never heartbeat.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import JsonValue, ValidationError
@@ -68,10 +75,13 @@ from steadyloop.tools.content import (
 )
 from steadyloop.tools.context import ToolProgress, invocation_scope
 from steadyloop.tools.payloads import (
+    CANCELLED_AFTER_TIMEOUT,
     DESCRIBE_TOOLS_ACTIVITY,
+    LATE_TOOL_RESULT_SIGNAL,
     RUN_TOOL_ACTIVITY,
     DescribeToolsInput,
     DescribeToolsResult,
+    LateToolResult,
     ToolInvocation,
     ToolOutcome,
     ToolOutcomeStatus,
@@ -84,6 +94,9 @@ INPUT_EXCERPT_CHARS = 120
 PAYLOAD_ENVELOPE_BYTES = 4096
 # The cap never shrinks below this (room for the truncation marker and some text).
 MIN_CONTENT_BYTES = 1024
+# A tool that returns this close to its timeout is reported as late too: the server's
+# clock started before the worker's, so it may already have timed the attempt out.
+LATE_MARGIN_S = 0.5
 
 
 class ToolActivities:
@@ -165,19 +178,28 @@ class ToolActivities:
             progress = ToolProgress(invocation, _heartbeat)
             if invocation.previous_progress:
                 progress.keep_alive()
+        started = time.monotonic()
         try:
             with invocation_scope(invocation, progress):
                 result = await definition.invoke(validated)
         except ApplicationError:
             raise
+        except asyncio.CancelledError:
+            await _report_cancelled_after_timeout(definition, invocation, started)
+            raise
         except Exception as error:
-            return self._tool_error(definition, invocation, error)
-        # The effect happened: from here on nothing may raise (see the module docstring).
-        try:
-            content = encode_result(result)
-        except Exception:  # encode_result replaces rather than raises; this is the backstop
-            content = marker(f"the tool returned a {_type_name(result)} that could not be encoded")
-        return self._outcome("ok", content)
+            outcome = self._tool_error(definition, invocation, error)
+        else:
+            # The effect happened: from here on nothing may raise (see the module docstring).
+            try:
+                content = encode_result(result)
+            except Exception:  # encode_result replaces; this is the backstop
+                content = marker(
+                    f"the tool returned a {_type_name(result)} that could not be encoded"
+                )
+            outcome = self._outcome("ok", content)
+        await _report_if_late(definition, invocation, outcome, started)
+        return outcome
 
     def _tool_error(
         self, definition: AnyTool, invocation: ToolInvocation, error: Exception
@@ -226,6 +248,104 @@ class ToolActivities:
             if size <= ceiling or limit <= MIN_CONTENT_BYTES:
                 return capped
             limit = max(MIN_CONTENT_BYTES, min(limit, len(content.encode("utf-8"))) // 2)
+
+
+async def _report_cancelled_after_timeout(
+    definition: AnyTool, invocation: ToolInvocation, started: float
+) -> None:
+    """The SDK cancels an attempt a few seconds after its timeout (Temporal no longer
+    waits for it): an opaque tool cancelled that way is reported to the run like a late
+    result, so the person asked about the call learns it never returned. Any other
+    cancellation (an interrupt, a worker shutdown) is the workflow's to report."""
+    try:
+        details = activity.cancellation_details()
+    except Exception:
+        return
+    if details is None or not details.timed_out:
+        return
+    outcome = ToolOutcome(
+        status="tool_error",
+        content=(
+            f"Tool {definition.name!r} was cancelled after its timeout, before it "
+            "returned: it may have taken part of its effect."
+        ),
+        error_type=CANCELLED_AFTER_TIMEOUT,
+    )
+    await _report_if_late(definition, invocation, outcome, started, cancelled=True)
+
+
+async def _report_if_late(
+    definition: AnyTool,
+    invocation: ToolInvocation,
+    outcome: ToolOutcome,
+    started: float,
+    *,
+    cancelled: bool = False,
+) -> None:
+    """Say so when the tool returned after its attempt's timeout, and keep an opaque
+    call's result.
+
+    Temporal has then already timed the attempt out and will refuse its completion (the
+    SDK logs "Activity not found on completion", without the tool's name): this warning
+    names the tool beside it. An opaque call's outcome is sent to the run
+    (`LATE_TOOL_RESULT_SIGNAL`), which keeps it for the person asked whether the call
+    happened; a pure or resumable call is run again by the table, so nothing is sent.
+    Late means past the timeout by the worker's own clock or by the server's start
+    time; a call that finished just in time may be sent too, and the run ignores it
+    once its completion arrives. Never raises: the effect has happened.
+    """
+    try:
+        info = activity.info()
+        timeout = info.start_to_close_timeout
+        if timeout is None or not timeout:
+            return
+        limit = timeout.total_seconds()
+        overrun = max(
+            time.monotonic() - started - limit,
+            (datetime.now(UTC) - info.started_time).total_seconds() - limit,
+        )
+    except Exception:  # outside a worker (a direct call in a test): nothing to report
+        return
+    if overrun < -LATE_MARGIN_S and not cancelled:
+        return
+    overrun = max(overrun, 0.0)
+    sent = definition.effect == "opaque"
+    activity.logger.warning(
+        "tool %r %s %.1f s after its %g s timeout (call %s of %s, attempt %d): "
+        "Temporal no longer waits for this attempt, so its completion is refused "
+        "('Activity not found on completion'); %s",
+        definition.name,
+        "was cancelled by the SDK, before it returned," if cancelled else "finished",
+        overrun,
+        limit,
+        invocation.call_id,
+        invocation.workflow_id,
+        invocation.attempt,
+        "its result is sent to the run, for the person who resolves the call"
+        if sent
+        else f"the run runs a {definition.effect} tool again",
+    )
+    if not sent or invocation.idempotency_key is None:
+        return
+    late = LateToolResult(
+        key=invocation.idempotency_key,
+        attempt=invocation.attempt,
+        call_id=invocation.call_id,
+        outcome=outcome,
+        overrun_s=min(overrun, 1e9),
+    )
+    try:
+        run = activity.client().get_workflow_handle(
+            invocation.workflow_id, run_id=info.workflow_run_id
+        )
+        await run.signal(LATE_TOOL_RESULT_SIGNAL, late)
+    except Exception as error:  # the run ended meanwhile, the server is gone: say so
+        activity.logger.warning(
+            "the late result of tool %r (call %s) could not be sent to its run: %s",
+            definition.name,
+            invocation.call_id,
+            error,
+        )
 
 
 def _heartbeat(steps: list[JsonValue]) -> None:

@@ -45,7 +45,7 @@ from steadyloop.cli.progress import (
     approval_line,
     status_line,
 )
-from steadyloop.cli.receipts import waiting_lines
+from steadyloop.cli.receipts import late_lines, waiting_lines
 from steadyloop.output.follow import first_run_id, follow_output
 from steadyloop.run.models import AmbiguousCall, RunProgress, RunResult
 from steadyloop.run.steering import PendingApproval
@@ -115,6 +115,7 @@ async def follow(
     last: RunProgress | None = None
     announced: set[str] = set()  # calls already shown as waiting for approval
     ambiguous: set[str] = set()  # keys of ambiguous calls already shown
+    late: set[str] = set()  # keys whose late result (issue 25) was shown
     try:
         while not result.done():
             progress = await _progress(handle)
@@ -130,6 +131,10 @@ async def follow(
                         if waiting.key not in ambiguous:
                             ambiguous.add(waiting.key)
                             for line in waiting_lines(handle.id, waiting):
+                                display.event(line)
+                        if waiting.late_result is not None and waiting.key not in late:
+                            late.add(waiting.key)  # it finished after its timeout
+                            for line in late_lines(handle.id, waiting):
                                 display.event(line)
                 last = progress
             activity = None

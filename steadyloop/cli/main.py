@@ -77,6 +77,7 @@ from steadyloop.run.resume import TRUTHFUL, NothingToResume, resume_input
 from steadyloop.serving import WorkerDescription
 from steadyloop.stops.stop_text import status_header
 from steadyloop.telemetry import install_from, settings_from
+from steadyloop.tools.registry import ToolRegistry
 from steadyloop.worker.config import (
     CONFIG_ENV,
     DEFAULT_TASK_QUEUE,
@@ -576,7 +577,8 @@ async def _worker(args: argparse.Namespace) -> int:
             )
         for endpoint in endpoints.registry:
             _say(f"  model endpoint {describe_endpoint(endpoint, environ)}")
-        _say(f"  tools ({spec}): {', '.join(tools.names()) or 'none'}")
+        listed = [f"{t.name} (needs approval)" if t.approval else t.name for t in tools]
+        _say(f"  tools ({spec}): {', '.join(listed) or 'none'}")
         if telemetry is not None:
             where = telemetry.settings.endpoint or "the OTEL_EXPORTER_OTLP_* endpoint"
             content = "with" if telemetry.settings.capture_content else "without"
@@ -593,6 +595,10 @@ async def _worker(args: argparse.Namespace) -> int:
         ),
     )
     ready_file: Path | None = args.ready_file
+    served = [tools]  # the registry served, MCP servers' tools included, once known
+
+    def serving(registry: ToolRegistry) -> None:
+        served[0] = registry
 
     def ready(address: str, namespace: str, ui_url: str | None) -> Callable[[], None]:
         def announce() -> None:
@@ -602,7 +608,8 @@ async def _worker(args: argparse.Namespace) -> int:
                 task_queue=options.task_queue,
                 ui_url=ui_url,
                 endpoints=endpoints.models,
-                tools=tools.names(),
+                tools=served[0].names(),
+                approval=[tool.name for tool in served[0] if tool.approval],
             )
             if ready_file is not None:
                 _write_ready_file(ready_file, line)
@@ -630,13 +637,23 @@ async def _worker(args: argparse.Namespace) -> int:
                 _say(f"  start a run from another terminal: {_run_hint(address, endpoints)}")
                 _say("Ctrl-C to stop.")
                 await serve(
-                    server.client, options, stop, ready(address, server.namespace, server.ui_url)
+                    server.client,
+                    options,
+                    stop,
+                    ready(address, server.namespace, server.ui_url),
+                    on_tools=serving,
                 )
         else:
             client = await temporal.connect()
             summary(temporal.address, temporal.namespace)
             _say("Ctrl-C to stop.")
-            await serve(client, options, stop, ready(temporal.address, temporal.namespace, None))
+            await serve(
+                client,
+                options,
+                stop,
+                ready(temporal.address, temporal.namespace, None),
+                on_tools=serving,
+            )
     except RuntimeError as exc:  # the SDK's worker errors: namespace missing, server gone
         _error(f"the worker stopped: {exc}")
         return EXIT_FAILED
@@ -658,10 +675,13 @@ def ready_line(
     ui_url: str | None,
     endpoints: Mapping[str, str],
     tools: Sequence[str],
+    approval: Sequence[str] = (),
 ) -> str:
     """The worker's ready line after `ready `: one line of JSON a script can parse.
 
-    `endpoints` maps each endpoint with a default model to it (no URL, no key).
+    `endpoints` maps each endpoint with a default model to it (no URL, no key);
+    `tools` every tool served, its MCP servers' included; `approval` those of them
+    whose calls wait for a person.
     """
     return json.dumps(
         {
@@ -672,6 +692,7 @@ def ready_line(
             "pid": os.getpid(),
             "endpoints": dict(endpoints),
             "tools": list(tools),
+            "approval": list(approval),
         },
         separators=(", ", ": "),
     )

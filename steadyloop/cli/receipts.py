@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import shlex
 import shutil
 import sys
 from collections.abc import Sequence
@@ -47,6 +48,7 @@ from steadyloop.cli.progress import arguments_text, one_line
 from steadyloop.receipts.ledger import DidNotHappen, GiveUp, Happened
 from steadyloop.run.models import AmbiguousCall, ResolveReceipt
 from steadyloop.worker.config import ConfigError
+from steadyloop.workflows.late_results import never_returned, overrun_text
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -54,6 +56,8 @@ EXIT_FAILED = 1
 SHORT_KEY_LENGTH = 12
 MIN_PREFIX = 4
 REASON_WIDTH = 160
+# A late result quoted in a suggested command at most this long (else: standard input).
+LATE_QUOTE_CHARS = 200
 
 Resolution = Happened | DidNotHappen | GiveUp
 
@@ -222,11 +226,13 @@ def list_lines(
     if not calls:
         return [f"run {workflow_id}: no open ambiguous calls"]
     count = "1 open ambiguous call" if len(calls) == 1 else f"{len(calls)} open ambiguous calls"
+    late = [line for call in calls for line in late_lines(workflow_id, call)]
     return [
         f"run {workflow_id}: {count}, suspended because an earlier attempt may have taken effect",
         "",
         *table_lines(calls, width),
         "",
+        *([*late, ""] if late else []),
         f"resolve one (KEY: a unique prefix of {MIN_PREFIX}+ characters):",
         f"  {command('receipts', workflow_id, '--resolve', 'KEY', '--happened', 'RESULT')}",
         "      it took effect; RESULT is what the model reads as the tool's answer",
@@ -241,11 +247,38 @@ def waiting_lines(workflow_id: str, call: AmbiguousCall) -> list[str]:
     """What following a run prints when a call turns ambiguous: which call, why, and the
     exact commands that list and resolve it (the run waits for a person until then)."""
     resolve = command("receipts", workflow_id, "--resolve", short_key(call.key))
+    how = call.lost or "ended with no outcome"
     return [
         f"  ! {call.tool} {arguments_text(call.arguments)} may already have taken effect "
-        f"(attempt {call.attempt} ended with no outcome); the run waits for a person. "
+        f"(attempt {call.attempt} {how}); the run waits for a person. "
         f"Why, and every open call: {command('receipts', workflow_id)}",
         f"    resolve: {resolve} --happened RESULT | --did-not-happen | --give-up [NOTE]",
+    ]
+
+
+def late_lines(workflow_id: str, call: AmbiguousCall) -> list[str]:
+    """What a timed-out call's tool returned after its timeout (the worker sent it), and
+    the command that accepts it as the call's result; none without one."""
+    late = call.late_result
+    if late is None:
+        return []
+    if never_returned(late):
+        return [
+            f"  {short_key(call.key)}: {call.tool} was cancelled "
+            f"{overrun_text(late.overrun_s)} after its timeout, before it returned; "
+            "it may have taken part of its effect"
+        ]
+    result = late.outcome.content
+    accept = command("receipts", workflow_id, "--resolve", short_key(call.key), "--happened") + " "
+    if len(result) > LATE_QUOTE_CHARS or not result.isprintable():
+        accept += "- (the result on standard input)"
+    else:
+        accept += shlex.quote(result)
+    status = "" if late.outcome.status == "ok" else f" ({late.outcome.status})"
+    return [
+        f"  {short_key(call.key)}: {call.tool} finished {overrun_text(late.overrun_s)} after its "
+        f"timeout, with this result{status}: {one_line(result, REASON_WIDTH)}",
+        f"    it took effect; to give the model that result: {accept}",
     ]
 
 

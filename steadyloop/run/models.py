@@ -42,6 +42,7 @@ from steadyloop.run.bounds import (
 from steadyloop.run.steering import SteeringState
 from steadyloop.run.timeline import RunEvent, Timeline
 from steadyloop.stream.completion import Usage
+from steadyloop.tools.payloads import LateToolResult
 
 # An agent profile's name: what the model types, and half of a `pair_key` ("a|b"), so
 # no "|" and nothing a visibility query or a workflow id would trip on.
@@ -442,7 +443,13 @@ class RunInput(BaseModel):
 
 
 class AmbiguousCall(BaseModel):
-    """A call suspended because an earlier attempt may have taken effect (query view)."""
+    """A call suspended because an earlier attempt may have taken effect (query view).
+
+    `lost`: how the attempt ended when it timed out ("ran past its 30 s timeout; the
+    worker may still finish it"), None when that is not known (a run it resumes).
+    `late_result`: what the tool returned after its timeout, when the worker sent it
+    (`steadyloop.workflows.late_results`): for the person who resolves the call.
+    """
 
     key: str
     tool: str
@@ -450,6 +457,8 @@ class AmbiguousCall(BaseModel):
     attempt: int
     reason: str
     call_ids: list[str]
+    lost: str | None = None
+    late_result: LateToolResult | None = None
 
 
 class ResolveReceipt(BaseModel):

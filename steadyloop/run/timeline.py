@@ -39,6 +39,10 @@ EventKind = Literal[
     "replay",
     # A tool attempt ended without an outcome (timed out, worker lost) and ran again.
     "tool_retry",
+    # An opaque tool's attempt ran past its timeout (or went silent): no outcome yet.
+    "tool_timeout",
+    # A timed-out opaque attempt's tool returned after all; its result is kept.
+    "tool_late",
     # A model attempt failed and the route tried again (same endpoint or the next).
     "model_retry",
     # A model attempt failed and the route stopped (no retry).

@@ -64,6 +64,7 @@ class _TurnNote:
 class _ToolNote:
     span: Span
     decisions: list[str] = field(default_factory=list)
+    lost: int = 0
 
 
 _TURN: contextvars.ContextVar[_TurnNote | None] = contextvars.ContextVar(
@@ -248,6 +249,17 @@ class WorkflowTracing:
             )
             if decision == "replayed":
                 self.instruments.replays.add(1, {a.TOOL_NAME: tool})
+
+    def attempt_lost(self, attempt: int, kind: str, text: str) -> None:
+        note = _TOOL.get()
+        if note is None:
+            return
+        note.lost += 1
+        note.span.add_event(
+            a.TOOL_ATTEMPT_LOST_EVENT,
+            {a.TOOL_ATTEMPT: attempt, a.TOOL_LOST_KIND: kind, a.TOOL_LOST_REASON: text},
+        )
+        note.span.set_attribute(a.TOOL_ATTEMPTS_LOST, note.lost)
 
     def breaker_opened(self, endpoint: str) -> None:
         if _live():

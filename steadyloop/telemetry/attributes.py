@@ -47,6 +47,12 @@ STALL_PHASE = "steadyloop.stall.phase"
 TTFT_S = "steadyloop.time_to_first_token_s"
 RECEIPT_DECISION = "steadyloop.receipt.decision"
 RECEIPT_DECISIONS = "steadyloop.receipt.decisions"
+# A tool attempt that ended with no outcome: an event on its `execute_tool` span.
+TOOL_ATTEMPT_LOST_EVENT = "steadyloop.tool.attempt_lost"
+TOOL_ATTEMPT = "steadyloop.tool.attempt"
+TOOL_LOST_KIND = "steadyloop.tool.lost.kind"
+TOOL_LOST_REASON = "steadyloop.tool.lost.reason"
+TOOL_ATTEMPTS_LOST = "steadyloop.tool.attempts_lost"
 TOOL_EFFECT = "steadyloop.tool.effect"
 TOOL_STATUS = "steadyloop.tool.status"
 MCP_SERVER = "steadyloop.mcp.server"  # the configured server's name: MCP's have none for it

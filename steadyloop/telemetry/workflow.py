@@ -47,6 +47,8 @@ class WorkflowTracingHooks(Protocol):
 
     def receipt_decision(self, kind: str, tool: str) -> None: ...
 
+    def attempt_lost(self, attempt: int, kind: str, text: str) -> None: ...
+
     def breaker_opened(self, endpoint: str) -> None: ...
 
 
@@ -105,6 +107,17 @@ def receipt_decision(kind: str, tool: str) -> None:
     hooks = _hooks()
     if hooks is not None:
         hooks.receipt_decision(kind, tool)
+
+
+def attempt_lost(attempt: int, kind: str, text: str) -> None:
+    """A tool attempt of the current call ended with no outcome (`kind`: Temporal's
+    timeout type, `start_to_close` or `heartbeat`): an event on its `execute_tool` span.
+
+    The attempt's own activity span lived on its worker; a worker killed with SIGKILL
+    never exports it, so without this the trace shows no sign of the attempt."""
+    hooks = _hooks()
+    if hooks is not None:
+        hooks.attempt_lost(attempt, kind, text)
 
 
 def breaker_opened(endpoint: str) -> None:

@@ -32,6 +32,12 @@ from steadyloop.tools.schema_profiles import SchemaProfile
 
 DESCRIBE_TOOLS_ACTIVITY = "steadyloop.describe_tools"
 RUN_TOOL_ACTIVITY = "steadyloop.run_tool"
+# The signal a tool activity sends its run when the tool returned after the attempt's
+# timeout: Temporal no longer accepts that attempt's completion (`LateToolResult`).
+LATE_TOOL_RESULT_SIGNAL = "tool_result_after_timeout"
+# `ToolOutcome.error_type` of a late result for an attempt the worker cancelled after
+# its timeout (the SDK does, about 5 s on), before the tool returned.
+CANCELLED_AFTER_TIMEOUT = "CancelledAfterTimeout"
 
 Effect = Literal["pure", "resumable", "opaque"]
 """What running a tool again would do (see shared/DESIGN.md, *effect*):
@@ -197,6 +203,26 @@ class ToolOutcome(BaseModel):
     def to_message(self, call_id: str) -> ChatMessage:
         """The tool message answering the assistant call `call_id`."""
         return ChatMessage(role="tool", content=self.content, tool_call_id=call_id)
+
+
+class LateToolResult(BaseModel):
+    """What a tool returned after its attempt had timed out, sent to the run as a signal.
+
+    Temporal refuses a timed-out attempt's completion (the SDK logs "Activity not found
+    on completion"), so without this the result of an opaque call that did finish,
+    only late, would be thrown away while a person is asked whether it happened.
+    `key` and `attempt` name the receipt row; the run keeps the result only while that
+    attempt still owns it and has timed out. `overrun_s`: how long after the timeout
+    the tool returned, as the worker measured it.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    key: str
+    attempt: int = Field(ge=1)
+    call_id: str
+    outcome: ToolOutcome
+    overrun_s: float = Field(ge=0, le=1e9, allow_inf_nan=False)
 
 
 def unknown_tool_outcome(name: str, available: list[str]) -> ToolOutcome:

@@ -11,6 +11,11 @@ The UI port is chosen here, not left to the server: the CLI's default (server po
 It is started with `dev_server_args()` (a dynamic config that hands workflow tasks out
 without a 40 ms wait per task; `steadyloop.temporal_binaries` says why).
 
+The server dies with the process that starts it, even one killed with SIGKILL: it runs
+under `steadyloop.worker.parent_watch`, through `dies_with_this_process` (which every
+launcher of a dev server uses: `worker --dev`, the demo, `serve --dev`). Without it a
+killed worker left the server holding its port, and the same command then failed.
+
 The chain search attributes (`steadyloop.chains.search_attributes`) are registered at
 start (`--search-attribute NAME=TYPE`): a run that delegates sets them, and on a server
 without them its workflow task would fail over and over.
@@ -19,9 +24,12 @@ without them its workflow task would fail over and over.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+import shlex
 import socket
 import sys
+import tempfile
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -39,6 +47,8 @@ from steadyloop.temporal_binaries import (
     dev_server_args,
     dev_server_path,
 )
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_DEV_PORT = 7233
 DEFAULT_DEV_IP = "127.0.0.1"
@@ -100,6 +110,33 @@ def _stdout_not_inherited() -> Iterator[None]:
         os.close(saved)
 
 
+@contextlib.contextmanager
+def dies_with_this_process(command: str) -> Iterator[str]:
+    """An executable that runs `command` (with the arguments it is given) and ends it
+    when this process ends, however it ends (`steadyloop.worker.parent_watch` says how).
+
+    For a server started by code that takes only a path, such as
+    `WorkflowEnvironment.start_local(dev_server_existing_path=...)`: the path yielded is
+    a two-line shell script, needed only until the server has been spawned, and removed
+    when the block ends.
+    """
+    watch = Path(__file__).with_name("parent_watch.py")
+    line = shlex.join([sys.executable, "-I", str(watch), str(os.getpid()), command])
+    with tempfile.TemporaryDirectory(prefix="steadyloop-dev-server-") as directory:
+        script = Path(directory) / "temporal"
+        script.write_text(f'#!/bin/sh\nexec {line} "$@"\n', encoding="utf-8")
+        script.chmod(0o700)
+        if os.name != "posix" or not os.access(script, os.X_OK):  # a noexec temp dir
+            logger.warning(
+                "the dev server runs unwatched (%s cannot hold an executable): it may "
+                "outlive this process if it is killed",
+                directory,
+            )
+            yield command
+            return
+        yield str(script)
+
+
 def free_port(ip: str = "127.0.0.1") -> int:
     """A port free right now (another process could take it before it is used)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -143,7 +180,7 @@ async def dev_server(
                 "server?); stop it, or choose free ports with --dev-port/--dev-ui-port"
             )
     try:
-        with _stdout_not_inherited():
+        with _stdout_not_inherited(), dies_with_this_process(cli) as guarded:
             env = await WorkflowEnvironment.start_local(
                 namespace=namespace,
                 data_converter=data_converter,
@@ -151,7 +188,7 @@ async def dev_server(
                 port=port,
                 ui=ui,
                 ui_port=ui_port if ui else None,
-                dev_server_existing_path=cli,
+                dev_server_existing_path=guarded,
                 dev_server_database_filename=str(database) if database is not None else None,
                 dev_server_log_level=log_level,
                 search_attributes=CHAIN_SEARCH_ATTRIBUTE_KEYS,

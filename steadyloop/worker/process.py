@@ -94,6 +94,7 @@ PASSED_THROUGH_WORKFLOW_HELPERS = (
     "steadyloop.workflows.approvals",
     "steadyloop.workflows.compaction_step",
     "steadyloop.workflows.delegation",
+    "steadyloop.workflows.late_results",
     "steadyloop.workflows.payload_ceiling",
     "steadyloop.workflows.routed_turn",
     "steadyloop.workflows.run_timeline",
@@ -182,17 +183,23 @@ async def serve(
     options: WorkerOptions,
     stop: asyncio.Event,
     on_ready: Callable[[], None] | None = None,
+    *,
+    on_tools: Callable[[ToolRegistry], None] | None = None,
 ) -> None:
     """Run a worker until `stop` is set, then shut it down gracefully.
 
     `on_ready` is called once the server lists the worker as a poller of its task queue
-    (or, on a server that cannot say, after `READY_WAIT_S`). Raises what the worker
-    raised if it stopped on its own (a fatal error).
+    (or, on a server that cannot say, after `READY_WAIT_S`). `on_tools`, before that,
+    with the registry the worker serves: its own tools and its MCP servers' (what a
+    ready line lists). Raises what the worker raised if it stopped on its own (a fatal
+    error).
     """
     async with (
         ModelActivities(options.endpoints) as model,
         serving_mcp(options.tools, options.mcp) as tools,
     ):
+        if on_tools is not None:
+            on_tools(tools)
         worker = build_worker(client, replace(options, tools=tools), model)
         run = asyncio.create_task(worker.run(), name="steadyloop-worker")
         stopped = asyncio.create_task(stop.wait(), name="steadyloop-worker-stop")

@@ -125,10 +125,17 @@ with workflow.unsafe.imports_passed_through():
     from steadyloop.stops.budget import CHARS_PER_TOKEN, estimate_tokens
     from steadyloop.stream.arguments import parse_tool_call_arguments
     from steadyloop.stream.completion import AssembledTurn, CompletionRequest
-    from steadyloop.telemetry.workflow import receipt_decision, traced_tool, traced_turn
+    from steadyloop.telemetry.workflow import (
+        attempt_lost,
+        receipt_decision,
+        traced_tool,
+        traced_turn,
+    )
     from steadyloop.tools.disclosure import PluginDisclosure
     from steadyloop.tools.payloads import (
+        LATE_TOOL_RESULT_SIGNAL,
         RUN_TOOL_ACTIVITY,
+        LateToolResult,
         ToolDescription,
         ToolInvocation,
         ToolOutcome,
@@ -151,6 +158,13 @@ with workflow.unsafe.imports_passed_through():
 from steadyloop.workflows.approvals import Approvals
 from steadyloop.workflows.delegation import ChildRuns, innermost_message
 from steadyloop.workflows.event_log import EventLog
+from steadyloop.workflows.late_results import (
+    LateResults,
+    kept,
+    late_reason,
+    late_text,
+    lost_text,
+)
 from steadyloop.workflows.payload_ceiling import PayloadCeiling, payload_bytes
 from steadyloop.workflows.run_events import RunEventNotes
 from steadyloop.workflows.steering import Cut, Steering
@@ -204,6 +218,7 @@ class ToolLoopWorkflow:
         # inherited from the run it resumes (so that run's receipts match).
         self._receipt_scope = ""
         self._ambiguous: dict[str, AmbiguousCall] = {}
+        self._late = LateResults()  # timed-out attempts and what came back late (issue 25)
         self._deadline: datetime | None = None
         self._partial: PartialOutput | None = None
         self._started = datetime.min  # set by `_restore` when the run begins
@@ -271,6 +286,7 @@ class ToolLoopWorkflow:
         if said is not None:  # what a person decided, for `show` (state only: no command)
             for call_id in view.call_ids:
                 self._event("tools", "decision", said, call_id=call_id)
+        self._late.settled(request.key)
         self._notes.decision(
             self._turn, "resolved", key=request.key, detail=said or request.resolution.kind
         )
@@ -281,6 +297,28 @@ class ToolLoopWorkflow:
         if request.key not in self._ambiguous:
             open_keys = ", ".join(self._ambiguous) or "none"
             raise ValueError(f"no ambiguous call with key {request.key!r}; open: {open_keys}")
+
+    @workflow.signal(name=LATE_TOOL_RESULT_SIGNAL)
+    def tool_result_after_timeout(self, late: LateToolResult) -> None:
+        """What a tool returned after its attempt timed out (the worker sends it; Temporal
+        refused the completion): kept for the person who resolves the call, while that
+        attempt still owns its receipt. Never decides the call (`late_results`)."""
+        late = kept(late)
+        arrival = self._late.received(late, self._receipts.receipts.get(late.key))
+        if arrival == "noted":
+            self._note_late(late)
+        elif arrival == "ignored":
+            workflow.logger.info("a late tool result for a call that has moved on was ignored")
+
+    def _note_late(self, late: LateToolResult) -> None:
+        """A late result of a timed-out attempt: on the timeline, and on the open call."""
+        tool = ReceiptKey.from_text(late.key).tool
+        view = self._ambiguous.get(late.key)
+        if view is not None:
+            view.late_result = late
+            view.reason = late_reason(tool, late)
+        call_id = view.call_ids[0] if view is not None and view.call_ids else late.call_id
+        self._event("tools", "tool_late", late_text(late), call_id=call_id)
 
     @workflow.signal
     def interrupt(self, reason: str) -> None:
@@ -1195,13 +1233,28 @@ class ToolLoopWorkflow:
         """Wait for `resolve_receipt` on this call; False if the run stops first."""
         view = self._ambiguous.get(key.text)
         if view is None:
+            # A timeout is told apart from a lost worker, and a result that came back
+            # after it is shown (issue 25).
+            why = self._late.why(key.text, decision.attempt)
+            late = self._late.result(key.text, decision.attempt)
+            reason = decision.reason
+            if late is not None:
+                reason = late_reason(description.name, late)
+            elif why is not None:
+                reason = (
+                    f"attempt {decision.attempt} of the opaque tool {description.name!r} "
+                    f"{why}; it may or may not have taken effect, and running it again "
+                    "could repeat the effect"
+                )
             view = AmbiguousCall(
                 key=key.text,
                 tool=description.name,
                 arguments=invocation.arguments,
                 attempt=decision.attempt,
-                reason=decision.reason,
+                reason=reason,
                 call_ids=[],
+                lost=why,
+                late_result=late,
             )
             self._ambiguous[key.text] = view
         view.call_ids.append(invocation.call_id)
@@ -1358,7 +1411,20 @@ class ToolLoopWorkflow:
                     content=f"Tool {description.name!r} failed: {innermost_message(lost)}",
                     error_type="ToolFailed",
                 )
-            # No outcome: the effect may or may not have happened.
+            # No outcome: the effect may or may not have happened. How it ended (ran
+            # past its timeout, went silent) is said, not "lost" for both (issue 25).
+            why = lost_text(description, cause.type)
+            attempt_lost(attempt, _timeout_kind(cause), why)
+            if description.effect == "opaque":
+                self._event(
+                    "tools",
+                    "tool_timeout",
+                    f"attempt {attempt} {why}",
+                    call_id=invocation.call_id,
+                )
+                early = self._late.timed_out(key.text, attempt, why)
+                if early is not None:  # the worker's signal came before the timeout
+                    self._note_late(early)
             progress = _recorded_progress(cause)
             if progress is not None:
                 self._receipts.record_progress(key, attempt, progress)
@@ -1367,9 +1433,10 @@ class ToolLoopWorkflow:
                 # notice before another attempt starts beside it.
                 await workflow.sleep(description.heartbeat_timeout or LEASE_MARGIN)
                 self._receipts.fail(key, attempt)
-            return f"Tool {description.name!r} timed out after {description.timeout_s:g}s."
+            return f"Tool {description.name!r} timed out: it {why}."
         # An answer the model should read (even a tool's own error) is the call's result.
         self._receipts.complete(key, attempt, outcome.content)
+        self._late.settled(key.text)
         return outcome
 
 
@@ -1380,6 +1447,12 @@ def _initial_transcript(run: RunInput) -> list[ChatMessage]:
     if run.prompt:
         messages.append(ChatMessage(role="user", content=run.prompt))
     return messages
+
+
+def _timeout_kind(timeout: TimeoutError) -> str:
+    """`start_to_close`, `heartbeat`, ...: Temporal's name for what ran out."""
+    kind = timeout.type
+    return "timeout" if kind is None else kind.name.lower()
 
 
 def _recorded_progress(timeout: TimeoutError) -> list[Any] | None:
