@@ -21,6 +21,7 @@ from temporalio.client import Client, WorkflowHandle
 
 from steadyloop.client.event_log import latest_cursor, run_events
 from steadyloop.events import (
+    AmbiguousReceiptEvent,
     ApprovalWaitingEvent,
     DecisionEvent,
     InvalidCursor,
@@ -34,7 +35,8 @@ from steadyloop.events import (
 from steadyloop.output.follow import follow_output
 from steadyloop.output.forwarding import ForwardingOptions
 from steadyloop.receipts.decision import tool_call_args_hash
-from steadyloop.run.models import RunInput
+from steadyloop.receipts.ledger import Happened
+from steadyloop.run.models import AmbiguousCall, ResolveReceipt, RunInput
 from steadyloop.run.steering import ApprovalDecision, PendingApproval
 from steadyloop.testing.chunks import ScriptedCall
 
@@ -155,6 +157,38 @@ async def test_an_approval_waiting_and_the_decision_are_read_live() -> None:
     assert isinstance(rest[-1], StopEvent) and rest[-1].reason == "final_answer"
     assert newest_while_waiting == waiting.cursor  # a snapshot taken then follows from here
     assert newest_at_end == rest[-1].cursor  # the ended host answers from its result
+
+
+async def test_an_ambiguous_receipt_and_its_resolution_are_read_live() -> None:
+    script = [calls(ScriptedCall("slow_note", {"text": "pay invoice"}, id="s1")), answer("ok")]
+    async with running_loop(script) as loop:
+        handle = await loop.start(run_input())
+        assert handle.first_execution_run_id is not None
+        seen: list[RunEventItem] = []
+        stream = run_events(loop.client, handle.id, handle.first_execution_run_id, poll_s=0.02)
+
+        async def until_ambiguous() -> AmbiguousReceiptEvent:
+            async for event in stream:
+                seen.append(event)
+                if isinstance(event, AmbiguousReceiptEvent):
+                    return event
+            raise AssertionError(f"no ambiguous receipt in {seen}")
+
+        waiting = await asyncio.wait_for(until_ambiguous(), READ_GUARD_S)
+        (open_call,) = await handle.query("ambiguous_receipts", result_type=list[AmbiguousCall])
+        resolution = ResolveReceipt(key=open_call.key, resolution=Happened(result="paid"))
+        await handle.execute_update("resolve_receipt", resolution)
+        rest = await read_all(loop.client, handle, waiting.cursor)
+        await stream.aclose()
+
+    assert (waiting.key, waiting.tool, waiting.call_ids) == (open_call.key, "slow_note", ["s1"])
+    assert waiting.attempt == 1 and "opaque" in waiting.reason
+    decision = next(e for e in rest if isinstance(e, DecisionEvent))
+    assert (decision.decision, decision.key) == ("resolved", open_call.key)
+    answered = next(e for e in rest if isinstance(e, ToolResultEvent))
+    assert answered.call_id == "s1" and answered.replayed and answered.text == "paid"
+    assert rest.index(decision) < rest.index(answered)
+    assert isinstance(rest[-1], StopEvent) and rest[-1].reason == "final_answer"
 
 
 async def test_a_reused_workflow_id_never_shows_the_old_runs_output() -> None:
