@@ -17,6 +17,7 @@ from steadyloop.client import (
     ThreadMemo,
 )
 from steadyloop.client.threads import THREAD_MEMO
+from steadyloop.events import RunEventItem, StopEvent, TextDeltaEvent
 
 pytestmark = pytest.mark.slow
 
@@ -189,3 +190,28 @@ async def test_a_start_that_lost_the_race_to_a_run_already_ended_follows_that_ru
     assert sorted(executions) == ["cas/1", "cas/2", "cas/3"]
     users = [m.content for m in result.transcript if m.role == "user"]
     assert users == ["one", "two", "three"]
+
+
+async def test_each_run_of_a_thread_has_its_own_events_read_on_from_any_cursor(
+    tmp_path: Path,
+) -> None:
+    async with client_env(tmp_path) as env:
+        thread = env.client.thread("events")
+        first = await thread.start("alpha", options=env.options(), key="k1")
+        first_events = [e async for e in first.events()]
+        second = await thread.start("beta", key="k2")
+        second_events = [e async for e in second.events()]
+        after_third = [e async for e in second.events(after=second_events[2].cursor)]
+        snapshot = await second.snapshot()
+        after_snapshot = [e async for e in second.events(after=snapshot.cursor)]
+
+    def text(events: list[RunEventItem]) -> str:
+        return "".join(e.text for e in events if isinstance(e, TextDeltaEvent))
+
+    assert text(first_events) == "echo: alpha"
+    # The same thread id again: its events are the new run's alone (issue 25).
+    assert text(second_events) == "echo: beta"
+    assert isinstance(second_events[-1], StopEvent)
+    assert second_events[-1].final_answer == "echo: beta"
+    assert after_third == second_events[3:]
+    assert snapshot.cursor == second_events[-1].cursor and after_snapshot == []
