@@ -54,6 +54,7 @@ from steadyloop.client.errors import (
     RunFailed,
 )
 from steadyloop.client.event_log import run_events
+from steadyloop.client.fanout import EventFanout
 from steadyloop.events import Cursor, RunEventItem, format_cursor
 from steadyloop.output.forwarding import HOST_EPOCH_MEMO, output_stream_id
 from steadyloop.receipts.ledger import AmbiguityResolution
@@ -119,6 +120,7 @@ class RunHandle:
         first_execution_run_id: str | None = None,
         origin: StartOrigin = "opened",
         worker_bound: timedelta = DEFAULT_WORKER_BOUND,
+        fanout: EventFanout | None = None,
     ) -> None:
         self.workflow_id = workflow_id
         self.thread = thread
@@ -126,6 +128,8 @@ class RunHandle:
         self.origin: StartOrigin = origin
         self.worker_bound = worker_bound
         self._client = client
+        # Followers of one run in one process share one reader of its log.
+        self._fanout = fanout if fanout is not None else EventFanout()
         self._first_run_id = first_execution_run_id
         self._handle: WorkflowHandle[Any, Any] = self._pinned()
 
@@ -163,10 +167,15 @@ class RunHandle:
         ending with its stop: text and reasoning deltas, tool calls and their results,
         approvals waiting, ambiguous receipts, the timeline, the stop. Each carries its
         `cursor`; `CursorExpired` when what follows `after` is no longer held (read the
-        snapshot instead), `InvalidCursor` for a cursor this library did not write."""
+        snapshot instead), `InvalidCursor` for a cursor this library did not write.
+        Followers of one run through one client share one reader (`fanout`)."""
         run_id = await self.first_execution_run_id()
         extra: dict[str, Any] = {} if poll_s is None else {"poll_s": poll_s}
-        async for event in run_events(self._client, self.workflow_id, run_id, after, **extra):
+
+        def source(start: str | None) -> AsyncIterator[RunEventItem]:
+            return run_events(self._client, self.workflow_id, run_id, start, **extra)
+
+        async for event in self._fanout.follow(self.workflow_id, run_id, after, source):
             yield event
 
     async def status(self) -> RunStatus:

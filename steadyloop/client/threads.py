@@ -44,6 +44,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from steadyloop.chat import ChatMessage
 from steadyloop.client.errors import ClientError, ThreadBusy, ThreadCannotContinue
+from steadyloop.client.fanout import EventFanout
 from steadyloop.client.options import RunOptions
 from steadyloop.client.runs import (
     DEFAULT_WORKER_BOUND,
@@ -111,8 +112,10 @@ class Thread:
         *,
         task_queue: str,
         worker_bound: timedelta = DEFAULT_WORKER_BOUND,
+        fanout: EventFanout | None = None,
     ) -> None:
         self.id = check_id(thread_id, "a thread id")
+        self._fanout = fanout if fanout is not None else EventFanout()
         self._client = client
         self._task_queue = task_queue
         self._worker_bound = worker_bound
@@ -130,6 +133,7 @@ class Thread:
             number=number,
             first_execution_run_id=first_execution_run_id,
             worker_bound=self._worker_bound,
+            fanout=self._fanout,
         )
 
     async def latest(self) -> RunHandle | None:
