@@ -120,6 +120,8 @@ async def test_a_decision_no_worker_accepted_is_not_lost_and_is_applied_once(
         # The worker is gone: the server takes the approval, no worker accepts it.
         with pytest.raises(NoWorkerAnswered) as unanswered:
             await run.approve(call, key="click")
+        with pytest.raises(NoWorkerAnswered):
+            await run.snapshot()  # its queries need a worker too
         async with env.worker():
             retried = await run.approve(call, key="click")  # the same key, once a worker is back
             result = await run.result()

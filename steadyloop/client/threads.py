@@ -37,6 +37,7 @@ from datetime import timedelta
 from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
+from pydantic_core import PydanticSerializationError
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
@@ -53,7 +54,7 @@ from steadyloop.client.runs import (
     _status_name,
     mint_key,
 )
-from steadyloop.run.bounds import identity_problem
+from steadyloop.run.bounds import identity_problem, text_problem
 from steadyloop.run.models import RunInput, RunResult
 from steadyloop.run.resume import resume_input
 
@@ -163,7 +164,10 @@ class Thread:
         """
         if prompt is None and not messages:
             raise ValueError("a run needs a prompt or messages")
-        given = [ChatMessage.model_validate(m) for m in messages]
+        problem = None if prompt is None else text_problem(prompt)
+        if problem is not None:
+            raise ValueError(f"prompt {problem}")
+        given = [_sendable(number, m) for number, m in enumerate(messages)]
         key = check_id(key, "key") if key is not None else mint_key()
         for _ in range(MAX_START_ROUNDS):
             latest = await self._latest()
@@ -338,6 +342,17 @@ class Thread:
             memo = None
         first = description.raw_description.workflow_execution_info.first_run_id or None
         return _Found(number, _status_name(description.status), memo, first)
+
+
+def _sendable(number: int, message: ChatMessage | dict[str, Any]) -> ChatMessage:
+    """A message the run can carry: valid, and encodable as JSON (a lone surrogate from
+    bytes that were not UTF-8 is not: it would fail at start, or worse, later)."""
+    checked = ChatMessage.model_validate(message)
+    try:
+        checked.model_dump_json()
+    except PydanticSerializationError as error:
+        raise ValueError(f"messages[{number}] cannot be sent: {error}") from None
+    return checked
 
 
 async def _run_input_of(client: Client, handle: WorkflowHandle[Any, Any]) -> RunInput:
