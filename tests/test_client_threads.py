@@ -5,6 +5,7 @@ repeats an effect nor shows another run's output (issue 25)."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -215,3 +216,30 @@ async def test_each_run_of_a_thread_has_its_own_events_read_on_from_any_cursor(
     assert second_events[-1].final_answer == "echo: beta"
     assert after_third == second_events[3:]
     assert snapshot.cursor == second_events[-1].cursor and after_snapshot == []
+
+
+async def test_a_start_right_after_the_stop_event_is_the_follow_up_not_busy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The stop is the run's last event, published just before its workflow closes: a
+    # person who read it and answers at once goes on, rather than hearing "busy". The
+    # start is made to see the run still running (as it does in that moment).
+    async with client_env(tmp_path) as env:
+        thread = env.client.thread("quick")
+        first = await thread.start("turn 1", options=env.options(), key="k1")
+        read = [event async for event in first.events()]  # to its stop
+        assert read[-1].type == "stop"
+        seen = await thread._latest()
+        assert seen is not None
+        await first.result()
+        real = thread._latest
+        reads = iter([replace(seen, status="running")])
+
+        async def still_running() -> object:
+            return next(reads, None) or await real()
+
+        monkeypatch.setattr(thread, "_latest", still_running)
+        second = await thread.start("turn 2", key="k2")
+        result = await second.result()
+    assert (second.workflow_id, second.origin) == ("quick/2", "started")
+    assert [m.content for m in result.transcript if m.role == "user"] == ["turn 1", "turn 2"]

@@ -227,6 +227,24 @@ class RunHandle:
             )
         return RunSnapshot(workflow_id=self.workflow_id, status=status, cursor=cursor)
 
+    async def ended_soon(self) -> bool:
+        """Whether the run, still running, has stopped its loop and then closed within
+        the worker bound (its last steps: closing its log, returning its result). False
+        when it goes on, or when no worker says (it is then treated as going on)."""
+        try:
+            progress: RunProgress = await self._query("progress", RunProgress)
+        except (NoWorkerAnswered, RequestRefused):
+            return False
+        if progress.stop_reason is None:
+            return False
+        try:
+            await asyncio.wait_for(self._handle.result(), self.worker_bound.total_seconds())
+        except TimeoutError:
+            return False
+        except WorkflowFailureError:
+            pass  # it ended all the same; the follow-up says what that means
+        return True
+
     async def pending_approvals(self) -> list[PendingApproval]:
         """The calls waiting for a person's approval (a live worker answers)."""
         waiting: list[PendingApproval] = await self._query(

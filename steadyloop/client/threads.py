@@ -44,7 +44,12 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from steadyloop.chat import ChatMessage
-from steadyloop.client.errors import ClientError, ThreadBusy, ThreadCannotContinue
+from steadyloop.client.errors import (
+    ClientError,
+    RequestRefused,
+    ThreadBusy,
+    ThreadCannotContinue,
+)
 from steadyloop.client.fanout import EventFanout
 from steadyloop.client.options import RunOptions
 from steadyloop.client.runs import (
@@ -184,7 +189,10 @@ class Thread:
                 if attached is not None:
                     return attached
                 if latest.status == "running":
-                    return await self._steer(latest, prompt, given, key, steer)
+                    steered = await self._steer(latest, prompt, given, key, steer)
+                    if steered is None:  # it was ending, and has ended: follow it up
+                        continue
+                    return steered
                 number = latest.number + 1
                 run = await self._follow_up(latest, prompt, given, options)
                 assert latest.memo is not None  # `_attached` refused a foreign run
@@ -235,16 +243,26 @@ class Thread:
         messages: list[ChatMessage],
         key: str,
         steer: bool,
-    ) -> RunHandle:
+    ) -> RunHandle | None:
+        """The running run, given the message (`steer`), or `ThreadBusy`; None when the
+        run was already stopping and has ended since (a follow-up is due, not a steer:
+        a person who just read its stop event expects to go on)."""
         workflow_id = run_workflow_id(self.id, latest.number)
+        handle = self.run(latest.number, first_execution_run_id=latest.first_execution_run_id)
+        if await handle.ended_soon():
+            return None
         if not steer:
             raise ThreadBusy(self.id, workflow_id)
         if prompt is None or messages:
             raise ValueError(
                 "steer=True gives the running run one message: pass it as prompt, without messages"
             )
-        handle = self.run(latest.number, first_execution_run_id=latest.first_execution_run_id)
-        await handle.send(prompt, key=key)  # the key is the update id: sent once
+        try:
+            await handle.send(prompt, key=key)  # the key is the update id: sent once
+        except RequestRefused:
+            if await handle.ended_soon():  # it began to stop in between
+                return None
+            raise
         handle.origin = "steered"
         return handle
 
