@@ -77,6 +77,7 @@ async def test_approve_by_call_id_needs_the_sha_reviewed_and_names_what_waits(
         answer = await run.approve("call_0", call.arguments_sha256[:8], key="right")
         await run.result()
     assert wrong.value.waiting == [call] and "transfer" in str(wrong.value)
+    assert "you reviewed SHA 000000000000" in str(wrong.value)
     assert still == [call]  # nothing was decided by the refused requests
     assert answer == "approved 'transfer' call 'call_0'"
     assert env.transfers == ["100 to acme"]

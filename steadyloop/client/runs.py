@@ -26,6 +26,7 @@ idempotent by nature (the first reason given is the one the run keeps).
 from __future__ import annotations
 
 import asyncio
+import re
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from datetime import timedelta
@@ -351,8 +352,11 @@ class RunHandle:
             return await self._update("approve_call", decision, key=key, what=what)
         except RequestRefused as refused:
             waiting_now = await self.pending_approvals()
+            detail = refused.reason
+            if decision.tool is None:  # sent unbound: nothing waited under it with that SHA
+                detail = f"you reviewed SHA {decision.arguments_sha256}"
             raise NotTheCallReviewed(
-                self.workflow_id, decision.call_id, waiting_now, detail=refused.reason
+                self.workflow_id, decision.call_id, waiting_now, detail=detail
             ) from None
 
     async def _update(self, name: str, argument: Any, *, key: str | None, what: str) -> str:
@@ -445,10 +449,11 @@ def _status_name(status: WorkflowExecutionStatus | None) -> RunStatus:
 
 
 def _cause_text(error: BaseException | None) -> str:
-    """The messages of an exception chain, outermost first, each once."""
+    """The messages of an exception chain, outermost first, each once (without the
+    `ValueError: ` a validator's refusal is prefixed with)."""
     messages: list[str] = []
     while error is not None:
-        text = str(error).strip()
+        text = re.sub(r"^[A-Za-z]*Error: ", "", str(error).strip())
         if text and text not in messages:
             messages.append(text)
         error = error.__cause__
