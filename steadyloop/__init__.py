@@ -46,6 +46,7 @@ with workflow.unsafe.imports_passed_through():
     from steadyloop.chat import ChatMessage, FunctionCall, ToolCall, ToolSpec
     from steadyloop.client import (
         ClientError,
+        ConfigError,
         CursorExpired,
         InvalidCursor,
         NotTheCallReviewed,
@@ -58,6 +59,7 @@ with workflow.unsafe.imports_passed_through():
         RunOptions,
         RunSnapshot,
         SteadyloopClient,
+        TemporalUnreachable,
         Thread,
         ThreadBusy,
         ThreadCannotContinue,
@@ -148,6 +150,7 @@ __all__ = [
     "ClientError",
     "CompletionDefect",
     "CompletionRequest",
+    "ConfigError",
     "CursorExpired",
     "Delegation",
     "DepthLimit",
@@ -195,6 +198,7 @@ __all__ = [
     "StreamFailed",
     "StreamFailure",
     "StreamStats",
+    "TemporalUnreachable",
     "TenantCeilingLimit",
     "TenantCeilingRule",
     "TenantRateLimit",

@@ -123,3 +123,10 @@ def test_the_client_api_is_exported_from_the_package() -> None:
         assert name in steadyloop.__all__ and getattr(steadyloop, name) is not None
     for error in ("ThreadBusy", "RunEnded", "NotTheCallReviewed", "NoWorkerAnswered"):
         assert issubclass(getattr(steadyloop, error), steadyloop.ClientError)
+
+
+async def test_connect_says_what_is_wrong_with_the_settings_or_the_address() -> None:
+    with pytest.raises(steadyloop.ConfigError, match="STEADYLOOP_BLOB_THRESHOLD"):
+        await steadyloop.connect(environ={"STEADYLOOP_BLOB_THRESHOLD": "lots"})
+    with pytest.raises(steadyloop.TemporalUnreachable, match=r"127\.0\.0\.1:1 .*worker --dev"):
+        await steadyloop.connect("127.0.0.1:1", environ={})
