@@ -12,6 +12,7 @@ import pytest
 import steadyloop
 from steadyloop.client import RunOptions, SteadyloopClient
 from steadyloop.client.options import CONVERSATION_FIELDS
+from steadyloop.client.threads import _Found
 from steadyloop.run.models import RunInput
 
 
@@ -130,3 +131,32 @@ async def test_connect_says_what_is_wrong_with_the_settings_or_the_address() -> 
         await steadyloop.connect(environ={"STEADYLOOP_BLOB_THRESHOLD": "lots"})
     with pytest.raises(steadyloop.TemporalUnreachable, match=r"127\.0\.0\.1:1 .*worker --dev"):
         await steadyloop.connect("127.0.0.1:1", environ={})
+
+
+@pytest.mark.parametrize(("runs", "known"), [(0, 0), (1, 0), (37, 0), (37, 20), (37, 37), (64, 1)])
+async def test_the_latest_run_is_found_in_logarithmic_describes(runs: int, known: int) -> None:
+    thread = client().thread("t")
+    probed: list[int] = []
+
+    async def describe(number: int) -> _Found | None:
+        probed.append(number)
+        return _Found(number, "completed", None, None) if 1 <= number <= runs else None
+
+    thread._describe = describe  # type: ignore[method-assign]
+    thread._known = known
+    found = await thread._latest()
+    assert (found.number if found else 0) == runs
+    assert thread._known == runs
+    assert len(probed) <= 2 * max(runs - known, 1).bit_length() + 2
+
+
+async def test_a_run_the_thread_knew_of_that_is_gone_starts_the_search_over() -> None:
+    thread = client().thread("t")
+
+    async def describe(number: int) -> _Found | None:
+        return _Found(number, "completed", None, None) if number <= 3 else None
+
+    thread._describe = describe  # type: ignore[method-assign]
+    thread._known = 9  # e.g. its runs were deleted by the namespace's retention
+    found = await thread._latest()
+    assert found is not None and found.number == 3
