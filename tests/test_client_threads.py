@@ -5,6 +5,7 @@ repeats an effect nor shows another run's output (issue 25)."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 from dataclasses import replace
 from pathlib import Path
 
@@ -243,3 +244,34 @@ async def test_a_start_right_after_the_stop_event_is_the_follow_up_not_busy(
         result = await second.result()
     assert (second.workflow_id, second.origin) == ("quick/2", "started")
     assert [m.content for m in result.transcript if m.role == "user"] == ["turn 1", "turn 2"]
+
+
+async def test_starts_racing_runs_that_end_at_once_make_one_chain_with_no_overlap(
+    tmp_path: Path,
+) -> None:
+    # Eight clients start follow-ups together, on runs that answer at once: some starts
+    # follow a run that ended a moment ago, some lose the race for an id. Whatever won,
+    # the thread's runs are one chain: each began after the one before it closed, and
+    # each carried all of it (no follow-up of an older run, dropping a newer one).
+    async with client_env(tmp_path) as env:
+        seed = await env.client.thread("chain").start("seed", options=env.options(), key="s")
+        await seed.result()
+        outcomes = await asyncio.gather(
+            *(env.client.thread("chain").start(f"p{n}", key=f"k{n}") for n in range(8)),
+            return_exceptions=True,
+        )
+        for outcome in outcomes:
+            if not isinstance(outcome, BaseException):
+                await outcome.result()
+        latest = await env.client.thread("chain").latest()
+        assert latest is not None and latest.number is not None
+        runs = [env.client.thread("chain").run(n) for n in range(1, latest.number + 1)]
+        described = [await run.temporal_handle.describe() for run in runs]
+        transcripts = [(await run.result()).transcript for run in runs]
+    assert all(isinstance(o, ThreadBusy) for o in outcomes if isinstance(o, BaseException))
+    started = [o for o in outcomes if not isinstance(o, BaseException)]
+    assert {o.origin for o in started} == {"started"} and len(started) == len(runs) - 1
+    for before, after in itertools.pairwise(described):
+        assert before.close_time is not None and before.close_time <= after.start_time
+    for earlier, later in itertools.pairwise(transcripts):
+        assert later[: len(earlier)] == earlier
