@@ -14,6 +14,7 @@ silent skip forward.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import uuid
 from collections.abc import Coroutine, Iterator
 from contextlib import AsyncExitStack
@@ -43,6 +44,7 @@ from steadyloop.events import (
 )
 from steadyloop.events.publishing import PublishRunEvents
 from steadyloop.output.forwarding import (
+    CLOSE_OUTPUT_STREAM_SIGNAL,
     HOST_EPOCH_MEMO,
     OUTPUT_STREAM_WORKFLOW,
     OUTPUT_TOPIC,
@@ -268,18 +270,39 @@ def test_events_read_across_reconnects_equal_the_single_pass_read(
 def test_a_host_rolls_over_and_restarts_after_an_idle_close_with_its_offsets_going_on(
     lab: Lab,
 ) -> None:
-    """The interleaving the property must cover, made certain: several continue-as-new
-    of the host and two idle closes, a follower reading between each."""
+    """The interleaving the property must cover, made certain: the host continues-as-new
+    (publishes go on until it has, twice), closes when idle twice and is started again,
+    a follower reading between each."""
 
     async def check() -> None:
-        steps: list[Step] = [("events", 3), ("text", 3)] * 12 + [("follow", 5), ("idle", 0)]
-        steps += [("events", 2), ("follow", 3), ("idle", 0), ("text", 2), ("follow", 40)]
-        host = await play(lab, steps)
+        host = Host(lab)
+        await publish_until(host, executions=3)
+        await host.follow(5)
+        await host.idle_close()
+        await host.publish_events(2)
+        await host.follow(3)
+        await host.idle_close()
+        await host.publish_text(2)
+        await host.publish_events(1, stop=True)
+        host.over = True
+        await host.follow(len(host.published))
         assert [label(e) for e in host.read] == host.published
-        assert len(host.executions) >= 4  # rolled over, and started again twice
+        assert len(host.executions) >= 5  # rolled over twice, and started again twice
         assert host.read == await single_pass(host)
 
     lab.run(check())
+
+
+async def publish_until(host: Host, *, executions: int) -> None:
+    """Publish (events and text by turns) until the host has had `executions` executions:
+    signals that arrive together share a workflow task, so no count of publishes is
+    sure to fill its history."""
+    for _ in range(200):
+        if len(host.executions) >= executions:
+            return
+        await host.publish_events(3)
+        await host.publish_text(3)
+    raise AssertionError(f"the host had {len(host.executions)} executions")
 
 
 def test_a_cursor_behind_the_hosts_retention_raises_naming_the_oldest_held(lab: Lab) -> None:
@@ -294,9 +317,7 @@ def test_a_cursor_behind_the_hosts_retention_raises_naming_the_oldest_held(lab: 
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             memo={HOST_EPOCH_MEMO: 0},
         )
-        for _ in range(20):
-            await host.publish_events(1)
-        assert len(host.executions) >= 2  # it rolled over, dropping its oldest items
+        await publish_until(host, executions=2)  # it rolled over, dropping its oldest items
         host.cursor = "000000-000000000000"  # a follower that read only the first item
         with pytest.raises(CursorExpired) as raised:
             await host.follow(1)
@@ -325,5 +346,30 @@ def test_a_host_that_started_over_refuses_cursors_of_its_old_epoch(lab: Lab) -> 
         assert host.cursor == old
         with pytest.raises(CursorExpired):
             await single_pass(host)
+
+    lab.run(check())
+
+
+def test_an_ended_host_is_read_with_no_worker_at_all(lab: Lab) -> None:
+    """A follower of a finished run reads its log from the host's result: no workflow
+    task, so no worker needs to be up (the run's workers may be long gone)."""
+
+    async def check() -> None:
+        queue = f"gone-{uuid.uuid4().hex[:8]}"
+        host = Host(dataclasses.replace(lab, task_queue=queue))
+        async with Worker(lab.client, task_queue=queue, workflows=[OutputStreamWorkflow]):
+            await host.publish_events(2)
+            await host.publish_text(2)
+            await host.follow(1)
+            await host.publish_events(1, stop=True)
+            handle = lab.client.get_workflow_handle(host.host_id)
+            await handle.signal(CLOSE_OUTPUT_STREAM_SIGNAL)
+            await handle.result()
+        host.over = True
+        # No worker polls `queue` from here: a query or a poll would wait forever.
+        whole = await asyncio.wait_for(single_pass(host), 10)
+        await asyncio.wait_for(host.follow(10), 10)  # the rest, after the cursor it held
+        assert [label(e) for e in whole] == host.published
+        assert host.read == whole
 
     lab.run(check())
