@@ -43,7 +43,6 @@ from temporalio.client import (
     WorkflowUpdateFailedError,
     WorkflowUpdateRPCTimeoutOrCancelledError,
 )
-from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.service import RPCError, RPCStatusCode
 
 from steadyloop.chat import ChatMessage
@@ -54,10 +53,9 @@ from steadyloop.client.errors import (
     RunEnded,
     RunFailed,
 )
-from steadyloop.client.event_log import run_events
+from steadyloop.client.event_log import latest_cursor, run_events
 from steadyloop.client.fanout import EventFanout
-from steadyloop.events import Cursor, RunEventItem, format_cursor
-from steadyloop.output.forwarding import HOST_EPOCH_MEMO, output_stream_id
+from steadyloop.events import RunEventItem
 from steadyloop.receipts.ledger import AmbiguityResolution
 from steadyloop.run.models import AmbiguousCall, ResolveReceipt, RunProgress, RunResult
 from steadyloop.run.steering import ApprovalDecision, PendingApproval, UserMessage
@@ -391,25 +389,18 @@ class RunHandle:
             raise
 
     async def _cursor(self) -> str | None:
-        """The cursor of the last event on the run's log now (None: nothing logged yet)."""
-        host_id = output_stream_id(self.workflow_id, await self.first_execution_run_id())
-        host = self._client.get_workflow_handle(host_id)
-        try:
-            described = await host.describe()
-        except RPCError as error:
-            if error.status == RPCStatusCode.NOT_FOUND:
-                return None
-            raise
-        epoch: int = await described.memo_value(HOST_EPOCH_MEMO, 0, type_hint=int)
-        stream = WorkflowStreamClient.create(self._client, host_id)
+        """The cursor of the last event on the run's log now (None: nothing logged yet);
+        a running log answers by query, so within the worker bound."""
+        run_id = await self.first_execution_run_id()
         bound = self.worker_bound.total_seconds()
         try:
-            offset = await asyncio.wait_for(stream.get_offset(), bound)
-        except (TimeoutError, WorkflowQueryFailedError, WorkflowQueryRejectedError, RPCError):
+            return await asyncio.wait_for(
+                latest_cursor(self._client, self.workflow_id, run_id), bound
+            )
+        except (TimeoutError, WorkflowQueryFailedError, WorkflowQueryRejectedError):
             raise NoWorkerAnswered(
                 self.workflow_id, "the event log's offset query", bound
             ) from None
-        return None if offset == 0 else format_cursor(Cursor(epoch, offset - 1))
 
     async def _how_it_ended(self) -> str:
         """How the run stopped, in a few words ("final_answer", "terminated")."""
