@@ -126,7 +126,9 @@ async def test_a_decision_no_worker_accepted_is_not_lost_and_is_applied_once(
         async with env.worker():
             retried = await run.approve(call, key="click")  # the same key, once a worker is back
             result = await run.result()
+        ended = await run.snapshot()  # an ended run is read with no worker at all
     assert "not lost" in str(unanswered.value) and unanswered.value.waited_s == 2
+    assert ended.status == "completed" and ended.result == result and ended.cursor is not None
     assert retried == "approved 'transfer' call 'call_0'"
     assert env.transfers == ["100 to acme"]
     assert result.final_answer == "done: sent 100 to acme"
