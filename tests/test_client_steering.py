@@ -17,6 +17,7 @@ from steadyloop.client import (
     RequestRefused,
     RunEnded,
     RunHandle,
+    RunNotFound,
     RunSnapshot,
 )
 from steadyloop.receipts.ledger import GiveUp
@@ -105,6 +106,10 @@ async def test_a_request_to_an_ended_run_says_how_it_ended(tmp_path: Path) -> No
         with pytest.raises(RunEnded):
             await run.interrupt("too late")
         snapshot = await run.snapshot()
+        with pytest.raises(RunNotFound, match="ended/9"):
+            await env.client.thread("ended").run(9).snapshot()
+        with pytest.raises(RunNotFound):
+            await env.client.run("no-such-run").result()
     assert "final_answer" in approve.value.how and "ended" in str(send.value)
     assert snapshot.status == "completed" and snapshot.result is not None
     assert snapshot.result.final_answer == "echo: hi"

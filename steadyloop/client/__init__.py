@@ -16,8 +16,9 @@
   under a caller's key.
 - `RunOptions` (`options`): a run's configuration, apart from its conversation.
 - Typed errors (`errors`): `ThreadBusy`, `ThreadCannotContinue`, `RunEnded`,
-  `NotTheCallReviewed`, `NoWorkerAnswered`, `RequestRefused`, `RunFailed`; and the event
-  log's `CursorExpired` and `InvalidCursor` (`steadyloop.events`).
+  `NotTheCallReviewed`, `NoWorkerAnswered`, `RequestRefused`, `RunFailed`,
+  `RunNotFound`; and the event log's `CursorExpired` and `InvalidCursor`
+  (`steadyloop.events`).
 - `EventFanout` (`fanout`): the followers of a run in one process share one reader.
 """
 
@@ -29,6 +30,7 @@ from steadyloop.client.errors import (
     RequestRefused,
     RunEnded,
     RunFailed,
+    RunNotFound,
     ThreadBusy,
     ThreadCannotContinue,
 )
@@ -50,6 +52,7 @@ __all__ = [
     "RunEventItem",
     "RunFailed",
     "RunHandle",
+    "RunNotFound",
     "RunOptions",
     "RunSnapshot",
     "RunStatus",

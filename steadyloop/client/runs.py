@@ -35,6 +35,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 from temporalio.client import (
     Client,
+    WorkflowExecutionDescription,
     WorkflowExecutionStatus,
     WorkflowFailureError,
     WorkflowHandle,
@@ -52,6 +53,7 @@ from steadyloop.client.errors import (
     RequestRefused,
     RunEnded,
     RunFailed,
+    RunNotFound,
 )
 from steadyloop.client.event_log import latest_cursor, run_events
 from steadyloop.client.fanout import EventFanout
@@ -143,7 +145,7 @@ class RunHandle:
         """The run id of the run's first execution: with the workflow id, what names this
         run for good (its event log is keyed by it)."""
         if self._first_run_id is None:
-            description = await self._handle.describe()
+            description = await self._describe()
             info = description.raw_description.workflow_execution_info
             self._first_run_id = info.first_run_id or description.run_id
             self._handle = self._pinned()
@@ -178,8 +180,8 @@ class RunHandle:
             yield event
 
     async def status(self) -> RunStatus:
-        description = await self._handle.describe()
-        return _status_name(description.status)
+        """ "running", or how the run's workflow closed; `RunNotFound` for no such run."""
+        return _status_name((await self._describe()).status)
 
     async def result(self) -> RunResult:
         """How the run stopped, once it has; `RunFailed` when its workflow did not complete."""
@@ -187,7 +189,19 @@ class RunHandle:
             result: RunResult = await self._handle.result()
         except WorkflowFailureError as error:
             raise RunFailed(self.workflow_id, await self.status(), _cause_text(error)) from None
+        except RPCError as error:
+            if error.status == RPCStatusCode.NOT_FOUND:
+                raise RunNotFound(self.workflow_id, self._client.namespace) from None
+            raise
         return result
+
+    async def _describe(self) -> WorkflowExecutionDescription:
+        try:
+            return await self._handle.describe()
+        except RPCError as error:
+            if error.status == RPCStatusCode.NOT_FOUND:
+                raise RunNotFound(self.workflow_id, self._client.namespace) from None
+            raise
 
     async def snapshot(self) -> RunSnapshot:
         """The run now: transcript, progress, waiting calls and ambiguous receipts while
