@@ -127,6 +127,11 @@ async def test_the_readers_error_reaches_every_follower() -> None:
     results = await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 5)
     assert all(isinstance(r, CursorExpired) for r in results)
     assert outcomes == [[delta(0)], [delta(0)]]
+    # A follower that comes after the failure reads for itself.
+    log.fail = None
+    log.publish(StopEvent(turn=1, reason="final_answer", cursor=cursor(1)))
+    again = [e async for e in fanout.follow("run", "r1", cursor(0), log.read)]
+    assert [e.cursor for e in again] == [cursor(1)] and log.opened == [None, cursor(0)]
 
 
 async def test_a_reader_nobody_follows_any_more_is_stopped() -> None:

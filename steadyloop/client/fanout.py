@@ -44,6 +44,11 @@ class _SharedReader:
     task: asyncio.Task[None] | None = None
 
     def serves(self, after: Cursor | None) -> bool:
+        """Whether a follower after `after` can be served from here: the reader started at
+        or before it, and did not fail (its error was about where it read, and a later
+        cursor may still be held: that follower reads for itself)."""
+        if self.done and self.error is not None:
+            return False
         return self.start is None or (after is not None and after >= self.start)
 
     def _changed(self) -> None:
