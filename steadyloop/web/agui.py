@@ -179,6 +179,8 @@ async def _decide(
                 sha256=ref.sha256,
                 reason=reason,
                 idempotency_key=f"ag-ui-{given.run_id}-{index}",
+                tool=ref.tool,
+                turn=ref.turn,
             )
         if after is None or (ref.cursor > (after.cursor or "")):
             after = Position(ref.cursor, WHOLE_EVENT)

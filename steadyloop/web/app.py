@@ -23,9 +23,12 @@ Routes (all JSON; the OpenAPI spec is at `/openapi.json`, a page listing it at `
 - `GET /v1/threads/{thread_id}/runs/{run_id}`: 200 the snapshot: `transcript`,
   `progress`, `pending_approvals`, `ambiguous_receipts`, `cursor`, `stop`.
 - `POST /v1/threads/{thread_id}/runs/{run_id}/approvals/{call_id}` `{"approve": bool,
-  "sha256": str, "reason"?: str}`: 200 `{"status": "recorded"}`; 202 `{"status":
-  "waiting_for_worker"}` (kept, applied once a worker accepts it); 404
-  `call_not_found`; 409 `not_the_call` with `waiting` (what waits now), or `run_ended`.
+  "sha256": str, "reason"?: str, "tool"?: str, "turn"?: int}`: 200 `{"status":
+  "recorded"}`; 202 `{"status": "waiting_for_worker"}` (kept, applied once a worker
+  accepts it); 404 `call_not_found`; 409 `not_the_call` with `waiting` (what waits
+  now), or `run_ended`. With `tool` and `turn` (as the `approval_waiting` event names
+  them) the decision needs no read of the run's log; without them, and no worker to
+  read it, 503 `no_worker` (nothing decided).
 - `POST .../runs/{run_id}/interrupt` `{"reason"?: str}`, `POST .../pause` `{}`,
   `POST .../unpause` `{}`, `POST .../messages` `{"content": str}`, and
   `POST .../receipts/{key}` `{"resolution": {...}}` (an ambiguous receipt's
@@ -104,6 +107,11 @@ class ApprovalBody(BaseModel):
     approve: bool
     sha256: str = Field(min_length=64, max_length=64, pattern="^[0-9a-fA-F]{64}$")
     reason: str | None = Field(default=None, max_length=10_000)
+    # The call's tool and turn as its `approval_waiting` event named them: with both,
+    # the decision is bound without reading the run's log, so it is kept even while no
+    # worker runs (202). Without them the server reads the log for them.
+    tool: str | None = Field(default=None, min_length=1, max_length=200)
+    turn: int | None = Field(default=None, ge=0)
 
 
 class InterruptBody(BaseModel):
@@ -350,6 +358,8 @@ def create_app(backend: RunBackend, settings: WebSettings) -> FastAPI:
                 sha256=body.sha256.lower(),
                 reason=body.reason,
                 idempotency_key=key,
+                tool=body.tool,
+                turn=body.turn,
             )
         )
 

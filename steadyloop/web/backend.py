@@ -22,6 +22,7 @@ from pydantic.json_schema import SkipJsonSchema
 __all__ = [
     "CursorExpired",
     "Decision",
+    "NoWorkerToRead",
     "NotTheCall",
     "RunBackend",
     "RunEnded",
@@ -111,6 +112,11 @@ class WaitingForWorker(BackendError):
     """No worker accepted the request within the bound; it is kept and applied later."""
 
 
+class NoWorkerToRead(BackendError):
+    """The run's log could not be read in time (no worker answers its host): nothing was
+    decided. A decision naming its tool and turn needs no read, and is kept for a worker."""
+
+
 class CursorExpired(BackendError):
     """The cursor is older than what the log retains; `oldest` is the oldest held."""
 
@@ -176,6 +182,8 @@ class RunBackend(Protocol):
         sha256: str,
         reason: str | None,
         idempotency_key: str | None,
+        tool: str | None = None,
+        turn: int | None = None,
     ) -> Decision: ...
 
     async def steer(
