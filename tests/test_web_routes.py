@@ -308,3 +308,14 @@ async def test_a_lone_surrogate_deep_in_a_free_form_body_is_refused_by_its_path(
     assert answer.status_code == 400
     assert answer.json()["error"]["field"] == "body.resolution.result[1]"
     assert backend.calls == calls  # refused before the backend was asked anything
+
+
+async def test_a_run_past_the_tenants_limits_is_429_with_retry_after(
+    client: httpx.AsyncClient, backend: FakeBackend
+) -> None:
+    await client.post("/v1/threads", json={"thread_id": "t1"})
+    backend.refuse_runs = 12.4
+    answer = await client.post("/v1/threads/t1/runs", json={"prompt": "hi"})
+    assert answer.status_code == 429 and answer.headers["retry-after"] == "12"
+    assert answer.json()["error"]["code"] == "too_many_runs"
+    assert backend.threads[("acme", "t1")] == []

@@ -111,6 +111,8 @@ def install_agui(
             run_id = started.run_id
             position = resumed_from
         await backend.check_run(tenant, thread, run_id)
+        slots = app.state.slots
+        slots.take(tenant, settings.limits(tenant).max_streams)
         stream = feeds.events(
             (tenant, thread, run_id),
             lambda cursor: backend.events(tenant, thread, run_id, cursor),
@@ -127,6 +129,7 @@ def install_agui(
 
         async def close() -> None:
             await stream.aclose()
+            slots.give(tenant)
 
         return stream_response(
             frames(), ping_s=settings.ping_s, send_timeout_s=settings.send_timeout_s, on_close=close
