@@ -45,7 +45,7 @@ from steadyloop.web.backend import (
     WaitingForWorker,
 )
 from steadyloop.web.errors import ApiError
-from steadyloop.web.fanout import ClientDropped, FeedRegistry
+from steadyloop.web.fanout import FeedRegistry
 from steadyloop.web.requests import checked_id, read_json
 from steadyloop.web.settings import WebSettings
 from steadyloop.web.sse import frame
@@ -124,7 +124,7 @@ def install_agui(
             try:
                 async for chunk in _agui_frames(stream, tracker, run_id, position):
                     yield chunk
-            except (ClientDropped, BackendError):
+            except BackendError:
                 return
 
         async def close() -> None:

@@ -53,7 +53,7 @@ attaches to the run it started.
 
 with `: ping` every 15 s. The stream ends after the run's stop event; reconnecting with
 the last cursor then answers 204. A stream may also end early (this process restarted,
-or the client fell behind); the client reconnects with `Last-Event-ID` (an
+or the client stopped reading for `send_timeout_s`); the client reconnects with `Last-Event-ID` (an
 `EventSource` does so by itself) or `?after=` and misses nothing.
 
 **Errors.** `{"error": {"code", "message", "field"?, ...}}` with a 4xx status: the
@@ -81,7 +81,7 @@ from steadyloop.web.backend import (
     WaitingForWorker,
 )
 from steadyloop.web.errors import ApiError, from_backend, install_error_handlers
-from steadyloop.web.fanout import ClientDropped, FeedRegistry
+from steadyloop.web.fanout import FeedRegistry
 from steadyloop.web.openapi_page import openapi_page
 from steadyloop.web.requests import checked_id, idempotency_key, read_model
 from steadyloop.web.settings import DEV_TENANT, WebSettings
@@ -192,7 +192,7 @@ def create_app(backend: RunBackend, settings: WebSettings) -> FastAPI:
             allow_methods=["GET", "POST"],
             allow_headers=["Authorization", "Content-Type", "Idempotency-Key", "Last-Event-ID"],
         )
-    feeds = FeedRegistry(buffer=settings.run_buffer, client_queue=settings.client_queue)
+    feeds = FeedRegistry(buffer=settings.run_buffer)
     slots = StreamSlots()
     app.state.backend = backend
     app.state.settings = settings
@@ -316,7 +316,7 @@ def create_app(backend: RunBackend, settings: WebSettings) -> FastAPI:
                 yield frame(await opening)
                 async for event in stream:
                     yield frame(event)
-            except (StopAsyncIteration, ClientDropped, BackendError):
+            except (StopAsyncIteration, BackendError):
                 return  # ended, or cut: the client reconnects with its cursor
 
         return _StreamResponse(
