@@ -78,6 +78,7 @@ from steadyloop.serving import WorkerDescription
 from steadyloop.stops.stop_text import status_header
 from steadyloop.telemetry import install_from, settings_from
 from steadyloop.tools.registry import ToolRegistry
+from steadyloop.web.cli import add_serve_parser
 from steadyloop.worker.config import (
     CONFIG_ENV,
     DEFAULT_TASK_QUEUE,
@@ -523,6 +524,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="pause between chunks",
     )
     demo.set_defaults(handler=_demo_command)
+    add_serve_parser(commands, connection)
     return parser
 
 
