@@ -140,6 +140,8 @@ class ConfigFile(BaseModel):
     prices: dict[str, Price] = Field(default_factory=dict)
     # MCP servers by name; each table is checked by `steadyloop.mcp.config`.
     mcp: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    # `steadyloop serve`'s table; checked by `steadyloop.web.settings`.
+    web: dict[str, Any] = Field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,200 @@
+"""Reading one run's event log from outside: `run_events(client, workflow_id, run_id, after)`.
+
+The log is the run's output host (`steadyloop.workflows.output_stream`): the model
+activity publishes its text deltas there (`OUTPUT_TOPIC`) and the loop everything else
+(`EVENTS_TOPIC`), once per step, so reading needs no query of the run and no merging:
+the host's offsets are the run's order. The host is keyed to the run's *execution*
+(`output_stream_id(workflow_id, run_id)`), so a workflow id used again never shows an
+older run's events.
+
+How the obvious reader goes wrong, and what this one does instead:
+- `WorkflowStreamClient.subscribe` answers a truncated offset by starting again from
+  the oldest item held: a silent skip forward. Every topic is read here, so offsets
+  are contiguous and any gap is seen: it raises `CursorExpired` naming the oldest
+  cursor still held.
+- A host that closed when idle and was started again would begin at offset 0; the
+  one who starts it carries the ended host's log (`ensure_host`), so offsets go on,
+  and the host's `epoch` (its memo) changes only when that was impossible: a cursor of
+  another epoch is expired, never read as the new epoch's offset.
+- A poll can fail while the host lives (the host continued-as-new in the same task a
+  signal landed): reading resumes right after the last event yielded.
+
+Ends after the `stop` event; or when the run is over and its host is drained without
+one (a run terminated from outside).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from typing import Any
+
+from temporalio.client import (
+    Client,
+    WorkflowExecutionDescription,
+    WorkflowExecutionStatus,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+)
+from temporalio.common import RawValue
+from temporalio.contrib.workflow_streams import WorkflowStreamClient
+from temporalio.service import RPCError, RPCStatusCode
+
+from steadyloop.events.cursor import Cursor, format_cursor, parse_cursor
+from steadyloop.events.errors import CursorExpired, InvalidCursor
+from steadyloop.events.models import (
+    EVENTS_TOPIC,
+    ReasoningDeltaEvent,
+    RunEventItem,
+    StopEvent,
+    TextDeltaEvent,
+    parse_event,
+)
+from steadyloop.output.forwarding import (
+    HOST_EPOCH_MEMO,
+    OUTPUT_TOPIC,
+    OutputDelta,
+    output_stream_id,
+)
+
+__all__ = ["DEFAULT_POLL_S", "MAX_POLL_FAILURES", "run_events"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_POLL_S = 0.1
+# Failed polls in a row (with backoff, about 25 s in all) before reading gives up.
+MAX_POLL_FAILURES = 10
+MAX_BACKOFF_S = 5.0
+
+
+async def run_events(
+    client: Client,
+    workflow_id: str,
+    run_id: str,
+    after: str | None = None,
+    *,
+    poll_s: float = DEFAULT_POLL_S,
+) -> AsyncIterator[RunEventItem]:
+    """Every event of the run after cursor `after` (None: from its first), in run order.
+
+    `run_id` is the run's first execution run id (`WorkflowHandle.first_execution_run_id`,
+    or `result_run_id` of the handle `start_workflow` returned): it stays the run's
+    across continue-as-new. Raises `InvalidCursor` for a cursor this library did not
+    write and `CursorExpired` when what follows `after` is no longer held.
+    """
+    position = parse_cursor(after) if after is not None else None
+    host_id = output_stream_id(workflow_id, run_id)
+    host = client.get_workflow_handle(host_id)
+    drained: str | None = None
+    while True:
+        described = await _describe(host)
+        if described is None or described.run_id == drained:
+            if await _run_over(client, workflow_id, run_id):
+                if described is None:
+                    raise CursorExpired(
+                        after, None, "the run's output host was never started or is gone"
+                    )
+                return
+            await asyncio.sleep(poll_s)
+            continue
+        epoch = await described.memo_value(HOST_EPOCH_MEMO, 0, type_hint=int)
+        _check_epoch(position, epoch, after)
+        next_offset = 0 if position is None else position.offset + 1
+        async for event in _read_chain(client, host_id, epoch, next_offset, poll_s):
+            position = parse_cursor(event.cursor)
+            yield event
+            if isinstance(event, StopEvent):
+                return
+        # The chain ended (idle, or closed without a stop): wait for a restart, unless
+        # one is already running, or for the run's end.
+        ended = await _describe(host)
+        running = ended is None or ended.status == WorkflowExecutionStatus.RUNNING
+        drained = None if running or ended is None else ended.run_id
+
+
+def _check_epoch(position: Cursor | None, epoch: int, after: str | None) -> None:
+    if position is not None and position.epoch > epoch:
+        raise InvalidCursor(
+            after or "", f"its epoch {position.epoch} is past the host's epoch {epoch}"
+        )
+    if (position is None and epoch > 0) or (position is not None and position.epoch < epoch):
+        raise CursorExpired(
+            after,
+            None,
+            f"the run's output host started over at epoch {epoch} without its earlier log",
+        )
+
+
+async def _read_chain(
+    client: Client, host_id: str, epoch: int, next_offset: int, poll_s: float
+) -> AsyncIterator[RunEventItem]:
+    """One host's continue-as-new chain from `next_offset` to its end, gaps refused."""
+    stream = WorkflowStreamClient.create(client, host_id)
+    converter = client.data_converter.payload_converter
+    failures = 0
+    while True:
+        try:
+            async for item in stream.subscribe(
+                None,
+                from_offset=next_offset,
+                result_type=RawValue,
+                poll_cooldown=timedelta(seconds=poll_s),
+            ):
+                if item.offset < next_offset:
+                    continue  # already yielded (a poll answered twice)
+                if item.offset > next_offset:
+                    before = format_cursor(Cursor(epoch, next_offset - 1)) if next_offset else None
+                    raise CursorExpired(
+                        before,
+                        format_cursor(Cursor(epoch, item.offset)),
+                        "the host dropped older items to bound its history",
+                    )
+                next_offset = item.offset + 1
+                failures = 0
+                cursor = format_cursor(Cursor(epoch, item.offset))
+                event = _decode(converter, item.topic, item.data, cursor)
+                if event is not None:
+                    yield event
+            return
+        except (RPCError, WorkflowUpdateRPCTimeoutOrCancelledError) as error:
+            failures += 1
+            if failures >= MAX_POLL_FAILURES:
+                raise
+            logger.info("event poll failed (reading again from offset %d): %s", next_offset, error)
+            await asyncio.sleep(min(poll_s * 2**failures, MAX_BACKOFF_S))
+
+
+def _decode(converter: Any, topic: str, raw: RawValue, cursor: str) -> RunEventItem | None:
+    """The event an item carries, stamped with its cursor (None: a topic not ours)."""
+    if topic == OUTPUT_TOPIC:
+        delta: OutputDelta = converter.from_payload(raw.payload, OutputDelta)
+        kind = TextDeltaEvent if delta.kind == "text" else ReasoningDeltaEvent
+        return kind(turn=delta.turn, attempt=delta.attempt, text=delta.text, cursor=cursor)
+    if topic == EVENTS_TOPIC:
+        event = parse_event(raw.payload.data)
+        return event.model_copy(update={"cursor": cursor})
+    return None
+
+
+async def _describe(handle: Any) -> WorkflowExecutionDescription | None:
+    try:
+        description: WorkflowExecutionDescription = await handle.describe()
+    except RPCError as error:
+        if error.status == RPCStatusCode.NOT_FOUND:
+            return None
+        raise
+    return description
+
+
+async def _run_over(client: Client, workflow_id: str, run_id: str) -> bool:
+    """Whether the run (the chain that began with `run_id`) has ended.
+
+    The latest execution of the id answers, unless the id was used again since: then
+    that is another run, and ours is over.
+    """
+    described = await client.get_workflow_handle(workflow_id).describe()
+    first = described.raw_description.workflow_execution_info.first_run_id
+    if first and first != run_id:
+        return True
+    return described.status is not None and described.status != WorkflowExecutionStatus.RUNNING

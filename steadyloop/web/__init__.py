@@ -1,0 +1,17 @@
+"""The web surface: `steadyloop serve`, runs on threads over HTTP with resumable SSE.
+
+Guarantees: the server holds no state of its own (every answer comes from Temporal
+through the client API), so processes behind a load balancer are interchangeable;
+every event carries its cursor as the SSE `id:`, and a client that reconnects with it
+misses and repeats nothing; a tenant comes from its bearer token only, and another
+tenant's thread is 404 everywhere; bad input is a 4xx naming the field, and starts
+nothing. Routes: `steadyloop.web.app`. AG-UI: `steadyloop.web.agui`. Fan-out:
+`steadyloop.web.fanout`. Settings and tokens: `steadyloop.web.settings`.
+
+Needs the `web` extra (`pip install 'steadyloop[web]'`).
+"""
+
+from steadyloop.web.app import create_app
+from steadyloop.web.settings import WebSettings, token_sha256, web_settings
+
+__all__ = ["WebSettings", "create_app", "token_sha256", "web_settings"]

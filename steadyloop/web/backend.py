@@ -1,0 +1,199 @@
+"""What the HTTP layer asks of runs: one protocol, so routes never touch Temporal directly.
+
+The server keeps no state of its own. Every route is a call on a `RunBackend`, and the
+backend reaches Temporal through the client API (`steadyloop.web.client_backend`); the
+tests drive the same routes over an in-memory backend. Every call names the tenant the
+request's token belongs to, never one from a body: a backend answers `ThreadNotFound`
+for a thread of another tenant exactly as for one that does not exist, so no route can
+tell a foreign id from an unknown one.
+
+The errors here are the typed outcomes a route turns into a status (`steadyloop.web.
+errors` holds the mapping), so the raising site and the answering site cannot drift.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.json_schema import SkipJsonSchema
+
+__all__ = [
+    "CursorExpired",
+    "Decision",
+    "NotTheCall",
+    "RunBackend",
+    "RunEnded",
+    "RunInFlight",
+    "RunNotFound",
+    "Started",
+    "StreamEvent",
+    "ThreadNotFound",
+    "TooManyRuns",
+    "UnknownCall",
+    "WaitingForWorker",
+]
+
+
+class StreamEvent(BaseModel):
+    """One event of a run's log as the HTTP layer sends it.
+
+    `cursor` is the SSE `id:`, opaque and safe in an SSE field (no line break, no NUL);
+    `type` is the SSE `event:`; `data` is the event's JSON.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    cursor: str
+    type: str
+    data: dict[str, Any]
+
+
+class Started(BaseModel):
+    """What starting (or steering) a thread's run did."""
+
+    model_config = ConfigDict(frozen=True)
+
+    thread_id: str
+    run_id: str
+    # started: a new run; attached: the idempotency key's run, already started;
+    # steered: the message goes to the running run at its next turn boundary.
+    outcome: Literal["started", "attached", "steered"]
+
+
+class Decision(BaseModel):
+    """A steering request's answer: recorded now, or accepted and waiting for a worker."""
+
+    model_config = ConfigDict(frozen=True)
+
+    status: Literal["recorded", "waiting_for_worker"]
+    detail: str = ""
+
+
+class BackendError(Exception):
+    """A request the backend refused; the message is safe to show the caller."""
+
+
+class ThreadNotFound(BackendError):
+    """No such thread for this tenant (another tenant's thread included)."""
+
+
+class RunNotFound(BackendError):
+    """No such run on this thread."""
+
+
+class RunInFlight(BackendError):
+    """A run of the thread is in flight; `run_id` names it."""
+
+    def __init__(self, message: str, run_id: str) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+
+
+class RunEnded(BackendError):
+    """The run has ended: it can no longer be steered."""
+
+
+class UnknownCall(BackendError):
+    """No call of that id waits for a decision (or no receipt of that key is ambiguous)."""
+
+
+class NotTheCall(BackendError):
+    """The call waiting under that id is not the one reviewed; `waiting` is what waits."""
+
+    def __init__(self, message: str, waiting: list[dict[str, Any]]) -> None:
+        super().__init__(message)
+        self.waiting = waiting
+
+
+class WaitingForWorker(BackendError):
+    """No worker accepted the request within the bound; it is kept and applied later."""
+
+
+class CursorExpired(BackendError):
+    """The cursor is older than what the log retains; `oldest` is the oldest held."""
+
+    def __init__(self, message: str, oldest: str) -> None:
+        super().__init__(message)
+        self.oldest = oldest
+
+
+class BadCursor(BackendError):
+    """The cursor is not one this log could have written."""
+
+
+class TooManyRuns(BackendError):
+    """The tenant's rate or ceiling refused a new run; retry after `retry_after_s`."""
+
+    def __init__(self, message: str, retry_after_s: float) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class RunRequest(BaseModel):
+    """What a person asks a thread for: a message, and the run's few public options."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    prompt: str = Field(min_length=1)
+    steer: bool = False
+    model: str | None = None
+    endpoint: str | None = None
+    max_turns: int | None = Field(default=None, ge=1, le=1000)
+    # Ignored: the tenant is the bearer token's, never the body's. Accepted (not refused
+    # as an unknown field) so a client that sends it still works, and is never read.
+    tenant_id: SkipJsonSchema[Any] = Field(default=None, exclude=True)
+
+
+class RunBackend(Protocol):
+    """Runs on threads, for one tenant per call. Every method may raise a `BackendError`."""
+
+    async def create_thread(self, tenant: str, thread_id: str | None) -> str: ...
+
+    async def thread(self, tenant: str, thread_id: str) -> dict[str, Any]: ...
+
+    async def start(
+        self, tenant: str, thread_id: str, request: RunRequest, idempotency_key: str | None
+    ) -> Started: ...
+
+    def events(
+        self, tenant: str, thread_id: str, run_id: str, after: str | None
+    ) -> AsyncIterator[StreamEvent]: ...
+
+    async def check_run(self, tenant: str, thread_id: str, run_id: str) -> None: ...
+
+    async def snapshot(self, tenant: str, thread_id: str, run_id: str) -> dict[str, Any]: ...
+
+    async def decide(
+        self,
+        tenant: str,
+        thread_id: str,
+        run_id: str,
+        call_id: str,
+        *,
+        approved: bool,
+        sha256: str,
+        reason: str | None,
+        idempotency_key: str | None,
+    ) -> Decision: ...
+
+    async def steer(
+        self,
+        tenant: str,
+        thread_id: str,
+        run_id: str,
+        action: Literal["interrupt", "pause", "unpause", "send"],
+        text: str | None,
+        idempotency_key: str | None,
+    ) -> Decision: ...
+
+    async def resolve_receipt(
+        self,
+        tenant: str,
+        thread_id: str,
+        run_id: str,
+        key: str,
+        resolution: dict[str, Any],
+        idempotency_key: str | None,
+    ) -> Decision: ...
