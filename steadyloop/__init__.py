@@ -8,6 +8,9 @@ and routing: the failure taxonomy, `plan_route`, `failure_disposition` and the c
 breaker.
 Workflows live under `steadyloop.workflows` (deterministic), activities under
 `steadyloop.activities` (all I/O).
+
+The client API starts, follows and steers runs from your own code (`steadyloop.client`):
+`connect`, `Thread`, `RunHandle`, `RunOptions` and its typed errors.
 """
 
 from temporalio import workflow
@@ -41,6 +44,22 @@ with workflow.unsafe.imports_passed_through():
         admit_child_run,
     )
     from steadyloop.chat import ChatMessage, FunctionCall, ToolCall, ToolSpec
+    from steadyloop.client import (
+        ClientError,
+        NotTheCallReviewed,
+        NoWorkerAnswered,
+        RequestRefused,
+        RunEnded,
+        RunFailed,
+        RunHandle,
+        RunOptions,
+        RunSnapshot,
+        SteadyloopClient,
+        Thread,
+        ThreadBusy,
+        ThreadCannotContinue,
+        connect,
+    )
     from steadyloop.history.healing import (
         Healing,
         TranscriptProfile,
@@ -123,6 +142,7 @@ __all__ = [
     "ChainLimit",
     "ChainRule",
     "ChatMessage",
+    "ClientError",
     "CompletionDefect",
     "CompletionRequest",
     "Delegation",
@@ -141,6 +161,8 @@ __all__ = [
     "LedgerWrite",
     "Lineage",
     "NaiveDatetimeError",
+    "NoWorkerAnswered",
+    "NotTheCallReviewed",
     "PairCooldownLimit",
     "PairCooldownRule",
     "PairSeenLimit",
@@ -152,11 +174,18 @@ __all__ = [
     "ReceiptLedger",
     "Refused",
     "Replay",
+    "RequestRefused",
     "RouteCandidate",
     "RouteConfig",
     "RoutePlan",
     "RouteRequest",
+    "RunEnded",
+    "RunFailed",
+    "RunHandle",
+    "RunOptions",
+    "RunSnapshot",
     "SchemaProfile",
+    "SteadyloopClient",
     "StreamFailed",
     "StreamFailure",
     "StreamStats",
@@ -164,6 +193,9 @@ __all__ = [
     "TenantCeilingRule",
     "TenantRateLimit",
     "TenantRateRule",
+    "Thread",
+    "ThreadBusy",
+    "ThreadCannotContinue",
     "ToolCall",
     "ToolCallAccumulator",
     "ToolSpec",
@@ -177,6 +209,7 @@ __all__ = [
     "WriteIgnored",
     "admit_child_run",
     "canonical_json",
+    "connect",
     "decide_tool_call_receipt",
     "descend_chain",
     "detect_completion_defect",

@@ -1,0 +1,160 @@
+"""Threads of the client API on a real dev server: first runs, follow-ups, idempotent
+starts, one run at a time (also under a race), and a reused thread id that neither
+repeats an effect nor shows another run's output (issue 25)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from client_harness import client_env
+
+from steadyloop.client import (
+    RunOptions,
+    ThreadBusy,
+    ThreadCannotContinue,
+    ThreadMemo,
+)
+from steadyloop.client.threads import THREAD_MEMO
+
+pytestmark = pytest.mark.slow
+
+
+async def test_a_thread_starts_its_first_run_then_a_follow_up_that_inherits_it(
+    tmp_path: Path,
+) -> None:
+    async with client_env(tmp_path) as env:
+        thread = env.client.thread("chat-1")
+        first = await thread.start("hello", options=env.options(), key="k1")
+        first_result = await first.result()
+        second = await thread.start("and again", key="k2")  # the last run's options
+        second_result = await second.result()
+        latest = await thread.latest()
+    assert (first.workflow_id, first.origin) == ("chat-1/1", "started")
+    assert (second.workflow_id, second.origin) == ("chat-1/2", "started")
+    assert first_result.final_answer == "echo: hello"
+    assert second_result.final_answer == "echo: and again"
+    # The follow-up's request carried the whole conversation, once, in order.
+    sent = [(m["role"], m.get("content")) for m in env.request_messages()[-1]]
+    assert sent == [
+        ("user", "hello"),
+        ("assistant", "echo: hello"),
+        ("user", "and again"),
+    ]
+    assert latest is not None and latest.workflow_id == "chat-1/2"
+
+
+async def test_a_retried_start_attaches_to_the_run_it_started_even_after_newer_runs(
+    tmp_path: Path,
+) -> None:
+    async with client_env(tmp_path) as env:
+        thread = env.client.thread("chat-2")
+        first = await thread.start("one", options=env.options(), key="k1")
+        await first.result()
+        again = await thread.start("one", key="k1")  # the same request, retried
+        second = await thread.start("two", key="k2")
+        await second.result()
+        late = await env.client.thread("chat-2").start("one", key="k1")  # a fresh client
+        requests = len(env.provider.requests)
+    assert (again.workflow_id, again.origin) == ("chat-2/1", "attached")
+    assert (late.workflow_id, late.origin) == ("chat-2/1", "attached")
+    assert requests == 2  # two runs, one model request each: no retry ran again
+
+
+async def test_a_start_while_a_run_is_in_flight_is_refused_naming_it_or_steers_it(
+    tmp_path: Path,
+) -> None:
+    async with client_env(tmp_path) as env:
+        thread = env.client.thread("chat-3")
+        running = await thread.start("WAIT slow one", options=env.options(), key="k1")
+        with pytest.raises(ThreadBusy) as busy:
+            await thread.start("interrupting", key="k2")
+        steered = await thread.start("also this", key="k3", steer=True)
+        again = await thread.start("also this", key="k3", steer=True)  # a double click
+        env.release.set()
+        result = await running.result()
+    assert busy.value.workflow_id == "chat-3/1" and "chat-3/1" in str(busy.value)
+    assert (steered.workflow_id, steered.origin) == ("chat-3/1", "steered")
+    assert again.workflow_id == "chat-3/1"
+    users = [m.content for m in result.transcript if m.role == "user"]
+    assert users == ["WAIT slow one", "also this"]  # the steered message, once
+
+
+async def test_concurrent_starts_on_one_thread_never_run_two_runs_at_once(
+    tmp_path: Path,
+) -> None:
+    async with client_env(tmp_path) as env:
+        first = await env.client.thread("race").start("seed", options=env.options(), key="s")
+        await first.result()
+        # Ten clients start a follow-up at the same moment, five of them with one key
+        # (a request and its retries) and five with keys of their own.
+        keys = ["same"] * 5 + [f"own-{n}" for n in range(5)]
+        outcomes = await asyncio.gather(
+            *(env.client.thread("race").start(f"WAIT from {key}", key=key) for key in keys),
+            return_exceptions=True,
+        )
+        env.release.set()
+        started = [o for o in outcomes if not isinstance(o, BaseException)]
+        refused = [o for o in outcomes if isinstance(o, BaseException)]
+        results = [await handle.result() for handle in started]
+        runs = [
+            w async for w in env.server.client.list_workflows("WorkflowType='ToolLoopWorkflow'")
+        ]
+    assert all(isinstance(r, ThreadBusy) for r in refused), refused
+    # One follow-up started; every other start attached to it (its key) or was refused.
+    assert {h.workflow_id for h in started} == {"race/2"}
+    assert {h.origin for h in started} <= {"started", "attached"}
+    assert sum(h.origin == "started" for h in started) == 1
+    winner = next(h for h in started if h.origin == "started")
+    assert all(isinstance(r, ThreadBusy) for r in refused)
+    assert len(refused) == 10 - len(started)
+    assert results[0].stop_reason == "final_answer"
+    assert sorted(r.id for r in runs) == ["race/1", "race/2"]
+    # The same key's retries attached rather than being refused.
+    same = [h for h, k in zip(outcomes, keys, strict=True) if k == "same"]
+    if winner in same:
+        assert all(not isinstance(h, BaseException) for h in same)
+
+
+async def test_a_reused_thread_id_neither_repeats_an_effect_nor_mixes_runs(
+    tmp_path: Path,
+) -> None:
+    async with client_env(tmp_path) as env:
+        thread = env.client.thread("reuse")
+        call = 'CALL note {"text":"dup?"}'
+        first = await thread.start(call, options=env.options(), key="k1")
+        first_result = await first.result()
+        # The same thread id again, the same call asked for: it replays from the
+        # inherited receipt instead of writing the note a second time.
+        second = await env.client.thread("reuse").start(call, key="k2")
+        second_result = await second.result()
+        memo = await (await second.temporal_handle.describe()).memo_value(THREAD_MEMO)
+    assert env.notes == ["dup?"]
+    assert first_result.final_answer == "done: noted dup?"
+    assert second_result.final_answer == "done: noted dup?"
+    assert second_result.stats.tool_replays == 1
+    assert second.workflow_id != first.workflow_id
+    assert ThreadMemo.model_validate(memo) == ThreadMemo(
+        thread="reuse", run=2, key="k2", earlier={"k1": 1}
+    )
+
+
+async def test_a_thread_whose_last_run_was_terminated_is_not_continued(
+    tmp_path: Path,
+) -> None:
+    async with client_env(tmp_path) as env:
+        thread = env.client.thread("broken")
+        run = await thread.start("WAIT never", options=env.options(), key="k1")
+        await run.temporal_handle.terminate("operator")
+        with pytest.raises(ThreadCannotContinue) as refused:
+            await thread.start("go on", key="k2")
+    assert refused.value.workflow_id == "broken/1"
+    assert "terminated" in str(refused.value)
+
+
+def test_run_options_refuse_what_no_run_could_carry() -> None:
+    with pytest.raises(ValueError, match="endpoint and a model"):
+        RunOptions(tools=["note"])
+    with pytest.raises(ValueError, match="tool_choice"):
+        RunOptions(endpoint="e", model="m", tool_choice="nosuch")
