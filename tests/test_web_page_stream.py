@@ -56,7 +56,8 @@ def sse(events: list[tuple[str, dict[str, Any]]]) -> str:
     # `retry: 50` makes EventSource reconnect quickly after the body ends.
     body = "retry: 50\n\n"
     for cursor_text, event in events:
-        body += f"id: {cursor_text}\ndata: {json.dumps({**event, 'cursor': cursor_text})}\n\n"
+        data = json.dumps({**event, "cursor": cursor_text})
+        body += f"id: {cursor_text}\nevent: {event['type']}\ndata: {data}\n\n"
     return body
 
 
@@ -76,10 +77,11 @@ class Script:
             name = path.removeprefix("/page/")
             kind = "text/css" if name.endswith(".css") else "text/javascript"
             await route.fulfill(body=_page_file(name), content_type=kind)
-        elif path == f"/threads/{THREAD}":
-            body = {"thread_id": THREAD, "runs": [{"run_id": RUN, "prompt": "say it"}]}
-            await route.fulfill(json=body)
-        elif path == f"/runs/{RUN}/events":
+        elif path == f"/v1/threads/{THREAD}":
+            await route.fulfill(json={"thread_id": THREAD, "runs": [RUN], "last_run_id": RUN})
+        elif path == f"/v1/threads/{THREAD}/runs/{RUN}":
+            await route.fulfill(json={"transcript": [{"role": "user", "content": "say it"}]})
+        elif path == f"/v1/threads/{THREAD}/runs/{RUN}/events":
             after = await request.header_value("last-event-id") or _after(request.url)
             self.asked.append(after)
             body = await self.answers[min(len(self.asked), len(self.answers)) - 1](after)

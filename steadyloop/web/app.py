@@ -7,6 +7,7 @@ a stream cut by a restart resumes on another process from its cursor.
 Routes (all JSON; the OpenAPI spec is at `/openapi.json`, a page listing it at `/docs`):
 
 - `GET /healthz`: 200 `{"ok": true}` (no token needed).
+- `GET /`: the page (`?thread=ID`; `steadyloop.web.page_routes`; no token needed).
 - `POST /v1/threads` `{"thread_id"?: str}`: 201 `{"thread_id"}` (chosen, or minted).
 - `GET /v1/threads/{thread_id}`: 200 `{"thread_id", "runs": [...], "last_run_id"}`.
 - `POST /v1/threads/{thread_id}/runs` `{"prompt", "steer"?: false, "model"?,
@@ -80,6 +81,7 @@ from steadyloop.web.backend import (
 from steadyloop.web.errors import ApiError, from_backend, install_error_handlers
 from steadyloop.web.fanout import ClientDropped, FeedRegistry
 from steadyloop.web.openapi_page import openapi_page
+from steadyloop.web.page_routes import install_page
 from steadyloop.web.requests import checked_id, idempotency_key, read_model
 from steadyloop.web.settings import DEV_TENANT, WebSettings
 from steadyloop.web.sse import EventStreamResponse, frame
@@ -397,6 +399,7 @@ def create_app(backend: RunBackend, settings: WebSettings) -> FastAPI:
         )
 
     app.state.tenant_of = tenant_of
+    install_page(app)
     return app
 
 

@@ -12,9 +12,10 @@ export class ApiError extends Error {
   }
 }
 
+// The server's refusals are `{"error": {"code", "message", "field"?}}`.
 function describe(status, body) {
-  const error = body && typeof body === "object" ? body.error ?? body.detail ?? body : body;
-  const text = typeof error === "string" ? error : JSON.stringify(error);
+  const error = body && typeof body === "object" ? body.error ?? body : body;
+  const text = typeof error?.message === "string" ? error.message : JSON.stringify(error);
   return `HTTP ${status}: ${text}`;
 }
 
@@ -46,21 +47,25 @@ export function newKey() {
   return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
+const enc = encodeURIComponent;
+const runPath = (thread, run) => `/v1/threads/${enc(thread)}/runs/${enc(run)}`;
+
+// The routes of `steadyloop.web.app` (its module docstring is the table).
 export const api = {
-  createThread: () => call("POST", "/threads", { body: {} }),
-  thread: (thread) => call("GET", `/threads/${encodeURIComponent(thread)}`),
+  createThread: () => call("POST", "/v1/threads", { body: {} }),
+  thread: (thread) => call("GET", `/v1/threads/${enc(thread)}`),
   startRun: (thread, prompt, steer, key) =>
-    call("POST", `/threads/${encodeURIComponent(thread)}/runs`, {
-      body: { prompt, steer },
+    call("POST", `/v1/threads/${enc(thread)}/runs`, { body: { prompt, steer }, key }),
+  eventsUrl: (thread, run) => `${runPath(thread, run)}/events`,
+  snapshot: (thread, run) => call("GET", runPath(thread, run)),
+  decide: (thread, run, approval, approve, key) =>
+    call("POST", `${runPath(thread, run)}/approvals/${enc(approval.call_id)}`, {
+      body: { approve, sha256: approval.sha },
       key,
     }),
-  eventsUrl: (run) => `/runs/${encodeURIComponent(run)}/events`,
-  snapshot: (run) => call("GET", `/runs/${encodeURIComponent(run)}/snapshot`),
-  decide: (run, approval, approved, key) =>
-    call("POST", `/runs/${encodeURIComponent(run)}/approvals/${encodeURIComponent(approval.call_id)}`, {
-      body: { sha: approval.sha, tool: approval.tool, turn: approval.turn, approved },
+  interrupt: (thread, run, key) =>
+    call("POST", `${runPath(thread, run)}/interrupt`, {
+      body: { reason: "interrupted from the page" },
       key,
     }),
-  interrupt: (run, key) =>
-    call("POST", `/runs/${encodeURIComponent(run)}/interrupt`, { body: { reason: "interrupted from the page" }, key }),
 };

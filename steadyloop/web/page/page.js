@@ -17,6 +17,7 @@ const state = {
   stream: null,
   interruptKey: null,
   followed: new Set(),
+  userMessages: 0, // user messages of the runs followed so far
 };
 
 // A handle for people (and tests) looking at the page from the console.
@@ -48,31 +49,41 @@ async function load() {
   if (!state.thread) return;
   try {
     const { body } = await api.thread(state.thread);
-    await followRuns(body.runs ?? []);
+    for (const run of body.runs ?? []) {
+      if (state.followed.has(run)) continue;
+      await follow(run, await promptOf(run));
+      state.userMessages = (await userMessages(run)).length; // steered ones included
+    }
   } catch (error) {
     problem(error.message);
   }
 }
 
-async function followRuns(runs) {
-  for (const run of runs) {
-    if (state.followed.has(run.run_id)) continue;
-    await follow(run);
-  }
+// What the person asked a run: its first user message after those of the runs before it
+// (a follow-up's transcript starts with everything the thread said so far).
+async function promptOf(run) {
+  const prompt = (await userMessages(run))[state.userMessages];
+  return typeof prompt?.content === "string" ? prompt.content : "";
+}
+
+async function userMessages(run) {
+  const { body } = await api.snapshot(state.thread, run);
+  return (body.transcript ?? []).filter((m) => m.role === "user");
 }
 
 // Resolves when the run's stop has been applied (or the stream ended without one).
-function follow(run) {
-  state.followed.add(run.run_id);
-  state.run = run.run_id;
+function follow(run, prompt) {
+  state.followed.add(run);
+  state.run = run;
   state.live = true;
   state.interruptKey = newKey();
   $("#interrupt").disabled = false;
   $("#stop").hidden = true;
   where();
-  if (run.prompt) transcript.said(run.prompt);
+  if (prompt) transcript.said(prompt);
   return new Promise((resolve) => {
-    const stream = new RunStream(api.eventsUrl(run.run_id), `steadyloop:${run.run_id}`, {
+    const url = api.eventsUrl(state.thread, run);
+    const stream = new RunStream(url, `steadyloop:${state.thread}:${run}`, {
       event: (event) => {
         transcript.apply(event);
         if (isStop(event)) {
@@ -88,7 +99,8 @@ function follow(run) {
         }
       },
       expired: (body) => {
-        problem(`This run's early events are no longer kept: ${body.error ?? JSON.stringify(body)}`);
+        const oldest = body.error?.oldest ?? "none";
+        problem(`This run's early events are no longer kept (oldest held: ${oldest}).`);
         ended();
         resolve();
       },
@@ -120,11 +132,12 @@ async function send(event) {
     }
     const { body } = await api.startRun(state.thread, prompt, steer, key);
     form.prompt.value = "";
-    if (body.steered) {
-      transcript.said(prompt, "delivered at the next turn boundary");
+    if (body.outcome === "steered") {
+      transcript.said(prompt, "sent to the run in flight: it reads it at its next turn");
       return;
     }
-    await follow({ run_id: body.run_id, prompt });
+    state.userMessages += 1;
+    if (!state.followed.has(body.run_id)) await follow(body.run_id, prompt);
   } catch (error) {
     problem(error instanceof ApiError ? error.message : String(error));
   }
@@ -134,15 +147,14 @@ async function send(event) {
 // button sends the same key and the server records one decision.
 async function decide(approval, approved, card) {
   const choice = approved ? "approve" : "reject";
-  card.dataset[choice] ??= newKey();
+  const keyName = `${choice}Key`;
+  card.dataset[keyName] ??= newKey();
   const outcome = card.querySelector(".outcome");
   try {
-    const { status, body } = await api.decide(state.run, approval, approved, card.dataset[choice]);
+    const { status } = await api.decide(state.thread, state.run, approval, approved, card.dataset[keyName]);
     outcome.textContent =
-      status === 202
-        ? `${choice} recorded, waiting for a worker to apply it`
-        : body?.detail ?? `${choice}d`;
-    card.dataset.sent = choice;
+      status === 202 ? `${choice}: sent; no worker has taken it yet, it applies when one does` : `${choice}: recorded`;
+    card.dataset.sent = `${choice} ${status}`;
   } catch (error) {
     outcome.textContent = error.message;
   }
@@ -151,7 +163,7 @@ async function decide(approval, approved, card) {
 async function interrupt() {
   if (!state.run) return;
   try {
-    await api.interrupt(state.run, state.interruptKey);
+    await api.interrupt(state.thread, state.run, state.interruptKey);
   } catch (error) {
     problem(error.message);
   }

@@ -69,7 +69,10 @@ export class RunStream {
       this.delay = RECONNECT_MIN_MS;
       this.on.status("live");
     };
-    source.onmessage = (message) => this.#received(message);
+    // The server names each event (`event: <type>`), so there is no onmessage to use.
+    for (const type of EVENT_TYPES) {
+      source.addEventListener(type, (message) => this.#received(message));
+    }
     source.onerror = () => {
       if (this.ended || source !== this.source) return;
       if (source.readyState === EventSource.CONNECTING) {
@@ -168,6 +171,19 @@ export class RunStream {
     }
   }
 }
+
+// The `type`s of `steadyloop.events.models.RunEventItem`.
+export const EVENT_TYPES = [
+  "text_delta",
+  "reasoning_delta",
+  "tool_call",
+  "tool_result",
+  "approval_waiting",
+  "ambiguous_receipt",
+  "timeline",
+  "decision",
+  "stop",
+];
 
 export function isStop(event) {
   return event.type === "stop";
