@@ -118,6 +118,7 @@ async def test_an_event_sent_again_after_a_reconnect_is_shown_once() -> None:
     first = [text_event(1, "one "), text_event(2, "two ")]
     # The server (wrongly) repeats the last event before continuing: the page must not.
     again = [text_event(2, "two "), text_event(3, "three"), stop_event(4, "one two three")]
+
     async def first_answer(after: str | None) -> str:
         return sse(first)
 
