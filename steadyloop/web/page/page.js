@@ -80,6 +80,7 @@ function follow(run, prompt) {
   $("#interrupt").disabled = false;
   $("#stop").hidden = true;
   where();
+  transcript.beginRun(run);
   if (prompt) transcript.said(prompt);
   return new Promise((resolve) => {
     const url = api.eventsUrl(state.thread, run);

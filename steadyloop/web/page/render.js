@@ -18,6 +18,17 @@ export class Transcript {
     this.waiting = new Map();
   }
 
+  // A new run of the thread: its turns and calls are its own (a follow-up numbers its
+  // turns again, and servers that number calls per turn reuse `call_0`).
+  beginRun(run) {
+    for (const card of this.waiting.values()) card.remove();
+    this.waiting = new Map();
+    this.#noneWaiting(true);
+    this.run = run;
+    this.turns = new Map();
+    this.calls = new Map();
+  }
+
   apply(event) {
     const handler = HANDLERS[event.type];
     if (handler) handler.call(this, event);
@@ -28,6 +39,7 @@ export class Transcript {
     if (!turn) {
       const item = element("li", "turn");
       item.dataset.turn = String(number);
+      item.dataset.run = this.run ?? "";
       const reasoning = element("details", "reasoning");
       reasoning.hidden = true;
       reasoning.append(element("summary", null, "reasoning"), element("pre", "reasoning-text"));
@@ -146,6 +158,9 @@ export class Transcript {
   }
 
   stop(event) {
+    const line = element("li", "stopped", `stopped: ${event.reason}`);
+    line.dataset.reason = event.reason;
+    this.at.log.append(line);
     const stop = this.at.stop;
     stop.replaceChildren();
     stop.hidden = false;
@@ -159,6 +174,7 @@ export class Transcript {
     }
     for (const card of this.waiting.values()) {
       for (const button of card.querySelectorAll("button")) button.disabled = true;
+      card.querySelector(".outcome").textContent = "the run ended before a decision";
     }
   }
 
