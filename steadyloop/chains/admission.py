@@ -33,6 +33,12 @@ What the obvious versions get wrong, and where it is prevented:
   chains; one admission must be checked against the chain's counts and the tenant's
   at once. Two entities would need a reservation in one undone when the other refuses;
   one entity per tenant decides both in one step.
+- **Roots never admitted.** A root run started from outside (`steadyloop serve`) is
+  counted once it delegates, but nothing decided whether it could start: a tenant's
+  own roots could exceed `max_active`. A root asks before it starts (`root_limits`):
+  `decide_root` holds it to the tenant's rate and ceiling, counting every other run of
+  the tenant, and the root is recorded only when admitted (a refused root is not
+  counted, so refusals do not fill the ceiling they were refused by).
 - **Lost when the root ends or continues as new.** The ledger is not in the root: a
   root continuing-as-new keeps its workflow id and so its entry, a root that ended
   leaves its chain's entries in place until it is pruned, and the entity carries the
@@ -63,7 +69,15 @@ from steadyloop.chains.limits import (
     chain_rules,
     pair_key,
 )
-from steadyloop.chains.rules import Admission, Admitted, Refused, admit_child_run
+from steadyloop.chains.rules import (
+    Admission,
+    Admitted,
+    ChainRule,
+    Refused,
+    TenantCeilingRule,
+    TenantRateRule,
+    admit_child_run,
+)
 
 __all__ = [
     "ADMISSION_WORKFLOW",
@@ -135,6 +149,9 @@ class AdmissionRequest(BaseModel):
     position: ChainPosition
     children: list[ChildRecord] = Field(default_factory=list)
     child: ChildAsk | None = None
+    # A root asking to start (`child` None): its tenant's rate and ceiling limits. None:
+    # a registration, which decides nothing.
+    root_limits: list[ChainLimit] | None = None
 
 
 class AdmissionAnswer(BaseModel):
@@ -260,6 +277,38 @@ class AdmissionLedger(BaseModel):
                 measured=measured,
                 now=now,
             )
+        )
+
+    def decide_root(self, request: AdmissionRequest, now: datetime) -> Admitted | Refused:
+        """May the root `request.run` start? Its tenant's rate and ceiling limits, counting
+        every run of the tenant but itself (a root has no chain, pair or depth yet)."""
+        assert request.root_limits is not None
+        me = request.run.workflow_id
+        others = [e for e in self.runs.values() if e.workflow_id != me]
+        rules: list[ChainRule] = []
+        for limit in request.root_limits:
+            if isinstance(limit, TenantRateLimit):
+                self.horizon_s = max(self.horizon_s, limit.window_s)
+                window = now - timedelta(seconds=limit.window_s)
+                rules.append(
+                    TenantRateRule(
+                        started_in_window=sum(e.started_at >= window for e in others),
+                        window_s=limit.window_s,
+                        max_started=limit.max_started,
+                    )
+                )
+            elif isinstance(limit, TenantCeilingLimit):
+                rules.append(
+                    TenantCeilingRule(
+                        active=sum(e.active for e in others), max_active=limit.max_active
+                    )
+                )
+        return admit_child_run(rules)
+
+    def record_root(self, request: AdmissionRequest, now: datetime) -> None:
+        """Count the admitted root from this moment (before the answer leaves)."""
+        self.runs[request.run.workflow_id] = request.run.model_copy(
+            update={"started_at": now, "active": True, "parent": None}
         )
 
     def decide_rerun(self, request: AdmissionRequest, now: datetime) -> Admitted | Refused:

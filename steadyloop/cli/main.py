@@ -75,6 +75,7 @@ from steadyloop.run.resume import TRUTHFUL, NothingToResume, resume_input
 from steadyloop.serving import WorkerDescription
 from steadyloop.stops.stop_text import status_header
 from steadyloop.telemetry import install_from, settings_from
+from steadyloop.web.cli import add_serve_parser
 from steadyloop.worker.config import (
     CONFIG_ENV,
     DEFAULT_TASK_QUEUE,
@@ -516,6 +517,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="pause between chunks",
     )
     demo.set_defaults(handler=_demo_command)
+    add_serve_parser(commands, connection)
     return parser
 
 

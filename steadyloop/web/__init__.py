@@ -8,10 +8,24 @@ tenant's thread is 404 everywhere; bad input is a 4xx naming the field, and star
 nothing. Routes: `steadyloop.web.app`. AG-UI: `steadyloop.web.agui`. Fan-out:
 `steadyloop.web.fanout`. Settings and tokens: `steadyloop.web.settings`.
 
-Needs the `web` extra (`pip install 'steadyloop[web]'`).
+Needs the `web` extra (`pip install 'steadyloop[web]'`); importing this package does not
+(the command line imports `steadyloop.web.cli` whether or not the extra is installed).
 """
 
-from steadyloop.web.app import create_app
-from steadyloop.web.settings import WebSettings, token_sha256, web_settings
+from __future__ import annotations
+
+from typing import Any
 
 __all__ = ["WebSettings", "create_app", "token_sha256", "web_settings"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "create_app":
+        from steadyloop.web.app import create_app
+
+        return create_app
+    if name in ("WebSettings", "token_sha256", "web_settings"):
+        from steadyloop.web import settings
+
+        return getattr(settings, name)
+    raise AttributeError(f"module 'steadyloop.web' has no attribute {name!r}")

@@ -92,6 +92,8 @@ class ChainAdmissionWorkflow:
         self._handled += 1
         async with self._deciding:
             ledger = self._ledger
+            if request.child is None and request.root_limits is not None:
+                return await self._admit_root(request)
             ledger.merge(request)
             child = request.child
             if child is None:
@@ -113,6 +115,25 @@ class ChainAdmissionWorkflow:
             if decision.admitted:
                 ledger.record(request, now)
             return answer(ledger, request, decision)
+
+    async def _admit_root(self, request: AdmissionRequest) -> AdmissionAnswer:
+        """A root asking to start: admitted (and counted) or refused (and not counted).
+
+        Only requests carrying `root_limits` come here, which no history recorded before
+        they existed holds, so recorded histories replay unchanged.
+        """
+        ledger = self._ledger
+        me = request.run.workflow_id
+        known = ledger.runs.get(me)
+        if known is not None and known.active:  # a retried admission of an admitted root
+            return answer(ledger, request, Admitted(), known=True)
+        now = workflow.now()
+        decision = ledger.decide_root(request, now)
+        if refused_by_ceiling(decision) and await self._drop_closed(ledger.active_others(me)):
+            decision = ledger.decide_root(request, now)
+        if decision.admitted:
+            ledger.record_root(request, now)
+        return answer(ledger, request, decision)
 
     @admit.validator
     def _validate_admit(self, request: AdmissionRequest) -> None:
