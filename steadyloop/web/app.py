@@ -37,7 +37,10 @@ Routes (all JSON; the OpenAPI spec is at `/openapi.json`, a page listing it at `
 **Auth.** `Authorization: Bearer TOKEN` on every route but `/healthz`, `/docs` and
 `/openapi.json`; the token's tenant is the run's `tenant_id` (a `tenant_id` in a body is
 never read). A thread of another tenant answers 404 on every route, the event stream
-included. 401 without a known token.
+included. 401 without a known token. A request without an `Authorization` header may
+carry the token in the `steadyloop_token` cookie instead: the page's `EventSource`
+cannot send headers. The page sets it `SameSite=Strict`, so another site's form or
+script never sends it.
 
 **Idempotency.** Starting and steering take an `Idempotency-Key` header, the Temporal
 update id of the request: a retried POST records one decision, and a retried start
@@ -92,6 +95,8 @@ __all__ = ["create_app"]
 # long enough to answer 204 or 410 instead of an empty stream, short enough that a
 # live run's stream opens at once.
 FIRST_EVENT_WAIT_S = 0.5
+# The cookie the page keeps its bearer token in (read only when no Authorization header).
+TOKEN_COOKIE = "steadyloop_token"
 
 
 class NewThread(BaseModel):
@@ -198,6 +203,9 @@ def create_app(backend: RunBackend, settings: WebSettings) -> FastAPI:
         if settings.open_access:
             return DEV_TENANT
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        if not scheme and TOKEN_COOKIE in request.cookies:
+            # The page's token: an EventSource cannot send a header (see the docstring).
+            scheme, token = "bearer", request.cookies[TOKEN_COOKIE]
         tenant = settings.tenant_for(token.strip()) if scheme.lower() == "bearer" else None
         if tenant is None:
             raise ApiError(

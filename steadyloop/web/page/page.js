@@ -30,6 +30,7 @@ const transcript = new Transcript(
 
 function problem(text) {
   $("#problem").textContent = text ?? "";
+  if (text && text.startsWith("HTTP 401")) askForToken();
 }
 
 function connection(status) {
@@ -94,6 +95,7 @@ function follow(run, prompt) {
       },
       status: (status) => {
         connection(status);
+        if (status === "refused (HTTP 401)") askForToken();
         if (status === "ended" || status.startsWith("refused")) {
           ended();
           resolve();
@@ -170,6 +172,35 @@ async function interrupt() {
   }
 }
 
+// The bearer token, for a server that has tokens: kept in a SameSite=Strict cookie (the
+// server reads it when a request has no Authorization header), because an EventSource
+// cannot send headers. It arrives in the address's fragment (`/#token=...`, never sent
+// to a server or written to its log) or from the form a 401 shows, and leaves the
+// address bar at once.
+function keepToken(token) {
+  const secure = location.protocol === "https:" ? "; Secure" : "";
+  document.cookie = `steadyloop_token=${encodeURIComponent(token)}; Path=/; SameSite=Strict${secure}`;
+}
+
+function tokenFromAddress() {
+  const fragment = new URLSearchParams(location.hash.slice(1));
+  const token = fragment.get("token");
+  if (!token) return;
+  keepToken(token);
+  history.replaceState(null, "", location.pathname + location.search);
+}
+
+function askForToken() {
+  $("#token-form").hidden = false;
+}
+
+$("#token-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  keepToken(event.target.token.value.trim());
+  location.reload();
+});
+
 $("#composer").addEventListener("submit", send);
 $("#interrupt").addEventListener("click", interrupt);
+tokenFromAddress();
 load();
