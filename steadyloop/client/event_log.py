@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
@@ -51,6 +51,7 @@ from steadyloop.events.models import (
     TextDeltaEvent,
     parse_event,
 )
+from steadyloop.output.follow import run_over
 from steadyloop.output.forwarding import (
     HOST_EPOCH_MEMO,
     OUTPUT_TOPIC,
@@ -58,7 +59,7 @@ from steadyloop.output.forwarding import (
     output_stream_id,
 )
 
-__all__ = ["DEFAULT_POLL_S", "MAX_POLL_FAILURES", "run_events"]
+__all__ = ["DEFAULT_POLL_S", "MAX_POLL_FAILURES", "host_events", "run_events"]
 
 logger = logging.getLogger(__name__)
 
@@ -75,22 +76,42 @@ async def run_events(
     after: str | None = None,
     *,
     poll_s: float = DEFAULT_POLL_S,
-) -> AsyncIterator[RunEventItem]:
+) -> AsyncGenerator[RunEventItem, None]:
     """Every event of the run after cursor `after` (None: from its first), in run order.
 
     `run_id` is the run's first execution run id (`WorkflowHandle.first_execution_run_id`,
-    or `result_run_id` of the handle `start_workflow` returned): it stays the run's
-    across continue-as-new. Raises `InvalidCursor` for a cursor this library did not
-    write and `CursorExpired` when what follows `after` is no longer held.
+    or `steadyloop.output.follow.first_run_id(handle)`): it stays the run's across
+    continue-as-new. Raises `InvalidCursor` for a cursor this library did not write and
+    `CursorExpired` when what follows `after` is no longer held.
     """
+
+    async def over() -> bool:
+        return await run_over(client, workflow_id, run_id)
+
+    async for event in host_events(
+        client, output_stream_id(workflow_id, run_id), after, run_over=over, poll_s=poll_s
+    ):
+        yield event
+
+
+async def host_events(
+    client: Client,
+    host_id: str,
+    after: str | None,
+    *,
+    run_over: Callable[[], Awaitable[bool]],
+    poll_s: float = DEFAULT_POLL_S,
+) -> AsyncGenerator[RunEventItem, None]:
+    """The events of output host `host_id` after `after`, across its continue-as-new,
+    idle closes and restarts; ends at a `stop` event, or once `run_over()` and the host
+    is drained (`run_events` is this for one run's host)."""
     position = parse_cursor(after) if after is not None else None
-    host_id = output_stream_id(workflow_id, run_id)
     host = client.get_workflow_handle(host_id)
     drained: str | None = None
     while True:
         described = await _describe(host)
         if described is None or described.run_id == drained:
-            if await _run_over(client, workflow_id, run_id):
+            if await run_over():
                 if described is None:
                     raise CursorExpired(
                         after, None, "the run's output host was never started or is gone"
@@ -99,7 +120,7 @@ async def run_events(
             await asyncio.sleep(poll_s)
             continue
         epoch = await described.memo_value(HOST_EPOCH_MEMO, 0, type_hint=int)
-        _check_epoch(position, epoch, after)
+        _check_epoch(position, epoch)
         next_offset = 0 if position is None else position.offset + 1
         async for event in _read_chain(client, host_id, epoch, next_offset, poll_s):
             position = parse_cursor(event.cursor)
@@ -113,14 +134,14 @@ async def run_events(
         drained = None if running or ended is None else ended.run_id
 
 
-def _check_epoch(position: Cursor | None, epoch: int, after: str | None) -> None:
+def _check_epoch(position: Cursor | None, epoch: int) -> None:
+    """A cursor of another epoch than the host's is never read as one of its offsets."""
+    at = None if position is None else format_cursor(position)
     if position is not None and position.epoch > epoch:
-        raise InvalidCursor(
-            after or "", f"its epoch {position.epoch} is past the host's epoch {epoch}"
-        )
+        raise InvalidCursor(at or "", f"its epoch {position.epoch} is past the host's {epoch}")
     if (position is None and epoch > 0) or (position is not None and position.epoch < epoch):
         raise CursorExpired(
-            after,
+            at,
             None,
             f"the run's output host started over at epoch {epoch} without its earlier log",
         )
@@ -128,7 +149,7 @@ def _check_epoch(position: Cursor | None, epoch: int, after: str | None) -> None
 
 async def _read_chain(
     client: Client, host_id: str, epoch: int, next_offset: int, poll_s: float
-) -> AsyncIterator[RunEventItem]:
+) -> AsyncGenerator[RunEventItem, None]:
     """One host's continue-as-new chain from `next_offset` to its end, gaps refused."""
     stream = WorkflowStreamClient.create(client, host_id)
     converter = client.data_converter.payload_converter
@@ -185,16 +206,3 @@ async def _describe(handle: Any) -> WorkflowExecutionDescription | None:
             return None
         raise
     return description
-
-
-async def _run_over(client: Client, workflow_id: str, run_id: str) -> bool:
-    """Whether the run (the chain that began with `run_id`) has ended.
-
-    The latest execution of the id answers, unless the id was used again since: then
-    that is another run, and ours is over.
-    """
-    described = await client.get_workflow_handle(workflow_id).describe()
-    first = described.raw_description.workflow_execution_info.first_run_id
-    if first and first != run_id:
-        return True
-    return described.status is not None and described.status != WorkflowExecutionStatus.RUNNING

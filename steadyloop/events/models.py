@@ -123,6 +123,8 @@ class ToolResultEvent(_Event):
     turn: int = Field(ge=0)
     call_id: str
     name: str
+    # How the call ended: ok, tool_error, invalid_arguments, unknown_tool.
+    status: str = "ok"
     text: str
     truncated: bool = False
     replayed: bool = False
