@@ -15,9 +15,20 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from browser_harness import chromium
 from playwright.async_api import Page
-from web_harness import WebStack, paced_answer, web_stack
+from web_harness import (
+    WebStack,
+    answer,
+    calls,
+    paced_answer,
+    run_workflow,
+    start_thread_run,
+    tool_answers,
+    web_stack,
+)
 
 from steadyloop.events import parse_cursor
+from steadyloop.run.models import RunResult
+from steadyloop.testing.chunks import ScriptedCall
 from steadyloop.testing.scripted_server import RecordedRequest, ScriptedResponse
 
 pytestmark = pytest.mark.slow
@@ -118,3 +129,99 @@ async def test_1_a_reload_mid_answer_continues_after_its_cursor(tmp_path: Path) 
             assert_strictly_increasing(applied)
             assert 0 < len(after) < len(applied) and applied[-len(after) :] == after
             assert_strictly_increasing(before)
+
+
+async def result_of(stack: WebStack, thread: str, run: str = "1") -> RunResult:
+    handle = stack.client.get_workflow_handle(
+        run_workflow("tenant-a", thread, run), result_type=RunResult
+    )
+    return await handle.result()
+
+
+async def test_3_a_worker_killed_mid_answer_shows_output_interrupted_with_exactly_the_text_shown(
+    tmp_path: Path,
+) -> None:
+    async with web_stack(streaming, tmp_path) as stack:
+        worker = await stack.start_worker()
+        await stack.start_server()
+        # Started from code, with a model heartbeat timeout of 2 s: the lost attempt is
+        # found in seconds rather than the default 150.
+        thread = await start_thread_run(
+            stack, "killed", "Write forty words.", model_heartbeat_timeout_s=2
+        )
+        async with chromium() as browser:
+            page = await browser.new_page()
+            await page.goto(stack.page_url(thread))
+            await page.locator(".turn .answer").filter(has_text=WORDS[5]).wait_for()
+            await worker.kill()
+            await stack.start_worker()  # the run's next workflow task needs a worker
+            await page.wait_for_selector(
+                '#stop[data-reason="output_interrupted"]', timeout=DONE_GUARD_MS
+            )
+            text = await page.locator(".turn .answer").text_content() or ""
+            partial = await page.locator("#stop .partial").text_content()
+            stop_text = await page.locator("#stop").text_content() or ""
+            result = await result_of(stack, thread)
+        assert result.stop_reason == "output_interrupted"
+        assert result.partial is not None
+        # What the page shows, what it says was shown, and what the run kept are one text,
+        # cut somewhere in the answer.
+        assert text == partial == result.partial.text
+        assert WORDS[5] in text and ANSWER.startswith(text) and text != ANSWER
+        assert "partial answer (shown before the stop)" in stop_text, stop_text
+
+
+REFUND = ScriptedCall("refund", {"order_id": "A-17", "cents": 3450}, id="call_0")
+
+
+def refunding(request: RecordedRequest) -> ScriptedResponse:
+    if not tool_answers(request):
+        return calls(REFUND)
+    return answer("Refunded 3450 cents on A-17.")
+
+
+async def test_4_an_approval_sent_while_no_worker_runs_is_202_and_the_tool_runs_once(
+    tmp_path: Path,
+) -> None:
+    async with web_stack(refunding, tmp_path) as stack:
+        worker = await stack.start_worker()
+        await stack.start_server()
+        async with chromium() as browser:
+            page = await browser.new_page()
+            await page.goto(stack.page_url())
+            await page.fill("#composer textarea", "Refund order A-17.")
+            await page.click("#composer button[type=submit]")
+            card = page.locator(".approval")
+            await card.locator("button.approve").wait_for(timeout=DONE_GUARD_MS)
+            assert await card.locator(".arguments").text_content() == REFUND.arguments_text
+            await worker.kill()
+
+            statuses: list[int] = []
+            page.on(
+                "response",
+                lambda r: statuses.append(r.status) if "/approvals/" in r.url else None,
+            )
+            await card.locator("button.approve").dblclick()
+            try:
+                await card.locator(".outcome").filter(has_text="no worker").wait_for(
+                    timeout=DONE_GUARD_MS
+                )
+            except Exception:
+                print("DEBUG", statuses, await card.locator(".outcome").text_content())
+                raise
+            while len(statuses) < 2:
+                await page.wait_for_timeout(100)
+            assert statuses == [202, 202]
+            assert stack.refunds() == []  # nothing ran while no worker did
+
+            await stack.start_worker()
+            await page.wait_for_selector('#stop[data-reason="final_answer"]', timeout=DONE_GUARD_MS)
+            decisions = await page.evaluate(
+                "window.steadyloop.stream.applied.filter(a => a[1].type === 'decision')"
+                ".map(a => a[1].decision)"
+            )
+        assert stack.refunds() == ["refund 3450 cents on A-17"]
+        assert decisions == ["approved"]
+        assert await page.locator(".turn .answer").last.text_content() == (
+            "Refunded 3450 cents on A-17."
+        )

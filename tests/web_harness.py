@@ -21,13 +21,15 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from steadyloop.cli.demo_tour_tools import REFUNDS_FILE
+from steadyloop.client import RunOptions, SteadyloopClient
 from steadyloop.history.payload_storage import BLOB_DIR_ENV, steadyloop_data_converter
+from steadyloop.run.models import RunLimits
 from steadyloop.temporal_binaries import dev_server_args, dev_server_path
 from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
 from steadyloop.testing.scripted_server import (
@@ -38,6 +40,7 @@ from steadyloop.testing.scripted_server import (
     sse_response,
 )
 from steadyloop.tools.examples import OUTBOX_DIR_ENV
+from steadyloop.web.client_backend import thread_tag
 from steadyloop.worker.dev_server import free_port
 
 ENDPOINT = "scripted"
@@ -273,3 +276,29 @@ async def eventually(
 
 def decoded(line: str) -> object:
     return json.loads(line)
+
+
+# -- runs started from code, shown on the page -------------------------------------------
+
+
+async def start_thread_run(
+    stack: WebStack, name: str, prompt: str, *, tenant: str = "tenant-a", **limits: Any
+) -> str:
+    """Start a run on the web thread `name` of `tenant` through the client API, with
+    `limits` the server does not expose (a short model heartbeat timeout finds a killed
+    worker in seconds), and return the thread id the page opens."""
+    client = SteadyloopClient(stack.client, task_queue=stack.task_queue)
+    options = RunOptions(
+        endpoint=ENDPOINT,
+        model=MODEL,
+        tools=["refund"],
+        tenant_id=tenant,
+        limits=RunLimits(**limits),
+    )
+    await client.thread(f"web/{tenant}/{name}").start(prompt, options=options)
+    return f"{name}~{thread_tag(tenant, name)}"
+
+
+def run_workflow(tenant: str, thread: str, run: str = "1") -> str:
+    """The workflow id of run `run` of the web thread `thread` (its public id)."""
+    return f"web/{tenant}/{thread.rpartition('~')[0]}/{run}"
