@@ -16,10 +16,13 @@ import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
+
+from temporalio.worker import Worker
 
 from steadyloop.client import RunOptions, SteadyloopClient
 from steadyloop.history.payload_storage import steadyloop_data_converter
@@ -46,12 +49,18 @@ class ClientEnv:
     notes: list[str] = field(default_factory=list)
     transfers: list[str] = field(default_factory=list)
     release: asyncio.Event = field(default_factory=asyncio.Event)
+    worker_options: WorkerOptions | None = None
+
+    def worker(self) -> AbstractAsyncContextManager[Worker]:
+        """Another worker for the task queue (after the first one stopped)."""
+        assert self.worker_options is not None
+        return running_worker(self.server.client, self.worker_options)
 
     def options(self, **overrides: Any) -> RunOptions:
         fields: dict[str, Any] = {
             "endpoint": "scripted",
             "model": MODEL,
-            "tools": ["note", "transfer"],
+            "tools": ["note", "slow_note", "transfer"],
         }
         return RunOptions(**(fields | overrides))
 
@@ -89,18 +98,26 @@ def build_tools(env: ClientEnv) -> ToolRegistry:
         env.notes.append(text)
         return f"noted {text}"
 
+    @tool(effect="opaque", timeout=timedelta(milliseconds=500))
+    async def slow_note(text: str) -> str:
+        """An opaque effect that outlives its timeout: its outcome is unknown."""
+        await asyncio.sleep(1.2)
+        env.notes.append(text)
+        return f"noted {text}"
+
     @tool(effect="opaque", approval=True)
     async def transfer(amount: float, to: str) -> str:
         """Move money: a person approves each call."""
         env.transfers.append(f"{amount:g} to {to}")
         return f"sent {amount:g} to {to}"
 
-    return ToolRegistry([note, transfer])
+    return ToolRegistry([note, slow_note, transfer])
 
 
 @asynccontextmanager
-async def client_env(tmp_path: Path) -> AsyncIterator[ClientEnv]:
-    """A dev server, a worker serving the loop on a fresh task queue, and the client."""
+async def client_env(tmp_path: Path, *, worker: bool = True) -> AsyncIterator[ClientEnv]:
+    """A dev server, a worker serving the loop on a fresh task queue (`worker=False`: none
+    yet, start one with `env.worker()`), and the client."""
     converter = steadyloop_data_converter(tmp_path / "blobs")
     release = asyncio.Event()
     async with (
@@ -114,12 +131,13 @@ async def client_env(tmp_path: Path) -> AsyncIterator[ClientEnv]:
             provider=provider,
             release=release,
         )
-        options = WorkerOptions(
+        env.worker_options = WorkerOptions(
             task_queue=queue,
             endpoints=EndpointRegistry([provider.endpoint("scripted")]),
             tools=build_tools(env),
+            graceful_shutdown=timedelta(seconds=1),
         )
-        async with running_worker(server.client, options):
+        async with env.worker() if worker else nullcontext():
             try:
                 yield env
             finally:

@@ -158,3 +158,34 @@ def test_run_options_refuse_what_no_run_could_carry() -> None:
         RunOptions(tools=["note"])
     with pytest.raises(ValueError, match="tool_choice"):
         RunOptions(endpoint="e", model="m", tool_choice="nosuch")
+
+
+async def test_a_start_that_lost_the_race_to_a_run_already_ended_follows_that_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Client A reads "the last run is 1" just before client B starts run 2, which ends
+    # at once; A then asks for id 2 too. It must not start a second run 2 (that would
+    # drop B's run from the conversation): it follows run 2 as run 3.
+    async with client_env(tmp_path) as env:
+        first = await env.client.thread("cas").start("one", options=env.options(), key="a0")
+        await first.result()
+        a = env.client.thread("cas")
+        stale = await a._latest()
+        two = await env.client.thread("cas").start("two", key="b")
+        await two.result()
+        real = a._latest
+        reads = iter([stale])
+
+        async def stale_first() -> object:
+            return next(reads, None) or await real()
+
+        monkeypatch.setattr(a, "_latest", stale_first)
+        three = await a.start("three", key="a1")
+        result = await three.result()
+        executions = [
+            w.id async for w in env.server.client.list_workflows("WorkflowType='ToolLoopWorkflow'")
+        ]
+    assert three.workflow_id == "cas/3"
+    assert sorted(executions) == ["cas/1", "cas/2", "cas/3"]
+    users = [m.content for m in result.transcript if m.role == "user"]
+    assert users == ["one", "two", "three"]

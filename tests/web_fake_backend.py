@@ -8,7 +8,7 @@ the real flow runs in `test_web_devserver.py`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -47,10 +47,12 @@ class FakeRun:
     messages: list[str] = field(default_factory=list)
     reads: int = 0  # subscriptions opened on the log
 
-    def publish(self, kind: str, **data: Any) -> StreamEvent:
-        event = StreamEvent(cursor=cursor(len(self.events)), type=kind, data={"type": kind, **data})
+    def publish(self, event_type: str, /, **data: Any) -> StreamEvent:
+        event = StreamEvent(
+            cursor=cursor(len(self.events)), type=event_type, data={"type": event_type, **data}
+        )
         self.events.append(event)
-        if kind == "stop":
+        if event_type == "stop":
             self.ended = True
         self.changed.set()
         return event
@@ -61,6 +63,10 @@ class FakeBackend:
     threads: dict[tuple[str, str], list[FakeRun]] = field(default_factory=dict)
     starts: dict[tuple[str, str, str], str] = field(default_factory=dict)
     worker_up: bool = True
+    # Called with each run it starts (a test publishes the run's events there).
+    on_start: Callable[[FakeRun], None] | None = None
+    # Called with each run a decision was recorded on (the run goes on there).
+    on_decide: Callable[[FakeRun], None] | None = None
     minted: int = 0
     calls: int = 0
 
@@ -110,6 +116,8 @@ class FakeBackend:
         runs.append(run)
         if idempotency_key is not None:
             self.starts[(tenant, thread_id, idempotency_key)] = run.run_id
+        if self.on_start is not None:
+            self.on_start(run)
         return Started(thread_id=thread_id, run_id=run.run_id, outcome="started")
 
     async def check_run(self, tenant: str, thread_id: str, run_id: str) -> None:
@@ -178,6 +186,8 @@ class FakeBackend:
         decision = Decision(status="recorded")
         if idempotency_key is not None:
             run.decisions[idempotency_key] = decision
+        if self.on_decide is not None:
+            self.on_decide(run)
         return decision
 
     async def steer(

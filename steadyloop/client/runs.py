@@ -25,8 +25,9 @@ idempotent by nature (the first reason given is the one the run keeps).
 
 from __future__ import annotations
 
+import asyncio
 import uuid
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from datetime import timedelta
 from typing import Any, Literal
 
@@ -41,6 +42,7 @@ from temporalio.client import (
     WorkflowUpdateFailedError,
     WorkflowUpdateRPCTimeoutOrCancelledError,
 )
+from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.service import RPCError, RPCStatusCode
 
 from steadyloop.chat import ChatMessage
@@ -51,6 +53,9 @@ from steadyloop.client.errors import (
     RunEnded,
     RunFailed,
 )
+from steadyloop.client.event_log import run_events
+from steadyloop.events import Cursor, RunEventItem, format_cursor
+from steadyloop.output.forwarding import HOST_EPOCH_MEMO, output_stream_id
 from steadyloop.receipts.ledger import AmbiguityResolution
 from steadyloop.run.models import AmbiguousCall, ResolveReceipt, RunProgress, RunResult
 from steadyloop.run.steering import ApprovalDecision, PendingApproval, UserMessage
@@ -78,10 +83,16 @@ class RunSnapshot(BaseModel):
     `result` is how it stopped (reason, detail, partial output), None while it runs or
     when the workflow did not complete (`failure` then says why). `progress` and the
     waiting calls come from a live worker, so they are empty once the run has ended.
+
+    `cursor` is where the run's event log stood just before the snapshot was read:
+    `handle.events(after=snapshot.cursor)` misses nothing that came after it, and may
+    repeat a little of what the snapshot already shows (the log and the run are two
+    workflows; no read of both is atomic). None: from the log's first event.
     """
 
     workflow_id: str
     status: RunStatus
+    cursor: str | None = None
     transcript: list[ChatMessage] = Field(default_factory=list)
     progress: RunProgress | None = None
     pending_approvals: list[PendingApproval] = Field(default_factory=list)
@@ -115,11 +126,25 @@ class RunHandle:
         self.origin: StartOrigin = origin
         self.worker_bound = worker_bound
         self._client = client
-        # Pinned to the run's first execution when it is known: the chain it continues
-        # as new is followed, and another run started later under a reused id is not.
-        self._handle: WorkflowHandle[Any, Any] = client.get_workflow_handle(
-            workflow_id, first_execution_run_id=first_execution_run_id, result_type=RunResult
+        self._first_run_id = first_execution_run_id
+        self._handle: WorkflowHandle[Any, Any] = self._pinned()
+
+    def _pinned(self) -> WorkflowHandle[Any, Any]:
+        """The Temporal handle, pinned to the run's first execution when it is known: the
+        chain it continues as new is followed, another run under a reused id is not."""
+        return self._client.get_workflow_handle(
+            self.workflow_id, first_execution_run_id=self._first_run_id, result_type=RunResult
         )
+
+    async def first_execution_run_id(self) -> str:
+        """The run id of the run's first execution: with the workflow id, what names this
+        run for good (its event log is keyed by it)."""
+        if self._first_run_id is None:
+            description = await self._handle.describe()
+            info = description.raw_description.workflow_execution_info
+            self._first_run_id = info.first_run_id or description.run_id
+            self._handle = self._pinned()
+        return self._first_run_id
 
     @property
     def temporal_handle(self) -> WorkflowHandle[Any, Any]:
@@ -130,6 +155,19 @@ class RunHandle:
         return f"RunHandle({self.workflow_id!r}, origin={self.origin!r})"
 
     # -- reading -------------------------------------------------------------------
+
+    async def events(
+        self, after: str | None = None, *, poll_s: float | None = None
+    ) -> AsyncIterator[RunEventItem]:
+        """The run's events after cursor `after` (None: from the first), in run order,
+        ending with its stop: text and reasoning deltas, tool calls and their results,
+        approvals waiting, ambiguous receipts, the timeline, the stop. Each carries its
+        `cursor`; `CursorExpired` when what follows `after` is no longer held (read the
+        snapshot instead), `InvalidCursor` for a cursor this library did not write."""
+        run_id = await self.first_execution_run_id()
+        extra: dict[str, Any] = {} if poll_s is None else {"poll_s": poll_s}
+        async for event in run_events(self._client, self.workflow_id, run_id, after, **extra):
+            yield event
 
     async def status(self) -> RunStatus:
         description = await self._handle.describe()
@@ -148,6 +186,7 @@ class RunHandle:
         it runs (`NoWorkerAnswered` when no worker answers its queries); how it stopped
         once it has."""
         status = await self.status()
+        cursor = await self._cursor()  # before the reads: what follows it is not missed
         if status == "running":
             progress = await self._query("progress", RunProgress)
             transcript = await self._query("transcript", list[ChatMessage])
@@ -160,6 +199,7 @@ class RunHandle:
                 progress=progress,
                 pending_approvals=approvals,
                 ambiguous_receipts=ambiguous,
+                cursor=cursor,
             )
         if status == "completed":
             result = await self.result()
@@ -168,12 +208,15 @@ class RunHandle:
                 status=status,
                 transcript=result.transcript,
                 result=result,
+                cursor=cursor,
             )
         try:
             await self.result()
         except RunFailed as failed:
-            return RunSnapshot(workflow_id=self.workflow_id, status=status, failure=failed.cause)
-        return RunSnapshot(workflow_id=self.workflow_id, status=status)
+            return RunSnapshot(
+                workflow_id=self.workflow_id, status=status, failure=failed.cause, cursor=cursor
+            )
+        return RunSnapshot(workflow_id=self.workflow_id, status=status, cursor=cursor)
 
     async def pending_approvals(self) -> list[PendingApproval]:
         """The calls waiting for a person's approval (a live worker answers)."""
@@ -315,6 +358,27 @@ class RunHandle:
                     self.workflow_id, f"the {name} query", self.worker_bound.total_seconds()
                 ) from None
             raise
+
+    async def _cursor(self) -> str | None:
+        """The cursor of the last event on the run's log now (None: nothing logged yet)."""
+        host_id = output_stream_id(self.workflow_id, await self.first_execution_run_id())
+        host = self._client.get_workflow_handle(host_id)
+        try:
+            described = await host.describe()
+        except RPCError as error:
+            if error.status == RPCStatusCode.NOT_FOUND:
+                return None
+            raise
+        epoch: int = await described.memo_value(HOST_EPOCH_MEMO, 0, type_hint=int)
+        stream = WorkflowStreamClient.create(self._client, host_id)
+        bound = self.worker_bound.total_seconds()
+        try:
+            offset = await asyncio.wait_for(stream.get_offset(), bound)
+        except (TimeoutError, WorkflowQueryFailedError, WorkflowQueryRejectedError, RPCError):
+            raise NoWorkerAnswered(
+                self.workflow_id, "the event log's offset query", bound
+            ) from None
+        return None if offset == 0 else format_cursor(Cursor(epoch, offset - 1))
 
     async def _how_it_ended(self) -> str:
         """How the run stopped, in a few words ("final_answer", "terminated")."""

@@ -406,6 +406,9 @@ def create_app(backend: RunBackend, settings: WebSettings) -> FastAPI:
             backend.resolve_receipt(tenant, thread_id, run_id, key, body.resolution, idem)
         )
 
+    from steadyloop.web.agui import install_agui  # the AG-UI route, on the same runs
+
+    install_agui(app, backend, settings, tenant_of, feeds, _StreamResponse)
     app.state.tenant_of = tenant_of
     install_page(app)
     return app

@@ -214,9 +214,9 @@ class ClientBackend:
     async def events(
         self, tenant: str, thread_id: str, run_id: str, after: str | None
     ) -> AsyncIterator[StreamEvent]:
-        handle, first = await self._handle(tenant, thread_id, run_id)
+        handle, _ = await self._handle(tenant, thread_id, run_id)
         try:
-            async for event in run_events(self.temporal, handle.workflow_id, first, after):
+            async for event in handle.events(after):
                 yield StreamEvent(
                     cursor=event.cursor, type=event.type, data=event.model_dump(mode="json")
                 )
