@@ -65,12 +65,18 @@ def assert_strictly_increasing(ids: list[str]) -> None:
     assert cursors == sorted(set(cursors)), ids
 
 
+async def result_of(stack: WebStack, thread: str, run: str = "1") -> RunResult:
+    handle = stack.client.get_workflow_handle(
+        run_workflow("tenant-a", thread, run), result_type=RunResult
+    )
+    result = await handle.result()
+    assert isinstance(result, RunResult)
+    return result
+
+
 async def final_answer(stack: WebStack, thread: str, run: str = "1") -> str:
     """The run's final answer as Temporal holds it (not as the server relays it)."""
-    name = thread.rpartition("~")[0]
-    handle = stack.client.get_workflow_handle(f"web/tenant-a/{name}/{run}")
-    result = await handle.result()
-    answer = result["final_answer"] if isinstance(result, dict) else result.final_answer
+    answer = (await result_of(stack, thread, run)).final_answer
     assert isinstance(answer, str)
     return answer
 
@@ -129,13 +135,6 @@ async def test_1_a_reload_mid_answer_continues_after_its_cursor(tmp_path: Path) 
             assert_strictly_increasing(applied)
             assert 0 < len(after) < len(applied) and applied[-len(after) :] == after
             assert_strictly_increasing(before)
-
-
-async def result_of(stack: WebStack, thread: str, run: str = "1") -> RunResult:
-    handle = stack.client.get_workflow_handle(
-        run_workflow("tenant-a", thread, run), result_type=RunResult
-    )
-    return await handle.result()
 
 
 async def test_3_a_worker_killed_mid_answer_shows_output_interrupted_with_exactly_the_text_shown(
@@ -202,13 +201,11 @@ async def test_4_an_approval_sent_while_no_worker_runs_is_202_and_the_tool_runs_
                 lambda r: statuses.append(r.status) if "/approvals/" in r.url else None,
             )
             await card.locator("button.approve").dblclick()
-            try:
-                await card.locator(".outcome").filter(has_text="no worker").wait_for(
-                    timeout=DONE_GUARD_MS
-                )
-            except Exception:
-                print("DEBUG", statuses, await card.locator(".outcome").text_content())
-                raise
+            await (
+                card.locator(".outcome")
+                .filter(has_text="no worker")
+                .wait_for(timeout=DONE_GUARD_MS)
+            )
             while len(statuses) < 2:
                 await page.wait_for_timeout(100)
             assert statuses == [202, 202]
@@ -220,8 +217,7 @@ async def test_4_an_approval_sent_while_no_worker_runs_is_202_and_the_tool_runs_
                 "window.steadyloop.stream.applied.filter(a => a[1].type === 'decision')"
                 ".map(a => a[1].decision)"
             )
+            last_answer = await page.locator(".turn .answer").last.text_content()
         assert stack.refunds() == ["refund 3450 cents on A-17"]
         assert decisions == ["approved"]
-        assert await page.locator(".turn .answer").last.text_content() == (
-            "Refunded 3450 cents on A-17."
-        )
+        assert last_answer == "Refunded 3450 cents on A-17."

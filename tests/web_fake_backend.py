@@ -165,6 +165,8 @@ class FakeBackend:
         sha256: str,
         reason: str | None,
         idempotency_key: str | None,
+        tool: str | None = None,
+        turn: int | None = None,
     ) -> Decision:
         self.calls += 1
         run = self.run(tenant, thread_id, run_id)

@@ -24,7 +24,9 @@ Routes (all JSON; the OpenAPI spec is at `/openapi.json`, a page listing it at `
 - `GET /v1/threads/{thread_id}/runs/{run_id}`: 200 the snapshot: `transcript`,
   `progress`, `pending_approvals`, `ambiguous_receipts`, `cursor`, `stop`.
 - `POST /v1/threads/{thread_id}/runs/{run_id}/approvals/{call_id}` `{"approve": bool,
-  "sha256": str, "reason"?: str}`: 200 `{"status": "recorded"}`; 202 `{"status":
+  "sha256": str, "reason"?: str, "tool"?: str, "turn"?: int}` (tool and turn as
+  `approval_waiting` named them: they bind the decision while no worker can read the
+  run's log): 200 `{"status": "recorded"}`; 202 `{"status":
   "waiting_for_worker"}` (kept, applied once a worker accepts it); 404
   `call_not_found`; 409 `not_the_call` with `waiting` (what waits now), or `run_ended`.
 - `POST .../runs/{run_id}/interrupt` `{"reason"?: str}`, `POST .../pause` `{}`,
@@ -111,6 +113,11 @@ class ApprovalBody(BaseModel):
     approve: bool
     sha256: str = Field(min_length=64, max_length=64, pattern="^[0-9a-fA-F]{64}$")
     reason: str | None = Field(default=None, max_length=10_000)
+    # The tool and turn the person reviewed (the page sends what `approval_waiting`
+    # said): they bind the decision when the run's log cannot be read because no worker
+    # runs, so the approval is still sent (202) and applied once one does.
+    tool: str | None = Field(default=None, min_length=1, max_length=200)
+    turn: int | None = Field(default=None, ge=0)
 
 
 class InterruptBody(BaseModel):
@@ -360,6 +367,8 @@ def create_app(backend: RunBackend, settings: WebSettings) -> FastAPI:
                 sha256=body.sha256.lower(),
                 reason=body.reason,
                 idempotency_key=key,
+                tool=body.tool,
+                turn=body.turn,
             )
         )
 

@@ -176,6 +176,8 @@ class RunBackend(Protocol):
         sha256: str,
         reason: str | None,
         idempotency_key: str | None,
+        tool: str | None = None,
+        turn: int | None = None,
     ) -> Decision: ...
 
     async def steer(

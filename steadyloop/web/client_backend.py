@@ -244,11 +244,27 @@ class ClientBackend:
         sha256: str,
         reason: str | None,
         idempotency_key: str | None,
+        tool: str | None = None,
+        turn: int | None = None,
     ) -> Decision:
         handle, first = await self._handle(tenant, thread_id, run_id)
         # The call as the run announced it on its log: a decision bound to the tool, SHA
         # and turn without asking a worker first (the update then waits for one: 202).
         waiting = await self._announced(handle.workflow_id, first, call_id)
+        if not waiting and tool is not None and turn is not None:
+            # The log is read through its host, a workflow: with no worker it cannot
+            # answer. Bind to what the person reviewed; the run's own check refuses it,
+            # naming what waits, if that is not the call waiting.
+            waiting = [
+                PendingApproval(
+                    call_id=call_id,
+                    tool=tool,
+                    arguments={},
+                    turn=turn,
+                    requested_at="",
+                    arguments_sha256=sha256,
+                )
+            ]
         if not waiting:
             raise UnknownCall(f"no call {call_id!r} of run {run_id} waited for approval")
         call = next((c for c in waiting if c.arguments_sha256 == sha256), None)

@@ -60,7 +60,7 @@ export const api = {
   snapshot: (thread, run) => call("GET", runPath(thread, run)),
   decide: (thread, run, approval, approve, key) =>
     call("POST", `${runPath(thread, run)}/approvals/${enc(approval.call_id)}`, {
-      body: { approve, sha256: approval.sha },
+      body: { approve, sha256: approval.sha, tool: approval.tool, turn: approval.turn },
       key,
     }),
   interrupt: (thread, run, key) =>
