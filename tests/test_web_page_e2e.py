@@ -221,3 +221,48 @@ async def test_4_an_approval_sent_while_no_worker_runs_is_202_and_the_tool_runs_
         assert stack.refunds() == ["refund 3450 cents on A-17"]
         assert decisions == ["approved"]
         assert last_answer == "Refunded 3450 cents on A-17."
+
+
+async def applied(page: Page) -> list[list[object]]:
+    events = await page.evaluate("window.steadyloop.stream.applied")
+    assert isinstance(events, list)
+    return events
+
+
+async def test_6_two_tabs_on_one_thread_see_one_sequence_and_one_tabs_approval_reaches_the_other(
+    tmp_path: Path,
+) -> None:
+    async with web_stack(refunding, tmp_path) as stack:
+        await stack.start_worker()
+        await stack.start_server()
+        async with chromium() as browser:
+            context = await browser.new_context()
+            first = await context.new_page()
+            await first.goto(stack.page_url())
+            await first.fill("#composer textarea", "Refund order A-17.")
+            await first.click("#composer button[type=submit]")
+            await first.locator(".approval button.approve").wait_for(timeout=DONE_GUARD_MS)
+            thread = parse_qs(urlsplit(first.url).query)["thread"][0]
+            second = await context.new_page()
+            await second.goto(stack.page_url(thread))
+            await second.locator(".approval button.approve").wait_for(timeout=DONE_GUARD_MS)
+
+            await first.click(".approval button.approve")
+            await first.locator(".approval").wait_for(state="detached", timeout=DONE_GUARD_MS)
+            # Both tabs read one log through the server's one subscription per run: the
+            # decision the first tab applied is in the second within a second.
+            await second.locator(".approval").wait_for(state="detached", timeout=1_000)
+
+            for page in (first, second):
+                await page.wait_for_selector('#stop[data-reason="final_answer"]')
+            one, other = await applied(first), await applied(second)
+            assert one == other
+            assert [event["type"] for _, event in one] == [  # type: ignore[index]
+                "tool_call",
+                "approval_waiting",
+                "decision",
+                "tool_result",
+                *["text_delta"] * (len(one) - 5),
+                "stop",
+            ]
+        assert stack.refunds() == ["refund 3450 cents on A-17"]
