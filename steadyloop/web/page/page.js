@@ -87,7 +87,9 @@ function follow(run, prompt) {
     const url = api.eventsUrl(state.thread, run);
     const stream = new RunStream(url, `steadyloop:${state.thread}:${run}`, {
       event: (event) => {
+        const following = atBottom();
         transcript.apply(event);
+        if (following) window.scrollTo(0, document.body.scrollHeight);
         if (isStop(event)) {
           ended();
           resolve();
@@ -111,6 +113,11 @@ function follow(run, prompt) {
     state.stream = stream;
     stream.start();
   });
+}
+
+// Whether the person is reading the newest text (then the page keeps it in view).
+function atBottom() {
+  return window.innerHeight + window.scrollY >= document.body.scrollHeight - 40;
 }
 
 function ended() {
