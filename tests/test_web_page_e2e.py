@@ -65,6 +65,27 @@ def assert_strictly_increasing(ids: list[str]) -> None:
     assert cursors == sorted(set(cursors)), ids
 
 
+async def test_2_the_server_killed_mid_stream_and_restarted_the_page_reconnects_by_itself(
+    tmp_path: Path,
+) -> None:
+    async with web_stack(streaming, tmp_path) as stack:
+        await stack.start_worker()
+        server = await stack.start_server()
+        async with chromium() as browser:
+            page = await browser.new_page()
+            thread = await ask(page, stack, "Write forty words.")
+            await server.kill()
+            await page.locator("#connection").filter(has_text="reconnecting").wait_for()
+            await stack.start_server()  # the same port: the page's address is unchanged
+            text = await shown(page)
+            ids = await received(page)
+        answer = await final_answer(stack, thread)
+        assert text.encode("utf-8") == answer.encode("utf-8") == ANSWER.encode("utf-8")
+        # One pass over the log across the cut: every cursor once, in order, none skipped.
+        assert_strictly_increasing(ids)
+        assert [parse_cursor(i).offset for i in ids] == list(range(len(ids)))
+
+
 async def result_of(stack: WebStack, thread: str, run: str = "1") -> RunResult:
     handle = stack.client.get_workflow_handle(
         run_workflow("tenant-a", thread, run), result_type=RunResult
