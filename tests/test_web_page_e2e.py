@@ -287,3 +287,51 @@ async def test_6_two_tabs_on_one_thread_see_one_sequence_and_one_tabs_approval_r
                 "stop",
             ]
         assert stack.refunds() == ["refund 3450 cents on A-17"]
+
+
+def refunding_twice(request: RecordedRequest) -> ScriptedResponse:
+    """Turn 1 asks `call_0` refund 100; once that is answered, turn 2 asks `call_0` again,
+    for 999 (servers that number calls per turn reuse the id)."""
+    answers = tool_answers(request)
+    if not answers:
+        return calls(ScriptedCall("refund", {"order_id": "A-17", "cents": 100}, id="call_0"))
+    if len(answers) == 1:
+        return calls(ScriptedCall("refund", {"order_id": "A-17", "cents": 999}, id="call_0"))
+    return answer("Nothing was refunded.")
+
+
+async def test_5_an_approval_bound_to_turn_1s_call_0_is_409_naming_turn_2s_and_nothing_runs(
+    tmp_path: Path,
+) -> None:
+    async with web_stack(refunding_twice, tmp_path) as stack:
+        await stack.start_worker()
+        await stack.start_server()
+        async with chromium() as browser:
+            context = await browser.new_context()
+            stale = await context.new_page()
+            await stale.goto(stack.page_url())
+            await stale.fill("#composer textarea", "Refund order A-17.")
+            await stale.click("#composer button[type=submit]")
+            await stale.locator(".approval button.approve").wait_for(timeout=DONE_GUARD_MS)
+            thread = parse_qs(urlsplit(stale.url).query)["thread"][0]
+            # This tab stops hearing of the run (a laptop lid closed): its card stays turn
+            # 1's refund of 100.
+            await stale.route("**/events*", lambda route: route.abort())
+            await stale.evaluate("window.steadyloop.stream.close()")
+            other = await context.new_page()
+            await other.goto(stack.page_url(thread))
+            await other.locator(".approval button.reject").click()
+            turn_2 = other.locator(".approval", has_text="turn 2")
+            await turn_2.wait_for(timeout=DONE_GUARD_MS)
+            waiting_sha = await turn_2.get_attribute("data-sha")
+
+            await stale.click(".approval button.approve")
+            outcome = stale.locator(".approval .outcome")
+            await outcome.filter(has_text="409").wait_for(timeout=DONE_GUARD_MS)
+            refused = await outcome.text_content() or ""
+            assert stack.refunds() == []
+
+            await turn_2.locator("button.reject").click()
+            await other.wait_for_selector('#stop[data-reason="final_answer"]', timeout=DONE_GUARD_MS)
+        assert "turn 2" in refused and waiting_sha is not None and waiting_sha[:12] in refused
+        assert stack.refunds() == []
