@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
+import httpx
 import pytest
 from browser_harness import chromium
 from playwright.async_api import Page
@@ -27,7 +28,7 @@ from web_harness import (
 )
 
 from steadyloop.events import parse_cursor
-from steadyloop.run.models import RunResult
+from steadyloop.run.models import RunInput, RunResult
 from steadyloop.testing.chunks import ScriptedCall
 from steadyloop.testing.scripted_server import RecordedRequest, ScriptedResponse
 
@@ -332,6 +333,110 @@ async def test_5_an_approval_bound_to_turn_1s_call_0_is_409_naming_turn_2s_and_n
             assert stack.refunds() == []
 
             await turn_2.locator("button.reject").click()
-            await other.wait_for_selector('#stop[data-reason="final_answer"]', timeout=DONE_GUARD_MS)
+            await other.wait_for_selector(
+                '#stop[data-reason="final_answer"]', timeout=DONE_GUARD_MS
+            )
         assert "turn 2" in refused and waiting_sha is not None and waiting_sha[:12] in refused
         assert stack.refunds() == []
+
+
+STEERED = "Also email Ana a prepaid return label."
+
+
+async def test_7_a_second_message_in_flight_is_409_and_a_steer_lands_at_the_next_turn(
+    tmp_path: Path,
+) -> None:
+    async with web_stack(refunding, tmp_path) as stack:
+        await stack.start_worker()
+        await stack.start_server()
+        async with chromium() as browser:
+            page = await browser.new_page()
+            await page.goto(stack.page_url())
+            await page.fill("#composer textarea", "Refund order A-17.")
+            await page.click("#composer button[type=submit]")
+            await page.locator(".approval button.approve").wait_for(timeout=DONE_GUARD_MS)
+
+            await page.fill("#composer textarea", STEERED)
+            await page.click("#composer button[type=submit]")
+            problem = page.locator("#problem")
+            await problem.filter(has_text="409").wait_for(timeout=DONE_GUARD_MS)
+            refused = await problem.text_content() or ""
+            await page.check("#composer input[name=steer]")
+            await page.click("#composer button[type=submit]")
+            await page.locator(".said-note").wait_for(timeout=DONE_GUARD_MS)
+            requests_before = len(stack.provider.requests)
+
+            await page.click(".approval button.approve")
+            await page.wait_for_selector('#stop[data-reason="final_answer"]', timeout=DONE_GUARD_MS)
+        assert "409" in refused and "run" in refused
+        # The message was not sent to the model while the call waited; the next request,
+        # the turn after the refund's answer, carries it after that answer.
+        assert requests_before == 1
+        first, second = (r.json for r in stack.provider.requests)
+        assert all(STEERED not in str(m.get("content")) for m in first["messages"])
+        roles = [(m["role"], m.get("content")) for m in second["messages"]]
+        tool_at = next(i for i, (role, _) in enumerate(roles) if role == "tool")
+        assert ("user", STEERED) in roles[tool_at + 1 :], roles
+        assert stack.refunds() == ["refund 3450 cents on A-17"]
+
+
+async def test_8_another_tenant_gets_404_on_every_route_and_a_tenant_id_in_a_body_is_ignored(
+    tmp_path: Path,
+) -> None:
+    async with web_stack(refunding, tmp_path) as stack:
+        await stack.start_worker()
+        await stack.start_server()
+        async with httpx.AsyncClient(base_url=stack.url, timeout=30) as http:
+            own = stack.headers("tenant-a")
+            made = await http.post("/v1/threads", json={}, headers=own)
+            thread = made.json()["thread_id"]
+            started = await http.post(
+                f"/v1/threads/{thread}/runs",
+                json={"prompt": "Refund order A-17.", "tenant_id": "tenant-b"},
+                headers=own,
+            )
+            assert started.status_code == 201, started.text
+            base = f"/v1/threads/{thread}"
+            run = f"{base}/runs/1"
+            sha = "0" * 64
+            foreign = stack.headers("tenant-b")
+            answers = {
+                ("GET", base): await http.get(base, headers=foreign),
+                ("POST", f"{base}/runs"): await http.post(
+                    f"{base}/runs", json={"prompt": "mine now"}, headers=foreign
+                ),
+                ("GET", run): await http.get(run, headers=foreign),
+                ("GET", f"{run}/events"): await http.get(f"{run}/events", headers=foreign),
+                ("POST", f"{run}/approvals/call_0"): await http.post(
+                    f"{run}/approvals/call_0",
+                    json={"approve": True, "sha256": sha},
+                    headers=foreign,
+                ),
+                ("POST", f"{run}/interrupt"): await http.post(
+                    f"{run}/interrupt", json={}, headers=foreign
+                ),
+                ("POST", f"{run}/pause"): await http.post(f"{run}/pause", json={}, headers=foreign),
+                ("POST", f"{run}/unpause"): await http.post(
+                    f"{run}/unpause", json={}, headers=foreign
+                ),
+                ("POST", f"{run}/messages"): await http.post(
+                    f"{run}/messages", json={"content": "hi"}, headers=foreign
+                ),
+                ("POST", f"{run}/receipts/k"): await http.post(
+                    f"{run}/receipts/k", json={"resolution": {"kind": "give_up"}}, headers=foreign
+                ),
+            }
+            statuses = {route: answer.status_code for route, answer in answers.items()}
+            assert set(statuses.values()) == {404}, statuses
+        async with chromium() as browser:
+            page = await browser.new_page()
+            await page.goto(stack.page_url(thread, tenant="tenant-b"))
+            await page.locator("#problem").filter(has_text="404").wait_for()
+            assert await page.locator(".turn").count() == 0
+        # The run is tenant-a's, as its token says, whatever the body claimed.
+        history = await stack.client.get_workflow_handle(
+            run_workflow("tenant-a", thread)
+        ).fetch_history()
+        started_with = history.events[0].workflow_execution_started_event_attributes.input
+        (run_input,) = await stack.client.data_converter.decode(started_with.payloads, [RunInput])
+        assert isinstance(run_input, RunInput) and run_input.tenant_id == "tenant-a"
