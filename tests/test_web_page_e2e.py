@@ -28,6 +28,7 @@ from web_harness import (
 )
 
 from steadyloop.events import parse_cursor
+from steadyloop.output.forwarding import ForwardingOptions
 from steadyloop.run.models import RunInput, RunResult
 from steadyloop.testing.chunks import ScriptedCall
 from steadyloop.testing.scripted_server import RecordedRequest, ScriptedResponse
@@ -440,3 +441,43 @@ async def test_8_another_tenant_gets_404_on_every_route_and_a_tenant_id_in_a_bod
         started_with = history.events[0].workflow_execution_started_event_attributes.input
         (run_input,) = await stack.client.data_converter.decode(started_with.payloads, [RunInput])
         assert isinstance(run_input, RunInput) and run_input.tenant_id == "tenant-a"
+
+
+LONG = [f"l{n}{'é→日🙂'[n % 4]} " for n in range(120)]
+
+
+def streaming_long(request: RecordedRequest) -> ScriptedResponse:
+    return paced_answer(LONG, 0.05)
+
+
+async def test_10_following_across_the_logs_continue_as_new_shows_no_gap_and_no_repeat(
+    tmp_path: Path,
+) -> None:
+    async with web_stack(streaming_long, tmp_path) as stack:
+        await stack.start_worker()
+        await stack.start_server()
+        # The smallest host history the options allow, and a batch per read: the host
+        # continues-as-new while the page follows it.
+        thread = await start_thread_run(
+            stack,
+            "long",
+            "Write a long answer.",
+            forwarding=ForwardingOptions(enabled=True, host_max_events=200, batch_interval_s=0.01),
+        )
+        async with chromium() as browser:
+            page = await browser.new_page()
+            await page.goto(stack.page_url(thread))
+            text = await shown(page)
+            ids = await received(page)
+        result = await result_of(stack, thread)
+        host = await host_runs(stack, run_workflow("tenant-a", thread))
+        assert host > 1, "the host never continued-as-new: the check did not happen"
+        assert result.final_answer == "".join(LONG)
+        assert text.encode("utf-8") == result.final_answer.encode("utf-8")
+        assert [parse_cursor(i).offset for i in ids] == list(range(len(ids)))
+
+
+async def host_runs(stack: WebStack, run_workflow_id: str) -> int:
+    """How many executions the run's output host had (1 + its continue-as-new count)."""
+    query = f'WorkflowId STARTS_WITH "{run_workflow_id}/output"'
+    return len([w async for w in stack.client.list_workflows(query)])

@@ -29,6 +29,7 @@ from temporalio.testing import WorkflowEnvironment
 from steadyloop.cli.demo_tour_tools import REFUNDS_FILE
 from steadyloop.client import RunOptions, SteadyloopClient
 from steadyloop.history.payload_storage import BLOB_DIR_ENV, steadyloop_data_converter
+from steadyloop.output.forwarding import ForwardingOptions
 from steadyloop.run.models import RunLimits
 from steadyloop.temporal_binaries import dev_server_args, dev_server_path
 from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
@@ -282,7 +283,13 @@ def decoded(line: str) -> object:
 
 
 async def start_thread_run(
-    stack: WebStack, name: str, prompt: str, *, tenant: str = "tenant-a", **limits: Any
+    stack: WebStack,
+    name: str,
+    prompt: str,
+    *,
+    tenant: str = "tenant-a",
+    forwarding: ForwardingOptions | None = None,
+    **limits: Any,
 ) -> str:
     """Start a run on the web thread `name` of `tenant` through the client API, with
     `limits` the server does not expose (a short model heartbeat timeout finds a killed
@@ -294,6 +301,7 @@ async def start_thread_run(
         tools=["refund"],
         tenant_id=tenant,
         limits=RunLimits(**limits),
+        forwarding=forwarding or ForwardingOptions(enabled=True),
     )
     await client.thread(f"web/{tenant}/{name}").start(prompt, options=options)
     return f"{name}~{thread_tag(tenant, name)}"
