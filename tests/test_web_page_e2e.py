@@ -481,3 +481,39 @@ async def host_runs(stack: WebStack, run_workflow_id: str) -> int:
     """How many executions the run's output host had (1 + its continue-as-new count)."""
     query = f'WorkflowId STARTS_WITH "{run_workflow_id}/output"'
     return len([w async for w in stack.client.list_workflows(query)])
+
+
+async def test_9_seven_tabs_on_one_run_neither_hang_nor_differ_and_the_seventh_can_approve(
+    tmp_path: Path,
+) -> None:
+    async with web_stack(refunding, tmp_path) as stack:
+        await stack.start_worker()
+        await stack.start_server()
+        async with chromium() as browser:
+            context = await browser.new_context()
+            first = await context.new_page()
+            await first.goto(stack.page_url())
+            await first.fill("#composer textarea", "Refund order A-17.")
+            await first.click("#composer button[type=submit]")
+            await first.locator(".approval button.approve").wait_for(timeout=DONE_GUARD_MS)
+            thread = parse_qs(urlsplit(first.url).query)["thread"][0]
+            tabs = [first]
+            for _ in range(6):
+                tab = await context.new_page()
+                await tab.goto(stack.page_url(thread))
+                tabs.append(tab)
+            # HTTP/1.1 gives one origin six connections: one stream per tab would leave
+            # the seventh tab's stream, and its approval's POST, waiting forever.
+            for tab in tabs:
+                await tab.locator(".approval button.approve").wait_for(timeout=DONE_GUARD_MS)
+            # One tab reads the stream and passes it on; the others are in step with it.
+            leading = [await tab.evaluate("window.steadyloop.stream.leading") for tab in tabs]
+            assert leading == [True] + [False] * 6
+            async with tabs[6].expect_response(lambda r: "/approvals/" in r.url) as approval:
+                await tabs[6].click(".approval button.approve")
+            assert (await approval.value).status == 200
+            for tab in tabs:
+                await tab.wait_for_selector('#stop[data-reason="final_answer"]')
+            sequences = [await applied(tab) for tab in tabs]
+        assert all(sequence == sequences[0] for sequence in sequences)
+        assert stack.refunds() == ["refund 3450 cents on A-17"]

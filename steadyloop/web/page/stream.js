@@ -14,6 +14,13 @@
 //   instead of skipping forward silently.
 // - The run's end: the stop event closes the source; a reconnect after it would be
 //   answered 204 ("nothing more"), which EventSource reports only as an error.
+// - Seven tabs on one run: HTTP/1.1 allows six connections per origin, so a seventh
+//   EventSource (and every request after it, approvals included) would wait forever.
+//   The tabs of one run share one connection: the tab holding the run's Web Lock reads
+//   the stream and passes each event to the others on a BroadcastChannel; a tab that
+//   joins asks it for what came after its own cursor; when that tab closes, the lock
+//   passes to another, which opens the stream after its own cursor. (Web Locks exist on
+//   https and localhost pages only; elsewhere each tab reads the stream itself.)
 
 const RECONNECT_MIN_MS = 250;
 const RECONNECT_MAX_MS = 5000;
@@ -41,11 +48,72 @@ export class RunStream {
     this.delay = RECONNECT_MIN_MS;
     this.timer = null;
     this.saving = null;
+    this.leading = false;
+    this.channel = null;
+    this.release = null;
+    this.waiting = []; // live events from the leading tab, held until we are in step
+    this.synced = false; // whether the leading tab has sent us what we were missing
   }
 
   start() {
     for (const [cursor, event] of this.#restored()) this.#apply(cursor, event, false);
-    if (!this.ended) this.#open();
+    if (this.ended) return;
+    if (!navigator.locks || typeof BroadcastChannel === "undefined") {
+      this.#lead();
+      return;
+    }
+    this.channel = new BroadcastChannel(this.storageKey);
+    this.channel.onmessage = (message) => this.#heard(message.data);
+    this.channel.postMessage({ kind: "hello", after: this.cursor });
+    navigator.locks.request(this.storageKey, () => {
+      if (this.ended) return undefined;
+      this.#lead();
+      return new Promise((resolve) => {
+        this.release = resolve; // held until this tab's stream ends or the tab closes
+      });
+    });
+  }
+
+  #lead() {
+    this.leading = true;
+    if (this.channel) this.channel.postMessage({ kind: "leader" });
+    this.#open();
+  }
+
+  // What another tab of this run said. The leading tab answers a `hello` with every
+  // event after the asker's cursor (`replay`), then sends each event it reads (`live`),
+  // in order on one channel: a tab applies live events only once it is in step, so an
+  // event never lands before those it follows.
+  #heard(message) {
+    if (this.leading) {
+      if (message.kind === "hello") {
+        const after = message.after;
+        const missing = this.applied.filter(([cursor]) => after === null || cursor > after);
+        this.channel.postMessage({ kind: "replay", events: missing });
+      }
+      return;
+    }
+    if (message.kind === "leader") {
+      this.channel.postMessage({ kind: "hello", after: this.cursor });
+    } else if (message.kind === "replay") {
+      this.#applyAfter(message.events);
+      this.synced = true;
+      this.#applyAfter(this.waiting);
+      this.waiting = [];
+    } else if (message.kind === "live") {
+      if (this.synced) this.#applyAfter(message.events);
+      else this.waiting.push(...message.events);
+    }
+  }
+
+  // Events from the leading tab that follow ours, once each (cursors sort as text).
+  #applyAfter(events) {
+    for (const [cursor, event] of events) {
+      if (this.ended) return;
+      if (!this.seen.has(cursor) && (this.cursor === null || cursor > this.cursor)) {
+        this.#apply(cursor, event, true);
+      }
+    }
   }
 
   close() {
@@ -58,6 +126,9 @@ export class RunStream {
     clearTimeout(this.timer);
     if (this.source) this.source.close();
     this.source = null;
+    if (this.release) this.release();
+    if (this.channel) this.channel.close();
+    this.channel = null;
   }
 
   #open() {
@@ -104,6 +175,9 @@ export class RunStream {
     this.cursor = cursor;
     this.applied.push([cursor, event]);
     if (fresh) this.#persist();
+    if (fresh && this.leading && this.channel) {
+      this.channel.postMessage({ kind: "live", events: [[cursor, event]] });
+    }
     this.on.event(event, cursor);
     if (isStop(event)) this.close();
   }
