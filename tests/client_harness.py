@@ -30,6 +30,7 @@ from steadyloop.routing.endpoints import EndpointRegistry
 from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
 from steadyloop.testing.scripted_server import (
     RecordedRequest,
+    Responder,
     ScriptedResponse,
     ScriptedServer,
     sse_response,
@@ -115,14 +116,22 @@ def build_tools(env: ClientEnv) -> ToolRegistry:
 
 
 @asynccontextmanager
-async def client_env(tmp_path: Path, *, worker: bool = True) -> AsyncIterator[ClientEnv]:
+async def client_env(
+    tmp_path: Path,
+    *,
+    worker: bool = True,
+    tools: ToolRegistry | None = None,
+    responder: Responder | None = None,
+    endpoint: str = "scripted",
+) -> AsyncIterator[ClientEnv]:
     """A dev server, a worker serving the loop on a fresh task queue (`worker=False`: none
-    yet, start one with `env.worker()`), and the client."""
+    yet, start one with `env.worker()`), and the client. `tools` and `responder` replace
+    the harness's own; the provider is served as endpoint `endpoint`."""
     converter = steadyloop_data_converter(tmp_path / "blobs")
     release = asyncio.Event()
     async with (
         dev_server(ui=False, data_converter=converter) as server,
-        ScriptedServer(_responder(release)) as provider,
+        ScriptedServer(responder or _responder(release)) as provider,
     ):
         queue = f"client-{uuid.uuid4().hex[:8]}"
         env = ClientEnv(
@@ -133,8 +142,8 @@ async def client_env(tmp_path: Path, *, worker: bool = True) -> AsyncIterator[Cl
         )
         env.worker_options = WorkerOptions(
             task_queue=queue,
-            endpoints=EndpointRegistry([provider.endpoint("scripted")]),
-            tools=build_tools(env),
+            endpoints=EndpointRegistry([provider.endpoint(endpoint)]),
+            tools=tools if tools is not None else build_tools(env),
             graceful_shutdown=timedelta(seconds=1),
         )
         async with env.worker() if worker else nullcontext():

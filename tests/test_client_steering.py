@@ -17,6 +17,7 @@ from steadyloop.client import (
     RequestRefused,
     RunEnded,
     RunHandle,
+    RunNotFound,
     RunSnapshot,
 )
 from steadyloop.receipts.ledger import GiveUp
@@ -77,6 +78,7 @@ async def test_approve_by_call_id_needs_the_sha_reviewed_and_names_what_waits(
         answer = await run.approve("call_0", call.arguments_sha256[:8], key="right")
         await run.result()
     assert wrong.value.waiting == [call] and "transfer" in str(wrong.value)
+    assert "you reviewed SHA 000000000000" in str(wrong.value)
     assert still == [call]  # nothing was decided by the refused requests
     assert answer == "approved 'transfer' call 'call_0'"
     assert env.transfers == ["100 to acme"]
@@ -104,6 +106,10 @@ async def test_a_request_to_an_ended_run_says_how_it_ended(tmp_path: Path) -> No
         with pytest.raises(RunEnded):
             await run.interrupt("too late")
         snapshot = await run.snapshot()
+        with pytest.raises(RunNotFound, match="ended/9"):
+            await env.client.thread("ended").run(9).snapshot()
+        with pytest.raises(RunNotFound):
+            await env.client.run("no-such-run").result()
     assert "final_answer" in approve.value.how and "ended" in str(send.value)
     assert snapshot.status == "completed" and snapshot.result is not None
     assert snapshot.result.final_answer == "echo: hi"
@@ -120,10 +126,14 @@ async def test_a_decision_no_worker_accepted_is_not_lost_and_is_applied_once(
         # The worker is gone: the server takes the approval, no worker accepts it.
         with pytest.raises(NoWorkerAnswered) as unanswered:
             await run.approve(call, key="click")
+        with pytest.raises(NoWorkerAnswered):
+            await run.snapshot()  # its queries need a worker too
         async with env.worker():
             retried = await run.approve(call, key="click")  # the same key, once a worker is back
             result = await run.result()
+        ended = await run.snapshot()  # an ended run is read with no worker at all
     assert "not lost" in str(unanswered.value) and unanswered.value.waited_s == 2
+    assert ended.status == "completed" and ended.result == result and ended.cursor is not None
     assert retried == "approved 'transfer' call 'call_0'"
     assert env.transfers == ["100 to acme"]
     assert result.final_answer == "done: sent 100 to acme"

@@ -5,6 +5,8 @@ repeats an effect nor shows another run's output (issue 25)."""
 from __future__ import annotations
 
 import asyncio
+import itertools
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,7 @@ from steadyloop.client import (
     ThreadMemo,
 )
 from steadyloop.client.threads import THREAD_MEMO
+from steadyloop.events import RunEventItem, StopEvent, TextDeltaEvent
 
 pytestmark = pytest.mark.slow
 
@@ -189,3 +192,86 @@ async def test_a_start_that_lost_the_race_to_a_run_already_ended_follows_that_ru
     assert sorted(executions) == ["cas/1", "cas/2", "cas/3"]
     users = [m.content for m in result.transcript if m.role == "user"]
     assert users == ["one", "two", "three"]
+
+
+async def test_each_run_of_a_thread_has_its_own_events_read_on_from_any_cursor(
+    tmp_path: Path,
+) -> None:
+    async with client_env(tmp_path) as env:
+        thread = env.client.thread("events")
+        first = await thread.start("alpha", options=env.options(), key="k1")
+        first_events = [e async for e in first.events()]
+        second = await thread.start("beta", key="k2")
+        second_events = [e async for e in second.events()]
+        after_third = [e async for e in second.events(after=second_events[2].cursor)]
+        snapshot = await second.snapshot()
+        after_snapshot = [e async for e in second.events(after=snapshot.cursor)]
+
+    def text(events: list[RunEventItem]) -> str:
+        return "".join(e.text for e in events if isinstance(e, TextDeltaEvent))
+
+    assert text(first_events) == "echo: alpha"
+    # The same thread id again: its events are the new run's alone (issue 25).
+    assert text(second_events) == "echo: beta"
+    assert isinstance(second_events[-1], StopEvent)
+    assert second_events[-1].final_answer == "echo: beta"
+    assert after_third == second_events[3:]
+    assert snapshot.cursor == second_events[-1].cursor and after_snapshot == []
+
+
+async def test_a_start_right_after_the_stop_event_is_the_follow_up_not_busy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The stop is the run's last event, published just before its workflow closes: a
+    # person who read it and answers at once goes on, rather than hearing "busy". The
+    # start is made to see the run still running (as it does in that moment).
+    async with client_env(tmp_path) as env:
+        thread = env.client.thread("quick")
+        first = await thread.start("turn 1", options=env.options(), key="k1")
+        read = [event async for event in first.events()]  # to its stop
+        assert read[-1].type == "stop"
+        seen = await thread._latest()
+        assert seen is not None
+        await first.result()
+        real = thread._latest
+        reads = iter([replace(seen, status="running")])
+
+        async def still_running() -> object:
+            return next(reads, None) or await real()
+
+        monkeypatch.setattr(thread, "_latest", still_running)
+        second = await thread.start("turn 2", key="k2")
+        result = await second.result()
+    assert (second.workflow_id, second.origin) == ("quick/2", "started")
+    assert [m.content for m in result.transcript if m.role == "user"] == ["turn 1", "turn 2"]
+
+
+async def test_starts_racing_runs_that_end_at_once_make_one_chain_with_no_overlap(
+    tmp_path: Path,
+) -> None:
+    # Eight clients start follow-ups together, on runs that answer at once: some starts
+    # follow a run that ended a moment ago, some lose the race for an id. Whatever won,
+    # the thread's runs are one chain: each began after the one before it closed, and
+    # each carried all of it (no follow-up of an older run, dropping a newer one).
+    async with client_env(tmp_path) as env:
+        seed = await env.client.thread("chain").start("seed", options=env.options(), key="s")
+        await seed.result()
+        outcomes = await asyncio.gather(
+            *(env.client.thread("chain").start(f"p{n}", key=f"k{n}") for n in range(8)),
+            return_exceptions=True,
+        )
+        for outcome in outcomes:
+            if not isinstance(outcome, BaseException):
+                await outcome.result()
+        latest = await env.client.thread("chain").latest()
+        assert latest is not None and latest.number is not None
+        runs = [env.client.thread("chain").run(n) for n in range(1, latest.number + 1)]
+        described = [await run.temporal_handle.describe() for run in runs]
+        transcripts = [(await run.result()).transcript for run in runs]
+    assert all(isinstance(o, ThreadBusy) for o in outcomes if isinstance(o, BaseException))
+    started = [o for o in outcomes if not isinstance(o, BaseException)]
+    assert {o.origin for o in started} == {"started"} and len(started) == len(runs) - 1
+    for before, after in itertools.pairwise(described):
+        assert before.close_time is not None and before.close_time <= after.start_time
+    for earlier, later in itertools.pairwise(transcripts):
+        assert later[: len(earlier)] == earlier

@@ -19,7 +19,7 @@ from loop_harness import run_input, running_loop
 from steering_harness import answer, calls, people_run
 from temporalio.client import Client, WorkflowHandle
 
-from steadyloop.client.event_log import run_events
+from steadyloop.client.event_log import latest_cursor, run_events
 from steadyloop.events import (
     ApprovalWaitingEvent,
     DecisionEvent,
@@ -136,10 +136,14 @@ async def test_an_approval_waiting_and_the_decision_are_read_live() -> None:
             raise AssertionError(f"no approval waiting in {seen}")
 
         waiting = await asyncio.wait_for(until_waiting(), READ_GUARD_S)
+        newest_while_waiting = await latest_cursor(
+            loop.client, handle.id, handle.first_execution_run_id
+        )
         (pending,) = await handle.query("pending_approvals", result_type=list[PendingApproval])
         await handle.execute_update("approve_call", ApprovalDecision.for_call(pending))
         rest = await read_all(loop.client, handle, waiting.cursor)
         await stream.aclose()
+        newest_at_end = await latest_cursor(loop.client, handle.id, handle.first_execution_run_id)
 
     assert (waiting.call_id, waiting.tool, waiting.turn) == ("x1", "transfer", 1)
     assert waiting.sha == pending.arguments_sha256  # what a person approving names
@@ -149,6 +153,8 @@ async def test_an_approval_waiting_and_the_decision_are_read_live() -> None:
     assert answered.call_id == "x1" and answered.text == "sent 5 to ana"
     assert rest.index(decision) < rest.index(answered)
     assert isinstance(rest[-1], StopEvent) and rest[-1].reason == "final_answer"
+    assert newest_while_waiting == waiting.cursor  # a snapshot taken then follows from here
+    assert newest_at_end == rest[-1].cursor  # the ended host answers from its result
 
 
 async def test_a_reused_workflow_id_never_shows_the_old_runs_output() -> None:

@@ -218,3 +218,21 @@ async def test_a_bad_run_agent_input_is_400_naming_the_field(
     assert answer.status_code == 400, answer.text
     assert answer.json()["error"]["field"] == field
     assert all(runs == [] for runs in backend.threads.values())
+
+
+async def test_the_same_input_after_the_approval_streams_past_the_decided_interrupt(
+    http: httpx.AsyncClient, backend: FakeBackend, tmp_path: Path
+) -> None:
+    def decided_script(run: FakeRun) -> None:
+        approval_script(run)
+        run.publish("decision", turn=0, decision="approved", call_id="call_0")
+        run.publish("tool_result", turn=0, call_id="call_0", name="wire", text="sent")
+        run.publish("stop", turn=1, reason="final_answer", final_answer="Done.")
+
+    backend.on_start = decided_script
+    got = frames((await http.post("/ag-ui", json=run_input())).text)
+    types = [e["type"] for _, e in got]
+    assert types[-1] == "RUN_FINISHED" and got[-1][1]["outcome"] == {"type": "success"}
+    assert "TOOL_CALL_RESULT" in types
+    assert not any(e.get("outcome", {}).get("type") == "interrupt" for _, e in got)
+    validate((await http.post("/ag-ui", json=run_input())).text, tmp_path, "after-decision")

@@ -9,7 +9,7 @@ import json
 import httpx
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from web_fake_backend import FakeBackend
+from web_fake_backend import FakeBackend, FakeRun
 
 from steadyloop.web.app import create_app
 from steadyloop.web.settings import web_settings
@@ -30,6 +30,7 @@ ROUTES = [
     ("POST", "/v1/threads/{thread}/runs/{run}/unpause"),
     ("POST", "/v1/threads/{thread}/runs/{run}/messages"),
     ("POST", "/v1/threads/{thread}/runs/{run}/receipts/{call}"),
+    ("POST", "/ag-ui"),
 ]
 
 json_values = st.recursive(
@@ -56,10 +57,37 @@ known_keys = st.sampled_from(
         "tenant_id",
         "max_turns",
         "model",
+        "threadId",
+        "runId",
+        "messages",
+        "resume",
     ]
 )
+messages = st.lists(
+    st.fixed_dictionaries(
+        {"id": st.text(max_size=5), "role": st.sampled_from(["user", "assistant", "tool", "x"])},
+        optional={"content": json_values, "toolCallId": st.text(max_size=5)},
+    ),
+    max_size=3,
+)
+agui_inputs = st.fixed_dictionaries(
+    {"threadId": st.text(max_size=12), "runId": st.text(max_size=12), "messages": messages},
+    optional={
+        "resume": st.lists(
+            st.fixed_dictionaries(
+                {
+                    "interruptId": st.text(max_size=30) | st.just("1:000000-000000000000:x:c"),
+                    "status": st.sampled_from(["resolved", "cancelled", "maybe"]),
+                },
+                optional={"payload": json_values},
+            ),
+            max_size=2,
+        )
+    },
+).map(lambda v: json.dumps(v).encode())
 bodies = st.one_of(
     st.binary(max_size=200),
+    agui_inputs,
     json_values.map(lambda v: json.dumps(v).encode()),
     st.dictionaries(known_keys, json_values, max_size=4).map(lambda v: json.dumps(v).encode()),
     st.sampled_from(
@@ -82,7 +110,7 @@ ids = st.one_of(
 )
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     route=st.sampled_from(ROUTES),
     body=bodies,
@@ -104,6 +132,10 @@ def test_no_input_gets_a_5xx_or_starts_anything(
     asyncio.run(_one(route, body, thread, run, call, after, key))
 
 
+def _answered(run: FakeRun) -> None:
+    run.publish("stop", turn=0, reason="final_answer")
+
+
 async def _one(
     route: tuple[str, str],
     body: bytes,
@@ -115,6 +147,7 @@ async def _one(
 ) -> None:
     backend.threads.clear()
     backend.threads[("acme", "t1")] = []
+    backend.on_start = _answered
     method, template = route
     path = template.format(thread=thread, run=run, call=call)
     headers = {"Authorization": f"Bearer {TOKEN}", "content-type": "application/json"}
@@ -135,7 +168,8 @@ async def _one(
             assert error["code"] and error["message"]
             assert "Traceback" not in answer.text
         started = [r for runs in backend.threads.values() for r in runs]
-        if not (method == "POST" and template.endswith("/runs") and answer.status_code == 201):
+        starts = template.endswith("/runs") or template == "/ag-ui"
+        if not (method == "POST" and starts and answer.status_code in (200, 201)):
             assert started == []
         alive = await http.get("/healthz")
         assert alive.status_code == 200

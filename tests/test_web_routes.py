@@ -293,3 +293,29 @@ async def test_the_openapi_spec_and_page_list_every_route(client: httpx.AsyncCli
     page = await client.get("/docs")
     assert page.status_code == 200 and "/v1/threads/{thread_id}/runs" in page.text
     assert "cdn" not in page.text.lower()
+
+
+async def test_a_lone_surrogate_deep_in_a_free_form_body_is_refused_by_its_path(
+    client: httpx.AsyncClient, backend: FakeBackend
+) -> None:
+    run_id = await started_run(client)
+    calls = backend.calls
+    answer = await client.post(
+        f"/v1/threads/t1/runs/{run_id}/receipts/k",
+        content=b'{"resolution": {"kind": "happened", "result": ["ok", "\\udc80"]}}',
+        headers={"content-type": "application/json"},
+    )
+    assert answer.status_code == 400
+    assert answer.json()["error"]["field"] == "body.resolution.result[1]"
+    assert backend.calls == calls  # refused before the backend was asked anything
+
+
+async def test_a_run_past_the_tenants_limits_is_429_with_retry_after(
+    client: httpx.AsyncClient, backend: FakeBackend
+) -> None:
+    await client.post("/v1/threads", json={"thread_id": "t1"})
+    backend.refuse_runs = 12.4
+    answer = await client.post("/v1/threads/t1/runs", json={"prompt": "hi"})
+    assert answer.status_code == 429 and answer.headers["retry-after"] == "12"
+    assert answer.json()["error"]["code"] == "too_many_runs"
+    assert backend.threads[("acme", "t1")] == []

@@ -24,6 +24,7 @@ from steadyloop.web.backend import (
     Started,
     StreamEvent,
     ThreadNotFound,
+    TooManyRuns,
     UnknownCall,
     WaitingForWorker,
 )
@@ -63,6 +64,8 @@ class FakeBackend:
     threads: dict[tuple[str, str], list[FakeRun]] = field(default_factory=dict)
     starts: dict[tuple[str, str, str], str] = field(default_factory=dict)
     worker_up: bool = True
+    # Set: every new run is refused by the tenant's limits (seconds to retry after).
+    refuse_runs: float | None = None
     # Called with each run it starts (a test publishes the run's events there).
     on_start: Callable[[FakeRun], None] | None = None
     # Called with each run a decision was recorded on (the run goes on there).
@@ -112,6 +115,8 @@ class FakeBackend:
                 runs[-1].messages.append(request.prompt)
                 return Started(thread_id=thread_id, run_id=runs[-1].run_id, outcome="steered")
             raise RunInFlight(f"run {runs[-1].run_id} is in flight", runs[-1].run_id)
+        if self.refuse_runs is not None:
+            raise TooManyRuns("the tenant has too many runs active", self.refuse_runs)
         run = FakeRun(run_id=f"{thread_id}-run-{len(runs) + 1}", prompt=request.prompt)
         runs.append(run)
         if idempotency_key is not None:

@@ -16,7 +16,10 @@
   under a caller's key.
 - `RunOptions` (`options`): a run's configuration, apart from its conversation.
 - Typed errors (`errors`): `ThreadBusy`, `ThreadCannotContinue`, `RunEnded`,
-  `NotTheCallReviewed`, `NoWorkerAnswered`, `RequestRefused`, `RunFailed`.
+  `NotTheCallReviewed`, `NoWorkerAnswered`, `RequestRefused`, `RunFailed`,
+  `RunNotFound`; and the event log's `CursorExpired` and `InvalidCursor`
+  (`steadyloop.events`).
+- `EventFanout` (`fanout`): the followers of a run in one process share one reader.
 """
 
 from steadyloop.client.connection import SteadyloopClient, connect
@@ -27,23 +30,29 @@ from steadyloop.client.errors import (
     RequestRefused,
     RunEnded,
     RunFailed,
+    RunNotFound,
     ThreadBusy,
     ThreadCannotContinue,
 )
 from steadyloop.client.options import RunOptions
 from steadyloop.client.runs import RunHandle, RunSnapshot, RunStatus, StartOrigin
 from steadyloop.client.threads import Thread, ThreadMemo, run_workflow_id
+from steadyloop.events import CursorExpired, InvalidCursor, RunEventItem
 from steadyloop.worker.config import ConfigError, TemporalUnreachable
 
 __all__ = [
     "ClientError",
     "ConfigError",
+    "CursorExpired",
+    "InvalidCursor",
     "NoWorkerAnswered",
     "NotTheCallReviewed",
     "RequestRefused",
     "RunEnded",
+    "RunEventItem",
     "RunFailed",
     "RunHandle",
+    "RunNotFound",
     "RunOptions",
     "RunSnapshot",
     "RunStatus",

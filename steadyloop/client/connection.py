@@ -20,6 +20,7 @@ from pathlib import Path
 
 from temporalio.client import Client
 
+from steadyloop.client.fanout import EventFanout
 from steadyloop.client.runs import DEFAULT_WORKER_BOUND, RunHandle
 from steadyloop.client.threads import Thread, check_id
 from steadyloop.worker.config import DEFAULT_TASK_QUEUE, load_config, temporal_settings
@@ -46,6 +47,8 @@ class SteadyloopClient:
         self.task_queue = task_queue
         # How long a query or update waits for a worker before `NoWorkerAnswered`.
         self.worker_bound = worker_bound
+        # Followers of one run through this client share one reader of its event log.
+        self.fanout = EventFanout()
 
     def thread(self, thread_id: str | None = None) -> Thread:
         """The thread named `thread_id`, or a new one with a minted id (`thread.id`).
@@ -56,13 +59,16 @@ class SteadyloopClient:
             chosen,
             task_queue=self.task_queue,
             worker_bound=self.worker_bound,
+            fanout=self.fanout,
         )
 
     def run(self, workflow_id: str) -> RunHandle:
         """A handle on any steadyloop run by its workflow id (a thread's `thread/n`, or a
         run `steadyloop run` started)."""
         check_id(workflow_id, "a workflow id", max_chars=1000)
-        return RunHandle(self.temporal, workflow_id, worker_bound=self.worker_bound)
+        return RunHandle(
+            self.temporal, workflow_id, worker_bound=self.worker_bound, fanout=self.fanout
+        )
 
 
 async def connect(

@@ -16,6 +16,8 @@ next. A caller branches on the type, never on the text:
   under the same key is applied at most once.
 - `RequestRefused`: the run refused the request for another reason it states.
 - `RunFailed`: the run's workflow did not complete (failed, terminated, timed out).
+- `RunNotFound`: no run has that workflow id (a typo, another namespace, or retention
+  has deleted it).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ __all__ = [
     "RequestRefused",
     "RunEnded",
     "RunFailed",
+    "RunNotFound",
     "ThreadBusy",
     "ThreadCannotContinue",
 ]
@@ -138,3 +141,15 @@ class RunFailed(ClientError):
         )
         self.status = status
         self.cause = cause
+
+
+class RunNotFound(ClientError):
+    """No workflow has that id in the client's namespace."""
+
+    def __init__(self, workflow_id: str, namespace: str) -> None:
+        super().__init__(
+            f"no run {workflow_id!r} in namespace {namespace!r}: check the id (a thread's runs "
+            "are <thread>/1, <thread>/2, ...) and the namespace; an ended run is deleted "
+            "after the namespace's retention",
+            workflow_id=workflow_id,
+        )

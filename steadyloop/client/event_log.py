@@ -19,6 +19,9 @@ How the obvious reader goes wrong, and what this one does instead:
 - A poll can fail while the host lives (the host continued-as-new in the same task a
   signal landed): reading resumes right after the last event yielded.
 
+A host that ended is read from its result (what it retained), so following a finished
+run needs no worker at all; a running host is long-polled (updates its worker answers).
+
 Ends after the `stop` event; or when the run is over and its host is drained without
 one (a run terminated from outside).
 """
@@ -26,11 +29,13 @@ one (a run terminated from outside).
 from __future__ import annotations
 
 import asyncio
+import base64
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
+from temporalio.api.common.v1 import Payload
 from temporalio.client import (
     Client,
     WorkflowExecutionDescription,
@@ -58,8 +63,9 @@ from steadyloop.output.forwarding import (
     OutputDelta,
     output_stream_id,
 )
+from steadyloop.workflows.output_stream import OutputStreamSummary
 
-__all__ = ["DEFAULT_POLL_S", "MAX_POLL_FAILURES", "host_events", "run_events"]
+__all__ = ["DEFAULT_POLL_S", "MAX_POLL_FAILURES", "host_events", "latest_cursor", "run_events"]
 
 logger = logging.getLogger(__name__)
 
@@ -122,7 +128,12 @@ async def host_events(
         epoch = await described.memo_value(HOST_EPOCH_MEMO, 0, type_hint=int)
         _check_epoch(position, epoch)
         next_offset = 0 if position is None else position.offset + 1
-        async for event in _read_chain(client, host_id, epoch, next_offset, poll_s):
+        if described.status == WorkflowExecutionStatus.COMPLETED:
+            # An ended host's result holds what it retained: read with no worker.
+            chain = _read_ended(client, host_id, described.run_id, epoch, next_offset)
+        else:
+            chain = _read_chain(client, host_id, epoch, next_offset, poll_s)
+        async for event in chain:
             position = parse_cursor(event.cursor)
             yield event
             if isinstance(event, StopEvent):
@@ -132,6 +143,29 @@ async def host_events(
         ended = await _describe(host)
         running = ended is None or ended.status == WorkflowExecutionStatus.RUNNING
         drained = None if running or ended is None else ended.run_id
+
+
+async def latest_cursor(client: Client, workflow_id: str, run_id: str) -> str | None:
+    """The cursor of the run's newest event so far (None: nothing published yet).
+
+    For a snapshot: read this first, then the run's state, and follow `after=` it. An
+    event published in between is then both in the snapshot and read again, never in
+    neither. A host that ended answers from its result, with no worker; a running one
+    by query.
+    """
+    host = client.get_workflow_handle(output_stream_id(workflow_id, run_id))
+    described = await _describe(host)
+    if described is None:
+        return None
+    epoch = await described.memo_value(HOST_EPOCH_MEMO, 0, type_hint=int)
+    if described.status == WorkflowExecutionStatus.COMPLETED:
+        ended = client.get_workflow_handle(
+            host.id, run_id=described.run_id, result_type=OutputStreamSummary
+        )
+        offset = (await ended.result(follow_runs=False)).offset
+    else:
+        offset = await WorkflowStreamClient.create(client, host.id).get_offset()
+    return None if offset == 0 else format_cursor(Cursor(epoch, offset - 1))
 
 
 def _check_epoch(position: Cursor | None, epoch: int) -> None:
@@ -165,12 +199,7 @@ async def _read_chain(
                 if item.offset < next_offset:
                     continue  # already yielded (a poll answered twice)
                 if item.offset > next_offset:
-                    before = format_cursor(Cursor(epoch, next_offset - 1)) if next_offset else None
-                    raise CursorExpired(
-                        before,
-                        format_cursor(Cursor(epoch, item.offset)),
-                        "the host dropped older items to bound its history",
-                    )
+                    raise _expired(epoch, next_offset, item.offset)
                 next_offset = item.offset + 1
                 failures = 0
                 cursor = format_cursor(Cursor(epoch, item.offset))
@@ -184,6 +213,45 @@ async def _read_chain(
                 raise
             logger.info("event poll failed (reading again from offset %d): %s", next_offset, error)
             await asyncio.sleep(min(poll_s * 2**failures, MAX_BACKOFF_S))
+
+
+async def _read_ended(
+    client: Client, host_id: str, run_id: str, epoch: int, next_offset: int
+) -> AsyncGenerator[RunEventItem, None]:
+    """What an ended host retained, from its result (a history read, no workflow task).
+
+    A host from before results carried the log (no `state`) is read the usual way, by
+    the stream's query (that needs a worker)."""
+    ended = client.get_workflow_handle(host_id, run_id=run_id, result_type=OutputStreamSummary)
+    summary = await ended.result(follow_runs=False)
+    if summary.state is None:
+        async for event in _read_chain(client, host_id, epoch, next_offset, DEFAULT_POLL_S):
+            yield event
+        return
+    converter = client.data_converter.payload_converter
+    base = summary.state.base_offset
+    if next_offset < base:
+        raise _expired(epoch, next_offset, base)
+    for index, item in enumerate(summary.state.log):
+        offset = base + index
+        if offset < next_offset:
+            continue
+        payload = Payload()
+        payload.ParseFromString(base64.b64decode(item.data))
+        decoded = _decode(
+            converter, item.topic, RawValue(payload), format_cursor(Cursor(epoch, offset))
+        )
+        if decoded is not None:
+            yield decoded
+
+
+def _expired(epoch: int, next_offset: int, oldest: int) -> CursorExpired:
+    before = format_cursor(Cursor(epoch, next_offset - 1)) if next_offset else None
+    return CursorExpired(
+        before,
+        format_cursor(Cursor(epoch, oldest)),
+        "the host dropped older items to bound its history",
+    )
 
 
 def _decode(converter: Any, topic: str, raw: RawValue, cursor: str) -> RunEventItem | None:

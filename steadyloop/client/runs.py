@@ -26,6 +26,7 @@ idempotent by nature (the first reason given is the one the run keeps).
 from __future__ import annotations
 
 import asyncio
+import re
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from datetime import timedelta
@@ -34,6 +35,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 from temporalio.client import (
     Client,
+    WorkflowExecutionDescription,
     WorkflowExecutionStatus,
     WorkflowFailureError,
     WorkflowHandle,
@@ -42,7 +44,6 @@ from temporalio.client import (
     WorkflowUpdateFailedError,
     WorkflowUpdateRPCTimeoutOrCancelledError,
 )
-from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.service import RPCError, RPCStatusCode
 
 from steadyloop.chat import ChatMessage
@@ -52,10 +53,11 @@ from steadyloop.client.errors import (
     RequestRefused,
     RunEnded,
     RunFailed,
+    RunNotFound,
 )
-from steadyloop.client.event_log import run_events
-from steadyloop.events import Cursor, RunEventItem, format_cursor
-from steadyloop.output.forwarding import HOST_EPOCH_MEMO, output_stream_id
+from steadyloop.client.event_log import latest_cursor, run_events
+from steadyloop.client.fanout import EventFanout
+from steadyloop.events import RunEventItem
 from steadyloop.receipts.ledger import AmbiguityResolution
 from steadyloop.run.models import AmbiguousCall, ResolveReceipt, RunProgress, RunResult
 from steadyloop.run.steering import ApprovalDecision, PendingApproval, UserMessage
@@ -119,6 +121,7 @@ class RunHandle:
         first_execution_run_id: str | None = None,
         origin: StartOrigin = "opened",
         worker_bound: timedelta = DEFAULT_WORKER_BOUND,
+        fanout: EventFanout | None = None,
     ) -> None:
         self.workflow_id = workflow_id
         self.thread = thread
@@ -126,6 +129,8 @@ class RunHandle:
         self.origin: StartOrigin = origin
         self.worker_bound = worker_bound
         self._client = client
+        # Followers of one run in one process share one reader of its log.
+        self._fanout = fanout if fanout is not None else EventFanout()
         self._first_run_id = first_execution_run_id
         self._handle: WorkflowHandle[Any, Any] = self._pinned()
 
@@ -140,7 +145,7 @@ class RunHandle:
         """The run id of the run's first execution: with the workflow id, what names this
         run for good (its event log is keyed by it)."""
         if self._first_run_id is None:
-            description = await self._handle.describe()
+            description = await self._describe()
             info = description.raw_description.workflow_execution_info
             self._first_run_id = info.first_run_id or description.run_id
             self._handle = self._pinned()
@@ -163,15 +168,20 @@ class RunHandle:
         ending with its stop: text and reasoning deltas, tool calls and their results,
         approvals waiting, ambiguous receipts, the timeline, the stop. Each carries its
         `cursor`; `CursorExpired` when what follows `after` is no longer held (read the
-        snapshot instead), `InvalidCursor` for a cursor this library did not write."""
+        snapshot instead), `InvalidCursor` for a cursor this library did not write.
+        Followers of one run through one client share one reader (`fanout`)."""
         run_id = await self.first_execution_run_id()
         extra: dict[str, Any] = {} if poll_s is None else {"poll_s": poll_s}
-        async for event in run_events(self._client, self.workflow_id, run_id, after, **extra):
+
+        def source(start: str | None) -> AsyncIterator[RunEventItem]:
+            return run_events(self._client, self.workflow_id, run_id, start, **extra)
+
+        async for event in self._fanout.follow(self.workflow_id, run_id, after, source):
             yield event
 
     async def status(self) -> RunStatus:
-        description = await self._handle.describe()
-        return _status_name(description.status)
+        """ "running", or how the run's workflow closed; `RunNotFound` for no such run."""
+        return _status_name((await self._describe()).status)
 
     async def result(self) -> RunResult:
         """How the run stopped, once it has; `RunFailed` when its workflow did not complete."""
@@ -179,7 +189,19 @@ class RunHandle:
             result: RunResult = await self._handle.result()
         except WorkflowFailureError as error:
             raise RunFailed(self.workflow_id, await self.status(), _cause_text(error)) from None
+        except RPCError as error:
+            if error.status == RPCStatusCode.NOT_FOUND:
+                raise RunNotFound(self.workflow_id, self._client.namespace) from None
+            raise
         return result
+
+    async def _describe(self) -> WorkflowExecutionDescription:
+        try:
+            return await self._handle.describe()
+        except RPCError as error:
+            if error.status == RPCStatusCode.NOT_FOUND:
+                raise RunNotFound(self.workflow_id, self._client.namespace) from None
+            raise
 
     async def snapshot(self) -> RunSnapshot:
         """The run now: transcript, progress, waiting calls and ambiguous receipts while
@@ -217,6 +239,24 @@ class RunHandle:
                 workflow_id=self.workflow_id, status=status, failure=failed.cause, cursor=cursor
             )
         return RunSnapshot(workflow_id=self.workflow_id, status=status, cursor=cursor)
+
+    async def ended_soon(self) -> bool:
+        """Whether the run, still running, has stopped its loop and then closed within
+        the worker bound (its last steps: closing its log, returning its result). False
+        when it goes on, or when no worker says (it is then treated as going on)."""
+        try:
+            progress: RunProgress = await self._query("progress", RunProgress)
+        except (NoWorkerAnswered, RequestRefused):
+            return False
+        if progress.stop_reason is None:
+            return False
+        try:
+            await asyncio.wait_for(self._handle.result(), self.worker_bound.total_seconds())
+        except TimeoutError:
+            return False
+        except WorkflowFailureError:
+            pass  # it ended all the same; the follow-up says what that means
+        return True
 
     async def pending_approvals(self) -> list[PendingApproval]:
         """The calls waiting for a person's approval (a live worker answers)."""
@@ -324,8 +364,11 @@ class RunHandle:
             return await self._update("approve_call", decision, key=key, what=what)
         except RequestRefused as refused:
             waiting_now = await self.pending_approvals()
+            detail = refused.reason
+            if decision.tool is None:  # sent unbound: nothing waited under it with that SHA
+                detail = f"you reviewed SHA {decision.arguments_sha256}"
             raise NotTheCallReviewed(
-                self.workflow_id, decision.call_id, waiting_now, detail=refused.reason
+                self.workflow_id, decision.call_id, waiting_now, detail=detail
             ) from None
 
     async def _update(self, name: str, argument: Any, *, key: str | None, what: str) -> str:
@@ -360,25 +403,18 @@ class RunHandle:
             raise
 
     async def _cursor(self) -> str | None:
-        """The cursor of the last event on the run's log now (None: nothing logged yet)."""
-        host_id = output_stream_id(self.workflow_id, await self.first_execution_run_id())
-        host = self._client.get_workflow_handle(host_id)
-        try:
-            described = await host.describe()
-        except RPCError as error:
-            if error.status == RPCStatusCode.NOT_FOUND:
-                return None
-            raise
-        epoch: int = await described.memo_value(HOST_EPOCH_MEMO, 0, type_hint=int)
-        stream = WorkflowStreamClient.create(self._client, host_id)
+        """The cursor of the last event on the run's log now (None: nothing logged yet);
+        a running log answers by query, so within the worker bound."""
+        run_id = await self.first_execution_run_id()
         bound = self.worker_bound.total_seconds()
         try:
-            offset = await asyncio.wait_for(stream.get_offset(), bound)
-        except (TimeoutError, WorkflowQueryFailedError, WorkflowQueryRejectedError, RPCError):
+            return await asyncio.wait_for(
+                latest_cursor(self._client, self.workflow_id, run_id), bound
+            )
+        except (TimeoutError, WorkflowQueryFailedError, WorkflowQueryRejectedError):
             raise NoWorkerAnswered(
                 self.workflow_id, "the event log's offset query", bound
             ) from None
-        return None if offset == 0 else format_cursor(Cursor(epoch, offset - 1))
 
     async def _how_it_ended(self) -> str:
         """How the run stopped, in a few words ("final_answer", "terminated")."""
@@ -418,10 +454,11 @@ def _status_name(status: WorkflowExecutionStatus | None) -> RunStatus:
 
 
 def _cause_text(error: BaseException | None) -> str:
-    """The messages of an exception chain, outermost first, each once."""
+    """The messages of an exception chain, outermost first, each once (without the
+    `ValueError: ` a validator's refusal is prefixed with)."""
     messages: list[str] = []
     while error is not None:
-        text = str(error).strip()
+        text = re.sub(r"^[A-Za-z]*Error: ", "", str(error).strip())
         if text and text not in messages:
             messages.append(text)
         error = error.__cause__

@@ -37,13 +37,20 @@ from datetime import timedelta
 from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
+from pydantic_core import PydanticSerializationError
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from steadyloop.chat import ChatMessage
-from steadyloop.client.errors import ClientError, ThreadBusy, ThreadCannotContinue
+from steadyloop.client.errors import (
+    ClientError,
+    RequestRefused,
+    ThreadBusy,
+    ThreadCannotContinue,
+)
+from steadyloop.client.fanout import EventFanout
 from steadyloop.client.options import RunOptions
 from steadyloop.client.runs import (
     DEFAULT_WORKER_BOUND,
@@ -52,7 +59,7 @@ from steadyloop.client.runs import (
     _status_name,
     mint_key,
 )
-from steadyloop.run.bounds import identity_problem
+from steadyloop.run.bounds import identity_problem, text_problem
 from steadyloop.run.models import RunInput, RunResult
 from steadyloop.run.resume import resume_input
 
@@ -111,8 +118,10 @@ class Thread:
         *,
         task_queue: str,
         worker_bound: timedelta = DEFAULT_WORKER_BOUND,
+        fanout: EventFanout | None = None,
     ) -> None:
         self.id = check_id(thread_id, "a thread id")
+        self._fanout = fanout if fanout is not None else EventFanout()
         self._client = client
         self._task_queue = task_queue
         self._worker_bound = worker_bound
@@ -130,6 +139,7 @@ class Thread:
             number=number,
             first_execution_run_id=first_execution_run_id,
             worker_bound=self._worker_bound,
+            fanout=self._fanout,
         )
 
     async def latest(self) -> RunHandle | None:
@@ -159,7 +169,10 @@ class Thread:
         """
         if prompt is None and not messages:
             raise ValueError("a run needs a prompt or messages")
-        given = [ChatMessage.model_validate(m) for m in messages]
+        problem = None if prompt is None else text_problem(prompt)
+        if problem is not None:
+            raise ValueError(f"prompt {problem}")
+        given = [_sendable(number, m) for number, m in enumerate(messages)]
         key = check_id(key, "key") if key is not None else mint_key()
         for _ in range(MAX_START_ROUNDS):
             latest = await self._latest()
@@ -176,7 +189,10 @@ class Thread:
                 if attached is not None:
                     return attached
                 if latest.status == "running":
-                    return await self._steer(latest, prompt, given, key, steer)
+                    steered = await self._steer(latest, prompt, given, key, steer)
+                    if steered is None:  # it was ending, and has ended: follow it up
+                        continue
+                    return steered
                 number = latest.number + 1
                 run = await self._follow_up(latest, prompt, given, options)
                 assert latest.memo is not None  # `_attached` refused a foreign run
@@ -227,16 +243,26 @@ class Thread:
         messages: list[ChatMessage],
         key: str,
         steer: bool,
-    ) -> RunHandle:
+    ) -> RunHandle | None:
+        """The running run, given the message (`steer`), or `ThreadBusy`; None when the
+        run was already stopping and has ended since (a follow-up is due, not a steer:
+        a person who just read its stop event expects to go on)."""
         workflow_id = run_workflow_id(self.id, latest.number)
+        handle = self.run(latest.number, first_execution_run_id=latest.first_execution_run_id)
+        if await handle.ended_soon():
+            return None
         if not steer:
             raise ThreadBusy(self.id, workflow_id)
         if prompt is None or messages:
             raise ValueError(
                 "steer=True gives the running run one message: pass it as prompt, without messages"
             )
-        handle = self.run(latest.number, first_execution_run_id=latest.first_execution_run_id)
-        await handle.send(prompt, key=key)  # the key is the update id: sent once
+        try:
+            await handle.send(prompt, key=key)  # the key is the update id: sent once
+        except RequestRefused:
+            if await handle.ended_soon():  # it began to stop in between
+                return None
+            raise
         handle.origin = "steered"
         return handle
 
@@ -334,6 +360,17 @@ class Thread:
             memo = None
         first = description.raw_description.workflow_execution_info.first_run_id or None
         return _Found(number, _status_name(description.status), memo, first)
+
+
+def _sendable(number: int, message: ChatMessage | dict[str, Any]) -> ChatMessage:
+    """A message the run can carry: valid, and encodable as JSON (a lone surrogate from
+    bytes that were not UTF-8 is not: it would fail at start, or worse, later)."""
+    checked = ChatMessage.model_validate(message)
+    try:
+        checked.model_dump_json()
+    except PydanticSerializationError as error:
+        raise ValueError(f"messages[{number}] cannot be sent: {error}") from None
+    return checked
 
 
 async def _run_input_of(client: Client, handle: WorkflowHandle[Any, Any]) -> RunInput:

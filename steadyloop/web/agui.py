@@ -19,16 +19,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from ag_ui.core import BaseEvent, RunAgentInput, UserMessage
+from ag_ui.core import BaseEvent, CustomEvent, RunAgentInput, UserMessage
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
 from pydantic import ValidationError
 
-from steadyloop.events import parse_event
+from steadyloop.events import ApprovalWaitingEvent, parse_event
 from steadyloop.web.agui_mapping import (
     Position,
     Tracker,
@@ -44,7 +45,7 @@ from steadyloop.web.backend import (
     WaitingForWorker,
 )
 from steadyloop.web.errors import ApiError
-from steadyloop.web.fanout import ClientDropped, FeedRegistry
+from steadyloop.web.fanout import FeedRegistry
 from steadyloop.web.requests import checked_id, read_json
 from steadyloop.web.settings import WebSettings
 from steadyloop.web.sse import frame
@@ -53,6 +54,9 @@ __all__ = ["install_agui"]
 
 # Past every frame of a run event: "continue after this whole event".
 WHOLE_EVENT = 1 << 30
+# How long an approval's interrupt waits to see whether the log already holds its
+# decision (a stream read again later); a live approval waits for a person anyway.
+DECIDED_WAIT_S = 0.25
 
 
 def install_agui(
@@ -107,6 +111,8 @@ def install_agui(
             run_id = started.run_id
             position = resumed_from
         await backend.check_run(tenant, thread, run_id)
+        slots = app.state.slots
+        slots.take(tenant, settings.limits(tenant).max_streams)
         stream = feeds.events(
             (tenant, thread, run_id),
             lambda cursor: backend.events(tenant, thread, run_id, cursor),
@@ -118,11 +124,12 @@ def install_agui(
             try:
                 async for chunk in _agui_frames(stream, tracker, run_id, position):
                     yield chunk
-            except (ClientDropped, BackendError):
+            except BackendError:
                 return
 
         async def close() -> None:
             await stream.aclose()
+            slots.give(tenant)
 
         return stream_response(
             frames(), ping_s=settings.ping_s, send_timeout_s=settings.send_timeout_s, on_close=close
@@ -179,6 +186,8 @@ async def _decide(
                 sha256=ref.sha256,
                 reason=reason,
                 idempotency_key=f"ag-ui-{given.run_id}-{index}",
+                tool=ref.tool,
+                turn=ref.turn,
             )
         if after is None or (ref.cursor > (after.cursor or "")):
             after = Position(ref.cursor, WHOLE_EVENT)
@@ -204,30 +213,73 @@ async def _agui_frames(
     if position is None or position.cursor is None:
         yield _frame(tracker.started(), frame_id(None, 0, opening=0))
         position = None
-    async for item in stream:
-        event = parse_event(item.data).model_copy(update={"cursor": item.cursor})
-        made = tracker.make(event, steadyloop_run=run_id)
-        if position is not None:
-            if item.cursor != position.cursor:  # before the resume point: state only
-                for agui in made:
+    items = _Lookahead(stream)
+    try:
+        async for item in items:
+            event = parse_event(item.data).model_copy(update={"cursor": item.cursor})
+            if isinstance(event, ApprovalWaitingEvent) and await items.decides(event.call_id):
+                # Decided already (the run's log says so next): a stream read again after
+                # the decision must not stop at an interrupt nobody can answer any more.
+                made: list[BaseEvent] = [
+                    CustomEvent(name="steadyloop.approval_waiting", value=item.data)
+                ]
+            else:
+                made = tracker.make(event, steadyloop_run=run_id)
+            if position is not None:
+                if item.cursor != position.cursor:  # before the resume point: state only
+                    for agui in made:
+                        tracker.apply(agui)
+                    continue
+                for agui in made[: position.frame + 1]:
                     tracker.apply(agui)
-                continue
-            seen = made[: position.frame + 1]
-            for agui in seen:
+                tracker.finished = False
+                for p, agui in enumerate(tracker.opening()):
+                    yield _frame(agui, frame_id(item.cursor, position.frame, opening=p))
+                first = min(position.frame + 1, WHOLE_EVENT)
+                made = made[first:]
+                position = None
+            else:
+                first = 0
+            for k, agui in enumerate(made, start=first):
                 tracker.apply(agui)
-            tracker.finished = False
-            for p, agui in enumerate(tracker.opening()):
-                yield _frame(agui, frame_id(item.cursor, position.frame, opening=p))
-            made = made[position.frame + 1 :]
-            first = min(position.frame + 1, WHOLE_EVENT)
-            position = None
-        else:
-            first = 0
-        for k, agui in enumerate(made, start=first):
-            tracker.apply(agui)
-            yield _frame(agui, frame_id(item.cursor, k))
-            if tracker.finished:
-                return
+                yield _frame(agui, frame_id(item.cursor, k))
+                if tracker.finished:
+                    return
+    finally:
+        await items.close()
+
+
+class _Lookahead:
+    """The stream, with a bounded look at its next event (never cancelling a read)."""
+
+    def __init__(self, stream: AsyncIterator[StreamEvent]) -> None:
+        self._events = aiter(stream)
+        self._next: asyncio.Future[StreamEvent] | None = None
+
+    def __aiter__(self) -> _Lookahead:
+        return self
+
+    async def __anext__(self) -> StreamEvent:
+        if self._next is not None:
+            coming, self._next = self._next, None
+            return await coming
+        return await anext(self._events)
+
+    async def decides(self, call_id: str) -> bool:
+        """Whether the next event, if it comes within `DECIDED_WAIT_S`, is a decision on
+        `call_id` (a log read again after the decision holds it right after the wait)."""
+        if self._next is None:
+            self._next = asyncio.ensure_future(anext(self._events))
+        done, _ = await asyncio.wait({self._next}, timeout=DECIDED_WAIT_S)
+        if not done or self._next.exception() is not None:
+            return False
+        coming = self._next.result()
+        return coming.type == "decision" and coming.data.get("call_id") == call_id
+
+    async def close(self) -> None:
+        if self._next is not None and not self._next.done():
+            self._next.cancel()
+            await asyncio.gather(self._next, return_exceptions=True)
 
 
 def _frame(event: BaseEvent, sse_id: str) -> bytes:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote, unquote
 
 from ag_ui.core import (
     AssistantMessage,
@@ -96,23 +97,29 @@ def agui_tool_call_id(turn: int, call_id: str) -> str:
 @dataclass(frozen=True)
 class InterruptRef:
     """What an approval's interrupt id names: the run, the cursor the stream goes on
-    after, and the call it binds (its arguments' SHA): a `resume[]` entry needs no lookup."""
+    after, and the call it binds (arguments' SHA, turn, tool): a `resume[]` entry is
+    decided with no lookup, so even while no worker runs (it is kept for one)."""
 
     run_id: str
     cursor: str
     sha256: str
+    turn: int
+    tool: str
     call_id: str
 
 
 def interrupt_id(ref: InterruptRef) -> str:
-    return f"{ref.run_id}:{ref.cursor}:{ref.sha256}:{ref.call_id}"
+    return ":".join(
+        [ref.run_id, ref.cursor, ref.sha256, str(ref.turn), quote(ref.tool, safe=""), ref.call_id]
+    )
 
 
 def parse_interrupt_id(value: str) -> InterruptRef | None:
-    parts = value.split(":", 3)
-    if len(parts) != 4 or not all(parts):
+    parts = value.split(":", 5)
+    if len(parts) != 6 or not all(parts) or not parts[3].isdigit():
         return None
-    return InterruptRef(*parts)
+    run_id, cursor, sha, turn, tool, call_id = parts
+    return InterruptRef(run_id, cursor, sha, int(turn), unquote(tool), call_id)
 
 
 @dataclass(frozen=True)
@@ -207,7 +214,14 @@ class Tracker:
             out += self._close()
             interrupt = Interrupt(
                 id=interrupt_id(
-                    InterruptRef(steadyloop_run, event.cursor, event.sha, event.call_id)
+                    InterruptRef(
+                        steadyloop_run,
+                        event.cursor,
+                        event.sha,
+                        event.turn,
+                        event.tool,
+                        event.call_id,
+                    )
                 ),
                 reason=INTERRUPT_REASON,
                 tool_call_id=agui_tool_call_id(event.turn, event.call_id),

@@ -24,11 +24,12 @@ Routes (all JSON; the OpenAPI spec is at `/openapi.json`, a page listing it at `
 - `GET /v1/threads/{thread_id}/runs/{run_id}`: 200 the snapshot: `transcript`,
   `progress`, `pending_approvals`, `ambiguous_receipts`, `cursor`, `stop`.
 - `POST /v1/threads/{thread_id}/runs/{run_id}/approvals/{call_id}` `{"approve": bool,
-  "sha256": str, "reason"?: str, "tool"?: str, "turn"?: int}` (tool and turn as
-  `approval_waiting` named them: they bind the decision while no worker can read the
-  run's log): 200 `{"status": "recorded"}`; 202 `{"status":
-  "waiting_for_worker"}` (kept, applied once a worker accepts it); 404
-  `call_not_found`; 409 `not_the_call` with `waiting` (what waits now), or `run_ended`.
+  "sha256": str, "reason"?: str, "tool"?: str, "turn"?: int}`: 200 `{"status":
+  "recorded"}`; 202 `{"status": "waiting_for_worker"}` (kept, applied once a worker
+  accepts it); 404 `call_not_found`; 409 `not_the_call` with `waiting` (what waits
+  now), or `run_ended`. With `tool` and `turn` (as the `approval_waiting` event names
+  them) the decision needs no read of the run's log; without them, and no worker to
+  read it, 503 `no_worker` (nothing decided).
 - `POST .../runs/{run_id}/interrupt` `{"reason"?: str}`, `POST .../pause` `{}`,
   `POST .../unpause` `{}`, `POST .../messages` `{"content": str}`, and
   `POST .../receipts/{key}` `{"resolution": {...}}` (an ambiguous receipt's
@@ -56,7 +57,7 @@ attaches to the run it started.
 
 with `: ping` every 15 s. The stream ends after the run's stop event; reconnecting with
 the last cursor then answers 204. A stream may also end early (this process restarted,
-or the client fell behind); the client reconnects with `Last-Event-ID` (an
+or the client stopped reading for `send_timeout_s`); the client reconnects with `Last-Event-ID` (an
 `EventSource` does so by itself) or `?after=` and misses nothing.
 
 **Errors.** `{"error": {"code", "message", "field"?, ...}}` with a 4xx status: the
@@ -84,7 +85,7 @@ from steadyloop.web.backend import (
     WaitingForWorker,
 )
 from steadyloop.web.errors import ApiError, from_backend, install_error_handlers
-from steadyloop.web.fanout import ClientDropped, FeedRegistry
+from steadyloop.web.fanout import FeedRegistry
 from steadyloop.web.openapi_page import openapi_page
 from steadyloop.web.page_routes import install_page
 from steadyloop.web.requests import checked_id, idempotency_key, read_model
@@ -113,9 +114,9 @@ class ApprovalBody(BaseModel):
     approve: bool
     sha256: str = Field(min_length=64, max_length=64, pattern="^[0-9a-fA-F]{64}$")
     reason: str | None = Field(default=None, max_length=10_000)
-    # The tool and turn the person reviewed (the page sends what `approval_waiting`
-    # said): they bind the decision when the run's log cannot be read because no worker
-    # runs, so the approval is still sent (202) and applied once one does.
+    # The call's tool and turn as its `approval_waiting` event named them: with both,
+    # the decision is bound without reading the run's log, so it is kept even while no
+    # worker runs (202). Without them the server reads the log for them.
     tool: str | None = Field(default=None, min_length=1, max_length=200)
     turn: int | None = Field(default=None, ge=0)
 
@@ -198,7 +199,7 @@ def create_app(backend: RunBackend, settings: WebSettings) -> FastAPI:
             allow_methods=["GET", "POST"],
             allow_headers=["Authorization", "Content-Type", "Idempotency-Key", "Last-Event-ID"],
         )
-    feeds = FeedRegistry(buffer=settings.run_buffer, client_queue=settings.client_queue)
+    feeds = FeedRegistry(buffer=settings.run_buffer)
     slots = StreamSlots()
     app.state.backend = backend
     app.state.settings = settings
@@ -325,7 +326,7 @@ def create_app(backend: RunBackend, settings: WebSettings) -> FastAPI:
                 yield frame(await opening)
                 async for event in stream:
                     yield frame(event)
-            except (StopAsyncIteration, ClientDropped, BackendError):
+            except (StopAsyncIteration, BackendError):
                 return  # ended, or cut: the client reconnects with its cursor
 
         return _StreamResponse(

@@ -22,6 +22,7 @@ from pydantic.json_schema import SkipJsonSchema
 __all__ = [
     "CursorExpired",
     "Decision",
+    "NoWorkerToRead",
     "NotTheCall",
     "RunBackend",
     "RunEnded",
@@ -109,6 +110,11 @@ class NotTheCall(BackendError):
 
 class WaitingForWorker(BackendError):
     """No worker accepted the request within the bound; it is kept and applied later."""
+
+
+class NoWorkerToRead(BackendError):
+    """The run's log could not be read in time (no worker answers its host): nothing was
+    decided. A decision naming its tool and turn needs no read, and is kept for a worker."""
 
 
 class CursorExpired(BackendError):

@@ -54,6 +54,7 @@ from steadyloop.web.backend import (
     BadCursor,
     Decision,
     NotTheCall,
+    NoWorkerToRead,
     RunEnded,
     RunInFlight,
     RunNotFound,
@@ -69,6 +70,9 @@ from steadyloop.web.backend import CursorExpired as HttpCursorExpired
 __all__ = ["ClientBackend", "RunDefaults", "thread_tag"]
 
 THREAD_PREFIX = "web"
+# How long an approval waits for the run's log to answer, per event, when it looks the
+# call up there.
+LOG_READ_S = 2.0
 TAG_CHARS = 12
 _RESOLUTION: TypeAdapter[Any] = TypeAdapter(AmbiguityResolution)
 
@@ -248,23 +252,20 @@ class ClientBackend:
         turn: int | None = None,
     ) -> Decision:
         handle, first = await self._handle(tenant, thread_id, run_id)
-        # The call as the run announced it on its log: a decision bound to the tool, SHA
-        # and turn without asking a worker first (the update then waits for one: 202).
-        waiting = await self._announced(handle.workflow_id, first, call_id)
-        if not waiting and tool is not None and turn is not None:
-            # The log is read through its host, a workflow: with no worker it cannot
-            # answer. Bind to what the person reviewed; the run's own check refuses it,
-            # naming what waits, if that is not the call waiting.
-            waiting = [
-                PendingApproval(
-                    call_id=call_id,
-                    tool=tool,
-                    arguments={},
-                    turn=turn,
-                    requested_at="",
-                    arguments_sha256=sha256,
+        # The call as the person saw it, bound to its tool, SHA and turn, without asking
+        # a worker first (the update then waits for one: 202): from the request, or as
+        # the run announced it on its log.
+        if tool is not None and turn is not None:
+            waiting = [_pending(call_id, tool, sha256, turn)]
+        else:
+            waiting, readable = await self._announced(handle.workflow_id, first, call_id)
+            if not waiting and not readable:
+                raise NoWorkerToRead(
+                    f"run {run_id}'s log did not answer within {LOG_READ_S:g}s (is a worker "
+                    "running?), so the call could not be looked up; nothing was decided. "
+                    "Send the call's tool and turn (its approval_waiting event) to record "
+                    "the decision without a worker"
                 )
-            ]
         if not waiting:
             raise UnknownCall(f"no call {call_id!r} of run {run_id} waited for approval")
         call = next((c for c in waiting if c.arguments_sha256 == sha256), None)
@@ -288,26 +289,22 @@ class ClientBackend:
             raise _steering_error(exc) from None
         return Decision(status="recorded", detail=said)
 
-    async def _announced(self, workflow_id: str, first: str, call_id: str) -> list[PendingApproval]:
-        """Every approval the run's log announced under `call_id`, oldest first."""
+    async def _announced(
+        self, workflow_id: str, first: str, call_id: str
+    ) -> tuple[list[PendingApproval], bool]:
+        """Every approval the run's log announced under `call_id`, oldest first, and
+        whether the log answered at all (no worker: a live run's log is silent)."""
         found: list[PendingApproval] = []
+        readable = False
         stream = run_events(self.temporal, workflow_id, first, None)
         try:
-            async for event in _until_caught_up(stream, self.temporal, workflow_id):
+            async for event in _until_caught_up(stream):
+                readable = True
                 if isinstance(event, ApprovalWaitingEvent) and event.call_id == call_id:
-                    found.append(
-                        PendingApproval(
-                            call_id=event.call_id,
-                            tool=event.tool,
-                            arguments={},
-                            turn=event.turn,
-                            requested_at="",
-                            arguments_sha256=event.sha,
-                        )
-                    )
+                    found.append(_pending(event.call_id, event.tool, event.sha, event.turn))
         except CursorExpired:
-            pass  # what is left of the log is read; an older announcement is gone
-        return found
+            readable = True  # what is left of the log is read; an older one is gone
+        return found, readable
 
     async def steer(
         self,
@@ -382,15 +379,24 @@ def _steering_error(exc: BaseException) -> BaseException:
     return exc
 
 
-async def _until_caught_up(
-    stream: AsyncIterator[Any], client: Client, workflow_id: str
-) -> AsyncIterator[Any]:
+def _pending(call_id: str, tool: str, sha256: str, turn: int) -> PendingApproval:
+    return PendingApproval(
+        call_id=call_id,
+        tool=tool,
+        arguments={},
+        turn=turn,
+        requested_at="",
+        arguments_sha256=sha256,
+    )
+
+
+async def _until_caught_up(stream: AsyncIterator[Any]) -> AsyncIterator[Any]:
     """The log's events until it has nothing more right now (a live run's reader would
     wait for more): read with a short idle bound, since only what was announced counts."""
     iterator = aiter(stream)
     while True:
         try:
-            event = await asyncio.wait_for(anext(iterator), timeout=1.0)
+            event = await asyncio.wait_for(anext(iterator), timeout=LOG_READ_S)
         except (StopAsyncIteration, TimeoutError):
             aclose = getattr(iterator, "aclose", None)
             if aclose is not None:

@@ -22,6 +22,7 @@ from steadyloop.web.backend import (
     BadCursor,
     CursorExpired,
     NotTheCall,
+    NoWorkerToRead,
     RunEnded,
     RunInFlight,
     RunNotFound,
@@ -89,6 +90,8 @@ def from_backend(exc: BackendError) -> ApiError:
     if isinstance(exc, TooManyRuns):
         seconds = max(1, round(exc.retry_after_s))
         return ApiError(429, "too_many_runs", message, headers={"Retry-After": str(seconds)})
+    if isinstance(exc, NoWorkerToRead):
+        return ApiError(503, "no_worker", message, headers={"Retry-After": "5"})
     if isinstance(exc, WaitingForWorker):
         return ApiError(202, "waiting_for_worker", message)
     return ApiError(400, "refused", message)

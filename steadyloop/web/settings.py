@@ -83,11 +83,11 @@ class WebSection(BaseModel):
     cors_origins: list[str] = Field(default_factory=list)
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
     ping_s: float = Field(default=15.0, gt=0, allow_inf_nan=False)
-    # Per client: events queued for a slow client, and how long one send may take,
-    # before the client is dropped (it reconnects with its cursor and loses nothing).
-    client_queue: int = Field(default=256, ge=1)
+    # How long one send to a client may take before its stream is cut (a frozen client;
+    # it reconnects with its cursor and loses nothing).
     send_timeout_s: float = Field(default=10.0, gt=0, allow_inf_nan=False)
-    # Per run and process: the events kept for clients that join or fall behind.
+    # Per run and process: the events kept for its clients (each reads from its own
+    # position; one further behind reads the log by itself until it catches up).
     run_buffer: int = Field(default=1024, ge=16)
 
 
@@ -102,7 +102,6 @@ class WebSettings(BaseModel):
     cors_origins: list[str] = Field(default_factory=list)
     max_body_bytes: int = 1024 * 1024
     ping_s: float = 15.0
-    client_queue: int = 256
     send_timeout_s: float = 10.0
     run_buffer: int = 1024
     open_access: bool = False
@@ -176,7 +175,6 @@ def web_settings(
         cors_origins=list(web.cors_origins),
         max_body_bytes=web.max_body_bytes,
         ping_s=web.ping_s,
-        client_queue=web.client_queue,
         send_timeout_s=web.send_timeout_s,
         run_buffer=web.run_buffer,
         open_access=dev and not hashes,

@@ -3,9 +3,10 @@
 Streaming costs history: every publish is a signal and every subscriber poll an
 update (Temporal allows 2,000 updates per execution). Hosting the stream in the loop
 workflow would grow the loop's history with tokens and push it toward its limits, so
-each run that forwards gets this host instead (`output_stream_id(run id)`), started by
-the model activity on first use (start-or-attach, so no ordering between activity and
-subscribers matters).
+each run gets this host instead (`output_stream_id(workflow id, first execution run
+id)`, so a workflow id used again gets a new one), started by the model activity or
+by the loop's first publish of its events (`steadyloop.events`), whichever comes
+first (start-or-attach, so no ordering between publishers and subscribers matters).
 
 The host bounds itself: when its history passes `max_events` (or Temporal suggests
 it), it keeps the newest `retain_items` items (at most `retain_bytes`), releases its

@@ -1231,6 +1231,7 @@ class ToolLoopWorkflow:
                 )
                 if refused is not None:
                     return refused
+                await self._events.flush()  # the decision, before the call runs
                 approved = True
                 continue  # decide again: the ledger may have moved while a person thought
             if attempts_here >= TOOL_ATTEMPTS:
