@@ -57,6 +57,7 @@ pytestmark = pytest.mark.slow
 HOST_MAX_EVENTS = 50  # the smallest the host allows: it rolls over every few publishes
 IDLE_S = 3_600.0  # the host's default idle close
 READ_GUARD_S = 30.0
+PUBLISH_PAUSE_S = 0.02
 PROPERTY = settings(
     max_examples=12,
     deadline=None,
@@ -294,14 +295,20 @@ def test_a_host_rolls_over_and_restarts_after_an_idle_close_with_its_offsets_goi
 
 
 async def publish_until(host: Host, *, executions: int) -> None:
-    """Publish (events and text by turns) until the host has had `executions` executions:
-    signals that arrive together share a workflow task, so no count of publishes is
-    sure to fill its history."""
+    """Publish (events and text by turns) until the host has had `executions` executions.
+
+    Signals that arrive together share a workflow task, so no count of publishes is
+    sure to fill its history; and a signal landing in the task that continues-as-new
+    fails that task (`UnhandledCommand`, retried with the signal), so publishes back to
+    back with no pause can hold a roll-over off indefinitely. The pause is far shorter
+    than a publisher's batch interval (0.25 s by default).
+    """
     for _ in range(200):
         if len(host.executions) >= executions:
             return
         await host.publish_events(3)
         await host.publish_text(3)
+        await asyncio.sleep(PUBLISH_PAUSE_S)
     raise AssertionError(f"the host had {len(host.executions)} executions")
 
 
