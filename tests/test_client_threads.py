@@ -275,3 +275,29 @@ async def test_starts_racing_runs_that_end_at_once_make_one_chain_with_no_overla
         assert before.close_time is not None and before.close_time <= after.start_time
     for earlier, later in itertools.pairwise(transcripts):
         assert later[: len(earlier)] == earlier
+
+
+async def test_concurrent_first_starts_of_a_new_thread_start_one_run(tmp_path: Path) -> None:
+    async with client_env(tmp_path) as env:
+        keys = ["same"] * 4 + ["other-1", "other-2"]
+        outcomes = await asyncio.gather(
+            *(
+                env.client.thread("fresh").start("WAIT first", options=env.options(), key=key)
+                for key in keys
+            ),
+            return_exceptions=True,
+        )
+        env.release.set()
+        started = [o for o in outcomes if not isinstance(o, BaseException)]
+        await started[0].result()
+    assert {h.workflow_id for h in started} == {"fresh/1"}
+    assert sorted(h.origin for h in started).count("started") == 1
+    winner = next(
+        k for k, o in zip(keys, outcomes, strict=True) if getattr(o, "origin", "") == "started"
+    )
+    # The winner's key attached everywhere it was retried; every other key was refused.
+    for key, outcome in zip(keys, outcomes, strict=True):
+        if key == winner:
+            assert not isinstance(outcome, BaseException)
+        else:
+            assert isinstance(outcome, ThreadBusy), (key, outcome)
