@@ -183,3 +183,46 @@ async def test_a_server_answering_an_error_is_asked_again_after_the_last_cursor(
         # EventSource gave up on the 502; the page asked again itself, after its cursor.
         assert script.asked[0] is None
         assert script.asked[-1] == cursor(1)
+
+
+async def test_a_cursor_behind_retention_shows_the_snapshot_and_reads_on_after_its_cursor() -> None:
+    """A reload whose saved cursor the log no longer holds: 410, never a silent skip."""
+    snapshot = {
+        "transcript": [
+            {"role": "user", "content": "say it"},
+            {
+                "role": "assistant",
+                "content": "Checking.",
+                "tool_calls": [{"id": "call_0", "name": "add", "arguments": '{"a":1}'}],
+            },
+            {"role": "tool", "content": "2", "tool_call_id": "call_0"},
+        ],
+        "cursor": cursor(40),
+    }
+
+    async def events(after: str | None) -> str | int | None:
+        if after is None and len(script.asked) == 1:
+            return sse([text_event(1, "one ")])
+        if after == cursor(40):
+            return sse([text_event(41, "done"), stop_event(42, "done")])
+        return 410
+
+    script = Script([events])
+    async with chromium() as browser:
+        page = await browser.new_page()
+
+        async def handle(route: Route) -> None:
+            if urlsplit(route.request.url).path == f"/v1/threads/{THREAD}/runs/{RUN}":
+                await route.fulfill(json=snapshot)
+            else:
+                await script.handle(route)
+
+        await page.route(f"{ORIGIN}/**", handle)
+        await page.goto(f"{ORIGIN}/?thread={THREAD}")
+        await page.wait_for_selector('#stop[data-reason="final_answer"]')
+        answers = await page.locator(".turn .answer").all_text_contents()
+        # The run drawn again from its snapshot, then what followed the snapshot's cursor.
+        assert answers == ["Checking.", "done"]
+        assert await page.locator(".call .output").all_text_contents() == ["2"]
+        assert "no longer kept" in (await page.locator("#log").text_content() or "")
+        assert script.asked[-1] == cursor(40)

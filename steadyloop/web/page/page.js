@@ -18,6 +18,7 @@ const state = {
   interruptKey: null,
   followed: new Set(),
   userMessages: 0, // user messages of the runs followed so far
+  inherited: 0, // transcript messages of the runs followed so far
 };
 
 // A handle for people (and tests) looking at the page from the console.
@@ -53,7 +54,7 @@ async function load() {
     for (const run of body.runs ?? []) {
       if (state.followed.has(run)) continue;
       await follow(run, await promptOf(run));
-      state.userMessages = (await userMessages(run)).length; // steered ones included
+      await inherit(run);
     }
   } catch (error) {
     problem(error.message);
@@ -68,12 +69,23 @@ async function promptOf(run) {
 }
 
 async function userMessages(run) {
+  return (await transcriptOf(run)).filter((m) => m.role === "user");
+}
+
+async function transcriptOf(run) {
   const { body } = await api.snapshot(state.thread, run);
-  return (body.transcript ?? []).filter((m) => m.role === "user");
+  return body.transcript ?? [];
+}
+
+// What the next run of the thread starts with: everything `run` ended with.
+async function inherit(run) {
+  const messages = await transcriptOf(run);
+  state.inherited = messages.length;
+  state.userMessages = messages.filter((m) => m.role === "user").length; // steered too
 }
 
 // Resolves when the run's stop has been applied (or the stream ended without one).
-function follow(run, prompt) {
+function follow(run, prompt, after = null) {
   state.followed.add(run);
   state.run = run;
   state.live = true;
@@ -81,7 +93,7 @@ function follow(run, prompt) {
   $("#interrupt").disabled = false;
   $("#stop").hidden = true;
   where();
-  transcript.beginRun(run);
+  if (after === null) transcript.beginRun(run);
   if (prompt) transcript.said(prompt);
   return new Promise((resolve) => {
     const url = api.eventsUrl(state.thread, run);
@@ -103,15 +115,23 @@ function follow(run, prompt) {
           resolve();
         }
       },
-      expired: (body) => {
-        const oldest = body.error?.oldest ?? "none";
-        problem(`This run's early events are no longer kept (oldest held: ${oldest}).`);
-        ended();
-        resolve();
+      expired: async () => {
+        // The log no longer holds this run's early events: show the run's transcript
+        // from its snapshot instead, then read on after the snapshot's cursor.
+        sessionStorage.removeItem(stream.storageKey);
+        try {
+          const { body } = await api.snapshot(state.thread, run);
+          transcript.redraw((body.transcript ?? []).slice(state.inherited));
+          follow(run, null, body.cursor ?? null).then(resolve);
+        } catch (error) {
+          problem(error.message);
+          ended();
+          resolve();
+        }
       },
     });
     state.stream = stream;
-    stream.start();
+    stream.start(after);
   });
 }
 
@@ -146,6 +166,7 @@ async function send(event) {
       transcript.said(prompt, "sent to the run in flight: it reads it at its next turn");
       return;
     }
+    if (state.run && !state.followed.has(body.run_id)) await inherit(state.run);
     state.userMessages += 1;
     if (!state.followed.has(body.run_id)) await follow(body.run_id, prompt);
   } catch (error) {

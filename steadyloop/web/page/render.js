@@ -29,6 +29,22 @@ export class Transcript {
     this.calls = new Map();
   }
 
+  // Everything shown for the current run is marked with it, so it can be drawn again.
+  #add(item) {
+    item.dataset.run = this.run ?? "";
+    this.at.log.append(item);
+  }
+
+  // The current run drawn again from its snapshot's transcript (`messages`, its own
+  // messages only), when the log no longer holds its early events.
+  redraw(messages) {
+    for (const item of this.at.log.querySelectorAll(":scope > li")) {
+      if (item.dataset.run === (this.run ?? "")) item.remove();
+    }
+    this.beginRun(this.run);
+    this.fromSnapshot(messages);
+  }
+
   apply(event) {
     const handler = HANDLERS[event.type];
     if (handler) handler.call(this, event);
@@ -46,11 +62,44 @@ export class Transcript {
       const answer = element("div", "answer");
       const calls = element("ol", "calls");
       item.append(reasoning, answer, calls);
-      this.at.log.append(item);
+      this.#add(item);
       turn = { item, reasoning, answer, calls };
       this.turns.set(number, turn);
     }
     return turn;
+  }
+
+  // The run so far from its snapshot's transcript, when its early events are gone.
+  fromSnapshot(messages) {
+    const note = element("li", "note", "");
+    note.append(
+      element("span", "bang", "!"),
+      element("span", "what", "The early events of this run are no longer kept: from its transcript."),
+    );
+    this.#add(note);
+    let turn = 0;
+    for (const message of messages) {
+      if (message.role === "user") this.said(message.content ?? "");
+      if (message.role === "assistant") {
+        turn += 1;
+        const at = this.#turn(`snapshot-${turn}`);
+        at.answer.append(document.createTextNode(message.content ?? ""));
+        for (const call of message.tool_calls ?? []) {
+          this.call({
+            turn: `snapshot-${turn}`,
+            call_id: call.id,
+            name: call.name,
+            arguments: call.arguments,
+            sha: null,
+            fromTranscript: true,
+          });
+        }
+      }
+      if (message.role === "tool") {
+        const key = [...this.calls.keys()].find((k) => k.endsWith(`/${message.tool_call_id}`));
+        if (key) this.result({ ...this.calls.get(key).event, text: message.content ?? "" });
+      }
+    }
   }
 
   // What the person sent (the page knows it; the run's events start after it).
@@ -58,7 +107,7 @@ export class Transcript {
     const item = element("li", "user");
     item.append(element("p", "said", text));
     if (note) item.append(element("p", "said-note", note));
-    this.at.log.append(item);
+    this.#add(item);
   }
 
   text(event) {
@@ -85,7 +134,8 @@ export class Transcript {
       element("code", "tool", event.name),
       element("code", "arguments", event.arguments),
     );
-    const sha = event.sha ?? "unreadable arguments: answered with the error, not run";
+    const unread = "unreadable arguments: answered with the error, not run";
+    const sha = event.sha ?? (event.fromTranscript ? "(from the transcript)" : unread);
     card.append(head, element("p", "sha", `call ${event.call_id} · sha256 ${sha}`));
     this.#turn(event.turn).calls.append(card);
     this.calls.set(key(event), { card, event });
@@ -154,13 +204,14 @@ export class Transcript {
     const item = element("li", event.decision ? "note decision" : "note");
     item.append(element("span", "bang", "!"), element("span", "what", event.text));
     const turn = this.turns.get(event.turn);
-    (turn ? turn.calls : this.at.log).append(item);
+    if (turn) turn.calls.append(item);
+    else this.#add(item);
   }
 
   stop(event) {
     const line = element("li", "stopped", `stopped: ${event.reason}`);
     line.dataset.reason = event.reason;
-    this.at.log.append(line);
+    this.#add(line);
     const stop = this.at.stop;
     stop.replaceChildren();
     stop.hidden = false;

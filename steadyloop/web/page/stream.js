@@ -10,8 +10,9 @@
 // - A reload: the tab's sessionStorage keeps the events applied so far and the last
 //   cursor; the reloaded page renders them again and continues after that cursor.
 //   A new tab has no sessionStorage and reads the run from its first event.
-// - A cursor older than what the server retains (410): the page is told, and shows it,
-//   instead of skipping forward silently.
+// - A cursor older than what the server retains (410): the page is told, shows the
+//   run's snapshot in its place, and reads on after the snapshot's cursor; never a
+//   silent skip forward.
 // - The run's end: the stop event closes the source; a reconnect after it would be
 //   answered 204 ("nothing more"), which EventSource reports only as an error.
 // - Seven tabs on one run: HTTP/1.1 allows six connections per origin, so a seventh
@@ -55,7 +56,9 @@ export class RunStream {
     this.synced = false; // whether the leading tab has sent us what we were missing
   }
 
-  start() {
+  // `after`: read on after this cursor instead of from the start (a snapshot's).
+  start(after = null) {
+    if (after !== null) this.cursor = after;
     for (const [cursor, event] of this.#restored()) this.#apply(cursor, event, false);
     if (this.ended) return;
     if (!navigator.locks || typeof BroadcastChannel === "undefined") {
