@@ -30,8 +30,13 @@ from web_harness import (
 from steadyloop.events import parse_cursor
 from steadyloop.output.forwarding import ForwardingOptions
 from steadyloop.run.models import RunInput, RunResult
-from steadyloop.testing.chunks import ScriptedCall
-from steadyloop.testing.scripted_server import RecordedRequest, ScriptedResponse
+from steadyloop.testing.chunks import (
+    ScriptedCall,
+    finish_chunk,
+    reasoning_chunks,
+    tool_call_chunks,
+)
+from steadyloop.testing.scripted_server import RecordedRequest, ScriptedResponse, sse_response
 
 pytestmark = pytest.mark.slow
 
@@ -517,3 +522,47 @@ async def test_9_seven_tabs_on_one_run_neither_hang_nor_differ_and_the_seventh_c
             sequences = [await applied(tab) for tab in tabs]
         assert all(sequence == sequences[0] for sequence in sequences)
         assert stack.refunds() == ["refund 3450 cents on A-17"]
+
+
+THINKING = "The customer was charged once; check before charging again."
+CHARGE = ScriptedCall("charge", {"order_id": "B-02", "cents": 2999}, id="call_a")
+
+
+def charging_twice(request: RecordedRequest) -> ScriptedResponse:
+    """Reasoning, then the same charge twice in one batch (the second is a replay)."""
+    if not tool_answers(request):
+        again = ScriptedCall(CHARGE.name, CHARGE.arguments, id="call_b")
+        return sse_response(
+            [
+                *reasoning_chunks(THINKING),
+                *tool_call_chunks([CHARGE, again]),
+                finish_chunk("tool_calls"),
+            ]
+        )
+    return answer("Charged B-02 once.")
+
+
+async def test_reasoning_streams_apart_from_the_answer_and_a_replayed_result_says_why(
+    tmp_path: Path,
+) -> None:
+    async with web_stack(charging_twice, tmp_path) as stack:
+        await stack.start_worker()
+        await stack.start_server()
+        async with chromium() as browser:
+            page = await browser.new_page()
+            await page.goto(stack.page_url())
+            await page.fill("#composer textarea", "Charge order B-02.")
+            await page.click("#composer button[type=submit]")
+            await page.wait_for_selector('#stop[data-reason="final_answer"]', timeout=DONE_GUARD_MS)
+            reasoning = await page.locator(".turn .reasoning-text").first.text_content()
+            answers = await page.locator(".turn .answer").all_text_contents()
+            results = page.locator(".call .result")
+            replayed = await results.nth(1).locator(".replayed").count()
+            why = await results.nth(1).locator(".why").text_content()
+            first_marked = await results.nth(0).locator(".replayed").count()
+        charges = (stack.outbox / "charges.txt").read_text(encoding="utf-8").splitlines()
+        assert charges == ["charge 2999 cents on B-02"]
+        assert reasoning == THINKING
+        assert THINKING not in "".join(answers) and answers[-1] == "Charged B-02 once."
+        assert (first_marked, replayed) == (0, 1)
+        assert why and "same call" in why, why

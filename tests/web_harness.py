@@ -196,6 +196,8 @@ class WebStack:
             MODEL,
             "--tool",
             "refund",
+            "--tool",
+            "charge",
             "--ready-file",
             str(ready),
         )

@@ -151,6 +151,9 @@ export class Transcript {
         element("span", "why", event.replay_reason ?? ""),
       );
     }
+    if (event.status && event.status !== "ok") {
+      answer.append(element("span", "status", event.status.replaceAll("_", " ")));
+    }
     answer.append(element("code", "output", event.text));
     card.append(answer);
   }
