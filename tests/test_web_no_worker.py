@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +63,7 @@ async def test_an_approval_without_a_worker_is_kept_and_the_tool_runs_once(
                 tools=registry,
             )
             backend = ClientBackend(
-                SteadyloopClient(env.client, task_queue=queue),
+                SteadyloopClient(env.client, task_queue=queue, worker_bound=timedelta(seconds=2)),
                 defaults=RunDefaults(endpoint="scripted", model="m", tools=["refund"]),
             )
             app = create_app(backend, web_settings({}, {"STEADYLOOP_WEB_TOKENS": "acme=t"}))
@@ -79,6 +80,9 @@ async def test_an_approval_without_a_worker_is_kept_and_the_tool_runs_once(
                     run = started.json()["run_id"]
                     waiting = await _approval_waiting(backend, tid, run)
                 # No worker now.
+                snapshot = await http.get(f"/v1/threads/{tid}/runs/{run}")
+                assert snapshot.status_code == 503, snapshot.text  # its queries need one
+                assert snapshot.json()["error"]["code"] == "no_worker"
                 url = f"/v1/threads/{tid}/runs/{run}/approvals/{waiting['call_id']}"
                 unbound = await http.post(url, json={"approve": True, "sha256": waiting["sha"]})
                 assert unbound.status_code == 503, unbound.text  # nothing decided

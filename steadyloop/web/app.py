@@ -22,7 +22,8 @@ Routes (all JSON; the OpenAPI spec is at `/openapi.json`, a page listing it at `
   run ended there); 410 `cursor_expired` with `oldest`, the oldest cursor still held
   (read the snapshot, then follow after its cursor); 429 too many streams.
 - `GET /v1/threads/{thread_id}/runs/{run_id}`: 200 the snapshot: `transcript`,
-  `progress`, `pending_approvals`, `ambiguous_receipts`, `cursor`, `stop`.
+  `progress`, `pending_approvals`, `ambiguous_receipts`, `cursor`, `result`; 503
+  `no_worker` while the run runs with no worker to answer its queries.
 - `POST /v1/threads/{thread_id}/runs/{run_id}/approvals/{call_id}` `{"approve": bool,
   "sha256": str, "reason"?: str, "tool"?: str, "turn"?: int}`: 200 `{"status":
   "recorded"}`; 202 `{"status": "waiting_for_worker"}` (kept, applied once a worker

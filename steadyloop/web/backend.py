@@ -113,16 +113,17 @@ class WaitingForWorker(BackendError):
 
 
 class NoWorkerToRead(BackendError):
-    """The run's log could not be read in time (no worker answers its host): nothing was
-    decided. A decision naming its tool and turn needs no read, and is kept for a worker."""
+    """What the request needs from the run could not be read in time (no worker answers
+    its queries or its log's host); nothing was changed. A decision naming its tool and
+    turn needs no read, and is kept for a worker."""
 
 
 class CursorExpired(BackendError):
     """The cursor is older than what the log retains; `oldest` is the oldest held."""
 
-    def __init__(self, message: str, oldest: str) -> None:
+    def __init__(self, message: str, oldest: str | None) -> None:
         super().__init__(message)
-        self.oldest = oldest
+        self.oldest = oldest  # None: the log holds nothing of the run any more
 
 
 class BadCursor(BackendError):

@@ -227,14 +227,14 @@ class ClientBackend:
         except InvalidCursor as exc:
             raise BadCursor(str(exc)) from None
         except CursorExpired as exc:
-            raise HttpCursorExpired(str(exc), exc.oldest or "") from None
+            raise HttpCursorExpired(str(exc), exc.oldest) from None
 
     async def snapshot(self, tenant: str, thread_id: str, run_id: str) -> dict[str, Any]:
         handle, _ = await self._handle(tenant, thread_id, run_id)
         try:
             snapshot = await handle.snapshot()
-        except NoWorkerAnswered as waiting:
-            raise WaitingForWorker(str(waiting)) from None
+        except NoWorkerAnswered as waiting:  # a running run's queries need a worker
+            raise NoWorkerToRead(str(waiting)) from None
         return snapshot.model_dump(mode="json")
 
     async def decide(
