@@ -15,7 +15,7 @@ import pytest
 from loop_harness import Loop, assert_every_call_answered, run_input, running_loop, tool_messages
 
 from steadyloop.cli.main import EXIT_FAILED, EXIT_OK, EXIT_USAGE, build_parser, run_cli
-from steadyloop.cli.progress import arguments_text
+from steadyloop.cli.progress import TranscriptReader, arguments_text
 from steadyloop.cli.receipts import (
     MIN_PREFIX,
     SHORT_KEY_LENGTH,
@@ -383,3 +383,11 @@ async def test_list_then_resolve_lets_the_run_finish_with_each_effect_once() -> 
     for call_id, answer in answers.items():
         resolved_as = answers[pay_ids[0] if call_id.startswith("s") else other_ids[0]]
         assert "timed out" in answer or answer == resolved_as, (call_id, answer)
+    # `show` of the ended run: the give-up reads as a give-up, with the person's note,
+    # never as a replayed receipt; a resolution as done reads as a person's.
+    reader = TranscriptReader()
+    shown = [*reader.new_lines(result.transcript, result.timeline, force=True), *reader.flush()]
+    given = next((line for line in shown if "given up" in line), str(shown))
+    assert "(given up by a person after attempt 1, not run: filed by hand)" in given, shown
+    assert not any("receipt already complete" in line for line in shown), shown
+    assert any("a person resolved an earlier attempt as done" in line for line in shown), shown

@@ -22,7 +22,7 @@ from steering_harness import (
     wait_for_approvals,
     wait_for_phase,
 )
-from test_cli_worker import cli_environment, start_worker, steadyloop
+from test_cli_worker import cli_environment, start_worker, steadyloop, typed
 
 from steadyloop.cli.live_run import RunCommandFailure
 from steadyloop.cli.main import EXIT_USAGE, build_parser, run_cli
@@ -183,7 +183,8 @@ async def test_each_command_steers_a_run_through_its_own_path() -> None:
     assert approved.startswith("approved 'transfer' call 'x1'")
     assert paused == f"run {handle.id}: pausing at the next turn boundary\n"
     assert unpaused == f"run {handle.id}: going on\n"
-    assert f"run {handle.id} stopped" in stopped and "stop reason: interrupted (enough" in stopped
+    assert f"run {handle.id} stopped" in stopped
+    assert "stop reason: interrupted: enough (the model turn was cancelled)\n" in stopped
     second = loop.server.requests[1].json
     assert second["messages"][-1] == {"role": "user", "content": "and log it"}
     assert loop.effects.notes == ["transfer 5 to ana"]
@@ -240,9 +241,9 @@ async def test_the_commands_as_a_person_runs_them(temporal: DevServer, tmp_path:
             assert code == 0, shown_out
             assert (
                 f"turn 1  ? wire {{\"amount\":5,\"to\":\"ana\"}} waits for approval: "
-                f"steadyloop approve {workflow_id} w1 [--reject REASON]"
+                f"{typed('approve', workflow_id, 'w1', *connection)} [--reject REASON]"
             ) in shown_out
-            assert "turn 1  <- wire: wired 5 to ana" in shown_out
+            assert "turn 1  <- wire (approved by a person): wired 5 to ana" in shown_out
             assert "Wired, and logged." in shown_out
             assert provider.requests[1].json["messages"][-1]["content"] == "and log it"
 
@@ -251,7 +252,7 @@ async def test_the_commands_as_a_person_runs_them(temporal: DevServer, tmp_path:
             await eventually(lambda: len(provider.exchanges) == 3, "the second run streams")
             code, out = await steadyloop("interrupt", second_id, *connection, environ=environ)
             assert code == 0, out
-            assert "stop reason: interrupted (interrupted from the command line" in out
+            assert "stop reason: interrupted: interrupted from the command line" in out
             code, out = await steadyloop("pause", second_id, *connection, environ=environ)
             assert code == 1 and "has ended (stopped: interrupted)" in out, out
         finally:

@@ -19,6 +19,7 @@ from test_cli_worker import (
     start_worker,
     steadyloop,
     temporal,  # noqa: F401  (the fixture)
+    typed,
     workspace,  # noqa: F401  (the fixture)
 )
 
@@ -65,11 +66,11 @@ async def test_an_answer_cut_by_the_token_limit_stops_max_tokens_and_resumes(
             )  # fmt: skip
             print(out)
             assert code == 3, out
-            assert "stop reason: max_tokens (the answer was cut by the output token limit" in out
+            assert "stop reason: max_tokens: the answer was cut by the output token limit" in out
             assert "answer: (none)" in out
             assert "partial output of turn 1, cut at the output token limit:" in out
             assert "  The first half of a long ans" in out
-            assert "continue the answer: steadyloop resume cut" in out
+            assert f"continue the answer: {typed('resume', 'cut', *connection)}" in out
 
             code, shown = await steadyloop("show", "cut", *connection, environ=environ)
             assert code == 3, shown
@@ -89,7 +90,7 @@ async def test_an_answer_cut_by_the_token_limit_stops_max_tokens_and_resumes(
             print(out)
             assert code == 2, out
             assert "ended with a final answer, so there is nothing to continue" in out
-            assert 'steadyloop resume cut-resumed-1 --prompt "..."' in out
+            assert f'{typed("resume", "cut-resumed-1", *connection)} --prompt "..."' in out
             assert len(provider.requests) == 2  # the refusal started nothing
         finally:
             assert await worker.stop() == 0, worker.output
@@ -148,11 +149,12 @@ async def test_a_token_budget_cuts_a_runaway_turn_while_it_streams(
             print(out)
             assert code == 3, out
             assert (
-                "stop reason: token_budget (the turn in flight was cut after 300 output tokens "
+                "stop reason: token_budget: the turn in flight was cut after 300 output tokens "
                 "(estimated)" in out
             )
             assert "partial output of turn 1, streamed until the token budget ran out:" in out
-            assert "resume the run with a fresh budget: steadyloop resume runaway" in out
+            resume = typed("resume", "runaway", *connection)
+            assert f"resume the run with a fresh budget: {resume}" in out
             streamed = out.split("turn 1  model: ", 1)[1].split("\n", 1)[0]
             assert streamed.startswith("w0 w1 ") and "w2999" not in out
             assert len(streamed) < 300 * 4 + 100  # about the budget, not the 3,000 words

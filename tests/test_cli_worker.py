@@ -4,10 +4,14 @@ Temporal dev server, and a scripted provider over real HTTP on loopback."""
 from __future__ import annotations
 
 import asyncio
+import atexit
 import os
 import re
+import shlex
+import shutil
 import signal
 import sys
+import tempfile
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -18,6 +22,7 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 
 from steadyloop.cli.demo_conversation import ORDER_PATH, ORDER_TEXT, DemoProvider
+from steadyloop.cli.invocation import program_name
 from steadyloop.run.models import RunInput
 from steadyloop.testing.chunks import Chunk, finish_chunk, role_chunk, text_chunks, usage_chunk
 from steadyloop.testing.scripted_server import Pause, ScriptedServer, sse_response
@@ -30,13 +35,22 @@ GUARD_S = 120  # how long a step may hang before the test gives up: a guard, not
 READY = "Ctrl-C to stop."
 
 
+# steadyloop's defaults (the blob store first) live under ~/.steadyloop: the commands get
+# a home of their own, one per test process, shared by a test's worker and its commands
+# (they read each other's blobs), so no test writes into the user's home.
+COMMANDS_HOME = tempfile.mkdtemp(prefix="steadyloop-test-home-")
+atexit.register(shutil.rmtree, COMMANDS_HOME, ignore_errors=True)
+
+
 def cli_environment(**extra: str) -> dict[str, str]:
-    """This process's environment without settings that would leak into the commands."""
+    """This process's environment without settings that would leak into the commands,
+    and with `STEADYLOOP_HOME` in a temporary directory (see `COMMANDS_HOME`)."""
     environ = {
         name: value
         for name, value in os.environ.items()
         if not name.startswith(("OPENAI_", "STEADYLOOP_", "TEMPORAL_"))
     }
+    environ["STEADYLOOP_HOME"] = COMMANDS_HOME
     environ.update(extra)
     return environ
 
@@ -97,6 +111,11 @@ async def start_worker(*args: str, environ: dict[str, str]) -> WorkerProcess:
     await asyncio.wait_for(worker.ready.wait(), GUARD_S)
     assert READY in worker.lines, worker.output
     return worker
+
+
+def typed(*words: str) -> str:
+    """A command as the CLI prints it from these tests' processes (`python -m steadyloop`)."""
+    return f"{program_name('/x/steadyloop/__main__.py')} {shlex.join(words)}"
 
 
 async def steadyloop(*args: str, environ: dict[str, str]) -> tuple[int, str]:
@@ -295,7 +314,8 @@ async def test_run_prints_the_answer_as_it_streams_and_resume_carries_on_after_i
             assert code == 3, out
             assert "turn 1  model: The first half,\n" in out  # printed as it streamed
             assert "stop reason: output_interrupted" in out
-            assert "  The first half," in out and "resume the run: steadyloop resume cut-run" in out
+            assert "  The first half," in out
+            assert f"resume the run: {typed('resume', 'cut-run', *connection)}" in out
             assert len(provider.requests) == 1  # the shown attempt was not repeated
 
             code, out = await steadyloop("resume", "cut-run", *connection, environ=environ)

@@ -20,7 +20,6 @@ from pathlib import Path
 
 import pytest
 
-from steadyloop.cli.demo_tour import program_name
 from steadyloop.cli.demo_tour_conversation import (
     REPORT_END,
     REPORT_PROMPT,
@@ -52,11 +51,6 @@ def test_the_report_continues_after_the_last_word_shown_and_nothing_before_it() 
     body = b"".join(p for p in response.parts if isinstance(p, bytes)).decode()
     assert '"content":"w23"' in body and '"content":" w22"' not in body
     assert REPORT_END.split()[-1] in body
-
-
-def test_printed_commands_are_spelled_the_way_steadyloop_was_started() -> None:
-    assert program_name("/venv/bin/steadyloop") == "/venv/bin/steadyloop"
-    assert program_name("/x/steadyloop/__main__.py") == f"{sys.executable} -m steadyloop"
 
 
 @pytest.mark.slow

@@ -380,3 +380,38 @@ def test_an_ended_host_is_read_with_no_worker_at_all(lab: Lab) -> None:
         assert host.read == whole
 
     lab.run(check())
+
+
+def test_a_run_that_ended_without_a_stop_ends_its_followers_once_the_host_is_quiet(
+    lab: Lab,
+) -> None:
+    """A run that failed (no stop event) leaves its host running until its idle close,
+    an hour later; a follower ends instead once the run is over and nothing came for
+    `quiet_s`, with every event the host holds."""
+
+    async def check() -> None:
+        host = Host(lab)
+        await host.publish_events(2)
+        await host.publish_text(1)
+        got: list[RunEventItem] = []
+        asked: list[bool] = []
+
+        async def over() -> bool:
+            asked.append(host.over)
+            return host.over
+
+        async def read() -> None:
+            async for event in host_events(
+                lab.client, host.host_id, None, run_over=over, poll_s=0.01, quiet_s=0.2
+            ):
+                got.append(event)
+                if len(got) == 3:
+                    host.over = True  # the run fails here, publishing nothing more
+
+        await asyncio.wait_for(read(), 10)
+        assert [label(e) for e in got] == host.published
+        assert asked and asked[-1] is True
+        status = (await lab.client.get_workflow_handle(host.host_id).describe()).status
+        assert status == WorkflowExecutionStatus.RUNNING  # the host itself still waits
+
+    lab.run(check())

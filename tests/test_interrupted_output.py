@@ -30,6 +30,7 @@ from steadyloop.output.forwarding import (
 )
 from steadyloop.run.models import RunInput, RunResult
 from steadyloop.run.resume import resume_input
+from steadyloop.stops.budget import estimate_tokens
 from steadyloop.testing import Pause, sse_response, text_chunks
 from steadyloop.workflows.tool_loop import INTERRUPT_SETTLE
 
@@ -117,6 +118,13 @@ async def test_an_interrupt_mid_stream_keeps_exactly_what_the_subscriber_receive
     assert partial.turn == 1 and partial.attempt == 1
     assert "interrupted" in partial.cause and "I have read enough" in partial.cause
     assert scheduled.count(READ_FORWARDED_OUTPUT_ACTIVITY) == 1
+    # The cut turn's tokens count: no usage chunk came, so what it showed is estimated
+    # (about four characters a token), and the stop says so.
+    tokens = estimate_tokens(len(shown))
+    assert tokens > 0 and result.stats.completion_tokens == tokens
+    assert f"(the model turn was cancelled after about {tokens} output tokens, estimated)" in (
+        result.detail
+    )
     # The transcript stays valid; the resumed run carries the shown text as the
     # assistant's last message, then asks it to go on.
     assert [m.role for m in result.transcript] == ["system", "user"]
@@ -139,6 +147,7 @@ async def test_an_interrupt_before_any_output_keeps_nothing_and_is_no_endpoint_f
     assert result.stop_reason == "interrupted"
     assert seen == [] and result.partial is None
     assert len(loop.server.requests) == 1  # not retried after the interrupt
+    assert result.stats.completion_tokens == 0  # nothing streamed: nothing counted
     assert health is None or health.breaker.recent_failures == []
     # The host was asked (nothing there); a turn that showed nothing has nothing to keep.
     assert scheduled.count(READ_FORWARDED_OUTPUT_ACTIVITY) == 1

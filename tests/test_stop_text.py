@@ -19,7 +19,7 @@ from steadyloop.output.forwarding import PartialOutput
 from steadyloop.run.models import RunInput, RunResult, RunStats, StopReason
 from steadyloop.run.resume import NothingToResume, resume_input
 from steadyloop.stops.budget import StreamMeter, estimate_tokens, streamed_tokens
-from steadyloop.stops.stop_text import STOP_WORDS, resume_prompt, status_header
+from steadyloop.stops.stop_text import STOP_WORDS, resume_prompt, status_header, stop_reason_text
 
 ORIGINAL = RunInput(endpoint="e", model="m", prompt="Tell me.")
 
@@ -155,3 +155,13 @@ def test_the_budget_meter_counts_usage_where_sent_else_estimates() -> None:
     call.parts.append("z" * 4)  # counted once each: 40 characters, 10 tokens
     assert meter.spent(8, [call], None) == (10, False)
     assert meter.spent(0, [], 12) == (12, True)
+
+
+def test_a_stop_reason_and_its_detail_never_nest_brackets() -> None:
+    interrupted = stopped("interrupted").model_copy(
+        update={"detail": "enough (the model turn was cancelled)"}
+    )
+    assert stop_reason_text(interrupted) == "interrupted: enough (the model turn was cancelled)"
+    answered = stopped("final_answer").model_copy(update={"detail": "the model answered"})
+    assert stop_reason_text(answered) == "final_answer (the model answered)"
+    assert stop_reason_text(stopped("max_turns")) == "max_turns"

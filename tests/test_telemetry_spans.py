@@ -6,8 +6,10 @@ the time-skipping server with the scripted provider, spans into memory."""
 from __future__ import annotations
 
 import functools
+import sys
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import delegation_harness
@@ -27,10 +29,14 @@ from opentelemetry.sdk.trace import ReadableSpan
 from telemetry_fixtures import Recorded, recorded
 from temporalio.worker import Worker
 
+from steadyloop.mcp.config import McpServerConfig
+from steadyloop.mcp.serving import serving_mcp
+from steadyloop.run.models import RunInput
 from steadyloop.telemetry import attributes as a
 from steadyloop.telemetry import worker_plugins
 from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
 from steadyloop.testing.scripted_server import ScriptedResponse, error_response, sse_response
+from steadyloop.tools.registry import ToolRegistry
 
 pytestmark = pytest.mark.slow
 
@@ -135,7 +141,7 @@ async def test_a_run_is_one_trace_of_turns_attempts_tools_and_child_runs(
             if s.parent and s.parent.span_id == attempt.context.span_id
         ]
         assert attr(stream, a.REQUEST_MODEL) == "scripted-model"
-        assert attr(stream, a.PROVIDER) == "127.0.0.1"
+        assert attr(stream, a.PROVIDER) == delegation_harness.ENDPOINT  # its name, not 127.0.0.1
     assert attr(failed_stream(spans, failed), a.ERROR_TYPE) == "http_status"
 
     tools = [s for s in spans if attr(s, a.OPERATION) == "execute_tool"]
@@ -144,6 +150,7 @@ async def test_a_run_is_one_trace_of_turns_attempts_tools_and_child_runs(
     )
     assert [attr(s, a.RECEIPT_DECISION) for s in notes] == ["executed", "replayed"]
     assert all(parent_of(s, spans) is root for s in notes)
+    assert [attr(s, a.MCP_SERVER) for s in tools] == [None] * len(tools)  # Python tools
     (delegated,) = [s for s in tools if attr(s, a.TOOL_NAME) == "delegate"]
     assert attr(delegated, a.RECEIPT_DECISION) == "executed"
     # The child run hangs under the call that started it, in the same trace.
@@ -291,3 +298,35 @@ async def test_a_lost_opaque_call_shows_every_receipt_decision_it_went_through(
     assert attr(span, a.RECEIPT_DECISIONS) == ("executed", "waited", "ambiguous", "replayed")
     assert attr(span, a.RECEIPT_DECISION) == "replayed"
     assert attr(span, a.TOOL_EFFECT) == "opaque"
+
+
+async def test_an_mcp_tools_span_names_the_server_it_is_served_from(
+    telemetry: Recorded, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real MCP server (`mcp-server-time`, from the dev extra), configured as `clock`."""
+    server = McpServerConfig(
+        name="clock",
+        command=str(Path(sys.executable).parent / "mcp-server-time"),
+        args=["--local-timezone", "UTC"],
+    )
+    monkeypatch.setattr(loop_harness, "Worker", functools.partial(Worker, plugins=worker_plugins()))
+    script = [
+        tool_turn(ScriptedCall("get_current_time", {"timezone": "UTC"}, id="t1")),
+        sse_response([*text_chunks("now"), finish_chunk()]),
+    ]
+    async with serving_mcp(ToolRegistry(), [server]) as tools:
+        monkeypatch.setattr(loop_harness, "build_tools", lambda effects: tools)
+        async with running_loop(script) as loop:
+            result = await loop.run(
+                RunInput(
+                    endpoint=loop_harness.ENDPOINT,
+                    model=loop_harness.MODEL,
+                    prompt="what time is it?",
+                    tools=["get_current_time"],
+                )
+            )
+    assert result.final_answer == "now"
+    (span,) = by_name(telemetry.finished(), "execute_tool get_current_time")
+    assert attr(span, a.MCP_SERVER) == "clock"
+    assert attr(span, a.MCP_METHOD) == "tools/call"
+    assert attr(span, a.TOOL_STATUS) == "ok"

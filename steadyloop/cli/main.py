@@ -46,7 +46,6 @@ from temporalio.client import (
     WorkflowExecutionStatus,
     WorkflowFailureError,
 )
-from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from steadyloop.cli.arguments import (
@@ -56,10 +55,13 @@ from steadyloop.cli.arguments import (
 )
 from steadyloop.cli.failure_text import failure_text
 from steadyloop.cli.follow import RunHandle, follow
+from steadyloop.cli.invocation import command, current, from_arguments, invoked
 from steadyloop.cli.progress import ProgressDisplay, partial_lines, result_lines
 from steadyloop.cli.receipts import add_receipts_parser
+from steadyloop.cli.run_ids import add_reuse_flag, check_reuse, start_run
 from steadyloop.cli.steering import add_steering_parsers
 from steadyloop.mcp.config import McpConfigError, describe_server, mcp_servers
+from steadyloop.mcp.startup import refuse_unstartable
 from steadyloop.output.forwarding import ForwardingOptions
 from steadyloop.routing.provider_profiles import ProviderProfile
 from steadyloop.run.bounds import seconds_problem
@@ -217,7 +219,8 @@ def run_cli(argv: Sequence[str] | None = None) -> int:
     """Parse `argv` and run the command; the exit code (see the module docstring)."""
     args = parse_arguments(build_parser(), argv)
     try:
-        code: int = args.handler(args)
+        with invoked(from_arguments(args)):  # the next steps it prints, as typed here
+            code: int = args.handler(args)
         return code
     except ConfigError as exc:
         _error(str(exc))
@@ -273,7 +276,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="NAME=COMMAND [ARGS] | NAME=URL",
         help="serve an MCP server's tools: a stdio command line, or a streamable HTTP URL "
-        "(repeatable; also [mcp.NAME] in the config file)",
+        "(repeatable; also [mcp.NAME] in the config file). A command that cannot be started "
+        "stops the worker from starting, unless the name is marked optional:NAME",
     )
     worker.add_argument("--dev", action="store_true", help="start an embedded dev server + UI")
     worker.add_argument(
@@ -454,6 +458,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--id", type=workflow_id_argument, help="workflow id (default: steadyloop-<uuid>)"
     )
+    add_reuse_flag(run)
     run.add_argument("--detach", action="store_true", help="print the workflow id and exit")
     run.add_argument("--ui-url", help=f"Temporal UI address, to print links (env {UI_URL_ENV})")
     run.set_defaults(handler=_run_command)
@@ -488,6 +493,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=workflow_id_argument,
         help="the new run's workflow id (default: ID-resumed-<n>)",
     )
+    add_reuse_flag(resume)
     resume.add_argument("--detach", action="store_true", help="print the new id and exit")
     resume.set_defaults(handler=_resume_command)
 
@@ -550,6 +556,7 @@ async def _worker(args: argparse.Namespace) -> int:
         raise ConfigError(f"--graceful-shutdown {problem}")
     try:
         servers = mcp_servers(config.file.mcp, args.mcp, source=config.source or "config file")
+        refuse_unstartable(servers)  # before a dev server starts
     except McpConfigError as exc:
         raise ConfigError(str(exc)) from None
     options = WorkerOptions(
@@ -692,10 +699,11 @@ def _run_hint(address: str, endpoints: EndpointSettings) -> str:
     """The `steadyloop run` command that reaches this worker."""
     default = endpoints.registry.names[0] if len(endpoints.registry) == 1 else "default"
     needs_endpoint = default != "default"
-    flags = f" --endpoint {default}" if needs_endpoint else ""
+    flags = ["--endpoint", default] if needs_endpoint else []
     if default not in endpoints.models:
-        flags += " --model MODEL"
-    return f'steadyloop run --address {address}{flags} "What is 17 * 23?"'
+        flags += ["--model", "MODEL"]
+    at_worker = current().with_flag("--address", address)
+    return at_worker.command("run", *flags, last=["What is 17 * 23?"])
 
 
 # -- run and show ---------------------------------------------------------------------
@@ -737,6 +745,7 @@ async def _run(args: argparse.Namespace) -> int:
         raise ConfigError(
             "--route names the endpoints and models; leave out --endpoint and --model"
         )
+    check_reuse(args)
     sampling = _sampling(args)
     limits = _limits(args)
     _refuse_what_no_run_could_carry(args, config, settings, environ)
@@ -806,15 +815,9 @@ async def _run(args: argparse.Namespace) -> int:
 
     client = await serving.client()
     workflow_id = args.id or f"steadyloop-{uuid.uuid4()}"
-    try:
-        await client.start_workflow(
-            ToolLoopWorkflow.run, run, id=workflow_id, task_queue=temporal.task_queue
-        )
-    except WorkflowAlreadyStartedError:
-        raise ConfigError(
-            f"a workflow {workflow_id!r} is already running; choose another --id, or attach "
-            f"with `steadyloop show {workflow_id}`"
-        ) from None
+    await start_run(
+        client, run, workflow_id=workflow_id, task_queue=temporal.task_queue, reuse=args.reuse_id
+    )
     if args.detach:
         print(workflow_id, flush=True)
         return EXIT_OK
@@ -1057,6 +1060,7 @@ def _resume_command(args: argparse.Namespace) -> int:
 
 
 async def _resume(args: argparse.Namespace) -> int:
+    check_reuse(args)
     client, _, stopped, description = await _existing_run(args)
     if description.status == WorkflowExecutionStatus.RUNNING:
         raise ConfigError(
@@ -1077,13 +1081,14 @@ async def _resume(args: argparse.Namespace) -> int:
     except NothingToResume as exc:
         raise ConfigError(
             f"run {args.workflow_id!r} ended with a final answer, so there is nothing to "
-            f'continue; to ask a follow-up: steadyloop resume {args.workflow_id} --prompt "..."'
+            f"continue; to ask a follow-up: {command('resume', args.workflow_id)} "
+            '--prompt "..."'
         ) from exc
     except ValidationError as exc:
         raise _run_not_valid(exc) from None
     workflow_id = args.id or await _free_id(client, f"{args.workflow_id}-resumed")
-    await client.start_workflow(
-        ToolLoopWorkflow.run, run, id=workflow_id, task_queue=description.task_queue
+    await start_run(
+        client, run, workflow_id=workflow_id, task_queue=description.task_queue, reuse=args.reuse_id
     )
     if args.detach:
         print(workflow_id, flush=True)
@@ -1158,7 +1163,7 @@ async def _follow_and_report(
         following.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await following
-        _say(f"stopped following; the run goes on. Attach again: steadyloop show {handle.id}")
+        _say(f"stopped following; the run goes on. Attach again: {command('show', handle.id)}")
         return EXIT_INTERRUPTED
     try:
         result = following.result()

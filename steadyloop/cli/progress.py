@@ -21,11 +21,12 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from steadyloop.chat import ChatMessage
+from steadyloop.cli.invocation import command
 from steadyloop.output.forwarding import OutputDelta
 from steadyloop.run.models import RunProgress, RunResult, RunStats
 from steadyloop.run.steering import PendingApproval
 from steadyloop.run.timeline import RunEvent
-from steadyloop.stops.stop_text import next_step, partial_intro
+from steadyloop.stops.stop_text import next_step, partial_intro, stop_reason_text
 
 EVENT_WIDTH = 110
 ARGUMENTS_WIDTH = 48
@@ -78,7 +79,7 @@ def status_line(
         parts.append(f"{progress.pending_approvals} awaiting approval")
     if progress.ambiguous:
         waiting = _count(progress.ambiguous, "ambiguous call")
-        where = f": steadyloop receipts {workflow_id}" if workflow_id else ""
+        where = f": {command('receipts', workflow_id)}" if workflow_id else ""
         parts.append(f"{waiting} awaiting a person{where}")
     if progress.pending_messages:
         parts.append(_count(progress.pending_messages, "message") + " to send")
@@ -107,7 +108,7 @@ def approval_line(workflow_id: str, call: PendingApproval) -> str:
     """One call waiting for a person, with the command that decides it."""
     return (
         f"turn {call.turn}  ? {call.tool} {arguments_text(call.arguments)} waits for "
-        f"approval: steadyloop approve {workflow_id} {call.call_id} [--reject REASON]"
+        f"approval: {command('approve', workflow_id, call.call_id)} [--reject REASON]"
     )
 
 
@@ -343,8 +344,7 @@ def result_lines(result: RunResult, *, answer_shown: bool = False) -> list[str]:
         lines.extend(f"  {line}" for line in result.final_answer.strip().splitlines())
     else:
         lines.append("answer: (none)")
-    reason = result.stop_reason + (f" ({result.detail})" if result.detail else "")
-    lines.append(f"stop reason: {reason}")
+    lines.append(f"stop reason: {stop_reason_text(result)}")
     stats = result.stats
     failed = f", {stats.tool_errors} answered with an error" if stats.tool_errors else ""
     lines.append(
@@ -423,7 +423,7 @@ def partial_lines(result: RunResult, workflow_id: str) -> list[str]:
     if partial is not None:
         lines.append(partial_intro(result))
         lines.extend(f"  {line}" for line in (partial.text or "(none)").strip().splitlines())
-    hint = next_step(result, workflow_id)
+    hint = next_step(result, workflow_id, command("resume", workflow_id))
     if hint is not None:
         lines.append(hint)
     return lines

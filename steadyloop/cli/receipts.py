@@ -41,6 +41,7 @@ from temporalio.client import Client
 
 from steadyloop.cli import live_run
 from steadyloop.cli.arguments import ArgumentParser, read_text_from, workflow_id_argument
+from steadyloop.cli.invocation import command
 from steadyloop.cli.live_run import RunCommandFailure, RunHandle
 from steadyloop.cli.progress import arguments_text, one_line
 from steadyloop.receipts.ledger import DidNotHappen, GiveUp, Happened
@@ -227,11 +228,11 @@ def list_lines(
         *table_lines(calls, width),
         "",
         f"resolve one (KEY: a unique prefix of {MIN_PREFIX}+ characters):",
-        f"  steadyloop receipts {workflow_id} --resolve KEY --happened RESULT",
+        f"  {command('receipts', workflow_id, '--resolve', 'KEY', '--happened', 'RESULT')}",
         "      it took effect; RESULT is what the model reads as the tool's answer",
-        f"  steadyloop receipts {workflow_id} --resolve KEY --did-not-happen",
+        f"  {command('receipts', workflow_id, '--resolve', 'KEY', '--did-not-happen')}",
         "      it did not take effect; run it again",
-        f"  steadyloop receipts {workflow_id} --resolve KEY --give-up [NOTE]",
+        f"  {command('receipts', workflow_id, '--resolve', 'KEY', '--give-up')} [NOTE]",
         "      do not run it; tell the model it was abandoned",
     ]
 
@@ -239,13 +240,12 @@ def list_lines(
 def waiting_lines(workflow_id: str, call: AmbiguousCall) -> list[str]:
     """What following a run prints when a call turns ambiguous: which call, why, and the
     exact commands that list and resolve it (the run waits for a person until then)."""
-    command = f"steadyloop receipts {workflow_id}"
+    resolve = command("receipts", workflow_id, "--resolve", short_key(call.key))
     return [
         f"  ! {call.tool} {arguments_text(call.arguments)} may already have taken effect "
         f"(attempt {call.attempt} ended with no outcome); the run waits for a person. "
-        f"Why, and every open call: {command}",
-        f"    resolve: {command} --resolve {short_key(call.key)} "
-        "--happened RESULT | --did-not-happen | --give-up [NOTE]",
+        f"Why, and every open call: {command('receipts', workflow_id)}",
+        f"    resolve: {resolve} --happened RESULT | --did-not-happen | --give-up [NOTE]",
     ]
 
 
@@ -337,7 +337,7 @@ async def run_receipts(client: Client, request: ReceiptsRequest, out: TextIO) ->
 
 async def _after_resolving(handle: RunHandle, resolved: AmbiguousCall) -> list[str]:
     """What to do next: the run goes on, unless other calls still wait for a person."""
-    follow = f"the run goes on; follow it with `steadyloop show {handle.id}`"
+    follow = f"the run goes on; follow it with `{command('show', handle.id)}`"
     try:
         remaining = [c for c in await open_calls(handle) if c.key != resolved.key]
     except ReceiptsFailure:  # the resolution was applied; a failed look-up changes nothing
@@ -345,7 +345,7 @@ async def _after_resolving(handle: RunHandle, resolved: AmbiguousCall) -> list[s
     if not remaining:
         return [follow]
     count = "1 more call waits" if len(remaining) == 1 else f"{len(remaining)} more calls wait"
-    return [f"{count} for a person: `steadyloop receipts {handle.id}`"]
+    return [f"{count} for a person: `{command('receipts', handle.id)}`"]
 
 
 async def running_handle(client: Client, workflow_id: str) -> RunHandle:
@@ -371,5 +371,5 @@ async def resolve(handle: RunHandle, call: AmbiguousCall, resolution: Resolution
         ResolveReceipt(key=call.key, resolution=resolution),
         what="the resolution",
         refused=f"the run refused to resolve {short_key(call.key)} ({call.tool})",
-        check=f"`steadyloop receipts {handle.id}`",
+        check=f"`{command('receipts', handle.id)}`",
     )

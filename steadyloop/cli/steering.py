@@ -36,6 +36,7 @@ from temporalio.client import Client, WorkflowFailureError
 from steadyloop.cli import live_run
 from steadyloop.cli.arguments import ArgumentParser, read_text_from, workflow_id_argument
 from steadyloop.cli.failure_text import failure_text
+from steadyloop.cli.invocation import command
 from steadyloop.cli.live_run import RunCommandFailure, RunHandle
 from steadyloop.cli.progress import arguments_text, result_lines
 from steadyloop.run.bounds import seconds_problem
@@ -184,10 +185,10 @@ def approval_lines(workflow_id: str, calls: Sequence[PendingApproval]) -> list[s
         "",
         *table,
         "",
-        f"  steadyloop approve {workflow_id} CALL [--sha SHA]",
+        f"  {command('approve', workflow_id, 'CALL')} [--sha SHA]",
         "      run it (under its receipt: it takes effect at most once); with --sha, only",
         "      if the call waiting under CALL is still the one with these arguments",
-        f"  steadyloop approve {workflow_id} CALL --reject REASON",
+        f"  {command('approve', workflow_id, 'CALL', '--reject', 'REASON')}",
         "      do not run it; the model reads REASON",
     ]
 
@@ -236,7 +237,7 @@ async def run_steering(client: Client, request: SteeringRequest, out: TextIO) ->
 
 
 async def _carry_out(handle: RunHandle, request: SteeringRequest) -> list[str]:
-    follow = f"follow the run with `steadyloop show {handle.id}`"
+    follow = f"follow the run with `{command('show', handle.id)}`"
     if request.command == "approve":
         return await _approve(handle, request, follow)
     if request.command == "send":
@@ -246,7 +247,7 @@ async def _carry_out(handle: RunHandle, request: SteeringRequest) -> list[str]:
             UserMessage(content=request.message or ""),
             what="the message",
             refused=f"run {handle.id} refused the message",
-            check=f"`steadyloop show {handle.id}`",
+            check=f"`{command('show', handle.id)}`",
         )
         return [f"sent to run {handle.id}: {answer}; {follow}"]
     if request.command in ("pause", "unpause"):
@@ -256,7 +257,7 @@ async def _carry_out(handle: RunHandle, request: SteeringRequest) -> list[str]:
             None,
             what=f"the {request.command}",
             refused=f"run {handle.id} refused to {request.command}",
-            check=f"`steadyloop show {handle.id}`",
+            check=f"`{command('show', handle.id)}`",
         )
         return [f"run {handle.id}: {answer}"]
     return await _interrupt(handle, request)
@@ -288,10 +289,10 @@ async def _approve(handle: RunHandle, request: SteeringRequest, follow: str) -> 
         decision,
         what="the decision",
         refused=f"run {handle.id} refused the decision on {call.call_id} ({call.tool})",
-        check=f"`steadyloop approve {handle.id}`",
+        check=f"`{command('approve', handle.id)}`",
     )
     others = len(calls) - 1
-    after = follow if not others else f"{others} more waiting: `steadyloop approve {handle.id}`"
+    after = follow if not others else f"{others} more waiting: `{command('approve', handle.id)}`"
     return [f"{answer} ({arguments_text(call.arguments)}); {after}"]
 
 
@@ -301,7 +302,7 @@ async def _interrupt(handle: RunHandle, request: SteeringRequest) -> list[str]:
     except live_run.QUERY_ERRORS as exc:
         raise RunCommandFailure(f"cannot interrupt run {handle.id}: {exc}") from None
     if request.wait_s == 0:
-        return [f"interrupt sent to run {handle.id}; how it ended: `steadyloop show {handle.id}`"]
+        return [f"interrupt sent to run {handle.id}; how it ended: `{command('show', handle.id)}`"]
     try:
         result = await asyncio.wait_for(handle.result(), request.wait_s)
     except WorkflowFailureError as exc:
@@ -309,6 +310,6 @@ async def _interrupt(handle: RunHandle, request: SteeringRequest) -> list[str]:
     except TimeoutError:
         raise RunCommandFailure(
             f"interrupt sent, but run {handle.id} has not ended within {request.wait_s:g}s; is "
-            f"a worker running for its task queue? Check with `steadyloop show {handle.id}`"
+            f"a worker running for its task queue? Check with `{command('show', handle.id)}`"
         ) from None
     return [f"run {handle.id} stopped", *result_lines(result)]

@@ -22,18 +22,21 @@ How the obvious reader goes wrong, and what this one does instead:
 A host that ended is read from its result (what it retained), so following a finished
 run needs no worker at all; a running host is long-polled (updates its worker answers).
 
-Ends after the `stop` event; or when the run is over and its host is drained without
-one (a run terminated from outside).
+Ends after the `stop` event; or, for a run that ended without one (it failed, or was
+terminated from outside), once the run is over and the host has been quiet for
+`QUIET_CHECK_S` (the run is described then, no query), rather than when the host
+closes itself after an idle hour.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import logging
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from temporalio.api.common.v1 import Payload
 from temporalio.client import (
@@ -68,11 +71,14 @@ from steadyloop.workflows.output_stream import OutputStreamSummary
 __all__ = ["DEFAULT_POLL_S", "MAX_POLL_FAILURES", "host_events", "latest_cursor", "run_events"]
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 DEFAULT_POLL_S = 0.1
 # Failed polls in a row (with backoff, about 25 s in all) before reading gives up.
 MAX_POLL_FAILURES = 10
 MAX_BACKOFF_S = 5.0
+# Seconds without a new item after which a follower asks whether the run is over.
+QUIET_CHECK_S = 5.0
 
 
 async def run_events(
@@ -107,10 +113,11 @@ async def host_events(
     *,
     run_over: Callable[[], Awaitable[bool]],
     poll_s: float = DEFAULT_POLL_S,
+    quiet_s: float = QUIET_CHECK_S,
 ) -> AsyncGenerator[RunEventItem, None]:
     """The events of output host `host_id` after `after`, across its continue-as-new,
     idle closes and restarts; ends at a `stop` event, or once `run_over()` and the host
-    is drained (`run_events` is this for one run's host)."""
+    is drained or quiet for `quiet_s` (`run_events` is this for one run's host)."""
     position = parse_cursor(after) if after is not None else None
     host = client.get_workflow_handle(host_id)
     drained: str | None = None
@@ -132,7 +139,7 @@ async def host_events(
             # An ended host's result holds what it retained: read with no worker.
             chain = _read_ended(client, host_id, described.run_id, epoch, next_offset)
         else:
-            chain = _read_chain(client, host_id, epoch, next_offset, poll_s)
+            chain = _read_chain(client, host_id, epoch, next_offset, poll_s, (quiet_s, run_over))
         async for event in chain:
             position = parse_cursor(event.cursor)
             yield event
@@ -142,6 +149,8 @@ async def host_events(
         # one is already running, or for the run's end.
         ended = await _describe(host)
         running = ended is None or ended.status == WorkflowExecutionStatus.RUNNING
+        if running and await run_over():
+            return  # quiet, and the run ended without a stop (it failed or was terminated)
         drained = None if running or ended is None else ended.run_id
 
 
@@ -182,20 +191,28 @@ def _check_epoch(position: Cursor | None, epoch: int) -> None:
 
 
 async def _read_chain(
-    client: Client, host_id: str, epoch: int, next_offset: int, poll_s: float
+    client: Client,
+    host_id: str,
+    epoch: int,
+    next_offset: int,
+    poll_s: float,
+    quiet: tuple[float, Callable[[], Awaitable[bool]]] | None = None,
 ) -> AsyncGenerator[RunEventItem, None]:
-    """One host's continue-as-new chain from `next_offset` to its end, gaps refused."""
+    """One host's continue-as-new chain from `next_offset` to its end, gaps refused;
+    with `quiet` (seconds, run_over), also ends when nothing came for that long and the
+    run is over."""
     stream = WorkflowStreamClient.create(client, host_id)
     converter = client.data_converter.payload_converter
     failures = 0
     while True:
         try:
-            async for item in stream.subscribe(
+            items = stream.subscribe(
                 None,
                 from_offset=next_offset,
                 result_type=RawValue,
                 poll_cooldown=timedelta(seconds=poll_s),
-            ):
+            )
+            async for item in items if quiet is None else _until_quiet(items, *quiet):
                 if item.offset < next_offset:
                     continue  # already yielded (a poll answered twice)
                 if item.offset > next_offset:
@@ -213,6 +230,45 @@ async def _read_chain(
                 raise
             logger.info("event poll failed (reading again from offset %d): %s", next_offset, error)
             await asyncio.sleep(min(poll_s * 2**failures, MAX_BACKOFF_S))
+
+
+async def _until_quiet(
+    items: AsyncIterator[T], quiet_s: float, over: Callable[[], Awaitable[bool]]
+) -> AsyncGenerator[T, None]:
+    """`items`, ending early once none came for `quiet_s` and `over()` says so.
+
+    The items are pulled by a task of their own into a queue: cancelling a wait for the
+    next item of an async generator would close the generator.
+    """
+    queue: asyncio.Queue[tuple[bool, T | BaseException | None]] = asyncio.Queue()
+
+    async def pump() -> None:
+        try:
+            async for item in items:
+                await queue.put((True, item))
+            await queue.put((False, None))
+        except Exception as error:  # the reader's own retry decides
+            await queue.put((False, error))
+
+    task = asyncio.create_task(pump(), name="steadyloop-event-reader")
+    try:
+        while True:
+            try:
+                is_item, value = await asyncio.wait_for(queue.get(), quiet_s)
+            except TimeoutError:
+                if await over():
+                    return
+                continue
+            if is_item:
+                yield cast(T, value)
+            elif isinstance(value, BaseException):
+                raise value
+            else:
+                return
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 async def _read_ended(

@@ -9,12 +9,14 @@
     effects = { read_query = "pure" } # override the class the tool's annotations give
     approval = ["write_query"]        # these calls wait for a person
     timeout_s = 30
+    optional = false                  # true: start without it if its command is missing
 
     [mcp.search]                      # streamable HTTP: a URL and headers
     url = "https://mcp.example.com/mcp"
     headers = { Authorization = "SEARCH_AUTH" }  # the header's value is $SEARCH_AUTH
 
     steadyloop worker --mcp time="mcp-server-time --local-timezone UTC" \\
+                      --mcp optional:git="mcp-server-git" \\
                       --mcp search=https://mcp.example.com/mcp
 
 What the obvious configuration gets wrong, refused here with the server and key named:
@@ -29,6 +31,11 @@ What the obvious configuration gets wrong, refused here with the server and key 
 - `effects` naming `resumable`: an MCP call has no sub-operations to record, so a lost
   attempt could never be reclaimed from a trail; only `pure` and `opaque` are accepted.
 - A server both stdio and HTTP, or neither.
+- A stdio command that cannot be started (a typo, a server not installed): a worker that
+  started anyway would serve a run without the tools it was configured with, and say so
+  only in a warning. It is refused when the worker starts (`steadyloop.mcp.startup`),
+  unless the server is marked `optional` (`optional = true`, `--mcp optional:NAME=...`):
+  then it is logged and tried again, and its tools are served once it starts.
 
 A later source replaces a server of the same name (file, then flags), like endpoints.
 """
@@ -65,6 +72,8 @@ class McpServerConfig(BaseModel):
 
     `prefix`: `auto` names a tool `NAME__tool` only when its own name is taken (by a
     Python tool or another server's); `always` prefixes every tool of this server.
+    `optional`: the worker starts even when the server's command cannot be started (an
+    HTTP server that does not answer never stops the worker from starting).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -82,6 +91,7 @@ class McpServerConfig(BaseModel):
     timeout_s: float = DEFAULT_MCP_TIMEOUT_S
     list_ttl_s: float = DEFAULT_LIST_TTL_S
     prefix: PrefixRule = "auto"
+    optional: bool = False
 
     @property
     def transport(self) -> Literal["stdio", "http"]:
@@ -136,16 +146,26 @@ def _excerpt(value: str) -> str:
     return repr(value[:4] + "...") if len(value) > 8 else repr(value)
 
 
+OPTIONAL_PREFIX = "optional:"
+
+
 def parse_mcp_flag(spec: str) -> McpServerConfig:
-    """`NAME=URL` (streamable HTTP) or `NAME=COMMAND [ARGS...]` (stdio, shell-quoted)."""
+    """`NAME=URL` (streamable HTTP) or `NAME=COMMAND [ARGS...]` (stdio, shell-quoted);
+    `optional:NAME=...` marks the server optional (a `:` is never part of a name, and no
+    shell expands it)."""
     name, equals, rest = spec.partition("=")
     name, rest = name.strip(), rest.strip()
+    optional = name.startswith(OPTIONAL_PREFIX)
+    if optional:
+        name = name.removeprefix(OPTIONAL_PREFIX).strip()
     if not equals or not name or not rest:
         raise McpConfigError(
-            f"--mcp {spec!r}: expected NAME=COMMAND [ARGS...] or NAME=URL, e.g. "
-            '--mcp time="mcp-server-time --local-timezone UTC"'
+            f"--mcp {spec!r}: expected [optional:]NAME=COMMAND [ARGS...] or "
+            '[optional:]NAME=URL, e.g. --mcp time="mcp-server-time --local-timezone UTC"'
         )
     entry: dict[str, Any] = {"name": name}
+    if optional:
+        entry["optional"] = True
     if rest.startswith(("http://", "https://")):
         entry["url"] = rest
     else:
@@ -222,4 +242,5 @@ def describe_server(server: McpServerConfig) -> str:
         where = str(server.url)
         if server.headers:
             where += " (headers from " + ", ".join(f"${v}" for v in server.headers.values()) + ")"
-    return f"{server.name} ({server.transport}): {where}"
+    optional = ", optional" if server.optional else ""
+    return f"{server.name} ({server.transport}{optional}): {where}"

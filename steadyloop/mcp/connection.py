@@ -28,13 +28,21 @@ What the obvious client gets wrong, and where this one prevents it:
   the request id before the cancellation goes on.
 - **Secrets.** Header and environment values are read from the worker's environment when
   a connection opens (`resolve_headers`, `resolve_env`), and are never logged.
+- **A command that is not an MCP server flooding the log.** The SDK logs a 25-line
+  traceback for every line a server writes that is not JSON-RPC, and hands the same
+  error to the session. Its record is dropped (`_QuietParseErrors`); the first such line
+  of a connection is logged in one line, the rest are counted, and the connection's
+  failure names them ("it wrote 12 lines that are not MCP, the first 'total 128'"). The
+  listing clock backs off while it keeps failing (`steadyloop.mcp.live`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
+import os
 import sys
 from collections.abc import Callable, Mapping
 from contextlib import AsyncExitStack
@@ -52,6 +60,7 @@ from pydantic import ValidationError
 
 from steadyloop.mcp.catalog import ListedTool
 from steadyloop.mcp.config import McpServerConfig, resolve_env, resolve_headers
+from steadyloop.mcp.startup import start_problem
 
 logger = logging.getLogger("steadyloop.mcp")
 
@@ -60,6 +69,35 @@ CANCEL_SEND_TIMEOUT_S = 2.0
 MAX_LIST_PAGES = 100
 # Errors from writing a request to a transport that is already closed: it never left.
 _NOT_SENT = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
+EXCERPT_CHARS = 80
+# What the SDK logs, with a traceback or a 20-line validation report, for each message
+# it cannot read, before it hands the same error to the session or answers the server
+# with a JSON-RPC error that fails the connection (`McpConnection._on_message`,
+# `_generation`). The session module logs through the root logger.
+_SDK_PARSE_ERRORS = {
+    "mcp.client.stdio": ("Failed to parse JSONRPC message",),
+    "mcp.client.streamable_http": ("Error parsing SSE message", "Error parsing JSON response"),
+    "root": ("Failed to validate request",),
+}
+
+
+class _QuietParseErrors(logging.Filter):
+    """Drops the SDK's record of a message it could not read: this module reports it in
+    one line (see the module docstring). Only records the MCP SDK itself made."""
+
+    def __init__(self, prefixes: tuple[str, ...]) -> None:
+        super().__init__()
+        self.prefixes = prefixes
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from_sdk = f"{os.sep}mcp{os.sep}" in record.pathname
+        return not (from_sdk and str(record.msg).startswith(self.prefixes))
+
+
+for _name, _prefixes in _SDK_PARSE_ERRORS.items():
+    _logger = logging.getLogger(None if _name == "root" else _name)
+    if not any(isinstance(f, _QuietParseErrors) for f in _logger.filters):
+        _logger.addFilter(_QuietParseErrors(_prefixes))
 
 ProgressHandler = ProgressFnT
 
@@ -81,6 +119,16 @@ class _Generation:
     session: ClientSession | None = None
     inflight: int = 0
     retired: bool = False
+    connected: bool = False  # initialized and handed over
+    unreadable: int = 0  # messages the server sent that are not MCP
+    first_unreadable: str | None = None
+
+    def garbage(self) -> str:
+        """What the server wrote that is not MCP, for a log line ("" when nothing)."""
+        if not self.unreadable:
+            return ""
+        lines = "a line that is" if self.unreadable == 1 else f"{self.unreadable} lines that are"
+        return f"it wrote {lines} not MCP (JSON-RPC), the first {self.first_unreadable}"
 
 
 class McpConnection:
@@ -139,9 +187,14 @@ class McpConnection:
                 generation.owner.cancel()
                 if isinstance(error, asyncio.CancelledError):
                     raise
+                why = _describe(error)
+                if isinstance(error, OSError) and self.config.command is not None:
+                    why = start_problem(self.config) or why  # not found, not executable
+                garbage = generation.garbage()
+                if garbage:
+                    why = f"{garbage}, then {why}"
                 raise McpServerError(
-                    f"MCP server {self.name!r} could not be reached: {_describe(error)}; "
-                    "nothing was sent to it"
+                    f"MCP server {self.name!r} could not be reached: {why}; nothing was sent to it"
                 ) from None
             if generation.number > 1:
                 logger.warning(
@@ -157,9 +210,12 @@ class McpConnection:
             async with AsyncExitStack() as stack:
                 read, write = await self._open(stack)
                 session = await stack.enter_async_context(
-                    ClientSession(read, write, message_handler=self._on_message)
+                    ClientSession(
+                        read, write, message_handler=functools.partial(self._on_message, generation)
+                    )
                 )
                 await session.initialize()
+                generation.connected = True
                 ready.set_result(session)
                 await generation.stop.wait()
         except BaseException as error:  # the owner reports, never raises
@@ -201,7 +257,7 @@ class McpConnection:
         )
         return read, write
 
-    async def _on_message(self, message: Any) -> None:
+    async def _on_message(self, generation: _Generation, message: Any) -> None:
         if isinstance(message, types.ServerNotification) and isinstance(
             message.root, types.ToolListChangedNotification
         ):
@@ -209,9 +265,16 @@ class McpConnection:
             if self._on_tools_changed is not None:
                 self._on_tools_changed()
         elif isinstance(message, Exception):
-            logger.warning(
-                "MCP server %r sent something unreadable: %s", self.name, _describe(message)
-            )
+            generation.unreadable += 1
+            if generation.unreadable > 1:
+                return  # one line per connection; the rest are counted
+            generation.first_unreadable = _unreadable(message)
+            if generation.connected:  # else the failure to connect names it
+                logger.warning(
+                    "MCP server %r sent something that is not MCP (JSON-RPC): %s",
+                    self.name,
+                    generation.first_unreadable,
+                )
 
     def _retire(self, generation: _Generation, why: str) -> None:
         if generation.retired:
@@ -398,12 +461,25 @@ def _listed(tool: types.Tool) -> ListedTool:
     )
 
 
+def _unreadable(error: Exception) -> str:
+    """One line for a message the server sent that could not be read: its start and why."""
+    if isinstance(error, ValidationError):
+        first = error.errors(include_url=False)[0]
+        value = first.get("input")
+        text = value if isinstance(value, str) else repr(value)
+        excerpt = text[:EXCERPT_CHARS] + ("..." if len(text) > EXCERPT_CHARS else "")
+        return f"{excerpt!r} ({first['msg']})"
+    return _describe(error)
+
+
 def _describe(error: BaseException) -> str:
     if isinstance(error, McpError):
         return f"{error.error.message} (JSON-RPC error {error.error.code})"
     if isinstance(error, BaseExceptionGroup):
         return "; ".join(_describe(inner) for inner in error.exceptions)
-    text = str(error).strip()
+    if isinstance(error, ValidationError):
+        return f"ValidationError: {_unreadable(error)}"
+    text = " ".join(str(error).split())  # one line, whatever the error's own text
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 

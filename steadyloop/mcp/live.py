@@ -12,6 +12,11 @@ tool the server no longer lists is answered `unknown_tool`. A server that is dow
 start is logged and retried on its clock; its tools appear when it answers. A listing
 that fails keeps the tools of the last one that worked (the calls themselves report a
 dead server), rather than pulling tools from under running runs over one lost poll.
+
+A server that keeps failing (down, or a command that is not an MCP server at all) is not
+started again every `list_ttl_s` for ever, each time with the same log: each failed
+listing is one log line saying when the next try is, and the wait doubles after each
+failure in a row (`retry_delay`, up to `MAX_RETRY_S`), back to the clock once it answers.
 """
 
 from __future__ import annotations
@@ -29,6 +34,18 @@ from steadyloop.mcp.tools import mcp_tool_definition, schema_problem
 from steadyloop.tools.registry import AnyTool, ToolRegistry
 
 logger = logging.getLogger("steadyloop.mcp")
+
+# The longest wait between listings of a server that keeps failing.
+MAX_RETRY_S = 600.0
+
+
+def retry_delay(failures: int, ttl_s: float) -> float:
+    """How long to wait before listing a server again after `failures` failed listings in
+    a row: its clock (`ttl_s`) while it answers, then twice as long after each failure,
+    at most `MAX_RETRY_S` (never below its clock)."""
+    if failures <= 0:
+        return ttl_s
+    return max(ttl_s, min(ttl_s * 2.0 ** min(failures - 1, 64), MAX_RETRY_S))
 
 
 class LiveToolRegistry(ToolRegistry):
@@ -84,6 +101,7 @@ class McpTools:
         self._assigned: dict[ToolKey, str] = {}
         self._refreshers: list[asyncio.Task[None]] = []
         self._served: dict[str, list[str]] = {}
+        self.failures = {server.name: 0 for server in self.servers}  # listings, in a row
 
     async def start(self) -> None:
         """List every server once (concurrently), serve what they list, then keep it current."""
@@ -93,6 +111,16 @@ class McpTools:
         for server, result in zip(self.servers, results, strict=True):
             if isinstance(result, list):
                 self._listings[server.name] = result
+            elif isinstance(result, McpServerError):
+                self._failed(server, str(result))
+            elif isinstance(result, Exception):  # a listing that could not be read
+                self._failed(
+                    server,
+                    f"MCP server {server.name!r}: listing its tools failed: "
+                    f"{type(result).__name__}: {result}",
+                )
+            elif isinstance(result, BaseException):  # cancelled: the worker is stopping
+                raise result
         self._publish()
         self._refreshers = [
             asyncio.create_task(self._refresh(server), name=f"steadyloop-mcp-list-{server.name}")
@@ -115,24 +143,35 @@ class McpTools:
         config = next(s for s in self.servers if s.name == server)
         try:
             listed = await self._list(config)
-        except McpServerError:
+        except McpServerError as error:
+            self._failed(config, str(error))
             return
+        self.failures[server] = 0
         if listed != self._listings.get(server):
             self._listings[server] = listed
             self._publish()
 
     async def _list(self, server: McpServerConfig) -> list[ListedTool]:
-        try:
-            return await self.connections[server.name].list_tools()
-        except McpServerError as error:
-            logger.warning("%s; its tools are not served until it answers", error)
-            raise
+        return await self.connections[server.name].list_tools()
+
+    def _failed(self, server: McpServerConfig, error: str) -> None:
+        """One log line for a failed listing, saying what stays served and when the next
+        try is."""
+        self.failures[server.name] += 1
+        kept = (
+            "its last tools stay served"
+            if self._listings.get(server.name)
+            else "its tools are not served until it answers"
+        )
+        delay = retry_delay(self.failures[server.name], server.list_ttl_s)
+        logger.warning("%s; %s; next try in %gs", error, kept, delay)
 
     async def _refresh(self, server: McpServerConfig) -> None:
         changed = self._changed[server.name]
         while True:
+            delay = retry_delay(self.failures[server.name], server.list_ttl_s)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(changed.wait(), server.list_ttl_s)
+                await asyncio.wait_for(changed.wait(), delay)
             changed.clear()
             try:
                 await self.refresh_now(server.name)

@@ -6,9 +6,14 @@ content and the error flag without a trace, so the model believes it saw everyth
 `render_result` keeps every block, in order, one per line:
 
 - text: verbatim;
-- structured content: its JSON, unless a text block already carries the same value
-  (the spec asks servers to repeat it as text; it is not shown twice), also as the
-  `{"result": value}` wrapper FastMCP servers put around a plain return value;
+- structured content: its JSON, unless the text blocks already restate it (the spec
+  asks servers to repeat it as text; it is not shown twice): a text block that is its
+  JSON; the `{"result": value}` wrapper FastMCP servers put around a plain return value;
+  or a one-key object whose string value is the text itself, as the reference
+  filesystem server answers `read_text_file` (`{"content": "<the file>"}`; sent twice,
+  a 42.5 KB file became 87 KB and was cut at the result ceiling). A near miss (another
+  text, a second key, a value that is not a string) is still shown: it says something
+  the text does not;
 - an embedded text resource: its URI and MIME type on a marker line, then its text;
 - an image, audio, or a binary resource: a marker naming its type, size and a digest,
   so the model knows it exists and that it did not see it;
@@ -45,11 +50,8 @@ def render_result(result: types.CallToolResult) -> RenderedResult:
     """The tool-message text of `result`, and whether the server flagged it an error."""
     lines = [_block(block) for block in result.content]
     structured = result.structuredContent
-    if structured is not None and not any(
-        _same_json(block.text, structured)
-        for block in result.content
-        if isinstance(block, types.TextContent)
-    ):
+    texts = [block.text for block in result.content if isinstance(block, types.TextContent)]
+    if structured is not None and not _restated(texts, structured):
         lines.append(_json(structured))
     if not lines:
         lines.append(marker("the MCP tool returned no content"))
@@ -90,6 +92,28 @@ def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
 
 
+def _restated(texts: list[str], structured: Any) -> bool:
+    """Whether the text blocks already say what `structured` says (see the docstring)."""
+    if any(_same_json(text, structured) for text in texts):
+        return True
+    if not (isinstance(structured, dict) and len(structured) == 1):
+        return False
+    (value,) = structured.values()
+    if not isinstance(value, str) or not texts:
+        return False
+    return value == "\n".join(texts) or any(
+        value == text or _decodes_to(text, value) for text in texts
+    )
+
+
+def _decodes_to(text: str, value: str) -> bool:
+    """Whether `text` is the JSON string literal of `value` (`"hello\\n"`)."""
+    try:
+        return bool(json.loads(text) == value)
+    except (ValueError, RecursionError):  # not JSON, or nested too deep to read
+        return False
+
+
 def _same_json(text: str, value: Any) -> bool:
     """Whether the text block carries `value`: as its JSON, or as the `{"result": ...}`
     wrapper servers built on the SDK's FastMCP put around a non-object return value."""
@@ -99,5 +123,5 @@ def _same_json(text: str, value: Any) -> bool:
             return True
     try:
         return bool(json.loads(text) == value)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested too deep to read
         return False

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 
 from steadyloop.mcp.config import McpServerConfig
+from steadyloop.mcp.startup import refuse_unstartable
 from steadyloop.tools.registry import ToolRegistry
 
 
@@ -22,12 +23,16 @@ async def serving_mcp(
     environ: Mapping[str, str] | None = None,
 ) -> AsyncIterator[ToolRegistry]:
     """`tools` plus the tools of `servers`, kept current while the block runs; every
-    server connection is closed (stdio servers stopped) when it ends."""
+    server connection is closed (stdio servers stopped) when it ends.
+
+    `McpConfigError` before anything starts when a required server's command cannot be
+    started (`steadyloop.mcp.startup`)."""
     if not servers:
         yield tools
         return
     from steadyloop.mcp.live import LiveToolRegistry, McpTools
 
+    refuse_unstartable(servers)  # an optional one is logged when it fails to connect
     registry = LiveToolRegistry(tools)
     manager = McpTools(servers, registry, os.environ if environ is None else environ)
     await manager.start()

@@ -170,4 +170,5 @@ def mcp_tool_definition(
         parameters=copy.deepcopy(dict(listed.input_schema)),
         model_parameter=_ARGUMENTS,
         argument_fields=(),
+        mcp_server=config.name,
     )

@@ -98,6 +98,7 @@ __all__ = [
     "WriteIgnored",
     "WriteRefusal",
     "abandoned_result",
+    "resolution_text",
 ]
 
 DEFAULT_RESULT_LIMIT_BYTES = 16 * 1024
@@ -185,6 +186,19 @@ def abandoned_result(tool: str, note: str | None) -> str:
         "chose not to run it again. Do not assume it succeeded or that it failed."
     )
     return text if note is None else f"{text} Note from the operator: {note}"
+
+
+def resolution_text(resolution: Happened | DidNotHappen | GiveUp, attempt: int) -> str | None:
+    """What a person's resolution of ambiguous `attempt` says on the call's answer, for
+    the run's timeline; None for `Happened`, whose replayed answer already says a person
+    resolved it (`ToolLoopWorkflow._replayed`). A give-up is never called a replay: the
+    tool did not run, and no earlier result is being repeated."""
+    if isinstance(resolution, Happened):
+        return None
+    if isinstance(resolution, DidNotHappen):
+        return f"a person resolved attempt {attempt} as not done: it runs again"
+    note = f": {resolution.note}" if resolution.note else ""
+    return f"given up by a person after attempt {attempt}, not run{note}"
 
 
 def _bounded(result: str, limit: int) -> tuple[str, bool, int]:

@@ -50,6 +50,9 @@ EventKind = Literal[
     "defect_retry",
     # The transcript was changed before a request so the provider accepts it.
     "healed",
+    # A person decided a call: approved or rejected it, or resolved an ambiguous one
+    # (it happened, it did not, or it is given up).
+    "decision",
 ]
 EventPhase = Literal["model", "tools"]
 

@@ -39,7 +39,7 @@ STOP_WORDS: dict[StopReason, StopWords] = {
         summary="the answer was cut by the output token limit",
         partial="cut at the output token limit",
         resume="The previous answer was cut by the output token limit. Carry on with the task.",
-        hint="continue the answer: steadyloop resume {id} (or start runs with --continue-cut N, "
+        hint="continue the answer: {resume} (or start runs with --continue-cut N, "
         "or a larger --max-tokens)",
     ),
     "token_budget": StopWords(
@@ -47,26 +47,26 @@ STOP_WORDS: dict[StopReason, StopWords] = {
         partial="streamed until the token budget ran out",
         resume="The previous run stopped when its token budget ran out. Carry on with the "
         "task.",
-        hint="resume the run with a fresh budget: steadyloop resume {id}",
+        hint="resume the run with a fresh budget: {resume}",
     ),
     "deadline": StopWords(
         summary="the run's deadline passed",
         partial="shown when the deadline passed",
         resume="The previous run stopped at its deadline. Carry on with the task.",
-        hint="resume the run: steadyloop resume {id}",
+        hint="resume the run: {resume}",
     ),
     "interrupted": StopWords(
         summary="a person interrupted the run",
         partial="shown before the interrupt",
         resume="The run was interrupted. Carry on with the task.",
-        hint="resume the run: steadyloop resume {id}",
+        hint="resume the run: {resume}",
     ),
     "output_interrupted": StopWords(
         summary="the stream failed after its output was shown",
         partial="shown before the stream failed",
         resume="The previous answer was cut off when the connection failed. Carry on with "
         "the task.",
-        hint="resume the run: steadyloop resume {id} (or start runs with --continue-stalled N "
+        hint="resume the run: {resume} (or start runs with --continue-stalled N "
         "to go on by themselves)",
     ),
     "max_turns": StopWords(
@@ -74,13 +74,13 @@ STOP_WORDS: dict[StopReason, StopWords] = {
         partial="",
         resume="The previous run stopped after its maximum number of turns. Carry on with "
         "the task.",
-        hint="resume the run with fresh turns: steadyloop resume {id}",
+        hint="resume the run with fresh turns: {resume}",
     ),
     "failed": StopWords(
         summary="the run failed",
         partial="shown before the run failed",
         resume="The previous run stopped because a model call failed. Carry on with the task.",
-        hint="resume the run once the cause is fixed: steadyloop resume {id}",
+        hint="resume the run once the cause is fixed: {resume}",
     ),
     "state_too_large": StopWords(
         summary="the run's state no longer fits one payload",
@@ -128,10 +128,29 @@ def partial_intro(result: RunResult) -> str:
     return f"partial output of turn {partial.turn}, {words}:"
 
 
-def next_step(result: RunResult, workflow_id: str) -> str | None:
-    """What a person can do next, with the command; None when the run is simply done."""
+def next_step(result: RunResult, workflow_id: str, resume: str | None = None) -> str | None:
+    """What a person can do next, with the command; None when the run is simply done.
+    `resume`: the resume command as the person can type it (the command line spells it
+    with the program and connection flags it was started with)."""
     hint = STOP_WORDS[result.stop_reason].hint
-    return None if hint is None else hint.format(id=workflow_id)
+    if hint is None:
+        return None
+    return hint.format(resume=resume or f"steadyloop resume {workflow_id}")
+
+
+def stop_reason_text(result: RunResult) -> str:
+    """`final_answer (the model answered without tool calls)`: the reason and its detail.
+
+    A detail that has parentheses of its own (an interrupt's: `enough (the model turn was
+    cancelled)`) follows a colon instead, so brackets never nest: `interrupted (enough
+    (the model turn was cancelled))` reads as one thing inside another.
+    """
+    detail = (result.detail or "").strip()
+    if not detail:
+        return result.stop_reason
+    if "(" in detail or ")" in detail:
+        return f"{result.stop_reason}: {detail}"
+    return f"{result.stop_reason} ({detail})"
 
 
 def status_header(result: RunResult | None, status: str) -> str:

@@ -197,6 +197,10 @@ class WorkflowTracing:
             a.TOOL_CALL_ID: str(invocation.call_id),
             a.TOOL_EFFECT: str(description.effect),
         }
+        server = getattr(description, "mcp_server", None)
+        if server is not None:
+            attributes[a.MCP_SERVER] = str(server)
+            attributes[a.MCP_METHOD] = "tools/call"
         if self.content:
             attributes[a.CONTENT_TOOL_ARGUMENTS] = _bounded(
                 json.dumps(invocation.arguments, default=str, ensure_ascii=False)

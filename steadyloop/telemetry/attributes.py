@@ -30,6 +30,8 @@ CONTENT_INPUT = "gen_ai.input.messages"
 CONTENT_OUTPUT = "gen_ai.output.messages"
 CONTENT_TOOL_ARGUMENTS = "gen_ai.tool.call.arguments"
 CONTENT_TOOL_RESULT = "gen_ai.tool.call.result"
+# MCP semantic conventions, on the execute_tool span of a tool an MCP server serves.
+MCP_METHOD = "mcp.method.name"
 
 # steadyloop's own.
 ENDPOINT = "steadyloop.endpoint"
@@ -47,6 +49,7 @@ RECEIPT_DECISION = "steadyloop.receipt.decision"
 RECEIPT_DECISIONS = "steadyloop.receipt.decisions"
 TOOL_EFFECT = "steadyloop.tool.effect"
 TOOL_STATUS = "steadyloop.tool.status"
+MCP_SERVER = "steadyloop.mcp.server"  # the configured server's name: MCP's have none for it
 WORKFLOW_ID = "steadyloop.workflow_id"
 RUN_ID = "steadyloop.run_id"
 PARENT_WORKFLOW_ID = "steadyloop.parent.workflow_id"

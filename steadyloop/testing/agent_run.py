@@ -2,10 +2,10 @@
 
 `AgentRun` wraps the `RunResult` (kept whole in `result`) with the questions tests ask:
 which tools were called with what and what each call was answered (`tool_calls`,
-`calls_to`), what the receipt ledger holds (`receipts`: one row per distinct call, so a
-call asked for twice but run once shows as one completed row and one replay), and
-whether the transcript still satisfies the rule providers enforce
-(`assert_every_call_answered`).
+`calls_to`; `unknown_tool_calls`: calls of tools the run never offered), what the
+receipt ledger holds (`receipts`: one row per distinct call, so a call asked for twice
+but run once shows as one completed row and one replay), and whether the transcript
+still satisfies the rule providers enforce (`assert_every_call_answered`).
 """
 
 from __future__ import annotations
@@ -90,6 +90,14 @@ class AgentRun:
 
     def calls_to(self, tool: str) -> list[ToolCallRecord]:
         return [record for record in self.tool_calls if record.tool == tool]
+
+    @property
+    def unknown_tool_calls(self) -> list[ToolCallRecord]:
+        """Calls of a tool no request of the run offered the model: a misspelt name in
+        the script (`AgentEnv` warns of it at start, `UnknownToolWarning`), or the
+        hallucinated tool a test is about. Each was answered with an error; none ran."""
+        offered = self.model.offered_tools
+        return [record for record in self.tool_calls if record.tool not in offered]
 
     @property
     def receipts(self) -> list[ReceiptRecord]:

@@ -26,15 +26,22 @@ once per session, which a project testing a steadyloop agent pays anyway). Every
 fixture does is `AgentEnv`, a plain async context manager, for runners other than
 pytest. Disable the plugin with `-p no:steadyloop`.
 
-The fixture is async, so it needs pytest-asyncio (any mode: it is declared with
-`pytest_asyncio.fixture`); without pytest-asyncio, `agent_env` fails with that message.
+The fixture is async, so it needs pytest-asyncio (the `testing` extra installs it);
+without it, `agent_env` fails with that message. No `asyncio_mode` setting is needed:
+pytest-asyncio's default (strict) mode runs only marked async tests, so the plugin marks
+every async test that asks for `agent_env`, directly or through other fixtures, as
+`@pytest.mark.asyncio` would. It does so inside pytest-asyncio's own collection hook
+(pytest-asyncio turns a marked coroutine into its test item there; a mark added any
+later leaves pytest saying "async def functions are not natively supported").
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import inspect
+from collections.abc import AsyncIterator, Generator
 from typing import TYPE_CHECKING, Any
 
+import pluggy
 import pytest
 
 if TYPE_CHECKING:
@@ -82,3 +89,28 @@ except ImportError:  # pragma: no cover - pytest-asyncio is in steadyloop's dev 
     agent_env = pytest.fixture(name="agent_env")(_without_pytest_asyncio)
 else:
     agent_env = pytest_asyncio.fixture(name="agent_env")(_agent_env)
+
+
+# trylast: called after pytest-asyncio's wrapper, so nested inside it, its code after
+# `yield` runs first and pytest-asyncio sees the mark.
+@pytest.hookimpl(hookwrapper=True, trylast=True)
+def pytest_pycollect_makeitem(
+    collector: pytest.Module | pytest.Class, name: str, obj: object
+) -> Generator[None, pluggy.Result[Any], None]:
+    """Mark the async tests that use `agent_env` for pytest-asyncio (see the docstring)."""
+    outcome = yield
+    try:
+        made = outcome.get_result()
+    except BaseException:
+        return
+    if not inspect.iscoroutinefunction(obj) or not collector.config.pluginmanager.has_plugin(
+        "asyncio"
+    ):
+        return  # without pytest-asyncio the mark is unknown; agent_env says what to install
+    for item in made if isinstance(made, list) else [made]:
+        if (
+            isinstance(item, pytest.Function)
+            and "agent_env" in item.fixturenames
+            and item.get_closest_marker("asyncio") is None
+        ):
+            item.add_marker(pytest.mark.asyncio)

@@ -14,10 +14,13 @@ are streamed over real HTTP by `ScriptedServer` in OpenAI's chunk format, with a
 chunk, so the run counts tokens as it would against a provider.
 
 What this does not do: decide from the request. A run that asks more often than the
-script has entries gets a 500 naming the request, and `AgentEnv.run` raises
+script has entries gets a 400 naming the request, and `AgentEnv.run` raises
 `ScriptExhausted` with what the model was sent last, because an unscripted request is
-always a bug in the test. For a model that answers from the transcript, pass your own
-responder to `ScriptedServer` (as `steadyloop demo` does).
+always a bug in the test. A 400 because the loop does not retry it (it is the request's
+fault, as sent): the run stops at the first unscripted request, where a 500 was retried
+until the run's model attempts were spent, each attempt logging its failure. For a
+model that answers from the transcript, pass your own responder to `ScriptedServer`
+(as `steadyloop demo` does).
 """
 
 from __future__ import annotations
@@ -63,8 +66,23 @@ def call(tool: str, /, *, raw: str | None = None, **arguments: Any) -> Call:
     return Call(tool, raw if raw is not None else dict(arguments))
 
 
+# In the error every unscripted request is answered with; AgentEnv drops the worker's
+# log of the model activity failing on it (`ScriptExhausted` says it all).
+UNSCRIPTED = "no turn scripted for request"
+
+
 class ScriptExhausted(AssertionError):
     """The run asked the scripted model for more turns than were scripted."""
+
+
+class UnknownToolWarning(UserWarning):
+    """The script calls a tool the run does not offer (a misspelt name, most often).
+
+    The run answers such a call with an error the model reads and goes on, so the test
+    can pass without the tool ever running. Where the unknown tool is the point of the
+    test, silence it with
+    `@pytest.mark.filterwarnings("ignore::steadyloop.testing.UnknownToolWarning")`.
+    """
 
 
 class ScriptedModel:
@@ -81,6 +99,7 @@ class ScriptedModel:
         self._turns = 0
         self.requests: list[RecordedRequest] = []
         self.unscripted: list[RecordedRequest] = []
+        self.scripted_tools: list[str] = []  # the tools the scripted turns call, in order
 
     # -- turns ---------------------------------------------------------------------------
 
@@ -103,6 +122,7 @@ class ScriptedModel:
         self._turns += 1
         chunks: list[dict[str, Any]] = text_chunks(text) if text is not None else []
         if calls:
+            self.scripted_tools += [c.tool for c in calls]
             scripted = [
                 ScriptedCall(c.tool, c.arguments, id=c.id or f"call_{self._turns}_{n}")
                 for n, c in enumerate(calls)
@@ -155,6 +175,19 @@ class ScriptedModel:
         """Scripted entries not yet consumed."""
         return len(self._script)
 
+    @property
+    def offered_tools(self) -> set[str]:
+        """Every tool name any request offered the model (its `tools` list)."""
+        names: set[str] = set()
+        for request in self.requests:
+            body = request.json
+            tools = body.get("tools") if isinstance(body, dict) else None
+            for spec in tools if isinstance(tools, list) else []:
+                function = spec.get("function") if isinstance(spec, dict) else None
+                if isinstance(function, dict) and isinstance(function.get("name"), str):
+                    names.add(function["name"])
+        return names
+
     def sent_messages(self, request: int = -1) -> list[dict[str, Any]]:
         """The `messages` of one request as the model received them (default: the last)."""
         body = self.requests[request].json
@@ -168,8 +201,8 @@ class ScriptedModel:
             return self._script.popleft()
         self.unscripted.append(request)
         return error_response(
-            500,
-            f"scripted model {self.name!r}: no turn scripted for request #{len(self.requests)}",
+            400,  # not retried: the run stops here (see the module docstring)
+            f"scripted model {self.name!r}: {UNSCRIPTED} #{len(self.requests)}",
             type="unscripted",
         )
 

@@ -82,6 +82,8 @@ class ToolDefinition(Generic[P, R]):
     # The plugin it belongs to (`steadyloop.tools.plugins`); None: a registry may still
     # put it in one.
     plugin: str | None = None
+    # The MCP server it is served from (`steadyloop.mcp.tools`); None: a Python tool.
+    mcp_server: str | None = None
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Awaitable[R]:
         return self.fn(*args, **kwargs)
@@ -135,6 +137,7 @@ class ToolDefinition(Generic[P, R]):
             ),
             approval=self.approval,
             plugin=self.plugin,
+            mcp_server=self.mcp_server,
         )
 
     def to_spec(self) -> ToolSpec:

@@ -59,7 +59,8 @@ class ToolDescription(BaseModel):
     than at `timeout_s`. `strict`: `parameters` is shaped for OpenAI's strict mode and
     the spec asks for it. `plugin`: the plugin the tool belongs to (None: no plugin),
     see `steadyloop.tools.plugins`. `approval`: each call waits for a person's approval
-    before it runs (`@tool(approval=True)`).
+    before it runs (`@tool(approval=True)`). `mcp_server`: the configured MCP server the
+    tool is served from (None: a Python tool), so a trace can name it.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -73,6 +74,7 @@ class ToolDescription(BaseModel):
     strict: bool = False
     approval: bool = False
     plugin: str | None = None
+    mcp_server: str | None = None
 
     @property
     def timeout(self) -> timedelta:

@@ -44,6 +44,8 @@ class RunEventNotes:
         self._replays: dict[str, str] = {}  # call id -> why it was answered from its receipt
 
     def timeline(self, event: RunEvent) -> None:
+        if event.kind == "decision":
+            return  # a person's decision is its own typed event (`decision`)
         self._log.note(
             TimelineEntryEvent(
                 seq=event.seq,

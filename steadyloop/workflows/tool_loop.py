@@ -96,7 +96,12 @@ with workflow.unsafe.imports_passed_through():
     )
     from steadyloop.receipts.canonical_json import canonical_json
     from steadyloop.receipts.decision import Ambiguous, Execute, ReceiptKey, receipt_key
-    from steadyloop.receipts.ledger import MIN_RESULT_LIMIT_BYTES, PackedLedger, ReceiptLedger
+    from steadyloop.receipts.ledger import (
+        MIN_RESULT_LIMIT_BYTES,
+        PackedLedger,
+        ReceiptLedger,
+        resolution_text,
+    )
     from steadyloop.routing.pricing import price_for
     from steadyloop.routing.provider_profiles import transcript_rules
     from steadyloop.routing.route_plan import RoutePlan
@@ -117,7 +122,7 @@ with workflow.unsafe.imports_passed_through():
         interrupted_outcome,
     )
     from steadyloop.run.timeline import EventKind, EventPhase, RunEvent, Timeline
-    from steadyloop.stops.budget import CHARS_PER_TOKEN
+    from steadyloop.stops.budget import CHARS_PER_TOKEN, estimate_tokens
     from steadyloop.stream.arguments import parse_tool_call_arguments
     from steadyloop.stream.completion import AssembledTurn, CompletionRequest
     from steadyloop.telemetry.workflow import receipt_decision, traced_tool, traced_turn
@@ -262,8 +267,12 @@ class ToolLoopWorkflow:
         if not written.applied:
             raise ApplicationError(f"not applied: {written}", type="ReceiptResolution")
         del self._ambiguous[request.key]
+        said = resolution_text(request.resolution, view.attempt)
+        if said is not None:  # what a person decided, for `show` (state only: no command)
+            for call_id in view.call_ids:
+                self._event("tools", "decision", said, call_id=call_id)
         self._notes.decision(
-            self._turn, "resolved", key=request.key, detail=request.resolution.kind
+            self._turn, "resolved", key=request.key, detail=said or request.resolution.kind
         )
         return f"{request.resolution.kind}: applied to {view.tool!r} (attempt {view.attempt})"
 
@@ -290,13 +299,18 @@ class ToolLoopWorkflow:
         """Approve a waiting call (it runs under its receipt) or reject it (the model
         reads the reason)."""
         self._updates += 1
+        answer = self._approvals.decide(decision)
+        said = "approved by a person" if decision.approved else "rejected by a person"
+        if not decision.approved and decision.reason:
+            said += f": {decision.reason}"
+        self._event("tools", "decision", said, call_id=decision.call_id)  # state only
         self._notes.decision(
             self._turn,
             "approved" if decision.approved else "rejected",
             call_id=decision.call_id,
             detail=decision.reason,
         )
-        return self._approvals.decide(decision)
+        return answer
 
     @approve_call.validator
     def _validate_approve_call(self, decision: ApprovalDecision) -> None:
@@ -374,7 +388,10 @@ class ToolLoopWorkflow:
                     kept = ""
                     if run.forwarding.enabled:
                         kept = await self._keep_shown_output(run, settled=turn.settled)
-                    raise _Stop("interrupted", f"{why} (the model turn was cancelled){kept}")
+                    counted = self._count_cut_turn()
+                    raise _Stop(
+                        "interrupted", f"{why} (the model turn was cancelled{counted}){kept}"
+                    )
                 message = turn.to_message()
                 self._transcript.append(message)
                 if not turn.tool_calls:
@@ -925,6 +942,24 @@ class ToolLoopWorkflow:
         )
         return ""
 
+    def _count_cut_turn(self) -> str:
+        """Count the output of a model turn an interrupt cancelled, for the stop's detail.
+
+        The provider's usage comes in a stream's last chunk, which a cancelled stream
+        never sends: the turn would count 0 tokens though a person read its text. What
+        it showed (the run's partial output) is estimated at `CHARS_PER_TOKEN` a token
+        and added to the completion tokens. Nothing shown (no forwarding, or nothing
+        streamed yet) is nothing measured, and adds nothing. Workflow state only.
+        """
+        partial = self._partial
+        if partial is None or partial.turn != self._turn:
+            return ""
+        tokens = estimate_tokens(len(partial.text) + len(partial.reasoning))
+        if tokens == 0:
+            return ""
+        self._stats.completion_tokens += tokens
+        return f" after about {tokens} output tokens, estimated"
+
     def _event(
         self, phase: EventPhase, kind: EventKind, text: str, call_id: str | None = None
     ) -> None:
@@ -946,20 +981,29 @@ class ToolLoopWorkflow:
 
     def _replayed(self, call_id: str, key: ReceiptKey, twin: str | None = None) -> None:
         """Count a call answered from its receipt, and say why it was not run."""
-        self._stats.tool_replays += 1
         if twin is not None:
+            self._stats.tool_replays += 1
             why = f"same call twice in this batch ({twin}'s answer)"
+            self._notes.replayed(call_id, why)
+            self._event("tools", "replay", f"replayed, not run: {why}", call_id=call_id)
+            return
+        receipt = self._receipts.get(key)
+        earlier = earlier_call(self._transcript, key.text, self._tenant, self._receipt_scope)
+        resumed = self._receipt_scope != workflow.info().workflow_id
+        given_up = receipt is not None and receipt.resolution == "give_up" and earlier is None
+        if given_up and not resumed:
+            return  # answered with the give-up, not a replay: its decision event says so
+        self._stats.tool_replays += 1
+        if given_up:
+            why = "given up by a person in the run this one resumes"
+        elif receipt is not None and receipt.resolution == "happened":
+            why = "a person resolved an earlier attempt as done"
+        elif earlier is not None:
+            why = f"same call earlier in the run (turn {earlier[0]}, {earlier[1]})"
+        elif resumed:
+            why = "completed by the run this one resumes"
         else:
-            receipt = self._receipts.get(key)
-            earlier = earlier_call(self._transcript, key.text, self._tenant, self._receipt_scope)
-            if receipt is not None and receipt.resolution == "happened":
-                why = "a person resolved an earlier attempt as done"
-            elif earlier is not None:
-                why = f"same call earlier in the run (turn {earlier[0]}, {earlier[1]})"
-            elif self._receipt_scope != workflow.info().workflow_id:
-                why = "completed by the run this one resumes"
-            else:
-                why = "receipt already complete (a redelivered turn)"
+            why = "receipt already complete (a redelivered turn)"
         self._notes.replayed(call_id, why)
         self._event("tools", "replay", f"replayed, not run: {why}", call_id=call_id)
 
