@@ -100,6 +100,8 @@ async def test_the_page_is_served_whole_from_the_package_under_its_own_policy() 
         await page.wait_for_selector("#composer")
         assert await page.text_content("#where") == "no thread yet"
         assert failed == [] and outside == []
+        head = await page.request.head(url + "/")
+        assert head.status == 200 and head.headers["content-security-policy"] == PAGE_POLICY
 
 
 async def test_a_waiting_call_shows_tool_arguments_and_sha_and_a_double_click_decides_once() -> (

@@ -6,7 +6,7 @@ connect to this origin only, so a model's answer that smuggles in markup could n
 fetch a script from elsewhere even if the page ever rendered it (it does not: text goes
 in with `textContent`). The page needs no token to load; its calls to the API do.
 
-    GET /              the page (`?thread=ID` opens a thread)
+    GET /              the page (`?thread=ID` opens a thread; HEAD too)
     GET /page/{file}   its scripts and style sheet
 """
 
@@ -46,7 +46,7 @@ def install_page(app: FastAPI) -> None:
     """Serve the page at `/` and its files under `/page/` on `app`."""
     index = (PAGE_DIR / "index.html").read_text(encoding="utf-8")
 
-    @app.get("/", include_in_schema=False)
+    @app.api_route("/", methods=["GET", "HEAD"], include_in_schema=False)
     async def page() -> HTMLResponse:
         return HTMLResponse(index, headers=_HEADERS)
 
