@@ -566,3 +566,24 @@ async def test_reasoning_streams_apart_from_the_answer_and_a_replayed_result_say
         assert THINKING not in "".join(answers) and answers[-1] == "Charged B-02 once."
         assert (first_marked, replayed) == (0, 1)
         assert why and "same call" in why, why
+
+
+async def test_interrupt_mid_answer_stops_the_run_keeping_exactly_the_text_shown(
+    tmp_path: Path,
+) -> None:
+    async with web_stack(streaming, tmp_path) as stack:
+        await stack.start_worker()
+        await stack.start_server()
+        async with chromium() as browser:
+            page = await browser.new_page()
+            thread = await ask(page, stack, "Write forty words.")
+            await page.click("#interrupt")
+            await page.wait_for_selector('#stop[data-reason="interrupted"]', timeout=DONE_GUARD_MS)
+            text = await page.locator(".turn .answer").text_content() or ""
+            partial = await page.locator("#stop .partial").text_content()
+            disabled = await page.is_disabled("#interrupt")
+        result = await result_of(stack, thread)
+        assert result.stop_reason == "interrupted" and result.partial is not None
+        assert text == partial == result.partial.text
+        assert WORDS[4] in text and ANSWER.startswith(text) and text != ANSWER
+        assert disabled
