@@ -3,11 +3,13 @@
 `main` parses the commands and `arguments` checks their values before anything starts;
 `run`'s live view and `show` are `live_run`, `follow` and `progress`; people in the loop
 use `steering` (send, interrupt, approve) and `receipts` (list and resolve ambiguous
-calls); `demo` and `demo_conversation` are the keyless demo, and `demo_tour` (with its
+calls); `demo` and `demo_conversation` are the keyless demo (`demo_web` serves it on
+the web page), and `demo_tour` (with its
 scripted provider `demo_tour_conversation` and tools `demo_tour_tools`) the keyless tour
 of approvals, interrupts and ambiguous calls; `failure_text` says why a run or a command
 failed in one line. The worker process that `steadyloop worker` starts lives in
-`steadyloop.worker`.
+`steadyloop.worker`. Printed commands are spelled as typed (`invocation`), and runs
+started under a chosen id are refused when it names an ended run (`run_ids`).
 
 Guarantees: bad flags and values get one line that names them; no secret is printed.
 """

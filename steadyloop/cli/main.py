@@ -523,6 +523,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="pause between chunks",
     )
+    demo.add_argument(
+        "--web",
+        action="store_true",
+        help="serve the demo on a web page (the web extra) and print its address",
+    )
+    demo.add_argument("--port", type=int, default=0, help="--web: the page's port (default: free)")
     demo.set_defaults(handler=_demo_command)
     add_serve_parser(commands, connection)
     return parser
@@ -1200,6 +1206,8 @@ def _demo_command(args: argparse.Namespace) -> int:
     problem = seconds_problem(args.pace, zero_allowed=True)
     if problem is not None:
         raise ConfigError(f"--pace {problem}")
+    if args.web:
+        return _web_demo(args)
     if args.scenario == "tour":
         from steadyloop.cli.demo_tour import run_tour
 
@@ -1210,6 +1218,22 @@ def _demo_command(args: argparse.Namespace) -> int:
         )
     return asyncio.run(
         run_demo(sys.stdout, workdir=args.workdir, keep_running=args.keep_running, pace_s=args.pace)
+    )
+
+
+def _web_demo(args: argparse.Namespace) -> int:
+    if args.scenario != "conversation":
+        raise ConfigError("--web serves the conversation demo; leave out --scenario tour")
+    if not 0 <= args.port <= 65535:
+        raise ConfigError(f"--port {args.port} is not a port (0 to 65535)")
+    try:
+        from steadyloop.cli.demo_web import run_web_demo
+    except ImportError as exc:
+        raise ConfigError(
+            f"--web needs the web extra ({exc.name} is missing): pip install 'steadyloop[web]'"
+        ) from None
+    return asyncio.run(
+        run_web_demo(sys.stdout, workdir=args.workdir, port=args.port, pace_s=args.pace)
     )
 
 

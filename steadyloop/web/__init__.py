@@ -6,7 +6,8 @@ every event carries its cursor as the SSE `id:`, and a client that reconnects wi
 misses and repeats nothing; a tenant comes from its bearer token only, and another
 tenant's thread is 404 everywhere; bad input is a 4xx naming the field, and starts
 nothing. Routes: `steadyloop.web.app`. AG-UI: `steadyloop.web.agui`. Fan-out:
-`steadyloop.web.fanout`. Settings and tokens: `steadyloop.web.settings`.
+`steadyloop.web.fanout`. Settings and tokens: `steadyloop.web.settings`. The page at
+`/`: `steadyloop.web.page_routes`, its files in `steadyloop/web/page/`.
 
 Needs the `web` extra (`pip install 'steadyloop[web]'`); importing this package does not
 (the command line imports `steadyloop.web.cli` whether or not the extra is installed).

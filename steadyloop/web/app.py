@@ -7,6 +7,7 @@ a stream cut by a restart resumes on another process from its cursor.
 Routes (all JSON; the OpenAPI spec is at `/openapi.json`, a page listing it at `/docs`):
 
 - `GET /healthz`: 200 `{"ok": true}` (no token needed).
+- `GET /`: the page (`?thread=ID`; `steadyloop.web.page_routes`; no token needed).
 - `POST /v1/threads` `{"thread_id"?: str}`: 201 `{"thread_id"}` (chosen, or minted).
 - `GET /v1/threads/{thread_id}`: 200 `{"thread_id", "runs": [...], "last_run_id"}`.
 - `POST /v1/threads/{thread_id}/runs` `{"prompt", "steer"?: false, "model"?,
@@ -40,7 +41,10 @@ Routes (all JSON; the OpenAPI spec is at `/openapi.json`, a page listing it at `
 **Auth.** `Authorization: Bearer TOKEN` on every route but `/healthz`, `/docs` and
 `/openapi.json`; the token's tenant is the run's `tenant_id` (a `tenant_id` in a body is
 never read). A thread of another tenant answers 404 on every route, the event stream
-included. 401 without a known token.
+included. 401 without a known token. A request without an `Authorization` header may
+carry the token in the `steadyloop_token` cookie instead: the page's `EventSource`
+cannot send headers. The page sets it `SameSite=Strict`, so another site's form or
+script never sends it.
 
 **Idempotency.** Starting and steering take an `Idempotency-Key` header, the Temporal
 update id of the request: a retried POST records one decision, and a retried start
@@ -84,6 +88,7 @@ from steadyloop.web.backend import (
 from steadyloop.web.errors import ApiError, from_backend, install_error_handlers
 from steadyloop.web.fanout import FeedRegistry
 from steadyloop.web.openapi_page import openapi_page
+from steadyloop.web.page_routes import install_page
 from steadyloop.web.requests import checked_id, idempotency_key, read_model
 from steadyloop.web.settings import DEV_TENANT, WebSettings
 from steadyloop.web.sse import EventStreamResponse, frame
@@ -94,6 +99,8 @@ __all__ = ["create_app"]
 # long enough to answer 204 or 410 instead of an empty stream, short enough that a
 # live run's stream opens at once.
 FIRST_EVENT_WAIT_S = 0.5
+# The cookie the page keeps its bearer token in (read only when no Authorization header).
+TOKEN_COOKIE = "steadyloop_token"
 
 
 class NewThread(BaseModel):
@@ -205,6 +212,9 @@ def create_app(backend: RunBackend, settings: WebSettings) -> FastAPI:
         if settings.open_access:
             return DEV_TENANT
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        if not scheme and TOKEN_COOKIE in request.cookies:
+            # The page's token: an EventSource cannot send a header (see the docstring).
+            scheme, token = "bearer", request.cookies[TOKEN_COOKIE]
         tenant = settings.tenant_for(token.strip()) if scheme.lower() == "bearer" else None
         if tenant is None:
             raise ApiError(
@@ -411,6 +421,7 @@ def create_app(backend: RunBackend, settings: WebSettings) -> FastAPI:
 
     install_agui(app, backend, settings, tenant_of, feeds, _StreamResponse)
     app.state.tenant_of = tenant_of
+    install_page(app)
     return app
 
 
