@@ -90,3 +90,13 @@ def test_the_readme_configuration_table_names_every_key() -> None:
         if key != "name":
             assert key in section, key
     assert "steadyloop.example.toml" in section
+
+
+def test_the_example_web_table_loads_as_steadyloop_serve_reads_it() -> None:
+    from steadyloop.web.settings import web_settings
+
+    config = load_config(EXAMPLE, {})
+    web = web_settings(config.file.web, {"ACME_WEB_TOKEN": "s3cret"})
+    assert web.cors_origins == ["https://app.example.com"]
+    assert web.tenant_for("s3cret") == "acme" and web.tenant_for("other") is None
+    assert web.limits("acme").max_active_runs == 8
