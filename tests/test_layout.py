@@ -19,12 +19,23 @@ import steadyloop
 ROOT = Path(steadyloop.__file__).parent
 
 # One folder per concept the README teaches; each says in its docstring what it guarantees.
-CONCEPTS = ("stream", "receipts", "chains", "routing", "history", "output", "run", "stops", "cli")
+CONCEPTS = (
+    "stream",
+    "receipts",
+    "chains",
+    "routing",
+    "history",
+    "output",
+    "run",
+    "stops",
+    "events",
+    "cli",
+)
 
 # Concepts whose code decides, and so must run without a Temporal server: no module in them
 # may reach temporalio, directly or through another steadyloop module. The exceptions are
 # the named Temporal adapters, each the one module of its concept that speaks Temporal.
-PURE = ("stream", "receipts", "chains", "routing", "history", "output", "run", "stops")
+PURE = ("stream", "receipts", "chains", "routing", "history", "output", "run", "stops", "events")
 TEMPORAL_ADAPTERS = frozenset(
     {
         "steadyloop.chains.search_attributes",

@@ -6,6 +6,8 @@ decisions, the stop) is one typed, JSON-friendly value of the `RunEventItem` uni
 (`models`), read in run order, each carrying the `Cursor` (`cursor`) that continues
 right after it; a cursor older than what the run's host retains raises
 `CursorExpired` naming the oldest cursor still held (`errors`), never a silent skip.
+The loop hands its events to the host in one batch per step (`publishing`), deduplicated
+by the host, so a retried publish never shows an event twice.
 
 Not guaranteed: that a text delta appears once per token (one per network read), or
 that events are kept forever (the host retains its newest items; the run's snapshot
