@@ -55,6 +55,11 @@ def test_a_classified_failure_as_the_model_activity_raises_it() -> None:
         "parallel_tool_calls",
     )
     assert facts.produced_output is False
+    # Temporal prints `type: message`: the kind is named once in every log line.
+    assert str(raised) == (
+        "http_status: HTTP 400: code=unsupported_parameter: Unsupported parameter: "
+        "'parallel_tool_calls' is not supported with this model."
+    )
 
 
 def test_produced_output_in_the_failure_details_stops_everything() -> None:

@@ -790,7 +790,9 @@ def failure_to_application_error(
     if failure.produced_output:
         details.append((shown or ForwardedOutput()).model_dump(mode="json"))
     return ApplicationError(
-        failure.describe(),
+        # Temporal prints the type before the message: naming the kind again would read
+        # `http_status: http_status: HTTP 500 ...` in every log line.
+        failure.describe().removeprefix(f"{failure.kind}: "),
         *details,
         type=failure.kind,
         non_retryable=not retryable,
