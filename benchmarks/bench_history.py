@@ -214,7 +214,7 @@ class HistoryBench:
                 "unbounded": f"bench-history-inline-{uuid.uuid4()}",
                 "bounded": f"bench-history-blobs-{uuid.uuid4()}",
             }
-            activities = [model.stream_completion, *ToolActivities(build_tools()).activities()]
+            activities = [*model.activities(), *ToolActivities(build_tools()).activities()]
 
             def health(client: Client, queue: str) -> Sequence[Callable[..., object]]:
                 return EndpointHealthActivities(client, task_queue=queue).activities()

@@ -109,6 +109,7 @@ from steadyloop.tools import ToolRegistry, tool
 from steadyloop.tools.payloads import DESCRIBE_TOOLS_ACTIVITY, RUN_TOOL_ACTIVITY
 from steadyloop.worker.process import HEARTBEAT_THROTTLE, workflow_runner
 from steadyloop.workflows.endpoint_health import EndpointHealthWorkflow
+from steadyloop.workflows.output_stream import OutputStreamWorkflow
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 ENDPOINT = "bench"
@@ -652,12 +653,14 @@ class LoopBench:
                 # through local activities (cached in the worker, as deployed).
                 workflows=[
                     ToolLoopWorkflow,
+                    # Each run's event log lives on its output host (steadyloop.events).
+                    OutputStreamWorkflow,
                     EndpointHealthWorkflow,
                     FloorWorkflow,
                     BareLoopWorkflow,
                 ],
                 activities=[
-                    model.stream_completion,
+                    *model.activities(),
                     *ToolActivities(build_tools()).activities(),
                     *EndpointHealthActivities(env.client, task_queue=queue).activities(),
                     *FLOOR_ACTIVITIES,

@@ -28,6 +28,7 @@ from steadyloop.routing.endpoint_health import READ_ENDPOINT_HEALTH_ACTIVITY, En
 from steadyloop.routing.route_plan import RouteCandidate, RouteConfig
 from steadyloop.testing import ScriptedResponse, error_response, finish_chunk, sse_response
 from steadyloop.testing.chunks import ScriptedCall, text_chunks, tool_call_chunks
+from steadyloop.workflows.event_log import EVENT_LOG_PATCH
 from steadyloop.workflows.routed_turn import HealthView
 
 HISTORIES = Path(__file__).parent / "histories"
@@ -44,13 +45,23 @@ def _answer() -> ScriptedResponse:
     return sse_response([*text_chunks("done"), finish_chunk("stop")])
 
 
+def _names(attrs: Any, patch_id: str) -> bool:
+    """Whether a patch marker is the one of `patch_id`."""
+    return any(
+        patch_id.encode() in payload.data
+        for payloads in attrs.details.values()
+        for payload in payloads.payloads
+    )
+
+
 def _counts(events: list[HistoryEvent]) -> tuple[int, int, int]:
     """(health reads, patch markers, model activities) recorded in a history."""
     reads = patches = models = 0
     for event in events:
         if event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
             attrs = event.marker_recorded_event_attributes
-            if attrs.marker_name == "core_patch":
+            # The event log's gate is one marker per execution, whatever the turns.
+            if attrs.marker_name == "core_patch" and not _names(attrs, EVENT_LOG_PATCH):
                 patches += 1
             for payload in attrs.details["data"].payloads if "data" in attrs.details else []:
                 if json.loads(payload.data).get("activity_type") == READ_ENDPOINT_HEALTH_ACTIVITY:

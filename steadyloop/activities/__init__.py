@@ -1,7 +1,9 @@
 """Activities: all of steadyloop's I/O (model streaming over httpx; tools come next).
 
 Register them on a worker with their configuration bound, e.g.
-`Worker(..., activities=[ModelActivities(EndpointRegistry.from_env()).stream_completion])`.
+`Worker(..., workflows=RUN_WORKFLOWS, activities=[*ModelActivities(registry).activities()])`
+with `registry = EndpointRegistry.from_env()` (`steadyloop.worker.process.RUN_WORKFLOWS`:
+the loop, and the output host its event log is published to).
 """
 
 from steadyloop.activities.model_stream import (
