@@ -55,7 +55,7 @@ from temporalio.worker import Worker
 
 from steadyloop.activities.model_stream import ModelActivities
 from steadyloop.chains.delegation_tool import DELEGATE_TOOL
-from steadyloop.client import RunFailed, RunHandle, SteadyloopClient
+from steadyloop.client import RunFailed, RunHandle, RunOptions, SteadyloopClient
 from steadyloop.events import (
     AmbiguousReceiptEvent,
     ApprovalWaitingEvent,
@@ -254,11 +254,7 @@ class AgentEnv:
     ) -> RunningAgent:
         """Start a run answered by `model`; steer it, then `await running.result()`.
         Warns (`UnknownToolWarning`) when the script calls a tool the run does not offer."""
-        if model.name in self._models and self._models[model.name] is not model:
-            raise ValueError(f"another ScriptedModel is named {model.name!r} in this env")
-        if model.name == "scripted-model":  # the default: give each run its own
-            model.name = f"scripted-model-{next(self._numbers)}"
-        self._models[model.name] = model
+        self._register(model)
         run = self.run_input(model, prompt, tools=tools, limits=limits, **fields)
         self._warn_of_unknown_tools(
             model, run, stacklevel=3 if _stacklevel is None else _stacklevel
@@ -271,6 +267,30 @@ class AgentEnv:
         )
         run_handle = self.steadyloop.run(handle.id)
         return RunningAgent(handle=handle, model=model, run=run, env=self, run_handle=run_handle)
+
+    def run_options(
+        self,
+        model: ScriptedModel,
+        *,
+        tools: list[str] | None = None,
+        limits: RunLimits | None = None,
+        **fields: Any,
+    ) -> RunOptions:
+        """`RunOptions` for the client API (`env.steadyloop.thread(...).start(prompt,
+        options=...)`), answered by `model`: to test code of yours that starts and steers
+        runs through `steadyloop.client`. The same choices as `run_input`; `model` is
+        registered here, so it answers every run started with these options."""
+        self._register(model)
+        run = self.run_input(model, "(options)", tools=tools, limits=limits, **fields)
+        self._warn_of_unknown_tools(model, run, stacklevel=3)
+        return RunOptions.of(run)
+
+    def _register(self, model: ScriptedModel) -> None:
+        if model.name in self._models and self._models[model.name] is not model:
+            raise ValueError(f"another ScriptedModel is named {model.name!r} in this env")
+        if model.name == "scripted-model":  # the default: give each run its own
+            model.name = f"scripted-model-{next(self._numbers)}"
+        self._models[model.name] = model
 
     async def run(
         self,
