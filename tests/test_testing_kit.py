@@ -382,7 +382,8 @@ async def test_code_using_the_client_api_runs_a_thread_on_the_test_server() -> N
     REJECT_DUPLICATE starts work on the time-skipping server)."""
     wired: list[str] = []
     async with AgentEnv(approval_tools(wired, [])) as env:
-        model = ScriptedModel().calls("wire", to="ana").says("wired").says("nothing more")
+        model = ScriptedModel().calls("wire", to="ana").says("wired")
+        model.rate_limited(retry_after=600).says("nothing more")  # ten minutes, skipped
         options = env.run_options(model)
         thread = env.steadyloop.thread("payments-1")
         first = await thread.start("wire ana", options=options, key="ask-1")
@@ -398,9 +399,11 @@ async def test_code_using_the_client_api_runs_a_thread_on_the_test_server() -> N
         answers = {await first.approve(waiting, key="approve-1") for _ in range(2)}
         assert (await first.result()).final_answer == "wired"
         second = await thread.start("anything else?", options=options, key="ask-3")
-        result = await second.result()
+        async with env.skipping_time():
+            result = await second.result()
     assert len(answers) == 1 and wired == ["ana"]
     assert (second.workflow_id, result.final_answer) == ("payments-1/2", "nothing more")
+    assert result.stats.wall_time_s >= 600
     assert [m.content for m in result.transcript if m.role == "user"] == [
         "wire ana",
         "anything else?",

@@ -23,8 +23,15 @@ workflow task is out with a worker. The SDK's handle unlocks once per await, so 
 runs awaited at once released one of the server's own locks: time skipped while a
 workflow task was in flight, the task timed out every 10 s of skipped time, and the
 run ended "Workflow timed out" at its 10-year execution timeout. `AgentEnv` unlocks
-once for however many runs are awaited (`_time_skipping`), and locks again when the
+once for however many runs are awaited (`skipping_time`), and locks again when the
 last one ends; the SDK's own unlock is turned off for those awaits.
+
+Runs are followed and steered through the client API (`steadyloop.client`, as the CLI
+and the web surface do: `RunningAgent.run_handle`; `env.steadyloop` for your own code).
+Its handles are plain ones (`get_workflow_handle`), which the test server's client
+never unlocks for, and its event log is read by long-poll updates of the run's output
+host, which need no clock: so none of its calls takes a time-skipping unlock of its
+own, and awaiting its `result()` skips time only inside `env.skipping_time()`.
 
 Known limits of the test server (Temporal's, not ours): no custom search attributes
 (delegated child runs, which count a chain through visibility, need the dev server), it
@@ -181,8 +188,10 @@ class AgentEnv:
         return self._steadyloop
 
     @contextlib.asynccontextmanager
-    async def _time_skipping(self) -> AsyncIterator[None]:
-        """Time skipping unlocked while at least one run is awaited (see the docstring)."""
+    async def skipping_time(self) -> AsyncIterator[None]:
+        """Time skips inside this block: for awaiting a run's end through the client API
+        (`async with env.skipping_time(): await handle.result()`), as `running.result()`
+        does. Blocks open at once share one unlock (see the module's docstring)."""
         assert self._env is not None
         service = self._env.client.test_service
         async with self._time_lock:
@@ -202,7 +211,7 @@ class AgentEnv:
         """Move the test server's clock forward (a person taking their time).
 
         The server's sleep unlocks time skipping for its duration and locks it after: while
-        a run is awaited (skipping already unlocked by `_time_skipping`), that would be a
+        a run is awaited (skipping already unlocked by `skipping_time`), that would be a
         second unlock, so the sleep borrows the outstanding one instead."""
         assert self._env is not None
         seconds = duration.total_seconds() if isinstance(duration, timedelta) else duration
@@ -410,7 +419,7 @@ class RunningAgent:
         """How the run ended, awaited (time skips meanwhile): its stop reason, or
         "failed: <why>" when its workflow did not complete."""
         try:
-            async with self.env._time_skipping():
+            async with self.env.skipping_time():
                 result = await self.run_handle.result()
         except RunFailed as failed:
             return f"failed: {failed.cause}"
@@ -472,7 +481,7 @@ class RunningAgent:
     async def result(self) -> AgentRun:
         """Await the run's end (time skips meanwhile) and wrap its result. A run whose
         workflow did not complete raises the client's `RunFailed`."""
-        async with self.env._time_skipping():
+        async with self.env.skipping_time():
             result = await self.run_handle.result()
         self.model.check_script()
         return AgentRun(result=result, workflow_id=self.id, model=self.model)
