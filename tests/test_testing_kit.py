@@ -269,6 +269,11 @@ async def test_approving_a_run_that_has_ended_says_so_at_once(
         with pytest.raises(RunEnded, match=r"^nothing waits: the run ended final_answer;"):
             await running.ambiguous()
         assert await running.ended() == "final_answer"
+        # Ended from outside before its log began: said at once too.
+        gone = await env.start(ScriptedModel().calls("balance").says("100"), "balance?")
+        await gone.handle.terminate("the test ends it")
+        with pytest.raises(RunEnded, match=r"^nothing waits: the run ended failed: "):
+            await gone.approvals()
         # A run stopped by an unscripted request: the script is what to fix.
         unscripted = await env.start(ScriptedModel().calls("balance"), "balance?")
         with pytest.raises(ScriptExhausted, match="only 1 were scripted"):
@@ -408,3 +413,27 @@ async def test_code_using_the_client_api_runs_a_thread_on_the_test_server() -> N
         "wire ana",
         "anything else?",
     ]
+
+
+@pytest.mark.slow
+async def test_a_run_ended_from_outside_mid_log_ends_a_wait_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A terminated run writes no stop, and its log only ends once quiet for seconds:
+    the wait asks how the run stands once the log is quiet, well inside a short guard."""
+    monkeypatch.setattr(agent_env_module, "WAIT_GUARD_S", 3.0)
+    started = asyncio.Event()
+
+    @tool(effect="pure")
+    async def slow() -> str:
+        """Take a while."""
+        started.set()
+        await asyncio.sleep(2.0)
+        return "ok"
+
+    async with AgentEnv(ToolRegistry([slow])) as env:
+        running = await env.start(ScriptedModel().calls("slow").says("done"), "go")
+        await started.wait()  # its log holds the call, and the run goes on
+        await running.handle.terminate("the test ends it")
+        with pytest.raises(RunEnded, match=r"^nothing waits: the run ended failed: .*terminated"):
+            await running.approvals()

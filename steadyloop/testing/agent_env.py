@@ -92,6 +92,8 @@ WAIT_GUARD_S = 30.0
 # How long a wait lets the event log stay quiet before it looks again (or moves the
 # clock, for a wait that must): real time.
 STEP_S = 0.05
+# How long the log may stay quiet before a wait asks whether the run has ended.
+QUIET_S = 1.0
 
 T = TypeVar("T")
 
@@ -500,9 +502,16 @@ class RunningAgent:
         them, arguments and all). The log's end (its `stop`) means nothing more will
         wait: `RunEnded` at once, or `ScriptExhausted` when an unscripted request
         stopped the run (the script is what to fix, not the wait). Anything else fails
-        after `WAIT_GUARD_S`. With `step`, the clock is moved whenever the log is quiet."""
+        after `WAIT_GUARD_S`. With `step`, the clock is moved whenever the log is quiet.
+
+        A run ended from outside (terminated, or its workflow failed) writes no `stop`,
+        and its log is only seen to end once quiet for a while; so a wait also asks how
+        the run stands once the log has been quiet for `QUIET_S` (one describe, no
+        query), and says so at once."""
         waiting = _Waiting()
         changed = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        quiet_since = loop.time()
 
         async def read() -> None:
             # Cancelled when the wait is over: the cancellation runs inside the reader.
@@ -520,25 +529,36 @@ class RunningAgent:
                         found = await listed()
                         if len(found) >= at_least:
                             return found
-                    if reader.done():
-                        reader.result()  # the log could not be read: say why
+                    ended = reader.done()
+                    if not ended and loop.time() - quiet_since >= QUIET_S:
+                        quiet_since = loop.time()
+                        ended = await self.run_handle.status() != "running"
+                    if ended:
+                        # A log that could not be read is the failure, unless the run
+                        # ended (one ended before its log began has none to read).
+                        failed = reader.done() and reader.exception() is not None
+                        if failed and await self.run_handle.status() == "running":
+                            reader.result()
                         how = await self._how_it_ended()
                         self.model.check_script()
                         raise RunEnded(
                             f"nothing waits: the run ended {how}; the test waited for {what}"
                         )
                     # A run's state and its log are read apart: look again soon.
-                    settle = STEP_S if step is not None or count(waiting) >= at_least else None
+                    settle = STEP_S if step is not None or count(waiting) >= at_least else QUIET_S
                     with contextlib.suppress(TimeoutError):
                         async with asyncio.timeout(settle):
                             await changed.wait()
-                    if step is not None and not changed.is_set():
+                    if changed.is_set():
+                        quiet_since = loop.time()
+                    elif step is not None:
                         await step()
         except TimeoutError:
             raise AssertionError(f"timed out after {WAIT_GUARD_S:g}s waiting for {what}") from None
         finally:
             reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
+            # Its failure, if any, was raised above when it decided the wait.
+            with contextlib.suppress(asyncio.CancelledError, Exception):
                 await reader
 
 
