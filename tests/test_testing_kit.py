@@ -18,7 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from steadyloop.client import ThreadBusy
+from steadyloop.events import ApprovalWaitingEvent, DecisionEvent
 from steadyloop.run.models import RunLimits
+from steadyloop.run.steering import PendingApproval
 from steadyloop.temporal_binaries import TemporalBinaryMissing
 from steadyloop.testing import (
     AgentEnv,
@@ -266,6 +269,11 @@ async def test_approving_a_run_that_has_ended_says_so_at_once(
         with pytest.raises(RunEnded, match=r"^nothing waits: the run ended final_answer;"):
             await running.ambiguous()
         assert await running.ended() == "final_answer"
+        # Ended from outside before its log began: said at once too.
+        gone = await env.start(ScriptedModel().calls("balance").says("100"), "balance?")
+        await gone.handle.terminate("the test ends it")
+        with pytest.raises(RunEnded, match=r"^nothing waits: the run ended failed: "):
+            await gone.approvals()
         # A run stopped by an unscripted request: the script is what to fix.
         unscripted = await env.start(ScriptedModel().calls("balance"), "balance?")
         with pytest.raises(ScriptExhausted, match="only 1 were scripted"):
@@ -313,3 +321,119 @@ async def test_sleeping_while_a_run_is_awaited_leaves_its_tool_call_in_flight_al
     assert (run.stop_reason, run.answer) == ("final_answer", "sent")
     (receipt,) = run.receipts
     assert (receipt.status, receipt.attempt, receipt.result) == ("completed", 1, "sent to ana")
+
+
+def approval_tools(wired: list[str], refunded: list[str]) -> ToolRegistry:
+    @tool(effect="opaque", approval=True)
+    async def wire(to: str) -> str:
+        """Wire money (a person approves each call)."""
+        wired.append(to)
+        return f"wired to {to}"
+
+    @tool(effect="opaque", approval=True)
+    async def refund(order: str) -> str:
+        """Refund an order (a person approves each call)."""
+        refunded.append(order)
+        return f"refunded {order}"
+
+    return ToolRegistry([wire, refund])
+
+
+@pytest.mark.slow
+async def test_a_wait_follows_the_event_log_and_the_client_api_steers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An approval wait reads the run's event log, not a query per look: the run's own
+    list is asked for once, when the log says enough calls wait; the decisions are the
+    client API's (`run_handle`), and the log records them."""
+    wired: list[str] = []
+    refunded: list[str] = []
+    async with AgentEnv(approval_tools(wired, refunded)) as env:
+        model = ScriptedModel().turn(call("wire", to="ana"), call("refund", order="A-1"))
+        running = await env.start(model.says("done"), "pay ana, refund A-1")
+        asked = running.run_handle.pending_approvals
+        looks = 0
+
+        async def counted() -> list[PendingApproval]:
+            nonlocal looks
+            looks += 1
+            return await asked()
+
+        monkeypatch.setattr(running.run_handle, "pending_approvals", counted)
+        both = await running.approvals(at_least=2)
+        assert looks == 1
+        await running.reject("not this order", tool="refund")
+        await running.approve("wire")
+        run = await running.result()
+        decisions = [
+            (e.decision, e.call_id)
+            async for e in running.run_handle.events()
+            if isinstance(e, DecisionEvent)
+        ]
+    assert sorted(c.tool for c in both) == ["refund", "wire"]
+    assert (wired, refunded) == (["ana"], [])
+    assert run.calls_to("wire")[0].result == "wired to ana"
+    assert "not this order" in (run.calls_to("refund")[0].result or "")
+    ids = {r.tool: r.id for r in run.tool_calls}
+    assert sorted(decisions) == [("approved", ids["wire"]), ("rejected", ids["refund"])]
+
+
+@pytest.mark.slow
+async def test_code_using_the_client_api_runs_a_thread_on_the_test_server() -> None:
+    """`env.steadyloop` and `env.run_options` test code written against
+    `steadyloop.client`: a thread's start is idempotent under its key, a second message
+    while a run waits is refused naming it, an approval sent twice under one key is one
+    decision, and the follow-up inherits the conversation (the thread's memos and its
+    REJECT_DUPLICATE starts work on the time-skipping server)."""
+    wired: list[str] = []
+    async with AgentEnv(approval_tools(wired, [])) as env:
+        model = ScriptedModel().calls("wire", to="ana").says("wired")
+        model.rate_limited(retry_after=600).says("nothing more")  # ten minutes, skipped
+        options = env.run_options(model)
+        thread = env.steadyloop.thread("payments-1")
+        first = await thread.start("wire ana", options=options, key="ask-1")
+        retried = await thread.start("wire ana", options=options, key="ask-1")
+        assert (first.origin, retried.origin) == ("started", "attached")
+        assert retried.workflow_id == first.workflow_id == "payments-1/1"
+        async for event in first.events():
+            if isinstance(event, ApprovalWaitingEvent):
+                break
+        with pytest.raises(ThreadBusy, match="payments-1/1"):
+            await thread.start("and bob?", options=options, key="ask-2")
+        (waiting,) = await first.pending_approvals()
+        answers = {await first.approve(waiting, key="approve-1") for _ in range(2)}
+        assert (await first.result()).final_answer == "wired"
+        second = await thread.start("anything else?", options=options, key="ask-3")
+        async with env.skipping_time():
+            result = await second.result()
+    assert len(answers) == 1 and wired == ["ana"]
+    assert (second.workflow_id, result.final_answer) == ("payments-1/2", "nothing more")
+    assert result.stats.wall_time_s >= 600
+    assert [m.content for m in result.transcript if m.role == "user"] == [
+        "wire ana",
+        "anything else?",
+    ]
+
+
+@pytest.mark.slow
+async def test_a_run_ended_from_outside_mid_log_ends_a_wait_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A terminated run writes no stop, and its log only ends once quiet for seconds:
+    the wait asks how the run stands once the log is quiet, well inside a short guard."""
+    monkeypatch.setattr(agent_env_module, "WAIT_GUARD_S", 3.0)
+    started = asyncio.Event()
+
+    @tool(effect="pure")
+    async def slow() -> str:
+        """Take a while."""
+        started.set()
+        await asyncio.sleep(2.0)
+        return "ok"
+
+    async with AgentEnv(ToolRegistry([slow])) as env:
+        running = await env.start(ScriptedModel().calls("slow").says("done"), "go")
+        await started.wait()  # its log holds the call, and the run goes on
+        await running.handle.terminate("the test ends it")
+        with pytest.raises(RunEnded, match=r"^nothing waits: the run ended failed: .*terminated"):
+            await running.approvals()

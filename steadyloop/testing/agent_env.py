@@ -23,8 +23,15 @@ workflow task is out with a worker. The SDK's handle unlocks once per await, so 
 runs awaited at once released one of the server's own locks: time skipped while a
 workflow task was in flight, the task timed out every 10 s of skipped time, and the
 run ended "Workflow timed out" at its 10-year execution timeout. `AgentEnv` unlocks
-once for however many runs are awaited (`_time_skipping`), and locks again when the
+once for however many runs are awaited (`skipping_time`), and locks again when the
 last one ends; the SDK's own unlock is turned off for those awaits.
+
+Runs are followed and steered through the client API (`steadyloop.client`, as the CLI
+and the web surface do: `RunningAgent.run_handle`; `env.steadyloop` for your own code).
+Its handles are plain ones (`get_workflow_handle`), which the test server's client
+never unlocks for, and its event log is read by long-poll updates of the run's output
+host, which need no clock: so none of its calls takes a time-skipping unlock of its
+own, and awaiting its `result()` skips time only inside `env.skipping_time()`.
 
 Known limits of the test server (Temporal's, not ours): no custom search attributes
 (delegated child runs, which count a chain through visibility, need the dev server), it
@@ -42,31 +49,32 @@ import tempfile
 import uuid
 import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from types import TracebackType
 from typing import Any, TypeVar
 
 from temporalio.api.testservice.v1 import LockTimeSkippingRequest, UnlockTimeSkippingRequest
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
+from temporalio.client import Client, WorkflowHandle
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from steadyloop.activities.model_stream import ModelActivities
 from steadyloop.chains.delegation_tool import DELEGATE_TOOL
+from steadyloop.client import RunFailed, RunHandle, RunOptions, SteadyloopClient
+from steadyloop.events import (
+    AmbiguousReceiptEvent,
+    ApprovalWaitingEvent,
+    DecisionEvent,
+    RunEventItem,
+    ToolResultEvent,
+)
 from steadyloop.history.payload_storage import steadyloop_data_converter
 from steadyloop.receipts.ledger import AmbiguityResolution
 from steadyloop.routing.endpoints import EndpointRegistry
-from steadyloop.run.models import (
-    AmbiguousCall,
-    ResolveReceipt,
-    RunInput,
-    RunLimits,
-    RunProgress,
-    RunResult,
-)
-from steadyloop.run.steering import ApprovalDecision, PendingApproval, UserMessage
+from steadyloop.run.models import AmbiguousCall, RunInput, RunLimits, RunProgress
+from steadyloop.run.steering import PendingApproval
 from steadyloop.temporal_binaries import TemporalBinaryMissing, time_skipping_server_path
 from steadyloop.testing.agent_run import AgentRun
 from steadyloop.testing.core_logs import time_skipping_runtime
@@ -81,6 +89,11 @@ ENDPOINT = "scripted"
 # How long a wait for a run's state (an approval, an ambiguous call) may take in real
 # time before the test fails: a guard against a hang, not a measure.
 WAIT_GUARD_S = 30.0
+# How long a wait lets the event log stay quiet before it looks again (or moves the
+# clock, for a wait that must): real time.
+STEP_S = 0.05
+# How long the log may stay quiet before a wait asks whether the run has ended.
+QUIET_S = 1.0
 
 T = TypeVar("T")
 
@@ -128,6 +141,7 @@ class AgentEnv:
                 runtime=time_skipping_runtime(),  # without the server's one false alarm
             )
             self._stack.append(self._env)
+            self._steadyloop = SteadyloopClient(self._env.client, task_queue=self.task_queue)
             options = WorkerOptions(
                 task_queue=self.task_queue,
                 endpoints=endpoints,
@@ -167,9 +181,19 @@ class AgentEnv:
             raise RuntimeError("use AgentEnv as `async with AgentEnv(...) as env`")
         return self._env.client
 
+    @property
+    def steadyloop(self) -> SteadyloopClient:
+        """The client API on this environment's server (`steadyloop.client`): threads,
+        runs by id, their events and steering, as your own code would use them."""
+        if self._env is None:
+            raise RuntimeError("use AgentEnv as `async with AgentEnv(...) as env`")
+        return self._steadyloop
+
     @contextlib.asynccontextmanager
-    async def _time_skipping(self) -> AsyncIterator[None]:
-        """Time skipping unlocked while at least one run is awaited (see the docstring)."""
+    async def skipping_time(self) -> AsyncIterator[None]:
+        """Time skips inside this block: for awaiting a run's end through the client API
+        (`async with env.skipping_time(): await handle.result()`), as `running.result()`
+        does. Blocks open at once share one unlock (see the module's docstring)."""
         assert self._env is not None
         service = self._env.client.test_service
         async with self._time_lock:
@@ -185,15 +209,11 @@ class AgentEnv:
                 if self._awaited == 0:
                     await service.lock_time_skipping(LockTimeSkippingRequest())
 
-    async def _result(self, handle: WorkflowHandle[ToolLoopWorkflow, Any]) -> Any:
-        async with self._time_skipping():
-            return await handle.result()
-
     async def sleep(self, duration: timedelta | float) -> None:
         """Move the test server's clock forward (a person taking their time).
 
         The server's sleep unlocks time skipping for its duration and locks it after: while
-        a run is awaited (skipping already unlocked by `_time_skipping`), that would be a
+        a run is awaited (skipping already unlocked by `skipping_time`), that would be a
         second unlock, so the sleep borrows the outstanding one instead."""
         assert self._env is not None
         seconds = duration.total_seconds() if isinstance(duration, timedelta) else duration
@@ -245,11 +265,7 @@ class AgentEnv:
     ) -> RunningAgent:
         """Start a run answered by `model`; steer it, then `await running.result()`.
         Warns (`UnknownToolWarning`) when the script calls a tool the run does not offer."""
-        if model.name in self._models and self._models[model.name] is not model:
-            raise ValueError(f"another ScriptedModel is named {model.name!r} in this env")
-        if model.name == "scripted-model":  # the default: give each run its own
-            model.name = f"scripted-model-{next(self._numbers)}"
-        self._models[model.name] = model
+        self._register(model)
         run = self.run_input(model, prompt, tools=tools, limits=limits, **fields)
         self._warn_of_unknown_tools(
             model, run, stacklevel=3 if _stacklevel is None else _stacklevel
@@ -260,7 +276,32 @@ class AgentEnv:
             id=workflow_id or f"agent-test-{uuid.uuid4().hex[:12]}",
             task_queue=self.task_queue,
         )
-        return RunningAgent(handle=handle, model=model, run=run, env=self)
+        run_handle = self.steadyloop.run(handle.id)
+        return RunningAgent(handle=handle, model=model, run=run, env=self, run_handle=run_handle)
+
+    def run_options(
+        self,
+        model: ScriptedModel,
+        *,
+        tools: list[str] | None = None,
+        limits: RunLimits | None = None,
+        **fields: Any,
+    ) -> RunOptions:
+        """`RunOptions` for the client API (`env.steadyloop.thread(...).start(prompt,
+        options=...)`), answered by `model`: to test code of yours that starts and steers
+        runs through `steadyloop.client`. The same choices as `run_input`; `model` is
+        registered here, so it answers every run started with these options."""
+        self._register(model)
+        run = self.run_input(model, "(options)", tools=tools, limits=limits, **fields)
+        self._warn_of_unknown_tools(model, run, stacklevel=3)
+        return RunOptions.of(run)
+
+    def _register(self, model: ScriptedModel) -> None:
+        if model.name in self._models and self._models[model.name] is not model:
+            raise ValueError(f"another ScriptedModel is named {model.name!r} in this env")
+        if model.name == "scripted-model":  # the default: give each run its own
+            model.name = f"scripted-model-{next(self._numbers)}"
+        self._models[model.name] = model
 
     async def run(
         self,
@@ -309,17 +350,49 @@ class RunEnded(AssertionError):
 
 
 @dataclass
+class _Waiting:
+    """What waits for a person, as the run's event log tells it so far: calls by id
+    (`approval_waiting`, until answered or decided) and ambiguous receipts by key
+    (`ambiguous_receipt`, until resolved or their calls answered)."""
+
+    approvals: set[str] = field(default_factory=set)
+    ambiguous: dict[str, set[str]] = field(default_factory=dict)
+
+    def read(self, event: RunEventItem) -> None:
+        if isinstance(event, ApprovalWaitingEvent):
+            self.approvals.add(event.call_id)
+        elif isinstance(event, AmbiguousReceiptEvent):
+            self.ambiguous[event.key] = set(event.call_ids)
+        elif isinstance(event, ToolResultEvent):
+            self.approvals.discard(event.call_id)
+            for key, calls in list(self.ambiguous.items()):
+                if event.call_id in calls:
+                    del self.ambiguous[key]
+        elif isinstance(event, DecisionEvent):
+            if event.decision in ("approved", "rejected") and event.call_id is not None:
+                self.approvals.discard(event.call_id)
+            if event.decision == "resolved" and event.key is not None:
+                self.ambiguous.pop(event.key, None)
+
+
+@dataclass
 class RunningAgent:
     """A run in progress: what a person can do to it, and its result.
 
-    Every wait polls the run in real time (up to `WAIT_GUARD_S`) without moving the
-    clock; `result()` lets time skip.
+    Driven through the client API (`steadyloop.client.RunHandle`, as `run_handle`), as
+    the CLI and the web surface drive runs: a wait follows the run's event log (an
+    `approval_waiting` or `ambiguous_receipt` event, the `stop` that means nothing more
+    will wait) in real time, up to `WAIT_GUARD_S`, without moving the clock; steering
+    is the handle's typed requests; `result()` lets time skip. The handle's requests
+    never unlock time skipping themselves (its handles are not the test server's
+    auto-skipping ones), so the environment's one shared unlock stays the only one.
     """
 
     handle: WorkflowHandle[ToolLoopWorkflow, Any]
     model: ScriptedModel
     run: RunInput
     env: AgentEnv
+    run_handle: RunHandle
 
     @property
     def id(self) -> str:
@@ -331,30 +404,27 @@ class RunningAgent:
     async def approvals(self, at_least: int = 1) -> list[PendingApproval]:
         """The calls waiting for a person's approval, once at least `at_least` wait.
         Raises `RunEnded` at once when the run has ended without them."""
-        return await _wait_for(
-            lambda: self.handle.query(ToolLoopWorkflow.pending_approvals),
-            lambda calls: len(calls) >= at_least,
+        return await self._wait_for(
+            lambda waiting: len(waiting.approvals),
+            self.run_handle.pending_approvals,
+            at_least,
             f"{at_least} call(s) of run {self.id} to wait for approval",
-            ended=self._ended_or_exhausted,
         )
-
-    async def _ended_or_exhausted(self) -> str | None:
-        """`ended()`, but a run stopped by an unscripted request raises `ScriptExhausted`:
-        the test's script is what to fix, not the wait."""
-        how = await self.ended()
-        if how is not None:
-            self.model.check_script()
-        return how
 
     async def ended(self) -> str | None:
         """How the run ended (its stop reason, or "failed: <why>"); None while it runs."""
-        description = await self.handle.describe()
-        if description.status in (None, WorkflowExecutionStatus.RUNNING):
+        if await self.run_handle.status() == "running":
             return None
+        return await self._how_it_ended()
+
+    async def _how_it_ended(self) -> str:
+        """How the run ended, awaited (time skips meanwhile): its stop reason, or
+        "failed: <why>" when its workflow did not complete."""
         try:
-            result: RunResult = await self.env._result(self.handle)
-        except WorkflowFailureError as failure:
-            return f"failed: {failure.cause or failure}"
+            async with self.env.skipping_time():
+                result = await self.run_handle.result()
+        except RunFailed as failed:
+            return f"failed: {failed.cause}"
         return result.stop_reason
 
     async def approve(self, tool: str | None = None) -> str:
@@ -374,19 +444,25 @@ class RunningAgent:
                 f"expected one call{f' of {tool!r}' if tool else ''} to "
                 f"wait for approval, found: {waiting}"
             )
-        decision = ApprovalDecision.for_call(chosen[0], approved=approved, reason=reason)
-        return await self.handle.execute_update(ToolLoopWorkflow.approve_call, decision)
+        if approved:
+            return await self.run_handle.approve(chosen[0])
+        return await self.run_handle.reject(chosen[0], reason=reason or "")
 
     async def ambiguous(self, at_least: int = 1) -> list[AmbiguousCall]:
         """The calls suspended as ambiguous (an opaque tool's attempt ended without an
-        outcome), once at least `at_least` are. The clock moves a second per look: a
-        lost attempt's receipt lease (its timeout and a margin) runs out in workflow time."""
-        return await _wait_for(
-            lambda: self.handle.query(ToolLoopWorkflow.ambiguous_receipts),
-            lambda calls: len(calls) >= at_least,
+        outcome), once at least `at_least` are. The clock moves a second whenever the
+        log is quiet: a lost attempt's receipt lease (its timeout and a margin) runs out
+        in workflow time."""
+
+        async def listed() -> list[AmbiguousCall]:
+            return (await self.run_handle.snapshot()).ambiguous_receipts
+
+        return await self._wait_for(
+            lambda waiting: len(waiting.ambiguous),
+            listed,
+            at_least,
             f"{at_least} call(s) of run {self.id} to be ambiguous",
             step=lambda: self.env.sleep(1.0),
-            ended=self._ended_or_exhausted,
         )
 
     async def resolve(self, resolution: AmbiguityResolution, tool: str | None = None) -> str:
@@ -395,25 +471,95 @@ class RunningAgent:
         calls = [c for c in await self.ambiguous() if tool is None or c.tool == tool]
         if len(calls) != 1:
             raise AssertionError(f"expected one ambiguous call, found {calls}")
-        return await self.handle.execute_update(
-            ToolLoopWorkflow.resolve_receipt,
-            ResolveReceipt(key=calls[0].key, resolution=resolution),
-        )
+        return await self.run_handle.resolve_receipt(calls[0], resolution)
 
     async def send(self, text: str) -> str:
         """Give the agent a message (appended before its next model request)."""
-        return await self.handle.execute_update(
-            ToolLoopWorkflow.send_message, UserMessage(content=text)
-        )
+        return await self.run_handle.send(text)
 
     async def interrupt(self, reason: str = "interrupted by the test") -> None:
-        await self.handle.signal(ToolLoopWorkflow.interrupt, reason)
+        await self.run_handle.interrupt(reason)
 
     async def result(self) -> AgentRun:
-        """Await the run's end (time skips meanwhile) and wrap its result."""
-        result = await self.env._result(self.handle)
+        """Await the run's end (time skips meanwhile) and wrap its result. A run whose
+        workflow did not complete raises the client's `RunFailed`."""
+        async with self.env.skipping_time():
+            result = await self.run_handle.result()
         self.model.check_script()
         return AgentRun(result=result, workflow_id=self.id, model=self.model)
+
+    async def _wait_for(
+        self,
+        count: Callable[[_Waiting], int],
+        listed: Callable[[], Awaitable[list[T]]],
+        at_least: int,
+        what: str,
+        *,
+        step: Callable[[], Awaitable[None]] | None = None,
+    ) -> list[T]:
+        """Follow the run's event log until `count` of what it says waits reaches
+        `at_least`, then return the run's own list (`listed`: the calls as the run holds
+        them, arguments and all). The log's end (its `stop`) means nothing more will
+        wait: `RunEnded` at once, or `ScriptExhausted` when an unscripted request
+        stopped the run (the script is what to fix, not the wait). Anything else fails
+        after `WAIT_GUARD_S`. With `step`, the clock is moved whenever the log is quiet.
+
+        A run ended from outside (terminated, or its workflow failed) writes no `stop`,
+        and its log is only seen to end once quiet for a while; so a wait also asks how
+        the run stands once the log has been quiet for `QUIET_S` (one describe, no
+        query), and says so at once."""
+        waiting = _Waiting()
+        changed = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        quiet_since = loop.time()
+
+        async def read() -> None:
+            # Cancelled when the wait is over: the cancellation runs inside the reader.
+            async for event in self.run_handle.events():
+                waiting.read(event)
+                changed.set()
+            changed.set()
+
+        reader = asyncio.create_task(read(), name=f"steadyloop-test-wait-{self.id}")
+        try:
+            async with asyncio.timeout(WAIT_GUARD_S):
+                while True:
+                    changed.clear()
+                    if count(waiting) >= at_least:
+                        found = await listed()
+                        if len(found) >= at_least:
+                            return found
+                    ended = reader.done()
+                    if not ended and loop.time() - quiet_since >= QUIET_S:
+                        quiet_since = loop.time()
+                        ended = await self.run_handle.status() != "running"
+                    if ended:
+                        # A log that could not be read is the failure, unless the run
+                        # ended (one ended before its log began has none to read).
+                        failed = reader.done() and reader.exception() is not None
+                        if failed and await self.run_handle.status() == "running":
+                            reader.result()
+                        how = await self._how_it_ended()
+                        self.model.check_script()
+                        raise RunEnded(
+                            f"nothing waits: the run ended {how}; the test waited for {what}"
+                        )
+                    # A run's state and its log are read apart: look again soon.
+                    settle = STEP_S if step is not None or count(waiting) >= at_least else QUIET_S
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(settle):
+                            await changed.wait()
+                    if changed.is_set():
+                        quiet_since = loop.time()
+                    elif step is not None:
+                        await step()
+        except TimeoutError:
+            raise AssertionError(f"timed out after {WAIT_GUARD_S:g}s waiting for {what}") from None
+        finally:
+            reader.cancel()
+            # Its failure, if any, was raised above when it decided the wait.
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await reader
 
 
 class _DropUnscriptedFailure(logging.Filter):
@@ -439,27 +585,3 @@ def _test_server() -> str:
             f"{missing} (or steadyloop's testing extra, which has it and pytest-asyncio: "
             "pip install 'steadyloop[testing]')"
         ) from None
-
-
-async def _wait_for(
-    probe: Callable[[], Awaitable[T]],
-    done: Callable[[T], bool],
-    what: str,
-    *,
-    step: Callable[[], Awaitable[None]] | None = None,
-    ended: Callable[[], Awaitable[str | None]] | None = None,
-) -> T:
-    """Poll `probe` until `done`; a run that has ended is told at once (nothing it could
-    still do would satisfy the wait), anything else after `WAIT_GUARD_S`."""
-    loop = asyncio.get_running_loop()
-    give_up = loop.time() + WAIT_GUARD_S
-    while True:
-        value = await probe()
-        if done(value):
-            return value
-        how = await ended() if ended is not None else None
-        if how is not None:
-            raise RunEnded(f"nothing waits: the run ended {how}; the test waited for {what}")
-        if loop.time() > give_up:
-            raise AssertionError(f"timed out after {WAIT_GUARD_S:g}s waiting for {what}")
-        await (step() if step is not None else asyncio.sleep(0.02))
