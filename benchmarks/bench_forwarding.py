@@ -418,9 +418,10 @@ class ForwardingBench:
         except Exception as error:
             problems.append(f"the subscriber stopped: {type(error).__name__}: {error}")
         wall = time.perf_counter() - started
-        host = await self._host(handle.id, problems) if stream.forwarding else None
-        if not stream.forwarding and await self._host_exists(handle.id):
-            problems.append("forwarding is off, yet the run started an output host")
+        host_id = output_stream_id(handle.id, handle.first_execution_run_id)
+        host = await self._host(host_id, problems) if stream.forwarding else None
+        if not stream.forwarding and await self._host_text(host_id):
+            problems.append("forwarding is off, yet the run's output host holds text")
         loop = await execution(self.client, handle.id)
         measured = Measured(handle.id, stream, script, result, received, loop, host, wall, problems)
         problems += check(measured)
@@ -435,8 +436,7 @@ class ForwardingBench:
             finally:
                 into.resumed = resumes.count
 
-    async def _host(self, run_id: str, problems: list[str]) -> HostFacts | None:
-        host_id = output_stream_id(run_id)
+    async def _host(self, host_id: str, problems: list[str]) -> HostFacts | None:
         handle = self.client.get_workflow_handle(host_id, result_type=OutputStreamSummary)
         try:
             summary = await asyncio.wait_for(handle.result(), FOLLOW_TIMEOUT_S)
@@ -448,14 +448,17 @@ class ForwardingBench:
         )
         return host_facts(await chain(self.client, host_id), summary, retained)
 
-    async def _host_exists(self, run_id: str) -> bool:
+    async def _host_text(self, host_id: str) -> str:
+        """The text the run's host holds (its event log is there with forwarding off too)."""
         try:
-            await self.client.get_workflow_handle(output_stream_id(run_id)).describe()
+            retained = await read_forwarded(
+                self.client, pydantic_data_converter.payload_converter, host_id, turn=1
+            )
         except RPCError as error:
             if error.status == RPCStatusCode.NOT_FOUND:
-                return False
+                return ""
             raise
-        return True
+        return retained.text + retained.reasoning
 
 
 def check(measured: Measured) -> list[str]:

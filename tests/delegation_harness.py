@@ -356,7 +356,7 @@ async def running_chains(
                     task_queue=task_queue,
                     workflows=RUN_WORKFLOWS,
                     activities=[
-                        model.stream_completion,
+                        *model.activities(),
                         *ToolActivities(gate.tools(effects)).activities(),
                         visibility.activity(),
                         await_child_run,

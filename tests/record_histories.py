@@ -153,6 +153,17 @@ SCENARIOS: dict[str, list[ScriptedResponse]] = {
         ),
         trickle(400),
     ],
+    # The event log (issue 23): forwarded text, a call that waits for approval beside one
+    # that runs, the same call again answered from its receipt, then the answer; each
+    # step published to the run's output host, keyed to its first execution.
+    "event_log_approval_and_replay": [
+        _calls(
+            ScriptedCall("transfer", {"amount": 5, "to": "ana"}, id="x1"),
+            ScriptedCall("add", {"a": 2, "b": 3}, id="a1"),
+        ),
+        _calls(ScriptedCall("add", {"a": 2, "b": 3}, id="a2")),
+        _answer("sent and added"),
+    ],
     # Progressive disclosure: a tool of an inactive plugin, an activation, an unknown
     # plugin; then the plugin's tool runs and the activation is asked for again.
     "progressive_tool_disclosure": [
@@ -227,6 +238,10 @@ RUN_UPDATES: dict[str, dict[str, Any]] = {
         "limits": RunLimits(model_retry_initial_s=0.1),
     },
     "people_in_the_loop": {"tools": people_run().tools},
+    "event_log_approval_and_replay": {
+        "tools": people_run().tools,
+        "forwarding": ForwardingOptions(enabled=True, batch_interval_s=0.05),
+    },
     "interrupted_with_output": {
         "forwarding": ForwardingOptions(enabled=True, batch_interval_s=0.5),
     },
@@ -315,6 +330,11 @@ async def _approve_send_interrupt(loop: Loop, handle: WorkflowHandle[Any, Any]) 
     await handle.signal("interrupt", "stop here")
 
 
+async def _approve_while_followed(loop: Loop, handle: WorkflowHandle[Any, Any]) -> None:
+    (waiting,) = await wait_for_approvals(handle)
+    await handle.execute_update("approve_call", ApprovalDecision.for_call(waiting))
+
+
 async def _interrupt_once_shown(loop: Loop, handle: WorkflowHandle[Any, Any]) -> None:
     shown: list[OutputDelta] = []
 
@@ -365,6 +385,7 @@ async def _resolve_with_the_late_result(loop: Loop, handle: WorkflowHandle[Any, 
 # Scenarios in which a person steers the run while it goes.
 DRIVERS: dict[str, Callable[[Loop, WorkflowHandle[Any, Any]], Awaitable[None]]] = {
     "people_in_the_loop": _approve_send_interrupt,
+    "event_log_approval_and_replay": _approve_while_followed,
     "interrupted_with_output": _interrupt_once_shown,
     "deadline_keeps_shown_output": _follow_to_the_end,
     "opaque_timeout_late_result": _resolve_with_the_late_result,

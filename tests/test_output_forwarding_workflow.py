@@ -88,10 +88,13 @@ async def event_types(handle: WorkflowHandle[object, object]) -> list[int]:
 class Watched:
     """A run's result, what a subscriber saw of its output, and its workflow id."""
 
-    def __init__(self, result: RunResult, seen: list[OutputDelta], run_id: str) -> None:
+    def __init__(
+        self, result: RunResult, seen: list[OutputDelta], run_id: str, first_run: str
+    ) -> None:
         self.result = result
         self.seen = seen
         self.run_id = run_id
+        self.first_run = first_run  # the run's first execution: the key of its output host
 
     def text(self) -> str:
         return "".join(d.text for d in self.seen if d.kind == "text")
@@ -103,7 +106,8 @@ async def run_and_watch(loop: Loop, run: RunInput) -> Watched:
     watcher = asyncio.ensure_future(collect(loop.client, handle.id, seen))
     result = await handle.result()
     await asyncio.wait_for(watcher, 30)  # the host ends when the run closes it
-    return Watched(result, seen, handle.id)
+    assert handle.first_execution_run_id is not None
+    return Watched(result, seen, handle.id, handle.first_execution_run_id)
 
 
 async def test_a_subscriber_reads_the_answer_and_the_loop_history_holds_no_tokens() -> None:
@@ -112,7 +116,7 @@ async def test_a_subscriber_reads_the_answer_and_the_loop_history_holds_no_token
         watched = await run_and_watch(loop, forwarding_run())
         loop_events = await event_types(loop.client.get_workflow_handle(watched.run_id))
         host = loop.client.get_workflow_handle(
-            output_stream_id(watched.run_id), result_type=OutputStreamSummary
+            output_stream_id(watched.run_id, watched.first_run), result_type=OutputStreamSummary
         )
         summary = await host.result()
         host_events = await event_types(host)

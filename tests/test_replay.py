@@ -26,11 +26,13 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
+from steadyloop.events.publishing import PUBLISH_RUN_EVENTS_ACTIVITY
 from steadyloop.history.payload_storage import steadyloop_data_converter
 from steadyloop.tools.payloads import LATE_TOOL_RESULT_SIGNAL
 from steadyloop.workflows.chain_admission import ChainAdmissionWorkflow
 from steadyloop.workflows.delegation import ADMISSION_PATCH
 from steadyloop.workflows.endpoint_health import EndpointHealthWorkflow
+from steadyloop.workflows.event_log import EVENT_LOG_PATCH
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
@@ -194,3 +196,39 @@ async def test_a_run_whose_payloads_left_history_replays_from_its_blobs(
         str(record.exc_info[1]) for record in caplog.records if record.exc_info is not None
     )
     assert "PayloadBlobMissing" in logged and str(empty) in logged
+
+
+def test_the_event_log_history_publishes_per_step_and_older_ones_never() -> None:
+    """Issue 23: a run recorded with the event log carries its patch marker and one local
+    activity marker per publish (a few per turn, not one per event); the histories
+    recorded before it have neither, and replay with the log off (above)."""
+
+    def markers(history: WorkflowHistory, name: str) -> list[bytes]:
+        return [
+            event.marker_recorded_event_attributes.details[key].payloads[0].data
+            for event in history.events
+            if event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
+            and event.marker_recorded_event_attributes.marker_name == name
+            for key in ("patch-data", "data")
+            if key in event.marker_recorded_event_attributes.details
+        ]
+
+    def publishes(history: WorkflowHistory) -> int:
+        return sum(
+            PUBLISH_RUN_EVENTS_ACTIVITY.encode() in data
+            for data in markers(history, "core_local_activity")
+        )
+
+    def patched(history: WorkflowHistory) -> bool:
+        return any(EVENT_LOG_PATCH.encode() in data for data in markers(history, "core_patch"))
+
+    logged = _load("event_log_approval_and_replay")
+    assert patched(logged)
+    assert 3 <= publishes(logged) <= 3 * 3  # three turns, at most three steps each
+    for older in (
+        "people_in_the_loop",
+        "forwarded_output_interrupted",
+        "multi_turn_parallel_calls",
+    ):
+        history = _load(older)
+        assert not patched(history) and publishes(history) == 0

@@ -108,7 +108,13 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError, FailureError
 from temporalio.service import RPCError
 
-from steadyloop.activities.output_publisher import OutputPublisher, ensure_host, read_forwarded
+from steadyloop.activities.output_publisher import (
+    OutputPublisher,
+    ensure_host,
+    publish_events,
+    read_forwarded,
+)
+from steadyloop.events.publishing import PUBLISH_RUN_EVENTS_ACTIVITY, PublishRunEvents
 from steadyloop.output.forwarding import (
     OUTPUT_ALREADY_FORWARDED,
     READ_FORWARDED_OUTPUT_ACTIVITY,
@@ -342,13 +348,16 @@ async def _read_turn(
     loop = asyncio.get_running_loop()
     phase = "connecting"
     try:
-        async with timer, client.stream(
-            "POST",
-            endpoint.chat_completions_url,
-            content=body,
-            headers=build_headers(endpoint, api_key),
-            timeout=endpoint_timeout(endpoint),
-        ) as response:
+        async with (
+            timer,
+            client.stream(
+                "POST",
+                endpoint.chat_completions_url,
+                content=body,
+                headers=build_headers(endpoint, api_key),
+                timeout=endpoint_timeout(endpoint),
+            ) as response,
+        ):
             phase = "reading the response"
             if not response.is_success:
                 raise StreamFailed(
@@ -369,9 +378,7 @@ async def _read_turn(
         if not timer.expired():
             raise  # not the watchdog's
         raise StreamFailed(
-            watchdog.stall(
-                loop.time(), chunks=reader.assembler.chunks, received_bytes=reader.bytes
-            )
+            watchdog.stall(loop.time(), chunks=reader.assembler.chunks, received_bytes=reader.bytes)
         ) from None
     except httpx.TimeoutException as exc:
         raise StreamFailed(_network_failure(exc, phase, endpoint)) from None
@@ -464,8 +471,10 @@ class _TurnReader:
         if self.on_progress is not None:
             self._report(self.on_progress)
         guard = self.guard
-        if guard is not None and not assembler.calls.is_empty and guard.check(
-            assembler.calls.records
+        if (
+            guard is not None
+            and not assembler.calls.is_empty
+            and guard.check(assembler.calls.records)
         ):
             return True
         meter = self.meter
@@ -610,8 +619,7 @@ class _TurnReader:
                 "produced_output": self.produced_output,
                 "forwarded_chars": self.forwarded_chars,
                 "cut_by_budget": None if self.cut_by_budget is None else self.cut_by_budget[0],
-                "budget_count_reported": self.cut_by_budget is not None
-                and self.cut_by_budget[1],
+                "budget_count_reported": self.cut_by_budget is not None and self.cut_by_budget[1],
             }
         )
         return turn.model_copy(update={"stats": stats})
@@ -845,9 +853,9 @@ class ModelActivities:
         return keys + [secret for e in self.registry for secret in e.header_secrets(env)]
 
     def activities(self) -> list[Callable[..., Any]]:
-        """Both model activities (the stream, and reading forwarded output back), for
-        `Worker(activities=...)`."""
-        return [self.stream_completion, self.read_forwarded_output]
+        """The model activities (the stream, reading forwarded output back, and publishing
+        the loop's events beside that output), for `Worker(activities=...)`."""
+        return [self.stream_completion, self.read_forwarded_output, publish_run_events]
 
     async def aclose(self) -> None:
         self._log_filter.uninstall()
@@ -945,6 +953,12 @@ class ModelActivities:
             request.turn,
             before_attempt=request.before_attempt,
         )
+
+
+@activity.defn(name=PUBLISH_RUN_EVENTS_ACTIVITY)
+async def publish_run_events(batch: PublishRunEvents) -> None:
+    """One batch of the loop's events onto its output host (a local activity)."""
+    await publish_events(activity.client(), batch)
 
 
 async def _refuse_if_already_shown(

@@ -3,6 +3,10 @@
 Three jobs, all Temporal client calls made from inside an activity:
 - `ensure_host` starts the run's `OutputStreamWorkflow` or attaches to the running
   one (`USE_EXISTING`), so neither the model activity nor a subscriber has to come first.
+  A host that ended (idle) is started again with the log it retained, so its offsets
+  (the cursors of `steadyloop.events`) go on instead of starting at 0.
+- `publish_events` puts the loop's events (`steadyloop.events`) on the same host, one
+  signal per batch, deduplicated by the batch's publisher id and sequence.
 - `OutputPublisher` gathers `OutputDelta`s and publishes them in batches through
   `WorkflowStreamClient` (one signal per batch, deduplicated by the host).
 - `read_forwarded` reads back, by query, what the host retained of one turn: the
@@ -25,24 +29,34 @@ from datetime import timedelta
 from types import TracebackType
 
 from temporalio.api.common.v1 import Payload
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy
-from temporalio.contrib.workflow_streams import PollInput, PollResult, WorkflowStreamClient
+from temporalio.contrib.workflow_streams import (
+    PollInput,
+    PollResult,
+    PublishEntry,
+    PublishInput,
+    WorkflowStreamClient,
+)
 from temporalio.converter import PayloadConverter
 from temporalio.service import RPCError, RPCStatusCode
 
+from steadyloop.events.models import EVENTS_TOPIC
+from steadyloop.events.publishing import PublishRunEvents
 from steadyloop.output.forwarding import (
+    HOST_EPOCH_MEMO,
     OUTPUT_STREAM_WORKFLOW,
     OUTPUT_TOPIC,
     ForwardedOutput,
     ForwardTarget,
     OutputDelta,
 )
-from steadyloop.workflows.output_stream import OutputStreamInput
+from steadyloop.workflows.output_stream import OutputStreamInput, OutputStreamSummary
 
 logger = logging.getLogger(__name__)
 
 _POLL_QUERY = "__temporal_workflow_stream_poll"
+_PUBLISH_SIGNAL = "__temporal_workflow_stream_publish"
 # One query of the host; a host whose worker died answers once Temporal moves its
 # workflow task to a live worker (seconds), so callers retry within their own bound.
 QUERY_TIMEOUT = timedelta(seconds=5)
@@ -52,12 +66,73 @@ PUBLISH_RETRY = timedelta(seconds=30)
 
 async def ensure_host(client: Client, target: ForwardTarget, task_queue: str) -> None:
     """Start the run's output host, or attach to it when it is already running."""
+    await ensure_stream_host(client, target.stream_id, task_queue, target.host_max_events)
+
+
+async def ensure_stream_host(
+    client: Client, stream_id: str, task_queue: str, max_events: int
+) -> None:
+    """Start host `stream_id`, go on with the one that ended, or attach to the running one.
+
+    An ended host that returned its retained log (an idle close) is continued: the new
+    execution starts from that state, same epoch. One that left no log (terminated,
+    failed, or from before hosts returned it) is replaced by a new epoch at offset 0, so
+    a cursor into the old one is refused as expired, never read as the new offsets.
+    Two starters racing both start the same input; `USE_EXISTING` keeps one.
+    """
+    params = OutputStreamInput(max_events=max_events)
+    handle: WorkflowHandle[object, object] = client.get_workflow_handle(stream_id)
+    try:
+        described = await handle.describe()
+    except RPCError as error:
+        if error.status != RPCStatusCode.NOT_FOUND:
+            raise
+        described = None
+    if described is not None:
+        if described.status == WorkflowExecutionStatus.RUNNING:
+            return
+        epoch = await described.memo_value(HOST_EPOCH_MEMO, 0, type_hint=int)
+        summary: OutputStreamSummary | None = None
+        if described.status == WorkflowExecutionStatus.COMPLETED:
+            ended = client.get_workflow_handle(
+                stream_id, run_id=described.run_id, result_type=OutputStreamSummary
+            )
+            summary = await ended.result(follow_runs=False)
+        if summary is not None and summary.state is not None:
+            params = params.model_copy(update={"prior": summary.state, "epoch": summary.epoch})
+        else:
+            params = params.model_copy(update={"epoch": epoch + 1})
     await client.start_workflow(
         OUTPUT_STREAM_WORKFLOW,
-        OutputStreamInput(max_events=target.host_max_events),
-        id=target.stream_id,
+        params,
+        id=stream_id,
         task_queue=task_queue,
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        memo={HOST_EPOCH_MEMO: params.epoch},
+    )
+
+
+async def publish_events(client: Client, batch: PublishRunEvents) -> None:
+    """One batch of the loop's events onto its host (started or continued first).
+
+    The batch is one signal with the loop's own publisher id and sequence, so a retried
+    publish (the local activity retried, a workflow task replayed) lands once.
+    """
+    await ensure_stream_host(client, batch.stream_id, batch.task_queue, batch.host_max_events)
+    converter = client.data_converter.payload_converter
+    entries = [
+        PublishEntry(
+            topic=EVENTS_TOPIC,
+            data=base64.b64encode(converter.to_payloads([event])[0].SerializeToString()).decode(
+                "ascii"
+            ),
+        )
+        for event in batch.events
+    ]
+    handle: WorkflowHandle[object, object] = client.get_workflow_handle(batch.stream_id)
+    await handle.signal(
+        _PUBLISH_SIGNAL,
+        PublishInput(items=entries, publisher_id=batch.publisher_id, sequence=batch.sequence),
     )
 
 

@@ -46,7 +46,7 @@ from steadyloop.cli.progress import (
     status_line,
 )
 from steadyloop.cli.receipts import late_lines, waiting_lines
-from steadyloop.output.follow import follow_output
+from steadyloop.output.follow import first_run_id, follow_output
 from steadyloop.run.models import AmbiguousCall, RunProgress, RunResult
 from steadyloop.run.steering import PendingApproval
 from steadyloop.run.timeline import RunEvent
@@ -111,9 +111,7 @@ async def follow(
     if output is not None and attach:
         await _attach(handle, reader, display, catch_up)
     if output is not None:
-        tokens = asyncio.ensure_future(
-            _print_output(output, handle, display, catch_up, reader)
-        )
+        tokens = asyncio.ensure_future(_print_output(output, handle, display, catch_up, reader))
     last: RunProgress | None = None
     announced: set[str] = set()  # calls already shown as waiting for approval
     ambiguous: set[str] = set()  # keys of ambiguous calls already shown
@@ -198,7 +196,7 @@ async def _print_output(
     came before it; a broken live view never ends following."""
     attempt: tuple[int, int] | None = None
     try:
-        async for delta in follow_output(client, handle.id):
+        async for delta in follow_output(client, handle.id, await first_run_id(handle)):
             if not display.wants(delta):
                 continue
             if (delta.turn, delta.attempt) != attempt:

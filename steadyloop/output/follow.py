@@ -7,6 +7,10 @@ close) is followed too. Following ends when the run has ended and its host is dr
 A host the run could not close (the run failed) ends by itself when idle; a caller
 that should not wait for that cancels the iteration a moment after the run's result.
 
+The host is keyed to the run's first execution (`output_stream_id(id, run_id)`): a
+workflow id used again for a new run has a new host, so following one run never shows
+another's text. Without a run id, the id's latest run is followed.
+
 A poll can fail while the host is alive: when a signal lands during the workflow task
 in which the host continues-as-new, that task fails (`UnhandledCommand`) and the server
 aborts the updates admitted meanwhile with "unexpected workflow task failure", which
@@ -43,17 +47,24 @@ MAX_BACKOFF_S = 5.0
 
 
 async def follow_output(
-    client: Client, run_workflow_id: str, *, poll_s: float = DEFAULT_POLL_S
+    client: Client,
+    run_workflow_id: str,
+    run_id: str | None = None,
+    *,
+    poll_s: float = DEFAULT_POLL_S,
 ) -> AsyncIterator[OutputDelta]:
-    """Every piece of output the run forwards, in order, until the run is over."""
-    host_id = output_stream_id(run_workflow_id)
+    """Every piece of output the run forwards, in order, until the run is over.
+
+    `run_id`: the run's first execution run id (None: the latest run of the id)."""
+    if run_id is None:
+        run_id = await first_run_id(client.get_workflow_handle(run_workflow_id))
+    host_id = output_stream_id(run_workflow_id, run_id)
     host = client.get_workflow_handle(host_id)
-    run = client.get_workflow_handle(run_workflow_id)
     drained: str | None = None
     while True:
         current = await _host_run(host)
         if current is None or current == drained:
-            if await _ended(run):
+            if await run_over(client, run_workflow_id, run_id):
                 return
             await asyncio.sleep(poll_s)
             continue
@@ -101,6 +112,26 @@ async def _host_run(host: WorkflowHandle[Any, Any]) -> str | None:
         raise
 
 
-async def _ended(run: WorkflowHandle[Any, Any]) -> bool:
-    status = (await run.describe()).status
-    return status is not None and status != WorkflowExecutionStatus.RUNNING
+async def first_run_id(run: WorkflowHandle[Any, Any]) -> str:
+    """The first execution run id of the run `run` names: the key of its output host.
+
+    A handle from `start_workflow` knows it; otherwise the execution is described (the
+    latest run of the id, when the handle names no run).
+    """
+    if run.first_execution_run_id:
+        return run.first_execution_run_id
+    info = (await run.describe()).raw_description.workflow_execution_info
+    return info.first_run_id or info.execution.run_id
+
+
+async def run_over(client: Client, run_workflow_id: str, run_id: str) -> bool:
+    """Whether the run that began as execution `run_id` has ended.
+
+    The id's latest execution answers, unless the id was used again since: then that is
+    another run, and this one is over.
+    """
+    described = await client.get_workflow_handle(run_workflow_id).describe()
+    first = described.raw_description.workflow_execution_info.first_run_id
+    if first and first != run_id:
+        return True
+    return described.status is not None and described.status != WorkflowExecutionStatus.RUNNING

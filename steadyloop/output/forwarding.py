@@ -43,9 +43,21 @@ OUTPUT_ALREADY_FORWARDED = "output_already_forwarded"
 OutputKind = Literal["text", "reasoning"]
 
 
-def output_stream_id(run_workflow_id: str) -> str:
-    """The companion workflow's id: one per run, stable across continue-as-new."""
-    return f"{run_workflow_id}/output"
+# The output host's memo key holding its epoch (`steadyloop.events.cursor`): read by
+# followers with `describe`, so they need no query to tell a host that started over.
+HOST_EPOCH_MEMO = "steadyloop_epoch"
+
+
+def output_stream_id(run_workflow_id: str, run_id: str | None = None) -> str:
+    """The companion workflow's id: one per run, stable across continue-as-new.
+
+    `run_id` is the run's first execution run id: keyed by it, a workflow id used again
+    for a new run gets a new host, so one run's output never shows under another's.
+    Without it (runs recorded before hosts were keyed by run) the host is the id's alone.
+    """
+    if run_id is None:
+        return f"{run_workflow_id}/output"
+    return f"{run_workflow_id}/output/{run_id}"
 
 
 class ForwardingOptions(BaseModel):

@@ -93,7 +93,6 @@ with workflow.unsafe.imports_passed_through():
         ForwardTarget,
         PartialOutput,
         ReadForwardedOutput,
-        output_stream_id,
     )
     from steadyloop.receipts.canonical_json import canonical_json
     from steadyloop.receipts.decision import Ambiguous, Execute, ReceiptKey, receipt_key
@@ -158,6 +157,7 @@ with workflow.unsafe.imports_passed_through():
 
 from steadyloop.workflows.approvals import Approvals
 from steadyloop.workflows.delegation import ChildRuns, innermost_message
+from steadyloop.workflows.event_log import EventLog
 from steadyloop.workflows.late_results import (
     LateResults,
     kept,
@@ -166,6 +166,7 @@ from steadyloop.workflows.late_results import (
     lost_text,
 )
 from steadyloop.workflows.payload_ceiling import PayloadCeiling, payload_bytes
+from steadyloop.workflows.run_events import RunEventNotes
 from steadyloop.workflows.steering import Cut, Steering
 from steadyloop.workflows.tool_disclosure import disclose_tools
 from steadyloop.workflows.turn_continuation import (
@@ -229,6 +230,8 @@ class ToolLoopWorkflow:
         self._health_view = HealthView()  # endpoint health read by earlier turns
         self._timeline = Timeline()  # what the guarantees did, for people (`timeline`)
         self._tenant = "default"  # the run's tenant, for receipt keys (set by `run`)
+        self._events = EventLog()  # the run's events for followers, published per step
+        self._notes = RunEventNotes(self._events)
 
     # -- queries and signals ---------------------------------------------------------
 
@@ -284,6 +287,9 @@ class ToolLoopWorkflow:
             for call_id in view.call_ids:
                 self._event("tools", "decision", said, call_id=call_id)
         self._late.settled(request.key)
+        self._notes.decision(
+            self._turn, "resolved", key=request.key, detail=said or request.resolution.kind
+        )
         return f"{request.resolution.kind}: applied to {view.tool!r} (attempt {view.attempt})"
 
     @resolve_receipt.validator
@@ -319,6 +325,7 @@ class ToolLoopWorkflow:
         """Stop now with `interrupted`: the model turn or tool batch in flight is
         cancelled, and every call asked for is answered (not run, or interrupted)."""
         self._steering.interrupt(reason)
+        self._notes.decision(self._turn, "interrupt", detail=reason)
 
     @workflow.query
     def pending_approvals(self) -> list[PendingApproval]:
@@ -335,6 +342,12 @@ class ToolLoopWorkflow:
         if not decision.approved and decision.reason:
             said += f": {decision.reason}"
         self._event("tools", "decision", said, call_id=decision.call_id)  # state only
+        self._notes.decision(
+            self._turn,
+            "approved" if decision.approved else "rejected",
+            call_id=decision.call_id,
+            detail=decision.reason,
+        )
         return answer
 
     @approve_call.validator
@@ -346,6 +359,7 @@ class ToolLoopWorkflow:
         """A person's message, appended before the next model request."""
         self._updates += 1
         waiting = self._steering.send(message)
+        self._notes.decision(self._turn, "message_sent", detail=message.content)
         return f"queued for turn {self._turn + 1} ({waiting} waiting)"
 
     @send_message.validator
@@ -372,6 +386,7 @@ class ToolLoopWorkflow:
     async def run(self, run: RunInput) -> RunResult:
         self._deadline = self._restore(run)
         self._tenant = run.tenant_id
+        self._events.begin(run.forwarding.host_max_events)
         if run.delegation is not None:
             self._child_runs = ChildRuns.begin(
                 run, run.delegation, self._stats, self._receipts, self._deadline
@@ -430,8 +445,10 @@ class ToolLoopWorkflow:
             # Messages a person sent that no request carried: kept, so nothing said is lost
             # (a run resumed from this one sends them).
             self._transcript.extend(self._steering.take_messages())
-            if run.forwarding.enabled:
-                await _close_output_stream()
+            self._notes.stop(self._turn, stop.reason, stop.detail, final_answer, self._partial)
+            await self._events.flush()
+            if run.forwarding.enabled or self._events.enabled:
+                await _close_output_stream(self._events.stream_id)
             self._stats.wall_time_s = (workflow.now() - self._started).total_seconds()
             return await self._bounded_result(
                 RunResult(
@@ -617,6 +634,9 @@ class ToolLoopWorkflow:
         self._phase = "continuing as new"
         while True:
             await workflow.wait_condition(workflow.all_handlers_finished)
+            if self._events.pending:  # a handler noted a decision: publish it first
+                await self._events.flush()
+                continue
             self._check_bounds(run)
             successor = self._successor(run, reason)
             size = payload_bytes(successor)
@@ -885,7 +905,7 @@ class ToolLoopWorkflow:
         forward = None
         if forwarding.enabled:
             forward = ForwardTarget(
-                stream_id=output_stream_id(workflow.info().workflow_id),
+                stream_id=self._events.stream_id,
                 turn=self._turn,
                 attempt=attempt,
                 reasoning_is_output=forwarding.reasoning_is_output,
@@ -938,9 +958,7 @@ class ToolLoopWorkflow:
         cause = cause or f"interrupted: {why}"
         try:
             shown = await read_shown(
-                ReadForwardedOutput(
-                    stream_id=output_stream_id(workflow.info().workflow_id), turn=self._turn
-                ),
+                ReadForwardedOutput(stream_id=self._events.stream_id, turn=self._turn),
                 within=INTERRUPT_READ,
             )
         except ActivityError as error:
@@ -984,8 +1002,10 @@ class ToolLoopWorkflow:
         self, phase: EventPhase, kind: EventKind, text: str, call_id: str | None = None
     ) -> None:
         """Record one timeline event of the current turn (workflow state, no command)."""
-        self._timeline.add(
-            self._turn, phase, kind, text, at=len(self._transcript), call_id=call_id
+        self._notes.timeline(
+            self._timeline.add(
+                self._turn, phase, kind, text, at=len(self._transcript), call_id=call_id
+            )
         )
 
     def _observe_route(self, seen: RoutePlan | RouteAttempt) -> None:
@@ -1002,6 +1022,7 @@ class ToolLoopWorkflow:
         if twin is not None:
             self._stats.tool_replays += 1
             why = f"same call twice in this batch ({twin}'s answer)"
+            self._notes.replayed(call_id, why)
             self._event("tools", "replay", f"replayed, not run: {why}", call_id=call_id)
             return
         receipt = self._receipts.get(key)
@@ -1021,6 +1042,7 @@ class ToolLoopWorkflow:
             why = "completed by the run this one resumes"
         else:
             why = "receipt already complete (a redelivered turn)"
+        self._notes.replayed(call_id, why)
         self._event("tools", "replay", f"replayed, not run: {why}", call_id=call_id)
 
     def _count_attempts(self, routed: RoutedTurn) -> None:
@@ -1147,6 +1169,8 @@ class ToolLoopWorkflow:
             answers.append(None)
             runnable.append((position, description, invocation, key))
 
+        self._notes.calls(self._turn, calls, {pos: key for pos, _, _, key in runnable})
+        await self._events.flush()
         self._pool = asyncio.Semaphore(run.limits.tool_concurrency)
         # One task per receipt key: a second call with the same key in this batch waits
         # for the first and replays its answer, with its own tool message and id.
@@ -1193,6 +1217,8 @@ class ToolLoopWorkflow:
             if answer.status != "ok":
                 self._stats.tool_errors += 1
             self._transcript.append(answer.to_message(call.id))
+            self._notes.result(self._turn, call, answer)
+        await self._events.flush()
 
     def _interrupted_before_running(self) -> ToolOutcome:
         return _not_run(f"the run was interrupted: {self._steering.interrupted}")
@@ -1232,6 +1258,8 @@ class ToolLoopWorkflow:
             )
             self._ambiguous[key.text] = view
         view.call_ids.append(invocation.call_id)
+        self._notes.ambiguous(self._turn, view)
+        await self._events.flush()
         self._phase = "awaiting a person"
         timeout = None if self._deadline is None else self._deadline - workflow.now()
         try:
@@ -1288,6 +1316,8 @@ class ToolLoopWorkflow:
                     )
                 continue
             if description.approval and not approved:
+                self._notes.approval_waiting(self._turn, invocation.call_id, description, key)
+                await self._events.flush()
                 refused = await self._approvals.ask(
                     description,
                     invocation,
@@ -1298,6 +1328,7 @@ class ToolLoopWorkflow:
                 )
                 if refused is not None:
                     return refused
+                await self._events.flush()  # the decision, before the call runs
                 approved = True
                 continue  # decide again: the ledger may have moved while a person thought
             if attempts_here >= TOOL_ATTEMPTS:
@@ -1446,13 +1477,13 @@ def _recorded_progress(timeout: TimeoutError) -> list[Any] | None:
     return progress
 
 
-async def _close_output_stream() -> None:
+async def _close_output_stream(stream_id: str) -> None:
     """Tell the run's output host the run is over (it drains to subscribers and ends).
 
     No host is fine: nothing was forwarded (or it already ended, idle); the run's end
     does not depend on it.
     """
-    host = workflow.get_external_workflow_handle(output_stream_id(workflow.info().workflow_id))
+    host = workflow.get_external_workflow_handle(stream_id)
     try:
         await host.signal(CLOSE_OUTPUT_STREAM_SIGNAL)
     except Exception:

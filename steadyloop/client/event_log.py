@@ -1,0 +1,332 @@
+"""Reading one run's event log from outside: `run_events(client, workflow_id, run_id, after)`.
+
+The log is the run's output host (`steadyloop.workflows.output_stream`): the model
+activity publishes its text deltas there (`OUTPUT_TOPIC`) and the loop everything else
+(`EVENTS_TOPIC`), once per step, so reading needs no query of the run and no merging:
+the host's offsets are the run's order. The host is keyed to the run's *execution*
+(`output_stream_id(workflow_id, run_id)`), so a workflow id used again never shows an
+older run's events.
+
+How the obvious reader goes wrong, and what this one does instead:
+- `WorkflowStreamClient.subscribe` answers a truncated offset by starting again from
+  the oldest item held: a silent skip forward. Every topic is read here, so offsets
+  are contiguous and any gap is seen: it raises `CursorExpired` naming the oldest
+  cursor still held.
+- A host that closed when idle and was started again would begin at offset 0; the
+  one who starts it carries the ended host's log (`ensure_host`), so offsets go on,
+  and the host's `epoch` (its memo) changes only when that was impossible: a cursor of
+  another epoch is expired, never read as the new epoch's offset.
+- A poll can fail while the host lives (the host continued-as-new in the same task a
+  signal landed): reading resumes right after the last event yielded.
+
+A host that ended is read from its result (what it retained), so following a finished
+run needs no worker at all; a running host is long-polled (updates its worker answers).
+
+Ends after the `stop` event; or, for a run that ended without one (it failed, or was
+terminated from outside), once the run is over and the host has been quiet for
+`QUIET_CHECK_S` (the run is described then, no query), rather than when the host
+closes itself after an idle hour.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import logging
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from datetime import timedelta
+from typing import Any, TypeVar, cast
+
+from temporalio.api.common.v1 import Payload
+from temporalio.client import (
+    Client,
+    WorkflowExecutionDescription,
+    WorkflowExecutionStatus,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+)
+from temporalio.common import RawValue
+from temporalio.contrib.workflow_streams import WorkflowStreamClient
+from temporalio.service import RPCError, RPCStatusCode
+
+from steadyloop.events.cursor import Cursor, format_cursor, parse_cursor
+from steadyloop.events.errors import CursorExpired, InvalidCursor
+from steadyloop.events.models import (
+    EVENTS_TOPIC,
+    ReasoningDeltaEvent,
+    RunEventItem,
+    StopEvent,
+    TextDeltaEvent,
+    parse_event,
+)
+from steadyloop.output.follow import run_over
+from steadyloop.output.forwarding import (
+    HOST_EPOCH_MEMO,
+    OUTPUT_TOPIC,
+    OutputDelta,
+    output_stream_id,
+)
+from steadyloop.workflows.output_stream import OutputStreamSummary
+
+__all__ = ["DEFAULT_POLL_S", "MAX_POLL_FAILURES", "host_events", "latest_cursor", "run_events"]
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+DEFAULT_POLL_S = 0.1
+# Failed polls in a row (with backoff, about 25 s in all) before reading gives up.
+MAX_POLL_FAILURES = 10
+MAX_BACKOFF_S = 5.0
+# Seconds without a new item after which a follower asks whether the run is over.
+QUIET_CHECK_S = 5.0
+
+
+async def run_events(
+    client: Client,
+    workflow_id: str,
+    run_id: str,
+    after: str | None = None,
+    *,
+    poll_s: float = DEFAULT_POLL_S,
+) -> AsyncGenerator[RunEventItem, None]:
+    """Every event of the run after cursor `after` (None: from its first), in run order.
+
+    `run_id` is the run's first execution run id (`WorkflowHandle.first_execution_run_id`,
+    or `steadyloop.output.follow.first_run_id(handle)`): it stays the run's across
+    continue-as-new. Raises `InvalidCursor` for a cursor this library did not write and
+    `CursorExpired` when what follows `after` is no longer held.
+    """
+
+    async def over() -> bool:
+        return await run_over(client, workflow_id, run_id)
+
+    async for event in host_events(
+        client, output_stream_id(workflow_id, run_id), after, run_over=over, poll_s=poll_s
+    ):
+        yield event
+
+
+async def host_events(
+    client: Client,
+    host_id: str,
+    after: str | None,
+    *,
+    run_over: Callable[[], Awaitable[bool]],
+    poll_s: float = DEFAULT_POLL_S,
+    quiet_s: float = QUIET_CHECK_S,
+) -> AsyncGenerator[RunEventItem, None]:
+    """The events of output host `host_id` after `after`, across its continue-as-new,
+    idle closes and restarts; ends at a `stop` event, or once `run_over()` and the host
+    is drained or quiet for `quiet_s` (`run_events` is this for one run's host)."""
+    position = parse_cursor(after) if after is not None else None
+    host = client.get_workflow_handle(host_id)
+    drained: str | None = None
+    while True:
+        described = await _describe(host)
+        if described is None or described.run_id == drained:
+            if await run_over():
+                if described is None:
+                    raise CursorExpired(
+                        after, None, "the run's output host was never started or is gone"
+                    )
+                return
+            await asyncio.sleep(poll_s)
+            continue
+        epoch = await described.memo_value(HOST_EPOCH_MEMO, 0, type_hint=int)
+        _check_epoch(position, epoch)
+        next_offset = 0 if position is None else position.offset + 1
+        if described.status == WorkflowExecutionStatus.COMPLETED:
+            # An ended host's result holds what it retained: read with no worker.
+            chain = _read_ended(client, host_id, described.run_id, epoch, next_offset)
+        else:
+            chain = _read_chain(client, host_id, epoch, next_offset, poll_s, (quiet_s, run_over))
+        async for event in chain:
+            position = parse_cursor(event.cursor)
+            yield event
+            if isinstance(event, StopEvent):
+                return
+        # The chain ended (idle, or closed without a stop): wait for a restart, unless
+        # one is already running, or for the run's end.
+        ended = await _describe(host)
+        running = ended is None or ended.status == WorkflowExecutionStatus.RUNNING
+        if running and await run_over():
+            return  # quiet, and the run ended without a stop (it failed or was terminated)
+        drained = None if running or ended is None else ended.run_id
+
+
+async def latest_cursor(client: Client, workflow_id: str, run_id: str) -> str | None:
+    """The cursor of the run's newest event so far (None: nothing published yet).
+
+    For a snapshot: read this first, then the run's state, and follow `after=` it. An
+    event published in between is then both in the snapshot and read again, never in
+    neither. A host that ended answers from its result, with no worker; a running one
+    by query.
+    """
+    host = client.get_workflow_handle(output_stream_id(workflow_id, run_id))
+    described = await _describe(host)
+    if described is None:
+        return None
+    epoch = await described.memo_value(HOST_EPOCH_MEMO, 0, type_hint=int)
+    if described.status == WorkflowExecutionStatus.COMPLETED:
+        ended = client.get_workflow_handle(
+            host.id, run_id=described.run_id, result_type=OutputStreamSummary
+        )
+        offset = (await ended.result(follow_runs=False)).offset
+    else:
+        offset = await WorkflowStreamClient.create(client, host.id).get_offset()
+    return None if offset == 0 else format_cursor(Cursor(epoch, offset - 1))
+
+
+def _check_epoch(position: Cursor | None, epoch: int) -> None:
+    """A cursor of another epoch than the host's is never read as one of its offsets."""
+    at = None if position is None else format_cursor(position)
+    if position is not None and position.epoch > epoch:
+        raise InvalidCursor(at or "", f"its epoch {position.epoch} is past the host's {epoch}")
+    if (position is None and epoch > 0) or (position is not None and position.epoch < epoch):
+        raise CursorExpired(
+            at,
+            None,
+            f"the run's output host started over at epoch {epoch} without its earlier log",
+        )
+
+
+async def _read_chain(
+    client: Client,
+    host_id: str,
+    epoch: int,
+    next_offset: int,
+    poll_s: float,
+    quiet: tuple[float, Callable[[], Awaitable[bool]]] | None = None,
+) -> AsyncGenerator[RunEventItem, None]:
+    """One host's continue-as-new chain from `next_offset` to its end, gaps refused;
+    with `quiet` (seconds, run_over), also ends when nothing came for that long and the
+    run is over."""
+    stream = WorkflowStreamClient.create(client, host_id)
+    converter = client.data_converter.payload_converter
+    failures = 0
+    while True:
+        try:
+            items = stream.subscribe(
+                None,
+                from_offset=next_offset,
+                result_type=RawValue,
+                poll_cooldown=timedelta(seconds=poll_s),
+            )
+            async for item in items if quiet is None else _until_quiet(items, *quiet):
+                if item.offset < next_offset:
+                    continue  # already yielded (a poll answered twice)
+                if item.offset > next_offset:
+                    raise _expired(epoch, next_offset, item.offset)
+                next_offset = item.offset + 1
+                failures = 0
+                cursor = format_cursor(Cursor(epoch, item.offset))
+                event = _decode(converter, item.topic, item.data, cursor)
+                if event is not None:
+                    yield event
+            return
+        except (RPCError, WorkflowUpdateRPCTimeoutOrCancelledError) as error:
+            failures += 1
+            if failures >= MAX_POLL_FAILURES:
+                raise
+            logger.info("event poll failed (reading again from offset %d): %s", next_offset, error)
+            await asyncio.sleep(min(poll_s * 2**failures, MAX_BACKOFF_S))
+
+
+async def _until_quiet(
+    items: AsyncIterator[T], quiet_s: float, over: Callable[[], Awaitable[bool]]
+) -> AsyncGenerator[T, None]:
+    """`items`, ending early once none came for `quiet_s` and `over()` says so.
+
+    The items are pulled by a task of their own into a queue: cancelling a wait for the
+    next item of an async generator would close the generator.
+    """
+    queue: asyncio.Queue[tuple[bool, T | BaseException | None]] = asyncio.Queue()
+
+    async def pump() -> None:
+        try:
+            async for item in items:
+                await queue.put((True, item))
+            await queue.put((False, None))
+        except Exception as error:  # the reader's own retry decides
+            await queue.put((False, error))
+
+    task = asyncio.create_task(pump(), name="steadyloop-event-reader")
+    try:
+        while True:
+            try:
+                is_item, value = await asyncio.wait_for(queue.get(), quiet_s)
+            except TimeoutError:
+                if await over():
+                    return
+                continue
+            if is_item:
+                yield cast(T, value)
+            elif isinstance(value, BaseException):
+                raise value
+            else:
+                return
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def _read_ended(
+    client: Client, host_id: str, run_id: str, epoch: int, next_offset: int
+) -> AsyncGenerator[RunEventItem, None]:
+    """What an ended host retained, from its result (a history read, no workflow task).
+
+    A host from before results carried the log (no `state`) is read the usual way, by
+    the stream's query (that needs a worker)."""
+    ended = client.get_workflow_handle(host_id, run_id=run_id, result_type=OutputStreamSummary)
+    summary = await ended.result(follow_runs=False)
+    if summary.state is None:
+        async for event in _read_chain(client, host_id, epoch, next_offset, DEFAULT_POLL_S):
+            yield event
+        return
+    converter = client.data_converter.payload_converter
+    base = summary.state.base_offset
+    if next_offset < base:
+        raise _expired(epoch, next_offset, base)
+    for index, item in enumerate(summary.state.log):
+        offset = base + index
+        if offset < next_offset:
+            continue
+        payload = Payload()
+        payload.ParseFromString(base64.b64decode(item.data))
+        decoded = _decode(
+            converter, item.topic, RawValue(payload), format_cursor(Cursor(epoch, offset))
+        )
+        if decoded is not None:
+            yield decoded
+
+
+def _expired(epoch: int, next_offset: int, oldest: int) -> CursorExpired:
+    before = format_cursor(Cursor(epoch, next_offset - 1)) if next_offset else None
+    return CursorExpired(
+        before,
+        format_cursor(Cursor(epoch, oldest)),
+        "the host dropped older items to bound its history",
+    )
+
+
+def _decode(converter: Any, topic: str, raw: RawValue, cursor: str) -> RunEventItem | None:
+    """The event an item carries, stamped with its cursor (None: a topic not ours)."""
+    if topic == OUTPUT_TOPIC:
+        delta: OutputDelta = converter.from_payload(raw.payload, OutputDelta)
+        kind = TextDeltaEvent if delta.kind == "text" else ReasoningDeltaEvent
+        return kind(turn=delta.turn, attempt=delta.attempt, text=delta.text, cursor=cursor)
+    if topic == EVENTS_TOPIC:
+        event = parse_event(raw.payload.data)
+        return event.model_copy(update={"cursor": cursor})
+    return None
+
+
+async def _describe(handle: Any) -> WorkflowExecutionDescription | None:
+    try:
+        description: WorkflowExecutionDescription = await handle.describe()
+    except RPCError as error:
+        if error.status == RPCStatusCode.NOT_FOUND:
+            return None
+        raise
+    return description

@@ -1,0 +1,50 @@
+"""Events: one ordered log per run, read from outside with a cursor that survives restarts.
+
+Guarantees: every event of a run (its text and reasoning deltas, its tool calls once
+final, their results, approvals waiting, ambiguous receipts, the timeline, people's
+decisions, the stop) is one typed, JSON-friendly value of the `RunEventItem` union
+(`models`), read in run order, each carrying the `Cursor` (`cursor`) that continues
+right after it; a cursor older than what the run's host retains raises
+`CursorExpired` naming the oldest cursor still held (`errors`), never a silent skip.
+
+Not guaranteed: that a text delta appears once per token (one per network read), or
+that events are kept forever (the host retains its newest items; the run's snapshot
+holds the rest). Pure: nothing here imports temporalio.
+"""
+
+from steadyloop.events.cursor import Cursor, format_cursor, parse_cursor
+from steadyloop.events.errors import CursorExpired, InvalidCursor
+from steadyloop.events.models import (
+    EVENTS_TOPIC,
+    AmbiguousReceiptEvent,
+    ApprovalWaitingEvent,
+    DecisionEvent,
+    ReasoningDeltaEvent,
+    RunEventItem,
+    StopEvent,
+    TextDeltaEvent,
+    TimelineEntryEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    parse_event,
+)
+
+__all__ = [
+    "EVENTS_TOPIC",
+    "AmbiguousReceiptEvent",
+    "ApprovalWaitingEvent",
+    "Cursor",
+    "CursorExpired",
+    "DecisionEvent",
+    "InvalidCursor",
+    "ReasoningDeltaEvent",
+    "RunEventItem",
+    "StopEvent",
+    "TextDeltaEvent",
+    "TimelineEntryEvent",
+    "ToolCallEvent",
+    "ToolResultEvent",
+    "format_cursor",
+    "parse_cursor",
+    "parse_event",
+]

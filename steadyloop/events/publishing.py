@@ -1,0 +1,37 @@
+"""What the loop hands to the activity that publishes its events: one batch per step.
+
+The loop gathers its events in workflow state and publishes them at a few points of a
+turn (its tool calls once read, an approval or a receipt about to wait, the batch's
+answers, the stop, before continuing-as-new), one local activity each: the loop's
+history grows by one marker per publish, whatever the batch holds (a local
+activity's input is not recorded). Each batch is one signal to the host with the
+publisher id of the loop's execution and a sequence counted by it, so a publish retried
+(the local activity again, a workflow task replayed) is dropped by the host as a
+duplicate, and batches land in the order the loop made them.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from steadyloop.events.models import RunEventItem
+
+__all__ = ["PUBLISH_RUN_EVENTS_ACTIVITY", "PublishRunEvents", "publisher_id"]
+
+PUBLISH_RUN_EVENTS_ACTIVITY = "steadyloop.publish_run_events"
+
+
+def publisher_id(execution_run_id: str) -> str:
+    """The host's dedup key for one loop execution (its sequence starts at 1 in each)."""
+    return f"loop:{execution_run_id}"
+
+
+class PublishRunEvents(BaseModel):
+    """One batch of the loop's events for its output host (a local activity's input)."""
+
+    stream_id: str
+    task_queue: str
+    host_max_events: int = Field(default=2_000, ge=50)
+    publisher_id: str
+    sequence: int = Field(ge=1)
+    events: list[RunEventItem]

@@ -1,0 +1,114 @@
+"""The loop's side of its event log: gather events as they happen, publish per step.
+
+Events are workflow state until published; publishing is a local activity
+(`PUBLISH_RUN_EVENTS_ACTIVITY`) at the points a follower needs to see them (a batch's
+calls once read, a call about to wait for a person, the batch's answers, the stop,
+before continuing-as-new). What the obvious version gets wrong:
+
+- A signal from the loop to its host per event: each costs two history events and
+  records the event's text in the loop's history. A local activity per step costs one
+  marker, and its input (the batch) is not recorded.
+- Publishing from concurrent call tasks: two publishes in flight can land out of order,
+  and the host drops a batch whose sequence is below one it saw. `flush` is serialized.
+- A failed publish failing the run: the events are for people watching; the run's own
+  state (transcript, receipts) is whole without them. A batch that cannot be published
+  after its retries is logged and dropped, never the run's failure.
+- Histories recorded before the log existed: every command here is behind
+  `EVENT_LOG_PATCH`, so they replay unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from steadyloop.events.models import RunEventItem
+    from steadyloop.events.publishing import (
+        PUBLISH_RUN_EVENTS_ACTIVITY,
+        PublishRunEvents,
+        publisher_id,
+    )
+    from steadyloop.output.forwarding import output_stream_id
+
+__all__ = ["EVENT_LOG_PATCH", "EventLog"]
+
+EVENT_LOG_PATCH = "steadyloop-event-log"
+# One publish: a few seconds of retries (a host restarting), then given up.
+PUBLISH_TIMEOUT = timedelta(seconds=20)
+PUBLISH_RETRY = RetryPolicy(
+    initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=2)
+)
+
+
+class EventLog:
+    """Events of the run not yet published, and the publishing of them."""
+
+    def __init__(self) -> None:
+        self._pending: list[RunEventItem] = []
+        self._sequence = 0
+        self._lock = asyncio.Lock()
+        self.enabled = False
+        self.stream_id = ""
+        self.host_max_events = 2_000
+        self.dropped = 0  # events whose publish failed after its retries
+
+    def begin(self, host_max_events: int) -> None:
+        """Decide, once at the start of the execution, whether this run keeps the log.
+
+        Decided once, not at each publish: a run recorded before the log replays with
+        it off throughout, and a run that began with it keeps it on; so its output host
+        never changes mid-run. The host is keyed to the run's first execution (a
+        workflow id used again gets a new host) when the log is on, to the workflow id
+        alone in runs recorded before.
+        """
+        info = workflow.info()
+        self.enabled = workflow.patched(EVENT_LOG_PATCH)
+        self.host_max_events = host_max_events
+        if self.enabled:
+            self.stream_id = output_stream_id(info.workflow_id, info.first_execution_run_id)
+        else:
+            self.stream_id = output_stream_id(info.workflow_id)
+
+    def note(self, event: RunEventItem) -> None:
+        """Keep `event` for the next publish (workflow state only: no command)."""
+        self._pending.append(event)
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    async def flush(self) -> None:
+        """Publish what was noted, in order; nothing when the run predates the log."""
+        if not self._pending or not self.enabled:
+            self._pending.clear()
+            return
+        async with self._lock:
+            batch, self._pending = self._pending, []
+            if not batch:
+                return
+            self._sequence += 1
+            info = workflow.info()
+            try:
+                await workflow.execute_local_activity(
+                    PUBLISH_RUN_EVENTS_ACTIVITY,
+                    PublishRunEvents(
+                        stream_id=self.stream_id,
+                        task_queue=info.task_queue,
+                        host_max_events=self.host_max_events,
+                        publisher_id=publisher_id(info.run_id),
+                        sequence=self._sequence,
+                        events=batch,
+                    ),
+                    schedule_to_close_timeout=PUBLISH_TIMEOUT,
+                    retry_policy=PUBLISH_RETRY,
+                )
+            except ActivityError as error:
+                self.dropped += len(batch)
+                workflow.logger.warning(
+                    "%d run event(s) not published to the output host: %s", len(batch), error
+                )

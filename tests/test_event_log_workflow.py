@@ -1,0 +1,224 @@
+"""One ordered event log per run, read from its output host (time-skipping server, real
+HTTP to the scripted provider, real tool activities).
+
+What decides the outcome downstream: a follower reads, with no query of the run, the
+text, each tool call once final with the receipt's hash, its one answer (replayed or
+not, and why), an approval waiting and the decision, then the stop, in run order; a
+follower that reconnects after any event's cursor reads exactly the rest; a workflow id
+used again for a new run never shows the old run's text or events (issue 25).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import pytest
+from loop_harness import run_input, running_loop
+from steering_harness import answer, calls, people_run
+from temporalio.client import Client, WorkflowHandle
+
+from steadyloop.client.event_log import latest_cursor, run_events
+from steadyloop.events import (
+    AmbiguousReceiptEvent,
+    ApprovalWaitingEvent,
+    DecisionEvent,
+    InvalidCursor,
+    RunEventItem,
+    StopEvent,
+    TextDeltaEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    parse_cursor,
+)
+from steadyloop.output.follow import follow_output
+from steadyloop.output.forwarding import ForwardingOptions
+from steadyloop.receipts.decision import tool_call_args_hash
+from steadyloop.receipts.ledger import Happened
+from steadyloop.run.models import AmbiguousCall, ResolveReceipt, RunInput
+from steadyloop.run.steering import ApprovalDecision, PendingApproval
+from steadyloop.testing.chunks import ScriptedCall
+
+pytestmark = pytest.mark.slow
+
+READ_GUARD_S = 30.0
+
+
+def forwarded(run: RunInput) -> RunInput:
+    return run.model_copy(
+        update={"forwarding": ForwardingOptions(enabled=True, batch_interval_s=0.05)}
+    )
+
+
+async def read_all(
+    client: Client, handle: WorkflowHandle[Any, Any], after: str | None = None
+) -> list[RunEventItem]:
+    assert handle.first_execution_run_id is not None
+    events: list[RunEventItem] = []
+
+    async def read() -> None:
+        async for event in run_events(
+            client, handle.id, handle.first_execution_run_id or "", after, poll_s=0.02
+        ):
+            events.append(event)
+
+    await asyncio.wait_for(read(), READ_GUARD_S)
+    return events
+
+
+def summary(events: list[RunEventItem]) -> list[str]:
+    """The events' kinds in order, consecutive text deltas as one."""
+    kinds: list[str] = []
+    for event in events:
+        if kinds and kinds[-1] == event.type == "text_delta":
+            continue
+        kinds.append(event.type)
+    return kinds
+
+
+async def test_a_follower_reads_text_calls_results_and_the_stop_in_run_order() -> None:
+    script = [
+        calls(ScriptedCall("add", {"a": 2, "b": 3}, id="c1")),
+        # The same call again: answered from its receipt, and the event says why.
+        calls(ScriptedCall("add", {"a": 2, "b": 3}, id="c2")),
+        answer("the sum is five"),
+    ]
+    async with running_loop(script) as loop:
+        handle = await loop.start(forwarded(run_input("add 2 and 3")))
+        result = await handle.result()
+        events = await read_all(loop.client, handle)
+        # A follower that went away after any event and came back with its cursor.
+        resumed = [await read_all(loop.client, handle, event.cursor) for event in events]
+
+    assert result.stop_reason == "final_answer"
+    assert summary(events) == [
+        "tool_call",
+        "tool_result",
+        "tool_call",
+        "timeline",
+        "tool_result",
+        "text_delta",
+        "stop",
+    ]
+    first_call, second_call = (e for e in events if isinstance(e, ToolCallEvent))
+    assert (first_call.call_id, first_call.name, first_call.turn) == ("c1", "add", 1)
+    assert first_call.sha == tool_call_args_hash({"a": 2, "b": 3}) == second_call.sha
+    first_answer, second_answer = (e for e in events if isinstance(e, ToolResultEvent))
+    assert (first_answer.text, first_answer.replayed) == ("5.0", False)
+    assert second_answer.replayed and second_answer.text == "5.0"
+    assert second_answer.replay_reason is not None and "turn 1" in second_answer.replay_reason
+    text = "".join(e.text for e in events if isinstance(e, TextDeltaEvent))
+    assert text == "the sum is five" == result.final_answer
+    stop = events[-1]
+    assert isinstance(stop, StopEvent) and stop.reason == "final_answer"
+    assert stop.final_answer == "the sum is five"
+    cursors = [parse_cursor(e.cursor) for e in events]
+    assert cursors == sorted(cursors) and len(set(cursors)) == len(cursors)
+    for position, rest in enumerate(resumed):
+        assert rest == events[position + 1 :]
+
+
+async def test_an_approval_waiting_and_the_decision_are_read_live() -> None:
+    script = [
+        calls(ScriptedCall("transfer", {"amount": 5, "to": "ana"}, id="x1")),
+        answer("sent"),
+    ]
+    async with running_loop(script) as loop:
+        handle = await loop.start(people_run())
+        assert handle.first_execution_run_id is not None
+        seen: list[RunEventItem] = []
+        stream = run_events(loop.client, handle.id, handle.first_execution_run_id, poll_s=0.02)
+
+        async def until_waiting() -> ApprovalWaitingEvent:
+            async for event in stream:
+                seen.append(event)
+                if isinstance(event, ApprovalWaitingEvent):
+                    return event
+            raise AssertionError(f"no approval waiting in {seen}")
+
+        waiting = await asyncio.wait_for(until_waiting(), READ_GUARD_S)
+        newest_while_waiting = await latest_cursor(
+            loop.client, handle.id, handle.first_execution_run_id
+        )
+        (pending,) = await handle.query("pending_approvals", result_type=list[PendingApproval])
+        await handle.execute_update("approve_call", ApprovalDecision.for_call(pending))
+        rest = await read_all(loop.client, handle, waiting.cursor)
+        await stream.aclose()
+        newest_at_end = await latest_cursor(loop.client, handle.id, handle.first_execution_run_id)
+
+    assert (waiting.call_id, waiting.tool, waiting.turn) == ("x1", "transfer", 1)
+    assert waiting.sha == pending.arguments_sha256  # what a person approving names
+    decision = next(e for e in rest if isinstance(e, DecisionEvent))
+    assert (decision.decision, decision.call_id) == ("approved", "x1")
+    answered = next(e for e in rest if isinstance(e, ToolResultEvent))
+    assert answered.call_id == "x1" and answered.text == "sent 5 to ana"
+    assert rest.index(decision) < rest.index(answered)
+    assert isinstance(rest[-1], StopEvent) and rest[-1].reason == "final_answer"
+    assert newest_while_waiting == waiting.cursor  # a snapshot taken then follows from here
+    assert newest_at_end == rest[-1].cursor  # the ended host answers from its result
+
+
+async def test_an_ambiguous_receipt_and_its_resolution_are_read_live() -> None:
+    script = [calls(ScriptedCall("slow_note", {"text": "pay invoice"}, id="s1")), answer("ok")]
+    async with running_loop(script) as loop:
+        handle = await loop.start(run_input())
+        assert handle.first_execution_run_id is not None
+        seen: list[RunEventItem] = []
+        stream = run_events(loop.client, handle.id, handle.first_execution_run_id, poll_s=0.02)
+
+        async def until_ambiguous() -> AmbiguousReceiptEvent:
+            async for event in stream:
+                seen.append(event)
+                if isinstance(event, AmbiguousReceiptEvent):
+                    return event
+            raise AssertionError(f"no ambiguous receipt in {seen}")
+
+        waiting = await asyncio.wait_for(until_ambiguous(), READ_GUARD_S)
+        (open_call,) = await handle.query("ambiguous_receipts", result_type=list[AmbiguousCall])
+        resolution = ResolveReceipt(key=open_call.key, resolution=Happened(result="paid"))
+        await handle.execute_update("resolve_receipt", resolution)
+        rest = await read_all(loop.client, handle, waiting.cursor)
+        await stream.aclose()
+
+    assert (waiting.key, waiting.tool, waiting.call_ids) == (open_call.key, "slow_note", ["s1"])
+    assert waiting.attempt == 1 and "opaque" in waiting.reason
+    decision = next(e for e in rest if isinstance(e, DecisionEvent))
+    assert (decision.decision, decision.key) == ("resolved", open_call.key)
+    answered = next(e for e in rest if isinstance(e, ToolResultEvent))
+    assert answered.call_id == "s1" and answered.replayed and answered.text == "paid"
+    assert rest.index(decision) < rest.index(answered)
+    assert isinstance(rest[-1], StopEvent) and rest[-1].reason == "final_answer"
+
+
+async def test_a_reused_workflow_id_never_shows_the_old_runs_output() -> None:
+    """Issue 25 §1: the host and every follower are keyed to the run, not the id."""
+    script = [answer("FIRST alpha"), answer("SECOND beta")]
+    workflow_id = f"reuse-{uuid.uuid4()}"
+    async with running_loop(script) as loop:
+        first = await loop.start(forwarded(run_input("first")), workflow_id=workflow_id)
+        await first.result()
+        second = await loop.start(forwarded(run_input("second")), workflow_id=workflow_id)
+        followed = [d.text async for d in follow_output(loop.client, workflow_id, poll_s=0.02)]
+        await second.result()
+        first_events = await read_all(loop.client, first)
+        second_events = await read_all(loop.client, second)
+
+    assert first.first_execution_run_id != second.first_execution_run_id
+    assert "".join(followed) == "SECOND beta"
+    shown = [
+        "".join(e.text for e in log if isinstance(e, TextDeltaEvent))
+        for log in (first_events, second_events)
+    ]
+    assert shown == ["FIRST alpha", "SECOND beta"]
+
+
+async def test_a_cursor_not_written_by_the_library_is_refused_by_name() -> None:
+    async with running_loop([answer("hi")]) as loop:
+        handle = await loop.start(forwarded(run_input("hi")))
+        await handle.result()
+        for garbage in ["", "0", "12-34", "000000-00000000000x", "000000-000000000001\n"]:
+            with pytest.raises(InvalidCursor, match="invalid event cursor"):
+                await read_all(loop.client, handle, garbage)
+        with pytest.raises(InvalidCursor, match="past the host"):
+            await read_all(loop.client, handle, "000009-000000000001")
