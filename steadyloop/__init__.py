@@ -8,6 +8,9 @@ and routing: the failure taxonomy, `plan_route`, `failure_disposition` and the c
 breaker.
 Workflows live under `steadyloop.workflows` (deterministic), activities under
 `steadyloop.activities` (all I/O).
+
+The client API starts, follows and steers runs from your own code (`steadyloop.client`):
+`connect`, `Thread`, `RunHandle`, `RunOptions` and its typed errors.
 """
 
 from temporalio import workflow
@@ -41,6 +44,28 @@ with workflow.unsafe.imports_passed_through():
         admit_child_run,
     )
     from steadyloop.chat import ChatMessage, FunctionCall, ToolCall, ToolSpec
+    from steadyloop.client import (
+        ClientError,
+        ConfigError,
+        CursorExpired,
+        InvalidCursor,
+        NotTheCallReviewed,
+        NoWorkerAnswered,
+        RequestRefused,
+        RunEnded,
+        RunEventItem,
+        RunFailed,
+        RunHandle,
+        RunNotFound,
+        RunOptions,
+        RunSnapshot,
+        SteadyloopClient,
+        TemporalUnreachable,
+        Thread,
+        ThreadBusy,
+        ThreadCannotContinue,
+        connect,
+    )
     from steadyloop.history.healing import (
         Healing,
         TranscriptProfile,
@@ -123,8 +148,11 @@ __all__ = [
     "ChainLimit",
     "ChainRule",
     "ChatMessage",
+    "ClientError",
     "CompletionDefect",
     "CompletionRequest",
+    "ConfigError",
+    "CursorExpired",
     "Delegation",
     "DepthLimit",
     "DepthRule",
@@ -138,9 +166,12 @@ __all__ = [
     "GiveUp",
     "Happened",
     "Healing",
+    "InvalidCursor",
     "LedgerWrite",
     "Lineage",
     "NaiveDatetimeError",
+    "NoWorkerAnswered",
+    "NotTheCallReviewed",
     "PairCooldownLimit",
     "PairCooldownRule",
     "PairSeenLimit",
@@ -152,18 +183,31 @@ __all__ = [
     "ReceiptLedger",
     "Refused",
     "Replay",
+    "RequestRefused",
     "RouteCandidate",
     "RouteConfig",
     "RoutePlan",
     "RouteRequest",
+    "RunEnded",
+    "RunEventItem",
+    "RunFailed",
+    "RunHandle",
+    "RunNotFound",
+    "RunOptions",
+    "RunSnapshot",
     "SchemaProfile",
+    "SteadyloopClient",
     "StreamFailed",
     "StreamFailure",
     "StreamStats",
+    "TemporalUnreachable",
     "TenantCeilingLimit",
     "TenantCeilingRule",
     "TenantRateLimit",
     "TenantRateRule",
+    "Thread",
+    "ThreadBusy",
+    "ThreadCannotContinue",
     "ToolCall",
     "ToolCallAccumulator",
     "ToolSpec",
@@ -177,6 +221,7 @@ __all__ = [
     "WriteIgnored",
     "admit_child_run",
     "canonical_json",
+    "connect",
     "decide_tool_call_receipt",
     "descend_chain",
     "detect_completion_defect",

@@ -57,6 +57,24 @@ def test_resuming_a_final_answer_is_refused_unless_a_follow_up_is_asked() -> Non
     ]
 
 
+def test_a_follow_up_may_be_messages_appended_after_the_prompt() -> None:
+    # The client API's follow-up given as messages: they go after the conversation (and
+    # after the prompt when there is one), and count as the follow-up a final answer needs.
+    then = [
+        ChatMessage(role="user", content="Look at this:"),
+        ChatMessage(role="user", content="x"),
+    ]
+    follow_up = resume_input(ORIGINAL, stopped("final_answer"), prompt=None, then=then)
+    assert [m.content for m in follow_up.messages] == [
+        "Tell me.",
+        "All of it.",
+        "Look at this:",
+        "x",
+    ]
+    both = resume_input(ORIGINAL, stopped("final_answer"), prompt="First:", then=then[1:])
+    assert [m.content for m in both.messages][-2:] == ["First:", "x"]
+
+
 @pytest.mark.parametrize(
     ("reason", "says"),
     [

@@ -29,6 +29,7 @@ None) carries none: the new run starts its own ledger.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import Enum
 from typing import Final, Literal
 
@@ -55,11 +56,13 @@ def resume_input(
     result: RunResult,
     *,
     prompt: str | Literal[_Truthful.TRUTHFUL] | None = TRUTHFUL,
+    then: Sequence[ChatMessage] = (),
 ) -> RunInput:
     """The input of a run that carries on from `result` with `original`'s configuration.
 
     `prompt`: the user message that asks to go on (default: the one for how `result`
     stopped, `resume_prompt`; None: no message, the conversation as it stands).
+    `then`: messages appended after it (a follow-up given as messages, not one prompt).
     """
     if prompt is TRUTHFUL:
         prompt = resume_prompt(result)
@@ -69,7 +72,7 @@ def resume_input(
                 "is nothing to continue; to ask a follow-up question, give the prompt to send "
                 "after the answer"
             )
-    elif result.stop_reason == "final_answer" and not (prompt and prompt.strip()):
+    elif result.stop_reason == "final_answer" and not (prompt and prompt.strip()) and not then:
         raise NothingToResume(
             "the run ended with a final answer: resuming it needs a follow-up prompt"
         )
@@ -78,6 +81,7 @@ def resume_input(
         messages.append(ChatMessage(role="assistant", content=result.partial.text))
     if prompt:
         messages.append(ChatMessage(role="user", content=prompt))
+    messages.extend(then)
     if not messages:
         raise ValueError("the stopped run has no conversation to resume")
     plugins = original.plugins

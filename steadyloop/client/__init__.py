@@ -1,0 +1,68 @@
+"""The client API: start, follow and steer runs from your own code.
+
+    client = await steadyloop.connect()                    # the worker's own settings
+    thread = client.thread("support-42")                   # or client.thread(): a new id
+    run = await thread.start("What is 2 + 3?", options=RunOptions(model="...", tools=["add"]),
+                             key="request-17")             # retried: the same run
+    for call in (await run.snapshot()).pending_approvals:
+        await run.approve(call, key=f"approve-{call.call_id}")
+    result = await run.result()
+
+- `connect` (`connection`): one call, the worker's settings, the right data converter.
+- `Thread` (`threads`): a conversation whose runs follow each other, one at a time,
+  started idempotently under a key; a follow-up inherits transcript and receipts.
+- `RunHandle` (`runs`): `snapshot`, `result`, and steering (`approve`, `reject`,
+  `send`, `pause`, `unpause`, `resolve_receipt`, `interrupt`), each update idempotent
+  under a caller's key.
+- `RunOptions` (`options`): a run's configuration, apart from its conversation.
+- Typed errors (`errors`): `ThreadBusy`, `ThreadCannotContinue`, `RunEnded`,
+  `NotTheCallReviewed`, `NoWorkerAnswered`, `RequestRefused`, `RunFailed`,
+  `RunNotFound`; and the event log's `CursorExpired` and `InvalidCursor`
+  (`steadyloop.events`).
+- `EventFanout` (`fanout`): the followers of a run in one process share one reader.
+"""
+
+from steadyloop.client.connection import SteadyloopClient, connect
+from steadyloop.client.errors import (
+    ClientError,
+    NotTheCallReviewed,
+    NoWorkerAnswered,
+    RequestRefused,
+    RunEnded,
+    RunFailed,
+    RunNotFound,
+    ThreadBusy,
+    ThreadCannotContinue,
+)
+from steadyloop.client.options import RunOptions
+from steadyloop.client.runs import RunHandle, RunSnapshot, RunStatus, StartOrigin
+from steadyloop.client.threads import Thread, ThreadMemo, run_workflow_id
+from steadyloop.events import CursorExpired, InvalidCursor, RunEventItem
+from steadyloop.worker.config import ConfigError, TemporalUnreachable
+
+__all__ = [
+    "ClientError",
+    "ConfigError",
+    "CursorExpired",
+    "InvalidCursor",
+    "NoWorkerAnswered",
+    "NotTheCallReviewed",
+    "RequestRefused",
+    "RunEnded",
+    "RunEventItem",
+    "RunFailed",
+    "RunHandle",
+    "RunNotFound",
+    "RunOptions",
+    "RunSnapshot",
+    "RunStatus",
+    "StartOrigin",
+    "SteadyloopClient",
+    "TemporalUnreachable",
+    "Thread",
+    "ThreadBusy",
+    "ThreadCannotContinue",
+    "ThreadMemo",
+    "connect",
+    "run_workflow_id",
+]
