@@ -9,16 +9,19 @@ that streams an answer of W words at an even pace, so the run's model turn lasts
 60 seconds (`--quick`: 5). Two runs are followed from the first event to the end, back
 to back, each by a client that counts every request it sends (a client interceptor):
 
-- `queries`: the command line's query-polling follower (`steadyloop.cli.follow.follow`
-  over its `ProgressDisplay`): the `progress` query about three times a second, the
-  `transcript` and `timeline` queries when progress moved, a describe while an activity
-  is in flight, and the run's output stream for the text;
-- `event log`: a follower of the run's ordered event log, `RunHandle.events()`: long
-  polls (updates) on the run's output host and describes of the host, no query.
+- `queries`: the command line's follower as it was (`follow_by_queries.py`, beside this
+  file): the `progress` query about three times a second, the `transcript` and
+  `timeline` queries when progress moved, a describe while an activity is in flight,
+  and the run's output stream for the text;
+- `event log`: the command line's follower now (`steadyloop.cli.follow.follow`), which
+  prints the run's ordered event log (`RunHandle.events()`): long polls (updates) on the
+  run's output host and describes of the host, no query per poll.
+
+Both print to a `ProgressDisplay`, as `steadyloop run` does.
 
 It prints each follower's requests by kind, its queries per second of run, and the
 ratios between the two. Every run is checked: the follower saw the whole answer, once
-(the event log follower: every text delta in order, then the stop). A failed check is
+(and, read again, the event log: every text delta in order, then the stop). A failed check is
 printed and the exit status is 1. Nothing asserts a count; `tests/test_bench_follow_cost.py`
 runs `--quick`.
 """
@@ -40,9 +43,10 @@ from pathlib import Path
 from typing import Any
 
 from bench_fanout import Counted, answer_words
+from follow_by_queries import follow as follow_by_queries
 from temporalio.client import Client
 
-from steadyloop.cli.follow import follow as follow_by_queries
+from steadyloop.cli.follow import follow as follow_the_log_by_cli
 from steadyloop.cli.progress import ProgressDisplay
 from steadyloop.client import RunHandle, RunOptions, SteadyloopClient
 from steadyloop.events import RunEventItem, StopEvent, TextDeltaEvent
@@ -118,16 +122,20 @@ async def follow_the_log(
     starter: SteadyloopClient, counted: Client, counter: Counted, options: RunOptions, answer: str
 ) -> Measured:
     run = await starter.thread().start("stream", options=options)
-    handle = RunHandle(
-        counted, run.workflow_id, first_execution_run_id=await run.first_execution_run_id()
-    )
+    handle = counted.get_workflow_handle_for(ToolLoopWorkflow.run, run.workflow_id)
+    out = io.StringIO()
     counter.counts.clear()
     began = time.perf_counter()
-    events = [event async for event in handle.events()]
+    result = await follow_the_log_by_cli(counted, handle, ProgressDisplay(out, live=False))
     seconds = time.perf_counter() - began
     counts = Counter(counter.counts)
-    await run.result()
-    return Measured("event log", counts, seconds, check_events(events, answer))
+    # What it printed, and (read again, uncounted) every event of the log once, in order.
+    checked = RunHandle(
+        counted, run.workflow_id, first_execution_run_id=await run.first_execution_run_id()
+    )
+    events = [event async for event in checked.events()]
+    problems = check_printed(out.getvalue(), result, answer) + check_events(events, answer)
+    return Measured("event log", counts, seconds, problems)
 
 
 def table(rows: Sequence[Measured]) -> list[str]:

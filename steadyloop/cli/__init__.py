@@ -1,9 +1,11 @@
 """The `steadyloop` command line: a client of the worker, never the worker itself.
 
 `main` parses the commands and `arguments` checks their values before anything starts;
-`run`'s live view and `show` are `live_run`, `follow` and `progress`; people in the loop
-use `steering` (send, interrupt, approve) and `receipts` (list and resolve ambiguous
-calls); `demo` and `demo_conversation` are the keyless demo, and `demo_tour` (with its
+`run_ids` refuses a reused `--id`, and `invocation` spells printed next steps as the user
+typed the command. `run`'s live view and `show` are `follow` (the run's event log, read
+through `steadyloop.client`) printed by `progress`; people in the loop use `steering`
+(send, interrupt, approve) and `receipts` (list and resolve ambiguous calls), through the
+client's typed steering (`live_run`); `demo` and `demo_conversation` are the keyless demo, and `demo_tour` (with its
 scripted provider `demo_tour_conversation` and tools `demo_tour_tools`) the keyless tour
 of approvals, interrupts and ambiguous calls; `failure_text` says why a run or a command
 failed in one line. The worker process that `steadyloop worker` starts lives in
