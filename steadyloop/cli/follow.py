@@ -122,7 +122,8 @@ async def follow(
                         for line in printer.answer_line(event):
                             display.event(line)
                     break
-                display.status(printer.status())
+                if not ended:  # an ended run's log is read at once: no status to follow
+                    display.status(printer.status())
         except _LOG_ERRORS as error:
             display.event(
                 f"(live view unavailable: {error}; the outcome follows when the run ends)"
