@@ -5,10 +5,10 @@
 typed the command. `run`'s live view and `show` are `follow` (the run's event log, read
 through `steadyloop.client`) printed by `progress`; people in the loop use `steering`
 (send, interrupt, approve) and `receipts` (list and resolve ambiguous calls), through the
-client's typed steering (`live_run`); `demo` and `demo_conversation` are the keyless demo, and `demo_tour` (with its
-scripted provider `demo_tour_conversation` and tools `demo_tour_tools`) the keyless tour
-of approvals, interrupts and ambiguous calls; `failure_text` says why a run or a command
-failed in one line. The worker process that `steadyloop worker` starts lives in
+client's typed steering (`live_run`); `demo` and `demo_conversation` are the keyless
+demo, and `demo_tour` (with its scripted provider `demo_tour_conversation` and tools
+`demo_tour_tools`) the keyless tour of approvals, interrupts and ambiguous calls;
+`failure_text` says why a run or a command failed in one line. The worker process that `steadyloop worker` starts lives in
 `steadyloop.worker`.
 
 Guarantees: bad flags and values get one line that names them; no secret is printed.
