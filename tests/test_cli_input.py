@@ -12,22 +12,24 @@ that list and resolve it, as calls awaiting approval are.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import io
 import locale
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import cast
 
 import pytest
+from temporalio.client import Client
 
+import steadyloop.cli.follow
 from steadyloop.cli.follow import RunHandle, follow
 from steadyloop.cli.main import EXIT_USAGE, run_cli
 from steadyloop.cli.progress import ProgressDisplay, status_line
 from steadyloop.cli.receipts import short_key, waiting_lines
+from steadyloop.events import AmbiguousReceiptEvent, RunEventItem, StopEvent, ToolCallEvent
 from steadyloop.run.models import AmbiguousCall, RunProgress, RunResult, RunStats
 from steadyloop.worker.dev_server import free_port
 
@@ -78,9 +80,7 @@ def test_a_model_from_the_environment_is_named_with_its_variable(
 ) -> None:
     monkeypatch.setenv("STEADYLOOP_MODEL", os.fsdecode(b"gpt\xff"))  # how os.environ gives it
     assert run_cli(["run", "hi", "--address", NOWHERE]) == EXIT_USAGE
-    assert "--model (or STEADYLOOP_MODEL): contains a lone surrogate" in (
-        capsys.readouterr().err
-    )
+    assert "--model (or STEADYLOOP_MODEL): contains a lone surrogate" in (capsys.readouterr().err)
 
 
 @pytest.mark.parametrize(
@@ -208,39 +208,56 @@ def _exit_code(command: Callable[[], int]) -> int:
 
 
 class _WaitingRun:
-    """A run handle whose run waits on one ambiguous call for a few polls, then ends."""
+    """A run handle whose run waited on one ambiguous call, then ended."""
 
     id = "run-7"
 
     def __init__(self) -> None:
-        self.polls = 0
-        self.ended = asyncio.Event()
+        self.queries = 0
 
     async def result(self) -> RunResult:
-        await self.ended.wait()
         return RunResult(
             final_answer="ok", stop_reason="final_answer", transcript=[], stats=RunStats()
         )
 
     async def query(self, query: Callable[..., object], *_args: object, **_: object) -> object:
-        name = getattr(query, "__name__", "")
-        if name == "progress":
-            self.polls += 1
-            if self.polls >= 4:
-                self.ended.set()
-            return RunProgress(
-                turn=1, tool_calls=1, tokens=3, phase="awaiting a person", ambiguous=1
-            )
-        if name == "ambiguous_receipts":
-            return [_ambiguous()]
-        return []
+        self.queries += 1
+        return [_ambiguous()] if getattr(query, "__name__", "") == "ambiguous_receipts" else []
 
 
-async def test_run_and_show_print_the_receipts_command_once_per_ambiguous_call() -> None:
+class _Log:
+    """The run's event log: its call, the call turning ambiguous (said twice: an attempt
+    of the call ran again and turned ambiguous again), and the stop."""
+
+    def __init__(self, _client: object, _workflow_id: str) -> None:
+        pass
+
+    async def events(self) -> AsyncIterator[RunEventItem]:
+        call = _ambiguous()
+        found: list[RunEventItem] = [
+            ToolCallEvent(turn=1, call_id="c1", name=call.tool, arguments="{}", sha="ab" * 32),
+            *[
+                AmbiguousReceiptEvent(
+                    turn=1, key=call.key, tool=call.tool, attempt=1, reason="lost", call_ids=["c1"]
+                )
+                for _ in range(2)
+            ],
+            StopEvent(turn=1, reason="final_answer", final_answer="ok"),
+        ]
+        for number, event in enumerate(found):
+            yield event.model_copy(update={"cursor": f"000000-{number:012d}"})
+
+
+async def test_run_and_show_print_the_receipts_command_once_per_ambiguous_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(steadyloop.cli.follow, "ClientRunHandle", _Log)
     out = io.StringIO()
     run = _WaitingRun()
-    await follow(cast(RunHandle, run), ProgressDisplay(out, live=False), poll_interval_s=0.01)
+    client = cast(Client, None)
+    await follow(client, cast(RunHandle, run), ProgressDisplay(out, live=False))
     printed = out.getvalue()
-    assert printed.count("may already have taken effect") == 1  # shown once, not per poll
+    assert printed.count("may already have taken effect") == 1  # shown once, not per event
     assert f"steadyloop receipts run-7 --resolve {short_key(_ambiguous().key)}" in printed
-    assert "[turn 1 | awaiting a person | 1 tool call | 3 tokens | 1 ambiguous call " in printed
+    assert "[turn 1 | tools | 1 tool call | 1 ambiguous call awaiting a person: " in printed
+    assert run.queries == 3  # a look for the turn's text, one per ambiguous receipt event

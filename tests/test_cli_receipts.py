@@ -346,7 +346,9 @@ async def test_list_then_resolve_lets_the_run_finish_with_each_effect_once() -> 
             await receipts(loop, handle.id, "--resolve", "zzzzzz", "--did-not-happen")
         bogus = AmbiguousCall.model_validate({**entries["pay invoice"], "key": "not-open"})
         with pytest.raises(ReceiptsFailure, match="the run refused to resolve"):
-            await resolve(await running_handle(loop.client, handle.id), bogus, DidNotHappen())
+            await resolve(
+                loop.client, await running_handle(loop.client, handle.id), bogus, DidNotHappen()
+            )
 
         code, resolved = await receipts(
             loop, handle.id, "--resolve", pay_key[:6], "--happened", "noted 'pay invoice'"

@@ -24,6 +24,7 @@ from steering_harness import (
 )
 from test_cli_worker import cli_environment, start_worker, steadyloop, typed
 
+from steadyloop.cli import live_run
 from steadyloop.cli.live_run import RunCommandFailure
 from steadyloop.cli.main import EXIT_USAGE, build_parser, run_cli
 from steadyloop.cli.progress import approval_line, status_line
@@ -34,6 +35,7 @@ from steadyloop.cli.steering import (
     steering_request,
     waiting_call,
 )
+from steadyloop.client import NotTheCallReviewed, NoWorkerAnswered, RequestRefused, RunEnded
 from steadyloop.receipts.decision import tool_call_args_hash
 from steadyloop.run.models import RunProgress
 from steadyloop.run.steering import PendingApproval
@@ -190,6 +192,49 @@ async def test_each_command_steers_a_run_through_its_own_path() -> None:
     assert loop.effects.notes == ["transfer 5 to ana"]
 
 
+async def _raising(error: Exception) -> str:
+    raise error
+
+
+@pytest.mark.parametrize(
+    ("error", "says"),
+    [
+        (
+            RequestRefused("r1", "the decision", "no call 'x9' waits"),
+            "run r1 refused the decision on x9 (wire): no call 'x9' waits. Check with `show`",
+        ),
+        (
+            NotTheCallReviewed("r1", "x9", []),
+            "run r1 refused the decision on x9 (wire): run r1: 'x9' is not the call you "
+            "reviewed; waiting now: nothing; nothing was decided. Check with `show`",
+        ),
+        (
+            NoWorkerAnswered("r1", "the decision", 10),
+            "no answer from run r1 within 30s; is a worker running for its task queue? The "
+            "decision may still be applied when one answers: check with `show`",
+        ),
+        (
+            RunEnded("r1", "stopped: interrupted", "the decision"),
+            "run r1 ended (stopped: interrupted) before the decision reached it; nothing was "
+            "recorded. `show` shows how it ended",
+        ),
+    ],
+)
+async def test_each_typed_steering_error_is_one_sentence_naming_what_to_check(
+    error: Exception, says: str
+) -> None:
+    with pytest.raises(RunCommandFailure) as failure:
+        await live_run.steer(
+            _raising(error),
+            "r1",
+            what="the decision",
+            refused="run r1 refused the decision on x9 (wire)",
+            check="`show`",
+        )
+    assert str(failure.value) == says
+    assert "\n" not in str(failure.value)
+
+
 # -- as separate processes --------------------------------------------------------------
 
 
@@ -240,7 +285,7 @@ async def test_the_commands_as_a_person_runs_them(temporal: DevServer, tmp_path:
             code, shown_out = await shown
             assert code == 0, shown_out
             assert (
-                f"turn 1  ? wire {{\"amount\":5,\"to\":\"ana\"}} waits for approval: "
+                f'turn 1  ? wire {{"amount":5,"to":"ana"}} waits for approval: '
                 f"{typed('approve', workflow_id, 'w1', *connection)} [--reject REASON]"
             ) in shown_out
             assert "turn 1  <- wire (approved by a person): wired 5 to ana" in shown_out

@@ -114,9 +114,7 @@ async def test_follow_prints_the_answer_as_it_streams_and_a_resumed_run_complete
     async with running_loop(script, inter_chunk_s=0.3) as loop:
         out = io.StringIO()
         first = await loop.start(forwarding_run())
-        stopped = await follow(
-            first, ProgressDisplay(out, live=False), output=loop.client, poll_interval_s=0.05
-        )
+        stopped = await follow(loop.client, first, ProgressDisplay(out, live=False))
         assert stopped.stop_reason == "output_interrupted"
         assert "turn 1  model: Half an\n" in out.getvalue()
 
@@ -125,9 +123,7 @@ async def test_follow_prints_the_answer_as_it_streams_and_a_resumed_run_complete
             ToolLoopWorkflow.run, run, id=f"resumed-{uuid.uuid4()}", task_queue=loop.task_queue
         )
         out = io.StringIO()
-        done = await follow(
-            handle, ProgressDisplay(out, live=False), output=loop.client, poll_interval_s=0.05
-        )
+        done = await follow(loop.client, handle, ProgressDisplay(out, live=False))
         sent = loop.server.requests[-1].json["messages"]
 
     assert done.stop_reason == "final_answer" and done.final_answer == "answer, finished."

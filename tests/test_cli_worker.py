@@ -154,7 +154,7 @@ async def test_run_follows_to_the_answer_detach_prints_the_id_and_show_attaches(
             assert code == 0, out
             assert "stop reason: final_answer" in out
             assert "The March order comes to 121.22" in out
-            assert '-> current_time ""' in out
+            assert "-> current_time {}" in out  # no arguments: read as {}
 
             code, out = await steadyloop(
                 "run", "again", *connection, "--endpoint", "scripted", "--detach", environ=environ

@@ -149,7 +149,7 @@ def test_the_demo_command_runs_the_whole_loop_with_no_key_and_no_docker(tmp_path
     assert f"The March order comes to {TOTAL}" in answer
     for call in (
         '-> read_file {"path":"orders/march.txt"}',
-        '-> current_time ""',
+        "-> current_time {}",  # no arguments: read as {}
         '-> calculate {"expression":"12 * 4.50 + 3 * 19.99 + 1 * 7.25"}',
         "-> append_note",
     ):

@@ -69,9 +69,12 @@ async def run_demo(
             out.flush()
 
         say("steadyloop demo: a durable tool loop, all on this machine")
-        async with ScriptedServer(DemoProvider(pace_s=pace_s)) as provider, dev_server(
-            data_converter=steadyloop_data_converter(sandbox.parent / "blobs")
-        ) as server:
+        async with (
+            ScriptedServer(DemoProvider(pace_s=pace_s)) as provider,
+            dev_server(
+                data_converter=steadyloop_data_converter(sandbox.parent / "blobs")
+            ) as server,
+        ):
             say(f"  Temporal dev server  {server.address} (namespace {server.namespace})")
             say(f"  Temporal UI          {server.ui_url}")
             say(f"  scripted provider    {provider.base_url} (OpenAI-compatible; streams calls")
@@ -102,7 +105,7 @@ async def run_demo(
                 say(f"user: {PROMPT}")
                 handle = server.client.get_workflow_handle_for(ToolLoopWorkflow.run, workflow_id)
                 display = ProgressDisplay(out, live=live)
-                result = await follow(handle, display, task_queue=options.task_queue)
+                result = await follow(server.client, handle, display, task_queue=options.task_queue)
             say()
             for line in result_lines(result, answer_shown=display.answer_shown):
                 say(line)

@@ -1,10 +1,15 @@
-"""Talking to a run that is still going: find it, and send it an update, saying plainly why not.
+"""Talking to a run that is still going: find it, and steer it, saying plainly why not.
 
 The commands that act on a running run (`receipts`, `approve`, `send`, `pause`,
 `unpause`, `interrupt`) share these, so each failure reads the same whichever command
 met it: an unknown run is a usage error (`ConfigError`, exit 2); a run that ended, a
 worker that does not answer, or a workflow that refuses is a `RunCommandFailure`
-(exit 1).
+(exit 1), printed as one `steadyloop: ...` line.
+
+Steering goes through the client API (`steadyloop.client.RunHandle`), so the command
+line sends what a program would: each request under an idempotency key (its update id),
+a decision bound to the call the person saw. `steer` turns the API's typed errors into
+the command's sentence, naming the command that shows whether a late request landed.
 """
 
 from __future__ import annotations
@@ -23,13 +28,18 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowQueryFailedError,
     WorkflowQueryRejectedError,
-    WorkflowUpdateFailedError,
-    WorkflowUpdateRPCTimeoutOrCancelledError,
 )
 from temporalio.service import RPCError, RPCStatusCode
 
-from steadyloop.cli.failure_text import failure_text
 from steadyloop.cli.invocation import command
+from steadyloop.client import RunHandle as ClientRunHandle
+from steadyloop.client.errors import (
+    ClientError,
+    NotTheCallReviewed,
+    NoWorkerAnswered,
+    RequestRefused,
+    RunEnded,
+)
 from steadyloop.run.models import RunResult
 from steadyloop.stops.stop_text import status_header
 from steadyloop.worker.config import ConfigError, load_config, temporal_settings
@@ -109,33 +119,39 @@ async def query_run(handle: RunHandle, query: str, result_type: type[Any]) -> An
         ) from None
 
 
-async def update_run(
-    handle: RunHandle, update: str, argument: Any, *, what: str, refused: str, check: str
+def steering_handle(client: Client, handle: RunHandle) -> ClientRunHandle:
+    """The client API's handle on the run `running_handle` found, for its typed steering
+    (an update waits `UPDATE_TIMEOUT` for a worker, as the command line always has)."""
+    return ClientRunHandle(client, handle.id, worker_bound=UPDATE_TIMEOUT)
+
+
+async def steer(
+    request: Awaitable[str], workflow_id: str, *, what: str, refused: str, check: str
 ) -> str:
-    """Send `update` and return the workflow's answer.
+    """Await one of the client's steering requests and return the run's answer; its typed
+    error becomes the command's one sentence (`RunCommandFailure`).
 
     `what` names the request in messages ("the resolution"), `refused` begins the one for
     a refusal, and `check` is the command that shows whether a late request landed.
     """
-    args = [] if argument is None else [argument]
     try:
-        answer: str = await handle.execute_update(
-            update, args=args, result_type=str, rpc_timeout=UPDATE_TIMEOUT
-        )
-    except WorkflowUpdateFailedError as exc:
+        return await request
+    except NotTheCallReviewed as error:
+        raise RunCommandFailure(f"{refused}: {error}. Check with {check}") from None
+    except RequestRefused as error:
+        raise RunCommandFailure(f"{refused}: {error.reason}. Check with {check}") from None
+    except NoWorkerAnswered:
         raise RunCommandFailure(
-            f"{refused}: {failure_text(exc.cause)}. Check with {check}"
-        ) from None
-    except WorkflowUpdateRPCTimeoutOrCancelledError:
-        raise RunCommandFailure(
-            f"no answer from run {handle.id} within {UPDATE_TIMEOUT.total_seconds():g}s; is a "
+            f"no answer from run {workflow_id} within {UPDATE_TIMEOUT.total_seconds():g}s; is a "
             f"worker running for its task queue? {what.capitalize()} may still be applied "
             f"when one answers: check with {check}"
         ) from None
+    except RunEnded as error:
+        raise RunCommandFailure(
+            f"run {workflow_id} ended ({error.how}) before {what} reached it; nothing was "
+            f"recorded. {check} shows how it ended"
+        ) from None
+    except ClientError as error:
+        raise RunCommandFailure(str(error)) from None
     except RPCError as exc:
-        if exc.status == RPCStatusCode.NOT_FOUND:
-            raise RunCommandFailure(
-                f"run {handle.id} ended before {what} reached it: {exc}"
-            ) from None
-        raise RunCommandFailure(f"cannot send {what} to run {handle.id}: {exc}") from None
-    return answer
+        raise RunCommandFailure(f"cannot send {what} to run {workflow_id}: {exc}") from None

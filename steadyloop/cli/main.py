@@ -854,9 +854,7 @@ async def _run(args: argparse.Namespace) -> int:
     if url:
         _say(f"Temporal UI: {url}")
     handle = client.get_workflow_handle_for(ToolLoopWorkflow.run, workflow_id)
-    return await _follow_and_report(
-        handle, temporal.task_queue, output=client if run.forwarding.enabled else None
-    )
+    return await _follow_and_report(client, handle, temporal.task_queue)
 
 
 async def _run_tools(
@@ -1066,14 +1064,10 @@ async def _show(args: argparse.Namespace) -> int:
     )
     if url:
         _say(f"Temporal UI: {url}")
-    if description.status != WorkflowExecutionStatus.RUNNING:
-        # Ended: everything is in its result, printed in the run's order.
-        return await _follow_and_report(handle, description.task_queue)
-    # A run that forwards nothing (`--no-stream`) is read from its transcript alone.
-    forwarding = (await _run_input_of(client, handle)).forwarding.enabled
-    return await _follow_and_report(
-        handle, description.task_queue, output=client if forwarding else None, attach=True
-    )
+    # Its event log, from the first event: an ended run's is read from its host's
+    # result, with no worker.
+    ended = description.status != WorkflowExecutionStatus.RUNNING
+    return await _follow_and_report(client, handle, description.task_queue, ended=ended)
 
 
 def _resume_command(args: argparse.Namespace) -> int:
@@ -1117,10 +1111,9 @@ async def _resume(args: argparse.Namespace) -> int:
     _say(f"run {workflow_id} resumes {args.workflow_id} ({result.stop_reason})")
     handle = client.get_workflow_handle_for(ToolLoopWorkflow.run, workflow_id)
     return await _follow_and_report(
+        client,
         handle,
         description.task_queue,
-        output=client if run.forwarding.enabled else None,
-        shown_before=len(run.messages),  # the conversation so far: not printed again
     )
 
 
@@ -1149,30 +1142,15 @@ async def _free_id(client: Client, stem: str) -> str:
 
 
 async def _follow_and_report(
-    handle: RunHandle,
-    task_queue: str,
-    *,
-    output: Client | None = None,
-    attach: bool = False,
-    shown_before: int = 0,
+    client: Client, handle: RunHandle, task_queue: str, *, ended: bool = False
 ) -> int:
-    """Follow until the run ends (or Ctrl-C), print the outcome, return the exit code.
-
-    With `output`, the model's forwarded text is printed as it streams. `shown_before`:
-    the run starts with that many messages a person already saw (a resumed run's).
-    """
+    """Follow the run's event log until it ends (or Ctrl-C), print the outcome, return
+    the exit code. `ended`: the run had ended already (`show` of a finished run)."""
     stop = asyncio.Event()
     remove = install_stop_signals(stop, lambda _signal: None)
     display = ProgressDisplay(sys.stdout)
     following = asyncio.create_task(
-        follow(
-            handle,
-            display,
-            task_queue=task_queue,
-            output=output,
-            attach=attach,
-            shown_before=shown_before,
-        )
+        follow(client, handle, display, task_queue=task_queue, ended=ended)
     )
     stopping = asyncio.create_task(stop.wait())
     try:

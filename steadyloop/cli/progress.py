@@ -22,6 +22,18 @@ from typing import Any, TextIO
 
 from steadyloop.chat import ChatMessage
 from steadyloop.cli.invocation import command
+from steadyloop.events import (
+    AmbiguousReceiptEvent,
+    ApprovalWaitingEvent,
+    DecisionEvent,
+    ReasoningDeltaEvent,
+    RunEventItem,
+    StopEvent,
+    TextDeltaEvent,
+    TimelineEntryEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+)
 from steadyloop.output.forwarding import OutputDelta
 from steadyloop.run.models import RunProgress, RunResult, RunStats
 from steadyloop.run.steering import PendingApproval
@@ -106,14 +118,171 @@ def arguments_text(arguments: dict[str, Any], width: int = ARGUMENTS_WIDTH) -> s
 
 def approval_line(workflow_id: str, call: PendingApproval) -> str:
     """One call waiting for a person, with the command that decides it."""
+    return waiting_line(workflow_id, call.turn, call.tool, call.arguments, call.call_id)
+
+
+class EventPrinter:
+    """Turns a run's events (`steadyloop.events`), read in run order, into event lines.
+
+    The log is already in the run's order, so nothing is merged or held for another
+    source; only a call's notes wait for its answer: what a guarantee or a person did
+    about a call (`replayed, not run: ...`, `approved by a person`, a timeout) is said on
+    the answer's line (`<- add (replayed, not run: ...): 5`), so a replayed answer never
+    reads as a call that ran, and a person's decision comes first among the notes.
+    `flush` prints notes whose answer never came. Text deltas are the display's
+    (`ProgressDisplay.text`); `answer_line` is for a run whose text was not forwarded.
+    """
+
+    def __init__(self, workflow_id: str, *, steering: bool = True) -> None:
+        self.workflow_id = workflow_id
+        # Whether to print the commands that decide a waiting call (not for an ended run).
+        self.steering = steering
+        self.answer_printed = False
+        self.turn = 0
+        self.phase = ""
+        self._calls: dict[str, ToolCallEvent] = {}
+        self._notes: dict[str, list[tuple[bool, str]]] = {}  # call id -> (decided, text)
+        self._receipt_calls: dict[str, list[str]] = {}  # ambiguous receipt key -> call ids
+        self._printed_seqs: set[int] = set()
+        self._waiting: set[str] = set()  # calls waiting for approval, not answered yet
+        self._ambiguous: set[str] = set()  # receipt keys waiting for a person
+        self.tool_calls = 0
+        self.replays = 0
+        self.last_seq = 0
+
+    def timeline_lines(self, entries: Sequence[RunEvent]) -> list[str]:
+        """Model events read ahead of the log (a retried attempt's text is about to
+        print: its retry is said first); each is then not printed again from the log."""
+        lines = []
+        for entry in entries:
+            if entry.phase == "model" and entry.seq not in self._printed_seqs:
+                self._printed_seqs.add(entry.seq)
+                lines.append(_timeline_line(entry.turn, entry.text))
+        return lines
+
+    def lines(self, event: RunEventItem) -> list[str]:
+        """The lines `event` prints now (none for text: the display prints it)."""
+        self.turn = max(self.turn, event.turn)
+        if isinstance(event, (TextDeltaEvent, ReasoningDeltaEvent)):
+            self.phase = "model"
+            return []
+        if isinstance(event, TimelineEntryEvent):
+            self.last_seq = max(self.last_seq, event.seq)
+            if event.seq in self._printed_seqs:
+                return []
+            self._printed_seqs.add(event.seq)
+            if event.phase == "tools" and event.call_id:
+                self._notes.setdefault(event.call_id, []).append((False, event.text))
+                return []
+            return [_timeline_line(event.turn, event.text)]
+        if isinstance(event, ToolCallEvent):
+            self.phase = "tools"
+            self.tool_calls += 1
+            self._calls[event.call_id] = event
+            arguments = event.arguments if event.arguments.strip() else '""'
+            return [one_line(f"turn {event.turn}  -> {event.name} {arguments}")]
+        if isinstance(event, ToolResultEvent):
+            self._waiting.discard(event.call_id)
+            self.replays += event.replayed
+            notes = self._notes.pop(event.call_id, [])
+            told = [text for _, text in sorted(notes, key=lambda note: not note[0])]
+            how = f" ({'; '.join(told)})" if told else ""
+            return [one_line(f"turn {event.turn}  <- {event.name}{how}: {event.text}")]
+        if isinstance(event, ApprovalWaitingEvent):
+            self._waiting.add(event.call_id)
+            if not self.steering:
+                return []
+            call = self._calls.get(event.call_id)
+            read = _arguments(call.arguments) if call is not None else {}
+            line = waiting_line(self.workflow_id, event.turn, event.tool, read, event.call_id)
+            return [line]
+        if isinstance(event, AmbiguousReceiptEvent):
+            self._receipt_calls[event.key] = list(event.call_ids)
+            self._ambiguous.add(event.key)
+            return []  # the follower prints the receipt's lines (`receipts.waiting_lines`)
+        if isinstance(event, DecisionEvent):
+            return self._decided(event)
+        self.phase = "done"
+        return []
+
+    def _decided(self, event: DecisionEvent) -> list[str]:
+        if event.decision in ("approved", "rejected") and event.call_id:
+            approved = event.decision == "approved"
+            said = "approved by a person" if approved else "rejected by a person"
+            if not approved and event.detail:
+                said += f": {event.detail}"
+            self._notes.setdefault(event.call_id, []).append((True, said))
+            self._waiting.discard(event.call_id)
+        elif event.decision == "resolved" and event.key:
+            self._ambiguous.discard(event.key)
+            for call_id in self._receipt_calls.get(event.key, []):
+                if event.detail not in _RESOLUTION_KINDS:  # a kind alone: nothing to say
+                    self._notes.setdefault(call_id, []).append((True, event.detail))
+        return []
+
+    def answer_line(self, event: StopEvent) -> list[str]:
+        """The final answer as the turn's text, for a run whose text was not forwarded."""
+        if not event.final_answer:
+            return []
+        self.answer_printed = True
+        return [f"turn {event.turn}  model: {event.final_answer.strip()}"]
+
+    def flush(self) -> list[str]:
+        """Notes whose call's answer never came (compacted away), in order."""
+        lines = [
+            _timeline_line(self.turn, text) for notes in self._notes.values() for _, text in notes
+        ]
+        self._notes.clear()
+        return lines
+
+    def status(self) -> str:
+        """`turn 2 | tools | 3 tool calls | 1 awaiting approval`: what the log has said."""
+        parts = [
+            f"turn {self.turn}",
+            self.phase or "model",
+            _count(self.tool_calls, "tool call")
+            + (f" ({self.replays} replayed)" if self.replays else ""),
+        ]
+        if self._waiting:
+            parts.append(f"{len(self._waiting)} awaiting approval")
+        if self._ambiguous:
+            waiting = _count(len(self._ambiguous), "ambiguous call")
+            parts.append(f"{waiting} awaiting a person: {command('receipts', self.workflow_id)}")
+        return " | ".join(parts)
+
+
+# A resolution's decision event names its kind alone when it has nothing to say on the
+# call's answer (a `happened` answer is replayed, and its replay says so).
+_RESOLUTION_KINDS = ("", "happened", "did_not_happen", "give_up")
+
+
+def waiting_line(
+    workflow_id: str, turn: int, tool: str, arguments: dict[str, Any], call_id: str
+) -> str:
+    """One call waiting for a person, with the command that decides it."""
     return (
-        f"turn {call.turn}  ? {call.tool} {arguments_text(call.arguments)} waits for "
-        f"approval: {command('approve', workflow_id, call.call_id)} [--reject REASON]"
+        f"turn {turn}  ? {tool} {arguments_text(arguments)} waits for "
+        f"approval: {command('approve', workflow_id, call_id)} [--reject REASON]"
     )
+
+
+def _arguments(text: str) -> dict[str, Any]:
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
+
+
+def _timeline_line(turn: int, text: str) -> str:
+    return one_line(f"turn {turn}  ! {text}", EVENT_WIDTH + 60)
 
 
 class TranscriptReader:
     """Turns a growing transcript, and the run's timeline, into event lines in the run's order.
+
+    Following a run no longer uses this (`EventPrinter` prints its event log); it reads a
+    run from its `RunResult` alone (what tests check `show` would say of a transcript).
 
     Each message is reported once. A timeline event is placed where it happened: a
     `model` event (a retry, a stall, a breaker, healing) before the assistant message of
@@ -266,9 +435,10 @@ class ProgressDisplay:
         # Set by `follow` at the end: the final answer was printed (streamed or read).
         self.answer_shown = False
 
-    def wants(self, delta: OutputDelta) -> bool:
+    def wants(self, delta: OutputDelta | TextDeltaEvent) -> bool:
         """Whether `delta` is text this display prints (answer text of a live turn)."""
-        return delta.kind == "text" and bool(delta.text) and delta.turn >= self.live_from_turn
+        text = isinstance(delta, TextDeltaEvent) or delta.kind == "text"
+        return text and bool(delta.text) and delta.turn >= self.live_from_turn
 
     def showed(self, text: str) -> bool:
         """Whether one attempt's streamed text was exactly `text` (so it need not be
@@ -276,7 +446,7 @@ class ProgressDisplay:
         wanted = text.strip()
         return bool(wanted) and any("".join(p).strip() == wanted for p in self._shown.values())
 
-    def text(self, delta: OutputDelta) -> None:
+    def text(self, delta: OutputDelta | TextDeltaEvent) -> None:
         """Answer text forwarded by the model, as it arrives (reasoning is not printed)."""
         if not self.wants(delta):
             return

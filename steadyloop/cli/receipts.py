@@ -46,7 +46,7 @@ from steadyloop.cli.invocation import command
 from steadyloop.cli.live_run import RunCommandFailure, RunHandle
 from steadyloop.cli.progress import arguments_text, one_line
 from steadyloop.receipts.ledger import DidNotHappen, GiveUp, Happened
-from steadyloop.run.models import AmbiguousCall, ResolveReceipt
+from steadyloop.run.models import AmbiguousCall
 from steadyloop.worker.config import ConfigError
 from steadyloop.workflows.late_results import never_returned, overrun_text
 
@@ -336,9 +336,7 @@ def match_key(calls: Sequence[AmbiguousCall], given: str, workflow_id: str) -> A
 def receipts_command(args: argparse.Namespace) -> int:
     """The `receipts` handler: `ConfigError` goes to `run_cli` (exit 2); failures exit 1."""
     request = receipts_request(args)
-    return live_run.run_with_client(
-        args, lambda client: run_receipts(client, request, sys.stdout)
-    )
+    return live_run.run_with_client(args, lambda client: run_receipts(client, request, sys.stdout))
 
 
 async def run_receipts(client: Client, request: ReceiptsRequest, out: TextIO) -> int:
@@ -355,7 +353,7 @@ async def run_receipts(client: Client, request: ReceiptsRequest, out: TextIO) ->
         return EXIT_OK
     assert request.resolution is not None
     call = match_key(calls, request.resolve, handle.id)
-    applied = await resolve(handle, call, request.resolution)
+    applied = await resolve(client, handle, call, request.resolution)
     print(
         f"resolved {short_key(call.key)} ({call.tool} {arguments_text(call.arguments)}, "
         f"attempt {call.attempt}): {describe_resolution(request.resolution)}",
@@ -396,12 +394,13 @@ async def open_calls(handle: RunHandle) -> list[AmbiguousCall]:
     return calls
 
 
-async def resolve(handle: RunHandle, call: AmbiguousCall, resolution: Resolution) -> str:
+async def resolve(
+    client: Client, handle: RunHandle, call: AmbiguousCall, resolution: Resolution
+) -> str:
     """Send `resolve_receipt` for `call`; what the workflow says it applied."""
-    return await live_run.update_run(
-        handle,
-        "resolve_receipt",
-        ResolveReceipt(key=call.key, resolution=resolution),
+    return await live_run.steer(
+        live_run.steering_handle(client, handle).resolve_receipt(call, resolution),
+        handle.id,
         what="the resolution",
         refused=f"the run refused to resolve {short_key(call.key)} ({call.tool})",
         check=f"`{command('receipts', handle.id)}`",

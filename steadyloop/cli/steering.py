@@ -39,8 +39,10 @@ from steadyloop.cli.failure_text import failure_text
 from steadyloop.cli.invocation import command
 from steadyloop.cli.live_run import RunCommandFailure, RunHandle
 from steadyloop.cli.progress import arguments_text, result_lines
+from steadyloop.client import RunEnded
+from steadyloop.client import RunHandle as ClientRunHandle
 from steadyloop.run.bounds import seconds_problem
-from steadyloop.run.steering import ApprovalDecision, PendingApproval, UserMessage
+from steadyloop.run.steering import PendingApproval, UserMessage
 from steadyloop.worker.config import ConfigError
 
 EXIT_OK = 0
@@ -127,9 +129,7 @@ def steering_request(args: argparse.Namespace, stdin: TextIO | None = None) -> S
         return _approve_request(args, workflow_id)
     if command == "send":
         text = (
-            read_text_from(stdin or sys.stdin, "MESSAGE")
-            if args.message == "-"
-            else args.message
+            read_text_from(stdin or sys.stdin, "MESSAGE") if args.message == "-" else args.message
         )
         try:
             UserMessage(content=text)
@@ -216,9 +216,7 @@ def waiting_call(
 def steering_command(args: argparse.Namespace) -> int:
     """The handler of every steering command: usage errors go to `run_cli` (exit 2)."""
     request = steering_request(args)
-    return live_run.run_with_client(
-        args, lambda client: run_steering(client, request, sys.stdout)
-    )
+    return live_run.run_with_client(args, lambda client: run_steering(client, request, sys.stdout))
 
 
 async def run_steering(client: Client, request: SteeringRequest, out: TextIO) -> int:
@@ -231,39 +229,43 @@ async def run_steering(client: Client, request: SteeringRequest, out: TextIO) ->
         "interrupt": "there is nothing left to interrupt",
     }[request.command]
     handle = await live_run.running_handle(client, request.workflow_id, ended=ended)
-    lines = await _carry_out(handle, request)
+    lines = await _carry_out(handle, live_run.steering_handle(client, handle), request)
     print("\n".join(lines), file=out, flush=True)
     return EXIT_OK
 
 
-async def _carry_out(handle: RunHandle, request: SteeringRequest) -> list[str]:
+async def _carry_out(
+    handle: RunHandle, steering: ClientRunHandle, request: SteeringRequest
+) -> list[str]:
     follow = f"follow the run with `{command('show', handle.id)}`"
+    show = f"`{command('show', handle.id)}`"
     if request.command == "approve":
-        return await _approve(handle, request, follow)
+        return await _approve(handle, steering, request, follow)
     if request.command == "send":
-        answer = await live_run.update_run(
-            handle,
-            "send_message",
-            UserMessage(content=request.message or ""),
+        answer = await live_run.steer(
+            steering.send(request.message or ""),
+            handle.id,
             what="the message",
             refused=f"run {handle.id} refused the message",
-            check=f"`{command('show', handle.id)}`",
+            check=show,
         )
         return [f"sent to run {handle.id}: {answer}; {follow}"]
     if request.command in ("pause", "unpause"):
-        answer = await live_run.update_run(
-            handle,
-            request.command,
-            None,
+        sent = steering.pause() if request.command == "pause" else steering.unpause()
+        answer = await live_run.steer(
+            sent,
+            handle.id,
             what=f"the {request.command}",
             refused=f"run {handle.id} refused to {request.command}",
-            check=f"`{command('show', handle.id)}`",
+            check=show,
         )
         return [f"run {handle.id}: {answer}"]
-    return await _interrupt(handle, request)
+    return await _interrupt(handle, steering, request)
 
 
-async def _approve(handle: RunHandle, request: SteeringRequest, follow: str) -> list[str]:
+async def _approve(
+    handle: RunHandle, steering: ClientRunHandle, request: SteeringRequest, follow: str
+) -> list[str]:
     calls: list[PendingApproval] = await live_run.query_run(
         handle, "pending_approvals", list[PendingApproval]
     )
@@ -280,13 +282,14 @@ async def _approve(handle: RunHandle, request: SteeringRequest, follow: str) -> 
         )
     # Bound to the call just listed: if another call took its id in between, the run
     # refuses the decision instead of applying it to what the person never saw.
-    decision = ApprovalDecision.for_call(
-        call, approved=request.reject is None, reason=request.reject
+    decided = (
+        steering.approve(call)
+        if request.reject is None
+        else steering.reject(call, reason=request.reject)
     )
-    answer = await live_run.update_run(
-        handle,
-        "approve_call",
-        decision,
+    answer = await live_run.steer(
+        decided,
+        handle.id,
         what="the decision",
         refused=f"run {handle.id} refused the decision on {call.call_id} ({call.tool})",
         check=f"`{command('approve', handle.id)}`",
@@ -296,10 +299,12 @@ async def _approve(handle: RunHandle, request: SteeringRequest, follow: str) -> 
     return [f"{answer} ({arguments_text(call.arguments)}); {after}"]
 
 
-async def _interrupt(handle: RunHandle, request: SteeringRequest) -> list[str]:
+async def _interrupt(
+    handle: RunHandle, steering: ClientRunHandle, request: SteeringRequest
+) -> list[str]:
     try:
-        await handle.signal("interrupt", request.reason, rpc_timeout=live_run.QUERY_TIMEOUT)
-    except live_run.QUERY_ERRORS as exc:
+        await steering.interrupt(request.reason)
+    except (RunEnded, *live_run.QUERY_ERRORS) as exc:
         raise RunCommandFailure(f"cannot interrupt run {handle.id}: {exc}") from None
     if request.wait_s == 0:
         return [f"interrupt sent to run {handle.id}; how it ended: `{command('show', handle.id)}`"]
