@@ -8,8 +8,9 @@ through `steadyloop.client`) printed by `progress`; people in the loop use `stee
 client's typed steering (`live_run`); `demo` and `demo_conversation` are the keyless
 demo (`demo_web` serves it on the web page), and `demo_tour` (with its scripted
 provider `demo_tour_conversation` and tools `demo_tour_tools`) the keyless tour of
-approvals, interrupts and ambiguous calls; `failure_text` says why a run or a command failed in one line. The worker process that
-`steadyloop worker` starts lives in `steadyloop.worker`.
+approvals, interrupts and ambiguous calls; `failure_text` says why a run or a command
+failed in one line. The worker process that `steadyloop worker` starts lives in
+`steadyloop.worker`.
 
 Guarantees: bad flags and values get one line that names them; no secret is printed.
 """
