@@ -53,7 +53,12 @@ from steadyloop.activities.endpoint_health import EndpointHealthActivities
 from steadyloop.activities.tool_execution import ToolActivities
 from steadyloop.client.event_log import DEFAULT_POLL_S, run_events
 from steadyloop.events import TextDeltaEvent
-from steadyloop.output.forwarding import OUTPUT_TOPIC, OutputDelta, output_stream_id
+from steadyloop.output.forwarding import (
+    HOST_IDLE_CLOSE_S,
+    OUTPUT_TOPIC,
+    OutputDelta,
+    output_stream_id,
+)
 from steadyloop.run.models import RunInput, RunResult
 from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
 from steadyloop.testing.scripted_server import ScriptedServer, sse_response
@@ -186,8 +191,12 @@ def log_off() -> None:
     """Make the event log's one decision "off", as for a run recorded before it."""
     original = workflow_event_log.EventLog.begin
 
-    def begin(self: workflow_event_log.EventLog, host_max_events: int) -> None:
-        original(self, host_max_events)
+    def begin(
+        self: workflow_event_log.EventLog,
+        host_max_events: int,
+        host_idle_close_s: float = HOST_IDLE_CLOSE_S,
+    ) -> None:
+        original(self, host_max_events, host_idle_close_s)
         self.enabled = False
 
     workflow_event_log.EventLog.begin = begin  # type: ignore[method-assign]

@@ -324,8 +324,8 @@ def report(
 
 # What reading a run's log costs: its polls (updates) and queries. Describes are counted
 # apart: readers describe the run and its log host while waiting for the host to start,
-# so their count follows timing, and the server adds one per connection (the tenancy
-# check), which is per client by design.
+# so their count follows timing. The server describes a run once per process (its
+# tenancy check and its readers share the answer), so they do not follow the clients.
 READS = ("UpdateWorkflowExecution", "PollWorkflowExecutionUpdate", "QueryWorkflow")
 
 
@@ -338,6 +338,11 @@ def compare(rounds: list[Round], args: argparse.Namespace, failures: list[str]) 
           f"for {b.clients / a.clients:.0f}x the clients")  # fmt: skip
     if reads_b > reads_a * 1.5:
         failures.append("the Temporal updates and queries per run grew with the clients")
+    op = "DescribeWorkflowExecution"
+    described_a, described_b = a.requests[op] / args.runs, b.requests[op] / args.runs
+    print(f"Temporal describes per run: round A {described_a:.1f}, round B {described_b:.1f}: "
+          f"{described_b / max(described_a, 1e-9):.2f}x for {b.clients / a.clients:.0f}x the "
+          "clients")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -323,3 +323,33 @@ async def test_sigkilled_demo_keep_running_frees_its_port(tmp_path: Path) -> Non
     await _sigkill(demo)
     await _until(lambda: not _listening(port), f"port {port} freed after SIGKILL")
     await _until(lambda: not _dev_servers_on(port), "no dev server left on the port")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+async def test_sigkilled_serve_dev_frees_its_ports_and_leaves_no_dev_server(
+    tmp_path: Path,
+) -> None:
+    """`serve --dev` starts its dev server the way `worker --dev` does, so a SIGKILL to
+    the server takes the dev server (and its UI) down with it."""
+    port = free_port()
+    while port + 1000 > 65535 or _listening(port + 1000):  # the UI's port: port + 1000
+        port = free_port()
+    http_port = free_port()
+    serve = await _start(
+        "serve",
+        "--dev",
+        "--dev-port",
+        str(port),
+        "--port",
+        str(http_port),
+        environ=_environment(tmp_path),
+        ready="Ctrl-C to stop.",
+    )
+    assert _listening(port) and _listening(port + 1000) and _listening(http_port)
+    assert len(_dev_servers_on(port)) == 1
+    await _sigkill(serve)
+    await _until(lambda: not _listening(port), f"port {port} freed after SIGKILL")
+    await _until(lambda: not _listening(port + 1000), "the dev UI's port freed after SIGKILL")
+    await _until(lambda: not _dev_servers_on(port), "no dev server left on the port")
+    assert not _listening(http_port)

@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
+from pydantic import ValidationError
 
 from steadyloop.activities.model_stream import (
     StreamProgress,
@@ -22,7 +23,12 @@ from steadyloop.activities.model_stream import (
     stream_turn,
 )
 from steadyloop.chat import ChatMessage
-from steadyloop.output.forwarding import ForwardedOutput, ForwardTarget, OutputDelta
+from steadyloop.output.forwarding import (
+    ForwardedOutput,
+    ForwardingOptions,
+    ForwardTarget,
+    OutputDelta,
+)
 from steadyloop.routing.provider_errors import failure_is_retryable
 from steadyloop.stream.completion import AssembledTurn, CompletionRequest
 from steadyloop.stream.failures import StreamFailed
@@ -60,9 +66,7 @@ class Sink:
         return "".join(d.text for d in self.deltas if d.kind == kind)
 
 
-def forwarding_request(
-    *, reasoning_is_output: bool = False, **fields: Any
-) -> CompletionRequest:
+def forwarding_request(*, reasoning_is_output: bool = False, **fields: Any) -> CompletionRequest:
     return CompletionRequest(
         endpoint="scripted",
         model="scripted-model",
@@ -220,9 +224,7 @@ async def test_a_stall_after_output_was_shown_is_not_retryable_and_keeps_the_tex
     await asyncio.wait_for(exchange.ended.wait(), 2.0)
     assert exchange.client_disconnected  # the stalled connection was released
     assert info.value.shown_text == sink.text() == "The answer is"
-    error = failure_to_application_error(
-        failure, shown=ForwardedOutput(text=info.value.shown_text)
-    )
+    error = failure_to_application_error(failure, shown=ForwardedOutput(text=info.value.shown_text))
     assert error.non_retryable and error.next_retry_delay is None
     assert error.details[0]["produced_output"] is True
     assert ForwardedOutput.model_validate(error.details[1]).text == "The answer is"
@@ -304,3 +306,15 @@ def test_a_call_with_no_name_is_logged_naming_the_name(caplog: pytest.LogCapture
     with caplog.at_level("WARNING", logger="steadyloop.activities.model_stream"):
         _log_repaired_calls(turn, lambda _call_id: False)  # the wire sent this id
     assert [r.getMessage() for r in caplog.records] == ["tool call call_x repaired: empty name"]
+
+
+@pytest.mark.parametrize("value", [0, 0.5, -1, float("nan"), float("inf"), 1e300, 7 * 86_400 + 1])
+def test_a_host_idle_close_out_of_bounds_is_refused_naming_the_field(value: float) -> None:
+    with pytest.raises(ValidationError, match="host_idle_close_s"):
+        ForwardingOptions(enabled=True, host_idle_close_s=value)
+
+
+def test_a_host_idle_close_in_bounds_is_kept_and_an_hour_by_default() -> None:
+    assert ForwardingOptions().host_idle_close_s == 3_600.0
+    assert ForwardingOptions(host_idle_close_s=1).host_idle_close_s == 1.0
+    assert ForwardingOptions(host_idle_close_s=7 * 86_400).host_idle_close_s == 7 * 86_400

@@ -25,6 +25,7 @@ from temporalio.client import (
     Interceptor,
     OutboundInterceptor,
     StartWorkflowUpdateInput,
+    WorkflowExecutionStatus,
     WorkflowHandle,
     WorkflowUpdateHandle,
 )
@@ -316,3 +317,37 @@ async def test_a_subscriber_whose_poll_fails_mid_stream_still_reads_every_piece_
     assert faults.failed == 1 and faults.calls > 3  # the fault happened mid-stream
     assert result.final_answer == words
     assert "".join(d.text for d in seen) == words  # nothing lost, nothing repeated
+
+
+async def test_a_host_that_idled_out_mid_call_is_started_again_and_the_rest_is_still_shown() -> (
+    None
+):
+    """A model silent for longer than the run's `host_idle_close_s` finds its host ended:
+    the publisher starts it again with its log, so what follows is shown, after what was."""
+    async with running_loop([]) as loop:
+        target = ForwardTarget(
+            stream_id=f"idle-{uuid.uuid4()}/output",
+            turn=1,
+            attempt=1,
+            batch_interval_s=0.05,
+            host_idle_close_s=1.0,
+        )
+        await ensure_host(loop.client, target, loop.task_queue)
+        host = loop.client.get_workflow_handle(target.stream_id)
+        first_run = (await host.describe()).run_id
+        async with OutputPublisher(loop.client, target, loop.task_queue) as publisher:
+            publisher.publish(OutputDelta(turn=1, attempt=1, kind="text", text="before "), now=True)
+            for _ in range(200):  # a hang guard: the host ends after its idle second
+                if (await host.describe()).status == WorkflowExecutionStatus.COMPLETED:
+                    break
+                await asyncio.sleep(0.1)
+            else:
+                raise AssertionError("the host never closed when idle")
+            publisher.publish(OutputDelta(turn=1, attempt=1, kind="text", text="after"), now=True)
+        shown = await read_forwarded(
+            loop.client, pydantic_data_converter.payload_converter, target.stream_id, turn=1
+        )
+        now = await host.describe()
+    assert publisher.failed is None
+    assert shown.text == "before after"  # both, once, in order, across the restart
+    assert now.run_id != first_run, "the host was not started again"

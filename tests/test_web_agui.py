@@ -225,6 +225,7 @@ async def test_the_same_input_after_the_approval_streams_past_the_decided_interr
 ) -> None:
     def decided_script(run: FakeRun) -> None:
         approval_script(run)
+        del run.pending["call_0"]  # decided: the run no longer waits for it
         run.publish("decision", turn=0, decision="approved", call_id="call_0")
         run.publish("tool_result", turn=0, call_id="call_0", name="wire", text="sent")
         run.publish("stop", turn=1, reason="final_answer", final_answer="Done.")
@@ -236,3 +237,23 @@ async def test_the_same_input_after_the_approval_streams_past_the_decided_interr
     assert "TOOL_CALL_RESULT" in types
     assert not any(e.get("outcome", {}).get("type") == "interrupt" for _, e in got)
     validate((await http.post("/ag-ui", json=run_input())).text, tmp_path, "after-decision")
+
+
+async def test_a_decided_approval_is_no_interrupt_however_late_the_log_shows_the_decision(
+    http: httpx.AsyncClient, backend: FakeBackend
+) -> None:
+    """The log may hand over the decision well after the approval (read in separate
+    polls): whether the call still waits is the run's to say, not the next event's."""
+
+    def decided_script(run: FakeRun) -> None:
+        approval_script(run)
+        del run.pending["call_0"]  # decided: the run no longer waits for it
+        run.publish("decision", turn=0, decision="approved", call_id="call_0")
+        run.publish("stop", turn=1, reason="final_answer", final_answer="Done.")
+        run.read_gap_s = 0.6
+
+    backend.on_start = decided_script
+    got = frames((await http.post("/ag-ui", json=run_input())).text)
+    assert not any(e.get("outcome", {}).get("type") == "interrupt" for _, e in got)
+    assert got[-1][1]["type"] == "RUN_FINISHED" and got[-1][1]["outcome"] == {"type": "success"}
+    assert any(e.get("name") == "steadyloop.approval_waiting" for _, e in got)

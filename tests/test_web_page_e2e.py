@@ -20,6 +20,7 @@ from web_harness import (
     WebStack,
     answer,
     calls,
+    eventually,
     paced_answer,
     run_workflow,
     start_thread_run,
@@ -37,6 +38,7 @@ from steadyloop.testing.chunks import (
     tool_call_chunks,
 )
 from steadyloop.testing.scripted_server import RecordedRequest, ScriptedResponse, sse_response
+from steadyloop.workflows.output_stream import OutputStreamSummary
 
 pytestmark = pytest.mark.slow
 
@@ -480,6 +482,74 @@ async def test_10_following_across_the_logs_continue_as_new_shows_no_gap_and_no_
         assert result.final_answer == "".join(LONG)
         assert text.encode("utf-8") == result.final_answer.encode("utf-8")
         assert [parse_cursor(i).offset for i in ids] == list(range(len(ids)))
+
+
+def refunding_then_streaming(request: RecordedRequest) -> ScriptedResponse:
+    if not tool_answers(request):
+        return calls(REFUND)
+    return paced_answer(WORDS, 0.02)
+
+
+async def test_10_following_across_an_idle_close_and_restart_shows_no_gap_and_no_repeat(
+    tmp_path: Path,
+) -> None:
+    """The run waits for a person longer than its host stays open: the host closes when
+    idle, the decision's publish starts it again with its log, and the page following
+    all along reads on across both executions."""
+    async with web_stack(refunding_then_streaming, tmp_path) as stack:
+        await stack.start_worker()
+        await stack.start_server()
+        thread = await start_thread_run(
+            stack,
+            "idle",
+            "Refund order A-17.",
+            forwarding=ForwardingOptions(enabled=True, host_idle_close_s=2),
+        )
+        run_id = run_workflow("tenant-a", thread)
+        async with chromium() as browser:
+            page = await browser.new_page()
+            await page.goto(stack.page_url(thread))
+            approve = page.locator(".approval button.approve")
+            await approve.wait_for(timeout=DONE_GUARD_MS)
+            closed = await eventually(
+                lambda: idle_closed_host(stack, run_id),
+                timeout_s=60,
+                what="an idle close",
+                every_s=0.5,
+            )
+            assert closed.reason == "idle"
+            await approve.click()
+            await page.wait_for_selector('#stop[data-reason="final_answer"]', timeout=DONE_GUARD_MS)
+            text = await page.locator(".turn .answer").last.text_content() or ""
+            ids = await received(page)
+            events = await applied(page)
+        answer = await final_answer(stack, thread)
+        assert await host_runs(stack, run_id) == 2, "the host was not started again"
+        assert stack.refunds() == ["refund 3450 cents on A-17"]
+        assert text.encode("utf-8") == answer.encode("utf-8") == ANSWER.encode("utf-8")
+        # One pass over the log across both hosts: every cursor once, in order, none skipped.
+        assert_strictly_increasing(ids)
+        assert [parse_cursor(i).offset for i in ids] == list(range(len(ids)))
+        # What the restarted host holds first (the decision, the tool's result) is shown
+        # too: a host started again at offset 0 would lose it under the page's cursor.
+        bodies = [body for _, body in events if isinstance(body, dict)]
+        kinds = [body["type"] for body in bodies]
+        assert kinds[:4] == ["tool_call", "approval_waiting", "decision", "tool_result"], kinds
+        streamed = [str(body["text"]) for body in bodies if body["type"] == "text_delta"]
+        assert "".join(streamed).encode("utf-8") == ANSWER.encode("utf-8")
+
+
+async def idle_closed_host(stack: WebStack, run_workflow_id: str) -> OutputStreamSummary | None:
+    """How the run's first host ended, once one has."""
+    query = f'WorkflowId STARTS_WITH "{run_workflow_id}/output" AND ExecutionStatus = "Completed"'
+    async for ended in stack.client.list_workflows(query):
+        handle = stack.client.get_workflow_handle(
+            ended.id, run_id=ended.run_id, result_type=OutputStreamSummary
+        )
+        summary = await handle.result(follow_runs=False)
+        assert isinstance(summary, OutputStreamSummary)
+        return summary
+    return None
 
 
 async def host_runs(stack: WebStack, run_workflow_id: str) -> int:

@@ -47,6 +47,9 @@ class FakeRun:
     decided: list[tuple[str, bool]] = field(default_factory=list)
     messages: list[str] = field(default_factory=list)
     reads: int = 0  # subscriptions opened on the log
+    # Seconds each read of the log waits before handing over an event (a reader that
+    # gets the log in separate polls).
+    read_gap_s: float = 0.0
 
     def publish(self, event_type: str, /, **data: Any) -> StreamEvent:
         event = StreamEvent(
@@ -143,6 +146,8 @@ class FakeBackend:
             raise CursorExpired(f"events after {after} are gone", cursor(run.oldest))
         while True:
             while index < len(run.events):
+                if run.read_gap_s:
+                    await asyncio.sleep(run.read_gap_s)
                 yield run.events[index]
                 index += 1
             if run.ended:
@@ -155,7 +160,9 @@ class FakeBackend:
         return {
             "run_id": run.run_id,
             "cursor": run.events[-1].cursor if run.events else None,
-            "pending_approvals": [{"call_id": c, "sha256": s} for c, s in run.pending.items()],
+            "pending_approvals": [
+                {"call_id": c, "arguments_sha256": s} for c, s in run.pending.items()
+            ],
             "stop": next((e.data for e in run.events if e.type == "stop"), None),
         }
 

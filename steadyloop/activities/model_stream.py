@@ -909,7 +909,7 @@ class ModelActivities:
             info = activity.info()
             await _refuse_if_already_shown(forward, info.attempt, info.heartbeat_details)
             await ensure_host(client, forward, info.task_queue)
-            async with OutputPublisher(client, forward) as publisher:
+            async with OutputPublisher(client, forward, info.task_queue) as publisher:
 
                 def sink(delta: OutputDelta, first: bool) -> None:
                     publisher.publish(delta, now=first)

@@ -45,6 +45,7 @@ from steadyloop.events.models import EVENTS_TOPIC
 from steadyloop.events.publishing import PublishRunEvents
 from steadyloop.output.forwarding import (
     HOST_EPOCH_MEMO,
+    HOST_IDLE_CLOSE_S,
     OUTPUT_STREAM_WORKFLOW,
     OUTPUT_TOPIC,
     ForwardedOutput,
@@ -66,11 +67,17 @@ PUBLISH_RETRY = timedelta(seconds=30)
 
 async def ensure_host(client: Client, target: ForwardTarget, task_queue: str) -> None:
     """Start the run's output host, or attach to it when it is already running."""
-    await ensure_stream_host(client, target.stream_id, task_queue, target.host_max_events)
+    await ensure_stream_host(
+        client, target.stream_id, task_queue, target.host_max_events, target.host_idle_close_s
+    )
 
 
 async def ensure_stream_host(
-    client: Client, stream_id: str, task_queue: str, max_events: int
+    client: Client,
+    stream_id: str,
+    task_queue: str,
+    max_events: int,
+    idle_close_s: float = HOST_IDLE_CLOSE_S,
 ) -> None:
     """Start host `stream_id`, go on with the one that ended, or attach to the running one.
 
@@ -80,7 +87,7 @@ async def ensure_stream_host(
     a cursor into the old one is refused as expired, never read as the new offsets.
     Two starters racing both start the same input; `USE_EXISTING` keeps one.
     """
-    params = OutputStreamInput(max_events=max_events)
+    params = OutputStreamInput(max_events=max_events, idle_close_s=idle_close_s)
     handle: WorkflowHandle[object, object] = client.get_workflow_handle(stream_id)
     try:
         described = await handle.describe()
@@ -118,7 +125,9 @@ async def publish_events(client: Client, batch: PublishRunEvents) -> None:
     The batch is one signal with the loop's own publisher id and sequence, so a retried
     publish (the local activity retried, a workflow task replayed) lands once.
     """
-    await ensure_stream_host(client, batch.stream_id, batch.task_queue, batch.host_max_events)
+    await ensure_stream_host(
+        client, batch.stream_id, batch.task_queue, batch.host_max_events, batch.host_idle_close_s
+    )
     converter = client.data_converter.payload_converter
     entries = [
         PublishEntry(
@@ -150,9 +159,18 @@ class OutputPublisher:
     faster than a signal's round trip would keep one flush sending a signal per round
     trip, and the host's history would grow with the stream's speed instead of once per
     `batch_interval_s`.
+
+    Given the task queue, a send refused because the host ended (a model silent for
+    longer than the run's `host_idle_close_s`) starts the host again with its log
+    before the batch is retried, so the rest of the answer is still shown live.
     """
 
-    def __init__(self, client: Client, target: ForwardTarget) -> None:
+    def __init__(
+        self, client: Client, target: ForwardTarget, task_queue: str | None = None
+    ) -> None:
+        self._client = client
+        self._target = target
+        self._task_queue = task_queue
         self._stream = WorkflowStreamClient.create(
             client, target.stream_id, max_retry_duration=PUBLISH_RETRY
         )
@@ -186,11 +204,21 @@ class OutputPublisher:
                 await self._send()
             except RPCError as error:
                 logger.warning("forwarded output not yet published (will retry): %s", error)
+                await self._restart_host()
             except Exception as error:  # e.g. a piece that cannot be serialized
                 # Not retried (it would fail again), and never the model call's failure:
                 # the live view is lost from here, the answer is not.
                 self.failed = error
                 logger.warning("forwarded output could not be published: %s", error)
+
+    async def _restart_host(self) -> None:
+        """Start the host again if it ended (attaching is a no-op while it runs)."""
+        if self._task_queue is None:
+            return
+        try:
+            await ensure_host(self._client, self._target, self._task_queue)
+        except RPCError as error:
+            logger.warning("the output host could not be started again yet: %s", error)
 
     async def __aenter__(self) -> OutputPublisher:
         self._pump = asyncio.create_task(self._run(), name="steadyloop-output-publisher")
@@ -207,7 +235,13 @@ class OutputPublisher:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._pump
         try:
-            await self._send()
+            try:
+                await self._send()
+            except RPCError:
+                if self._task_queue is None:
+                    raise
+                await self._restart_host()  # the host ended since the last batch: once more
+                await self._send()
         except Exception as error:  # the live view failed; the answer goes on
             self.failed = error
             logger.warning("forwarded output could not be published: %s", error)

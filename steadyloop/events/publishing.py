@@ -15,6 +15,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from steadyloop.events.models import RunEventItem
+from steadyloop.output.forwarding import HOST_IDLE_CLOSE_S
 
 __all__ = ["PUBLISH_RUN_EVENTS_ACTIVITY", "PublishRunEvents", "publisher_id"]
 
@@ -32,6 +33,7 @@ class PublishRunEvents(BaseModel):
     stream_id: str
     task_queue: str
     host_max_events: int = Field(default=2_000, ge=50)
+    host_idle_close_s: float = Field(default=HOST_IDLE_CLOSE_S, gt=0)
     publisher_id: str
     sequence: int = Field(ge=1)
     events: list[RunEventItem]

@@ -41,6 +41,8 @@ READ_FORWARDED_OUTPUT_ACTIVITY = "steadyloop.read_forwarded_output"
 OUTPUT_ALREADY_FORWARDED = "output_already_forwarded"
 
 OutputKind = Literal["text", "reasoning"]
+# How long a run's output host stays open with nothing published (`ForwardingOptions`).
+HOST_IDLE_CLOSE_S = 3_600.0
 
 
 # The output host's memo key holding its epoch (`steadyloop.events.cursor`): read by
@@ -68,6 +70,11 @@ class ForwardingOptions(BaseModel):
     `host_max_events` bounds each host execution's history: past it, the host truncates
     and continues-as-new (Temporal allows 2,000 updates per execution; each subscriber
     poll is one).
+    `host_idle_close_s` is how long the host waits with nothing published before it
+    ends (a run that died without closing it holds no workflow open for ever). A run
+    that goes on later, after a long tool call or a person's slow approval, starts it
+    again with the log it kept, so followers see neither a gap nor a repeat; shorter
+    frees the host sooner and costs a restart per long silence.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -76,6 +83,9 @@ class ForwardingOptions(BaseModel):
     reasoning_is_output: bool = False
     batch_interval_s: float = Field(default=0.25, gt=0, le=10)
     host_max_events: int = Field(default=2_000, ge=200, le=40_000)
+    host_idle_close_s: float = Field(
+        default=HOST_IDLE_CLOSE_S, ge=1, le=7 * 86_400, allow_inf_nan=False
+    )
 
 
 class ForwardTarget(BaseModel):
@@ -89,6 +99,7 @@ class ForwardTarget(BaseModel):
     reasoning_is_output: bool = False
     batch_interval_s: float = 0.25
     host_max_events: int = 2_000
+    host_idle_close_s: float = HOST_IDLE_CLOSE_S
     # Characters of this turn's output (text, and reasoning when it counts) already shown
     # that this attempt continues (`steadyloop.stops.continuation`): the host holding that
     # much from earlier attempts is expected, more is a repeat to refuse.

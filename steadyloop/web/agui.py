@@ -19,9 +19,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from ag_ui.core import BaseEvent, CustomEvent, RunAgentInput, UserMessage
@@ -39,6 +38,7 @@ from steadyloop.web.agui_mapping import (
 )
 from steadyloop.web.backend import (
     BackendError,
+    NoWorkerToRead,
     RunBackend,
     RunRequest,
     StreamEvent,
@@ -54,9 +54,6 @@ __all__ = ["install_agui"]
 
 # Past every frame of a run event: "continue after this whole event".
 WHOLE_EVENT = 1 << 30
-# How long an approval's interrupt waits to see whether the log already holds its
-# decision (a stream read again later); a live approval waits for a person anyway.
-DECIDED_WAIT_S = 0.25
 
 
 def install_agui(
@@ -120,9 +117,12 @@ def install_agui(
         )
         tracker = Tracker(thread_id=given.thread_id, run_id=given.run_id)
 
+        async def waiting(event: ApprovalWaitingEvent) -> bool:
+            return await _still_waiting(backend, tenant, thread, run_id, event)
+
         async def frames() -> AsyncIterator[bytes]:
             try:
-                async for chunk in _agui_frames(stream, tracker, run_id, position):
+                async for chunk in _agui_frames(stream, tracker, run_id, position, waiting):
                     yield chunk
             except BackendError:
                 return
@@ -206,80 +206,70 @@ def _verdict(status: str, payload: Any) -> tuple[bool, str | None]:
     return True, None
 
 
+async def _still_waiting(
+    backend: RunBackend, tenant: str, thread: str, run_id: str, event: ApprovalWaitingEvent
+) -> bool:
+    """Whether the call an `approval_waiting` event announced waits for a person now.
+
+    The run says so itself (its pending approvals, bound to the call and its SHA), not
+    the log's next events: a log read again after the decision may deliver the decision
+    any time later, so an interrupt shown for it would be one nobody can answer. With no
+    worker to ask, a running run's call is taken to wait: a decision sent then is only
+    kept (202) until a worker records it, so the call does still wait."""
+    try:
+        snapshot = await backend.snapshot(tenant, thread, run_id)
+    except NoWorkerToRead:
+        return True
+    pending = snapshot.get("pending_approvals") or []
+    return any(
+        isinstance(call, dict)
+        and call.get("call_id") == event.call_id
+        and call.get("arguments_sha256") == event.sha
+        for call in pending
+    )
+
+
 async def _agui_frames(
-    stream: AsyncIterator[StreamEvent], tracker: Tracker, run_id: str, position: Position | None
+    stream: AsyncIterator[StreamEvent],
+    tracker: Tracker,
+    run_id: str,
+    position: Position | None,
+    waiting: Callable[[ApprovalWaitingEvent], Awaitable[bool]],
 ) -> AsyncIterator[bytes]:
     """The AG-UI frames of the run's log, from its start or after `position`."""
     if position is None or position.cursor is None:
         yield _frame(tracker.started(), frame_id(None, 0, opening=0))
         position = None
-    items = _Lookahead(stream)
-    try:
-        async for item in items:
-            event = parse_event(item.data).model_copy(update={"cursor": item.cursor})
-            if isinstance(event, ApprovalWaitingEvent) and await items.decides(event.call_id):
-                # Decided already (the run's log says so next): a stream read again after
-                # the decision must not stop at an interrupt nobody can answer any more.
-                made: list[BaseEvent] = [
-                    CustomEvent(name="steadyloop.approval_waiting", value=item.data)
-                ]
-            else:
-                made = tracker.make(event, steadyloop_run=run_id)
-            if position is not None:
-                if item.cursor != position.cursor:  # before the resume point: state only
-                    for agui in made:
-                        tracker.apply(agui)
-                    continue
-                for agui in made[: position.frame + 1]:
+    async for item in stream:
+        event = parse_event(item.data).model_copy(update={"cursor": item.cursor})
+        if isinstance(event, ApprovalWaitingEvent) and not await waiting(event):
+            # Decided already: a stream read again after the decision must not stop at
+            # an interrupt nobody can answer any more.
+            made: list[BaseEvent] = [
+                CustomEvent(name="steadyloop.approval_waiting", value=item.data)
+            ]
+        else:
+            made = tracker.make(event, steadyloop_run=run_id)
+        if position is not None:
+            if item.cursor != position.cursor:  # before the resume point: state only
+                for agui in made:
                     tracker.apply(agui)
-                tracker.finished = False
-                for p, agui in enumerate(tracker.opening()):
-                    yield _frame(agui, frame_id(item.cursor, position.frame, opening=p))
-                first = min(position.frame + 1, WHOLE_EVENT)
-                made = made[first:]
-                position = None
-            else:
-                first = 0
-            for k, agui in enumerate(made, start=first):
+                continue
+            for agui in made[: position.frame + 1]:
                 tracker.apply(agui)
-                yield _frame(agui, frame_id(item.cursor, k))
-                if tracker.finished:
-                    return
-    finally:
-        await items.close()
-
-
-class _Lookahead:
-    """The stream, with a bounded look at its next event (never cancelling a read)."""
-
-    def __init__(self, stream: AsyncIterator[StreamEvent]) -> None:
-        self._events = aiter(stream)
-        self._next: asyncio.Future[StreamEvent] | None = None
-
-    def __aiter__(self) -> _Lookahead:
-        return self
-
-    async def __anext__(self) -> StreamEvent:
-        if self._next is not None:
-            coming, self._next = self._next, None
-            return await coming
-        return await anext(self._events)
-
-    async def decides(self, call_id: str) -> bool:
-        """Whether the next event, if it comes within `DECIDED_WAIT_S`, is a decision on
-        `call_id` (a log read again after the decision holds it right after the wait)."""
-        if self._next is None:
-            self._next = asyncio.ensure_future(anext(self._events))
-        done, _ = await asyncio.wait({self._next}, timeout=DECIDED_WAIT_S)
-        if not done or self._next.exception() is not None:
-            return False
-        coming = self._next.result()
-        return coming.type == "decision" and coming.data.get("call_id") == call_id
-
-    async def close(self) -> None:
-        if self._next is not None and not self._next.done():
-            self._next.cancel()
-            await asyncio.gather(self._next, return_exceptions=True)
+            tracker.finished = False
+            for p, agui in enumerate(tracker.opening()):
+                yield _frame(agui, frame_id(item.cursor, position.frame, opening=p))
+            first = min(position.frame + 1, WHOLE_EVENT)
+            made = made[first:]
+            position = None
+        else:
+            first = 0
+        for k, agui in enumerate(made, start=first):
+            tracker.apply(agui)
+            yield _frame(agui, frame_id(item.cursor, k))
+            if tracker.finished:
+                return
 
 
 def _frame(event: BaseEvent, sse_id: str) -> bytes:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -74,6 +75,8 @@ THREAD_PREFIX = "web"
 # call up there.
 LOG_READ_S = 2.0
 TAG_CHARS = 12
+# Runs whose first execution this process remembers (`ClientBackend._handle`).
+KNOWN_RUNS = 4_096
 _RESOLUTION: TypeAdapter[Any] = TypeAdapter(AmbiguityResolution)
 
 
@@ -107,6 +110,8 @@ class ClientBackend:
         self.defaults = defaults or RunDefaults()
         self.admission = admission
         self._describe = describe  # what the serving worker serves, asked once when needed
+        # (tenant, thread, run) -> the run's first execution run id, once Temporal named it.
+        self._known: OrderedDict[tuple[str, str, str], str] = OrderedDict()
 
     @property
     def temporal(self) -> Client:
@@ -126,9 +131,20 @@ class ClientBackend:
         return int(run_id)
 
     async def _handle(self, tenant: str, thread_id: str, run_id: str) -> tuple[RunHandle, str]:
-        """The run's handle and its first execution run id (its event log's key)."""
+        """The run's handle and its first execution run id (its event log's key).
+
+        The run is described once per process, not once per request: every client of a
+        run asks (the tenancy check of each connection, each reader of its log), and
+        the answer cannot change. The workflow id names the tenant and is never used
+        again (`REJECT_DUPLICATE`), so its first execution is fixed once it exists; a
+        run not found is not remembered, so it is found once it starts."""
         thread = self._thread(tenant, thread_id)
         number = self._number(run_id)
+        key = (tenant, thread_id, run_id)
+        first = self._known.get(key)
+        if first is not None:
+            self._known.move_to_end(key)
+            return thread.run(number, first_execution_run_id=first), first
         handle = thread.run(number)
         try:
             described = await handle.temporal_handle.describe()
@@ -137,6 +153,9 @@ class ClientBackend:
                 raise RunNotFound(f"no run {run_id!r} on thread {thread_id!r}") from None
             raise
         first = described.raw_description.workflow_execution_info.first_run_id
+        self._known[key] = first
+        while len(self._known) > KNOWN_RUNS:
+            self._known.popitem(last=False)
         return thread.run(number, first_execution_run_id=first), first
 
     # -- the backend ---------------------------------------------------------------

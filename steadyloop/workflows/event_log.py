@@ -33,7 +33,7 @@ with workflow.unsafe.imports_passed_through():
         PublishRunEvents,
         publisher_id,
     )
-    from steadyloop.output.forwarding import output_stream_id
+    from steadyloop.output.forwarding import HOST_IDLE_CLOSE_S, output_stream_id
 
 __all__ = ["EVENT_LOG_PATCH", "EventLog"]
 
@@ -55,9 +55,10 @@ class EventLog:
         self.enabled = False
         self.stream_id = ""
         self.host_max_events = 2_000
+        self.host_idle_close_s = HOST_IDLE_CLOSE_S
         self.dropped = 0  # events whose publish failed after its retries
 
-    def begin(self, host_max_events: int) -> None:
+    def begin(self, host_max_events: int, host_idle_close_s: float = HOST_IDLE_CLOSE_S) -> None:
         """Decide, once at the start of the execution, whether this run keeps the log.
 
         Decided once, not at each publish: a run recorded before the log replays with
@@ -69,6 +70,7 @@ class EventLog:
         info = workflow.info()
         self.enabled = workflow.patched(EVENT_LOG_PATCH)
         self.host_max_events = host_max_events
+        self.host_idle_close_s = host_idle_close_s
         if self.enabled:
             self.stream_id = output_stream_id(info.workflow_id, info.first_execution_run_id)
         else:
@@ -100,6 +102,7 @@ class EventLog:
                         stream_id=self.stream_id,
                         task_queue=info.task_queue,
                         host_max_events=self.host_max_events,
+                        host_idle_close_s=self.host_idle_close_s,
                         publisher_id=publisher_id(info.run_id),
                         sequence=self._sequence,
                         events=batch,

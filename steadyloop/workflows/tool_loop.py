@@ -386,7 +386,7 @@ class ToolLoopWorkflow:
     async def run(self, run: RunInput) -> RunResult:
         self._deadline = self._restore(run)
         self._tenant = run.tenant_id
-        self._events.begin(run.forwarding.host_max_events)
+        self._events.begin(run.forwarding.host_max_events, run.forwarding.host_idle_close_s)
         if run.delegation is not None:
             self._child_runs = ChildRuns.begin(
                 run, run.delegation, self._stats, self._receipts, self._deadline
@@ -911,6 +911,7 @@ class ToolLoopWorkflow:
                 reasoning_is_output=forwarding.reasoning_is_output,
                 batch_interval_s=forwarding.batch_interval_s,
                 host_max_events=forwarding.host_max_events,
+                host_idle_close_s=forwarding.host_idle_close_s,
                 accepted_chars=going_on.accepted_chars,
             )
         budget = run.limits.token_budget
