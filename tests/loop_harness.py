@@ -20,6 +20,7 @@ from typing import Any
 
 from temporalio import activity
 from temporalio.client import Client, WorkflowHandle
+from temporalio.converter import DataConverter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
@@ -35,7 +36,11 @@ from steadyloop.history.payload_storage import (
 )
 from steadyloop.routing.endpoints import EndpointRegistry
 from steadyloop.run.models import RunInput, RunLimits, RunResult
-from steadyloop.temporal_binaries import time_skipping_server_path
+from steadyloop.temporal_binaries import (
+    dev_server_args,
+    dev_server_path,
+    time_skipping_server_path,
+)
 from steadyloop.testing.scripted_server import ScriptedResponse, ScriptedServer
 from steadyloop.tools import ToolPlugin, ToolRegistry, current_progress, tool
 from steadyloop.tools.registry import AnyTool
@@ -261,6 +266,31 @@ async def running_loop(
             yield loop
 
 
+async def time_skipping_environment(converter: DataConverter) -> WorkflowEnvironment:
+    """Temporal's time-skipping test server (Java): what every loop test runs on."""
+    return await WorkflowEnvironment.start_time_skipping(
+        data_converter=converter, test_server_existing_path=time_skipping_server_path()
+    )
+
+
+async def dev_server_environment(converter: DataConverter) -> WorkflowEnvironment:
+    """A real dev server, for a test the time-skipping server cannot host faithfully.
+
+    One such case: with no workflow cache, the test server skips time while a workflow
+    task runs a local activity that calls the server (the event log's publish), so the
+    task times out and runs again, and what it did is done twice.
+    """
+    return await WorkflowEnvironment.start_local(
+        data_converter=converter,
+        dev_server_existing_path=dev_server_path(),
+        dev_server_extra_args=dev_server_args(),
+    )
+
+
+# Tests swap this (monkeypatch) for `dev_server_environment`.
+start_environment = time_skipping_environment
+
+
 @asynccontextmanager
 async def _loop_on(
     script: Iterable[ScriptedResponse],
@@ -283,9 +313,8 @@ async def _loop_on(
             + [s.endpoint(name) for name, s in servers.items() if name != ENDPOINT]
         )
         async with ModelActivities(endpoints, environ={}) as model:
-            env = await WorkflowEnvironment.start_time_skipping(
-                data_converter=steadyloop_data_converter(blobs, threshold_bytes=blob_threshold),
-                test_server_existing_path=time_skipping_server_path(),
+            env = await start_environment(
+                steadyloop_data_converter(blobs, threshold_bytes=blob_threshold)
             )
             async with env:
                 task_queue = f"tq-{uuid.uuid4()}"
