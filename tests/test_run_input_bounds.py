@@ -153,8 +153,21 @@ def test_every_duration_refuses_what_the_clock_cannot_add(
     assert refused.value.errors()[0]["loc"][0] == field
 
 
-# The forwarding batch interval is bounded at 10 s by its own rule.
-TEN_YEAR_FIELDS = [d for d in DURATIONS if d[0] != "ForwardingOptions.batch_interval_s"]
+# The forwarding batch interval is bounded at 10 s by its own rule, and the output host's
+# idle close at 1 s to 7 days by its own (a host idle longer ends, and the next publish
+# starts it again with its log: nothing is lost).
+OWN_BOUNDS = {"ForwardingOptions.batch_interval_s", "ForwardingOptions.host_idle_close_s"}
+TEN_YEAR_FIELDS = [d for d in DURATIONS if d[0] not in OWN_BOUNDS]
+
+
+@pytest.mark.parametrize("value", [0.5, 7 * 86_400 + 1, math.inf, math.nan])
+def test_the_hosts_idle_close_is_refused_outside_its_own_bounds(value: float) -> None:
+    from steadyloop.output.forwarding import ForwardingOptions
+
+    with pytest.raises(ValidationError) as refused:
+        ForwardingOptions(host_idle_close_s=value)
+    assert refused.value.errors()[0]["loc"] == ("host_idle_close_s",)
+    assert ForwardingOptions(host_idle_close_s=7 * 86_400).host_idle_close_s == 7 * 86_400
 
 
 @pytest.mark.parametrize(
