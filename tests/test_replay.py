@@ -32,7 +32,7 @@ from steadyloop.tools.payloads import LATE_TOOL_RESULT_SIGNAL
 from steadyloop.workflows.chain_admission import ChainAdmissionWorkflow
 from steadyloop.workflows.delegation import ADMISSION_PATCH
 from steadyloop.workflows.endpoint_health import EndpointHealthWorkflow
-from steadyloop.workflows.event_log import EVENT_LOG_PATCH
+from steadyloop.workflows.event_log import EVENT_LOG_PATCH, LOG_WHILE_WAITING_PATCH
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
@@ -232,3 +232,37 @@ def test_the_event_log_history_publishes_per_step_and_older_ones_never() -> None
     ):
         history = _load(older)
         assert not patched(history) and publishes(history) == 0
+
+
+def test_a_late_result_is_published_while_its_call_waits_and_older_runs_never() -> None:
+    """Issue 23: with the event log, the worker's late result is published between its
+    signal and the person's resolution (the follower prints it from the log); the run
+    recorded before has no such marker, and replays waiting as it did (above)."""
+
+    def order(history: WorkflowHistory) -> list[str]:
+        said: list[str] = []
+        for event in history.events:
+            attributes = event.marker_recorded_event_attributes
+            if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+                said.append("signal")
+            elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
+                said.append("resolution")
+            elif event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
+                data = b"".join(
+                    p.data for key in attributes.details for p in attributes.details[key].payloads
+                )
+                if (
+                    attributes.marker_name == "core_patch"
+                    and LOG_WHILE_WAITING_PATCH.encode() in data
+                ):
+                    said.append("patch")
+                elif PUBLISH_RUN_EVENTS_ACTIVITY.encode() in data:
+                    said.append("publish")
+        return said
+
+    logged = order(_load("opaque_late_result_on_the_log"))
+    assert "patch" in logged
+    between = logged[logged.index("signal") + 1 : logged.index("resolution")]
+    assert "publish" in between, logged
+    older = order(_load("opaque_timeout_late_result"))
+    assert "patch" not in older and "publish" not in older

@@ -7,14 +7,14 @@ following costs no query per poll, and a run that ended is read from its host's 
 with no worker. `EventPrinter` (`progress`) turns each event into its lines; nothing is
 merged here.
 
-Four things the log does not carry are asked for once, when they happen, never per
-poll: the text of a turn that forwarded none (`--no-stream`), beside its tool calls, is
-read from the transcript (`transcript` query, or the result once the run ended); a
-retried attempt's text comes before the loop publishes the retry's timeline
-events, so its model events are read first (`timeline` query, or the result once the
-run ended) and the retry is said before that attempt's text; and an ambiguous receipt's
-arguments and a timed-out call's late result are read with one `ambiguous_receipts`
-query, to print the commands that resolve them (`receipts.waiting_lines`, `late_lines`).
+Two facts come from the events themselves, not from a query: the text of a turn that
+forwarded none (`--no-stream`) rides on its first tool call (`ToolCallEvent.said`), and
+an ambiguous receipt carries the call's arguments, how its attempt was lost and, once it
+arrives, the late result, to print the commands that resolve it
+(`receipts.receipt_event_lines`, `late_event_lines`). One is still asked for once: a
+retried attempt's text comes before the loop publishes the retry's timeline events,
+so its model events are read first (`timeline` query, or the result once the run
+ended) and the retry is said before that attempt's text.
 
 A log that cannot be read (no such host, the reader gave up) does not end following:
 that is said once, and the outcome follows from the workflow's result (its failure is
@@ -37,19 +37,17 @@ from temporalio.client import (
 from temporalio.service import RPCError
 
 from steadyloop.cli.progress import EventPrinter, ProgressDisplay, one_line, status_line
-from steadyloop.cli.receipts import late_lines, waiting_lines
+from steadyloop.cli.receipts import late_event_lines, receipt_event_lines
 from steadyloop.client import RunHandle as ClientRunHandle
 from steadyloop.events import (
     AmbiguousReceiptEvent,
     CursorExpired,
     InvalidCursor,
-    RunEventItem,
     StopEvent,
     TextDeltaEvent,
-    TimelineEntryEvent,
     ToolCallEvent,
 )
-from steadyloop.run.models import AmbiguousCall, RunResult
+from steadyloop.run.models import RunResult
 from steadyloop.run.timeline import RunEvent
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
@@ -109,13 +107,12 @@ async def follow(
                     continue
                 if isinstance(event, ToolCallEvent) and event.turn not in spoken:
                     spoken.add(event.turn)  # the turn's text, when none was forwarded
-                    said = await _turn_text(handle, result, event.call_id)
-                    if said:
-                        display.event(one_line(f"turn {event.turn}  model: {said}"))
+                    if event.said:
+                        display.event(one_line(f"turn {event.turn}  model: {event.said}"))
                 for line in printer.lines(event):
                     display.event(line)
-                if not ended:
-                    for line in await _receipt_lines(handle, event, receipts_shown, late_shown):
+                if not ended and isinstance(event, AmbiguousReceiptEvent):
+                    for line in _receipt_lines(handle.id, event, receipts_shown, late_shown):
                         display.event(line)
                 if isinstance(event, StopEvent):
                     if not display.showed(event.final_answer or ""):
@@ -155,41 +152,15 @@ async def _timeline(
         return []
 
 
-async def _turn_text(handle: RunHandle, result: asyncio.Future[RunResult], call_id: str) -> str:
-    """What the model said beside call `call_id`, for a turn whose text the log does
-    not hold (`--no-stream`): from the result once the run ended, else one query."""
-    if result.done() and not result.cancelled() and result.exception() is None:
-        transcript = result.result().transcript
-    else:
-        try:
-            transcript = await handle.query(ToolLoopWorkflow.transcript, rpc_timeout=QUERY_TIMEOUT)
-        except _QUERY_ERRORS:
-            return ""
-    for message in transcript:
-        if message.role == "assistant" and any(c.id == call_id for c in message.tool_calls):
-            return (message.content or "").strip()
-    return ""
-
-
-async def _receipt_lines(
-    handle: RunHandle, event: RunEventItem, shown: set[str], late: set[str]
+def _receipt_lines(
+    workflow_id: str, event: AmbiguousReceiptEvent, shown: set[str], late: set[str]
 ) -> list[str]:
-    """An ambiguous receipt's commands, and a late result's, once each (one query)."""
-    is_late = isinstance(event, TimelineEntryEvent) and event.kind == "tool_late"
-    if not isinstance(event, AmbiguousReceiptEvent) and not is_late:
-        return []
-    try:
-        calls: list[AmbiguousCall] = await handle.query(
-            ToolLoopWorkflow.ambiguous_receipts, rpc_timeout=QUERY_TIMEOUT
-        )
-    except _QUERY_ERRORS:
-        return []
+    """An ambiguous receipt's commands, and its late result's, once each."""
     lines: list[str] = []
-    for call in calls:
-        if call.key not in shown:
-            shown.add(call.key)
-            lines.extend(waiting_lines(handle.id, call))
-        if call.late_result is not None and call.key not in late:
-            late.add(call.key)
-            lines.extend(late_lines(handle.id, call))
+    if event.key not in shown:
+        shown.add(event.key)
+        lines.extend(receipt_event_lines(workflow_id, event))
+    if event.late is not None and event.key not in late:
+        late.add(event.key)
+        lines.extend(late_event_lines(workflow_id, event))
     return lines
