@@ -123,6 +123,12 @@ SCENARIOS: dict[str, list[ScriptedResponse]] = {
         _calls(ScriptedCall("slow_note", {"text": "late"}, id="t1")),
         _answer("done"),
     ],
+    # With the event log: a failed model attempt, retried; its timeline events are
+    # published before the retry runs (so a follower says the retry before its text).
+    "retry_published_first": [
+        error_response(500, "boom", type="server_error"),
+        _answer("done"),
+    ],
     # The same with the event log: the late result is published while the call waits.
     "opaque_late_result_on_the_log": [
         _calls(ScriptedCall("slow_note", {"text": "late"}, id="t1")),

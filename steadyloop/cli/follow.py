@@ -7,14 +7,12 @@ following costs no query per poll, and a run that ended is read from its host's 
 with no worker. `EventPrinter` (`progress`) turns each event into its lines; nothing is
 merged here.
 
-Two facts come from the events themselves, not from a query: the text of a turn that
-forwarded none (`--no-stream`) rides on its first tool call (`ToolCallEvent.said`), and
+The log holds every fact printed, so following sends no query: the text of a turn
+that forwarded none (`--no-stream`) rides on its first tool call (`ToolCallEvent.said`);
 an ambiguous receipt carries the call's arguments, how its attempt was lost and, once it
-arrives, the late result, to print the commands that resolve it
-(`receipts.receipt_event_lines`, `late_event_lines`). One is still asked for once: a
-retried attempt's text comes before the loop publishes the retry's timeline events,
-so its model events are read first (`timeline` query, or the result once the run
-ended) and the retry is said before that attempt's text.
+arrives, the late result, for the commands that resolve it
+(`receipts.receipt_event_lines`, `late_event_lines`); and a retried attempt's timeline
+events are published before that attempt runs, so the retry is said before its text.
 
 A log that cannot be read (no such host, the reader gave up) does not end following:
 that is said once, and the outcome follows from the workflow's result (its failure is
@@ -25,13 +23,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from datetime import timedelta
 
 from temporalio.client import (
     Client,
     WorkflowHandle,
-    WorkflowQueryFailedError,
-    WorkflowQueryRejectedError,
     WorkflowUpdateRPCTimeoutOrCancelledError,
 )
 from temporalio.service import RPCError
@@ -48,13 +43,10 @@ from steadyloop.events import (
     ToolCallEvent,
 )
 from steadyloop.run.models import RunResult
-from steadyloop.run.timeline import RunEvent
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
-QUERY_TIMEOUT = timedelta(seconds=5)
 # Seconds without a first event before the status asks whether a worker is running.
 WORKER_HINT_S = 2.0
-_QUERY_ERRORS = (RPCError, WorkflowQueryFailedError, WorkflowQueryRejectedError, TimeoutError)
 _LOG_ERRORS = (
     RPCError,
     WorkflowUpdateRPCTimeoutOrCancelledError,
@@ -85,7 +77,6 @@ async def follow(
     quiet = asyncio.get_running_loop().call_later(
         WORKER_HINT_S, display.status, status_line(None, task_queue=task_queue)
     )
-    attempts: set[tuple[int, int]] = set()
     spoken: set[int] = set()  # turns whose text was printed (or looked for)
     receipts_shown: set[str] = set()
     late_shown: set[str] = set()
@@ -94,14 +85,9 @@ async def follow(
             async for event in ClientRunHandle(client, handle.id).events():
                 quiet.cancel()
                 if isinstance(event, TextDeltaEvent):
-                    if (event.turn, event.attempt) not in attempts:
-                        attempts.add((event.turn, event.attempt))
-                        # A retry is said before the attempt's text; an attempt that
-                        # continues shown text (`stops.continuation`) goes on in its line.
-                        if event.attempt > 1 and event.turn not in spoken:
-                            entries = await _timeline(handle, result, printer.last_seq)
-                            for line in printer.timeline_lines(entries):
-                                display.event(line)
+                    # A retry's timeline events come before the attempt's text (the loop
+                    # publishes them before it runs); an attempt that continues shown
+                    # text (`stops.continuation`) goes on in its line.
                     spoken.add(event.turn)
                     display.text(event)
                     continue
@@ -137,19 +123,6 @@ async def follow(
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await result
         display.close()
-
-
-async def _timeline(
-    handle: RunHandle, result: asyncio.Future[RunResult], after: int
-) -> list[RunEvent]:
-    """The run's timeline after event `after`: from its result once it ended, else by
-    one query (a worker answers: it is streaming this run's text)."""
-    if result.done() and not result.cancelled() and result.exception() is None:
-        return [entry for entry in result.result().timeline if entry.seq > after]
-    try:
-        return await handle.query(ToolLoopWorkflow.timeline, after, rpc_timeout=QUERY_TIMEOUT)
-    except _QUERY_ERRORS:
-        return []
 
 
 def _receipt_lines(

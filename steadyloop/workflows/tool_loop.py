@@ -157,7 +157,7 @@ with workflow.unsafe.imports_passed_through():
 
 from steadyloop.workflows.approvals import Approvals
 from steadyloop.workflows.delegation import ChildRuns, innermost_message
-from steadyloop.workflows.event_log import LOG_WHILE_WAITING_PATCH, EventLog
+from steadyloop.workflows.event_log import LOG_WHILE_WAITING_PATCH, RETRY_FIRST_PATCH, EventLog
 from steadyloop.workflows.late_results import (
     LateResults,
     kept,
@@ -759,6 +759,7 @@ class ToolLoopWorkflow:
                         first_attempt=attempt,
                         health_view=self._health_view,
                         observe=self._observe_route,
+                        settle=self._publish_retry,
                     ),
                     self._deadline,
                 )
@@ -1020,6 +1021,12 @@ class ToolLoopWorkflow:
             return
         for kind, line in attempt_events(seen):
             self._event("model", kind, line)
+
+    async def _publish_retry(self) -> None:
+        """A failed attempt's timeline events, published before the next attempt runs,
+        so a follower reads the retry before that attempt's text (`RETRY_FIRST_PATCH`)."""
+        if self._events.enabled and self._events.pending and workflow.patched(RETRY_FIRST_PATCH):
+            await self._events.flush()
 
     def _replayed(self, call_id: str, key: ReceiptKey, twin: str | None = None) -> None:
         """Count a call answered from its receipt, and say why it was not run."""
