@@ -123,6 +123,17 @@ SCENARIOS: dict[str, list[ScriptedResponse]] = {
         _calls(ScriptedCall("slow_note", {"text": "late"}, id="t1")),
         _answer("done"),
     ],
+    # With the event log: a failed model attempt, retried; its timeline events are
+    # published before the retry runs (so a follower says the retry before its text).
+    "retry_published_first": [
+        error_response(500, "boom", type="server_error"),
+        _answer("done"),
+    ],
+    # The same with the event log: the late result is published while the call waits.
+    "opaque_late_result_on_the_log": [
+        _calls(ScriptedCall("slow_note", {"text": "late"}, id="t1")),
+        _answer("done"),
+    ],
     # Forwarding: a silent first attempt retried after a backoff, then an attempt that
     # showed text and stalled, so the run stops `output_interrupted` (and closes its host).
     "forwarded_output_interrupted": [
@@ -389,6 +400,7 @@ DRIVERS: dict[str, Callable[[Loop, WorkflowHandle[Any, Any]], Awaitable[None]]] 
     "interrupted_with_output": _interrupt_once_shown,
     "deadline_keeps_shown_output": _follow_to_the_end,
     "opaque_timeout_late_result": _resolve_with_the_late_result,
+    "opaque_late_result_on_the_log": _resolve_with_the_late_result,
 }
 
 

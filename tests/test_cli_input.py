@@ -235,10 +235,23 @@ class _Log:
     async def events(self) -> AsyncIterator[RunEventItem]:
         call = _ambiguous()
         found: list[RunEventItem] = [
-            ToolCallEvent(turn=1, call_id="c1", name=call.tool, arguments="{}", sha="ab" * 32),
+            ToolCallEvent(
+                turn=1,
+                call_id="c1",
+                name=call.tool,
+                arguments="{}",
+                sha="ab" * 32,
+                said="Sending it.",
+            ),
             *[
                 AmbiguousReceiptEvent(
-                    turn=1, key=call.key, tool=call.tool, attempt=1, reason="lost", call_ids=["c1"]
+                    turn=1,
+                    key=call.key,
+                    tool=call.tool,
+                    attempt=1,
+                    reason="lost",
+                    call_ids=["c1"],
+                    arguments='{"to":"ana"}',
                 )
                 for _ in range(2)
             ],
@@ -260,4 +273,6 @@ async def test_run_and_show_print_the_receipts_command_once_per_ambiguous_call(
     assert printed.count("may already have taken effect") == 1  # shown once, not per event
     assert f"steadyloop receipts run-7 --resolve {short_key(_ambiguous().key)}" in printed
     assert "[turn 1 | tools | 1 tool call | 1 ambiguous call awaiting a person: " in printed
-    assert run.queries == 3  # a look for the turn's text, one per ambiguous receipt event
+    assert printed.count('  ! send_email {"to":"ana"} may already have taken effect') == 1
+    assert "turn 1  model: Sending it.\n" in printed  # the turn's text, from its call
+    assert run.queries == 0  # the events carry the turn's text and the receipt's arguments

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from steadyloop.chat import ToolCall
 from steadyloop.events import (
     AmbiguousReceiptEvent,
     ApprovalWaitingEvent,
@@ -35,6 +36,10 @@ from steadyloop.events import (
     parse_event,
 )
 from steadyloop.events.models import MAX_RESULT_CHARS, bounded
+from steadyloop.run.models import AmbiguousCall
+from steadyloop.tools.payloads import LateToolResult, ToolOutcome
+from steadyloop.workflows.event_log import EventLog
+from steadyloop.workflows.run_events import RunEventNotes
 
 EPOCHS = st.integers(0, 999_999)
 OFFSETS = st.integers(0, 10**12 - 1)
@@ -115,3 +120,48 @@ def test_an_expired_cursor_names_the_oldest_held_and_the_snapshot() -> None:
     assert error.cursor == "000000-000000000003" and error.oldest == "000000-000000000010"
     assert "000000-000000000010" in str(error) and "snapshot" in str(error)
     assert "no event of the run is held" in str(CursorExpired(None, None))
+
+
+def _noted_receipt(arguments: dict[str, object], late: str) -> AmbiguousReceiptEvent:
+    log = EventLog()
+    view = AmbiguousCall(
+        key="k",
+        tool="charge",
+        arguments=arguments,
+        attempt=1,
+        reason="lost",
+        call_ids=["c1"],
+        lost="ran past its 1 s timeout\ud800",
+        late_result=LateToolResult(
+            key="k",
+            attempt=1,
+            call_id="c1",
+            outcome=ToolOutcome(status="ok", content=late),
+            overrun_s=0.5,
+        ),
+    )
+    RunEventNotes(log).ambiguous(2, view)
+    (event,) = log._pending
+    assert isinstance(event, AmbiguousReceiptEvent)
+    return event
+
+
+def test_an_ambiguous_receipt_carries_what_resolving_it_needs_hostile_text_replaced() -> None:
+    event = _noted_receipt({"to": "ana\ud83d", "n": float("nan")}, "sent\x00" + "x" * 50_000_000)
+    wire = event.model_dump_json()  # would raise for a lone surrogate
+    assert parse_event(wire) == event
+    assert event.arguments == '{"to":"ana\ufffd","n":NaN}' and not event.arguments_truncated
+    assert event.lost == "ran past its 1 s timeout\ufffd"
+    assert event.late is not None and event.late.returned and event.late.truncated
+    assert len(event.late.text) == MAX_RESULT_CHARS and event.late.text.startswith("sent\ufffd")
+
+
+def test_a_turn_s_text_rides_on_its_first_call_only_bounded() -> None:
+    log = EventLog()
+    calls = [ToolCall(id=f"c{n}", name="add", arguments="{}") for n in (1, 2)]
+    RunEventNotes(log).calls(1, calls, {}, said="Adding\ud800" + "y" * 50_000)
+    first, second = log._pending
+    assert isinstance(first, ToolCallEvent) and isinstance(second, ToolCallEvent)
+    assert first.said is not None and first.said.startswith("Adding\ufffd")
+    assert first.said_truncated and len(first.said) == MAX_RESULT_CHARS
+    assert second.said is None

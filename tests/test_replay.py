@@ -28,11 +28,16 @@ from temporalio.worker import Replayer
 
 from steadyloop.events.publishing import PUBLISH_RUN_EVENTS_ACTIVITY
 from steadyloop.history.payload_storage import steadyloop_data_converter
+from steadyloop.stream.completion import STREAM_COMPLETION_ACTIVITY
 from steadyloop.tools.payloads import LATE_TOOL_RESULT_SIGNAL
 from steadyloop.workflows.chain_admission import ChainAdmissionWorkflow
 from steadyloop.workflows.delegation import ADMISSION_PATCH
 from steadyloop.workflows.endpoint_health import EndpointHealthWorkflow
-from steadyloop.workflows.event_log import EVENT_LOG_PATCH
+from steadyloop.workflows.event_log import (
+    EVENT_LOG_PATCH,
+    LOG_WHILE_WAITING_PATCH,
+    RETRY_FIRST_PATCH,
+)
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
@@ -232,3 +237,69 @@ def test_the_event_log_history_publishes_per_step_and_older_ones_never() -> None
     ):
         history = _load(older)
         assert not patched(history) and publishes(history) == 0
+
+
+def test_a_late_result_is_published_while_its_call_waits_and_older_runs_never() -> None:
+    """Issue 23: with the event log, the worker's late result is published between its
+    signal and the person's resolution (the follower prints it from the log); the run
+    recorded before has no such marker, and replays waiting as it did (above)."""
+
+    def order(history: WorkflowHistory) -> list[str]:
+        said: list[str] = []
+        for event in history.events:
+            attributes = event.marker_recorded_event_attributes
+            if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+                said.append("signal")
+            elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
+                said.append("resolution")
+            elif event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
+                data = b"".join(
+                    p.data for key in attributes.details for p in attributes.details[key].payloads
+                )
+                if (
+                    attributes.marker_name == "core_patch"
+                    and LOG_WHILE_WAITING_PATCH.encode() in data
+                ):
+                    said.append("patch")
+                elif PUBLISH_RUN_EVENTS_ACTIVITY.encode() in data:
+                    said.append("publish")
+        return said
+
+    logged = order(_load("opaque_late_result_on_the_log"))
+    assert "patch" in logged
+    between = logged[logged.index("signal") + 1 : logged.index("resolution")]
+    assert "publish" in between, logged
+    older = order(_load("opaque_timeout_late_result"))
+    assert "patch" not in older and "publish" not in older
+
+
+def test_a_retry_is_published_before_the_attempt_it_runs_and_older_runs_never() -> None:
+    """Issue 23: with the event log, a failed model attempt's timeline events are
+    published before the next attempt is scheduled (the follower reads the retry before
+    that attempt's text); a run recorded before retried with no publish in between."""
+
+    def order(history: WorkflowHistory) -> list[str]:
+        said: list[str] = []
+        for event in history.events:
+            if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+                said.append(event.activity_task_scheduled_event_attributes.activity_type.name)
+            elif event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
+                attributes = event.marker_recorded_event_attributes
+                data = b"".join(
+                    p.data for key in attributes.details for p in attributes.details[key].payloads
+                )
+                if attributes.marker_name == "core_patch" and RETRY_FIRST_PATCH.encode() in data:
+                    said.append("patch")
+                elif PUBLISH_RUN_EVENTS_ACTIVITY.encode() in data:
+                    said.append("publish")
+        return said
+
+    def between_attempts(said: list[str]) -> list[str]:
+        model = [n for n, name in enumerate(said) if name == STREAM_COMPLETION_ACTIVITY]
+        assert len(model) >= 2, said
+        return said[model[0] + 1 : model[1]]
+
+    logged = order(_load("retry_published_first"))
+    assert "publish" in between_attempts(logged), logged
+    older = order(_load("forwarded_output_interrupted"))
+    assert "patch" not in older and "publish" not in between_attempts(older), older

@@ -20,10 +20,18 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from temporalio.client import WorkflowHandle
+from temporalio.client import Client, WorkflowHandle
 from temporalio.exceptions import TimeoutType
 
-from steadyloop.cli.receipts import list_lines, waiting_lines
+from steadyloop.cli.receipts import (
+    late_event_lines,
+    late_lines,
+    list_lines,
+    receipt_event_lines,
+    waiting_lines,
+)
+from steadyloop.client import RunHandle
+from steadyloop.events import AmbiguousReceiptEvent
 from steadyloop.receipts.decision import Receipt
 from steadyloop.receipts.ledger import Happened
 from steadyloop.routing.endpoints import EndpointRegistry
@@ -111,9 +119,7 @@ def test_a_late_result_is_kept_only_while_its_attempt_owns_the_receipt() -> None
     assert late.received(_late(), _running(1)) == "noted"
     assert late.received(_late(attempt=2, content="other"), _running(1)) == "ignored"
     assert late.result("k", 1) == _late()  # a stale or foreign attempt replaced nothing
-    done = Receipt(
-        status="completed", attempt=1, lease_expires_at=datetime.now(UTC), result="sent"
-    )
+    done = Receipt(status="completed", attempt=1, lease_expires_at=datetime.now(UTC), result="sent")
     assert late.received(_late(), done) == "ignored"  # it completed after all
     assert late.received(_late(key="nonsense"), None) == "ignored"
     late.settled("k")  # resolved by a person
@@ -220,6 +226,14 @@ async def _until_ambiguous(
         await asyncio.sleep(0.1)
 
 
+async def _late_receipt(client: Client, workflow_id: str) -> AmbiguousReceiptEvent:
+    """The run's log, read while the call waits: its ambiguous receipt with the late result."""
+    async for event in RunHandle(client, workflow_id).events():
+        if isinstance(event, AmbiguousReceiptEvent) and event.late is not None:
+            return event
+    raise AssertionError("the log stopped with no late result on an ambiguous receipt")
+
+
 @pytest.mark.slow
 async def test_a_tool_past_its_timeout_on_a_live_worker_keeps_its_late_result(
     temporal: DevServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
@@ -253,6 +267,11 @@ async def test_a_tool_past_its_timeout_on_a_live_worker_keeps_its_late_result(
             assert "finished after its timeout" in waiting.reason
             shown = "\n".join(list_lines(handle.id, [waiting]))
             assert "slow_note finished" in shown and "with this result: noted: hi" in shown
+            # The log says it all before anyone resolves: a follower prints it, no query.
+            receipt = await asyncio.wait_for(_late_receipt(temporal.client, handle.id), GUARD_S)
+            assert receipt.arguments == '{"text":"hi"}' and receipt.lost == said
+            assert receipt_event_lines(handle.id, receipt) == waiting_lines(handle.id, waiting)
+            assert late_event_lines(handle.id, receipt) == late_lines(handle.id, waiting)
 
             # What is not that attempt's, or not encodable, changes nothing or is replaced.
             stale = _late(key=waiting.key, attempt=2, content="not this one")
@@ -301,7 +320,10 @@ async def test_a_tool_the_sdk_cancels_after_its_timeout_is_shown_as_never_return
                 task_queue=options.task_queue,
             )
             waiting = await _until_ambiguous(handle, late=True)
+            receipt = await asyncio.wait_for(_late_receipt(temporal.client, handle.id), GUARD_S)
             await handle.cancel()
+    assert receipt.late is not None and not receipt.late.returned
+    assert late_event_lines(handle.id, receipt) == late_lines(handle.id, waiting)
     assert waiting.late_result is not None
     assert waiting.late_result.outcome.error_type == "CancelledAfterTimeout"
     assert "cancelled before it returned" in waiting.reason

@@ -7,14 +7,12 @@ following costs no query per poll, and a run that ended is read from its host's 
 with no worker. `EventPrinter` (`progress`) turns each event into its lines; nothing is
 merged here.
 
-Four things the log does not carry are asked for once, when they happen, never per
-poll: the text of a turn that forwarded none (`--no-stream`), beside its tool calls, is
-read from the transcript (`transcript` query, or the result once the run ended); a
-retried attempt's text comes before the loop publishes the retry's timeline
-events, so its model events are read first (`timeline` query, or the result once the
-run ended) and the retry is said before that attempt's text; and an ambiguous receipt's
-arguments and a timed-out call's late result are read with one `ambiguous_receipts`
-query, to print the commands that resolve them (`receipts.waiting_lines`, `late_lines`).
+The log holds every fact printed, so following sends no query: the text of a turn
+that forwarded none (`--no-stream`) rides on its first tool call (`ToolCallEvent.said`);
+an ambiguous receipt carries the call's arguments, how its attempt was lost and, once it
+arrives, the late result, for the commands that resolve it
+(`receipts.receipt_event_lines`, `late_event_lines`); and a retried attempt's timeline
+events are published before that attempt runs, so the retry is said before its text.
 
 A log that cannot be read (no such host, the reader gave up) does not end following:
 that is said once, and the outcome follows from the workflow's result (its failure is
@@ -25,38 +23,30 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from datetime import timedelta
 
 from temporalio.client import (
     Client,
     WorkflowHandle,
-    WorkflowQueryFailedError,
-    WorkflowQueryRejectedError,
     WorkflowUpdateRPCTimeoutOrCancelledError,
 )
 from temporalio.service import RPCError
 
 from steadyloop.cli.progress import EventPrinter, ProgressDisplay, one_line, status_line
-from steadyloop.cli.receipts import late_lines, waiting_lines
+from steadyloop.cli.receipts import late_event_lines, receipt_event_lines
 from steadyloop.client import RunHandle as ClientRunHandle
 from steadyloop.events import (
     AmbiguousReceiptEvent,
     CursorExpired,
     InvalidCursor,
-    RunEventItem,
     StopEvent,
     TextDeltaEvent,
-    TimelineEntryEvent,
     ToolCallEvent,
 )
-from steadyloop.run.models import AmbiguousCall, RunResult
-from steadyloop.run.timeline import RunEvent
+from steadyloop.run.models import RunResult
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
-QUERY_TIMEOUT = timedelta(seconds=5)
 # Seconds without a first event before the status asks whether a worker is running.
 WORKER_HINT_S = 2.0
-_QUERY_ERRORS = (RPCError, WorkflowQueryFailedError, WorkflowQueryRejectedError, TimeoutError)
 _LOG_ERRORS = (
     RPCError,
     WorkflowUpdateRPCTimeoutOrCancelledError,
@@ -87,7 +77,6 @@ async def follow(
     quiet = asyncio.get_running_loop().call_later(
         WORKER_HINT_S, display.status, status_line(None, task_queue=task_queue)
     )
-    attempts: set[tuple[int, int]] = set()
     spoken: set[int] = set()  # turns whose text was printed (or looked for)
     receipts_shown: set[str] = set()
     late_shown: set[str] = set()
@@ -96,26 +85,20 @@ async def follow(
             async for event in ClientRunHandle(client, handle.id).events():
                 quiet.cancel()
                 if isinstance(event, TextDeltaEvent):
-                    if (event.turn, event.attempt) not in attempts:
-                        attempts.add((event.turn, event.attempt))
-                        # A retry is said before the attempt's text; an attempt that
-                        # continues shown text (`stops.continuation`) goes on in its line.
-                        if event.attempt > 1 and event.turn not in spoken:
-                            entries = await _timeline(handle, result, printer.last_seq)
-                            for line in printer.timeline_lines(entries):
-                                display.event(line)
+                    # A retry's timeline events come before the attempt's text (the loop
+                    # publishes them before it runs); an attempt that continues shown
+                    # text (`stops.continuation`) goes on in its line.
                     spoken.add(event.turn)
                     display.text(event)
                     continue
                 if isinstance(event, ToolCallEvent) and event.turn not in spoken:
                     spoken.add(event.turn)  # the turn's text, when none was forwarded
-                    said = await _turn_text(handle, result, event.call_id)
-                    if said:
-                        display.event(one_line(f"turn {event.turn}  model: {said}"))
+                    if event.said:
+                        display.event(one_line(f"turn {event.turn}  model: {event.said}"))
                 for line in printer.lines(event):
                     display.event(line)
-                if not ended:
-                    for line in await _receipt_lines(handle, event, receipts_shown, late_shown):
+                if not ended and isinstance(event, AmbiguousReceiptEvent):
+                    for line in _receipt_lines(handle.id, event, receipts_shown, late_shown):
                         display.event(line)
                 if isinstance(event, StopEvent):
                     if not display.showed(event.final_answer or ""):
@@ -142,54 +125,15 @@ async def follow(
         display.close()
 
 
-async def _timeline(
-    handle: RunHandle, result: asyncio.Future[RunResult], after: int
-) -> list[RunEvent]:
-    """The run's timeline after event `after`: from its result once it ended, else by
-    one query (a worker answers: it is streaming this run's text)."""
-    if result.done() and not result.cancelled() and result.exception() is None:
-        return [entry for entry in result.result().timeline if entry.seq > after]
-    try:
-        return await handle.query(ToolLoopWorkflow.timeline, after, rpc_timeout=QUERY_TIMEOUT)
-    except _QUERY_ERRORS:
-        return []
-
-
-async def _turn_text(handle: RunHandle, result: asyncio.Future[RunResult], call_id: str) -> str:
-    """What the model said beside call `call_id`, for a turn whose text the log does
-    not hold (`--no-stream`): from the result once the run ended, else one query."""
-    if result.done() and not result.cancelled() and result.exception() is None:
-        transcript = result.result().transcript
-    else:
-        try:
-            transcript = await handle.query(ToolLoopWorkflow.transcript, rpc_timeout=QUERY_TIMEOUT)
-        except _QUERY_ERRORS:
-            return ""
-    for message in transcript:
-        if message.role == "assistant" and any(c.id == call_id for c in message.tool_calls):
-            return (message.content or "").strip()
-    return ""
-
-
-async def _receipt_lines(
-    handle: RunHandle, event: RunEventItem, shown: set[str], late: set[str]
+def _receipt_lines(
+    workflow_id: str, event: AmbiguousReceiptEvent, shown: set[str], late: set[str]
 ) -> list[str]:
-    """An ambiguous receipt's commands, and a late result's, once each (one query)."""
-    is_late = isinstance(event, TimelineEntryEvent) and event.kind == "tool_late"
-    if not isinstance(event, AmbiguousReceiptEvent) and not is_late:
-        return []
-    try:
-        calls: list[AmbiguousCall] = await handle.query(
-            ToolLoopWorkflow.ambiguous_receipts, rpc_timeout=QUERY_TIMEOUT
-        )
-    except _QUERY_ERRORS:
-        return []
+    """An ambiguous receipt's commands, and its late result's, once each."""
     lines: list[str] = []
-    for call in calls:
-        if call.key not in shown:
-            shown.add(call.key)
-            lines.extend(waiting_lines(handle.id, call))
-        if call.late_result is not None and call.key not in late:
-            late.add(call.key)
-            lines.extend(late_lines(handle.id, call))
+    if event.key not in shown:
+        shown.add(event.key)
+        lines.extend(receipt_event_lines(workflow_id, event))
+    if event.late is not None and event.key not in late:
+        late.add(event.key)
+        lines.extend(late_event_lines(workflow_id, event))
     return lines

@@ -44,7 +44,8 @@ from steadyloop.cli import live_run
 from steadyloop.cli.arguments import ArgumentParser, read_text_from, workflow_id_argument
 from steadyloop.cli.invocation import command
 from steadyloop.cli.live_run import RunCommandFailure, RunHandle
-from steadyloop.cli.progress import arguments_text, one_line
+from steadyloop.cli.progress import ARGUMENTS_WIDTH, arguments_text, one_line
+from steadyloop.events import AmbiguousReceiptEvent, LateResult
 from steadyloop.receipts.ledger import DidNotHappen, GiveUp, Happened
 from steadyloop.run.models import AmbiguousCall
 from steadyloop.worker.config import ConfigError
@@ -246,11 +247,31 @@ def list_lines(
 def waiting_lines(workflow_id: str, call: AmbiguousCall) -> list[str]:
     """What following a run prints when a call turns ambiguous: which call, why, and the
     exact commands that list and resolve it (the run waits for a person until then)."""
-    resolve = command("receipts", workflow_id, "--resolve", short_key(call.key))
-    how = call.lost or "ended with no outcome"
+    shown = arguments_text(call.arguments)
+    return _waiting(workflow_id, call.key, call.tool, shown, call.attempt, call.lost)
+
+
+def receipt_event_lines(workflow_id: str, event: AmbiguousReceiptEvent) -> list[str]:
+    """`waiting_lines` from the run's event log (the event carries what the query did)."""
+    try:
+        read = json.loads(event.arguments)
+    except ValueError:  # cut, or not JSON: shown as written
+        read = None
+    if isinstance(read, dict):
+        shown = arguments_text(read)
+    else:
+        shown = one_line(event.arguments, ARGUMENTS_WIDTH)
+    return _waiting(workflow_id, event.key, event.tool, shown, event.attempt, event.lost)
+
+
+def _waiting(
+    workflow_id: str, key: str, tool: str, shown: str, attempt: int, lost: str | None
+) -> list[str]:
+    resolve = command("receipts", workflow_id, "--resolve", short_key(key))
+    how = lost or "ended with no outcome"
     return [
-        f"  ! {call.tool} {arguments_text(call.arguments)} may already have taken effect "
-        f"(attempt {call.attempt} {how}); the run waits for a person. "
+        f"  ! {tool} {shown} may already have taken effect "
+        f"(attempt {attempt} {how}); the run waits for a person. "
         f"Why, and every open call: {command('receipts', workflow_id)}",
         f"    resolve: {resolve} --happened RESULT | --did-not-happen | --give-up [NOTE]",
     ]
@@ -262,21 +283,43 @@ def late_lines(workflow_id: str, call: AmbiguousCall) -> list[str]:
     late = call.late_result
     if late is None:
         return []
-    if never_returned(late):
+    return _late(
+        workflow_id,
+        call.key,
+        call.tool,
+        LateResult(
+            status=late.outcome.status,
+            text=late.outcome.content,
+            returned=not never_returned(late),
+            overrun_s=late.overrun_s,
+        ),
+    )
+
+
+def late_event_lines(workflow_id: str, event: AmbiguousReceiptEvent) -> list[str]:
+    """`late_lines` from the run's event log; none before the late result arrived."""
+    if event.late is None:
+        return []
+    return _late(workflow_id, event.key, event.tool, event.late)
+
+
+def _late(workflow_id: str, key: str, tool: str, late: LateResult) -> list[str]:
+    if not late.returned:
         return [
-            f"  {short_key(call.key)}: {call.tool} was cancelled "
+            f"  {short_key(key)}: {tool} was cancelled "
             f"{overrun_text(late.overrun_s)} after its timeout, before it returned; "
             "it may have taken part of its effect"
         ]
-    result = late.outcome.content
-    accept = command("receipts", workflow_id, "--resolve", short_key(call.key), "--happened") + " "
-    if len(result) > LATE_QUOTE_CHARS or not result.isprintable():
+    result = late.text
+    accept = command("receipts", workflow_id, "--resolve", short_key(key), "--happened") + " "
+    # A cut result is longer than any quoted one: it is read from standard input.
+    if late.truncated or len(result) > LATE_QUOTE_CHARS or not result.isprintable():
         accept += "- (the result on standard input)"
     else:
         accept += shlex.quote(result)
-    status = "" if late.outcome.status == "ok" else f" ({late.outcome.status})"
+    status = "" if late.status == "ok" else f" ({late.status})"
     return [
-        f"  {short_key(call.key)}: {call.tool} finished {overrun_text(late.overrun_s)} after its "
+        f"  {short_key(key)}: {tool} finished {overrun_text(late.overrun_s)} after its "
         f"timeout, with this result{status}: {one_line(result, REASON_WIDTH)}",
         f"    it took effect; to give the model that result: {accept}",
     ]

@@ -10,10 +10,13 @@ What a follower can rely on, kind by kind:
   superseded by the next attempt's.
 - `tool_call`: a call once final (the model's turn is assembled and its arguments
   read): `sha` is the receipt's hash of the canonical arguments, the value a person
-  approving the call names.
+  approving the call names; `said` the model's text beside the calls when it was not
+  forwarded as deltas.
 - `tool_result`: the one answer to that call id; `replayed` says it came from its
   receipt without running again, and `replay_reason` why.
-- `approval_waiting` / `ambiguous_receipt`: the run waits for a person about this call.
+- `approval_waiting` / `ambiguous_receipt`: the run waits for a person about this call;
+  an ambiguous receipt carries the call's arguments, how its attempt was lost and, once
+  it arrives, the late result (the receipt is published again then).
 - `timeline`: what a guarantee did (retry, stall, breaker, healing), the run's
   `RunEvent` as recorded.
 - `decision`: what a person decided, as the run applied it.
@@ -40,6 +43,7 @@ __all__ = [
     "ApprovalWaitingEvent",
     "DecisionEvent",
     "DecisionKind",
+    "LateResult",
     "ReasoningDeltaEvent",
     "RunEventItem",
     "StopEvent",
@@ -116,6 +120,10 @@ class ToolCallEvent(_Event):
     # The receipt's hash of the canonical arguments; None when they could not be read
     # (the call is answered with the reading error, never run).
     sha: str | None = None
+    # What the model said beside its calls when that text was not forwarded as deltas
+    # (a `--no-stream` run): on the turn's first call only, None on the others.
+    said: str | None = None
+    said_truncated: bool = False
 
 
 class ToolResultEvent(_Event):
@@ -140,7 +148,23 @@ class ApprovalWaitingEvent(_Event):
     sha: str
 
 
+class LateResult(BaseModel):
+    """What a timed-out attempt's tool returned after its timeout (`LateToolResult`),
+    its text bounded; `returned` False when the worker cancelled it before it returned."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    status: str
+    text: str
+    truncated: bool = False
+    returned: bool = True
+    overrun_s: float = Field(ge=0, le=1e9, allow_inf_nan=False)
+
+
 class AmbiguousReceiptEvent(_Event):
+    """A call waiting for a person about whether it took effect; published again when
+    a late result arrives for it (`late`), so a follower needs no query to say either."""
+
     type: Literal["ambiguous_receipt"] = "ambiguous_receipt"
     turn: int = Field(ge=0)
     key: str
@@ -148,6 +172,12 @@ class AmbiguousReceiptEvent(_Event):
     attempt: int = Field(ge=0)
     reason: str
     call_ids: list[str] = Field(default_factory=list)
+    # The call's arguments (JSON text, bounded like a tool call's).
+    arguments: str = "{}"
+    arguments_truncated: bool = False
+    # How the attempt ended when it timed out; None when not known.
+    lost: str | None = None
+    late: LateResult | None = None
 
 
 class TimelineEntryEvent(_Event):

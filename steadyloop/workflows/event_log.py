@@ -14,7 +14,8 @@ before continuing-as-new). What the obvious version gets wrong:
   state (transcript, receipts) is whole without them. A batch that cannot be published
   after its retries is logged and dropped, never the run's failure.
 - Histories recorded before the log existed: every command here is behind
-  `EVENT_LOG_PATCH`, so they replay unchanged.
+  `EVENT_LOG_PATCH`, so they replay unchanged; a publish added later is behind its own
+  patch (`LOG_WHILE_WAITING_PATCH`, `RETRY_FIRST_PATCH`).
 """
 
 from __future__ import annotations
@@ -35,9 +36,13 @@ with workflow.unsafe.imports_passed_through():
     )
     from steadyloop.output.forwarding import HOST_IDLE_CLOSE_S, output_stream_id
 
-__all__ = ["EVENT_LOG_PATCH", "EventLog"]
+__all__ = ["EVENT_LOG_PATCH", "LOG_WHILE_WAITING_PATCH", "RETRY_FIRST_PATCH", "EventLog"]
 
 EVENT_LOG_PATCH = "steadyloop-event-log"
+# A call waiting for a person publishes what signals noted meanwhile (a late result).
+LOG_WHILE_WAITING_PATCH = "steadyloop-event-log-while-waiting"
+# A failed model attempt's timeline events are published before the next attempt runs.
+RETRY_FIRST_PATCH = "steadyloop-event-log-retry-first"
 # One publish: a few seconds of retries (a host restarting), then given up.
 PUBLISH_TIMEOUT = timedelta(seconds=20)
 PUBLISH_RETRY = RetryPolicy(

@@ -60,7 +60,7 @@ its lease (`BreakerPolicy.probe_lease_s`) lapses before another probe is admitte
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
@@ -236,6 +236,7 @@ async def routed_completion(
     first_attempt: int = 1,
     health_view: HealthView | None = None,
     observe: Callable[[RoutePlan | RouteAttempt], None] | None = None,
+    settle: Callable[[], Awaitable[None]] | None = None,
 ) -> RoutedTurn:
     """Run `request` across `route`; `request.endpoint` and `.model` are replaced per
     candidate, and `request.forward.attempt` per attempt, counting from `first_attempt`
@@ -244,7 +245,9 @@ async def routed_completion(
     `health_view` across its turns reads health only when it can have changed.
 
     `observe` is handed the plan, then each line of the log as it is written (before
-    any backoff), so a caller can show a retry while it happens; it must not raise."""
+    any backoff), so a caller can show a retry while it happens; it must not raise.
+    `settle` is awaited after a failed attempt's line, before the backoff and the next
+    attempt, so the caller can publish what it observed before that attempt's output."""
     health = await _health_for(route.endpoints, health_view)
     try:
         routed = await _route(
@@ -256,6 +259,7 @@ async def routed_completion(
             deadline=deadline,
             first_attempt=first_attempt,
             observe=observe,
+            settle=settle,
         )
     except BaseException:
         if health_view is not None:
@@ -302,9 +306,10 @@ async def _route(
     deadline: datetime | None,
     first_attempt: int,
     observe: Callable[[RoutePlan | RouteAttempt], None] | None,
+    settle: Callable[[], Awaitable[None]] | None = None,
 ) -> RoutedTurn:
     plan = plan_route(route, RouteRequest(now=workflow.now(), health=list(health.values())))
-    log = _Log(observe)
+    log = _Log(observe, settle)
     if observe is not None:
         observe(plan)
     last: RouteAttempt | None = None
@@ -372,14 +377,24 @@ async def _route(
 class _Log(list[RouteAttempt]):
     """The route's log, handing each line to the caller's observer as it is written."""
 
-    def __init__(self, observe: Callable[[RoutePlan | RouteAttempt], None] | None) -> None:
+    def __init__(
+        self,
+        observe: Callable[[RoutePlan | RouteAttempt], None] | None,
+        settle: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
         super().__init__()
         self._observe = observe
+        self._settle = settle
 
     def append(self, entry: RouteAttempt) -> None:
         super().append(entry)
         if self._observe is not None:
             self._observe(entry)
+
+    async def settled(self) -> None:
+        """The caller's turn to act on what it observed, before another attempt."""
+        if self._settle is not None:
+            await self._settle()
 
 
 async def _run_candidate(
@@ -392,7 +407,7 @@ async def _run_candidate(
     attempt_timeout: timedelta,
     heartbeat_timeout: timedelta | None,
     deadline: datetime | None,
-    log: list[RouteAttempt],
+    log: _Log,
 ) -> AssembledTurn | RouteStop | RouteAttempt:
     """Attempts on one candidate: the turn, a stop, or the attempt that traversed."""
     candidate = planned.candidate
@@ -486,6 +501,8 @@ async def _run_candidate(
         )
         log.append(entry)
         trace.ended(entry)
+        if disposition.action != "stop":
+            await log.settled()
         if disposition.action == "stop":
             stop = RouteStop(
                 reason="rule",

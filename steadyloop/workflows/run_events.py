@@ -8,6 +8,9 @@ a line a person reads; the transcript keeps all of it.
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
@@ -19,6 +22,7 @@ with workflow.unsafe.imports_passed_through():
         ApprovalWaitingEvent,
         DecisionEvent,
         DecisionKind,
+        LateResult,
         StopEvent,
         TimelineEntryEvent,
         ToolCallEvent,
@@ -29,7 +33,8 @@ with workflow.unsafe.imports_passed_through():
     from steadyloop.receipts.decision import ReceiptKey
     from steadyloop.run.models import AmbiguousCall
     from steadyloop.run.timeline import RunEvent
-    from steadyloop.tools.payloads import ToolDescription, ToolOutcome
+    from steadyloop.tools.payloads import LateToolResult, ToolDescription, ToolOutcome
+    from steadyloop.workflows.late_results import never_returned
 
 from steadyloop.workflows.event_log import EventLog
 
@@ -57,11 +62,21 @@ class RunEventNotes:
             )
         )
 
-    def calls(self, turn: int, calls: list[ToolCall], keys: dict[int, ReceiptKey]) -> None:
-        """A batch's calls once read; `keys` by position, for the calls that have one."""
+    def calls(
+        self,
+        turn: int,
+        calls: list[ToolCall],
+        keys: dict[int, ReceiptKey],
+        said: str | None = None,
+    ) -> None:
+        """A batch's calls once read; `keys` by position, for the calls that have one.
+        `said`: the model's text beside them when it was not forwarded (on the first)."""
         for position, call in enumerate(calls):
             arguments, cut = bounded(call.arguments or "{}", MAX_ARGUMENTS_CHARS)
             key = keys.get(position)
+            text, text_cut = (None, False)
+            if position == 0 and said:
+                text, text_cut = bounded(said, MAX_RESULT_CHARS)
             self._log.note(
                 ToolCallEvent(
                     turn=turn,
@@ -70,6 +85,8 @@ class RunEventNotes:
                     arguments=arguments,
                     arguments_truncated=cut,
                     sha=None if key is None else key.args_hash,
+                    said=text,
+                    said_truncated=text_cut,
                 )
             )
 
@@ -102,6 +119,9 @@ class RunEventNotes:
         )
 
     def ambiguous(self, turn: int, view: AmbiguousCall) -> None:
+        """A call turned ambiguous, or its late result arrived: everything a person needs
+        to resolve it (arguments, how the attempt was lost, the late result)."""
+        arguments, cut = bounded(_json_text(view.arguments), MAX_ARGUMENTS_CHARS)
         self._log.note(
             AmbiguousReceiptEvent(
                 turn=turn,
@@ -110,6 +130,10 @@ class RunEventNotes:
                 attempt=view.attempt,
                 reason=bounded(view.reason, MAX_RESULT_CHARS)[0],
                 call_ids=list(view.call_ids),
+                arguments=arguments,
+                arguments_truncated=cut,
+                lost=None if view.lost is None else bounded(view.lost, MAX_RESULT_CHARS)[0],
+                late=None if view.late_result is None else _late(view.late_result),
             )
         )
 
@@ -150,3 +174,23 @@ class RunEventNotes:
                 detail=bounded(detail, MAX_RESULT_CHARS)[0],
             )
         )
+
+
+def _json_text(arguments: dict[str, Any]) -> str:
+    """Arguments as compact JSON text (as `cli.progress.arguments_text` writes them);
+    what is not JSON after all is written as Python prints it, never a failed task."""
+    try:
+        return json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
+    except (TypeError, ValueError):
+        return repr(arguments)
+
+
+def _late(late: LateToolResult) -> LateResult:
+    text, cut = bounded(late.outcome.content, MAX_RESULT_CHARS)
+    return LateResult(
+        status=late.outcome.status,
+        text=text,
+        truncated=cut,
+        returned=not never_returned(late),
+        overrun_s=late.overrun_s,
+    )

@@ -157,7 +157,7 @@ with workflow.unsafe.imports_passed_through():
 
 from steadyloop.workflows.approvals import Approvals
 from steadyloop.workflows.delegation import ChildRuns, innermost_message
-from steadyloop.workflows.event_log import EventLog
+from steadyloop.workflows.event_log import LOG_WHILE_WAITING_PATCH, RETRY_FIRST_PATCH, EventLog
 from steadyloop.workflows.late_results import (
     LateResults,
     kept,
@@ -319,6 +319,8 @@ class ToolLoopWorkflow:
             view.reason = late_reason(tool, late)
         call_id = view.call_ids[0] if view is not None and view.call_ids else late.call_id
         self._event("tools", "tool_late", late_text(late), call_id=call_id)
+        if view is not None:  # the open call again, with its late result (state only)
+            self._notes.ambiguous(self._turn, view)
 
     @workflow.signal
     def interrupt(self, reason: str) -> None:
@@ -438,7 +440,8 @@ class ToolLoopWorkflow:
                     final_answer = turn.text
                     raise _Stop("final_answer", "the model answered without tool calls")
                 self._phase = "tools"
-                await self._answer_batch(run, tools, turn.tool_calls)
+                said = None if run.forwarding.enabled else (message.content or "").strip()
+                await self._answer_batch(run, tools, turn.tool_calls, said=said)
         except _Stop as stop:
             self._stop_reason = stop.reason
             self._phase = "done"
@@ -756,6 +759,7 @@ class ToolLoopWorkflow:
                         first_attempt=attempt,
                         health_view=self._health_view,
                         observe=self._observe_route,
+                        settle=self._publish_retry,
                     ),
                     self._deadline,
                 )
@@ -1018,6 +1022,12 @@ class ToolLoopWorkflow:
         for kind, line in attempt_events(seen):
             self._event("model", kind, line)
 
+    async def _publish_retry(self) -> None:
+        """A failed attempt's timeline events, published before the next attempt runs,
+        so a follower reads the retry before that attempt's text (`RETRY_FIRST_PATCH`)."""
+        if self._events.enabled and self._events.pending and workflow.patched(RETRY_FIRST_PATCH):
+            await self._events.flush()
+
     def _replayed(self, call_id: str, key: ReceiptKey, twin: str | None = None) -> None:
         """Count a call answered from its receipt, and say why it was not run."""
         if twin is not None:
@@ -1116,8 +1126,11 @@ class ToolLoopWorkflow:
         run: RunInput,
         tools: dict[str, ToolDescription],
         calls: list[ToolCall],
+        *,
+        said: str | None = None,
     ) -> None:
-        """Read every call, then run the readable ones; one tool message per call, in order."""
+        """Read every call, then run the readable ones; one tool message per call, in order.
+        `said`: the model's text beside the calls when it was not forwarded (for the log)."""
         answers: list[ToolOutcome | None] = []
         runnable: list[tuple[int, ToolDescription, ToolInvocation, ReceiptKey]] = []
         for position, call in enumerate(calls):
@@ -1170,7 +1183,7 @@ class ToolLoopWorkflow:
             answers.append(None)
             runnable.append((position, description, invocation, key))
 
-        self._notes.calls(self._turn, calls, {pos: key for pos, _, _, key in runnable})
+        self._notes.calls(self._turn, calls, {pos: key for pos, _, _, key in runnable}, said)
         await self._events.flush()
         self._pool = asyncio.Semaphore(run.limits.tool_concurrency)
         # One task per receipt key: a second call with the same key in this batch waits
@@ -1262,14 +1275,25 @@ class ToolLoopWorkflow:
         self._notes.ambiguous(self._turn, view)
         await self._events.flush()
         self._phase = "awaiting a person"
-        timeout = None if self._deadline is None else self._deadline - workflow.now()
+        # While the call waits, what a signal noted (its late result) is published then,
+        # not at the resolution: the person resolving it needs to read it first.
+        publishes = self._events.enabled and workflow.patched(LOG_WHILE_WAITING_PATCH)
+
+        def decided() -> bool:
+            return key.text not in self._ambiguous or self._steering.interrupted is not None
+
         try:
-            if timeout is not None and timeout <= timedelta(0):
-                raise builtins.TimeoutError
-            await workflow.wait_condition(
-                lambda: key.text not in self._ambiguous or self._steering.interrupted is not None,
-                timeout=timeout,
-            )
+            while True:
+                timeout = None if self._deadline is None else self._deadline - workflow.now()
+                if timeout is not None and timeout <= timedelta(0):
+                    raise builtins.TimeoutError
+                await workflow.wait_condition(
+                    lambda: decided() or (publishes and self._events.pending > 0),
+                    timeout=timeout,
+                )
+                if decided():
+                    break
+                await self._events.flush()
         except (builtins.TimeoutError, asyncio.CancelledError):  # deadline; interrupted
             return False
         self._phase = "tools"
