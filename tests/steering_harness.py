@@ -4,13 +4,16 @@ act. Shared by the people-in-the-loop tests, the CLI tests and the replay record
 from __future__ import annotations
 
 import asyncio
+import io
 from collections.abc import Callable
 from typing import Any
 
 from loop_harness import ALL_TOOLS, PEOPLE_TOOLS, run_input
-from temporalio.client import WorkflowHandle
+from temporalio.client import Client, WorkflowHandle
 
-from steadyloop.run.models import RunInput, RunProgress
+from steadyloop.cli.follow import follow
+from steadyloop.cli.progress import ProgressDisplay
+from steadyloop.run.models import RunInput, RunProgress, RunResult
 from steadyloop.run.steering import PendingApproval
 from steadyloop.testing.chunks import (
     ScriptedCall,
@@ -83,10 +86,16 @@ async def wait_for_approvals(
     seen: list[list[PendingApproval]] = []
 
     async def waiting() -> bool:
-        seen.append(
-            await handle.query("pending_approvals", result_type=list[PendingApproval])
-        )
+        seen.append(await handle.query("pending_approvals", result_type=list[PendingApproval]))
         return len(seen[-1]) >= count
 
     await eventually(waiting, f"{count} call(s) wait for approval")
     return seen[-1]
+
+
+async def shown(client: Client, handle: WorkflowHandle[Any, RunResult]) -> list[str]:
+    """What `steadyloop show` prints of an ended run: its event log, read from the
+    log's host as the command line reads it."""
+    out = io.StringIO()
+    await follow(client, handle, ProgressDisplay(out, live=False), ended=True)
+    return out.getvalue().splitlines()

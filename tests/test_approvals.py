@@ -12,11 +12,9 @@ from loop_harness import (
     running_loop,
     tool_messages,
 )
-from steering_harness import answer, calls, people_run, progress, wait_for_approvals
+from steering_harness import answer, calls, people_run, progress, shown, wait_for_approvals
 from temporalio.client import WorkflowUpdateFailedError
 
-from steadyloop.cli.progress import TranscriptReader
-from steadyloop.run.models import RunResult
 from steadyloop.run.steering import ApprovalDecision, PendingApproval
 from steadyloop.testing.chunks import ScriptedCall
 from steadyloop.tools import tool
@@ -45,6 +43,7 @@ async def test_an_approved_call_runs_once_while_the_rest_of_its_batch_went_on() 
         )
         result = await handle.result()
         after = await handle.query("pending_approvals", result_type=list[PendingApproval])
+        printed = await shown(loop.client, handle)
     assert (waiting.call_id, waiting.tool, waiting.arguments, waiting.turn) == (
         "x1",
         "transfer",
@@ -60,8 +59,8 @@ async def test_an_approved_call_runs_once_while_the_rest_of_its_batch_went_on() 
     by_id = {m.tool_call_id: m.content for m in tool_messages(result.transcript)}
     assert by_id == {"x1": "sent 5 to ana", "n1": "noted 'meanwhile'", "x2": "sent 5 to ana"}
     assert result.stats.tool_replays == 1
-    # `show` of the ended run says who decided: the run's timeline kept the decision.
-    assert "turn 1  <- transfer (approved by a person): sent 5 to ana" in shown(result)
+    # `show` of the ended run says who decided: the run's event log kept the decision.
+    assert "turn 1  <- transfer (approved by a person): sent 5 to ana" in printed, printed
 
 
 async def test_a_rejected_call_never_runs_and_the_model_reads_the_reason() -> None:
@@ -74,12 +73,12 @@ async def test_a_rejected_call_never_runs_and_the_model_reads_the_reason() -> No
         said = await handle.execute_update("approve_call", decision, result_type=str)
         result = await handle.result()
         second = loop.server.requests[1].json
+        printed = await shown(loop.client, handle)
     assert said == "rejected 'transfer' call 'x1'"
     assert loop.effects.notes == []
     (rejection,) = tool_messages(result.transcript)
     assert rejection.content == (
-        "Not run: a person rejected this call of 'transfer'. "
-        "Their reason: over this month's budget"
+        "Not run: a person rejected this call of 'transfer'. Their reason: over this month's budget"
     )
     assert second["messages"][-1] == {
         "role": "tool",
@@ -88,14 +87,8 @@ async def test_a_rejected_call_never_runs_and_the_model_reads_the_reason() -> No
     }
     assert any(
         line.startswith("turn 1  <- transfer (rejected by a person: over this month's budget)")
-        for line in shown(result)
-    ), shown(result)
-
-
-def shown(result: RunResult) -> list[str]:
-    """What `steadyloop show` prints of an ended run's calls (its transcript and timeline)."""
-    reader = TranscriptReader()
-    return [*reader.new_lines(result.transcript, result.timeline, force=True), *reader.flush()]
+        for line in printed
+    ), printed
 
 
 async def test_a_decision_is_bound_to_the_call_reviewed_not_to_a_reused_call_id() -> None:

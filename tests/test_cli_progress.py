@@ -1,21 +1,26 @@
-"""What a person following a run sees: each transcript event once, status lines without
+"""What a person following a run sees: each event of its log once, status lines without
 control codes when output is not a terminal, and an exit code for every stop reason."""
 
 from __future__ import annotations
 
 import io
 import typing
+from typing import cast
+
+import pytest
+from follow_fakes import printed
 
 from steadyloop.chat import ChatMessage, ToolCall
 from steadyloop.cli.main import EXIT_CODES, EXIT_OK
 from steadyloop.cli.progress import (
     ActivityState,
+    EventPrinter,
     ProgressDisplay,
-    TranscriptReader,
     one_line,
     result_lines,
     status_line,
 )
+from steadyloop.events import RunEventItem, StopEvent, ToolCallEvent, ToolResultEvent
 from steadyloop.run.models import RunProgress, RunResult, RunStats, StopReason
 
 
@@ -37,29 +42,32 @@ def transcript() -> list[ChatMessage]:
     ]
 
 
-def test_every_message_is_reported_once_and_answers_carry_their_call_name() -> None:
-    reader = TranscriptReader()
-    messages = transcript()
-    first = reader.new_lines(messages[:4])
-    rest = reader.new_lines(messages)
-    assert first == [
+async def test_every_event_is_printed_once_and_answers_carry_their_call_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    events: list[RunEventItem] = [
+        ToolCallEvent(turn=1, call_id="c1", name="read_file", arguments='{"path":"a.txt"}'),
+        ToolCallEvent(turn=1, call_id="c2", name="current_time", arguments=""),
+        ToolResultEvent(turn=1, call_id="c1", name="read_file", text="line one\nline two"),
+        ToolResultEvent(turn=1, call_id="c2", name="current_time", text="2026-01-01T00:00:00Z"),
+        StopEvent(turn=2, reason="final_answer", final_answer="Two lines."),
+    ]
+    # No text was forwarded (`--no-stream`): a turn's text comes from the transcript.
+    assert await printed(monkeypatch, events, transcript()) == [
         "turn 1  model: Let me look.",
         'turn 1  -> read_file {"path":"a.txt"}',
         'turn 1  -> current_time ""',
         "turn 1  <- read_file: line one | line two",
+        "turn 1  <- current_time: 2026-01-01T00:00:00Z",
+        # The final answer is the last turn's text, printed whole, once.
+        "turn 2  model: Two lines.",
     ]
-    # The zero-argument call is shown as the wire sent it; the final answer is the last
-    # turn's text, printed whole, once (the result then leaves it out).
-    assert rest == ["turn 1  <- current_time: 2026-01-01T00:00:00Z", "turn 2  model: Two lines."]
-    assert reader.answer_printed
-    assert reader.new_lines(messages) == []
-
-
-def test_a_shorter_transcript_starts_over() -> None:
-    reader = TranscriptReader()
-    reader.new_lines(transcript())
-    again = reader.new_lines(transcript()[:3])
-    assert again[0] == "turn 1  model: Let me look."
+    # The zero-argument call is shown as the wire sent it, and the answer's line names
+    # its call even when nothing else on it does.
+    printer = EventPrinter("run-1")
+    assert printer.lines(events[1]) == ['turn 1  -> current_time ""']
+    assert printer.answer_line(cast(StopEvent, events[-1])) == ["turn 2  model: Two lines."]
+    assert printer.answer_printed
 
 
 def test_status_without_a_terminal_is_printed_once_per_change_with_no_control_codes() -> None:

@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 from loop_harness import Loop, assert_every_call_answered, run_input, running_loop, tool_messages
+from steering_harness import shown as shown_by
 
 from steadyloop.cli.main import EXIT_FAILED, EXIT_OK, EXIT_USAGE, build_parser, run_cli
-from steadyloop.cli.progress import TranscriptReader, arguments_text
+from steadyloop.cli.progress import arguments_text
 from steadyloop.cli.receipts import (
     MIN_PREFIX,
     SHORT_KEY_LENGTH,
@@ -374,6 +375,7 @@ async def test_list_then_resolve_lets_the_run_finish_with_each_effect_once() -> 
         notes, started = sorted(loop.effects.notes), loop.effects.started["slow_note"]
         with pytest.raises(ReceiptsFailure, match="has ended"):
             await receipts(loop, handle.id)
+        shown = await shown_by(loop.client, handle)
     assert (result.stop_reason, result.final_answer) == ("final_answer", "The invoice is paid.")
     assert notes == ["file receipt", "pay invoice"] and started == 2  # each exactly once
     assert_every_call_answered(result.transcript)
@@ -387,8 +389,6 @@ async def test_list_then_resolve_lets_the_run_finish_with_each_effect_once() -> 
         assert "timed out" in answer or answer == resolved_as, (call_id, answer)
     # `show` of the ended run: the give-up reads as a give-up, with the person's note,
     # never as a replayed receipt; a resolution as done reads as a person's.
-    reader = TranscriptReader()
-    shown = [*reader.new_lines(result.transcript, result.timeline, force=True), *reader.flush()]
     given = next((line for line in shown if "given up" in line), str(shown))
     assert "(given up by a person after attempt 1, not run: filed by hand" in given, shown
     assert not any("receipt already complete" in line for line in shown), shown

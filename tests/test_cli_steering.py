@@ -10,6 +10,7 @@ import io
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import cast
 
 import pytest
 from loop_harness import Loop, running_loop
@@ -22,6 +23,7 @@ from steering_harness import (
     wait_for_approvals,
     wait_for_phase,
 )
+from temporalio.client import Client
 from test_cli_worker import cli_environment, start_worker, steadyloop, typed
 
 from steadyloop.cli import live_run
@@ -35,7 +37,13 @@ from steadyloop.cli.steering import (
     steering_request,
     waiting_call,
 )
-from steadyloop.client import NotTheCallReviewed, NoWorkerAnswered, RequestRefused, RunEnded
+from steadyloop.client import (
+    NotTheCallReviewed,
+    NoWorkerAnswered,
+    RequestRefused,
+    RunEnded,
+    RunSnapshot,
+)
 from steadyloop.receipts.decision import tool_call_args_hash
 from steadyloop.run.models import RunProgress
 from steadyloop.run.steering import PendingApproval
@@ -305,3 +313,64 @@ async def test_the_commands_as_a_person_runs_them(temporal: DevServer, tmp_path:
     assert wires.read_text() == "5 to ana\n"
     await asyncio.wait_for(provider.exchanges[2].ended.wait(), 30)
     assert provider.exchanges[2].client_disconnected
+
+
+class _Snapshots:
+    """The client API's handle, its `snapshot()` answering or raising as told."""
+
+    answer: RunSnapshot | Exception
+
+    def __init__(self, _client: object, workflow_id: str, **_: object) -> None:
+        self.workflow_id = workflow_id
+
+    async def snapshot(self) -> RunSnapshot:
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
+
+
+@pytest.mark.parametrize(
+    ("answer", "says"),
+    [
+        (
+            NoWorkerAnswered("r1", "the progress query", 10),
+            "run r1 did not answer the progress query within 10s. A worker must be running "
+            "for its task queue (`steadyloop worker`) to answer.",
+        ),
+        (
+            RequestRefused("r1", "the pending_approvals query", "unknown query"),
+            "run r1 refused the pending_approvals query: unknown query",
+        ),
+        (
+            RunSnapshot(workflow_id="r1", status="completed"),
+            "run r1 has ended (completed) meanwhile; nothing waits in it. "
+            "`steadyloop show r1` shows how it ended.",
+        ),
+    ],
+)
+async def test_what_waits_is_read_through_the_client_and_its_errors_are_one_sentence(
+    monkeypatch: pytest.MonkeyPatch, answer: RunSnapshot | Exception, says: str
+) -> None:
+    monkeypatch.setattr(_Snapshots, "answer", answer, raising=False)
+    monkeypatch.setattr(live_run, "ClientRunHandle", _Snapshots)
+    handle = cast(live_run.RunHandle, _Named("r1"))
+    with pytest.raises(RunCommandFailure) as failure:
+        await live_run.waiting_now(cast(Client, None), handle)
+    assert str(failure.value) == says
+    assert "\n" not in str(failure.value)
+
+
+async def test_the_listings_are_the_snapshot_s_waiting_calls(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    waiting = pending()
+    snapshot = RunSnapshot(workflow_id="r1", status="running", pending_approvals=[waiting])
+    monkeypatch.setattr(_Snapshots, "answer", snapshot, raising=False)
+    monkeypatch.setattr(live_run, "ClientRunHandle", _Snapshots)
+    handle = cast(live_run.RunHandle, _Named("r1"))
+    assert (await live_run.waiting_now(cast(Client, None), handle)).pending_approvals == [waiting]
+
+
+class _Named:
+    def __init__(self, workflow_id: str) -> None:
+        self.id = workflow_id

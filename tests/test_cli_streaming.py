@@ -11,6 +11,8 @@ from __future__ import annotations
 import io
 import uuid
 
+import pytest
+from follow_fakes import printed
 from loop_harness import running_loop
 from test_output_forwarding_workflow import forwarding_run, slow_answer
 
@@ -19,10 +21,10 @@ from steadyloop.cli.follow import follow
 from steadyloop.cli.progress import (
     ActivityState,
     ProgressDisplay,
-    TranscriptReader,
     partial_lines,
     status_line,
 )
+from steadyloop.events import TextDeltaEvent, ToolCallEvent
 from steadyloop.output.forwarding import OutputDelta, PartialOutput
 from steadyloop.run.models import RunProgress, RunResult, RunStats
 from steadyloop.run.resume import resume_input
@@ -49,16 +51,20 @@ def test_streamed_text_is_written_as_it_arrives_one_line_per_turn() -> None:
     assert out.getvalue() == ("turn 1  model: Hello\nturn 1  -> search {}\nturn 2  model: Done.\n")
 
 
-def test_a_streamed_run_does_not_repeat_its_text_from_the_transcript() -> None:
+async def test_a_streamed_run_does_not_repeat_its_text_from_the_transcript(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     assistant = ChatMessage(
         role="assistant",
         content="Let me search.",
         tool_calls=[ToolCall(id="c1", name="search", arguments="{}")],
     )
-    plain = TranscriptReader().new_lines([assistant])
-    streamed = TranscriptReader(streamed=True).new_lines([assistant])
+    search = ToolCallEvent(turn=1, call_id="c1", name="search", arguments="{}")
+    plain = await printed(monkeypatch, [search], [assistant])
+    text = TextDeltaEvent(turn=1, attempt=1, text="Let me search.")
+    streamed = await printed(monkeypatch, [text, search], [assistant])
     assert plain == ["turn 1  model: Let me search.", "turn 1  -> search {}"]
-    assert streamed == ["turn 1  -> search {}"]
+    assert streamed == plain  # said once, as it streamed: not again from the transcript
 
 
 def test_the_status_line_shows_the_model_stream_s_own_progress() -> None:

@@ -8,15 +8,23 @@ import io
 from datetime import UTC, datetime
 
 import pytest
+from follow_fakes import printed
 
 from steadyloop.activities.model_stream import _url_for_people
 from steadyloop.chat import ChatMessage, ToolCall
 from steadyloop.cli.main import EXIT_USAGE, run_cli
 from steadyloop.cli.progress import (
     ProgressDisplay,
-    TranscriptReader,
     result_lines,
     status_line,
+)
+from steadyloop.events import (
+    RunEventItem,
+    StopEvent,
+    TextDeltaEvent,
+    TimelineEntryEvent,
+    ToolCallEvent,
+    ToolResultEvent,
 )
 from steadyloop.history.healing import Healing
 from steadyloop.output.forwarding import OutputDelta
@@ -176,17 +184,46 @@ def two_turns() -> list[ChatMessage]:
     ]
 
 
-def test_events_are_placed_where_they_happened_whenever_they_arrive() -> None:
+def logged(entry: RunEvent) -> TimelineEntryEvent:
+    """`entry` as the run's event log carries it."""
+    return TimelineEntryEvent.model_validate(entry.model_dump(exclude={"at"}))
+
+
+def add(call_id: str, turn: int = 1) -> list[RunEventItem]:
+    return [ToolCallEvent(turn=turn, call_id=call_id, name="add", arguments='{"a":1}')]
+
+
+async def test_events_are_printed_where_they_happened_and_never_twice(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     retry = event(1, "model attempt 1 failed, network (cut); retrying in 1 s", at=1)
     replay = event(2, "replayed, not run: same call twice in this batch (a's answer)", call_id="b")
-    late = event(3, "model attempt 3 failed, network (reset); retrying now", at=4)
-    reader = TranscriptReader()
-    # The turn in flight: its retry is said at once, before anything of the turn.
-    assert reader.new_lines(two_turns()[:1], [retry]) == [
-        "turn 1  ! model attempt 1 failed, network (cut); retrying in 1 s"
+    late = RunEvent(
+        seq=3,
+        turn=2,
+        at=4,
+        phase="model",
+        kind="model_retry",
+        text="model attempt 3 failed, network (reset); retrying now",
+    )
+    orphan = event(4, "replayed, not run: receipt already complete", call_id="gone")
+    log: list[RunEventItem] = [
+        logged(retry),  # the turn in flight: its retry is said before anything of it
+        *add("a"),
+        *add("b"),
+        ToolResultEvent(turn=1, call_id="a", name="add", text="1"),
+        logged(replay),  # it lands on its call's answer
+        ToolResultEvent(turn=1, call_id="b", name="add", text="1", replayed=True),
+        # A retried attempt's text: its retry is read ahead (the `timeline` query) and
+        # said first; the retry's own log entry, after it, is not printed again.
+        TextDeltaEvent(turn=2, attempt=3, text="One."),
+        logged(late),
+        logged(orphan),  # its call's answer never comes: printed at the end
+        StopEvent(turn=2, reason="final_answer", final_answer="One."),
     ]
-    # The replay arrives with the whole transcript; it lands on its call's answer.
-    assert reader.new_lines(two_turns(), [replay, late]) == [
+    lines = await printed(monkeypatch, log, two_turns(), [retry, replay, late, orphan])
+    assert lines == [
+        "turn 1  ! model attempt 1 failed, network (cut); retrying in 1 s",
         "turn 1  model: Adding.",
         'turn 1  -> add {"a":1}',
         'turn 1  -> add {"a":1}',
@@ -194,26 +231,27 @@ def test_events_are_placed_where_they_happened_whenever_they_arrive() -> None:
         "turn 1  <- add (replayed, not run: same call twice in this batch (a's answer)): 1",
         "turn 2  ! model attempt 3 failed, network (reset); retrying now",
         "turn 2  model: One.",
+        "turn 2  ! replayed, not run: receipt already complete",
     ]
-    assert reader.answer_printed
-    assert reader.last_event == 3
-    # Events read twice are not printed twice; one whose place never came is flushed.
-    orphan = event(4, "replayed, not run: receipt already complete", call_id="gone")
-    assert reader.new_lines(two_turns(), [replay, orphan]) == []
-    assert reader.flush() == ["turn 2  ! replayed, not run: receipt already complete"]
 
 
-def test_a_streamed_turn_s_calls_wait_for_its_text() -> None:
-    shown: list[str] = []
-    reader = TranscriptReader(streamed=True, shown=lambda text: text in shown)
-    assert reader.new_lines(two_turns()) == []  # "Adding." has not come through yet
-    assert reader.holding
-    shown.append("Adding.")
-    lines = reader.new_lines(two_turns())
-    assert lines[0] == 'turn 1  -> add {"a":1}' and len(lines) == 4
-    assert reader.holding  # now "One." is awaited
-    assert reader.new_lines(two_turns(), force=True) == []  # forced: its text is not repeated
-    assert not reader.holding and not reader.answer_printed
+async def test_a_streamed_turn_s_calls_follow_its_text_and_the_text_is_not_repeated(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    log: list[RunEventItem] = [
+        TextDeltaEvent(turn=1, attempt=1, text="Add"),
+        TextDeltaEvent(turn=1, attempt=1, text="ing."),
+        *add("a"),
+        ToolResultEvent(turn=1, call_id="a", name="add", text="1"),
+        TextDeltaEvent(turn=2, attempt=1, text="One."),
+        StopEvent(turn=2, reason="final_answer", final_answer="One."),
+    ]
+    assert await printed(monkeypatch, log, two_turns()) == [
+        "turn 1  model: Adding.",
+        'turn 1  -> add {"a":1}',
+        "turn 1  <- add: 1",
+        "turn 2  model: One.",
+    ]
 
 
 def test_the_display_knows_which_text_it_showed() -> None:
@@ -331,14 +369,17 @@ def test_a_full_timeline_stays_small_beside_the_payload_limit() -> None:
     assert size < 100_000
 
 
-def test_a_resumed_run_does_not_print_the_conversation_it_carries_on() -> None:
-    messages = [
+async def test_a_resumed_run_does_not_print_the_conversation_it_carries_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    carried = [
         ChatMessage(role="user", content="Tell me."),
         ChatMessage(role="assistant", content="The first half,"),
         ChatMessage(role="user", content="Go on."),
     ]
-    reader = TranscriptReader()
-    reader.skip(len(messages))
-    assert reader.new_lines(messages[:2]) == []  # the run's transcript is not there yet
-    done = [*messages, ChatMessage(role="assistant", content="and the second half.")]
-    assert reader.new_lines(done) == ["turn 1  model: and the second half."]
+    done = [*carried, ChatMessage(role="assistant", content="and the second half.")]
+    # The resumed run's log is its own (a log per execution): its turns count from 1.
+    log: list[RunEventItem] = [
+        StopEvent(turn=1, reason="final_answer", final_answer="and the second half.")
+    ]
+    assert await printed(monkeypatch, log, done) == ["turn 1  model: and the second half."]

@@ -6,6 +6,8 @@ met it: an unknown run is a usage error (`ConfigError`, exit 2); a run that ende
 worker that does not answer, or a workflow that refuses is a `RunCommandFailure`
 (exit 1), printed as one `steadyloop: ...` line.
 
+What waits in a run (`approve` and `receipts` listings) is read through the client API
+too (`waiting_now`: `RunHandle.snapshot()`), its typed errors said as one sentence.
 Steering goes through the client API (`steadyloop.client.RunHandle`), so the command
 line sends what a program would: each request under an idempotency key (its update id),
 a decision bound to the call the person saw. `steer` turns the API's typed errors into
@@ -20,7 +22,6 @@ import os
 import sys
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import Any
 
 from temporalio.client import (
     Client,
@@ -33,6 +34,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from steadyloop.cli.invocation import command
 from steadyloop.client import RunHandle as ClientRunHandle
+from steadyloop.client import RunSnapshot
 from steadyloop.client.errors import (
     ClientError,
     NotTheCallReviewed,
@@ -108,15 +110,27 @@ async def running_handle(client: Client, workflow_id: str, *, ended: str) -> Run
     return handle
 
 
-async def query_run(handle: RunHandle, query: str, result_type: type[Any]) -> Any:
-    """A query's answer, or a failure saying that a worker must be running to answer."""
+async def waiting_now(client: Client, handle: RunHandle) -> RunSnapshot:
+    """The run now, through the client API (`RunHandle.snapshot`): its pending approvals
+    and ambiguous receipts. A failure is one sentence: a worker must be running to
+    answer, or the run ended meanwhile (it then has nothing waiting)."""
     try:
-        return await handle.query(query, result_type=result_type, rpc_timeout=QUERY_TIMEOUT)
-    except QUERY_ERRORS as exc:
+        snapshot = await ClientRunHandle(client, handle.id, worker_bound=QUERY_TIMEOUT).snapshot()
+    except NoWorkerAnswered as error:
         raise RunCommandFailure(
-            f"run {handle.id} did not answer the {query} query: {exc}. A worker must be "
-            "running for its task queue (`steadyloop worker`) to answer."
+            f"run {handle.id} did not answer {error.what} within {error.waited_s:g}s. A "
+            "worker must be running for its task queue (`steadyloop worker`) to answer."
         ) from None
+    except ClientError as error:
+        raise RunCommandFailure(str(error)) from None
+    except RPCError as exc:
+        raise RunCommandFailure(f"cannot read run {handle.id}: {exc}") from None
+    if snapshot.status != "running":
+        raise RunCommandFailure(
+            f"run {handle.id} has ended ({snapshot.status}) meanwhile; nothing waits in it. "
+            f"`{command('show', handle.id)}` shows how it ended."
+        )
+    return snapshot
 
 
 def steering_handle(client: Client, handle: RunHandle) -> ClientRunHandle:

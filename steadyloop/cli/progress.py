@@ -1,26 +1,25 @@
-"""What a person following a run sees: events from the transcript, a status line, the result.
+"""What a person following a run sees: its event log's lines, a status line, the result.
 
 Plain text on purpose. On a terminal the status line is redrawn in place (`\\r` and
 erase-line, nothing else); when stdout is a pipe, a file or a CI log, each status is
 printed once, when it changes, so the output stays readable with no control codes.
 Events (a tool call asked for, a tool's answer) are printed as lines in both cases.
 
-Everything here is pure formatting of values the workflow already reports (the
-`progress`, `transcript` and `timeline` queries, `RunResult`), so it is tested without a
-server. Lines keep the run's order: `!` says what a guarantee did (a retry and its
-failure kind, a stall, a breaker, healing), a replayed answer says it was not run and why,
-and the answer is printed once.
+Everything here is pure formatting of values the run already reports (its event log,
+read by `EventPrinter`; `RunProgress`, `RunResult`), so it is tested without a server.
+Lines keep the run's order: `!` says what a guarantee did (a retry and its failure kind,
+a stall, a breaker, healing), a replayed answer says it was not run and why, and the
+answer is printed once.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from steadyloop.chat import ChatMessage
 from steadyloop.cli.invocation import command
 from steadyloop.events import (
     AmbiguousReceiptEvent,
@@ -276,142 +275,6 @@ def _arguments(text: str) -> dict[str, Any]:
 
 def _timeline_line(turn: int, text: str) -> str:
     return one_line(f"turn {turn}  ! {text}", EVENT_WIDTH + 60)
-
-
-class TranscriptReader:
-    """Turns a growing transcript, and the run's timeline, into event lines in the run's order.
-
-    Following a run no longer uses this (`EventPrinter` prints its event log); it reads a
-    run from its `RunResult` alone (what tests check `show` would say of a transcript).
-
-    Each message is reported once. A timeline event is placed where it happened: a
-    `model` event (a retry, a stall, a breaker, healing) before the assistant message of
-    its turn, or, for the turn in flight, as soon as it is known; a replay on the answer
-    of the call it explains (`<- add (replayed, not run: ...): 5`), so a replayed answer
-    never reads as a call that ran. Events may arrive before or after the messages they
-    belong with; they are held until their place is reached (`flush` prints what never
-    found one).
-
-    `streamed`: the model's text is shown as it streams, so an assistant message's text
-    is not repeated (its tool calls still are). Its text travels on another channel and
-    may come after the transcript already holds the message, so the reader waits at such
-    a message until `shown(text)` says its text was printed (`holding` says it waits;
-    `force` goes on regardless, for a stream that lags or lost it). Without `streamed`
-    the final answer is printed whole, as the turn's text (`answer_printed` says so).
-    """
-
-    def __init__(
-        self, *, streamed: bool = False, shown: Callable[[str], bool] | None = None
-    ) -> None:
-        self.streamed = streamed
-        self.holding = False
-        self._shown = shown
-        self.answer_printed = False
-        self._seen = 0
-        self._turn = 0
-        self._names: dict[str, str] = {}
-        self._skip = 0
-        self._events: dict[int, RunEvent] = {}  # not yet printed, by seq
-        self._last_seq = 0
-
-    def skip(self, messages: int) -> None:
-        """Leave out the first `messages` messages: a person saw them before this run
-        (a resumed run starts with its predecessor's conversation). Turns count on from
-        this run's first, as the run numbers them."""
-        self._skip = messages
-        self._seen = max(self._seen, messages)
-
-    @property
-    def last_event(self) -> int:
-        """The highest event number read: ask the run only for events after it."""
-        return self._last_seq
-
-    def new_lines(
-        self,
-        transcript: Sequence[ChatMessage],
-        events: Sequence[RunEvent] = (),
-        *,
-        force: bool = False,
-    ) -> list[str]:
-        if len(transcript) < self._seen:  # a shorter transcript: a new run; start over
-            if len(transcript) <= self._skip:
-                return []  # not this run's transcript yet
-            self._seen = self._skip
-            self._turn = 0
-        for event in events:
-            if event.seq > self._last_seq:
-                self._events[event.seq] = event
-                self._last_seq = event.seq
-        lines: list[str] = []
-        self.holding = False
-        for index in range(self._seen, len(transcript)):
-            message = transcript[index]
-            if not force and self._text_to_come(message):
-                self.holding = True
-                return lines
-            lines.extend(self._lines(index, message))
-            self._seen = index + 1
-        self._seen = len(transcript)
-        lines.extend(self._model_events(self._seen))  # the turn in flight
-        return lines
-
-    def _text_to_come(self, message: ChatMessage) -> bool:
-        """A streamed assistant text not printed yet: what follows it must wait for it."""
-        if not self.streamed or self._shown is None or message.role != "assistant":
-            return False
-        text = (message.content or "").strip()
-        return bool(text) and not self._shown(text)
-
-    def flush(self) -> list[str]:
-        """Events whose place never came (a call's answer compacted away), in order."""
-        lines = [self._event_line(e, self._turn) for _, e in sorted(self._events.items())]
-        self._events.clear()
-        return lines
-
-    def _model_events(self, position: int) -> list[str]:
-        """`model` events of the turn whose assistant message is (or will be) at `position`."""
-        due = [
-            seq
-            for seq, event in sorted(self._events.items())
-            if event.phase == "model" and event.at <= position
-        ]
-        return [self._event_line(self._events.pop(seq), self._turn + 1) for seq in due]
-
-    def _lines(self, index: int, message: ChatMessage) -> list[str]:
-        if message.role == "assistant":
-            lines = self._model_events(index)
-            self._turn += 1
-            prefix = f"turn {self._turn}"
-            if not message.tool_calls:
-                if message.content and not self.streamed:
-                    lines.append(f"{prefix}  model: {message.content.strip()}")
-                    self.answer_printed = True
-                return lines
-            said = message.content and not self.streamed
-            if said:
-                lines.append(f"{prefix}  model: {one_line(message.content or '')}")
-            for call in message.tool_calls:
-                self._names[call.id] = call.name
-                arguments = call.arguments if call.arguments.strip() else '""'
-                lines.append(one_line(f"{prefix}  -> {call.name} {arguments}"))
-            return lines
-        if message.role == "tool":
-            call_id = message.tool_call_id or ""
-            name = self._names.get(call_id, "?")
-            told = [
-                self._events.pop(seq)
-                for seq, event in sorted(self._events.items())
-                if event.phase == "tools" and event.call_id == call_id and call_id
-            ]
-            # What a person decided goes first: a long timeout note must not cut it off.
-            notes = [e.text for e in sorted(told, key=lambda e: e.kind != "decision")]
-            how = f" ({'; '.join(notes)})" if notes else ""
-            return [one_line(f"turn {self._turn}  <- {name}{how}: {message.content or ''}")]
-        return []
-
-    @staticmethod
-    def _event_line(event: RunEvent, turn: int) -> str:
-        return one_line(f"turn {turn}  ! {event.text}", EVENT_WIDTH + 60)
 
 
 class ProgressDisplay:

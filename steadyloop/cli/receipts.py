@@ -385,7 +385,7 @@ def receipts_command(args: argparse.Namespace) -> int:
 async def run_receipts(client: Client, request: ReceiptsRequest, out: TextIO) -> int:
     """List or resolve, printing to `out`. Raises `ConfigError` (usage) or `ReceiptsFailure`."""
     handle = await running_handle(client, request.workflow_id)
-    calls = await open_calls(handle)
+    calls = await open_calls(client, handle)
     if request.resolve is None:
         if request.as_json:
             text = calls_json(calls)
@@ -403,17 +403,17 @@ async def run_receipts(client: Client, request: ReceiptsRequest, out: TextIO) ->
         file=out,
     )
     print(f"the workflow answered: {applied}", file=out)
-    for line in await _after_resolving(handle, call):
+    for line in await _after_resolving(client, handle, call):
         print(line, file=out)
     out.flush()
     return EXIT_OK
 
 
-async def _after_resolving(handle: RunHandle, resolved: AmbiguousCall) -> list[str]:
+async def _after_resolving(client: Client, handle: RunHandle, resolved: AmbiguousCall) -> list[str]:
     """What to do next: the run goes on, unless other calls still wait for a person."""
     follow = f"the run goes on; follow it with `{command('show', handle.id)}`"
     try:
-        remaining = [c for c in await open_calls(handle) if c.key != resolved.key]
+        remaining = [c for c in await open_calls(client, handle) if c.key != resolved.key]
     except ReceiptsFailure:  # the resolution was applied; a failed look-up changes nothing
         return [follow]
     if not remaining:
@@ -429,12 +429,9 @@ async def running_handle(client: Client, workflow_id: str) -> RunHandle:
     )
 
 
-async def open_calls(handle: RunHandle) -> list[AmbiguousCall]:
-    """The run's open ambiguous calls, from its `ambiguous_receipts` query."""
-    calls: list[AmbiguousCall] = await live_run.query_run(
-        handle, "ambiguous_receipts", list[AmbiguousCall]
-    )
-    return calls
+async def open_calls(client: Client, handle: RunHandle) -> list[AmbiguousCall]:
+    """The run's open ambiguous calls, as the client API's snapshot of it holds them."""
+    return (await live_run.waiting_now(client, handle)).ambiguous_receipts
 
 
 async def resolve(

@@ -229,18 +229,27 @@ async def run_steering(client: Client, request: SteeringRequest, out: TextIO) ->
         "interrupt": "there is nothing left to interrupt",
     }[request.command]
     handle = await live_run.running_handle(client, request.workflow_id, ended=ended)
-    lines = await _carry_out(handle, live_run.steering_handle(client, handle), request)
+    # What waits for approval, read through the client API (only `approve` needs it).
+    waiting = (
+        (await live_run.waiting_now(client, handle)).pending_approvals
+        if request.command == "approve"
+        else []
+    )
+    lines = await _carry_out(handle, live_run.steering_handle(client, handle), request, waiting)
     print("\n".join(lines), file=out, flush=True)
     return EXIT_OK
 
 
 async def _carry_out(
-    handle: RunHandle, steering: ClientRunHandle, request: SteeringRequest
+    handle: RunHandle,
+    steering: ClientRunHandle,
+    request: SteeringRequest,
+    waiting: list[PendingApproval],
 ) -> list[str]:
     follow = f"follow the run with `{command('show', handle.id)}`"
     show = f"`{command('show', handle.id)}`"
     if request.command == "approve":
-        return await _approve(handle, steering, request, follow)
+        return await _approve(handle, steering, waiting, request, follow)
     if request.command == "send":
         answer = await live_run.steer(
             steering.send(request.message or ""),
@@ -264,11 +273,12 @@ async def _carry_out(
 
 
 async def _approve(
-    handle: RunHandle, steering: ClientRunHandle, request: SteeringRequest, follow: str
+    handle: RunHandle,
+    steering: ClientRunHandle,
+    calls: list[PendingApproval],
+    request: SteeringRequest,
+    follow: str,
 ) -> list[str]:
-    calls: list[PendingApproval] = await live_run.query_run(
-        handle, "pending_approvals", list[PendingApproval]
-    )
     if request.call_id is None:
         if request.as_json:
             return [approvals_json(calls)]

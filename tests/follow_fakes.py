@@ -1,0 +1,85 @@
+"""What `steadyloop run` and `show` print of a given event log, with no server.
+
+`printed(events, ...)` runs the command line's own follower (`steadyloop.cli.follow`)
+over `events` as the run's log, and over a run that answers its `transcript` and
+`timeline` queries (and its result) from the messages and timeline given: the lines a
+person sees, in the order they see them, with nothing reimplemented here.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import cast
+
+import pytest
+from temporalio.client import Client
+
+import steadyloop.cli.follow
+from steadyloop.chat import ChatMessage
+from steadyloop.cli.follow import RunHandle, follow
+from steadyloop.cli.progress import ProgressDisplay
+from steadyloop.events import RunEventItem
+from steadyloop.run.models import RunResult, RunStats
+from steadyloop.run.timeline import RunEvent
+
+RUN_ID = "run-1"
+
+
+class _Run:
+    """A run that has ended: its result holds `transcript` and `timeline`, and its
+    queries answer from them, as a worker would have."""
+
+    id = RUN_ID
+
+    def __init__(self, transcript: Sequence[ChatMessage], timeline: Sequence[RunEvent]) -> None:
+        self._result = RunResult(
+            final_answer=None,
+            stop_reason="final_answer",
+            transcript=list(transcript),
+            timeline=list(timeline),
+            stats=RunStats(),
+        )
+
+    async def result(self) -> RunResult:
+        return self._result
+
+    async def query(self, query: Callable[..., object], *args: object, **_: object) -> object:
+        name = getattr(query, "__name__", "")
+        if name == "transcript":
+            return self._result.transcript
+        if name == "timeline":
+            after = cast(int, args[0]) if args else 0
+            return [entry for entry in self._result.timeline if entry.seq > after]
+        return []
+
+
+def _log_of(events: Sequence[RunEventItem]) -> type:
+    class _Log:
+        def __init__(self, _client: object, _workflow_id: str) -> None:
+            pass
+
+        async def events(self) -> AsyncIterator[RunEventItem]:
+            for number, event in enumerate(events):
+                yield event.model_copy(update={"cursor": f"000000-{number:012d}"})
+
+    return _Log
+
+
+async def printed(
+    monkeypatch: pytest.MonkeyPatch,
+    events: Sequence[RunEventItem],
+    transcript: Sequence[ChatMessage] = (),
+    timeline: Sequence[RunEvent] = (),
+    *,
+    ended: bool = True,
+) -> list[str]:
+    """The lines the command line prints while following `events` (an ended run's by
+    default, as `show` prints it: no status lines)."""
+    monkeypatch.setattr(steadyloop.cli.follow, "ClientRunHandle", _log_of(events))
+    out = io.StringIO()
+    run = _Run(transcript, timeline)
+    await follow(
+        cast(Client, None), cast(RunHandle, run), ProgressDisplay(out, live=False), ended=ended
+    )
+    return out.getvalue().splitlines()
