@@ -19,7 +19,7 @@ import steadyloop.cli.follow
 from steadyloop.chat import ChatMessage
 from steadyloop.cli.follow import RunHandle, follow
 from steadyloop.cli.progress import ProgressDisplay
-from steadyloop.events import RunEventItem
+from steadyloop.events import RunEventItem, TextDeltaEvent, ToolCallEvent
 from steadyloop.run.models import RunResult, RunStats
 from steadyloop.run.timeline import RunEvent
 
@@ -54,6 +54,28 @@ class _Run:
         return []
 
 
+def _as_published(
+    events: Sequence[RunEventItem], transcript: Sequence[ChatMessage]
+) -> list[RunEventItem]:
+    """`events` as the loop publishes them: a turn whose text was not streamed carries what
+    the model said beside its calls on the turn's first call event (`said`)."""
+    streamed = {e.turn for e in events if isinstance(e, TextDeltaEvent)}
+    said = {
+        m.tool_calls[0].id: m.content
+        for m in transcript
+        if m.role == "assistant" and m.tool_calls and m.content
+    }
+    return [
+        e.model_copy(update={"said": said[e.call_id]})
+        if isinstance(e, ToolCallEvent)
+        and e.said is None
+        and e.turn not in streamed
+        and e.call_id in said
+        else e
+        for e in events
+    ]
+
+
 def _log_of(events: Sequence[RunEventItem]) -> type:
     class _Log:
         def __init__(self, _client: object, _workflow_id: str) -> None:
@@ -76,7 +98,9 @@ async def printed(
 ) -> list[str]:
     """The lines the command line prints while following `events` (an ended run's by
     default, as `show` prints it: no status lines)."""
-    monkeypatch.setattr(steadyloop.cli.follow, "ClientRunHandle", _log_of(events))
+    monkeypatch.setattr(
+        steadyloop.cli.follow, "ClientRunHandle", _log_of(_as_published(events, transcript))
+    )
     out = io.StringIO()
     run = _Run(transcript, timeline)
     await follow(

@@ -214,10 +214,10 @@ async def test_events_are_printed_where_they_happened_and_never_twice(
         ToolResultEvent(turn=1, call_id="a", name="add", text="1"),
         logged(replay),  # it lands on its call's answer
         ToolResultEvent(turn=1, call_id="b", name="add", text="1", replayed=True),
-        # A retried attempt's text: its retry is read ahead (the `timeline` query) and
-        # said first; the retry's own log entry, after it, is not printed again.
-        TextDeltaEvent(turn=2, attempt=3, text="One."),
+        # A retried attempt: the loop publishes its retry before the attempt runs, so the
+        # retry is said before the attempt's text.
         logged(late),
+        TextDeltaEvent(turn=2, attempt=3, text="One."),
         logged(orphan),  # its call's answer never comes: printed at the end
         StopEvent(turn=2, reason="final_answer", final_answer="One."),
     ]
