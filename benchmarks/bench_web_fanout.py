@@ -336,7 +336,10 @@ def compare(rounds: list[Round], args: argparse.Namespace, failures: list[str]) 
     print(f"\nTemporal updates and queries per run: round A {reads_a:.1f} ({a.clients} "
           f"clients), round B {reads_b:.1f} ({b.clients} clients): {reads_b / reads_a:.2f}x "
           f"for {b.clients / a.clients:.0f}x the clients")  # fmt: skip
-    if reads_b > reads_a * 1.5:
+    # Long polls answer by time as well as by event, so a run that lasts longer (a loaded
+    # machine, a quick round of few runs) costs more of them whatever the clients: the
+    # full run's figure decides; a quick round only prints it.
+    if reads_b > reads_a * 1.5 and not args.quick:
         failures.append("the Temporal updates and queries per run grew with the clients")
     op = "DescribeWorkflowExecution"
     described_a, described_b = a.requests[op] / args.runs, b.requests[op] / args.runs

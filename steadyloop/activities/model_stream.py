@@ -91,6 +91,7 @@ shows that this one already showed something.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.metadata
 import logging
 import math
@@ -1004,6 +1005,11 @@ async def _read_host_patiently(forward: ForwardTarget, before: int) -> Forwarded
     heartbeats (so it is not declared lost) and asks again, up to `HOST_READ_BUDGET_S`,
     then fails retryably: streaming without knowing what was shown could show it twice.
     """
+    async with _heartbeating():  # one query can outlast a short heartbeat timeout
+        return await _read_host_until(forward, before)
+
+
+async def _read_host_until(forward: ForwardTarget, before: int) -> ForwardedOutput:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + HOST_READ_BUDGET_S
     while True:
@@ -1025,6 +1031,26 @@ async def _read_host_patiently(forward: ForwardTarget, before: int) -> Forwarded
                 ) from None
             _heartbeat(StreamProgress())
             await asyncio.sleep(0.5)
+
+
+@contextlib.asynccontextmanager
+async def _heartbeating(every_s: float = 0.5) -> AsyncIterator[None]:
+    """Heartbeat (nothing shown yet) every `every_s` while the block waits on Temporal: a
+    query of a host whose worker died waits for its task to move (seconds), longer than
+    a run's heartbeat timeout may be, and the attempt must not be declared lost for it."""
+
+    async def beat() -> None:
+        while True:
+            _heartbeat(StreamProgress())
+            await asyncio.sleep(every_s)
+
+    task = asyncio.create_task(beat())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 def _heartbeat(progress: StreamProgress) -> None:

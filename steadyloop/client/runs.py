@@ -214,6 +214,11 @@ class RunHandle:
             transcript = await self._query("transcript", list[ChatMessage])
             approvals = await self._query("pending_approvals", list[PendingApproval])
             ambiguous = await self._query("ambiguous_receipts", list[AmbiguousCall])
+            # Four queries are four moments: a call can start waiting between the first
+            # and the third. The counts follow the lists, so the snapshot agrees with itself.
+            progress = progress.model_copy(
+                update={"pending_approvals": len(approvals), "ambiguous": len(ambiguous)}
+            )
             return RunSnapshot(
                 workflow_id=self.workflow_id,
                 status=status,
