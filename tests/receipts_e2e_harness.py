@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import signal
 import sys
 import time
 import uuid
@@ -20,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from process_signals import kill_process, stop_process
 from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
@@ -129,18 +129,11 @@ class WorkerProcess:
 
     async def kill(self) -> None:
         """SIGKILL: no cleanup, no graceful shutdown, exactly a lost machine."""
-        if self.process.returncode is None:
-            self.process.send_signal(signal.SIGKILL)
-        await asyncio.wait_for(self.process.wait(), STOP_GUARD_S)
+        await kill_process(self.process, STOP_GUARD_S)
 
     async def stop(self) -> None:
         """SIGTERM, then SIGKILL if it does not exit in time."""
-        if self.process.returncode is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                await asyncio.wait_for(self.process.wait(), STOP_GUARD_S)
-            except TimeoutError:
-                await self.kill()
+        await stop_process(self.process, STOP_GUARD_S)
         if self.reader is not None:
             await asyncio.wait_for(self.reader, STOP_GUARD_S)
 

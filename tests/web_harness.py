@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import signal
 import sys
 import time
 import uuid
@@ -23,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from process_signals import kill_process, stop_process
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
@@ -97,18 +97,11 @@ class Process:
 
     async def kill(self) -> None:
         """SIGKILL: no cleanup, no graceful shutdown, exactly a lost machine."""
-        if self.process.returncode is None:
-            self.process.send_signal(signal.SIGKILL)
-        await asyncio.wait_for(self.process.wait(), STOP_GUARD_S)
+        await kill_process(self.process, STOP_GUARD_S)
 
     async def stop(self) -> None:
         """SIGTERM, then SIGKILL if it does not exit in time."""
-        if self.process.returncode is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                await asyncio.wait_for(self.process.wait(), STOP_GUARD_S)
-            except TimeoutError:
-                await self.kill()
+        await stop_process(self.process, STOP_GUARD_S)
 
 
 @dataclass
