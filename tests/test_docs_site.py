@@ -74,3 +74,14 @@ def test_the_readme_is_a_landing_page_whose_links_reach_pages() -> None:
     assert len(links) >= 10
     missing = [link for link in links if not (ROOT / link).is_file()]
     assert not missing, missing
+
+
+def test_every_file_a_page_names_exists() -> None:
+    named = re.compile(r"`((?:tests|benchmarks|examples|steadyloop)/[\w./-]+\.\w+)")
+    missing = [
+        f"{page.relative_to(ROOT)}: {name}"
+        for page in [README, *DOCS.rglob("*.md")]
+        for name in named.findall(page.read_text(encoding="utf-8"))
+        if not (ROOT / name).exists()
+    ]
+    assert not missing, missing

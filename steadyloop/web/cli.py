@@ -53,7 +53,7 @@ def add_serve_parser(commands: Any, connection: argparse.ArgumentParser) -> None
         "serve",
         parents=[connection],
         help="serve runs over HTTP: threads, SSE event streams, approvals, AG-UI",
-        description='Serve the HTTP API (the README\'s "Serve it on the web"; the routes are '
+        description='Serve the HTTP API (docs/web.md, "Serve it on the web"; the routes are '
         "listed at /docs once it runs). Needs the web extra: pip install 'steadyloop[web]'.",
     )
     serve.add_argument("--host", default=DEFAULT_HOST, help="address to listen on (127.0.0.1)")
