@@ -1,7 +1,7 @@
 """`steadyloop demo --web`, used as a person would: start it, open the address it prints
 in Chromium, read the run there, stop it with Ctrl-C (SIGINT).
 
-The test also makes the README's picture of the page (`docs/screenshots/page.png`), so
+The test also makes the web page's picture (`docs/screenshots/page.png`, on docs/web.md), so
 the picture is always of the page as it is.
 """
 

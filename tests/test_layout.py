@@ -18,7 +18,8 @@ import steadyloop
 
 ROOT = Path(steadyloop.__file__).parent
 
-# One folder per concept the README teaches; each says in its docstring what it guarantees.
+# One folder per concept the docs teach (a page each); each says in its docstring what it
+# guarantees.
 CONCEPTS = (
     "stream",
     "receipts",
