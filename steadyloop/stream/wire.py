@@ -33,16 +33,20 @@ from typing import Any, Protocol
 from steadyloop.routing.endpoints import API_CHOICES, UNSUPPORTED_WIRE_ERROR_TYPE, EndpointConfig
 from steadyloop.stream.chat_request import build_headers, build_request_body
 from steadyloop.stream.completion import AssembledTurn, CompletionRequest
+from steadyloop.stream.responses_assembly import ResponsesAssembler
+from steadyloop.stream.responses_request import build_responses_body
 from steadyloop.stream.runaway_guard import ArgumentsSoFar
 from steadyloop.stream.sse import ServerSentEvent
 from steadyloop.stream.turn_assembly import TurnAssembler
 
 __all__ = [
     "CHAT_WIRE",
+    "RESPONSES_WIRE",
     "UNSUPPORTED_WIRE_ERROR_TYPE",
     "WIRES",
     "CallProgress",
     "ChatWire",
+    "ResponsesWire",
     "StreamAssembler",
     "UnsupportedWireError",
     "Wire",
@@ -158,10 +162,39 @@ class ChatWire:
         return saw_terminal or assembler.finish_reason_seen
 
 
+class ResponsesWire:
+    """OpenAI Responses: `steadyloop.stream.responses_request` and `responses_assembly`."""
+
+    api = "responses"
+    terminal_words = "response.completed (or response.incomplete)"
+
+    def url(self, endpoint: EndpointConfig) -> str:
+        return endpoint.url
+
+    def headers(self, endpoint: EndpointConfig, api_key: str | None) -> dict[str, str]:
+        return build_headers(endpoint, api_key)
+
+    def body(self, request: CompletionRequest, endpoint: EndpointConfig) -> dict[str, Any]:
+        return build_responses_body(request, endpoint)
+
+    def assembler(self, request: CompletionRequest) -> ResponsesAssembler:
+        return ResponsesAssembler(
+            endpoint=request.endpoint,
+            mint_prefix=request.mint_prefix,
+            wants_json=request.wants_json(),
+        )
+
+    def accepts_end_of_body(self, assembler: StreamAssembler, saw_terminal: bool) -> bool:
+        # Without its terminal event the answer may be partial: a cut, never a turn.
+        return saw_terminal
+
+
 CHAT_WIRE = ChatWire()
+RESPONSES_WIRE = ResponsesWire()
 # The wires this version speaks, by `EndpointConfig.api`.
 WIRES: dict[str, Wire] = {
     "chat": CHAT_WIRE,
+    "responses": RESPONSES_WIRE,
 }
 
 
