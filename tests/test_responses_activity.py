@@ -128,15 +128,10 @@ async def test_an_error_event_echoing_the_key_is_classified_and_redacted(
 async def test_pings_and_in_progress_are_not_progress(
     server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    keepalive = [b":\n\n", event({"type": "response.in_progress", "response": {"id": "r"}})]
-    server.enqueue(
-        raw_response(
-            [
-                event({"type": "response.created", "response": {}}),
-                *[p for _ in range(8) for p in (Pause(0.1), *keepalive)],
-            ]
-        )
-    )
+    parts: list[bytes | Pause] = [event({"type": "response.created", "response": {}})]
+    for _ in range(8):
+        parts += [Pause(0.1), b":\n\n", event({"type": "response.in_progress", "response": {}})]
+    server.enqueue(raw_response(parts))
     error = await failed(server, monkeypatch, first_token_s=0.4, inter_chunk_s=0.3)
     failure = StreamFailure.model_validate(error.details[0])
     assert (failure.kind, failure.stall_phase) == ("stall", "before_first_token")
