@@ -33,9 +33,11 @@ WEATHER = ToolSpec(
     description="Weather in a city",
     parameters={"type": "object", "properties": {"city": {"type": "string"}}},
 )
+# As a server may write it: an escaped slash, a space, a non-ASCII escape. Serialized
+# again it would read differently, and a signed item would no longer match.
 RAW_REASONING = (
-    '{"id":"rs_1","type":"reasoning","summary":[],'
-    '"encrypted_content":"gAAAA\\u00e9Bk+/=","status":null}'
+    '{"id":"rs_1","type":"reasoning","summary": [],'
+    '"encrypted_content":"gAAAA\\u00e9Bk+\\/=","status":null}'
 )
 
 
