@@ -749,3 +749,20 @@ def test_two_open_calls_and_an_unlabelled_fragment_is_a_named_defect_not_a_guess
         )
     )
     assert [d.kind for d in turn.defects][:1] == ["dropped_deltas"]
+
+
+def test_the_decoder_hands_named_events_over_as_data_but_never_an_error_event() -> None:
+    body = sse({"type": "response.output_text.delta", "delta": "a"}) + b"data: {}\n\n"
+    named = SSEDecoder(event_names=False).feed_data(body)
+    assert list(named) == [e.data for e in SSEDecoder().feed(body)]
+    assert named.__class__.__name__ == "MessageData"
+    error = b'event: error\ndata: {"message":"x"}\n\n'
+    [event] = SSEDecoder(event_names=False).feed_data(error)
+    assert getattr(event, "event", None) == "error"
+    with pytest.raises(StreamFailed):  # no `type`, named `error`: a stream error
+        ResponsesAssembler(endpoint="gpt").feed_events([event])
+    # Any other shape (a comment, an id, multi-line data) takes the full reading.
+    for other in (b": ping\n\n" + body, b"id: 1\n" + body, b"data: {\ndata: }\n\n"):
+        full = SSEDecoder(event_names=False).feed_data(other)
+        assert full.__class__ is list
+        assert full == SSEDecoder().feed(other)

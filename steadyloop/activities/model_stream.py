@@ -370,8 +370,8 @@ class _TurnReader:
         sink: OutputSink | None = None,
         wire: Wire = CHAT_WIRE,
     ) -> None:
-        self.decoder = SSEDecoder()
         self.wire = wire
+        self.decoder = SSEDecoder(event_names=wire.reads_event_names)
         self.assembler: StreamAssembler = wire.assembler(request)
         self.started = time.monotonic()
         self.first_token_at: float | None = None

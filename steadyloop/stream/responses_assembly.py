@@ -344,8 +344,12 @@ class ResponsesAssembler:
     def feed_events(self, events: Sequence[ServerSentEvent | str | bytes]) -> bool:
         """Fold one read's events in order; True once the terminal event arrived (what
         follows it is not read). Raises `StreamFailed` for a failure the stream reports."""
-        if isinstance(events, MessageData):
-            return any(self._fold(data, None) for data in events.raw)
+        if events.__class__ is MessageData:
+            fold = self._fold
+            for data in events.raw:  # noqa: SIM110 (a loop: no generator per read)
+                if fold(data, None):
+                    return True
+            return False
         for event in events:
             if isinstance(event, ServerSentEvent):
                 done = self._fold(event.data, event.event)
@@ -379,8 +383,18 @@ class ResponsesAssembler:
             if delta and delta.__class__ is str:
                 item_id = payload.get("item_id")
                 call = self._calls.by_item.get(item_id) if item_id.__class__ is str else None
-                if call is None or "output_index" in payload or call.done:
-                    call = self._resolve(payload, delta)
+                # The commonest delta: a label its call already holds, an `output_index`
+                # absent or the call's own (an int: `True` and `1.0` compare equal to 1
+                # but are no labels), the call still open. Anything else is resolved.
+                if call is not None and not call.done:
+                    index = payload.get("output_index")
+                    if index is None or (
+                        index.__class__ is int and index == call.output_index
+                    ):
+                        call.parts.append(delta)
+                        self._argument_deltas += 1
+                        return False
+                call = self._resolve(payload, delta)
                 if call is not None and not call.done:
                     call.parts.append(delta)
                     self._argument_deltas += 1

@@ -122,6 +122,10 @@ class Wire(Protocol):
     api: str
     # The terminal the truncation message names ("[DONE] or a finish_reason").
     terminal_words: str
+    # Whether the assembler reads SSE event names (chat: `event: error`). False lets the
+    # decoder hand `event:`-labelled events over as plain data (`SSEDecoder(event_names=)`);
+    # an `event: error` block still arrives as an event.
+    reads_event_names: bool
 
     def url(self, endpoint: EndpointConfig) -> str: ...
 
@@ -144,6 +148,7 @@ class ChatWire:
 
     api = "chat"
     terminal_words = "[DONE] or a finish_reason"
+    reads_event_names = True
 
     def url(self, endpoint: EndpointConfig) -> str:
         return endpoint.chat_completions_url
@@ -167,6 +172,7 @@ class ResponsesWire:
 
     api = "responses"
     terminal_words = "response.completed (or response.incomplete)"
+    reads_event_names = False  # it dispatches on each payload's `type`
 
     def url(self, endpoint: EndpointConfig) -> str:
         return endpoint.url
