@@ -79,10 +79,12 @@ from steadyloop.stream.defects import (
 from steadyloop.stream.failures import StreamFailed, StreamFailure, excerpt
 from steadyloop.stream.sse import MessageData, ServerSentEvent
 
+# The chat assembler's readings of provider values, shared so both wires bound them alike.
+from steadyloop.stream.turn_assembly import _count, _invalid, _text_of
+
 __all__ = ["ResponsesAssembler", "ResponsesCall"]
 
 _loads = orjson.loads
-_MAX_COUNT = 10**12
 _INCOMPLETE_REASONS = {"max_output_tokens": "length", "content_filter": "content_filter"}
 
 
@@ -388,9 +390,7 @@ class ResponsesAssembler:
                 # but are no labels), the call still open. Anything else is resolved.
                 if call is not None and not call.done:
                     index = payload.get("output_index")
-                    if index is None or (
-                        index.__class__ is int and index == call.output_index
-                    ):
+                    if index is None or (index.__class__ is int and index == call.output_index):
                         call.parts.append(delta)
                         self._argument_deltas += 1
                         return False
@@ -814,14 +814,6 @@ def _raw_member(data: str | bytes, key: str, value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def _count(value: Any) -> int | None:
-    if value.__class__ is int and 0 <= value <= _MAX_COUNT:
-        return int(value)
-    if value.__class__ is float and 0 <= value <= _MAX_COUNT and value.is_integer():
-        return int(value)
-    return None
-
-
 def _usage(raw: dict[str, Any] | None) -> Usage | None:
     """Responses usage (`input_tokens`, `output_tokens`, their details) as `Usage`."""
     if raw is None:
@@ -846,13 +838,6 @@ def _usage(raw: dict[str, Any] | None) -> Usage | None:
     )
 
 
-def _text_of(value: Any) -> str | None:
-    if value is None:
-        return None
-    text = value if isinstance(value, str) else json.dumps(value, default=str)
-    return rejoin_surrogates(text, json_escape=False)
-
-
 def _stream_error(data: str | bytes, error: Any, context: str) -> StreamFailed:
     """`stream_error` from an error object (its fields, OpenAI's nesting or flat)."""
     message = code = error_type = None
@@ -872,10 +857,4 @@ def _stream_error(data: str | bytes, error: Any, context: str) -> StreamFailed:
             provider_type=error_type,
             body_excerpt=excerpt(data),
         )
-    )
-
-
-def _invalid(data: str | bytes, message: str) -> StreamFailed:
-    return StreamFailed(
-        StreamFailure(kind="invalid_chunk", message=message, body_excerpt=excerpt(data))
     )
