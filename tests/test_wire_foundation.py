@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -13,6 +14,7 @@ from temporalio.testing import ActivityEnvironment
 
 from steadyloop.activities import ModelActivities
 from steadyloop.chat import ChatMessage, PassbackItem, ToolCall
+from steadyloop.history.payload_storage import steadyloop_data_converter
 from steadyloop.routing.endpoints import (
     UNSUPPORTED_WIRE_ERROR_TYPE,
     EndpointConfig,
@@ -184,3 +186,24 @@ def test_a_fallback_says_how_many_passback_items_it_left_out() -> None:
     assert line.startswith("2 reasoning item(s) issued by endpoint 'gpt'")
     assert "'backup'" in line
     assert passback_dropped_text(transcript, "gpt") is None
+
+
+async def test_passback_items_leave_history_through_blob_storage(tmp_path: Path) -> None:
+    """A reasoning item of 1 MB costs history what one of 10 KB does: the claim of a
+    blob, as every large transcript does; it comes back byte-exact."""
+    converter = steadyloop_data_converter(tmp_path, threshold_bytes=4_000)
+
+    def transcript(size: int) -> list[ChatMessage]:
+        raw = '{"type":"reasoning","id":"rs_1","encrypted_content":"' + "A" * size + '"}'
+        return [
+            ChatMessage(role="user", content="q"),
+            ChatMessage(role="assistant", content="a", passback=[item("gpt", raw)]),
+        ]
+
+    small, large = transcript(10_000), transcript(1_000_000)
+    encoded = await converter.encode([small, large])
+    assert all(payload.external_payloads for payload in encoded)
+    assert abs(encoded[0].ByteSize() - encoded[1].ByteSize()) < 16
+    assert encoded[1].ByteSize() < 1_000
+    back = await converter.decode(encoded, [list[ChatMessage], list[ChatMessage]])
+    assert back[1][1].passback[0].raw == large[1].passback[0].raw
