@@ -12,6 +12,7 @@ Without those packages the tests are skipped on a developer's machine and fail i
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import os
 import signal
@@ -34,9 +35,12 @@ from temporalio.worker import Worker
 from steadyloop.activities.endpoint_health import EndpointHealthActivities
 from steadyloop.activities.model_stream import ModelActivities
 from steadyloop.activities.tool_execution import ToolActivities
+from steadyloop.run.models import RunResult
 from steadyloop.temporal_binaries import dev_server_args, dev_server_path
 from steadyloop.tools import ToolRegistry
+from steadyloop.worker.dev_server import dev_server
 from steadyloop.worker.process import RUN_WORKFLOWS
+from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 HERE = Path(__file__).parent
 MAIN = HERE / "real_server_main.py"
@@ -166,3 +170,64 @@ async def loop_on_dev_server(
             ],
         ):
             yield env.client, task_queue
+
+
+WEATHER_TOOLS = """
+from steadyloop.tools import ToolRegistry, tool
+
+@tool(effect="pure")
+async def get_weather(city: str) -> str:
+    \"\"\"Get the current weather in a city.\"\"\"
+    return f"Sunny and 21 C in {city}."
+
+registry = ToolRegistry([get_weather])
+"""
+
+
+@dataclass
+class CommandRun:
+    """What `steadyloop run` printed, its exit code, and the run's result."""
+
+    shown: str
+    returncode: int | None
+    result: RunResult
+
+
+async def worker_and_run(tmp_path: Path, endpoint: str, run_flags: list[str]) -> CommandRun:
+    """`steadyloop worker --endpoint ENDPOINT` with the weather tools, then `steadyloop
+    run "What is the weather in Paris?" RUN_FLAGS` against it, on a fresh dev server, as
+    a user runs them: two processes and their flags."""
+    (tmp_path / "weather_tools.py").write_text(WEATHER_TOOLS, encoding="utf-8")
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "STEADYLOOP_"))}
+    environ["STEADYLOOP_BLOB_DIR"] = str(tmp_path / "blobs")
+    async with dev_server(ui=False) as temporal:
+        connection = ["--address", temporal.address, "--task-queue", f"q-{uuid.uuid4().hex[:8]}"]
+        worker = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "steadyloop", "worker", *connection,
+            "--tools", "weather_tools:registry", "--endpoint", endpoint,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+            env=environ, cwd=tmp_path,
+        )  # fmt: skip
+        try:
+            assert worker.stdout is not None
+            seen: list[str] = []
+            async with asyncio.timeout(120):
+                while not seen or not seen[-1].startswith("ready "):
+                    line = (await worker.stdout.readline()).decode()
+                    assert line, "\n".join(seen)
+                    seen.append(line.rstrip("\n"))
+            run_id = f"realserver-cli-{uuid.uuid4().hex[:8]}"
+            run = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "steadyloop", "run", "What is the weather in Paris?",
+                *connection, "--id", run_id, *run_flags,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+                env=environ, cwd=tmp_path / "..",
+            )  # fmt: skip
+            out, _ = await asyncio.wait_for(run.communicate(), 300)
+            handle = temporal.client.get_workflow_handle_for(ToolLoopWorkflow.run, run_id)
+            result = await handle.result()
+        finally:
+            if worker.returncode is None:
+                worker.send_signal(signal.SIGTERM)
+            await asyncio.wait_for(worker.wait(), 60)
+    return CommandRun(out.decode(errors="replace"), run.returncode, result)

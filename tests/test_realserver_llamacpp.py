@@ -13,18 +13,14 @@ replay fixture `test_realserver_replays.py` reads.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
-import signal
-import sys
 import uuid
 from collections import Counter
 from pathlib import Path
 
 import pytest
 from loop_harness import assert_every_call_answered
-from real_servers import loop_on_dev_server
+from real_servers import loop_on_dev_server, worker_and_run
 from realserver_cases import (
     LLAMACPP,
     LLAMACPP_CASES,
@@ -43,7 +39,6 @@ from steadyloop.routing.endpoints import EndpointConfig, EndpointRegistry
 from steadyloop.run.models import RunInput, RunLimits, Sampling
 from steadyloop.stream.completion import AssembledTurn, CompletionRequest
 from steadyloop.tools import ToolRegistry, tool
-from steadyloop.worker.dev_server import dev_server
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 pytestmark = [pytest.mark.realserver, pytest.mark.slow]
@@ -163,17 +158,6 @@ async def test_a_history_with_arguments_no_tool_could_read_is_accepted(
 
 # -- the same, as a user runs it: two commands and documented flags -----------------
 
-WEATHER_TOOLS = """
-from steadyloop.tools import ToolRegistry, tool
-
-@tool(effect="pure")
-async def get_weather(city: str) -> str:
-    \"\"\"Get the current weather in a city.\"\"\"
-    return f"Sunny and 21 C in {city}."
-
-registry = ToolRegistry([get_weather])
-"""
-
 
 async def test_worker_and_run_commands_get_real_tool_calls_from_smollm2(
     llamacpp_url: str, tmp_path: Path
@@ -181,46 +165,15 @@ async def test_worker_and_run_commands_get_real_tool_calls_from_smollm2(
     """`steadyloop worker` with the model on its endpoint and the user's tools, then
     `steadyloop run` naming neither, with only flags the README documents: llama.cpp's
     own server makes the calls, the worker runs them, every call is answered."""
-    (tmp_path / "weather_tools.py").write_text(WEATHER_TOOLS, encoding="utf-8")
-    environ = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "STEADYLOOP_"))}
-    environ["STEADYLOOP_BLOB_DIR"] = str(tmp_path / "blobs")
-    async with dev_server(ui=False) as temporal:
-        connection = ["--address", temporal.address, "--task-queue", f"q-{uuid.uuid4().hex[:8]}"]
-        worker = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "steadyloop", "worker", *connection,
-            "--tools", "weather_tools:registry",
-            "--endpoint", f"default={llamacpp_url}/v1,model={MODELS[LLAMACPP]}",
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-            env=environ, cwd=tmp_path,
-        )  # fmt: skip
-        try:
-            assert worker.stdout is not None
-            seen: list[str] = []
-            async with asyncio.timeout(120):
-                while not seen or not seen[-1].startswith("ready "):
-                    line = (await worker.stdout.readline()).decode()
-                    assert line, "\n".join(seen)
-                    seen.append(line.rstrip("\n"))
-            run_id = f"llamacpp-cli-{uuid.uuid4().hex[:8]}"
-            run = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "steadyloop", "run", "What is the weather in Paris?",
-                *connection, "--id", run_id,
-                "--tool-choice", "required", "--prefill", "<tool_call>\\n",
-                "--stop", "</tool_call>", "--temperature", "0", "--max-tokens", "96",
-                "--max-turns", "3",
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-                env=environ, cwd=tmp_path / "..",
-            )  # fmt: skip
-            out, _ = await asyncio.wait_for(run.communicate(), 300)
-            shown = out.decode(errors="replace")
-            assert run.returncode in (0, 3), shown  # an answer, or max_turns
-            assert "-> get_weather" in shown and "<- get_weather: Sunny and 21 C in" in shown
-            handle = temporal.client.get_workflow_handle_for(ToolLoopWorkflow.run, run_id)
-            result = await handle.result()
-        finally:
-            if worker.returncode is None:
-                worker.send_signal(signal.SIGTERM)
-            await asyncio.wait_for(worker.wait(), 60)
+    ran = await worker_and_run(
+        tmp_path,
+        f"default={llamacpp_url}/v1,model={MODELS[LLAMACPP]}",
+        ["--tool-choice", "required", "--prefill", "<tool_call>\\n", "--stop", "</tool_call>",
+         "--temperature", "0", "--max-tokens", "96", "--max-turns", "3"],
+    )  # fmt: skip
+    assert ran.returncode in (0, 3), ran.shown  # an answer, or max_turns
+    assert "-> get_weather" in ran.shown and "<- get_weather: Sunny and 21 C in" in ran.shown
+    result = ran.result
     transcript = result.transcript
     assert_every_call_answered(transcript)
     calls = [c for m in transcript if m.role == "assistant" for c in m.tool_calls]

@@ -45,6 +45,7 @@ parses the bytes.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import overload
@@ -119,6 +120,23 @@ class MessageData(Sequence[str]):
         return f"MessageData({self.raw!r})"
 
 
+# A region of one-line events, each `event: NAME` + `data: P` or a bare `data: P`,
+# separated by blank lines (no comments, ids or multi-line data), and its payloads.
+_NAMED_BLOCK = rb"(?:event: [^\n]*\ndata: [^\n]*|data: [^\n]*)"
+_NAMED_REGION = re.compile(_NAMED_BLOCK + rb"(?:\n\n" + _NAMED_BLOCK + rb")*")
+_NAMED_PAYLOAD = re.compile(rb"(?:^|\n)data: ([^\n]*)")
+
+
+def _named_payloads(region: bytes) -> list[bytes] | None:
+    """The payloads of `region` when every block is `event: NAME\ndata: P` or `data: P`,
+    one line each, and no event is named `error`; None for any other shape (which the
+    full reading handles). Two regular-expression passes, no Python step per event."""
+    if b"event: error" in region or _NAMED_REGION.fullmatch(region) is None:
+        return None
+    payloads: list[bytes] = _NAMED_PAYLOAD.findall(region)
+    return payloads
+
+
 class SSEDecoder:
     """Feed raw body bytes as they arrive; get back the events they complete.
 
@@ -135,6 +153,7 @@ class SSEDecoder:
         "_after_cr",
         "_at_start",
         "_closed",
+        "_event_names",
         "_parts",
         "_tail",
         "bytes_fed",
@@ -146,7 +165,11 @@ class SSEDecoder:
         "retry",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, *, event_names: bool = True) -> None:
+        # False: the reader dispatches on each payload's own `type` and reads an event's
+        # name only for `error` (the OpenAI Responses and Anthropic streams), so
+        # `feed_data` may hand `event: NAME` + `data: P` blocks over as plain data.
+        self._event_names = event_names
         # Bytes after the last blank line: complete lines of an unfinished event and a
         # partial line (LF-only). It never contains b"\n\n" and never starts with b"\n".
         self._tail = b""
@@ -254,6 +277,11 @@ class SSEDecoder:
             if b"\n" not in b"".join(payloads):
                 self.events += len(payloads)
                 return MessageData(payloads)
+        if not self._event_names and self.last_event_id is None:
+            named = _named_payloads(buffer[:end])
+            if named is not None:
+                self.events += len(named)
+                return MessageData(named)
         out: list[ServerSentEvent] = []
         for block in buffer[:end].decode("utf-8", "replace").split("\n\n"):
             event = self._interpret(block)

@@ -33,8 +33,9 @@ Framing is `chunked` (what real SSE servers send; one HTTP chunk per part), `clo
 incomplete body, with close framing a clean but early end); `reset` (TCP RST).
 
 Unscripted requests (queue exhausted) get a 500 naming the request number, and paths
-other than `/chat/completions` get a 404, so a broken test fails loudly. Only loopback
-is served; this is a test double, not a server to expose.
+other than a wire's (`/chat/completions`, `/responses`, `/messages`) get a 404, so a
+broken test fails loudly. Only loopback is served; this is a test double, not a server
+to expose.
 """
 
 from __future__ import annotations
@@ -52,8 +53,11 @@ from http import HTTPStatus
 from types import TracebackType
 from typing import Any, Literal
 
-from steadyloop.routing.endpoints import EndpointConfig
+from steadyloop.routing.endpoints import API_PATHS, EndpointConfig
 from steadyloop.testing.chunks import Chunk, error_object
+
+# The paths the wires post to (`EndpointConfig.url`); anything else is a 404.
+_WIRE_PATHS = tuple(API_PATHS.values())
 
 Framing = Literal["chunked", "close", "length"]
 Ending = Literal["complete", "close", "reset"]
@@ -402,7 +406,7 @@ class ScriptedServer:
 
     async def _respond_to(self, request: RecordedRequest, number: int) -> ScriptedResponse:
         route = request.path.split("?", 1)[0]
-        if request.method != "POST" or not route.endswith("/chat/completions"):
+        if request.method != "POST" or not route.endswith(_WIRE_PATHS):
             return error_response(
                 404, f"scripted server: no route for {request.method} {request.path}"
             )
