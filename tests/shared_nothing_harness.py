@@ -25,6 +25,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from http_fault_proxy import FaultProxy
 from process_signals import kill_process, stop_process
@@ -201,7 +202,7 @@ class SharedNothing:
         return process.returncode, out.decode(errors="replace")
 
 
-async def failed_workflow_tasks(handle: WorkflowHandle[object, object]) -> list[str]:
+async def failed_workflow_tasks(handle: WorkflowHandle[Any, Any]) -> list[str]:
     """The failure message of every failed or timed-out workflow task in the run."""
     found: list[str] = []
     async for event in handle.fetch_history_events():
@@ -210,12 +211,6 @@ async def failed_workflow_tasks(handle: WorkflowHandle[object, object]) -> list[
         elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
             found.append("workflow task timed out")
     return found
-
-
-async def activity_failures(handle: WorkflowHandle[object, object]) -> list[str]:
-    """Each activity attempt failure the server recorded as the last one (pending)."""
-    description = await handle.describe()
-    return [p.last_failure.message for p in description.raw_description.pending_activities]
 
 
 @asynccontextmanager

@@ -89,9 +89,10 @@ async def test_a_killed_worker_s_run_completes_on_the_other_and_reads_anywhere(
         assert_whole(result, PAGES)
         # The killed worker's page ran again on the survivor, which went on to the end.
         assert 3 in survivor.calls() and PAGES in survivor.calls()
-        assert await failed_workflow_tasks(handle) == [] or all(
-            "timed out" in f for f in await failed_workflow_tasks(handle)
-        )
+        # The store never failed a workflow task (a lost worker's sticky task may time out).
+        failed = await failed_workflow_tasks(handle)
+        assert all(f == "workflow task timed out" for f in failed), failed
+        print(f"killed worker: completed whole on the other, {len(failed)} timed-out task(s)")
 
         # A third machine, with no blob directory, reads the whole transcript.
         code, shown = await harness.run_command("show", handle.id)
@@ -130,21 +131,28 @@ async def delete_one_chunk_of_the_result(
 async def outcome(
     harness: SharedNothing, handle: WorkflowHandle[ToolLoopWorkflow, RunResult], pages: int
 ) -> str:
-    """Wait for the run; assert nothing was lost; say how many workflow tasks failed."""
+    """Wait for the run and say what it did: every page whole, or which tool answers
+    became a named timeout; and how many workflow tasks failed. A run never fails, and
+    every tool message is the page or says why it is not."""
     result = await handle.result()
-    assert_whole(result, pages)
+    assert result.transcript[-1].content == answer_text(pages)
+    tools = [m.content for m in result.transcript if m.role == "tool"]
+    lost = [n for n, text in enumerate(tools, 1) if text != page_text(n)]
+    assert all("timed out" in str(tools[n - 1]) for n in lost), tools
     failed = await failed_workflow_tasks(handle)
-    said = f"completed whole, {len(failed)} failed workflow task(s)"
+    said = "completed whole" if not lost else f"completed, page(s) {lost} answered 'timed out'"
+    said += f", {len(failed)} failed workflow task(s)"
     if failed:
         said += f" (first: {failed[0][:160]})"
     return said
 
 
 async def test_the_store_s_faults_are_waited_out_and_nothing_is_lost(tmp_path: Path) -> None:
-    """Measured here (printed with -s): the store down at the worker's start, answering
-    503 for 3 s, slow (200 ms a request) and stopped for 15 s mid-run: each run waits
-    and completes with every page whole. A workflow task whose store calls outlast the
-    retry budget (8 s) fails and is retried by Temporal; that count is printed."""
+    """Measured here (printed with -s) for the store down at the worker's start (about
+    12 s), answering 503 for 3 s, slow (200 ms a request) and stopped for 15 s mid-run.
+    Every run completes (none fails, no workflow task fails for good); what each lost is
+    printed: a tool whose result cannot be stored within the tool's own timeout (6 s
+    here) is answered to the model as a timeout, like any tool that overruns."""
     pages = 4
     measured: dict[str, str] = {}
     async with shared_nothing(tmp_path, pages=pages) as harness:
