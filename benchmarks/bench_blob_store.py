@@ -43,6 +43,7 @@ from temporalio.worker import Worker
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from seaweed_harness import seaweed
+from shared_nothing_harness import responder
 
 from steadyloop.activities.endpoint_health import EndpointHealthActivities
 from steadyloop.activities.model_stream import ModelActivities
@@ -56,17 +57,8 @@ from steadyloop.history.payload_storage import (
 from steadyloop.routing.endpoints import EndpointRegistry
 from steadyloop.run.models import RunInput, RunResult
 from steadyloop.temporal_binaries import dev_server_args, dev_server_path
-from steadyloop.testing.chunks import (
-    ScriptedCall,
-    finish_chunk,
-    text_chunks,
-    tool_call_chunks,
-)
 from steadyloop.testing.scripted_server import (
-    RecordedRequest,
-    ScriptedResponse,
     ScriptedServer,
-    sse_response,
 )
 from steadyloop.tools import ToolRegistry, tool
 from steadyloop.worker.process import HEARTBEAT_THROTTLE, RUN_WORKFLOWS
@@ -197,19 +189,6 @@ async def read_page(n: int) -> str:
     return result_text(n)
 
 
-def responder(rounds: int) -> ScriptedServer:
-    def respond(request: RecordedRequest) -> ScriptedResponse:
-        body = request.json
-        assert isinstance(body, dict)
-        done = sum(1 for m in body["messages"] if m.get("role") == "tool")
-        if done < rounds:
-            call = ScriptedCall("read_page", {"n": done + 1}, id=f"call-{done + 1}")
-            return sse_response([*tool_call_chunks([call]), finish_chunk("tool_calls")])
-        return sse_response([*text_chunks("done"), finish_chunk("stop")])
-
-    return ScriptedServer(respond)
-
-
 async def one_run(location: str, rounds: int, address: str, model: ScriptedServer) -> float:
     from temporalio.client import Client
 
@@ -277,7 +256,7 @@ async def main(argv: Sequence[str] | None = None) -> int:
             s3 = store.store()
             await section_bytes(s3, turns)
             await s3.aclose()
-            await section_wall(store.url, 10 if args.quick else 30, 2 if args.quick else 3)
+            await section_wall(store.url, 8 if args.quick else 15, 2 if args.quick else 3)
     return 0
 
 

@@ -80,6 +80,15 @@ def aws_environ(endpoint: str) -> dict[str, str]:
     }
 
 
+def restore_environ(saved: dict[str, str | None]) -> None:
+    """Put back the variables `saved` recorded (None: it was not set)."""
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
 @dataclass
 class Seaweed:
     data_dir: Path
@@ -160,11 +169,7 @@ class Seaweed:
                 await asyncio.sleep(0.3)
         finally:
             await store.aclose()
-            for name, value in saved.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
+            restore_environ(saved)
 
     async def stop(self) -> None:
         if self.process is not None:

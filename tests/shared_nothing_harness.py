@@ -17,7 +17,6 @@ request from the first turn on is a reference to the store.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import sys
 import uuid
@@ -29,7 +28,7 @@ from typing import Any
 
 from http_fault_proxy import FaultProxy
 from process_signals import kill_process, stop_process
-from seaweed_harness import Seaweed, aws_environ, seaweed
+from seaweed_harness import Seaweed, aws_environ, restore_environ, seaweed
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
@@ -245,18 +244,4 @@ async def shared_nothing(workdir: Path, *, pages: int) -> AsyncIterator[SharedNo
                             await worker.stop()
         finally:
             await proxy.stop()
-            for name, value in saved.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
-
-
-def json_line(text: str, prefix: str) -> dict[str, object]:
-    """The JSON after `prefix` on the first line that starts with it."""
-    for line in text.splitlines():
-        if line.startswith(prefix):
-            loaded = json.loads(line[len(prefix) :])
-            assert isinstance(loaded, dict)
-            return loaded
-    raise AssertionError(f"no line starting {prefix!r} in:\n{text}")
+            restore_environ(saved)
