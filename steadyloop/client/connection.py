@@ -6,8 +6,10 @@ continued run's input is only a reference in history). So `connect` reads the se
 the worker reads, by the same rule (flags, then environment, then the config file:
 `steadyloop.worker.config`): the Temporal address, namespace and task queue, TLS and API
 key through Temporal's own environment configuration (`TEMPORAL_API_KEY`,
-`TEMPORAL_TLS*`, `TEMPORAL_PROFILE`), and `STEADYLOOP_BLOB_DIR` /
-`STEADYLOOP_BLOB_THRESHOLD`. Nobody builds `steadyloop_data_converter` by hand.
+`TEMPORAL_TLS*`, `TEMPORAL_PROFILE`), and `STEADYLOOP_BLOB_DIR` (a directory or
+`s3://bucket/prefix`, the config file's `blob_dir` otherwise) / `STEADYLOOP_BLOB_THRESHOLD`.
+Nobody builds `steadyloop_data_converter` by hand; a `Replayer` takes
+`TemporalSettings.data_converter` from the same settings.
 """
 
 from __future__ import annotations
