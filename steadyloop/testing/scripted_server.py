@@ -33,7 +33,9 @@ Framing is `chunked` (what real SSE servers send; one HTTP chunk per part), `clo
 incomplete body, with close framing a clean but early end); `reset` (TCP RST).
 
 Unscripted requests (queue exhausted) get a 500 naming the request number, and paths
-other than `/chat/completions` get a 404, so a broken test fails loudly. Only loopback
+other than `/chat/completions` get a 404, so a broken test fails loudly;
+`routes=("/chat/completions", "/responses")` serves OpenAI's Responses path from the
+same script too (`benchmarks/bench_peers.py`: a peer that speaks it). Only loopback
 is served; this is a test double, not a server to expose.
 """
 
@@ -276,7 +278,9 @@ class ScriptedServer:
         host: str = "127.0.0.1",
         port: int = 0,
         unsupported_parameters: Iterable[str] = (),
+        routes: Iterable[str] = ("/chat/completions",),
     ) -> None:
+        self._routes = tuple(routes)
         self._responder: Responder | None = None
         self.unsupported_parameters = set(unsupported_parameters)
         self._queue: deque[ScriptedResponse] = deque()
@@ -402,7 +406,7 @@ class ScriptedServer:
 
     async def _respond_to(self, request: RecordedRequest, number: int) -> ScriptedResponse:
         route = request.path.split("?", 1)[0]
-        if request.method != "POST" or not route.endswith("/chat/completions"):
+        if request.method != "POST" or not route.endswith(self._routes):
             return error_response(
                 404, f"scripted server: no route for {request.method} {request.path}"
             )
