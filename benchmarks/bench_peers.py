@@ -1,8 +1,8 @@
 """steadyloop beside its peers: Temporal's OpenAI Agents plugin and pydantic-ai's durable agents.
 
 Run: `.venv/bin/pip install -e '.[bench]'` once (the peers, pinned), then
-`.venv/bin/python benchmarks/bench_peers.py` (about four minutes on 2 cores; `--quick`:
-one repetition of 5-turn and 1-turn runs, under a minute).
+`.venv/bin/python benchmarks/bench_peers.py` (about ten minutes on a busy 2-core machine;
+`--quick`: one repetition, 5 rounds, about two minutes).
 
 One dev server (in memory, started as `bench_loop.py` starts it: the throttle lifted by
 `steadyloop.temporal_binaries.dev_server_args`, plus `--metrics-port`), one loopback
@@ -20,13 +20,14 @@ per system, so each worker's CPU is its own (read from `/proc/<pid>/stat`):
 - `pydantic-ai`: an `Agent` with `TemporalDurability` and an event stream handler (the
   model activity streams), its tool wrapped by the capability.
 
-Runs are interleaved by repetition (each repetition runs every system's N-turn and
-1-turn runs, the order rotated), one at a time. Per run: wall (start to result, from the
+Runs are interleaved by repetition (each repetition runs every system's N-round run and
+its 0-round run, one model turn that answers, the order rotated), one at a time, after
+one unmeasured run per system. Per run: wall (start to result, from the
 client), the worker's CPU, history events and bytes (every execution of the run's own
 workflow), and actions counted twice: from the histories of every workflow the run
 touched (`bench_actions.history_kinds`, shared with `bench_actions.py`) plus the
 heartbeats and queries the server's frontend answered, and by the server's own `action`
-counter. Per round is (N-turn run - 1-turn run) / (N - 1) within one repetition;
+counter. Per round is (N-round run - 0-round run) / N within one repetition;
 ratios are to steadyloop's figure of the same repetition, printed as their range over
 the repetitions. Nothing asserts a figure: `tests/test_bench_peers.py` runs `--quick`
 (skipped without the extra) and checks that every run of every system ended with the
@@ -461,7 +462,15 @@ HEADS = {
     "kb": "history KB",
     "billed": "actions (histories)",
     "server_actions": "actions (server)",
-} | {kind: f"{kind}s" for kind in BILLED}
+    "start": "starts",
+    "activity": "activities",
+    "heartbeat": "heartbeats",
+    "signal": "signals",
+    "query": "queries",
+    "update": "updates",
+    "timer": "timers",
+    "child": "children",
+}
 
 
 def per_round(long: Run, short: Run, turns: int) -> dict[str, float]:
@@ -561,6 +570,7 @@ async def main(argv: Sequence[str] | None = None) -> int:
     provider.prepare(long)
     provider.prepare(short)
     metrics_port = free_port()
+    before_load = _load()
     print(versions())
     print(peer_versions())
     print(
@@ -594,8 +604,10 @@ async def main(argv: Sequence[str] | None = None) -> int:
                         fixed[system].append(per_run(one))
                         server.exchanges.clear()
             finally:
+                after_load = _load()
                 for worker in workers.values():
                     await stop_worker(worker)
+    print(f"load average {before_load} before, {after_load} after")
     print()
     print("\n".join(table(f"per tool round (({turns}-round run - 0-round run) / {turns})", rounds)))
     print()
@@ -609,6 +621,10 @@ async def main(argv: Sequence[str] | None = None) -> int:
     for problem in problems:
         print(f"PROBLEM {problem}")
     return 1 if problems else 0
+
+
+def _load() -> str:
+    return "/".join(f"{value:.1f}" for value in os.getloadavg())
 
 
 if __name__ == "__main__":
