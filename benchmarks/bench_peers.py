@@ -2,7 +2,9 @@
 
 Run: `.venv/bin/pip install -e '.[bench]'` once (the peers, pinned), then
 `.venv/bin/python benchmarks/bench_peers.py` (about ten minutes on a busy 2-core machine;
-`--quick`: one repetition, 5 rounds, about two minutes).
+`--quick`: one repetition, 3 rounds, a smoke test of two to four minutes). Without the
+one unmeasured run each system gets first, its first measured run pays its imports and
+connections: a quick run showed per-round figures below zero.
 
 One dev server (in memory, started as `bench_loop.py` starts it: the throttle lifted by
 `steadyloop.temporal_binaries.dev_server_args`, plus `--metrics-port`), one loopback
@@ -104,7 +106,7 @@ PEER_PACKAGES = ("temporalio-openai-agents", "openai-agents", "pydantic-ai-slim"
 LOCAL_TOOLS_S = 30.0  # the tool's declared timeout (the default): within the option's bound
 TURNS = 20
 TIMEOUT = timedelta(seconds=60)  # the peers' model activity's start-to-close
-QUICK_TURNS = 5
+QUICK_TURNS = 3
 REPS = 7
 
 
@@ -538,7 +540,7 @@ def peer_versions() -> str:
 
 async def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--quick", action="store_true", help="one repetition, 5-turn runs")
+    parser.add_argument("--quick", action="store_true", help="one repetition, 3-round runs")
     parser.add_argument("--reps", type=int, default=REPS)
     parser.add_argument("--turns", type=int, default=TURNS)
     parser.add_argument("--call-chars", type=int, default=SMALL_CALL_CHARS)
