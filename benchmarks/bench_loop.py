@@ -607,15 +607,15 @@ def check_steadyloop(result: RunResult, turns: int, call_chars: int) -> str | No
 
 @asynccontextmanager
 async def bench_services(
-    provider: Provider | None, *, quiet: bool
+    provider: Provider | None, *, quiet: bool, server_args: Sequence[str] = ()
 ) -> AsyncIterator[tuple[WorkflowEnvironment, ScriptedServer, ModelActivities]]:
     """The dev server (in memory, pydantic converter), `provider` on loopback HTTP (None: a
     server scripted by `enqueue`), and the model activities pointed at it; `quiet` keeps
-    server and SDK warnings off the output."""
+    server and SDK warnings off the output; `server_args` go to the dev server too."""
     async with ScriptedServer(provider) as server:
         endpoints = EndpointRegistry([server.endpoint(ENDPOINT)])
         async with ModelActivities(endpoints, environ={}) as model:
-            env = await start_dev_server(quiet=quiet)
+            env = await start_dev_server(quiet=quiet, extra_args=server_args)
             async with env:
                 yield env, server, model
 
@@ -639,12 +639,21 @@ class LoopBench:
     @staticmethod
     @asynccontextmanager
     async def start(
-        fragment_chars: int = FRAGMENT_CHARS, *, quiet: bool = True
+        fragment_chars: int = FRAGMENT_CHARS,
+        *,
+        quiet: bool = True,
+        provider: Provider | None = None,
+        server_args: Sequence[str] = (),
     ) -> AsyncIterator[LoopBench]:
         """Everything the runs need; `quiet` keeps server and SDK warnings off the output
-        (the benchmark reads the same facts from the histories and prints them)."""
-        provider = Provider(fragment_chars)
-        async with bench_services(provider, quiet=quiet) as (env, server, model):
+        (the benchmark reads the same facts from the histories and prints them).
+        `provider` replaces the scripted provider, `server_args` go to the dev server."""
+        provider = provider or Provider(fragment_chars)
+        async with bench_services(provider, quiet=quiet, server_args=server_args) as (
+            env,
+            server,
+            model,
+        ):
             queue = f"bench-loop-{uuid.uuid4()}"
             async with Worker(
                 env.client,
@@ -802,15 +811,16 @@ def quiet_runtime() -> Runtime:
     )
 
 
-async def start_dev_server(*, quiet: bool) -> WorkflowEnvironment:
+async def start_dev_server(*, quiet: bool, extra_args: Sequence[str] = ()) -> WorkflowEnvironment:
     """Temporal's local dev server (in memory) with the pydantic data converter; `quiet`
-    keeps the server's and the SDK's warnings off the output."""
+    keeps the server's and the SDK's warnings off the output; `extra_args` are added to
+    its command line (`bench_actions.py`: `--metrics-port`)."""
     return await WorkflowEnvironment.start_local(
         dev_server_existing_path=dev_server_path(),
         data_converter=pydantic_data_converter,
         dev_server_log_level="error" if quiet else "warn",
         runtime=quiet_runtime() if quiet else None,
-        dev_server_extra_args=[] if SERVER_DEFAULTS else dev_server_args(),
+        dev_server_extra_args=[*([] if SERVER_DEFAULTS else dev_server_args()), *extra_args],
     )
 
 

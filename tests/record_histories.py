@@ -230,6 +230,17 @@ SCENARIOS["one_healthy_endpoint_reads_health_once"] = [
     _calls(ScriptedCall("add", {"a": 3, "b": 4}, id="h3")),
     _answer("done"),
 ]
+# Issue 28: pure tools as local activities (`local_pure_tools_s`), beside an opaque one
+# that stays a regular activity, and a repeated pure call replayed from its receipt.
+SCENARIOS["pure_tools_as_local_activities"] = [
+    _calls(
+        ScriptedCall("add", {"a": 1, "b": 2}, id="l1"),
+        ScriptedCall("note", {"text": "kept"}, id="l2"),
+        ScriptedCall("current_time", "", id="l3"),
+    ),
+    _calls(ScriptedCall("add", {"a": 1, "b": 2}, id="l4")),
+    _answer("done"),
+]
 DEADLINES = {"deadline_during_backoff": 3600.0, "deadline_keeps_shown_output": 1.5}
 # Scenarios whose endpoint needs more than the defaults (watchdog budgets).
 ENDPOINT_CONFIG: dict[str, dict[str, Any]] = {
@@ -289,6 +300,7 @@ RUN_UPDATES: dict[str, dict[str, Any]] = {
             ChatMessage(role="tool", content="stray", tool_call_id="nobody"),
         ],
     },
+    "pure_tools_as_local_activities": {"local_pure_tools_s": 30.0},
     "progressive_tool_disclosure": {
         "tools": ["add"],
         "plugins": RunPlugins(on_demand=["files", "search"]),

@@ -38,7 +38,7 @@ from steadyloop.workflows.event_log import (
     LOG_WHILE_WAITING_PATCH,
     RETRY_FIRST_PATCH,
 )
-from steadyloop.workflows.tool_loop import ToolLoopWorkflow
+from steadyloop.workflows.tool_loop import LOCAL_PURE_TOOLS_PATCH, ToolLoopWorkflow
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 
@@ -303,3 +303,24 @@ def test_a_retry_is_published_before_the_attempt_it_runs_and_older_runs_never() 
     assert "publish" in between_attempts(logged), logged
     older = order(_load("forwarded_output_interrupted"))
     assert "patch" not in older and "publish" not in between_attempts(older), older
+
+
+def _patches(history: WorkflowHistory) -> list[bytes]:
+    return [
+        event.marker_recorded_event_attributes.details["patch-data"].payloads[0].data
+        for event in history.events
+        if event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
+        and event.marker_recorded_event_attributes.marker_name == "core_patch"
+    ]
+
+
+def test_the_recorded_local_pure_tools_history_ran_only_the_opaque_call_as_an_activity() -> None:
+    """Issue 28: with `local_pure_tools_s`, the pure calls (`add`, `current_time`) ran as
+    local activities and only the opaque `note` was dispatched; a run without the option
+    dispatches its pure calls and never asks the patch (so it records no marker)."""
+    local = _load("pure_tools_as_local_activities")
+    assert _activities(local).count("steadyloop.run_tool") == 1
+    assert any(LOCAL_PURE_TOOLS_PATCH.encode() in data for data in _patches(local))
+    regular = _load("multi_turn_parallel_calls")
+    assert _activities(regular).count("steadyloop.run_tool") >= 4
+    assert not any(LOCAL_PURE_TOOLS_PATCH.encode() in data for data in _patches(regular))

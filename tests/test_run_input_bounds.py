@@ -33,7 +33,14 @@ from steadyloop.receipts.decision import receipt_key
 from steadyloop.routing.circuit_breaker import BreakerPolicy
 from steadyloop.routing.endpoints import EndpointConfig
 from steadyloop.run.bounds import MAX_SECONDS, identity_problem, seconds_problem
-from steadyloop.run.models import AgentProfile, Delegation, RunInput, RunLimits, Sampling
+from steadyloop.run.models import (
+    LOCAL_TOOL_MAX_S,
+    AgentProfile,
+    Delegation,
+    RunInput,
+    RunLimits,
+    Sampling,
+)
 from steadyloop.testing.chunks import finish_chunk, text_chunks
 from steadyloop.testing.scripted_server import sse_response
 from steadyloop.tools.payloads import ToolDescription, ToolOutcome
@@ -79,6 +86,7 @@ SAMPLES: dict[str, dict[str, Any]] = {
     },
     "EndpointConfig": {"name": "e", "base_url": "http://127.0.0.1:1/v1"},
     "BreakerPolicy": {},
+    "RunInput": {"endpoint": "e", "model": "m", "prompt": "hi"},
 }
 
 
@@ -156,7 +164,13 @@ def test_every_duration_refuses_what_the_clock_cannot_add(
 # The forwarding batch interval is bounded at 10 s by its own rule, and the output host's
 # idle close at 1 s to 7 days by its own (a host idle longer ends, and the next publish
 # starts it again with its log: nothing is lost).
-OWN_BOUNDS = {"ForwardingOptions.batch_interval_s", "ForwardingOptions.host_idle_close_s"}
+# A pure tool runs as a local activity only up to `LOCAL_TOOL_MAX_S` (issue 28): a local
+# activity holds the workflow task while it runs.
+OWN_BOUNDS = {
+    "ForwardingOptions.batch_interval_s",
+    "ForwardingOptions.host_idle_close_s",
+    "RunInput.local_pure_tools_s",
+}
 TEN_YEAR_FIELDS = [d for d in DURATIONS if d[0] not in OWN_BOUNDS]
 
 
@@ -168,6 +182,15 @@ def test_the_hosts_idle_close_is_refused_outside_its_own_bounds(value: float) ->
         ForwardingOptions(host_idle_close_s=value)
     assert refused.value.errors()[0]["loc"] == ("host_idle_close_s",)
     assert ForwardingOptions(host_idle_close_s=7 * 86_400).host_idle_close_s == 7 * 86_400
+
+
+@pytest.mark.parametrize("value", [LOCAL_TOOL_MAX_S + 0.001, 1e300, math.inf, math.nan, 0.0, -1.0])
+def test_local_pure_tools_are_refused_outside_their_own_bound(value: float) -> None:
+    with pytest.raises(ValidationError) as refused:
+        RunInput(endpoint="e", model="m", prompt="hi", local_pure_tools_s=value)
+    assert refused.value.errors()[0]["loc"] == ("local_pure_tools_s",)
+    kept = RunInput(endpoint="e", model="m", prompt="hi", local_pure_tools_s=LOCAL_TOOL_MAX_S)
+    assert kept.local_pure_tools_s == LOCAL_TOOL_MAX_S
 
 
 @pytest.mark.parametrize(
@@ -197,9 +220,7 @@ def test_every_duration_takes_up_to_ten_years(
         ({"token_budget": 1e300}, "token_budget"),
     ],
 )
-def test_the_issues_limits_are_refused_naming_the_field(
-    limits: dict[str, Any], named: str
-) -> None:
+def test_the_issues_limits_are_refused_naming_the_field(limits: dict[str, Any], named: str) -> None:
     with pytest.raises(ValidationError) as refused:
         RunInput(endpoint="e", model="m", prompt="p", limits=limits)
     (error,) = refused.value.errors()

@@ -75,6 +75,19 @@ async def test_unscripted_requests_and_unknown_paths_fail_loudly() -> None:
     assert server.pending == 0
 
 
+async def test_the_responses_path_is_served_only_when_routed() -> None:
+    script = [error_response(418, "teapot"), error_response(418, "teapot")]
+    chat_only = ("/chat/completions",)
+    async with ScriptedServer(script, routes=chat_only) as server, httpx.AsyncClient() as client:
+        refused = await client.post(server.base_url + "/responses", json={})
+    assert refused.status_code == 404 and server.pending == 2
+    routes = ("/chat/completions", "/responses")
+    async with ScriptedServer(script, routes=routes) as server, httpx.AsyncClient() as client:
+        served = await client.post(server.base_url + "/responses", json={})
+        chat = await client.post(server.base_url + "/chat/completions", json={})
+    assert served.status_code == chat.status_code == 418 and server.pending == 0
+
+
 async def test_split_and_cut_bodies_keep_their_bytes() -> None:
     chunks = text_chunks("a b c")
     whole = sse_response(chunks)

@@ -29,6 +29,7 @@ from steadyloop.run.models import (
     AgentName,
     ContinuationOptions,
     Delegation,
+    LocalToolSeconds,
     RunInput,
     RunLimits,
     RunPlugins,
@@ -63,6 +64,7 @@ class RunOptions(BaseModel):
     prefill: Text | None = Field(default=None, min_length=1)
     tenant_id: Identity = "default"
     forwarding: ForwardingOptions = Field(default_factory=lambda: ForwardingOptions(enabled=True))
+    local_pure_tools_s: LocalToolSeconds | None = None
     provider_profile: ProviderProfile = "portable"
     prices: dict[str, Price] = Field(default_factory=dict)
     agent: AgentName = "main"

@@ -56,6 +56,12 @@ MAX_BACKOFF_S = 60.0
 SINGLE_ROUTE_MAX_RETRY_AFTER_S = 86_400.0
 # The most continuations of one answer a run may ask for (each is a whole request).
 MAX_CONTINUATIONS = 50
+# The most `RunInput.local_pure_tools_s` may be: a local activity holds the run's
+# workflow task while it runs (an interrupt, a message or a query waits on the SDK's
+# workflow-task heartbeat) and is retried with it, so a long tool belongs in a regular
+# activity, whose dispatch costs less than holding the task for minutes.
+LOCAL_TOOL_MAX_S = 60.0
+LocalToolSeconds = Annotated[Seconds, Field(le=LOCAL_TOOL_MAX_S)]
 
 StopReason = Literal[
     "final_answer",
@@ -340,6 +346,12 @@ class RunInput(BaseModel):
     # one invalid, so the caller hears about it, not the model on every tool call.
     tenant_id: Identity = "default"
     forwarding: ForwardingOptions = Field(default_factory=ForwardingOptions)
+    # Pure tools (`effect="pure"`) whose declared timeout is at most this many seconds run
+    # as local activities: no activity task to dispatch and no workflow task to take the
+    # result, one of each saved per tool round. Receipts are kept as for any tool. None
+    # (the default): every tool is a regular activity. A local activity holds the workflow
+    # task while it runs and is retried with it, hence the bound (`LOCAL_TOOL_MAX_S`).
+    local_pure_tools_s: LocalToolSeconds | None = None
     # What the provider accepts: the transcript is healed and tool schemas are
     # sanitized for it (`steadyloop.routing.provider_profiles`).
     provider_profile: ProviderProfile = "portable"

@@ -34,7 +34,8 @@ incomplete body, with close framing a clean but early end); `reset` (TCP RST).
 
 Unscripted requests (queue exhausted) get a 500 naming the request number, and paths
 other than a wire's (`/chat/completions`, `/responses`, `/messages`) get a 404, so a
-broken test fails loudly. Only loopback is served; this is a test double, not a server
+broken test fails loudly; `routes=` narrows what is served (a test of a 404 for a wire's
+path). Only loopback is served; this is a test double, not a server
 to expose.
 """
 
@@ -280,7 +281,9 @@ class ScriptedServer:
         host: str = "127.0.0.1",
         port: int = 0,
         unsupported_parameters: Iterable[str] = (),
+        routes: Iterable[str] = _WIRE_PATHS,
     ) -> None:
+        self._routes = tuple(routes)
         self._responder: Responder | None = None
         self.unsupported_parameters = set(unsupported_parameters)
         self._queue: deque[ScriptedResponse] = deque()
@@ -406,7 +409,7 @@ class ScriptedServer:
 
     async def _respond_to(self, request: RecordedRequest, number: int) -> ScriptedResponse:
         route = request.path.split("?", 1)[0]
-        if request.method != "POST" or not route.endswith(_WIRE_PATHS):
+        if request.method != "POST" or not route.endswith(self._routes):
             return error_response(
                 404, f"scripted server: no route for {request.method} {request.path}"
             )

@@ -34,7 +34,10 @@ one prevents it:
   (`_run_guarded`): claimed before the activity, recorded after, replayed when
   complete; tool activities run one attempt each, so Temporal never re-runs an effect
   behind the table's back. An opaque call whose attempt ended without an outcome is
-  ambiguous and is not run again.
+  ambiguous and is not run again. A run may ask for its short pure tools as local
+  activities (`local_pure_tools_s`): the same receipt path, only pure calls (a local
+  activity is retried with the workflow task, which only a call that may run twice
+  survives), gated by `LOCAL_PURE_TOOLS_PATCH`.
 - What a run carries to its next execution (continue-as-new) or returns (`RunResult`,
   which `steadyloop resume` hands to the next run) is one payload, refused over the
   limit like any other, and a refused continue-as-new is a workflow task retried
@@ -180,6 +183,9 @@ from steadyloop.workflows.turn_continuation import (
 # A receipt's lease outlives its activity's timeout by this much, so the timeout (not
 # the lease) is what ends a lost attempt first.
 LEASE_MARGIN = timedelta(seconds=5)
+# Gates the local-activity path of pure tools (issue 28): asked only by runs with the
+# option on, so runs without it keep the commands (and the cost) they had.
+LOCAL_PURE_TOOLS_PATCH = "steadyloop-local-pure-tools"
 # Attempts one call may take within one answer before the model is told it was lost.
 TOOL_ATTEMPTS = 3
 # How long an interrupt waits for a forwarding model activity to confirm its cancel
@@ -233,6 +239,7 @@ class ToolLoopWorkflow:
         self._passback_noted: set[tuple[int, str]] = set()
         self._timeline = Timeline()  # what the guarantees did, for people (`timeline`)
         self._tenant = "default"  # the run's tenant, for receipt keys (set by `run`)
+        self._local_pure_tools_s: float | None = None  # set by `run`
         self._events = EventLog()  # the run's events for followers, published per step
         self._notes = RunEventNotes(self._events)
 
@@ -391,6 +398,7 @@ class ToolLoopWorkflow:
     async def run(self, run: RunInput) -> RunResult:
         self._deadline = self._restore(run)
         self._tenant = run.tenant_id
+        self._local_pure_tools_s = run.local_pure_tools_s
         self._events.begin(run.forwarding.host_max_events, run.forwarding.host_idle_close_s)
         if run.delegation is not None:
             self._child_runs = ChildRuns.begin(
@@ -1392,6 +1400,20 @@ class ToolLoopWorkflow:
                 return outcome
             lost = outcome
 
+    def _runs_locally(self, description: ToolDescription) -> bool:
+        """Whether this call runs as a local activity (`RunInput.local_pure_tools_s`):
+        a pure tool declared no longer than the run's bound. Only pure tools: a local
+        activity is retried with the workflow task, outside the receipt table's count,
+        which is harmless only for a call that may run twice. The patch is asked only
+        when the answer could be yes, so a run without the option records no marker."""
+        bound = self._local_pure_tools_s
+        return (
+            bound is not None
+            and description.effect == "pure"
+            and description.timeout.total_seconds() <= bound
+            and workflow.patched(LOCAL_PURE_TOOLS_PATCH)
+        )
+
     async def _attempt(
         self,
         description: ToolDescription,
@@ -1420,22 +1442,34 @@ class ToolLoopWorkflow:
                     f"receipt claim refused for {description.name!r}: {claimed}",
                     type="ReceiptClaim",
                 )
+            sent = invocation.model_copy(
+                update={
+                    "attempt": attempt,
+                    "previous_progress": list(decision.previous_progress),
+                    "reclaimed": decision.reclaimed or after_lost,
+                }
+            )
+            # The receipt table owns retries of side effects: one attempt each.
+            once = RetryPolicy(maximum_attempts=1)
             try:
-                outcome: ToolOutcome = await workflow.execute_activity(
-                    RUN_TOOL_ACTIVITY,
-                    invocation.model_copy(
-                        update={
-                            "attempt": attempt,
-                            "previous_progress": list(decision.previous_progress),
-                            "reclaimed": decision.reclaimed or after_lost,
-                        }
-                    ),
-                    result_type=ToolOutcome,
-                    start_to_close_timeout=timeout,
-                    heartbeat_timeout=description.heartbeat_timeout,
-                    # The receipt table owns retries of side effects: one attempt each.
-                    retry_policy=RetryPolicy(maximum_attempts=1),
-                )
+                outcome: ToolOutcome
+                if self._runs_locally(description):
+                    outcome = await workflow.execute_local_activity(
+                        RUN_TOOL_ACTIVITY,
+                        sent,
+                        result_type=ToolOutcome,
+                        start_to_close_timeout=timeout,
+                        retry_policy=once,
+                    )
+                else:
+                    outcome = await workflow.execute_activity(
+                        RUN_TOOL_ACTIVITY,
+                        sent,
+                        result_type=ToolOutcome,
+                        start_to_close_timeout=timeout,
+                        heartbeat_timeout=description.heartbeat_timeout,
+                        retry_policy=once,
+                    )
             except ActivityError as error:
                 lost = error
         if lost is not None:
