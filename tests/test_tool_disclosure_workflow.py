@@ -4,7 +4,6 @@ a plugin's tools from the turn after its activation, carried across continue-as-
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -203,11 +202,7 @@ async def _progress_at_turn(handle: Any, turn: int, within_s: float = 30) -> Run
     deadline = loop.time() + within_s
     while loop.time() < deadline:
         try:
-            # Bounded: a query that reaches an execution during the workflow task that
-            # continues it as new is never answered, only timed out (30 s by default).
-            progress: RunProgress = await handle.query(
-                "progress", result_type=RunProgress, rpc_timeout=timedelta(seconds=2)
-            )
+            progress: RunProgress = await handle.query("progress", result_type=RunProgress)
         except RPCError:  # a query landing while the run hands over to its next execution
             await asyncio.sleep(0.05)
             continue

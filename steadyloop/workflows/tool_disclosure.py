@@ -7,15 +7,6 @@ and answers activations without an activity. Everything a run's configuration ca
 wrong fails it at the start with a non-retryable error that names the fix, never at the
 turn a plugin is activated: a tool or plugin the worker lacks, and a tool of the run
 named like a built-in.
-
-The description is read by a local activity on the worker running the run
-(`DESCRIBE_TOOLS_LOCALLY_PATCH`, issue 28), not by a regular one: a regular activity is
-a billed action and a workflow task of its own on every run, for an answer that changes
-only when the worker's tools do. The local activity's result is recorded in a marker,
-so a replay reads the description the run saw, whatever the replaying worker holds; the
-worker that runs the run is the one whose tools it calls, so the description cannot be
-stale, as one passed in by the starter (learned once from some worker) could be. Runs
-recorded before the patch replay their regular activity.
 """
 
 from __future__ import annotations
@@ -37,7 +28,6 @@ with workflow.unsafe.imports_passed_through():
     )
 
 DESCRIBE_TIMEOUT = timedelta(seconds=30)
-DESCRIBE_TOOLS_LOCALLY_PATCH = "steadyloop-describe-tools-locally"
 
 
 async def disclose_tools(run: RunInput) -> PluginDisclosure:
@@ -45,21 +35,12 @@ async def disclose_tools(run: RunInput) -> PluginDisclosure:
     if not run.tools and not run.plugins.named:
         return PluginDisclosure.none()
     profile = schema_profile(run.provider_profile)
-    asked = DescribeToolsInput(names=run.tools, plugins=run.plugins.named, schema_profile=profile)
-    if workflow.patched(DESCRIBE_TOOLS_LOCALLY_PATCH):
-        described = await workflow.execute_local_activity(
-            DESCRIBE_TOOLS_ACTIVITY,
-            asked,
-            result_type=DescribeToolsResult,
-            start_to_close_timeout=DESCRIBE_TIMEOUT,
-        )
-    else:  # recorded before the patch: a regular activity
-        described = await workflow.execute_activity(
-            DESCRIBE_TOOLS_ACTIVITY,
-            asked,
-            result_type=DescribeToolsResult,
-            start_to_close_timeout=DESCRIBE_TIMEOUT,
-        )
+    described = await workflow.execute_activity(
+        DESCRIBE_TOOLS_ACTIVITY,
+        DescribeToolsInput(names=run.tools, plugins=run.plugins.named, schema_profile=profile),
+        result_type=DescribeToolsResult,
+        start_to_close_timeout=DESCRIBE_TIMEOUT,
+    )
     if described.unknown:
         raise ApplicationError(
             f"the run asks for tools the worker does not have: {described.unknown}; "
