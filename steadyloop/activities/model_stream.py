@@ -118,7 +118,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from datetime import timedelta
 from types import TracebackType
 from typing import Any
@@ -1096,7 +1096,14 @@ async def _heartbeating(every_s: float = 0.5) -> AsyncIterator[None]:
             _heartbeat(StreamProgress())
             await asyncio.sleep(every_s)
 
-    task = asyncio.create_task(beat())
+    async with _beside(beat()):
+        yield
+
+
+@contextlib.asynccontextmanager
+async def _beside(work: Coroutine[Any, Any, None]) -> AsyncIterator[None]:
+    """Run `work` while the block runs; cancel it (and wait for it) when the block ends."""
+    task = asyncio.create_task(work)
     try:
         yield
     finally:
@@ -1142,13 +1149,8 @@ async def _watching_for_cancel() -> AsyncIterator[None]:
             ):
                 _heartbeat(StreamProgress())  # its answer carries the cancel
 
-    task = asyncio.create_task(watch())
-    try:
+    async with _beside(watch()):
         yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 def _heartbeat(progress: StreamProgress) -> None:
