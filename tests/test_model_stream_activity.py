@@ -445,7 +445,7 @@ async def test_a_short_turn_sends_no_heartbeat(
 async def test_a_long_stream_heartbeats_its_progress_once_per_interval(
     server: ScriptedServer,
 ) -> None:
-    chunks = [*text_chunks("one two"), Pause(0.3), *text_chunks(" three", role=False)]
+    chunks: list[Any] = [*text_chunks("one two"), Pause(0.3), *text_chunks(" three", role=False)]
     registry = EndpointRegistry([server.endpoint("scripted")])
     counts = []
     for interval in (3600.0, 0.2, 0.0):
@@ -459,10 +459,10 @@ async def test_a_long_stream_heartbeats_its_progress_once_per_interval(
             progress = StreamProgress.model_validate(heartbeats[0][0])
             assert progress.chunks > 1 and progress.produced_output is False
 
-    # An hour-long interval: none; one past the pause: the one read after it; none: every read.
+    # An hour-long interval: none; one shorter than the pause: the read after it (a loaded
+    # machine may space the last reads out too); none: every read.
     assert counts[0] == 0
-    assert counts[1] == 1
-    assert counts[2] > 2
+    assert 1 <= counts[1] < counts[2]
 
 
 async def test_the_heartbeat_gap_stays_within_a_share_of_the_heartbeat_timeout(
@@ -480,7 +480,7 @@ async def test_the_heartbeat_gap_stays_within_a_share_of_the_heartbeat_timeout(
     async with ModelActivities(registry) as model:  # 30 s, but a fifth of 1 s here
         await env.run(model.stream_completion, request())
 
-    assert len(heartbeats) == 1
+    assert heartbeats  # the read after the pause was due (with 30 s, none would be)
 
 
 # -- failures -------------------------------------------------------------------------
