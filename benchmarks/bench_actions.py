@@ -30,10 +30,11 @@ Measured:
 4. one follower (`RunHandle.events()`, what `steadyloop run` follows by) of a forwarded
    60-s turn: the run followed less the same run unfollowed, per minute.
 
-Before each measured run the benchmark waits out the worker's endpoint-health cache
-(2 s), so a run's health read is the one a run arriving alone would make. Nothing
-asserts a count; `tests/test_bench_actions.py` runs `--quick` and checks the counts the
-two ways agree where they must.
+Before each measured run the benchmark waits 2.1 s (the worker's short endpoint-health
+cache), as for a run arriving alone. Nothing asserts a count; the two ways of counting
+are checked against each other for every run (`disagreements`: starts, heartbeats,
+signals, timers, children, upserts must be equal), a disagreement is printed as a
+PROBLEM and the exit status is 1; `tests/test_bench_actions.py` runs `--quick`.
 """
 
 from __future__ import annotations
@@ -201,6 +202,34 @@ class Count:
         return out
 
 
+# What the server's `action` counter calls each kind the histories count (the server
+# counts one action per batch of markers, and the search-attribute upserts; it does not
+# count queries).
+AGREEING = {
+    "start": ("grpc_StartWorkflowExecution", "grpc_SignalWithStartWorkflowExecution"),
+    "heartbeat": ("grpc_RecordActivityTaskHeartbeat", "grpc_RecordActivityTaskHeartbeatById"),
+    "signal": ("grpc_SignalWorkflowExecution", "command_SignalExternalWorkflowExecution"),
+    "timer": ("command_StartTimer",),
+    "child": ("command_StartChildWorkflowExecution",),
+    "upsert": ("command_UpsertWorkflowSearchAttributes",),
+}
+
+
+def disagreements(count: Count) -> list[str]:
+    """Where the server's counter and the histories disagree about one run (a broken
+    count would otherwise print a plausible table). Activities: the server counts
+    each one scheduled, the histories also each retry, so the history may only be more."""
+    found = []
+    for kind, types in AGREEING.items():
+        server = sum(count.server[t] for t in types)
+        if server != count.history[kind]:
+            found.append(f"{kind}: server {server}, histories {count.history[kind]}")
+    scheduled = count.server["command_ScheduleActivityTask"]
+    if not scheduled <= count.history["activity"]:
+        found.append(f"activity: server {scheduled}, histories {count.history['activity']}")
+    return found
+
+
 class ActionBench:
     """Runs one workflow at a time on `bench` and counts what it cost."""
 
@@ -264,7 +293,9 @@ class ActionBench:
             history[kind] += after_requests[operation] - before_requests[operation]
         if result.stop_reason != "final_answer":
             problems.append(f"stopped {result.stop_reason}: {result.detail}")
-        return Count(after_actions - before_actions, history, seconds, result, problems)
+        count = Count(after_actions - before_actions, history, seconds, result, problems)
+        problems += disagreements(count)
+        return count
 
     async def _histories(
         self, workflow_id: str, first_run_id: str, since: float

@@ -17,7 +17,12 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from steadyloop.activities.endpoint_health import EndpointHealthActivities, HealthCache
+from steadyloop.activities.endpoint_health import (
+    DEFAULT_CACHE_TTL_S,
+    DEFAULT_QUIET_CACHE_TTL_S,
+    EndpointHealthActivities,
+    HealthCache,
+)
 from steadyloop.activities.model_stream import ModelActivities
 from steadyloop.routing.circuit_breaker import BreakerPolicy
 from steadyloop.routing.endpoint_health import (
@@ -176,6 +181,7 @@ async def test_reads_come_from_the_cache_until_it_expires(health: Health) -> Non
         task_queue=health.task_queue,
         policy=POLICY,
         cache_ttl_s=2.0,
+        quiet_cache_ttl_s=None,  # this test is about the base TTL
         clock=lambda: now[0],
     )
     first = await activities.read_endpoint_health(ReadHealthInput(endpoints=["a", "b"]))
@@ -215,6 +221,42 @@ async def test_a_health_read_that_fails_reports_healthy_and_is_cached() -> None:
     assert read.phase(datetime.now(UTC)) == "closed"
     await activities.read_endpoint_health(ReadHealthInput(endpoints=["a"]))
     assert activities.queries == 1  # the miss is cached too
+
+
+async def test_a_quiet_endpoint_is_read_once_per_quiet_ttl_and_a_failing_one_per_ttl(
+    health: Health,
+) -> None:
+    # Issue 28: a query is a billed action; a run that finds nothing changed should not
+    # have paid one. A quiet copy is kept 30 s, a copy with failures only 2 s.
+    now = [0.0]
+    activities = EndpointHealthActivities(
+        health.env.client, task_queue=health.task_queue, policy=POLICY, clock=lambda: now[0]
+    )
+    [first] = await activities.read_endpoint_health(ReadHealthInput(endpoints=["a"]))
+    assert first.quiet and first.view_ttl_s == DEFAULT_QUIET_CACHE_TTL_S == 30.0
+    now[0] = 29.9
+    await activities.read_endpoint_health(ReadHealthInput(endpoints=["a"]))
+    assert activities.queries == 1  # still quiet: no query
+    now[0] = 30.0
+    await activities.read_endpoint_health(ReadHealthInput(endpoints=["a"]))
+    assert activities.queries == 2
+
+    await activities.record_endpoint_outcome(EndpointOutcome(endpoint="a", outcome="failure"))
+    [failing] = await activities.read_endpoint_health(ReadHealthInput(endpoints=["a"]))
+    assert not failing.quiet and failing.view_ttl_s == DEFAULT_CACHE_TTL_S
+    now[0] = 32.0
+    await activities.read_endpoint_health(ReadHealthInput(endpoints=["a"]))
+    assert activities.queries == 3  # not quiet: the short TTL
+
+
+def test_the_quiet_ttl_applies_to_known_quiet_copies_only() -> None:
+    cache = HealthCache(2.0, quiet_ttl_s=30.0)
+    assert cache.ttl_for(EndpointHealth(endpoint="a")) == 30.0
+    assert cache.ttl_for(EndpointHealth(endpoint="a", known=False)) == 2.0
+    assert HealthCache(0.0, quiet_ttl_s=30.0).ttl_for(EndpointHealth(endpoint="a")) == 0.0
+    assert HealthCache(5.0, quiet_ttl_s=1.0).ttl_for(EndpointHealth(endpoint="a")) == 5.0
+    with pytest.raises(ValueError, match="quiet_cache_ttl_s"):
+        HealthCache(2.0, quiet_ttl_s=float("nan"))
 
 
 def test_the_cache_expires_after_its_ttl() -> None:

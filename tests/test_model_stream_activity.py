@@ -9,6 +9,7 @@ server recorded, what the activity sent.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import socket
 from collections.abc import AsyncIterator
@@ -427,33 +428,59 @@ async def test_the_sniff_reads_past_a_leading_blank_write(
     assert turn.text == "ok"
 
 
-async def test_progress_is_heartbeated(server: ScriptedServer, model: ModelActivities) -> None:
+async def test_a_short_turn_sends_no_heartbeat(
+    server: ScriptedServer, model: ModelActivities
+) -> None:
+    # Issue 28: a heartbeat that reaches Temporal is a billed action; a tool round whose
+    # model turn is short needs none (a lost worker is still found by the timeout).
     calls = [ScriptedCall("add", {"a": 1})]
     server.enqueue(sse_response([*tool_call_chunks(calls), finish_chunk("tool_calls")]))
     heartbeats: list[Any] = []
 
-    await complete(model, request(), heartbeats)
+    turn = await complete(model, request(), heartbeats)
 
-    # Coalesced to at most one a second: the first chunk always reports.
-    assert heartbeats
-    first = StreamProgress.model_validate(heartbeats[0][0])
-    assert first.chunks == 1 and first.produced_output is False
+    assert turn.tool_calls and heartbeats == []
 
 
-async def test_heartbeats_are_coalesced_to_the_interval(server: ScriptedServer) -> None:
-    chunks = [*text_chunks("one two three four five six"), finish_chunk()]
+async def test_a_long_stream_heartbeats_its_progress_once_per_interval(
+    server: ScriptedServer,
+) -> None:
+    chunks: list[Any] = [*text_chunks("one two"), Pause(0.3), *text_chunks(" three", role=False)]
     registry = EndpointRegistry([server.endpoint("scripted")])
     counts = []
-    for interval in (3600.0, 0.0):
-        server.enqueue(sse_response(chunks, split_every=16))
+    for interval in (3600.0, 0.2, 0.0):
+        server.enqueue(sse_response([*chunks, finish_chunk()], split_every=16))
         heartbeats: list[Any] = []
-        async with ModelActivities(registry, heartbeat_interval_s=interval) as model:
+        async with ModelActivities(registry, long_stream_heartbeat_s=interval) as model:
             await complete(model, request(), heartbeats)
         counts.append(len(heartbeats))
+        if interval == 0.2:
+            # Due once the stream is older than the interval: the read after the pause.
+            progress = StreamProgress.model_validate(heartbeats[0][0])
+            assert progress.chunks > 1 and progress.produced_output is False
 
-    # An hour-long interval allows only the first report; no interval reports every read.
-    assert counts[0] == 1
-    assert counts[1] > 1
+    # An hour-long interval: none; one shorter than the pause: the read after it (a loaded
+    # machine may space the last reads out too); none: every read.
+    assert counts[0] == 0
+    assert 1 <= counts[1] < counts[2]
+
+
+async def test_the_heartbeat_gap_stays_within_a_share_of_the_heartbeat_timeout(
+    server: ScriptedServer,
+) -> None:
+    # A run with a short heartbeat timeout must not be declared lost between heartbeats.
+    registry = EndpointRegistry([server.endpoint("scripted")])
+    server.enqueue(
+        sse_response([*text_chunks("a"), Pause(0.5), *text_chunks("b", role=False), finish_chunk()])
+    )
+    env = ActivityEnvironment()
+    env.info = dataclasses.replace(env.info, heartbeat_timeout=timedelta(seconds=1))
+    heartbeats: list[Any] = []
+    env.on_heartbeat = lambda *details: heartbeats.append(details)
+    async with ModelActivities(registry) as model:  # 30 s, but a fifth of 1 s here
+        await env.run(model.stream_completion, request())
+
+    assert heartbeats  # the read after the pause was due (with 30 s, none would be)
 
 
 # -- failures -------------------------------------------------------------------------
@@ -808,10 +835,11 @@ async def test_a_body_that_cannot_be_decoded_is_an_invalid_chunk(
     assert error.non_retryable is True
 
 
-async def test_cancellation_propagates_and_is_not_a_failure(
-    server: ScriptedServer, model: ModelActivities
-) -> None:
+async def test_cancellation_propagates_and_is_not_a_failure(server: ScriptedServer) -> None:
     server.enqueue(sse_response([*text_chunks("a"), Pause(30), finish_chunk()]))
+    # Reports every read, so the first chunk's heartbeat says the stream is under way.
+    registry = EndpointRegistry([server.endpoint("scripted")])
+    model = ModelActivities(registry, long_stream_heartbeat_s=0)
     env = ActivityEnvironment()
     cancelled = asyncio.Event()
 
@@ -820,8 +848,9 @@ async def test_cancellation_propagates_and_is_not_a_failure(
         cancelled.set()
 
     env.on_heartbeat = on_heartbeat
-    with pytest.raises(asyncio.CancelledError):
-        await env.run(model.stream_completion, request())
+    async with model:
+        with pytest.raises(asyncio.CancelledError):
+            await env.run(model.stream_completion, request())
     assert cancelled.is_set()
     exchange = server.exchanges[0]
     await asyncio.wait_for(exchange.ended.wait(), 10)

@@ -202,7 +202,9 @@ async def test_the_first_output_is_heartbeated_at_once(server: ScriptedServer) -
         Sink(),
         progress=progress,
     )
-    assert [p.produced_output for p in progress] == [False, True]
+    # The reasoning before it (not output here) is not reported: the stream is younger
+    # than the interval; the first piece shown is, at once.
+    assert [p.produced_output for p in progress] == [True]
     assert progress[-1].forwarded_chars == len("Yes")
 
 

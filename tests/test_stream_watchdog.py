@@ -63,10 +63,9 @@ def request(endpoint: str = "watched") -> CompletionRequest:
     )
 
 
-async def run(
-    endpoint: EndpointConfig, env: ActivityEnvironment | None = None
-) -> AssembledTurn:
-    async with ModelActivities(EndpointRegistry([endpoint])) as model:
+async def run(endpoint: EndpointConfig, env: ActivityEnvironment | None = None) -> AssembledTurn:
+    # Every read reports: a test that waits for the stream to start watches heartbeats.
+    async with ModelActivities(EndpointRegistry([endpoint]), long_stream_heartbeat_s=0) as model:
         return await (env or ActivityEnvironment()).run(
             model.stream_completion, request(endpoint.name)
         )
@@ -98,9 +97,7 @@ def watched(server: ScriptedServer, **budgets: Any) -> EndpointConfig:
 
 async def test_a_stall_before_the_first_token(server: ScriptedServer) -> None:
     # A role chunk arrives at once, then nothing: the role chunk is not a token.
-    server.enqueue(
-        sse_response([chunk({"role": "assistant"}), Pause(5.0), *text_chunks("late")])
-    )
+    server.enqueue(sse_response([chunk({"role": "assistant"}), Pause(5.0), *text_chunks("late")]))
 
     failure, error, elapsed = await stall_of(watched(server, first_token_s=0.3))
 
@@ -122,9 +119,7 @@ async def test_a_stall_before_the_response_headers(server: ScriptedServer) -> No
 
     server_slow = ScriptedServer(slow)
     async with server_slow:
-        failure, error, elapsed = await stall_of(
-            server_slow.endpoint("watched", first_token_s=0.3)
-        )
+        failure, error, elapsed = await stall_of(server_slow.endpoint("watched", first_token_s=0.3))
         exchange = await the_exchange(server_slow)
 
     assert (failure.kind, failure.stall_phase, failure.budget) == (
@@ -157,9 +152,7 @@ async def test_a_stall_between_chunks(server: ScriptedServer) -> None:
         sse_response([*text_chunks("Hello there,"), Pause(5.0), *text_chunks(" friend.")])
     )
 
-    failure, error, elapsed = await stall_of(
-        watched(server, first_token_s=2.0, inter_chunk_s=0.3)
-    )
+    failure, error, elapsed = await stall_of(watched(server, first_token_s=2.0, inter_chunk_s=0.3))
 
     assert failure.kind == "stall"
     assert (failure.stall_phase, failure.budget, failure.budget_s) == (
@@ -440,9 +433,7 @@ async def test_disabled_budgets_never_fire(server: ScriptedServer) -> None:
     server.enqueue(sse_response([Pause(0.3), *text_chunks("late"), Pause(0.3), finish_chunk()]))
 
     turn = await run(
-        watched(
-            server, first_token_s=None, inter_chunk_s=None, reasoning_gap_s=None, total_s=None
-        )
+        watched(server, first_token_s=None, inter_chunk_s=None, reasoning_gap_s=None, total_s=None)
     )
 
     assert turn.text == "late"

@@ -4,7 +4,14 @@ Workflow code must not read process memory, and a query per model call would cos
 round trip to Temporal each time. So these activities (run as local activities by
 `steadyloop.workflows.routed_turn`, their results recorded in history) keep a
 short-lived per-process cache (`HealthCache`, `cache_ttl_s`, 2 s by default) in front
-of the entity workflows (`EndpointHealthWorkflow`):
+of the entity workflows (`EndpointHealthWorkflow`). A query is a billed action on
+Temporal Cloud (issue 28), and with a 2 s cache nearly every run of a worker that
+starts a run now and then paid one to learn that nothing changed. So a *quiet* copy
+(known, closed, no failure in its window) is kept `quiet_cache_ttl_s` (30 s by
+default): a breaker opens only after failures, and this worker's own failures replace
+its copy at once (`record_endpoint_outcome`); what the longer TTL delays is only other
+workers' failures reaching this worker's runs, by up to 30 s instead of 2. A copy that
+is not quiet, or could not be read, keeps the short TTL.
 
 - `read_endpoint_health`: each endpoint's health, from the cache or by one query.
   An entity that does not exist yet is a healthy endpoint. Health is advice: when
@@ -59,26 +66,49 @@ from steadyloop.routing.endpoint_health import (
 )
 from steadyloop.stream.failures import MESSAGE_CHARS
 
-__all__ = ["DEFAULT_CACHE_TTL_S", "EndpointHealthActivities", "HealthCache"]
+__all__ = [
+    "DEFAULT_CACHE_TTL_S",
+    "DEFAULT_QUIET_CACHE_TTL_S",
+    "EndpointHealthActivities",
+    "HealthCache",
+]
 
 DEFAULT_CACHE_TTL_S = 2.0
+DEFAULT_QUIET_CACHE_TTL_S = 30.0
 R = TypeVar("R", bound=BaseModel)
 QUERY_TIMEOUT = timedelta(seconds=5)
 
 
 class HealthCache:
-    """Endpoint health copies that expire `ttl_s` after they were stored."""
+    """Endpoint health copies that expire `ttl_s` after they were stored, or `quiet_ttl_s`
+    (when longer; None: the same; never when `ttl_s` is 0) for a quiet copy: known,
+    closed, no failure in its window."""
 
-    def __init__(self, ttl_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        ttl_s: float,
+        clock: Callable[[], float] = time.monotonic,
+        *,
+        quiet_ttl_s: float | None = None,
+    ) -> None:
         if not ttl_s >= 0:
             raise ValueError(f"cache_ttl_s must be 0 or more, got {ttl_s!r}")
+        if quiet_ttl_s is not None and not quiet_ttl_s >= 0:
+            raise ValueError(f"quiet_cache_ttl_s must be 0 or more, got {quiet_ttl_s!r}")
         self.ttl_s = ttl_s
+        # A worker that caches nothing (0) caches nothing, quiet or not.
+        keep_quiet = quiet_ttl_s is not None and ttl_s > 0
+        self.quiet_ttl_s = max(ttl_s, quiet_ttl_s) if keep_quiet and quiet_ttl_s else ttl_s
         self._clock = clock
         self._entries: dict[str, tuple[float, EndpointHealth]] = {}
 
+    def ttl_for(self, health: EndpointHealth) -> float:
+        """How long `health` is kept: longer when a success would change nothing."""
+        return self.quiet_ttl_s if health.known and health.quiet else self.ttl_s
+
     def get(self, endpoint: str) -> EndpointHealth | None:
         entry = self._entries.get(endpoint)
-        if entry is None or self._clock() - entry[0] >= self.ttl_s:
+        if entry is None or self._clock() - entry[0] >= self.ttl_for(entry[1]):
             return None
         return entry[1]
 
@@ -97,6 +127,7 @@ class EndpointHealthActivities:
         policy: BreakerPolicy | None = None,
         policies: Mapping[str, BreakerPolicy] | None = None,
         cache_ttl_s: float = DEFAULT_CACHE_TTL_S,
+        quiet_cache_ttl_s: float | None = DEFAULT_QUIET_CACHE_TTL_S,
         id_prefix: str = HEALTH_WORKFLOW_ID_PREFIX,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -104,7 +135,7 @@ class EndpointHealthActivities:
         self.task_queue = task_queue
         self.policy = policy or BreakerPolicy()
         self.policies = dict(policies or {})
-        self.cache = HealthCache(cache_ttl_s, clock)
+        self.cache = HealthCache(cache_ttl_s, clock, quiet_ttl_s=quiet_cache_ttl_s)
         self.id_prefix = id_prefix
         self.queries = 0  # how many reads went past the cache (tests, benchmarks)
 
@@ -119,7 +150,9 @@ class EndpointHealthActivities:
         read = await asyncio.gather(*(self._read(name) for name in request.endpoints))
         # The run may reuse what it read for as long as this cache would have answered
         # with the same copy (`routed_turn.HealthView`).
-        return [health.model_copy(update={"view_ttl_s": self.cache.ttl_s}) for health in read]
+        return [
+            health.model_copy(update={"view_ttl_s": self.cache.ttl_for(health)}) for health in read
+        ]
 
     @activity.defn(name=RECORD_ENDPOINT_OUTCOME_ACTIVITY)
     async def record_endpoint_outcome(self, outcome: EndpointOutcome) -> EndpointHealth:

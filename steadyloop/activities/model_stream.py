@@ -62,9 +62,30 @@ that the connection is not reused). Redirects are not followed: a 3xx is reporte
 
 Cancellation is not caught: `asyncio.CancelledError` ends the request, closes the
 connection and propagates, never reported as a stall or an upstream failure.
-Progress is heartbeated at most once per `heartbeat_interval_s`, and only when a chunk
-arrives (`StreamProgress`), so the heartbeat reports stream progress rather than
-merely that the worker is alive; the stall watchdog watches the same progress.
+Progress is heartbeated only when a chunk arrives (`StreamProgress`), so the heartbeat
+reports stream progress rather than merely that the worker is alive; the stall watchdog
+watches the same progress. A heartbeat that reaches Temporal is a billed action
+(issue 28), so the activity heartbeats only when something needs it:
+
+- A short turn never heartbeats: the first report is due one interval after the
+  stream began, not at its first chunk (the obvious version heartbeated every turn:
+  one action a tool round for nothing). A lost worker is still found by the heartbeat
+  timeout, which Temporal counts from the attempt's start when no heartbeat came.
+- A stream not forwarded to anyone reports at most every `long_stream_heartbeat_s`
+  (30 s), and within a fifth of the attempt's heartbeat timeout, so a live stream is
+  never declared lost (a 60-second turn: at most two heartbeats). The SDK's throttle
+  (the worker's `max_heartbeat_throttle_interval`) only ever delays a heartbeat further.
+- Cancellation reaches an activity only in the answer to a heartbeat, so fewer
+  heartbeats would let an interrupted stream read on (and the provider bill tokens)
+  for up to 30 s. A stream past its first `CANCEL_CHECK_S` therefore describes its own
+  workflow once a second (a describe is not a billed action) and heartbeats at once
+  when its activity is cancel-requested or its workflow is gone; that heartbeat's
+  answer delivers the cancel (`_watch_for_cancel`).
+- A stream that forwards output (a person watching) keeps reporting every
+  `heartbeat_interval_s` (1 s) and the first shown piece at once: the flag
+  `produced_output` must be in the last heartbeat a lost attempt leaves, and an
+  interrupt must settle within the loop's bound; its batches are one signal each
+  anyway (`batch_interval_s`), so these heartbeats are the smaller part of its cost.
 
 The runaway-argument guard (`steadyloop.stream.runaway_guard`) is not a failure: when a tool
 call's arguments pass a limit, reading stops, the connection is closed and the turn
@@ -96,7 +117,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from datetime import timedelta
 from types import TracebackType
 from typing import Any
@@ -105,6 +126,7 @@ import httpx
 import orjson
 from pydantic import BaseModel
 from temporalio import activity
+from temporalio.api.enums.v1 import PendingActivityState, WorkflowExecutionStatus
 from temporalio.exceptions import ApplicationError, FailureError
 from temporalio.service import RPCError
 
@@ -168,6 +190,7 @@ from steadyloop.telemetry.model_spans import model_call
 
 __all__ = [
     "HEARTBEAT_INTERVAL_S",
+    "LONG_STREAM_HEARTBEAT_S",
     "STREAM_COMPLETION_ACTIVITY",
     "USER_AGENT",
     "ModelActivities",
@@ -180,6 +203,17 @@ __all__ = [
 ]
 
 HEARTBEAT_INTERVAL_S = 1.0
+# The longest a stream that forwards nothing goes between heartbeats (issue 28: a
+# 60-second turn costs at most 1 + 60/30 actions), and the share of the attempt's
+# heartbeat timeout it never exceeds.
+LONG_STREAM_HEARTBEAT_S = 30.0
+HEARTBEAT_TIMEOUT_SHARE = 0.2
+# How often a stream that heartbeats rarely asks whether its activity was cancelled.
+CANCEL_CHECK_S = 1.0
+WORKFLOW_RUNNING = WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_RUNNING
+PENDING_ACTIVITY_STATE_CANCEL_REQUESTED = (
+    PendingActivityState.PENDING_ACTIVITY_STATE_CANCEL_REQUESTED
+)
 # How long a new attempt keeps asking the output host what earlier attempts showed.
 HOST_READ_BUDGET_S = 60.0
 OUTPUT_HOST_UNAVAILABLE = "output_host_unavailable"
@@ -240,7 +274,8 @@ async def stream_turn(
     """Stream one completion and assemble it; raise `StreamFailed` for every failure.
 
     `on_progress` is called when a chunk arrives, at most once per
-    `progress_interval_s` (the first chunk always reports).
+    `progress_interval_s`, the first time one interval after the stream began (a
+    short stream never reports), and at once for the first forwarded piece.
 
     The stall watchdog (`steadyloop.stream.watchdog`, budgets from the endpoint) is one
     `asyncio.timeout`, re-armed after every read that delivered content (keep-alives
@@ -381,7 +416,8 @@ class _TurnReader:
         self.last_data = ""
         self.on_progress = on_progress
         self.progress_interval_s = progress_interval_s
-        self.last_progress = -math.inf
+        # Counted from the start: a stream shorter than one interval reports nothing.
+        self.last_progress = self.started
         self.limits = limits
         self.guard = RunawayGuard(limits) if limits is not None and limits.active else None
         self.watchdog = watchdog
@@ -777,7 +813,9 @@ class ModelActivities:
 
     Construct once per worker and register `stream_completion`; close with `aclose()`
     (or `async with`) when the worker stops. `environ` replaces `os.environ` for key
-    lookups (tests); it is read at call time either way.
+    lookups (tests); it is read at call time either way. `heartbeat_interval_s` is the
+    heartbeat cadence of a stream that forwards output, `long_stream_heartbeat_s` the
+    longest gap of one that does not (see the module docstring).
     """
 
     def __init__(
@@ -787,6 +825,7 @@ class ModelActivities:
         client: httpx.AsyncClient | None = None,
         environ: Mapping[str, str] | None = None,
         heartbeat_interval_s: float = HEARTBEAT_INTERVAL_S,
+        long_stream_heartbeat_s: float = LONG_STREAM_HEARTBEAT_S,
     ) -> None:
         self.registry = registry
         self._owns_client = client is None
@@ -796,6 +835,7 @@ class ModelActivities:
         )
         self._environ = environ
         self._heartbeat_interval_s = heartbeat_interval_s
+        self._long_stream_heartbeat_s = long_stream_heartbeat_s
         # httpx logs each status line (reason phrase included) and httpcore, at DEBUG,
         # the response headers: a provider can echo the key in either.
         self._log_filter = KeyRedactingFilter(self._keys)
@@ -898,18 +938,30 @@ class ModelActivities:
         api_key: str | None,
         sink: OutputSink | None,
     ) -> AssembledTurn:
+        interval = self._heartbeat_interval_s if sink is not None else self._quiet_interval()
         with model_call(endpoint, request) as call:  # a no-op while telemetry is off
-            return call.finished(
-                await stream_turn(
-                    self.client,
-                    endpoint,
-                    request,
-                    api_key=api_key,
-                    on_progress=_heartbeat,
-                    progress_interval_s=self._heartbeat_interval_s,
-                    sink=sink,
-                )
+            reading = stream_turn(
+                self.client,
+                endpoint,
+                request,
+                api_key=api_key,
+                on_progress=_heartbeat,
+                progress_interval_s=interval,
+                sink=sink,
             )
+            if interval <= CANCEL_CHECK_S:
+                return call.finished(await reading)
+            async with _watching_for_cancel():
+                return call.finished(await reading)
+
+    def _quiet_interval(self) -> float:
+        """The heartbeat gap of a stream that forwards nothing: `long_stream_heartbeat_s`,
+        within a share of the attempt's heartbeat timeout (a live stream is never lost)."""
+        interval = self._long_stream_heartbeat_s
+        timeout = activity.info().heartbeat_timeout if activity.in_activity() else None
+        if timeout is not None and timeout.total_seconds() > 0:
+            interval = min(interval, timeout.total_seconds() * HEARTBEAT_TIMEOUT_SHARE)
+        return interval
 
     @activity.defn(name=READ_FORWARDED_OUTPUT_ACTIVITY)
     async def read_forwarded_output(self, request: ReadForwardedOutput) -> ForwardedOutput:
@@ -1009,13 +1061,61 @@ async def _heartbeating(every_s: float = 0.5) -> AsyncIterator[None]:
             _heartbeat(StreamProgress())
             await asyncio.sleep(every_s)
 
-    task = asyncio.create_task(beat())
+    async with _beside(beat()):
+        yield
+
+
+@contextlib.asynccontextmanager
+async def _beside(work: Coroutine[Any, Any, None]) -> AsyncIterator[None]:
+    """Run `work` while the block runs; cancel it (and wait for it) when the block ends."""
+    task = asyncio.create_task(work)
     try:
         yield
     finally:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+@contextlib.asynccontextmanager
+async def _watching_for_cancel() -> AsyncIterator[None]:
+    """While the block streams, learn of a cancel without heartbeating for it.
+
+    Temporal tells an activity it was cancelled only in the answer to a heartbeat. A
+    stream that heartbeats every 30 s would hear of an interrupt that late; so every
+    `CANCEL_CHECK_S` it describes its own workflow (not a billed action) and heartbeats
+    at once when its activity is cancel-requested, gone, or its workflow closed: that
+    heartbeat's answer cancels the activity as a heartbeat always did. Outside a worker
+    (`ActivityEnvironment`, no client) there is nothing to watch.
+    """
+    try:
+        client = activity.client()
+    except RuntimeError:
+        yield
+        return
+    info = activity.info()
+    if info.workflow_id is None:  # a standalone activity: no workflow to ask
+        yield
+        return
+    handle = client.get_workflow_handle(info.workflow_id, run_id=info.workflow_run_id)
+
+    async def watch() -> None:
+        while True:
+            await asyncio.sleep(CANCEL_CHECK_S)
+            try:
+                described = (await handle.describe()).raw_description
+            except RPCError:
+                continue  # a describe is advice; the heartbeat timeout still holds
+            mine = [p for p in described.pending_activities if p.activity_id == info.activity_id]
+            if (
+                described.workflow_execution_info.status != WORKFLOW_RUNNING
+                or not mine
+                or mine[0].state == PENDING_ACTIVITY_STATE_CANCEL_REQUESTED
+            ):
+                _heartbeat(StreamProgress())  # its answer carries the cancel
+
+    async with _beside(watch()):
+        yield
 
 
 def _heartbeat(progress: StreamProgress) -> None:

@@ -42,7 +42,11 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from steadyloop.activities.chain_admission import ChainAdmissionActivities
 from steadyloop.activities.chain_measurement import await_child_run, measure_chain
-from steadyloop.activities.endpoint_health import DEFAULT_CACHE_TTL_S, EndpointHealthActivities
+from steadyloop.activities.endpoint_health import (
+    DEFAULT_CACHE_TTL_S,
+    DEFAULT_QUIET_CACHE_TTL_S,
+    EndpointHealthActivities,
+)
 from steadyloop.activities.model_stream import ModelActivities
 from steadyloop.activities.tool_execution import ToolActivities
 from steadyloop.activities.worker_description import WorkerDescriptionActivities
@@ -132,6 +136,8 @@ class WorkerOptions:
     max_concurrent_activities: int | None = None
     breaker: BreakerPolicy = field(default_factory=BreakerPolicy)
     health_cache_ttl_s: float = DEFAULT_CACHE_TTL_S
+    # A quiet endpoint's copy is kept longer: a query per run is a billed action (issue 28).
+    health_quiet_cache_ttl_s: float | None = DEFAULT_QUIET_CACHE_TTL_S
     # MCP servers whose tools are served beside `tools` (`steadyloop.mcp`).
     mcp: tuple[McpServerConfig, ...] = ()
 
@@ -144,6 +150,7 @@ def build_worker(client: Client, options: WorkerOptions, model: ModelActivities)
         task_queue=options.task_queue,
         policy=options.breaker,
         cache_ttl_s=options.health_cache_ttl_s,
+        quiet_cache_ttl_s=options.health_quiet_cache_ttl_s,
     )
     return Worker(
         client,
