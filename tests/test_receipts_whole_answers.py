@@ -10,6 +10,7 @@ receipt keeps the whole answer: byte for byte the same. Without, the cut copy st
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 from loop_harness import Loop, assert_every_call_answered, run_input, running_loop, tool_messages
@@ -34,7 +35,7 @@ def answer(text: str) -> ScriptedResponse:
     return sse_response([*text_chunks(text), finish_chunk("stop")])
 
 
-def files_run(**limits: int) -> RunInput:
+def files_run(**limits: Any) -> RunInput:
     run = run_input(**limits)
     return run.model_copy(update={"plugins": RunPlugins(core=["files"])})
 

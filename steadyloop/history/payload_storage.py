@@ -46,10 +46,12 @@ from temporalio.converter import (
     StorageDriverClaim,
     StorageDriverRetrieveContext,
     StorageDriverStoreContext,
+    StorageDriverWorkflowInfo,
 )
 from temporalio.exceptions import ApplicationError
 
 from steadyloop.failure_details import TolerantFailureConverter
+from steadyloop.history.blob_retention import OWNERS_PREFIX, owner_id, owner_record_body
 from steadyloop.history.budget import MAX_INLINE_PAYLOAD_BYTES
 
 __all__ = [
@@ -122,7 +124,7 @@ class LocalFileStorageDriver(StorageDriver):
     async def store(
         self, context: StorageDriverStoreContext, payloads: Sequence[Payload]
     ) -> list[StorageDriverClaim]:
-        return await asyncio.to_thread(self._store_all, payloads)
+        return await asyncio.to_thread(self._store_all, payloads, _owner_of(context))
 
     async def retrieve(
         self, context: StorageDriverRetrieveContext, claims: Sequence[StorageDriverClaim]
@@ -141,17 +143,23 @@ class LocalFileStorageDriver(StorageDriver):
 
     # -- storing -----------------------------------------------------------------------
 
-    def _store_all(self, payloads: Sequence[Payload]) -> list[StorageDriverClaim]:
-        return [self._store_one(payload) for payload in payloads]
+    def _store_all(
+        self, payloads: Sequence[Payload], owner: tuple[str, str] | None = None
+    ) -> list[StorageDriverClaim]:
+        return [self._store_one(payload, owner) for payload in payloads]
 
-    def _store_one(self, payload: Payload) -> StorageDriverClaim:
+    def _store_one(
+        self, payload: Payload, owner: tuple[str, str] | None = None
+    ) -> StorageDriverClaim:
         data = payload.data
-        chunks: list[str] = []
-        for start in range(0, len(data), self.chunk_bytes):
-            chunks.append(self._write(data[start : start + self.chunk_bytes]))
         head = Payload()
         head.CopyFrom(payload)
         head.data = b""
+        pieces = [
+            data[start : start + self.chunk_bytes]
+            for start in range(0, len(data), self.chunk_bytes)
+        ]
+        chunks = [hashlib.sha256(piece).hexdigest() for piece in pieces]
         manifest = json.dumps(
             {
                 "v": MANIFEST_VERSION,
@@ -161,15 +169,33 @@ class LocalFileStorageDriver(StorageDriver):
             },
             separators=(",", ":"),
         ).encode()
-        key = self._write(manifest)
+        key = hashlib.sha256(manifest).hexdigest()
+        if owner is not None:  # first, so a collection never sees the manifest unowned
+            self._write_owner(key, *owner)
+        for piece, chunk in zip(pieces, chunks, strict=True):
+            self._write(piece, chunk)
+        self._write(manifest, key)
         return StorageDriverClaim(claim_data={"manifest": key, "size": str(len(data))})
 
-    def _write(self, content: bytes) -> str:
-        key = hashlib.sha256(content).hexdigest()
-        path = self._path(key)
-        if path.exists():
-            return key
+    def _write_owner(self, manifest: str, namespace: str, workflow_id: str) -> None:
+        """`owners/<owner>/<manifest>`: whom `steadyloop blobs gc` asks Temporal about."""
+        path = self.directory / OWNERS_PREFIX / owner_id(namespace, workflow_id) / manifest
+        if _freshen(path):
+            return
         path.parent.mkdir(parents=True, exist_ok=True)
+        self._put(path, owner_record_body(namespace, workflow_id))
+
+    def _write(self, content: bytes, key: str) -> None:
+        path = self._path(key)
+        # Reused content is freshened, not skipped: a collection deletes only what is
+        # older than its grace period, and a reused chunk is about to be named again.
+        if _freshen(path):
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._put(path, content)
+
+    @staticmethod
+    def _put(path: Path, content: bytes) -> None:
         fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".incoming-")
         try:
             with os.fdopen(fd, "wb") as file:
@@ -178,7 +204,6 @@ class LocalFileStorageDriver(StorageDriver):
         except BaseException:
             Path(temporary).unlink(missing_ok=True)
             raise
-        return key
 
     # -- retrieving --------------------------------------------------------------------
 
@@ -219,6 +244,26 @@ class LocalFileStorageDriver(StorageDriver):
 
     def _path(self, key: str) -> Path:
         return self.directory / key[:2] / key
+
+
+def _freshen(path: Path) -> bool:
+    """Touch `path` if it exists (True), so its age counts from this reuse. A store the
+    process may read but not write (a replayer's read-only mount) is used as it is."""
+    try:
+        os.utime(path)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return path.exists()
+    return True
+
+
+def _owner_of(context: StorageDriverStoreContext) -> tuple[str, str] | None:
+    """(namespace, workflow id) Temporal stores the payload for, if it is a workflow."""
+    target = context.target
+    if isinstance(target, StorageDriverWorkflowInfo) and target.id:
+        return target.namespace, target.id
+    return None
 
 
 def _corrupt(detail: str) -> ApplicationError:
