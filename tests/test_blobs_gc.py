@@ -21,7 +21,8 @@ from temporalio.client import WorkflowHandle
 from temporalio.worker import Replayer
 
 from steadyloop.cli.main import run_cli
-from steadyloop.client.blob_gc import LocalGcStore, collect
+from steadyloop.client.blob_gc import collect
+from steadyloop.history.object_store import LocalDirectoryStore, ObjectStore
 from steadyloop.history.payload_storage import steadyloop_data_converter
 from steadyloop.run.models import RunInput, RunPlugins, RunResult
 from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
@@ -54,6 +55,10 @@ async def replays(
     )
     outcome = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     return outcome.replay_failure is None
+
+
+async def bytes_in(store: ObjectStore) -> int:
+    return sum([info.size async for info in store.list()])
 
 
 def gc_cli(loop: Loop, *flags: str) -> tuple[int, str]:
@@ -93,8 +98,8 @@ async def test_gc_reclaims_a_closed_runs_blobs_and_keeps_open_and_retained_runs_
         closed_a = (await a.describe()).close_time
         closed_b = (await b.describe()).close_time
         assert closed_a is not None and closed_b is not None
-        before = LocalGcStore(blobs)
-        stored_before = sum(o.size for o in await before.objects())
+        store = LocalDirectoryStore(blobs)
+        stored_before = await bytes_in(store)
 
         # Retention: closed more than (now - the midpoint of the two closes) ago.
         now = datetime.now(UTC)
@@ -102,10 +107,10 @@ async def test_gc_reclaims_a_closed_runs_blobs_and_keeps_open_and_retained_runs_
         flag = f"{retention.total_seconds():.3f}s"
         code, dry = await asyncio.to_thread(gc_cli, loop, "--retention", flag, "--dry-run")
         assert code == 0, dry
-        assert sum(o.size for o in await before.objects()) == stored_before  # dry: untouched
+        assert await bytes_in(store) == stored_before  # dry: untouched
         code, done = await asyncio.to_thread(gc_cli, loop, "--retention", flag)
         assert code == 0, done
-        stored_after = sum(o.size for o in await before.objects())
+        stored_after = await bytes_in(store)
 
         loop.effects.release.set()
         result_c = await asyncio.wait_for(c.result(), 30)
@@ -134,10 +139,10 @@ async def test_gc_with_a_long_grace_deletes_nothing_even_of_expired_runs(
     async with running_loop(script, blob_threshold=1024, blob_dir=blobs) as loop:
         loop.effects.files["a"] = "x" * 30_000
         await loop.run(files_run())
-        store = LocalGcStore(blobs)
-        objects = len(await store.objects())
+        store = LocalDirectoryStore(blobs)
+        stored = await bytes_in(store)
         report = await collect(store, loop.client, retention=timedelta(0), grace=timedelta(hours=1))
-        assert report.reclaimed_bytes == 0 and len(await store.objects()) == objects
+        assert report.reclaimed_bytes == 0 and await bytes_in(store) == stored
         later = datetime.now(UTC) + timedelta(hours=2)
         dry = await collect(store, loop.client, retention=timedelta(0), dry_run=True, now=later)
-        assert dry.reclaimed_bytes > 30_000 and len(await store.objects()) == objects
+        assert dry.reclaimed_bytes > 30_000 and await bytes_in(store) == stored

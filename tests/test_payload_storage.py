@@ -76,8 +76,8 @@ async def test_a_missing_blob_is_a_clear_non_retryable_error(tmp_path: Path) -> 
     (claim,) = await store(driver, payload(b"q" * (3 * CHUNK)))
     chunk = next(p for p in tmp_path.glob("??/*") if p.stat().st_size == CHUNK)
     chunk.unlink()
-    with pytest.raises(ApplicationError) as raised:
-        await retrieve(driver, claim)
+    with pytest.raises(ApplicationError) as raised:  # read as another worker would
+        await retrieve(LocalFileStorageDriver(tmp_path), claim)
     assert raised.value.type == "PayloadBlobMissing"
     assert raised.value.non_retryable
     assert str(chunk) in str(raised.value) and "STEADYLOOP_BLOB_DIR" in str(raised.value)
@@ -89,7 +89,7 @@ async def test_an_altered_blob_is_refused(tmp_path: Path) -> None:
     chunk = next(p for p in tmp_path.glob("??/*") if p.stat().st_size == CHUNK)
     chunk.write_bytes(b"r" * CHUNK)
     with pytest.raises(ApplicationError) as raised:
-        await retrieve(driver, claim)
+        await retrieve(LocalFileStorageDriver(tmp_path), claim)
     assert raised.value.type == "PayloadBlobCorrupt" and raised.value.non_retryable
 
 

@@ -1,6 +1,7 @@
 """`steadyloop blobs gc`: delete the blobs of runs closed longer than a retention period.
 
-The store is the one the workers use (`STEADYLOOP_BLOB_DIR`, as every client reads it),
+The store is the one the workers use (`STEADYLOOP_BLOB_DIR` or the config file's
+`blob_dir`, a directory or `s3://bucket/prefix`, as every client reads it),
 Temporal the one the connection flags name: a collection must ask the server whose runs
 wrote the blobs, or it would find no run open and keep (not delete) every owner it does
 not know. The work is `steadyloop.client.blob_gc.collect`; this module parses and prints.
@@ -13,14 +14,15 @@ import os
 import re
 import sys
 from datetime import timedelta
+from pathlib import Path
 
 from temporalio.client import Client
 
 from steadyloop.cli import live_run
 from steadyloop.cli.arguments import ArgumentParser
-from steadyloop.client.blob_gc import DEFAULT_GRACE, DEFAULT_RETENTION, LocalGcStore, collect
-from steadyloop.history.payload_storage import BLOB_DIR_ENV, blob_settings
-from steadyloop.worker.config import ConfigError
+from steadyloop.client.blob_gc import DEFAULT_GRACE, DEFAULT_RETENTION, collect
+from steadyloop.history.payload_storage import BLOB_DIR_ENV, open_blob_store
+from steadyloop.worker.config import ConfigError, load_config, temporal_settings
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd]?)")
@@ -96,27 +98,36 @@ def add_blobs_parser(
 
 def blobs_gc_command(args: argparse.Namespace) -> int:
     """The `blobs gc` handler: `ConfigError` goes to `run_cli` (exit 2)."""
-    try:
-        directory = blob_settings(os.environ).directory
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
-    if directory is None:
+    config = load_config(args.config, os.environ)
+    settings = temporal_settings(
+        address=args.address,
+        namespace=args.namespace,
+        task_queue=args.task_queue,
+        config=config,
+        environ=os.environ,
+    )
+    location = settings.blobs.location
+    if location is None:
         raise ConfigError(f"{BLOB_DIR_ENV} is off: there is no blob store to collect")
-    if not directory.is_dir():
+    if isinstance(location, Path) and not location.is_dir():
         raise ConfigError(
-            f"no blob store at {directory} ({BLOB_DIR_ENV}); set it as the workers have it"
+            f"no blob store at {location} ({BLOB_DIR_ENV} or the config file's blob_dir); "
+            "name the store the workers use"
         )
-    store = LocalGcStore(directory)
 
     async def gc(client: Client) -> int:
-        report = await collect(
-            store,
-            client,
-            retention=args.retention,
-            grace=args.grace,
-            dry_run=args.dry_run,
-            forget_unknown=args.forget_unknown,
-        )
+        store = open_blob_store(location)
+        try:
+            report = await collect(
+                store,
+                client,
+                retention=args.retention,
+                grace=args.grace,
+                dry_run=args.dry_run,
+                forget_unknown=args.forget_unknown,
+            )
+        finally:
+            await store.aclose()
         for line in report.lines():
             print(line, file=sys.stdout)
         sys.stdout.flush()

@@ -1,58 +1,71 @@
 """`collect`: delete the blobs of runs closed longer than a retention period.
 
 The library call behind `steadyloop blobs gc`, so a Temporal Schedule (an activity that
-calls it) or a cron job can run it. It lists the store, asks Temporal about each owner
-(`describe` of its workflow id: the latest execution of the id, so a continue-as-new
-chain is one question), applies `blob_retention.plan`, and deletes in the plan's order:
-manifests, their owner records, then chunks.
+calls it) or a cron job can run it, on any `ObjectStore` (the local directory, S3). It
+lists the store, reads the manifests (each names its workflow), asks Temporal about each
+workflow id (`describe`: the latest execution of the id, so a continue-as-new chain is
+one question), applies `blob_retention.plan`, and deletes in the plan's order:
+manifests, then chunks.
 
 What the obvious implementation gets wrong here, beside the rules of `blob_retention`:
 
 - **The age read at listing time is stale by the time of the delete**: a writer may
-  reuse (freshen) a chunk in between. `LocalGcStore.delete_if_older` renames the file
-  aside first, then reads its age: a writer that touched it before the rename made it
-  young (it is put back), and one that comes after finds it missing and writes it
-  again. No window is left on a local directory.
-- **Asking Temporal one run at a time, serially**: thousands of owners would take
-  minutes. `collect` asks `QUESTIONS_AT_ONCE` at a time.
+  store the same manifest or chunk again in between. Each delete re-reads the object's
+  age first (`_delete_if_older`); on a local directory the file is renamed aside before
+  its age is read, so a writer either made it young before the rename (it is put back)
+  or finds it missing after and writes it again: no window is left.
+- **Marking chunks from a listing taken before the deletes**: a run in flight writes
+  its chunks, then its manifest, while the collection runs; a chunk it reused (already
+  stored, so not rewritten and still old) would be named only by a manifest the first
+  listing did not have. The manifests are listed again just before chunks are deleted,
+  and every chunk a new one names is kept.
+- **Asking Temporal one run at a time, serially**: thousands of runs would take minutes.
+  `QUESTIONS_AT_ONCE` at a time.
 - **A Temporal error read as "closed"**: only NOT_FOUND means Temporal does not know a
   run; any other error stops the collection before anything is deleted.
+
+Not guaranteed, on an object store: a writer that took a chunk to be present (its
+worker's cache remembers it for `KNOWN_PRESENT_S`, or a conditional put answered that
+it exists) and writes its manifest after the second listing, in the moment that chunk
+is deleted, names a chunk that is gone; the run then fails with `PayloadBlobMissing`
+on its next read. It needs a chunk no retained manifest names, which a new payload
+shares: run collections when few runs start, or with a long `grace`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
-import json
 import os
 import uuid
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Protocol
 
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from steadyloop.history.blob_retention import (
-    OWNERS_PREFIX,
     GcPlan,
-    OwnerRecord,
+    Manifest,
     RunState,
     StoredObject,
-    is_sha256,
-    manifest_chunks,
     plan,
+    read_manifest,
+)
+from steadyloop.history.object_store import (
+    CHUNK_PREFIX,
+    MANIFEST_PREFIX,
+    LocalDirectoryStore,
+    ObjectStore,
 )
 
 __all__ = [
     "DEFAULT_GRACE",
     "DEFAULT_RETENTION",
     "GcReport",
-    "GcStore",
-    "LocalGcStore",
     "collect",
+    "store_listing",
     "temporal_states",
 ]
 
@@ -60,25 +73,9 @@ DEFAULT_RETENTION = timedelta(days=30)
 # Far longer than any one store (a payload is stored in one converter call, seconds).
 DEFAULT_GRACE = timedelta(hours=1)
 QUESTIONS_AT_ONCE = 32
+# What became of each workflow id (for a collection without Temporal: tests, tools).
+StatesOf = Callable[[list[str]], Awaitable[Mapping[str, RunState]]]
 SHOWN_RUNS = 10  # expired workflow ids a report names
-
-
-class GcStore(Protocol):
-    """What a collection needs of a blob store (the local directory, or an object store)."""
-
-    def describe(self) -> str: ...
-
-    async def objects(self) -> list[StoredObject]:
-        """Every chunk and manifest (not owner records), with size and last write."""
-        ...
-
-    async def owner_records(self) -> list[OwnerRecord]: ...
-
-    async def read(self, key: str) -> bytes: ...
-
-    async def delete_if_older(self, key: str, cutoff: datetime) -> bool:
-        """Delete `key` if it was last written before `cutoff`; whether it was."""
-        ...
 
 
 @dataclasses.dataclass
@@ -90,7 +87,6 @@ class GcReport:
     store: str
     deleted_manifests: int = 0
     deleted_chunks: int = 0
-    deleted_owner_records: int = 0
     reclaimed_bytes: int = 0  # dry run: what the plan would reclaim
     skipped_young: int = 0  # written again between the listing and the delete
 
@@ -105,9 +101,9 @@ class GcReport:
             f"runs: {len(p.expired_runs)} expired, {p.retained_runs} closed within the "
             f"retention period, {p.open_runs} open, {p.unknown_runs} unknown to Temporal (kept)",
             f"{verb} {self.reclaimed_bytes:,} bytes: {manifests} manifest(s), {chunks} chunk(s)",
-            f"kept {p.kept_bytes:,} bytes; {p.unowned_manifests} manifest(s) with no owner "
-            f"record (kept), {p.young_objects + self.skipped_young} object(s) younger than "
-            "the grace period",
+            f"kept {p.kept_bytes:,} bytes; {p.unowned_manifests} manifest(s) that name no "
+            f"workflow (kept), {p.young_objects + self.skipped_young} object(s) younger "
+            "than the grace period",
         ]
         if p.expired_runs:
             shown = ", ".join(p.expired_runs[:SHOWN_RUNS])
@@ -116,83 +112,115 @@ class GcReport:
         return lines
 
 
-async def temporal_states(client: Client, records: Iterable[OwnerRecord]) -> dict[str, RunState]:
-    """Each owner's run as Temporal describes its workflow id (owners of another
-    namespace than the client's are not asked, and stay unknown: kept)."""
-    ids = {r.owner: r.workflow_id for r in records if r.namespace == client.namespace}
+async def temporal_states(client: Client, workflow_ids: Iterable[str]) -> dict[str, RunState]:
+    """Each workflow id's run as Temporal describes it, in the client's namespace."""
     states: dict[str, RunState] = {}
     gate = asyncio.Semaphore(QUESTIONS_AT_ONCE)
 
-    async def ask(owner: str, workflow_id: str) -> None:
+    async def ask(workflow_id: str) -> None:
         async with gate:
             try:
                 described = await client.get_workflow_handle(workflow_id).describe()
             except RPCError as error:
                 if error.status == RPCStatusCode.NOT_FOUND:
-                    states[owner] = RunState("unknown")
+                    states[workflow_id] = RunState("unknown")
                     return
                 raise
         if described.status in (WorkflowExecutionStatus.RUNNING, None):
-            states[owner] = RunState("open")
+            states[workflow_id] = RunState("open")
         else:
             closed = described.close_time or datetime.now(UTC)
-            states[owner] = RunState("closed", closed_at=closed)
+            states[workflow_id] = RunState("closed", closed_at=closed)
 
-    await asyncio.gather(*(ask(o, w) for o, w in ids.items() if w))
+    await asyncio.gather(*(ask(w) for w in set(workflow_ids)))
     return states
 
 
+async def store_listing(
+    store: ObjectStore, *, legacy: bool | None = None, known: Mapping[str, Manifest] | None = None
+) -> tuple[list[StoredObject], dict[str, Manifest]]:
+    """Every object of `store`, and what each manifest says (`known`: already read).
+
+    `legacy`: also read each chunk for a manifest an earlier version kept among the
+    chunks (default: on a local directory only, the one place they were written)."""
+    if legacy is None:
+        legacy = isinstance(store, LocalDirectoryStore)
+    objects: list[StoredObject] = []
+    manifests: dict[str, Manifest] = {}
+    async for info in store.list():
+        if not (info.key.startswith(CHUNK_PREFIX) or info.key.startswith(MANIFEST_PREFIX)):
+            continue
+        objects.append(StoredObject(info.key, info.size, info.last_modified))
+        is_manifest = info.key.startswith(MANIFEST_PREFIX)
+        if not (is_manifest or legacy):
+            continue
+        if known is not None and info.key in known:
+            manifests[info.key] = known[info.key]
+            continue
+        content = await store.get(info.key)
+        read = None if content is None else read_manifest(content)
+        if read is not None:
+            manifests[info.key] = read
+        elif is_manifest and content is not None:  # unreadable: keep all it could name
+            manifests[info.key] = Manifest(chunks=[], workflow_id=None)
+    return objects, manifests
+
+
 async def collect(
-    store: GcStore,
-    client: Client,
+    store: ObjectStore,
+    client: Client | None,
     *,
     retention: timedelta = DEFAULT_RETENTION,
     grace: timedelta = DEFAULT_GRACE,
     dry_run: bool = False,
     forget_unknown: bool = False,
     now: datetime | None = None,
+    states_of: StatesOf | None = None,
 ) -> GcReport:
-    """Delete (or with `dry_run`, only count) what `blob_retention.plan` allows."""
+    """Delete (or with `dry_run`, only count) what `blob_retention.plan` allows.
+
+    `states_of` says what became of each workflow id; by default `temporal_states`
+    asks `client` (None is allowed only with `states_of`)."""
     started = datetime.now(UTC) if now is None else now
-    records = await store.owner_records()
-    objects = await store.objects()
-    manifests: dict[str, list[str]] = {}
-    for stored in objects:
-        chunks = manifest_chunks(await store.read(stored.key))
-        if chunks is not None:
-            manifests[stored.key] = chunks
-    states = await temporal_states(client, records)
+    objects, manifests = await store_listing(store)
+    owners = [m.workflow_id for m in manifests.values() if m.workflow_id is not None]
+    if states_of is None:
+        if client is None:
+            raise ValueError("collect needs a Temporal client, or states_of")
+        states = await temporal_states(client, owners)
+    else:
+        states = dict(await states_of(owners))
     decided = plan(
         objects,
         manifests,
-        records,
         states,
         now=started,
         retention=retention,
         grace=grace,
         forget_unknown=forget_unknown,
     )
-    report = GcReport(plan=decided, dry_run=dry_run, store=store.describe())
+    report = GcReport(plan=decided, dry_run=dry_run, store=store.description)
     if dry_run:
         report.reclaimed_bytes = decided.reclaimed_bytes
         return report
     cutoff = started - grace
     came_back: set[str] = set()  # manifests written again between the listing and now
     for stored in decided.manifests:
-        if await store.delete_if_older(stored.key, cutoff):
+        if await _delete_if_older(store, stored.key, cutoff):
             report.deleted_manifests += 1
             report.reclaimed_bytes += stored.size
         else:
             came_back.add(stored.key)
             report.skipped_young += 1
-    for record in decided.owner_records:
-        if record.manifest not in came_back and await store.delete_if_older(record.key, started):
-            report.deleted_owner_records += 1
-    still_named = {chunk for key in came_back for chunk in manifests[key]}
+    # Manifests written since the first listing (runs in flight) keep what they name.
+    _, now_listed = await store_listing(store, legacy=False, known=manifests)
+    still_named = {c for key, m in now_listed.items() for c in m.chunks if key not in manifests}
+    still_named.update(c for key in came_back for c in manifests[key].chunks)
     for stored in decided.chunks:
         if stored.key in still_named:
+            report.skipped_young += 1
             continue
-        if await store.delete_if_older(stored.key, cutoff):
+        if await _delete_if_older(store, stored.key, cutoff):
             report.deleted_chunks += 1
             report.reclaimed_bytes += stored.size
         else:
@@ -200,103 +228,27 @@ async def collect(
     return report
 
 
-class LocalGcStore:
-    """The local blob directory (`LocalFileStorageDriver`'s layout) as a `GcStore`."""
-
-    def __init__(self, directory: str | os.PathLike[str]) -> None:
-        self.directory = Path(directory).expanduser()
-
-    def describe(self) -> str:
-        return str(self.directory)
-
-    async def objects(self) -> list[StoredObject]:
-        return await asyncio.to_thread(self._objects)
-
-    async def owner_records(self) -> list[OwnerRecord]:
-        return await asyncio.to_thread(self._owner_records)
-
-    async def read(self, key: str) -> bytes:
-        return await asyncio.to_thread(self._path(key).read_bytes)
-
-    async def delete_if_older(self, key: str, cutoff: datetime) -> bool:
-        return await asyncio.to_thread(self._delete_if_older, key, cutoff)
-
-    # -- internals ---------------------------------------------------------------------
-
-    def _path(self, key: str) -> Path:
-        if key.startswith(OWNERS_PREFIX):
-            return self.directory / key
-        if not is_sha256(key):
-            raise ValueError(f"{key!r} is not a blob key (a sha256, or {OWNERS_PREFIX}...)")
-        return self.directory / key[:2] / key
-
-    def _objects(self) -> list[StoredObject]:
-        found: list[StoredObject] = []
-        if not self.directory.is_dir():
-            return found
-        for path in self.directory.glob("??/*"):
-            if not is_sha256(path.name) or path.parent.name != path.name[:2]:
-                continue  # a write in progress (.incoming-), or not ours
-            try:
-                stat = path.stat()
-            except FileNotFoundError:
-                continue  # deleted since the listing
-            found.append(StoredObject(path.name, stat.st_size, _mtime(stat.st_mtime)))
-        return found
-
-    def _owner_records(self) -> list[OwnerRecord]:
-        records: list[OwnerRecord] = []
-        root = self.directory / OWNERS_PREFIX
-        if not root.is_dir():
-            return records
-        for owner_dir in root.iterdir():
-            names: tuple[str, str] | None = None
-            for path in owner_dir.iterdir():
-                if not is_sha256(path.name):
-                    continue
-                try:
-                    stat = path.stat()
-                    if names is None:
-                        names = _owner_names(path.read_bytes())
-                except FileNotFoundError:
-                    continue
-                namespace, workflow_id = names if names is not None else ("", "")
-                records.append(
-                    OwnerRecord(
-                        key=f"{OWNERS_PREFIX}{owner_dir.name}/{path.name}",
-                        owner=owner_dir.name,
-                        manifest=path.name,
-                        modified=_mtime(stat.st_mtime),
-                        namespace=namespace,
-                        workflow_id=workflow_id,
-                    )
-                )
-        return records
-
-    def _delete_if_older(self, key: str, cutoff: datetime) -> bool:
-        path = self._path(key)
-        aside = path.with_name(f".gc-{uuid.uuid4().hex}")
-        try:
-            os.rename(path, aside)  # from here, a writer finds it missing and rewrites it
-        except FileNotFoundError:
-            return True  # already gone
-        if _mtime(aside.stat().st_mtime) >= cutoff:  # reused between listing and now
-            os.replace(aside, path)  # same content as anything written there since
-            return False
-        aside.unlink()
-        if key.startswith(OWNERS_PREFIX):
-            with contextlib.suppress(OSError):
-                path.parent.rmdir()  # the owner's last record: its directory goes too
+async def _delete_if_older(store: ObjectStore, key: str, cutoff: datetime) -> bool:
+    """Delete `key` if it was last written before `cutoff`; whether it is gone."""
+    if isinstance(store, LocalDirectoryStore):
+        return await asyncio.to_thread(_delete_file_if_older, store.path(key), cutoff)
+    info = await store.head(key)
+    if info is None:
         return True
+    if info.last_modified >= cutoff:
+        return False
+    await store.delete(key)
+    return True
 
 
-def _owner_names(body: bytes) -> tuple[str, str] | None:
+def _delete_file_if_older(path: Path, cutoff: datetime) -> bool:
+    aside = path.with_name(f".gc-{uuid.uuid4().hex}")
     try:
-        parsed = json.loads(body)
-        return str(parsed["namespace"]), str(parsed["workflow_id"])
-    except (ValueError, KeyError, TypeError):
-        return None
-
-
-def _mtime(seconds: float) -> datetime:
-    return datetime.fromtimestamp(seconds, UTC)
+        os.rename(path, aside)  # from here, a writer finds it missing and writes it again
+    except FileNotFoundError:
+        return True
+    if datetime.fromtimestamp(aside.stat().st_mtime, UTC) >= cutoff:  # written meanwhile
+        os.replace(aside, path)  # the same bytes as anything written there since
+        return False
+    aside.unlink()
+    return True

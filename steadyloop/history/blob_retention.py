@@ -1,62 +1,59 @@
 """Which blobs a garbage collection may delete: pure rules over what the store and
 Temporal say. No I/O; `steadyloop.client.blob_gc` lists, asks and deletes.
 
-The store is content-addressed: a *manifest* (one offloaded payload) names its *chunks*,
-and identical payloads of different runs share one manifest, identical chunks one chunk.
-So a manifest does not belong to a run by its name. It belongs to whoever stored it: the
-storage driver writes an *owner record* (`owners/<owner>/<manifest>`) for the workflow
-Temporal stored the payload on behalf of (`StorageDriverStoreContext.target`: the
-workflow itself for its input, its commands, its activities' inputs and results and its
-continue-as-new state; the child for a child's input; the parent for a child's result).
-That is exactly the set of payloads a workflow decodes when it is replayed, so keeping a
-workflow's owned manifests keeps it replayable. Continue-as-new keeps the workflow id,
-so one owner covers the whole chain of executions; Temporal's `describe` of the id says
-whether its latest execution is open, and when it closed.
+The store is content-addressed: a *manifest* (`manifests/<sha256>`, one offloaded
+payload) names its *chunks* (`chunks/<sha256>`), and identical chunks of different
+payloads and runs are one object. A manifest belongs to the workflow Temporal stored the
+payload for: the driver writes that id into the manifest (`workflow_id`, from
+`StorageDriverStoreContext.target`: the workflow itself for its input, its commands, its
+activities' inputs and results and its continue-as-new state; the child for a child's
+input; the parent for a child's result). That is the set of payloads a workflow decodes
+when it is replayed, so keeping a workflow's manifests (and their chunks) keeps it
+replayable. Continue-as-new keeps the workflow id, so one id covers a chain of
+executions; Temporal's `describe` of the id says whether its latest execution is open,
+and when it closed.
 
 The obvious collector is wrong in these ways, each prevented where named:
 
-- **Deleting a manifest another run still uses** (two runs storing the same payload):
-  a manifest goes only when *every* owner record naming it has expired (`plan`).
-- **Deleting what a run in flight is writing**: its owner record, manifest or chunks may
-  be seconds old, and its run not yet known to Temporal (the client stores the input
-  before the start reaches the server). Nothing younger than `grace` is ever deleted,
-  whatever Temporal says (`_expired`, `plan`), and the store re-checks the age of each
-  object at the moment it deletes it (`delete_if_older` of the store).
-- **A chunk a writer just reused**: a writer that finds a chunk already stored does not
-  write it again, so its age would say nothing. The local driver freshens a chunk it
-  reuses (its mtime), so a reused chunk is young again and falls under `grace`.
+- **Deleting a chunk another run still uses** (every run's first chunk, its system
+  prompt and tools, is the same bytes): chunks are marked from *every* manifest that
+  stays, whoever owns it (`plan`).
+- **Deleting what a run in flight is writing**: its manifest or chunks may be seconds
+  old, and its run not yet known to Temporal (the client stores the input before the
+  start reaches the server). Nothing younger than `grace` is deleted, whatever Temporal
+  says (`plan`), and the collector re-reads each object's age as it deletes it and
+  re-lists the manifests before it deletes chunks (`steadyloop.client.blob_gc`).
 - **Trusting "not found"**: a collector pointed at the wrong Temporal server or
   namespace would find no run at all and delete everything. A workflow Temporal does
-  not know is kept and reported (`unknown`), unless the caller says to reclaim those too
-  (`forget_unknown`, for runs Temporal's own retention already removed).
-- **Manifests nobody owns** (written before owner records existed, or for no workflow):
-  nothing says when they may go, so they are kept and counted (`unowned`).
-- **Order**: manifests are deleted before their owner records, and chunks are marked
-  from every manifest that remains, so a collection cut short leaves nothing dangling
-  and the next one finishes the job.
+  not know is kept and counted (`unknown_runs`), unless the caller says to reclaim those
+  too (`forget_unknown`, for runs Temporal's own retention already removed).
+- **Manifests nobody owns** (written by earlier versions, which kept manifests among the
+  chunks, or stored for no workflow): nothing says when they may go, so they are kept
+  with their chunks and counted (`unowned_manifests`).
+- **Order**: manifests are deleted before chunks, and chunks are marked from every
+  manifest that remains, so a collection cut short leaves nothing dangling and the next
+  one finishes the job.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Literal
 
+from steadyloop.history.object_store import CHUNK_PREFIX
+
 __all__ = [
-    "OWNERS_PREFIX",
     "GcPlan",
-    "OwnerRecord",
+    "Manifest",
     "RunState",
     "StoredObject",
-    "manifest_chunks",
-    "owner_id",
     "plan",
+    "read_manifest",
 ]
 
-OWNERS_PREFIX = "owners/"
 _HEX = frozenset("0123456789abcdef")
 
 
@@ -70,15 +67,11 @@ class StoredObject:
 
 
 @dataclasses.dataclass(frozen=True)
-class OwnerRecord:
-    """`owners/<owner>/<manifest>`: the workflow `workflow_id` stored `manifest`."""
+class Manifest:
+    """What a manifest says: the chunk keys it names and whose it is (None: nobody's)."""
 
-    key: str
-    owner: str
-    manifest: str
-    modified: datetime
-    namespace: str = ""
-    workflow_id: str = ""
+    chunks: list[str]
+    workflow_id: str | None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,7 +88,6 @@ class GcPlan:
     """What a collection deletes, in this order, and what it keeps and why (counts)."""
 
     manifests: list[StoredObject] = dataclasses.field(default_factory=list)
-    owner_records: list[OwnerRecord] = dataclasses.field(default_factory=list)
     chunks: list[StoredObject] = dataclasses.field(default_factory=list)
     expired_runs: list[str] = dataclasses.field(default_factory=list)  # workflow ids
     open_runs: int = 0
@@ -110,26 +102,15 @@ class GcPlan:
         return sum(o.size for o in self.manifests) + sum(o.size for o in self.chunks)
 
 
-def owner_id(namespace: str, workflow_id: str) -> str:
-    """The owner part of a record's key: a digest, because a workflow id may hold any
-    character (slashes, 1,000 of them) and a key must not."""
-    return hashlib.sha256(f"{namespace}\0{workflow_id}".encode()).hexdigest()[:40]
-
-
-def owner_record_body(namespace: str, workflow_id: str) -> bytes:
-    """What an owner record holds: the id to ask Temporal about (the key has its digest)."""
-    return json.dumps({"namespace": namespace, "workflow_id": workflow_id}).encode()
-
-
 def is_sha256(key: str) -> bool:
     return len(key) == 64 and all(c in _HEX for c in key)
 
 
-def manifest_chunks(content: bytes) -> list[str] | None:
-    """The chunk keys `content` names if it is a manifest, else None (it is a chunk).
+def read_manifest(content: bytes) -> Manifest | None:
+    """What `content` says if it is a manifest, else None (it is a chunk).
 
-    A chunk that happens to read like a manifest only keeps more chunks alive: the safe
-    way to be wrong."""
+    Chunk names become store keys (`chunks/<sha256>`). A chunk that happens to read like
+    a manifest only keeps more chunks alive: the safe way to be wrong."""
     if not content.startswith(b'{"v":'):
         return None
     try:
@@ -141,11 +122,15 @@ def manifest_chunks(content: bytes) -> list[str] | None:
     chunks = parsed["chunks"]
     if not all(isinstance(c, str) and is_sha256(c) for c in chunks):
         return None
-    return list(chunks)
+    owner = parsed.get("workflow_id")
+    return Manifest(
+        chunks=[CHUNK_PREFIX + c for c in chunks],
+        workflow_id=owner if isinstance(owner, str) and owner else None,
+    )
 
 
 def _expired(
-    record: OwnerRecord,
+    manifest: StoredObject,
     state: RunState,
     *,
     now: datetime,
@@ -153,20 +138,19 @@ def _expired(
     grace: timedelta,
     forget_unknown: bool,
 ) -> bool:
-    if now - record.modified <= grace:
+    if now - manifest.modified <= grace:
         return False  # a run in flight may have just written it, before Temporal knew it
     if state.status == "open":
         return False
     if state.status == "unknown":
-        return forget_unknown and now - record.modified > retention
+        return forget_unknown and now - manifest.modified > retention
     assert state.closed_at is not None
     return now - state.closed_at > retention
 
 
 def plan(
     objects: Iterable[StoredObject],
-    manifests: Mapping[str, list[str]],
-    owners: Iterable[OwnerRecord],
+    manifests: Mapping[str, Manifest],
     states: Mapping[str, RunState],
     *,
     now: datetime,
@@ -174,71 +158,53 @@ def plan(
     grace: timedelta,
     forget_unknown: bool = False,
 ) -> GcPlan:
-    """What to delete: manifests every owner of which expired, their owner records, then
-    chunks no remaining manifest names. `objects`: every content object (chunks and
-    manifests, not owner records); `manifests`: the chunk keys of each of them that is a
-    manifest; `states`: each owner's run, by `OwnerRecord.owner` (absent: unknown)."""
+    """What to delete: the manifests of expired runs, then the chunks no remaining
+    manifest names. `objects`: every object of the store, by key; `manifests`: what
+    each of them that is a manifest says; `states`: each owner's run, by workflow id
+    (absent: unknown)."""
     if retention < timedelta(0) or grace < timedelta(0):
         raise ValueError(f"retention ({retention}) and grace ({grace}) must not be negative")
     result = GcPlan()
     by_key = {o.key: o for o in objects}
-    owners_of: dict[str, list[OwnerRecord]] = {}
-    verdict: dict[str, bool] = {}  # owner -> expired (per run, by its newest record)
-    newest: dict[str, datetime] = {}
-    records = list(owners)
-    for record in records:
-        owners_of.setdefault(record.manifest, []).append(record)
-        if record.owner not in newest or record.modified > newest[record.owner]:
-            newest[record.owner] = record.modified
-    for owner, modified in newest.items():
-        state = states.get(owner, RunState("unknown"))
-        probe = OwnerRecord(key="", owner=owner, manifest="", modified=modified)
-        verdict[owner] = _expired(
-            probe, state, now=now, retention=retention, grace=grace, forget_unknown=forget_unknown
-        )
-        if verdict[owner]:
-            result.expired_runs.append(owner)
-        elif state.status == "open":
-            result.open_runs += 1
-        elif state.status == "closed":
-            result.retained_runs += 1
-        else:
-            result.unknown_runs += 1
-    workflow_ids = {r.owner: r.workflow_id for r in records}
-    result.expired_runs = sorted(workflow_ids.get(o) or o for o in result.expired_runs)
-
-    # Manifests: deleted when every record naming them expired and they are old.
     remaining: set[str] = set()
-    for key, _chunks in manifests.items():
+    for key, manifest in manifests.items():
         stored = by_key.get(key)
-        named_by = owners_of.get(key, [])
-        if not named_by:
+        owner = manifest.workflow_id
+        if owner is None:
             result.unowned_manifests += 1
             remaining.add(key)
             continue
-        if not all(verdict[r.owner] for r in named_by):
-            remaining.add(key)
+        state = states.get(owner, RunState("unknown"))
+        if stored is not None and _expired(
+            stored, state, now=now, retention=retention, grace=grace, forget_unknown=forget_unknown
+        ):
+            result.manifests.append(stored)
             continue
-        if stored is None or now - stored.modified <= grace:
-            result.young_objects += stored is not None
-            remaining.add(key)
-            continue
-        result.manifests.append(stored)
-        result.owner_records.extend(named_by)
-    # Records of expired runs whose manifest is already gone (a collection cut short).
-    for key, named_by in owners_of.items():
-        if key not in manifests and all(verdict[r.owner] for r in named_by):
-            result.owner_records.extend(named_by)
+        remaining.add(key)
+        if stored is not None and now - stored.modified <= grace:
+            result.young_objects += 1
+    expired = {manifests[m.key].workflow_id for m in result.manifests}
+    result.expired_runs = sorted(o for o in expired if o is not None)
+    owners = {m.workflow_id for m in manifests.values() if m.workflow_id is not None}
+    for owner in owners - expired:
+        status = states.get(owner, RunState("unknown")).status
+        if status == "open":
+            result.open_runs += 1
+        elif status == "closed":
+            result.retained_runs += 1
+        else:
+            result.unknown_runs += 1
 
     # Chunks: marked from every manifest that stays; the rest go once old enough.
     live = set(remaining)
     for key in remaining:
-        live.update(manifests[key])
+        live.update(manifests[key].chunks)
     for stored in by_key.values():
-        if stored.key in live or stored.key in manifests:
-            if stored.key in live:
-                result.kept_bytes += stored.size
+        if stored.key in live:
+            result.kept_bytes += stored.size
             continue
+        if stored.key in manifests:
+            continue  # a manifest being deleted
         if now - stored.modified <= grace:
             result.young_objects += 1
             result.kept_bytes += stored.size

@@ -1,4 +1,4 @@
-"""Large payloads out of Temporal history: a content-addressed, chunked blob store on disk.
+"""Large payloads out of Temporal history: a content-addressed, chunked blob store.
 
 A tool loop hands the model activity its whole transcript every turn. Recorded inline,
 that makes history grow with the square of the turn count (a 4 KB-a-turn run is
@@ -12,17 +12,40 @@ run share their transcript as a byte prefix: the payload's data is cut at fixed
 offsets into `chunk_bytes` pieces named by their sha256, so turn N stores only the
 chunks its new messages touched plus a small manifest. Whole-payload addressing (what
 `temporalio.contrib.aws.s3driver.S3StorageDriver` does) stores each turn's transcript
-again, quadratic on disk. Identical payloads share one manifest; nothing is rewritten.
+again, quadratic in bytes uploaded and stored. Identical payloads share one manifest.
 
-Workflow code is unchanged: Temporal's external storage calls this driver when it
-encodes and decodes payloads, on the worker (workflow and activity side), the client and
-the `Replayer`; all of them need the same directory. It works on one machine (or a
-shared volume); across machines use an object store, e.g. `S3StorageDriver` in an
-`ExternalStorage` of your own (`DataConverter(external_storage=...)`).
+Where the bytes live is an `ObjectStore` (`steadyloop.history.object_store`): a local
+directory (the default, `$STEADYLOOP_HOME/blobs`, in the layout every earlier version
+wrote), S3-compatible object storage (`STEADYLOOP_BLOB_DIR=s3://bucket/prefix`,
+`steadyloop.history.bucket_store`), or memory for tests. Workflow code is unchanged:
+Temporal's external storage calls this driver (a coroutine, on the worker's event loop)
+when it encodes and decodes payloads, on the worker (workflow and activity side), the
+client and the `Replayer`; all of them must name the same store.
 
-A blob that is gone or altered is an `ApplicationError` with type `PayloadBlobMissing`
-or `PayloadBlobCorrupt`, non-retryable: waiting does not bring it back, and the error
-names the file and the directory the worker was given.
+The obvious implementation is wrong in these ways, and this is what prevents each:
+
+- *Uploading every chunk every turn*: with conditional puts nothing is overwritten, but
+  the bytes still cross the network and a 2 MB transcript costs 2 MB a turn. The
+  `ChunkCache` remembers which chunks this process wrote or read (for ten minutes, far
+  under any sane garbage-collection grace period, so a chunk a collector may have
+  deleted is not assumed present for long) and skips them; a chunk it does not know is
+  written with `put_if_absent`, so two workers writing the same chunk never race.
+- *Chunks one after another*: a turn's new chunks are uploaded concurrently (at most
+  `MAX_IN_FLIGHT` requests per driver), and the manifest is written last, so a claim
+  that reaches history never names a manifest whose chunks are not all stored.
+- *Fetching the whole transcript every turn*: the cache keeps recently read and written
+  chunks, bounded by bytes (`cache_bytes`, LRU), so a worker decoding turn N+1 fetches
+  only what turn N added.
+- *A gone or altered blob retried forever*: it is an `ApplicationError` of type
+  `PayloadBlobMissing` or `PayloadBlobCorrupt`, non-retryable (waiting does not bring
+  it back), naming the key and the store. A store that is down or throttling is
+  retried inside the driver (`RetryingStore`) and then raised as the retryable
+  `PayloadStoreUnavailable`, so Temporal retries the task or the activity instead of
+  failing the run.
+
+The driver's name (`steadyloop-local-files`) and type are those recorded in every
+history written so far; they name the chunk format, not the backend, so a history
+recorded against one backend replays against another that holds the same keys.
 """
 
 from __future__ import annotations
@@ -33,9 +56,11 @@ import dataclasses
 import hashlib
 import json
 import os
-import tempfile
-from collections.abc import Mapping, Sequence
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Mapping, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 from temporalio.api.common.v1 import Payload
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -51,18 +76,31 @@ from temporalio.converter import (
 from temporalio.exceptions import ApplicationError
 
 from steadyloop.failure_details import TolerantFailureConverter
-from steadyloop.history.blob_retention import OWNERS_PREFIX, owner_id, owner_record_body
 from steadyloop.history.budget import MAX_INLINE_PAYLOAD_BYTES
+from steadyloop.history.object_store import (
+    CHUNK_PREFIX,
+    MANIFEST_PREFIX,
+    LocalDirectoryStore,
+    ObjectStore,
+    ObjectStoreError,
+    ObjectStoreUnavailable,
+    RetryingStore,
+)
 
 __all__ = [
     "BLOB_DIR_ENV",
     "BLOB_THRESHOLD_ENV",
+    "DEFAULT_CACHE_BYTES",
     "DEFAULT_CHUNK_BYTES",
     "DEFAULT_THRESHOLD_BYTES",
     "MAX_STORED_PAYLOAD_BYTES",
+    "BlobSettings",
     "BlobStoreUsage",
+    "ChunkCache",
+    "ChunkedStorageDriver",
     "LocalFileStorageDriver",
     "blob_settings",
+    "open_blob_store",
     "payload_limit",
     "steadyloop_data_converter",
 ]
@@ -78,42 +116,115 @@ DEFAULT_THRESHOLD_BYTES = 32 * 1024
 # Small enough that a turn rewrites little (on average half a chunk plus the tail of
 # the request), large enough that a 2 MB transcript is a manifest of 128 names.
 DEFAULT_CHUNK_BYTES = 16 * 1024
+# A worker's chunk cache: a few dozen 2 MB transcripts' worth, a small share of a
+# worker's memory, enough that a run's next turn finds every older chunk here.
+DEFAULT_CACHE_BYTES = 64 * 1024 * 1024
+# Requests one driver keeps in flight: enough to upload a turn's new chunks at once,
+# few enough that a 64 MB payload does not open 4,096 connections.
+MAX_IN_FLIGHT = 16
+# How long a chunk this process wrote or read is taken to be in the store without
+# asking again. A garbage collector's grace period must be longer (see blobs gc).
+KNOWN_PRESENT_S = 600.0
 MANIFEST_VERSION = 1
+# Claims written by this module carry it; a claim without it (every earlier version)
+# names a manifest kept among the chunks.
+_LAYOUT = "2"
 # With external storage history keeps a reference, so Temporal's limit no longer bounds
 # a payload; this does, so a runaway transcript (sent whole to the model every turn, held
 # in memory by every worker that decodes it) still stops with a reason.
 MAX_STORED_PAYLOAD_BYTES = 64 * 1024 * 1024
 _OFF = {"off", "none", "disabled", "0"}
+_HEX = frozenset("0123456789abcdef")
+_T = TypeVar("_T")
 
 
 @dataclasses.dataclass(frozen=True)
 class BlobStoreUsage:
-    """What the directory holds: files and bytes on disk."""
+    """What the store holds: objects and bytes."""
 
     files: int
     bytes: int
 
 
-class LocalFileStorageDriver(StorageDriver):
-    """Stores payloads under `directory` as sha256-named chunks and manifests.
+class ChunkCache:
+    """Recently written or read objects, least recently used first out, bounded by bytes.
 
-    Layout: `<directory>/<first two hex digits>/<sha256>`, for chunks and manifests
-    alike; a file is written once (to a temporary name, then renamed), so concurrent
-    workers writing the same content do not conflict and a reader never sees half a file.
+    Also remembers, for `KNOWN_PRESENT_S`, which keys are known to be in the store even
+    after their bytes were evicted, so a turn does not upload them again.
     """
+
+    def __init__(self, max_bytes: int = DEFAULT_CACHE_BYTES) -> None:
+        if max_bytes < 0:
+            raise ValueError(f"cache_bytes must be 0 or more, got {max_bytes}")
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self._data: OrderedDict[str, bytes] = OrderedDict()
+        self._present: OrderedDict[str, float] = OrderedDict()
+
+    def get(self, key: str) -> bytes | None:
+        found = self._data.get(key)
+        if found is not None:
+            self._data.move_to_end(key)
+        return found
+
+    def add(self, key: str, content: bytes) -> None:
+        self.mark_present(key)
+        if len(content) > self.max_bytes:
+            return
+        previous = self._data.pop(key, None)
+        if previous is not None:
+            self.bytes -= len(previous)
+        self._data[key] = content
+        self.bytes += len(content)
+        while self.bytes > self.max_bytes:
+            _, evicted = self._data.popitem(last=False)
+            self.bytes -= len(evicted)
+
+    def mark_present(self, key: str) -> None:
+        self._present[key] = time.monotonic()
+        self._present.move_to_end(key)
+        # One entry is ~150 bytes; a million is a bound no worker reaches in ten minutes.
+        while len(self._present) > 1_000_000:
+            self._present.popitem(last=False)
+
+    def known_present(self, key: str) -> bool:
+        seen = self._present.get(key)
+        if seen is None:
+            return False
+        if time.monotonic() - seen > KNOWN_PRESENT_S:
+            del self._present[key]
+            return False
+        return True
+
+    def forget(self, key: str) -> None:
+        """Drop `key` (it was found missing or altered in the store)."""
+        self._present.pop(key, None)
+        dropped = self._data.pop(key, None)
+        if dropped is not None:
+            self.bytes -= len(dropped)
+
+
+class ChunkedStorageDriver(StorageDriver):
+    """Stores payloads in `store` as sha256-named chunks (`chunks/<sha>`) and a manifest
+    (`manifests/<sha>`, JSON: version, the payload without its data, size, chunk names,
+    and the workflow id when Temporal says which workflow it stores for)."""
 
     def __init__(
         self,
-        directory: str | os.PathLike[str],
+        store: ObjectStore,
         *,
         chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
         name: str = "steadyloop-local-files",
     ) -> None:
         if chunk_bytes < 1:
             raise ValueError(f"chunk_bytes must be at least 1, got {chunk_bytes}")
-        self.directory = Path(directory).expanduser()
+        self.objects = store if isinstance(store, RetryingStore) else RetryingStore(store)
         self.chunk_bytes = chunk_bytes
+        self.cache = ChunkCache(cache_bytes)
         self._name = name
+        self._in_flight: asyncio.Semaphore | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def name(self) -> str:
         return self._name
@@ -124,165 +235,200 @@ class LocalFileStorageDriver(StorageDriver):
     async def store(
         self, context: StorageDriverStoreContext, payloads: Sequence[Payload]
     ) -> list[StorageDriverClaim]:
-        return await asyncio.to_thread(self._store_all, payloads, _owner_of(context))
+        workflow_id = (
+            context.target.id if isinstance(context.target, StorageDriverWorkflowInfo) else None
+        )
+        return await self._guard(
+            asyncio.gather(*(self._store_one(payload, workflow_id) for payload in payloads))
+        )
 
     async def retrieve(
         self, context: StorageDriverRetrieveContext, claims: Sequence[StorageDriverClaim]
     ) -> list[Payload]:
-        return await asyncio.to_thread(self._retrieve_all, claims)
+        return await self._guard(
+            asyncio.gather(*(self._retrieve_one(claim.claim_data) for claim in claims))
+        )
 
-    def usage(self) -> BlobStoreUsage:
-        """Files and bytes under the directory (for benchmarks and operators)."""
+    async def store_usage(self) -> BlobStoreUsage:
+        """Objects and bytes in the store (for benchmarks and operators)."""
         files = size = 0
-        if self.directory.is_dir():
-            for path in self.directory.glob("??/*"):
-                if path.is_file() and not path.name.startswith("."):
-                    files += 1
-                    size += path.stat().st_size
+        async for info in self.objects.list():
+            files += 1
+            size += info.size
         return BlobStoreUsage(files=files, bytes=size)
+
+    async def _guard(self, work: Awaitable[_T]) -> _T:
+        """`work`, with the store's own errors said as the errors Temporal acts on."""
+        try:
+            return await work
+        except ObjectStoreUnavailable as exc:
+            raise ApplicationError(
+                f"payload blob store {self.objects.description} is unavailable: {exc}. "
+                "Temporal retries this task; nothing was lost.",
+                type="PayloadStoreUnavailable",
+            ) from None
+        except ObjectStoreError as exc:
+            # Retryable too: a refused credential or a missing bucket is fixed by
+            # configuration, and a run should outlive a misconfigured worker.
+            raise ApplicationError(
+                f"payload blob store {self.objects.description} refused a request: {exc}",
+                type="PayloadStoreError",
+            ) from None
+
+    def _limiter(self) -> asyncio.Semaphore:
+        loop = asyncio.get_running_loop()
+        if self._in_flight is None or self._loop is not loop:
+            self._in_flight, self._loop = asyncio.Semaphore(MAX_IN_FLIGHT), loop
+        return self._in_flight
 
     # -- storing -----------------------------------------------------------------------
 
-    def _store_all(
-        self, payloads: Sequence[Payload], owner: tuple[str, str] | None = None
-    ) -> list[StorageDriverClaim]:
-        return [self._store_one(payload, owner) for payload in payloads]
-
-    def _store_one(
-        self, payload: Payload, owner: tuple[str, str] | None = None
-    ) -> StorageDriverClaim:
+    async def _store_one(self, payload: Payload, workflow_id: str | None) -> StorageDriverClaim:
         data = payload.data
+        pieces = [data[i : i + self.chunk_bytes] for i in range(0, len(data), self.chunk_bytes)]
+        names = [hashlib.sha256(piece).hexdigest() for piece in pieces]
+        unique = {name: piece for name, piece in zip(names, pieces, strict=True)}
+        await asyncio.gather(
+            *(self._write(CHUNK_PREFIX + name, piece) for name, piece in unique.items())
+        )
         head = Payload()
         head.CopyFrom(payload)
         head.data = b""
-        pieces = [
-            data[start : start + self.chunk_bytes]
-            for start in range(0, len(data), self.chunk_bytes)
-        ]
-        chunks = [hashlib.sha256(piece).hexdigest() for piece in pieces]
-        manifest = json.dumps(
-            {
-                "v": MANIFEST_VERSION,
-                "head": base64.b64encode(head.SerializeToString()).decode("ascii"),
-                "size": len(data),
-                "chunks": chunks,
-            },
-            separators=(",", ":"),
-        ).encode()
+        fields: dict[str, object] = {
+            "v": MANIFEST_VERSION,
+            "head": base64.b64encode(head.SerializeToString()).decode("ascii"),
+            "size": len(data),
+            "chunks": names,
+        }
+        if workflow_id is not None:
+            fields["workflow_id"] = workflow_id
+        manifest = json.dumps(fields, separators=(",", ":")).encode()
         key = hashlib.sha256(manifest).hexdigest()
-        if owner is not None:  # first, so a collection never sees the manifest unowned
-            self._write_owner(key, *owner)
-        for piece, chunk in zip(pieces, chunks, strict=True):
-            self._write(piece, chunk)
-        self._write(manifest, key)
-        return StorageDriverClaim(claim_data={"manifest": key, "size": str(len(data))})
+        # Last, and only after every chunk is stored: a manifest never names a lost chunk.
+        await self._write(MANIFEST_PREFIX + key, manifest)
+        return StorageDriverClaim(
+            claim_data={"manifest": key, "size": str(len(data)), "layout": _LAYOUT}
+        )
 
-    def _write_owner(self, manifest: str, namespace: str, workflow_id: str) -> None:
-        """`owners/<owner>/<manifest>`: whom `steadyloop blobs gc` asks Temporal about."""
-        path = self.directory / OWNERS_PREFIX / owner_id(namespace, workflow_id) / manifest
-        if _freshen(path):
+    async def _write(self, key: str, content: bytes) -> None:
+        if self.cache.known_present(key):
             return
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._put(path, owner_record_body(namespace, workflow_id))
-
-    def _write(self, content: bytes, key: str) -> None:
-        path = self._path(key)
-        # Reused content is freshened, not skipped: a collection deletes only what is
-        # older than its grace period, and a reused chunk is about to be named again.
-        if _freshen(path):
-            return
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._put(path, content)
-
-    @staticmethod
-    def _put(path: Path, content: bytes) -> None:
-        fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".incoming-")
-        try:
-            with os.fdopen(fd, "wb") as file:
-                file.write(content)
-            os.replace(temporary, path)
-        except BaseException:
-            Path(temporary).unlink(missing_ok=True)
-            raise
+        async with self._limiter():
+            await self.objects.put_if_absent(key, content)
+        self.cache.add(key, content)
 
     # -- retrieving --------------------------------------------------------------------
 
-    def _retrieve_all(self, claims: Sequence[StorageDriverClaim]) -> list[Payload]:
-        return [self._retrieve_one(claim.claim_data) for claim in claims]
-
-    def _retrieve_one(self, claim: Mapping[str, str]) -> Payload:
+    async def _retrieve_one(self, claim: Mapping[str, str]) -> Payload:
         key = claim.get("manifest", "")
-        manifest = json.loads(self._read(key, "manifest"))
-        if manifest.get("v") != MANIFEST_VERSION:
-            raise _corrupt(f"manifest {key} has version {manifest.get('v')!r}")
-        data = b"".join(self._read(chunk, "chunk") for chunk in manifest["chunks"])
-        if len(data) != manifest["size"]:
-            raise _corrupt(f"manifest {key} names {manifest['size']} bytes, got {len(data)}")
+        prefix = MANIFEST_PREFIX if claim.get("layout") == _LAYOUT else CHUNK_PREFIX
+        raw = await self._read(key, prefix, "manifest")
+        try:
+            manifest = json.loads(raw)
+            version = manifest.get("v")
+        except (ValueError, AttributeError):
+            raise self._corrupt(f"manifest {prefix}{key} is not a JSON object") from None
+        if version != MANIFEST_VERSION:
+            raise self._corrupt(f"manifest {prefix}{key} has version {version!r}")
+        chunks = manifest.get("chunks")
+        size = manifest.get("size")
+        if not isinstance(chunks, list) or not isinstance(size, int):
+            raise self._corrupt(f"manifest {prefix}{key} has no chunk list or size")
+        parts = await asyncio.gather(
+            *(self._read(str(chunk), CHUNK_PREFIX, "chunk") for chunk in chunks)
+        )
+        data = b"".join(parts)
+        if len(data) != size:
+            raise self._corrupt(f"manifest {prefix}{key} names {size} bytes, got {len(data)}")
         payload = Payload()
         payload.ParseFromString(base64.b64decode(manifest["head"]))
         payload.data = data
         return payload
 
-    def _read(self, key: str, what: str) -> bytes:
-        if len(key) != 64 or any(c not in "0123456789abcdef" for c in key):
-            raise _corrupt(f"a payload reference names {what} {key!r}, not a sha256")
-        path = self._path(key)
-        try:
-            content = path.read_bytes()
-        except FileNotFoundError:
+    async def _read(self, name: str, prefix: str, what: str) -> bytes:
+        if len(name) != 64 or not _HEX.issuperset(name):
+            raise self._corrupt(f"a payload reference names {what} {name!r}, not a sha256")
+        key = prefix + name
+        cached = self.cache.get(key)
+        if cached is not None:
+            return cached
+        async with self._limiter():
+            content = await self.objects.get(key)
+        if content is None:
+            self.cache.forget(key)
             raise ApplicationError(
-                f"payload {what} {key} is missing: no file {path} (blob directory "
-                f"{self.directory}). Every worker, client and replayer of this run must "
-                f"use the same directory ({BLOB_DIR_ENV}); a deleted blob cannot be "
-                "recovered by retrying.",
+                f"payload {what} {key} is missing: no {self.objects.locate(key)} (blob store "
+                f"{self.objects.description}). Every "
+                f"worker, client and replayer of this run must use the same store "
+                f"({BLOB_DIR_ENV}); a deleted blob cannot be recovered by retrying.",
                 type="PayloadBlobMissing",
                 non_retryable=True,
-            ) from None
-        if hashlib.sha256(content).hexdigest() != key:
-            raise _corrupt(f"{path} does not hash to its name: the file was altered")
+            )
+        if hashlib.sha256(content).hexdigest() != name:
+            self.cache.forget(key)
+            raise self._corrupt(f"{what} {key} does not hash to its name: it was altered")
+        self.cache.add(key, content)
         return content
 
-    def _path(self, key: str) -> Path:
-        return self.directory / key[:2] / key
+    def _corrupt(self, detail: str) -> ApplicationError:
+        return ApplicationError(
+            f"payload blob store {self.objects.description}: {detail}",
+            type="PayloadBlobCorrupt",
+            non_retryable=True,
+        )
 
 
-def _freshen(path: Path) -> bool:
-    """Touch `path` if it exists (True), so its age counts from this reuse. A store the
-    process may read but not write (a replayer's read-only mount) is used as it is."""
-    try:
-        os.utime(path)
-    except FileNotFoundError:
-        return False
-    except OSError:
-        return path.exists()
-    return True
+class LocalFileStorageDriver(ChunkedStorageDriver):
+    """The chunked store on a local directory, in the layout every version wrote:
+    `<directory>/<first two hex digits>/<sha256>` for chunks (and for the manifests that
+    earlier versions' claims name), `<directory>/manifests/<sha256>` for new manifests."""
 
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
+        name: str = "steadyloop-local-files",
+    ) -> None:
+        self.directory = Path(directory).expanduser()
+        super().__init__(
+            LocalDirectoryStore(self.directory),
+            chunk_bytes=chunk_bytes,
+            cache_bytes=cache_bytes,
+            name=name,
+        )
 
-def _owner_of(context: StorageDriverStoreContext) -> tuple[str, str] | None:
-    """(namespace, workflow id) Temporal stores the payload for, if it is a workflow."""
-    target = context.target
-    if isinstance(target, StorageDriverWorkflowInfo) and target.id:
-        return target.namespace, target.id
-    return None
-
-
-def _corrupt(detail: str) -> ApplicationError:
-    return ApplicationError(
-        f"payload blob store: {detail}", type="PayloadBlobCorrupt", non_retryable=True
-    )
+    def usage(self) -> BlobStoreUsage:
+        """Files and bytes under the directory, read from the disk at once."""
+        files = size = 0
+        if self.directory.is_dir():
+            for path in self.directory.rglob("*"):
+                if path.is_file() and not path.name.startswith("."):
+                    files += 1
+                    size += path.stat().st_size
+        return BlobStoreUsage(files=files, bytes=size)
 
 
 @dataclasses.dataclass(frozen=True)
 class BlobSettings:
-    """Where large payloads go (`directory` None: they stay in history) and from what size."""
+    """Where large payloads go and from what size: `directory` (a local folder), or
+    `url` (`s3://bucket/prefix`), or neither (they stay in history)."""
 
     directory: Path | None
     threshold_bytes: int = DEFAULT_THRESHOLD_BYTES
+    url: str | None = None
+
+    @property
+    def location(self) -> Path | str | None:
+        """What `steadyloop_data_converter` takes: the URL, the directory, or None."""
+        return self.url if self.url is not None else self.directory
 
 
-def blob_settings(environ: Mapping[str, str]) -> BlobSettings:
-    """`STEADYLOOP_BLOB_DIR` (`off` keeps payloads in history), else `$STEADYLOOP_HOME/blobs`,
-    else `~/.steadyloop/blobs`; `STEADYLOOP_BLOB_THRESHOLD` in bytes."""
+def blob_settings(environ: Mapping[str, str], *, configured: str | None = None) -> BlobSettings:
+    """`STEADYLOOP_BLOB_DIR`, else `configured` (the config file's `blob_dir`), else
+    `$STEADYLOOP_HOME/blobs`, else `~/.steadyloop/blobs`: a directory, `s3://bucket/prefix`,
+    or `off` (payloads stay in history); `STEADYLOOP_BLOB_THRESHOLD` in bytes."""
     raw_threshold = environ.get(BLOB_THRESHOLD_ENV, "").strip()
     threshold = DEFAULT_THRESHOLD_BYTES
     if raw_threshold:
@@ -294,9 +440,14 @@ def blob_settings(environ: Mapping[str, str]) -> BlobSettings:
             raise ValueError(
                 f"{BLOB_THRESHOLD_ENV}={raw_threshold!r}: expected a number of bytes (0 or more)"
             )
-    chosen = environ.get(BLOB_DIR_ENV, "").strip()
+    chosen = environ.get(BLOB_DIR_ENV, "").strip() or (configured or "").strip()
     if chosen.lower() in _OFF:
         return BlobSettings(directory=None, threshold_bytes=threshold)
+    if "://" in chosen:
+        from steadyloop.history.bucket_store import parse_s3_url
+
+        parse_s3_url(chosen)  # refuses a malformed URL now, naming it, not at first use
+        return BlobSettings(directory=None, threshold_bytes=threshold, url=chosen)
     if chosen:
         directory = Path(chosen)
     else:
@@ -305,21 +456,41 @@ def blob_settings(environ: Mapping[str, str]) -> BlobSettings:
     return BlobSettings(directory=directory.expanduser(), threshold_bytes=threshold)
 
 
+def open_blob_store(location: str | os.PathLike[str]) -> ObjectStore:
+    """The object store `location` names: `s3://bucket/prefix` or a local directory."""
+    text = os.fspath(location)
+    if "://" in text:
+        from steadyloop.history.bucket_store import S3Store
+
+        return S3Store.from_url(text)
+    return LocalDirectoryStore(text)
+
+
 def steadyloop_data_converter(
-    directory: str | os.PathLike[str] | None,
+    location: str | os.PathLike[str] | ObjectStore | None,
     *,
     threshold_bytes: int = DEFAULT_THRESHOLD_BYTES,
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    cache_bytes: int = DEFAULT_CACHE_BYTES,
 ) -> DataConverter:
     """The pydantic data converter, offloading payloads of `threshold_bytes` or more to
-    `directory` (None: the plain pydantic converter, everything inline). Failure details
-    it cannot decode become a marker (`steadyloop.failure_details`)."""
+    `location` (a directory, `s3://bucket/prefix`, or an `ObjectStore`; None: the plain
+    pydantic converter, everything inline). Failure details it cannot decode become a
+    marker (`steadyloop.failure_details`)."""
     tolerant = dataclasses.replace(
         pydantic_data_converter, failure_converter_class=TolerantFailureConverter
     )
-    if directory is None:
+    if location is None:
         return tolerant
-    driver = LocalFileStorageDriver(directory, chunk_bytes=chunk_bytes)
+    driver: ChunkedStorageDriver
+    if isinstance(location, ObjectStore):
+        driver = ChunkedStorageDriver(location, chunk_bytes=chunk_bytes, cache_bytes=cache_bytes)
+    elif "://" in os.fspath(location):
+        driver = ChunkedStorageDriver(
+            open_blob_store(location), chunk_bytes=chunk_bytes, cache_bytes=cache_bytes
+        )
+    else:
+        driver = LocalFileStorageDriver(location, chunk_bytes=chunk_bytes, cache_bytes=cache_bytes)
     return dataclasses.replace(
         tolerant,
         external_storage=ExternalStorage(drivers=[driver], payload_size_threshold=threshold_bytes),

@@ -9,10 +9,12 @@ setting, so "where did this value come from" has one answer.
   `TEMPORAL_PROFILE`, `TEMPORAL_CONFIG_FILE`), through `temporalio.envconfig`, so a
   worker pointed at Temporal Cloud needs no steadyloop-specific variable. The task
   queue is `STEADYLOOP_TASK_QUEUE` (default `steadyloop`).
-- Large payloads (a long transcript, a run's result) leave history for a blob directory,
-  `STEADYLOOP_BLOB_DIR` (default `$STEADYLOOP_HOME/blobs`, else `~/.steadyloop/blobs`;
-  `off` keeps them inline), from `STEADYLOOP_BLOB_THRESHOLD` bytes (32 KiB). Workers and
-  command lines of one deployment must share it (`steadyloop.history.payload_storage`).
+- Large payloads (a long transcript, a run's result) leave history for a blob store,
+  `STEADYLOOP_BLOB_DIR` or the file's `[temporal] blob_dir`: a directory (default
+  `$STEADYLOOP_HOME/blobs`, else `~/.steadyloop/blobs`), `s3://bucket/prefix` (endpoint
+  and credentials from the standard AWS environment only), or `off` (kept inline); from
+  `STEADYLOOP_BLOB_THRESHOLD` bytes (32 KiB). Workers, clients and replayers of one
+  deployment must share it (`steadyloop.history.payload_storage`).
 - Model endpoints, by name: the config file's `endpoints`, then `STEADYLOOP_ENDPOINTS`
   (JSON), then `--endpoint` flags; a later source replaces an endpoint of the same name.
   The OpenAI convention (`OPENAI_BASE_URL`, `OPENAI_API_KEY`) fills the endpoint
@@ -101,6 +103,8 @@ class TemporalSection(BaseModel):
     address: str | None = None
     namespace: str | None = None
     task_queue: str | None = None
+    # Where large payloads go: a directory or s3://bucket/prefix (env STEADYLOOP_BLOB_DIR).
+    blob_dir: str | None = None
 
 
 class ConfigFile(BaseModel):
@@ -228,7 +232,7 @@ class TemporalSettings:
     def data_converter(self) -> DataConverter:
         """steadyloop's data converter: pydantic, large payloads in the blob directory."""
         return steadyloop_data_converter(
-            self.blobs.directory, threshold_bytes=self.blobs.threshold_bytes
+            self.blobs.location, threshold_bytes=self.blobs.threshold_bytes
         )
 
     async def connect(self) -> Client:
@@ -277,7 +281,7 @@ def temporal_settings(
     connect = {k: v for k, v in loaded.items() if k not in ("target_host", "namespace")}
     section = config.file.temporal
     try:
-        blobs = blob_settings(environ)
+        blobs = blob_settings(environ, configured=section.blob_dir)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     return TemporalSettings(
