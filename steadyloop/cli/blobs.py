@@ -10,7 +10,6 @@ not know. The work is `steadyloop.client.blob_gc.collect`; this module parses an
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import sys
 from datetime import timedelta
@@ -22,7 +21,7 @@ from steadyloop.cli import live_run
 from steadyloop.cli.arguments import ArgumentParser
 from steadyloop.client.blob_gc import DEFAULT_GRACE, DEFAULT_RETENTION, collect
 from steadyloop.history.payload_storage import BLOB_DIR_ENV, open_blob_store
-from steadyloop.worker.config import ConfigError, load_config, temporal_settings
+from steadyloop.worker.config import ConfigError
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd]?)")
@@ -98,15 +97,7 @@ def add_blobs_parser(
 
 def blobs_gc_command(args: argparse.Namespace) -> int:
     """The `blobs gc` handler: `ConfigError` goes to `run_cli` (exit 2)."""
-    config = load_config(args.config, os.environ)
-    settings = temporal_settings(
-        address=args.address,
-        namespace=args.namespace,
-        task_queue=args.task_queue,
-        config=config,
-        environ=os.environ,
-    )
-    location = settings.blobs.location
+    location = live_run.connection_settings(args).blobs.location
     if location is None:
         raise ConfigError(f"{BLOB_DIR_ENV} is off: there is no blob store to collect")
     if isinstance(location, Path) and not location.is_dir():
