@@ -31,6 +31,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
 from bench_admission import LIMITS, TENANT  # the same tenant and limits, all generous
+from temporalio.client import WorkflowUpdateRPCTimeoutOrCancelledError
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
 
@@ -53,7 +54,8 @@ class Aborts:
     and health activities' retries would: RESOURCE_EXHAUSTED (Temporal admits at most
     10 updates in flight per workflow on the dev server, `history.maxInFlightUpdates`,
     after the client's own retries) and UNAVAILABLE (`workflow update was aborted`: the
-    entity continued as new, or lost its workflow task, with the update in flight)."""
+    entity continued as new, or lost its workflow task, with the update in flight), and
+    an update whose RPC timed out waiting for the entity."""
 
     def __init__(self) -> None:
         self.count = 0
@@ -63,11 +65,13 @@ class Aborts:
             while True:
                 try:
                     return await one(index)
+                except WorkflowUpdateRPCTimeoutOrCancelledError:
+                    self.count += 1  # the update's RPC timed out waiting: sent again
                 except RPCError as error:
                     if error.status not in RETRIED:
                         raise
                     self.count += 1
-                    await asyncio.sleep(0.1)
+                await asyncio.sleep(0.1)
 
         return again
 
