@@ -17,8 +17,13 @@ entities serialize, so the concurrent figure is the ceiling: a tenant starting m
 delegations per second than it, or an outage reported by more runs per second, queues
 behind the entity (each caller waits, nothing is lost or refused).
 
-    .venv/bin/python benchmarks/bench_entities.py            # 500 admissions, 500 runs
-    .venv/bin/python benchmarks/bench_entities.py --quick    # 100, 100
+    .venv/bin/python benchmarks/bench_entities.py                 # 20 at once
+    .venv/bin/python benchmarks/bench_entities.py --at-once 500   # the issue's 500 runs
+
+Seen on the shared 2-core machine this was written on: 20 at once finishes; at 100 and
+500 at once the entities did not answer every update within the phase limit (updates
+refused past Temporal's 10 in flight per workflow, aborted, workflow tasks lost), so
+those runs print no rate: the burst is where these entities need sharding or batching.
 """
 
 from __future__ import annotations
@@ -179,8 +184,8 @@ async def main(admission_count: int, runs: int) -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="100 admissions, 100 runs")
-    parser.add_argument("--at-once", type=int, help="admissions and runs at once (overrides)")
+    parser.add_argument("--quick", action="store_true", help="10 admissions, 10 runs")
+    parser.add_argument("--at-once", type=int, help="admissions and runs at once (default 20)")
     options = parser.parse_args()
-    count = options.at_once or (100 if options.quick else 500)
+    count = options.at_once or (10 if options.quick else 20)
     asyncio.run(main(count, count))
