@@ -44,7 +44,12 @@ from steadyloop.client.errors import (
 )
 from steadyloop.run.models import RunResult
 from steadyloop.stops.stop_text import status_header
-from steadyloop.worker.config import ConfigError, load_config, temporal_settings
+from steadyloop.worker.config import (
+    ConfigError,
+    TemporalSettings,
+    load_config,
+    temporal_settings,
+)
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 EXIT_FAILED = 1
@@ -59,17 +64,22 @@ class RunCommandFailure(Exception):
     """The command could not do what was asked, through no fault of its flags (exit 1)."""
 
 
-def run_with_client(args: argparse.Namespace, command: Callable[[Client], Awaitable[int]]) -> int:
-    """Connect as the connection flags say and run `command`: its exit code, or 1 (said on
-    stderr) when it raises `RunCommandFailure`. `ConfigError` goes to `run_cli` (exit 2)."""
-    config = load_config(args.config, os.environ)
-    temporal = temporal_settings(
+def connection_settings(args: argparse.Namespace) -> TemporalSettings:
+    """What the connection flags, the environment and the config file say (Temporal, and
+    the blob store every client shares with the workers)."""
+    return temporal_settings(
         address=args.address,
         namespace=args.namespace,
         task_queue=args.task_queue,
-        config=config,
+        config=load_config(args.config, os.environ),
         environ=os.environ,
     )
+
+
+def run_with_client(args: argparse.Namespace, command: Callable[[Client], Awaitable[int]]) -> int:
+    """Connect as the connection flags say and run `command`: its exit code, or 1 (said on
+    stderr) when it raises `RunCommandFailure`. `ConfigError` goes to `run_cli` (exit 2)."""
+    temporal = connection_settings(args)
 
     async def connect_and_run() -> int:
         return await command(await temporal.connect())

@@ -1,5 +1,5 @@
-"""The `steadyloop` command: `worker`, `run`, `show`, `resume`, `receipts`, `demo`, and the
-commands that steer a running run: `approve`, `send`, `pause`, `unpause`, `interrupt`.
+"""The `steadyloop` command: `worker`, `run`, `show`, `resume`, `receipts`, `blobs gc`, `demo`,
+and the commands that steer a running run: `approve`, `send`, `pause`, `unpause`, `interrupt`.
 
 Settings come from flags, then the environment, then a config file (see
 `steadyloop.worker.config`); argparse itself holds no defaults, so that order is the
@@ -53,6 +53,7 @@ from steadyloop.cli.arguments import (
     parse_arguments,
     workflow_id_argument,
 )
+from steadyloop.cli.blobs import add_blobs_parser
 from steadyloop.cli.failure_text import failure_text
 from steadyloop.cli.follow import RunHandle, follow
 from steadyloop.cli.invocation import command, current, from_arguments, invoked
@@ -499,6 +500,7 @@ def build_parser() -> argparse.ArgumentParser:
     resume.set_defaults(handler=_resume_command)
 
     add_receipts_parser(commands, connection)
+    add_blobs_parser(commands, connection)
     add_steering_parsers(commands, connection)
 
     demo = commands.add_parser(

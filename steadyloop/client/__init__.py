@@ -20,6 +20,8 @@
   `RunNotFound`; and the event log's `CursorExpired` and `InvalidCursor`
   (`steadyloop.events`).
 - `EventFanout` (`fanout`): the followers of a run in one process share one reader.
+- `collect` (`blob_gc`): delete the blobs of runs closed longer than a retention period
+  (`steadyloop blobs gc`; a Schedule or cron job can call it).
 """
 
 from steadyloop.client.connection import SteadyloopClient, connect

@@ -2,10 +2,12 @@
 
 Guarantees: large payloads leave history for a content-addressed blob store
 (`payload_storage`), kept in an object store (`object_store`: a local directory, memory,
-or S3-compatible storage through `bucket_store`); a run hands over to a fresh execution
-when its history nears the budget, decided from plain numbers (`budget`); old tool
-results are elided or compacted (`compaction`); a transcript is validated and healed
-before every model request (`healing`).
+or S3-compatible storage through `bucket_store`), from which `steadyloop blobs gc`
+(`steadyloop.client.blob_gc`) deletes what runs closed longer than a retention period
+stored, by the rules of `blob_retention`; a run hands over to a fresh execution when its
+history nears the budget, decided from plain numbers (`budget`); old tool results are
+elided or compacted (`compaction`); a transcript is validated and healed before every
+model request (`healing`).
 
 Not guaranteed: that a blob outlives its store; the store is the deployment's to keep.
 Only `payload_storage` imports temporalio (it is a Temporal storage driver), and only

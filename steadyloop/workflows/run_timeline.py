@@ -135,6 +135,18 @@ def earlier_call(
     return None
 
 
+def cut_copy_text(stored: str, first_bytes: int | None) -> str:
+    """What a replay from a cut receipt gives the model, for the timeline: the receipt
+    kept a bounded copy (no blob storage, or a carried state that had to shrink), so
+    the replayed answer is not the first one byte for byte (issue 27 §4)."""
+    kept = len(stored.encode("utf-8"))
+    whole = "" if first_bytes is None else f" of the first answer's {first_bytes:,}"
+    return (
+        f"the model reads the receipt's {kept:,}-byte cut copy{whole} bytes "
+        "(whole answers need blob storage, STEADYLOOP_BLOB_DIR)"
+    )
+
+
 def _quoted(message: str) -> str:
     message = " ".join(message.split())
     if not message:

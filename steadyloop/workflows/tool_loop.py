@@ -153,6 +153,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from steadyloop.workflows.run_timeline import (
         attempt_events,
+        cut_copy_text,
         earlier_call,
         healing_text,
         passback_dropped_text,
@@ -180,6 +181,8 @@ from steadyloop.workflows.turn_continuation import (
     cut_by_length,
 )
 
+# Receipts keep whole answers when blob storage carries them (`_hold_whole`).
+WHOLE_ANSWERS_PATCH = "steadyloop.receipts-keep-whole-answers"
 # A receipt's lease outlives its activity's timeout by this much, so the timeout (not
 # the lease) is what ends a lost attempt first.
 LEASE_MARGIN = timedelta(seconds=5)
@@ -1079,8 +1082,33 @@ class ToolLoopWorkflow:
             why = "completed by the run this one resumes"
         else:
             why = "receipt already complete (a redelivered turn)"
+        if receipt is not None and receipt.truncated and receipt.result is not None:
+            why += "; " + cut_copy_text(receipt.result, receipt.result_bytes)
         self._notes.replayed(call_id, why)
         self._event("tools", "replay", f"replayed, not run: {why}", call_id=call_id)
+
+    def _hold_whole(self, answer: str) -> None:
+        """Raise the receipts' bound so `answer` is kept whole, when blob storage carries it.
+
+        The ledger keeps results up to 16 KB, so a replay of a 40 KB answer used to read
+        a cut copy. With external payload storage (the worker reported a payload limit
+        above Temporal's inline one) the carried state leaves history whatever its size,
+        and a result the transcript holds is carried once (`PackedLedger`), so the bound
+        becomes that limit: a replay answers exactly what the first execution answered
+        (issue 27 §4). Without storage nothing changes (the model reads the 16 KB copy
+        and its marker, and the timeline says so: `_replayed`). Asked only for an answer
+        over the bound, so runs that never see one record no marker; histories recorded
+        before the rule keep the bound they ran under (`WHOLE_ANSWERS_PATCH`).
+        """
+        limit = self._disclosure.payload_limit_bytes
+        if (
+            limit is not None
+            and limit > MAX_INLINE_PAYLOAD_BYTES
+            and limit > self._receipts.result_limit_bytes
+            and len(answer.encode("utf-8", "replace")) > self._receipts.result_limit_bytes
+            and workflow.patched(WHOLE_ANSWERS_PATCH)
+        ):
+            self._receipts.result_limit_bytes = limit
 
     def _count_attempts(self, routed: RoutedTurn) -> None:
         """Every attempt sent is a model attempt; every failed one followed by another (on
@@ -1512,6 +1540,7 @@ class ToolLoopWorkflow:
                 self._receipts.fail(key, attempt)
             return f"Tool {description.name!r} timed out: it {why}."
         # An answer the model should read (even a tool's own error) is the call's result.
+        self._hold_whole(outcome.content)
         self._receipts.complete(key, attempt, outcome.content)
         self._late.settled(key.text)
         return outcome
