@@ -107,6 +107,17 @@ def test_an_older_call_that_is_unfinished_is_never_continued() -> None:
     assert outcome(acc) == [("a", '{"k":'), ("b", '{"k":2}'), ("", "1}")]
 
 
+def test_an_id_an_older_call_holds_is_never_absorbed_at_the_open_calls_index() -> None:
+    acc = run_chunks(
+        [
+            one(index=5, id="call_0", name="a", arguments='{"k":1}'),
+            one(index=0, id="call_1", name="b", arguments='{"k":'),
+            one(index=0, id="call_0", arguments="2}"),
+        ]
+    )
+    assert outcome(acc) == [("a", '{"k":1}'), ("b", '{"k":'), ("", "2}")]
+
+
 def test_an_id_another_call_holds_is_never_absorbed() -> None:
     """The fragment's id names call_0, its index contradicts call_0: not call_1's text."""
     acc = run_chunks(

@@ -436,8 +436,9 @@ class ToolCallAccumulator:
         """Rule 4a: the call a nameless fragment no label attributes continues, if any.
 
         That is the newest call, when its arguments are unfinished and every older call's
-        are finished, and no label the fragment carries names a different call: an id or
-        an index another call holds. An index the newest call does not hold is accepted
+        are finished, and no label the fragment carries names a different call: an id
+        another call holds (an index another call holds without an id contradicting it
+        resolved the delta to that call in the scan already). An index the newest call does not hold is accepted
         only without an id and when the call already has argument text (a DeepSeek
         gateway's tail one index up): a new index with a new id is two labels for a new
         call, and a call opened with no text may be a finished zero-argument call; either
@@ -450,7 +451,7 @@ class ToolCallAccumulator:
         if (
             index is not None
             and newest.index != index
-            and (index in self._by_index or not newest.parts or wire_id is not None)
+            and (not newest.parts or wire_id is not None)
         ):
             return None
         if (
