@@ -140,7 +140,6 @@ from steadyloop.routing.provider_errors import (
 )
 from steadyloop.routing.transport_errors import network_reason
 from steadyloop.stops.budget import StreamMeter
-from steadyloop.stream.accumulator import rejoin_surrogates
 from steadyloop.stream.argument_limits import ArgumentLimits
 from steadyloop.stream.completion import (
     STREAM_COMPLETION_ACTIVITY,
@@ -156,6 +155,7 @@ from steadyloop.stream.failures import (
 )
 from steadyloop.stream.runaway_guard import RunawayGuard, apply_breach
 from steadyloop.stream.sse import ServerSentEvent, SSEDecoder
+from steadyloop.stream.surrogates import rejoin_surrogates
 from steadyloop.stream.turn_assembly import TurnAssembler
 from steadyloop.stream.watchdog import StreamWatchdog
 from steadyloop.telemetry.model_spans import model_call

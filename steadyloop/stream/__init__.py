@@ -7,7 +7,8 @@ arguments are read into a value or a refusal that names the place, never an exce
 (`defects`); arguments that grow without bound are cut (`runaway_guard`, under the limits
 in `argument_limits`); a silent stream is a stall under a phase deadline (`watchdog`);
 every failure is a value that crosses Temporal (`failures`). `completion` holds the
-payloads of one model turn.
+payloads of one model turn. Text that may hold lone UTF-16 surrogates is made to encode
+by one rule (`surrogates`), which redaction and tool results use too.
 
 Not here: the HTTP request and the clock (`steadyloop.activities.model_stream`), or what a
 failure leads to (`steadyloop.routing`). Pure: nothing in this package imports temporalio.

@@ -57,7 +57,8 @@ Mistral's API refuses it as an id). How one delta is resolved (`_resolve`):
 9. An `index` that is not a non-negative integer (`-1`, `1.5`, `"0"`, `true`) is
    ignored as an alias and counted; the delta resolves by its other aliases.
 
-Text split inside a UTF-16 surrogate pair across deltas is re-joined at assembly. What
+Text split inside a UTF-16 surrogate pair across deltas is re-joined at assembly
+(`steadyloop.stream.surrogates`, the one rule every caller uses). What
 `assembled()` returns always serializes: a surrogate left unpaired in a name, an id or
 a type becomes U+FFFD, and in the arguments its JSON escape (so they parse to the value
 the model sent; the argument reader decides what to do with it).
@@ -101,6 +102,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from steadyloop.chat import ToolCall
+from steadyloop.stream.surrogates import rejoin_surrogates
 
 DefectKind = Literal[
     "dropped_delta", "malformed_index", "malformed_id", "malformed_name", "malformed_arguments"
@@ -173,28 +175,6 @@ _ABSENT_IDS = frozenset({"null"})
 
 def _blank(value: str) -> bool:
     return not value or value.isspace()
-
-
-def rejoin_surrogates(text: str, *, json_escape: bool) -> str:
-    """Join UTF-16 surrogate halves that arrived in separate fragments into one character.
-
-    A half left unpaired is written as its JSON escape (`json_escape=True`, so JSON
-    arguments still parse to the same value) or replaced by U+FFFD (plain text), so the
-    result can always be encoded as UTF-8.
-    """
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        pass
-    joined = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
-    out: list[str] = []
-    for char in joined:
-        if "\ud800" <= char <= "\udfff":
-            out.append(f"\\u{ord(char):04x}" if json_escape else "\ufffd")
-        else:
-            out.append(char)
-    return "".join(out)
 
 
 class ToolCallAccumulator:
@@ -438,11 +418,12 @@ class ToolCallAccumulator:
         That is the newest call, when its arguments are unfinished and every older call's
         are finished, and no label the fragment carries names a different call: an id
         another call holds (an index another call holds without an id contradicting it
-        resolved the delta to that call in the scan already). An index the newest call does not hold is accepted
-        only without an id and when the call already has argument text (a DeepSeek
-        gateway's tail one index up): a new index with a new id is two labels for a new
-        call, and a call opened with no text may be a finished zero-argument call; either
-        way the fragment more likely opens a call whose name comes after its arguments.
+        resolved the delta to that call in the scan already). An index the newest call
+        does not hold is accepted only without an id and when the call already has
+        argument text (a DeepSeek gateway's tail one index up): a new index with a new id
+        is two labels for a new call, and a call opened with no text may be a finished
+        zero-argument call; either way the fragment more likely opens a call whose name
+        comes after its arguments.
         """
         records = self._records
         newest = records[-1]
