@@ -1163,6 +1163,18 @@ WIRE_SHAPES: tuple[WireShape, ...] = (
         ),
     ),
     W(
+        case="deepseek_gateway_third_call_of_the_same_name_at_the_absorbed_index",
+        source="agno-agi/agno#8880, the off-by-one with two calls of one name",
+        chunks=(
+            one(index=0, id="call_0", type="function", name="read", arguments='{"p":'),
+            one(index=1, arguments='"a"}'),
+            one(index=1, id="call_1", type="function", name="read", arguments='{"p":'),
+            one(index=2, arguments='"b"}'),
+        ),
+        calls=(C("read", '{"p":"a"}', "call_0"), C("read", '{"p":"b"}', "call_1")),
+        notes="a new id with the absorber's name is a new call, not a restatement",
+    ),
+    W(
         case="name_after_arguments_next_to_a_zero_argument_call",
         source="issue 14 item 11 with issue 26 section 6 (rule 4a must not take it)",
         chunks=(

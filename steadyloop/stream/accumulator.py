@@ -369,11 +369,11 @@ class ToolCallAccumulator:
             absorber = self._absorbed_indices.get(index)
         if name is not None:
             if absorber is not None:
-                if name == absorber.name:
+                by_id = wire_id is not None and self._absorbed_ids.get(wire_id) is absorber
+                new_id = wire_id is not None and not by_id and wire_id != absorber.wire_id
+                if name == absorber.name and not new_id:
                     return absorber  # a restatement of the call the label was read as
-                if (
-                    wire_id is not None and self._absorbed_ids.get(wire_id) is absorber
-                ) or not absorber.arguments_complete():
+                if by_id or not absorber.arguments_complete():
                     # The label rule 4a read as the absorber's now names another call: the
                     # fragments it carried may belong to that call. Keep both, refuse the turn.
                     self.dropped_deltas += 1
