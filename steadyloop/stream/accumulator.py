@@ -33,7 +33,7 @@ Mistral's API refuses it as an id). How one delta is resolved (`_resolve`):
    call when it comes. A call still nameless when the stream ends is the defect
    (`unnamed_tool_call`, `steadyloop.stream.defects`), never its fragments.
 4a. Before that, a nameless fragment continues the *open call*: the newest, when its
-   arguments are not yet a finished JSON value and every older call's are, unless a
+   arguments are not yet a finished JSON value and no older call's text is, unless a
    label positively names a different call (an id or index another call holds; a new
    index together with a new id; a new index while the open call has no text yet).
    Without this, LM Studio serving Gemma 4 (a new id on every fragment, same index) and
@@ -392,7 +392,7 @@ class ToolCallAccumulator:
                 or (wire_id is not None and lone.wire_id is not None and lone.wire_id != wire_id)
             ):
                 return lone
-        if records and (arguments or (index is not None and index == records[-1].index)):
+        if records:
             open_call = self._open_call(index, wire_id)
             if open_call is not None:
                 self._absorb(open_call, index, wire_id)
@@ -415,8 +415,9 @@ class ToolCallAccumulator:
     def _open_call(self, index: int | None, wire_id: str | None) -> _Record | None:
         """Rule 4a: the call a nameless fragment no label attributes continues, if any.
 
-        That is the newest call, when its arguments are unfinished and every older call's
-        are finished, and no label the fragment carries names a different call: an id
+        That is the newest call, when its arguments are unfinished and every older call
+        with argument text has finished it (one with none is a zero-argument call as far
+        as anything shows: `""` is one), and no label the fragment carries names a different call: an id
         another call holds (an index another call holds without an id contradicting it
         resolved the delta to that call in the scan already). An index the newest call
         does not hold is accepted only without an id and when the call already has
@@ -442,7 +443,7 @@ class ToolCallAccumulator:
         ):
             return None
         for record in records[:-1]:
-            if not record.arguments_complete():
+            if record.parts and not record.arguments_complete():
                 return None  # two unfinished calls: which one is a guess
         return newest
 
