@@ -417,8 +417,8 @@ class ToolCallAccumulator:
 
         That is the newest call, when its arguments are unfinished and every older call
         with argument text has finished it (one with none is a zero-argument call as far
-        as anything shows: `""` is one), and no label the fragment carries names a different call: an id
-        another call holds (an index another call holds without an id contradicting it
+        as anything shows: `""` is one), and no label the fragment carries names a
+        different call: an id another call holds (an index another call holds without an id contradicting it
         resolved the delta to that call in the scan already). An index the newest call
         does not hold is accepted only without an id and when the call already has
         argument text (a DeepSeek gateway's tail one index up): a new index with a new id
