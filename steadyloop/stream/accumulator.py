@@ -418,10 +418,10 @@ class ToolCallAccumulator:
         That is the newest call, when its arguments are unfinished and every older call
         with argument text has finished it (one with none is a zero-argument call as far
         as anything shows: `""` is one), and no label the fragment carries names a
-        different call: an id another call holds (an index another call holds without an id contradicting it
-        resolved the delta to that call in the scan already). An index the newest call
-        does not hold is accepted only without an id and when the call already has
-        argument text (a DeepSeek gateway's tail one index up): a new index with a new id
+        different call: an id another call holds (an index another call holds, without
+        an id contradicting it, resolved the delta to that call in the scan already). An
+        index the newest call does not hold is accepted only without an id and when the
+        call already has argument text (a DeepSeek gateway's tail one index up): a new index with a new id
         is two labels for a new call, and a call opened with no text may be a finished
         zero-argument call; either way the fragment more likely opens a call whose name
         comes after its arguments.
