@@ -102,7 +102,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from steadyloop.chat import ToolCall
-from steadyloop.stream.surrogates import rejoin_surrogates
+
+# Re-exported: the stream's other modules imported it from here before it had a home.
+from steadyloop.stream.surrogates import rejoin_surrogates as rejoin_surrogates
 
 DefectKind = Literal[
     "dropped_delta", "malformed_index", "malformed_id", "malformed_name", "malformed_arguments"
@@ -415,16 +417,16 @@ class ToolCallAccumulator:
     def _open_call(self, index: int | None, wire_id: str | None) -> _Record | None:
         """Rule 4a: the call a nameless fragment no label attributes continues, if any.
 
-        That is the newest call, when its arguments are unfinished and every older call
-        with argument text has finished it (one with none is a zero-argument call as far
-        as anything shows: `""` is one), and no label the fragment carries names a
-        different call: an id another call holds (an index another call holds, without
-        an id contradicting it, resolved the delta to that call in the scan already). An
-        index the newest call does not hold is accepted only without an id and when the
-        call already has argument text (a DeepSeek gateway's tail one index up): a new index with a new id
-        is two labels for a new call, and a call opened with no text may be a finished
-        zero-argument call; either way the fragment more likely opens a call whose name
-        comes after its arguments.
+        That is the newest call, when its arguments are unfinished, every older call with
+        argument text has finished it (one with none is a zero-argument call as far as
+        anything shows: `""` is one), and no label the fragment carries names a different
+        call: an id another call holds. (An index another call holds, without an id
+        contradicting it, resolved the delta to that call in the scan already.) An index
+        the newest call does not hold is accepted only without an id and when the call
+        already has argument text (a DeepSeek gateway's tail one index up): a new index
+        with a new id is two labels for a new call, and a call opened with no text may be
+        a finished zero-argument call; either way the fragment more likely opens a call
+        whose name comes after its arguments.
         """
         records = self._records
         newest = records[-1]
