@@ -271,9 +271,7 @@ def plans(draw: st.DrawFn, mode: str) -> Plan:
                 )
             )
             if draw(st.booleans()):  # vLLM's finish chunk: the labels restated, no text
-                deltas.append(
-                    _delta(index=labels[i], id=first_id, name=call.name, arguments="")
-                )
+                deltas.append(_delta(index=labels[i], id=first_id, name=call.name, arguments=""))
             per_call.append(deltas)
         # Start calls in any order, and interleave their fragments freely.
         order = draw(st.permutations(range(n)))
