@@ -28,6 +28,8 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Final
 
+from steadyloop.stream.surrogates import rejoin_surrogates
+
 __all__ = [
     "HTTP_LOGGERS",
     "MIN_FRAGMENT",
@@ -126,12 +128,8 @@ def _spellings(key: str) -> set[str]:
 
 def clean_text(text: str) -> str:
     """`text` that encodes as UTF-8: split surrogate pairs rejoined, lone surrogates and
-    NUL replaced by U+FFFD."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        joined = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
-        text = "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in joined)
+    NUL replaced by U+FFFD (`steadyloop.stream.surrogates`, then NUL)."""
+    text = rejoin_surrogates(text)
     return text.replace("\x00", "\ufffd") if "\x00" in text else text
 
 

@@ -11,7 +11,15 @@ labelled in one of the gateway styles the evidence shows:
   carrying its call's distinct id (interleaving stays decidable);
 - `index0_no_ids`: Ollama without ids, sequential only, where it is decidable: adjacent
   calls have different names and every call but the last has argument text;
-- `lone`: one call whose continuations carry no index (bare fragments, id-only, null).
+- `lone`: one call whose continuations carry no index (bare fragments, id-only, null);
+- `gemma`: LM Studio serving Gemma 4, a new unique id on every fragment of a call, one
+  index for every call, empty names (issue 26 §6, rule 4a);
+- `deepseek`: a DeepSeek gateway, each call after the first opening at the index of the
+  call before it and streaming its tail one index up, with no id and no name.
+
+Across modes (issue 26 §5): an id may be the string `"null"` (GLM behind Mistral), the
+`openai` indices may have gaps, and a call may be restated after its arguments with its
+labels and an empty fragment (vLLM's finish chunk).
 
 Names may be split across the first two deltas (a first delta that carries no argument
 text) or repeated in full on every delta; blank names may appear on continuations.
@@ -58,8 +66,10 @@ JSON_VALUES = st.recursive(
 ARGUMENT_OBJECTS = st.dictionaries(st.text(max_size=8), JSON_VALUES, max_size=4)
 NAMES = st.from_regex(r"[a-z][a-z0-9_]{1,11}", fullmatch=True)
 BLANKS: tuple[Any, ...] = (None, "", " ", "\t\n")
+# Ids that say "no id": blank, or the text of an absent value (issue 26 §6, GLM on Mistral).
+NO_IDS: tuple[Any, ...] = (*BLANKS, "null")
 
-MODES = ("openai", "index0_ids", "index0_no_ids", "lone")
+MODES = ("openai", "index0_ids", "index0_no_ids", "lone", "gemma", "deepseek")
 
 
 @dataclass(frozen=True)
@@ -237,32 +247,36 @@ def plans(draw: st.DrawFn, mode: str) -> Plan:
     per_call: list[list[dict[str, Any]]] = []
 
     if mode == "openai":
+        # Unique indices, with gaps where the gateway skips numbers (issue 26 §5).
+        gaps = draw(st.lists(st.integers(1, 3), min_size=n, max_size=n))
+        labels = [sum(gaps[: i + 1]) - 1 for i in range(n)]
         for i, call in enumerate(calls):
             has_id = draw(st.booleans()) or draw(st.booleans())
             # Some wire ids look exactly like the ids steadyloop would mint.
             spelled = draw(
                 st.sampled_from([f"call_{i}_{draw(st.integers(0, 99))}", f"call_sl_{i}"])
             )
-            first_id: Any = spelled if has_id else draw(st.sampled_from([*BLANKS, ...]))
+            first_id: Any = spelled if has_id else draw(st.sampled_from([*NO_IDS, ...]))
             if has_id:
                 wire_ids[i] = first_id
-            repeat = st.just(first_id) if has_id else st.sampled_from([*BLANKS, ...])
-            per_call.append(
-                draw(
-                    call_deltas(
-                        call,
-                        index=i,
-                        first_id=first_id,
-                        continuation_ids=st.sampled_from([*BLANKS, ...]) | repeat,
-                        continuation_index=st.just(i),
-                        may_split_name=True,
-                    )
+            repeat = st.just(first_id) if has_id else st.sampled_from([*NO_IDS, ...])
+            deltas = draw(
+                call_deltas(
+                    call,
+                    index=labels[i],
+                    first_id=first_id,
+                    continuation_ids=st.sampled_from([*NO_IDS, ...]) | repeat,
+                    continuation_index=st.just(labels[i]),
+                    may_split_name=True,
                 )
             )
+            if draw(st.booleans()):  # vLLM's finish chunk: the labels restated, no text
+                deltas.append(_delta(index=labels[i], id=first_id, name=call.name, arguments=""))
+            per_call.append(deltas)
         # Start calls in any order, and interleave their fragments freely.
         order = draw(st.permutations(range(n)))
         stream = [d for _, d in draw(interleave({i: per_call[i] for i in order}))]
-        expected = list(range(n))  # unique integer indices: index order
+        expected = list(range(n))  # unique integer indices, increasing: index order
     elif mode == "index0_ids":
         # Ollama labels every call 0; some gateways reuse a few labels. Either way each
         # delta carries its call's distinct id, which keeps interleaving decidable.
@@ -309,8 +323,8 @@ def plans(draw: st.DrawFn, mode: str) -> Plan:
                 call_deltas(
                     call,
                     index=0,
-                    first_id=draw(st.sampled_from([*BLANKS, ...])),
-                    continuation_ids=st.sampled_from([*BLANKS, ...]),
+                    first_id=draw(st.sampled_from([*NO_IDS, ...])),
+                    continuation_ids=st.sampled_from([*NO_IDS, ...]),
                     continuation_index=st.just(0),
                     may_split_name=True,
                 )
@@ -330,6 +344,46 @@ def plans(draw: st.DrawFn, mode: str) -> Plan:
             per_call.append(deltas)
         stream = [d for deltas in per_call for d in deltas]
         expected = list(range(n))
+    elif mode == "gemma":
+        # LM Studio + Gemma 4: the opening delta names the call with `arguments: ""`, then
+        # every fragment carries an id never seen before and an empty name, all calls on
+        # one index; calls follow each other (rule 4a continues the open call).
+        for i, call in enumerate(calls):
+            wid = f"{700 + i}"
+            wire_ids[i] = wid
+            deltas = [_delta(index=0, id=wid, name=call.name, arguments="")]
+            # An empty fragment after the call's arguments are whole, with a new id, reads
+            # as a call opened by its id before its name (rule 4): out of this mode.
+            frags = draw(fragments_of(call.text))
+            while len(frags) > 1 and not frags[-1]:
+                frags.pop()
+            for k, frag in enumerate(frags):
+                deltas.append(_delta(index=0, id=f"tool-call-{i}-{k}", name="", arguments=frag))
+            per_call.append(deltas)
+        stream = [d for deltas in per_call for d in deltas]
+        expected = list(range(n))  # one index for all: creation order
+    elif mode == "deepseek":
+        # Call k > 0 opens (id, name, the head of its arguments) at the index of call k-1
+        # and streams its tail at index k with no id and no name. Decidable when the head
+        # is text but not the whole arguments (rule 4a continues only an unfinished call
+        # that has text).
+        fixed = []
+        for call in calls:
+            text = call.text if len(call.text) >= 2 else "{}"
+            fixed.append(Call(call.name, call.obj if call.text == text else {}, text))
+        calls = fixed
+        for i, call in enumerate(calls):
+            wid = f"call_{i}"
+            wire_ids[i] = wid
+            cut = draw(st.integers(1, len(call.text) - 1))
+            head, tail = call.text[:cut], call.text[cut:]
+            tails = draw(fragments_of(tail))
+            opening = max(i - 1, 0)
+            deltas = [_delta(index=opening, id=wid, name=call.name, arguments=head)]
+            deltas += [_delta(index=i, arguments=frag) for frag in tails]
+            per_call.append(deltas)
+        stream = [d for deltas in per_call for d in deltas]
+        expected = list(range(n))
     else:  # lone
         [call] = calls
         has_id = draw(st.booleans())
@@ -343,7 +397,7 @@ def plans(draw: st.DrawFn, mode: str) -> Plan:
                     call,
                     index=first_index,
                     first_id=first_id,
-                    continuation_ids=st.sampled_from([*BLANKS, ...]),
+                    continuation_ids=st.sampled_from([*NO_IDS, ...]),
                     continuation_index=st.sampled_from([None, ...]),
                     may_split_name=True,
                     named_continuations=False,
@@ -409,6 +463,20 @@ def test_all_index0_without_ids_sequential(data: st.DataObject) -> None:
 @given(st.data())
 def test_lone_call_with_unlabelled_continuations(data: st.DataObject) -> None:
     plan = data.draw(plans("lone"))
+    assert_plan_outcome(plan, run_chunks(plan.chunks))
+
+
+@PROPERTY_SETTINGS
+@given(st.data())
+def test_lmstudio_gemma4_new_id_on_every_fragment(data: st.DataObject) -> None:
+    plan = data.draw(plans("gemma"))
+    assert_plan_outcome(plan, run_chunks(plan.chunks))
+
+
+@PROPERTY_SETTINGS
+@given(st.data())
+def test_deepseek_gateway_tails_one_index_up(data: st.DataObject) -> None:
+    plan = data.draw(plans("deepseek"))
     assert_plan_outcome(plan, run_chunks(plan.chunks))
 
 

@@ -1049,6 +1049,152 @@ WIRE_SHAPES: tuple[WireShape, ...] = (
             C("", '{"path":"y"}', "call_zz"),
         ),
     ),
+    # ------------------------------------------------------------------ issue 26 section 6
+    W(
+        case="lmstudio_gemma4_new_id_on_every_fragment",
+        source="NousResearch/hermes-agent#5254 (LM Studio + Gemma 4: a new id per fragment)",
+        chunks=(
+            one(index=0, id="701601222", type="function", name="shell", arguments=""),
+            one(index=0, id="tool-call-1", name="", arguments="{\n"),
+            one(index=0, id="tool-call-2", name="", arguments=" "),
+            one(index=0, id="tool-call-3", name="", arguments=' "'),
+            one(index=0, id="tool-call-4", name="", arguments="command"),
+            one(index=0, id="tool-call-5", name="", arguments='": "ls"'),
+            one(index=0, id="tool-call-6", name="", arguments=""),
+            one(index=0, id="tool-call-7", name="", arguments="\n}"),
+        ),
+        calls=(C("shell", '{\n  "command": "ls"\n}', "701601222"),),
+        notes="rule 4a: the open call's arguments are unfinished and no id names another call",
+    ),
+    W(
+        case="lmstudio_gemma4_new_id_on_every_fragment_two_calls",
+        source="NousResearch/hermes-agent#5331 (test_lmstudio_multiple_fragmented_tool_calls)",
+        chunks=(
+            one(index=0, id="11", type="function", name="shell", arguments=""),
+            one(index=0, id="tool-call-1", name="", arguments='{"command":'),
+            one(index=0, id="tool-call-2", name="", arguments='"ls"}'),
+            one(index=0, id="12", type="function", name="read_file", arguments=""),
+            one(index=0, id="tool-call-3", name="", arguments='{"path":'),
+            one(index=0, id="tool-call-4", name="", arguments='"a.md"}'),
+        ),
+        calls=(
+            C("shell", '{"command":"ls"}', "11"),
+            C("read_file", '{"path":"a.md"}', "12"),
+        ),
+    ),
+    W(
+        case="glm_mistral_null_string_id_on_continuations",
+        source="langchain-ai/langchainjs#11505 (glm-5-2 on Mistral: id 'null', name '')",
+        chunks=(
+            one(index=0, id="chatcmpl-tool-b6f7", type="function", name="read", arguments=""),
+            one(index=0, id="null", name="", arguments='{"filePath":'),
+            one(index=0, id="null", name="", arguments='"/tmp/a.md"}'),
+        ),
+        calls=(C("read", '{"filePath":"/tmp/a.md"}', "chatcmpl-tool-b6f7"),),
+        notes='rule 1: "null" is the text of an absent id (Mistral refuses it, zed#54058)',
+    ),
+    W(
+        case="glm_mistral_null_string_id_two_calls_interleaved",
+        source="langchain-ai/langchainjs#11505 (parallel continuations left ambiguous there)",
+        chunks=(
+            one(index=0, id="chatcmpl-tool-a", type="function", name="read", arguments=""),
+            one(index=1, id="chatcmpl-tool-b", type="function", name="read", arguments=""),
+            one(index=1, id="null", name="", arguments='{"filePath":'),
+            one(index=0, id="null", name="", arguments='{"filePath":'),
+            one(index=0, id="null", name="", arguments='"a"}'),
+            one(index=1, id="null", name="", arguments='"b"}'),
+        ),
+        calls=(
+            C("read", '{"filePath":"a"}', "chatcmpl-tool-a"),
+            C("read", '{"filePath":"b"}', "chatcmpl-tool-b"),
+        ),
+        notes="rule 1 decides it by index, which rule 4a alone (newest call only) could not",
+    ),
+    W(
+        case="glm_mistral_own_ids_on_continuations",
+        source="mistralai/mistral-vibe#1127 (GLM-5.x: 'toolcall0' ids after Mistral's own)",
+        chunks=(
+            one(index=0, id="chatcmpl-tool-b6f7", type="function", name="read", arguments=""),
+            one(index=0, id="toolcall0", name="", arguments='{"filePath":'),
+            one(index=0, id="toolcall0", name="", arguments='"/tmp/a.md"}'),
+        ),
+        calls=(C("read", '{"filePath":"/tmp/a.md"}', "chatcmpl-tool-b6f7"),),
+        notes="rule 4a, then the absorbed id: the first fragment is read as a continuation",
+    ),
+    W(
+        case="glm_mistral_null_string_id_opening_is_minted",
+        source="zed-industries/zed#53605 (Mistral's 'null' id; the API refuses it back)",
+        chunks=(
+            one(index=0, id="null", type="function", name="read", arguments='{"p":"a"}'),
+            one(index=1, id="null", type="function", name="read", arguments='{"p":"b"}'),
+        ),
+        calls=(C("read", '{"p":"a"}'), C("read", '{"p":"b"}')),
+    ),
+    W(
+        case="deepseek_gateway_second_call_tail_one_index_up",
+        source="agno-agi/agno#8880 (second call's head at index 0, its tail at index 1)",
+        chunks=(
+            one(index=0, id="call_0", type="function", name="get_weather", arguments=""),
+            one(index=0, arguments='{"city":"Paris"}'),
+            one(index=0, id="call_1", type="function", name="get_time", arguments='{"tz":'),
+            one(index=1, arguments='"Europe/'),
+            one(index=1, arguments='Paris"}'),
+        ),
+        calls=(
+            C("get_weather", '{"city":"Paris"}', "call_0"),
+            C("get_time", '{"tz":"Europe/Paris"}', "call_1"),
+        ),
+        notes="rule 4a (assembled): index 1 names no call, the newest call is unfinished",
+    ),
+    W(
+        case="deepseek_gateway_third_call_reuses_the_absorbed_index",
+        source="agno-agi/agno#8880, the same off-by-one carried to a third call",
+        chunks=(
+            one(index=0, id="call_0", type="function", name="a", arguments='{"k":1}'),
+            one(index=0, id="call_1", type="function", name="b", arguments='{"k":'),
+            one(index=1, arguments="2}"),
+            one(index=1, id="call_2", type="function", name="c", arguments='{"k":'),
+            one(index=2, arguments="3}"),
+        ),
+        calls=(
+            C("a", '{"k":1}', "call_0"),
+            C("b", '{"k":2}', "call_1"),
+            C("c", '{"k":3}', "call_2"),
+        ),
+    ),
+    W(
+        case="deepseek_gateway_third_call_of_the_same_name_at_the_absorbed_index",
+        source="agno-agi/agno#8880, the off-by-one with two calls of one name",
+        chunks=(
+            one(index=0, id="call_0", type="function", name="read", arguments='{"p":'),
+            one(index=1, arguments='"a"}'),
+            one(index=1, id="call_1", type="function", name="read", arguments='{"p":'),
+            one(index=2, arguments='"b"}'),
+        ),
+        calls=(C("read", '{"p":"a"}', "call_0"), C("read", '{"p":"b"}', "call_1")),
+        notes="a new id with the absorber's name is a new call, not a restatement",
+    ),
+    W(
+        case="name_after_arguments_next_to_a_zero_argument_call",
+        source="issue 14 item 11 with issue 26 section 6 (rule 4a must not take it)",
+        chunks=(
+            one(index=0, id="call_t", type="function", name="get_time", arguments=""),
+            one(index=1, arguments='{"q":"x"}'),
+            one(index=1, name="search"),
+        ),
+        calls=(C("get_time", "", "call_t"), C("search", '{"q":"x"}')),
+    ),
+    W(
+        case="name_after_arguments_next_to_an_unfinished_call",
+        source="issue 14 item 11 with issue 26 section 6 (the name arrives with the label)",
+        chunks=(
+            one(index=0, id="call_a", type="function", name="read_file", arguments='{"p":'),
+            one(index=1, id="call_b", arguments='{"q":"x"}'),
+            one(index=1, id="call_b", name="search"),
+            one(index=0, arguments='"a"}'),
+        ),
+        calls=(C("read_file", '{"p":"a"}', "call_a"), C("search", '{"q":"x"}', "call_b")),
+    ),
     # ------------------------------------------------------------------ contract extensions
     W(
         case="ext_a_alias_only_opening_named_later",
@@ -1426,6 +1572,19 @@ WIRE_SHAPES: tuple[WireShape, ...] = (
 U = UndecidableShape
 
 UNDECIDABLE_SHAPES: tuple[UndecidableShape, ...] = (
+    U(
+        case="absorbed_label_naming_another_call_while_unfinished",
+        source="issue 26 section 6 (a wrong call is never dispatched): rule 4a's guard",
+        chunks=(
+            one(index=0, id="call_0", type="function", name="a", arguments='{"k":1}'),
+            one(index=0, id="call_1", type="function", name="b", arguments='{"k":'),
+            one(index=1, arguments='{"j":2}'),
+            one(index=1, name="c"),
+        ),
+        # Either a DeepSeek tail that b never finished, or c's arguments before its name.
+        intended=(C("a", '{"k":1}', "call_0"), C("b", '{"k":'), C("c", '{"j":2}')),
+        notes="rule 4a read index 1 as b's; the name proves it may not be: dropped_deltas",
+    ),
     U(
         case="index0_shared_interleaved_continuations",
         source="seed 001 Review focus (alias claimed by two open calls)",

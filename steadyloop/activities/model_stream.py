@@ -161,7 +161,6 @@ from steadyloop.routing.provider_errors import (
 )
 from steadyloop.routing.transport_errors import network_reason
 from steadyloop.stops.budget import StreamMeter
-from steadyloop.stream.accumulator import rejoin_surrogates
 from steadyloop.stream.argument_limits import ArgumentLimits
 from steadyloop.stream.chat_request import USER_AGENT, build_headers, build_request_body
 from steadyloop.stream.completion import (
@@ -178,6 +177,7 @@ from steadyloop.stream.failures import (
 )
 from steadyloop.stream.runaway_guard import RunawayGuard, apply_breach
 from steadyloop.stream.sse import ServerSentEvent, SSEDecoder
+from steadyloop.stream.surrogates import rejoin_surrogates
 from steadyloop.stream.watchdog import StreamWatchdog
 from steadyloop.stream.wire import (
     CHAT_WIRE,

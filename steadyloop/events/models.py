@@ -33,7 +33,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 from steadyloop.run.timeline import EventKind, EventPhase
-from steadyloop.stream.accumulator import rejoin_surrogates
+from steadyloop.stream.surrogates import rejoin_surrogates
 
 __all__ = [
     "EVENTS_TOPIC",

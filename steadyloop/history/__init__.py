@@ -7,7 +7,8 @@ or S3-compatible storage through `bucket_store`), from which `steadyloop blobs g
 stored, by the rules of `blob_retention`; a run hands over to a fresh execution when its
 history nears the budget, decided from plain numbers (`budget`); old tool results are
 elided or compacted (`compaction`); a transcript is validated and healed before every
-model request (`healing`).
+model request (`healing`),
+and a call id an earlier turn used is qualified as its turn enters it (`call_ids`).
 
 Not guaranteed: that a blob outlives its store; the store is the deployment's to keep.
 Only `payload_storage` imports temporalio (it is a Temporal storage driver), and only

@@ -29,7 +29,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from steadyloop.stream.accumulator import rejoin_surrogates
+from steadyloop.stream.surrogates import rejoin_surrogates
 
 # The topic on the host's stream that carries `OutputDelta` items.
 OUTPUT_TOPIC = "output"

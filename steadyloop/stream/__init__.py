@@ -11,6 +11,8 @@ payloads of one model turn. An endpoint's wire (`wire`: Chat Completions through
 `chat_request` and `turn_assembly`, OpenAI Responses through `responses_request` and
 `responses_assembly`) builds the request and assembles the answer, and pass-back
 items go back only to the endpoint that issued them (`passback`).
+Text that may hold lone UTF-16 surrogates is made to encode by one rule (`surrogates`),
+which redaction and tool results use too.
 
 Not here: the HTTP request and the clock (`steadyloop.activities.model_stream`), or what a
 failure leads to (`steadyloop.routing`). Pure: nothing in this package imports temporalio.

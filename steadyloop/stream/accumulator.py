@@ -14,8 +14,9 @@ the slot. It is wrong, silently, in each of these ways:
 
 So nothing is keyed. Records live in creation order; each learns the *aliases* the
 wire uses for it (`index`, and `id`) separately from the id we emit. Blank (None,
-`""`, whitespace only) means absent, for `id` and `name` alike. How one delta is
-resolved (`_resolve`, then `_apply`):
+`""`, whitespace only) means absent, for `id` and `name` alike; so does the id `"null"`,
+the text of an absent value (GLM behind Mistral sends it on every continuation, and
+Mistral's API refuses it as an id). How one delta is resolved (`_resolve`):
 
 1. Scan records newest-first. A record whose alias contradicts the delta is skipped;
    one that never saw an alias the delta carries is not contradicted by it; at least
@@ -31,6 +32,16 @@ resolved (`_resolve`, then `_apply`):
    if it has some: providers send the name after the arguments, and the name fills the
    call when it comes. A call still nameless when the stream ends is the defect
    (`unnamed_tool_call`, `steadyloop.stream.defects`), never its fragments.
+4a. Before that, a nameless fragment continues the *open call*: the newest, when its
+   arguments are not yet a finished JSON value and no older call's text is, unless a
+   label positively names a different call (an id or index another call holds; a new
+   index together with a new id; a new index while the open call has no text yet).
+   Without this, LM Studio serving Gemma 4 (a new id on every fragment, same index) and
+   a DeepSeek gateway (a second call's tail one index up, no id, no name) end in
+   nameless calls and are refused every time. The labels such a fragment carried are
+   remembered for that call (`_absorb`): the next fragment with them follows it, and a
+   later delta that uses one to name another call while the guess can still be wrong
+   counts as a dropped delta, so the turn is retried rather than dispatched.
 5. Anything else with argument text (no alias at all, several calls open or none)
    cannot be attributed without guessing: it is not absorbed, it is counted in
    `dropped_deltas` and recorded as a defect, so the turn is retried instead of
@@ -46,7 +57,8 @@ resolved (`_resolve`, then `_apply`):
 9. An `index` that is not a non-negative integer (`-1`, `1.5`, `"0"`, `true`) is
    ignored as an alias and counted; the delta resolves by its other aliases.
 
-Text split inside a UTF-16 surrogate pair across deltas is re-joined at assembly. What
+Text split inside a UTF-16 surrogate pair across deltas is re-joined at assembly
+(`steadyloop.stream.surrogates`, the one rule every caller uses). What
 `assembled()` returns always serializes: a surrogate left unpaired in a name, an id or
 a type becomes U+FFFD, and in the arguments its JSON escape (so they parse to the value
 the model sent; the argument reader decides what to do with it).
@@ -61,9 +73,15 @@ loss, never two calls with one id):
 - A second call repeating the first's only alias and its exact name: read as a
   restatement, so one call whose arguments are two objects run together, flagged
   `truncated_tool_call`.
-- A nameless continuation whose aliases contradict every call: a new, nameless call
-  (rule 4). Unless a name follows, the turn is `unnamed_tool_call` and retried, as it
-  was when such a fragment was dropped; with a name it is the call the provider meant.
+- A nameless continuation whose aliases contradict every call, when rule 4a does not
+  take it (the open call finished, or two unfinished): a new, nameless call (rule 4).
+  Unless a name follows, the turn is `unnamed_tool_call` and retried, as it was when
+  such a fragment was dropped; with a name it is the call the provider meant.
+- A nameless fragment one index up from an unfinished call, with no id (rule 4a reads
+  it as that call's tail, as a DeepSeek gateway sends it), that was really the head of
+  a call whose name comes later: the name at that index while the guess is unfinished
+  refuses the turn (dropped delta); if no name ever comes, the text joined to the open
+  call rarely parses, and the argument reader answers it with the parse error.
 - A named delta whose aliases contradict every call (an id that drifts mid-call):
   a new call. That is the price of never merging on a guess.
 - Two zero-argument calls with one index, no ids and no argument text: the second
@@ -85,6 +103,9 @@ from typing import Any, Literal
 
 from steadyloop.chat import ToolCall
 
+# Re-exported: the stream's other modules imported it from here before it had a home.
+from steadyloop.stream.surrogates import rejoin_surrogates as rejoin_surrogates
+
 DefectKind = Literal[
     "dropped_delta", "malformed_index", "malformed_id", "malformed_name", "malformed_arguments"
 ]
@@ -102,7 +123,7 @@ class AssemblyDefect:
 class _Record:
     """One call as it is being assembled. `index`/`wire_id` are aliases, not identity."""
 
-    __slots__ = ("index", "name", "ordinal", "parts", "type", "wire_id")
+    __slots__ = ("done", "done_at", "index", "name", "ordinal", "parts", "type", "wire_id")
 
     def __init__(self, ordinal: int) -> None:
         # Aliases and name are learned from the delta that opens the record, by the
@@ -113,8 +134,33 @@ class _Record:
         self.name = ""
         self.parts: list[str] = []  # non-empty fragments only: "has argument text" is `parts`
         self.type: str | None = None
+        # `arguments_complete` memo: the verdict for the first `done_at` fragments.
+        self.done = False
+        self.done_at = -1
 
+    def arguments_complete(self) -> bool:
+        """Whether the argument text so far is one finished JSON value (rule 4a).
 
+        No text is not finished: a call opened by its name waits for its arguments. An
+        object (the only thing a call's arguments may be) that does not end in `}` yet is
+        unfinished without parsing it, so a stream that reaches rule 4a on every fragment
+        (LM Studio's new id per fragment) costs one look at the ends per fragment.
+        """
+        parts = self.parts
+        if self.done_at == len(parts):
+            return self.done
+        done = False
+        head = next((p for p in parts if not p.isspace()), None)
+        if head is not None:
+            tail = next(p for p in reversed(parts) if not p.isspace())
+            if not (head.lstrip()[0] == "{" and tail.rstrip()[-1] != "}"):
+                try:
+                    json.loads("".join(parts))
+                    done = True
+                except (ValueError, RecursionError):
+                    done = False
+        self.done, self.done_at = done, len(parts)
+        return done
 
 
 def _field(obj: Any, key: str) -> Any:
@@ -123,30 +169,14 @@ def _field(obj: Any, key: str) -> Any:
     return getattr(obj, key, None)
 
 
+# Ids that are the text of an absent value, not a label: GLM behind Mistral sends the
+# string "null" as the id of every continuation (langchain-ai/langchainjs#11505), and
+# Mistral's own API refuses "null" as a tool call id (zed-industries/zed#54058).
+_ABSENT_IDS = frozenset({"null"})
+
+
 def _blank(value: str) -> bool:
     return not value or value.isspace()
-
-
-def rejoin_surrogates(text: str, *, json_escape: bool) -> str:
-    """Join UTF-16 surrogate halves that arrived in separate fragments into one character.
-
-    A half left unpaired is written as its JSON escape (`json_escape=True`, so JSON
-    arguments still parse to the same value) or replaced by U+FFFD (plain text), so the
-    result can always be encoded as UTF-8.
-    """
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        pass
-    joined = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
-    out: list[str] = []
-    for char in joined:
-        if "\ud800" <= char <= "\udfff":
-            out.append(f"\\u{ord(char):04x}" if json_escape else "\ufffd")
-        else:
-            out.append(char)
-    return "".join(out)
 
 
 class ToolCallAccumulator:
@@ -167,6 +197,9 @@ class ToolCallAccumulator:
         self._by_index: dict[int, _Record] = {}
         self._parts_by_index: dict[int, list[str]] = {}
         self._wire_ids: set[str] = set()
+        # Labels a call learned by rule 4a that are not its own aliases (`_absorb`).
+        self._absorbed_ids: dict[str, _Record] = {}
+        self._absorbed_indices: dict[int, _Record] = {}
         self._minted: set[str] = set()  # ids `assembled()` minted (`was_minted`)
         # Deltas that took the full path, and the fragments they appended. Every other
         # delta was a bare fragment that appended exactly one (see `parts_by_index`),
@@ -262,7 +295,7 @@ class ToolCallAccumulator:
                 self.malformed_aliases += 1
                 self._defect("malformed_id", f"id {wire_id!r:.40} is not a string")
                 wire_id = None
-            elif _blank(wire_id):
+            elif _blank(wire_id) or wire_id in _ABSENT_IDS:
                 wire_id = None
             else:
                 self._wire_ids.add(wire_id)
@@ -327,16 +360,33 @@ class ToolCallAccumulator:
                 if (index is not None and record.index == index) or (
                     wire_id is not None and record.wire_id == wire_id
                 ):
-                    if (
-                        name is not None
-                        and record.parts
-                        and record.name
-                        and name != record.name
-                    ):
+                    if name is not None and record.parts and record.name and name != record.name:
                         break  # the claimant's call is finished: this names a new one
                     return record
+        # A label a continuation taught a call on rule 4a's reading (`_absorb`).
+        absorber = None
+        if wire_id is not None:
+            absorber = self._absorbed_ids.get(wire_id)
+        if absorber is None and index is not None:
+            absorber = self._absorbed_indices.get(index)
         if name is not None:
+            if absorber is not None:
+                by_id = wire_id is not None and self._absorbed_ids.get(wire_id) is absorber
+                new_id = wire_id is not None and not by_id and wire_id != absorber.wire_id
+                if name == absorber.name and not new_id:
+                    return absorber  # a restatement of the call the label was read as
+                if by_id or not absorber.arguments_complete():
+                    # The label rule 4a read as the absorber's now names another call: the
+                    # fragments it carried may belong to that call. Keep both, refuse the turn.
+                    self.dropped_deltas += 1
+                    self._defect(
+                        "dropped_delta",
+                        f"a label (index={index!r}, id={wire_id!r}) read as a continuation of "
+                        f"call {absorber.ordinal} now names another call ({name!r:.40})",
+                    )
             return self._open()
+        if absorber is not None:
+            return absorber
         if len(records) == 1:
             lone = records[0]
             if not (
@@ -344,6 +394,11 @@ class ToolCallAccumulator:
                 or (wire_id is not None and lone.wire_id is not None and lone.wire_id != wire_id)
             ):
                 return lone
+        if records:
+            open_call = self._open_call(index, wire_id)
+            if open_call is not None:
+                self._absorb(open_call, index, wire_id)
+                return open_call
         if index is not None or wire_id is not None:
             # An alias no call holds is a new identity, named now or later (rule 4): the
             # name may follow the arguments, and a call still nameless at the end of the
@@ -358,6 +413,52 @@ class ToolCallAccumulator:
             f"call unambiguously (index={index!r}, id={wire_id!r}, {len(records)} calls open)",
         )
         return None
+
+    def _open_call(self, index: int | None, wire_id: str | None) -> _Record | None:
+        """Rule 4a: the call a nameless fragment no label attributes continues, if any.
+
+        That is the newest call, when its arguments are unfinished, every older call with
+        argument text has finished it (one with none is a zero-argument call as far as
+        anything shows: `""` is one), and no label the fragment carries names a different
+        call: an id another call holds. (An index another call holds, without an id
+        contradicting it, resolved the delta to that call in the scan already.) An index
+        the newest call does not hold is accepted only without an id and when the call
+        already has argument text (a DeepSeek gateway's tail one index up): a new index
+        with a new id is two labels for a new call, and a call opened with no text may be
+        a finished zero-argument call; either way the fragment more likely opens a call
+        whose name comes after its arguments.
+        """
+        records = self._records
+        newest = records[-1]
+        if newest.arguments_complete():
+            return None
+        if (
+            index is not None
+            and newest.index != index
+            and (not newest.parts or wire_id is not None)
+        ):
+            return None
+        if (
+            wire_id is not None
+            and wire_id != newest.wire_id
+            and any(record.wire_id == wire_id for record in records)
+        ):
+            return None
+        for record in records[:-1]:
+            if record.parts and not record.arguments_complete():
+                return None  # two unfinished calls: which one is a guess
+        return newest
+
+    def _absorb(self, record: _Record, index: int | None, wire_id: str | None) -> None:
+        """Remember the labels a rule-4a continuation carried that `record` does not hold,
+        so the next fragment with them follows it, and a later delta that names another
+        call with one refuses the turn instead of dispatching calls assembled on a guess."""
+        if index is not None and record.index is not None and index != record.index:
+            self._absorbed_indices[index] = record
+            self._by_index[index] = record
+            self._parts_by_index[index] = record.parts
+        if wire_id is not None and record.wire_id is not None and wire_id != record.wire_id:
+            self._absorbed_ids[wire_id] = record
 
     def _open(self) -> _Record:
         record = _Record(len(self._records))

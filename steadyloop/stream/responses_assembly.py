@@ -63,7 +63,7 @@ from typing import Any
 import orjson
 
 from steadyloop.chat import PassbackItem, ToolCall
-from steadyloop.stream.accumulator import rejoin_surrogates
+from steadyloop.stream.surrogates import rejoin_surrogates
 from steadyloop.stream.completion import (
     MAX_STREAM_NOTES,
     STREAM_NOTE_CHARS,

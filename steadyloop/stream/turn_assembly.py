@@ -66,11 +66,12 @@ from typing import Any
 
 import orjson
 
-from steadyloop.stream.accumulator import ToolCallAccumulator, rejoin_surrogates
+from steadyloop.stream.accumulator import ToolCallAccumulator
 from steadyloop.stream.completion import AssembledTurn, StreamStats, Usage
 from steadyloop.stream.defects import detect_completion_defects
 from steadyloop.stream.failures import StreamFailed, StreamFailure, excerpt
 from steadyloop.stream.sse import MessageData, ServerSentEvent
+from steadyloop.stream.surrogates import rejoin_surrogates
 
 __all__ = ["TurnAssembler"]
 

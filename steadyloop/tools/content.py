@@ -41,7 +41,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import re
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -49,28 +48,20 @@ import pydantic_core
 from pydantic import BaseModel
 
 from steadyloop.receipts.canonical_json import MAX_DEPTH
+from steadyloop.stream.surrogates import rejoin_surrogates
 
 MAX_TOOL_CONTENT_BYTES = 64 * 1024
 TRUNCATION_MARKER = "\n[steadyloop: output truncated, {shown} of {total} bytes shown]"
-_SURROGATE = re.compile("[\ud800-\udfff]")
-_SURROGATE_PAIR = re.compile("[\ud800-\udbff][\udc00-\udfff]")
 
 
 def utf8_text(text: str) -> str:
     """`text` as a plain `str` every UTF-8 encoder accepts: each lone surrogate is U+FFFD.
 
     A surrogate pair held as two code points is joined into its character rather than
-    replaced twice. Text that already encodes is returned unchanged (the common case
-    costs one encode).
+    replaced twice. Text that already encodes is returned unchanged. The rule is the one
+    every caller uses (`steadyloop.stream.surrogates`).
     """
-    plain = str.__str__(text)
-    try:
-        plain.encode("utf-8")
-    except UnicodeEncodeError:
-        if _SURROGATE_PAIR.search(plain) is None:  # the usual case: surrogateescape text
-            return _SURROGATE.sub("\ufffd", plain)  # ~1 s for 25 million
-        return plain.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
-    return plain
+    return rejoin_surrogates(text)
 
 
 def encode_result(value: Any) -> str:

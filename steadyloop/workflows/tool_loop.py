@@ -89,6 +89,7 @@ with workflow.unsafe.imports_passed_through():
         HistoryThresholds,
         continue_as_new_reason,
     )
+    from steadyloop.history.call_ids import qualify_reused_call_ids
     from steadyloop.history.healing import validate_and_heal
     from steadyloop.output.forwarding import (
         CLOSE_OUTPUT_STREAM_SIGNAL,
@@ -196,6 +197,9 @@ TOOL_ATTEMPTS = 3
 # batch), and how long reading the shown text back from the output host may take.
 INTERRUPT_SETTLE = timedelta(seconds=10)
 INTERRUPT_READ = timedelta(seconds=15)
+# A turn's wire id an earlier turn already used is qualified before the turn enters the
+# transcript (`steadyloop.history.call_ids`); runs recorded before it keep the wire id.
+QUALIFY_CALL_IDS_PATCH = "qualify-reused-call-ids"
 T = TypeVar("T")
 
 
@@ -446,6 +450,7 @@ class ToolLoopWorkflow:
                     raise _Stop(
                         "interrupted", f"{why} (the model turn was cancelled{counted}){kept}"
                     )
+                turn = self._qualified(turn)
                 message = turn.to_message()
                 self._transcript.append(message)
                 if not turn.tool_calls:
@@ -1016,6 +1021,20 @@ class ToolLoopWorkflow:
             return ""
         self._stats.completion_tokens += tokens
         return f" after about {tokens} output tokens, estimated"
+
+    def _qualified(self, turn: AssembledTurn) -> AssembledTurn:
+        """`turn` with each call id an earlier turn of the run holds qualified by this
+        turn's number, so no two calls or answers of the transcript share an id (servers
+        that number every response's calls from `call_0`). The place every wire's turn
+        passes; a timeline event says what was renamed. Workflow state only."""
+        if not turn.tool_calls:
+            return turn
+        calls, renames = qualify_reused_call_ids(turn.tool_calls, self._transcript, self._turn)
+        if not renames or not workflow.patched(QUALIFY_CALL_IDS_PATCH):
+            return turn
+        named = ", ".join(f"{old!r} as {new!r}" for old, new in renames)
+        self._event("model", "healed", f"call ids an earlier turn used, kept as: {named}")
+        return turn.model_copy(update={"tool_calls": calls})
 
     def _event(
         self, phase: EventPhase, kind: EventKind, text: str, call_id: str | None = None
