@@ -221,7 +221,7 @@ class TurnAssembler:
         if usage.__class__ is not dict:
             return None
         assert usage is not None
-        return _count(usage.get("completion_tokens"))
+        return count_of(usage.get("completion_tokens"))
 
     @property
     def finish_reason_seen(self) -> bool:
@@ -536,10 +536,10 @@ class TurnAssembler:
     def _fold(self, chunk: Any, data: str | bytes) -> None:
         """Every chunk the fast shape test did not take, validated member by member."""
         if chunk.__class__ is not dict:
-            raise _invalid(data, "a stream chunk is JSON but not an object")
+            raise invalid_chunk(data, "a stream chunk is JSON but not an object")
         error = chunk.get("error")
         if error is not None and error is not False:
-            raise _provider_error(data, error)
+            raise provider_error(data, error)
         if self._meta_pending:
             self._read_meta(chunk)
         try:
@@ -550,13 +550,13 @@ class TurnAssembler:
                 for position, choice in enumerate(choices):
                     self._choice(choice, position, chunk)
             elif chunk.get("object") == "error":
-                raise _provider_error(data, chunk)
+                raise provider_error(data, chunk)
             usage = chunk.get("usage")
             if usage:
                 self._usage = usage
                 self._signals += 1
         except (AttributeError, TypeError, KeyError) as err:
-            raise _invalid(data, f"a stream chunk has an unexpected shape ({err})") from None
+            raise invalid_chunk(data, f"a stream chunk has an unexpected shape ({err})") from None
 
     def _choice(self, choice: Any, position: int, chunk: dict[str, Any]) -> None:
         if choice.__class__ is not dict:
@@ -621,7 +621,7 @@ class TurnAssembler:
             # send when a tokenizer splits an astral character across two chunks.
             chunk = json.loads(text)
         except (ValueError, RecursionError):
-            raise _invalid(data, "a stream chunk is not valid JSON") from None
+            raise invalid_chunk(data, "a stream chunk is not valid JSON") from None
         self._stdlib_parsed = True
         return chunk
 
@@ -716,7 +716,7 @@ def _payloads_of(
 _MAX_COUNT = 10**12
 
 
-def _count(value: Any) -> int | None:
+def count_of(value: Any) -> int | None:
     """A usage count, or None for a value that is not one (negative, fractional, NaN,
     infinite, absurdly large): a broken measurement is left out, never passed on."""
     if value.__class__ is int and 0 <= value <= _MAX_COUNT:
@@ -729,9 +729,9 @@ def _count(value: Any) -> int | None:
 def _usage(raw: Any) -> Usage | None:
     if raw.__class__ is not dict:
         return None
-    prompt = _count(raw.get("prompt_tokens")) or 0
-    completion = _count(raw.get("completion_tokens")) or 0
-    total = _count(raw.get("total_tokens"))
+    prompt = count_of(raw.get("prompt_tokens")) or 0
+    completion = count_of(raw.get("completion_tokens")) or 0
+    total = count_of(raw.get("total_tokens"))
     completion_details = raw.get("completion_tokens_details")
     prompt_details = raw.get("prompt_tokens_details")
     return Usage(
@@ -739,15 +739,15 @@ def _usage(raw: Any) -> Usage | None:
         completion_tokens=completion,
         total_tokens=total if total is not None else prompt + completion,
         reasoning_tokens=(
-            _count(completion_details.get("reasoning_tokens"))
+            count_of(completion_details.get("reasoning_tokens"))
             if completion_details.__class__ is dict
             else None
         ),
         cached_tokens=(
-            _count(prompt_details.get("cached_tokens"))
+            count_of(prompt_details.get("cached_tokens"))
             if prompt_details.__class__ is dict
             # DeepSeek reports cache hits at the top level.
-            else _count(raw.get("prompt_cache_hit_tokens"))
+            else count_of(raw.get("prompt_cache_hit_tokens"))
         ),
     )
 
@@ -765,20 +765,20 @@ def _event_error(data: str) -> StreamFailed:
     try:
         body = json.loads(data)
     except (ValueError, RecursionError):
-        return _provider_error(data, data.strip() or None)
+        return provider_error(data, data.strip() or None)
     if body.__class__ is dict:
         error = body.get("error")
-        return _provider_error(data, error if error not in (None, False) else body)
-    return _provider_error(data, body)
+        return provider_error(data, error if error not in (None, False) else body)
+    return provider_error(data, body)
 
 
-def _invalid(data: str | bytes, message: str) -> StreamFailed:
+def invalid_chunk(data: str | bytes, message: str) -> StreamFailed:
     return StreamFailed(
         StreamFailure(kind="invalid_chunk", message=message, body_excerpt=excerpt(data))
     )
 
 
-def _provider_error(data: str | bytes, error: Any) -> StreamFailed:
+def provider_error(data: str | bytes, error: Any) -> StreamFailed:
     """`stream_error` from an `error` member (object or string) or an error-shaped chunk."""
     message: str | None = None
     code: str | None = None
