@@ -3,6 +3,22 @@
 These are payloads: they cross Temporal's data converter, so they are pydantic models
 with no behaviour beyond conversion to the wire. Field names follow the OpenAI wire
 format so a transcript can be sent to any OpenAI-compatible endpoint unchanged.
+
+`PassbackItem` is the one thing here no Chat Completions server sees: reasoning a
+provider hands out to be passed back on the next request (OpenAI Responses'
+encrypted `reasoning` items, Anthropic's signed `thinking` blocks). What goes wrong
+with it, and what prevents each:
+
+- Re-serialized, a signed block no longer matches its signature ("Invalid signature
+  in thinking block"): `raw` is the JSON text as received, never parsed into a model
+  and dumped again.
+- Passed to another endpoint (a route's fallback), an item is refused or, worse,
+  read: each carries the *name* of the endpoint that issued it, and the wires pass
+  it back only there (`steadyloop.stream.wire.passback_for`).
+- Left out while its function call is sent ("function_call was provided without its
+  required 'reasoning' item"): `before_call` keeps which call it preceded, so the
+  Responses wire puts it back in front of that call.
+- Synthesized: never. The workflow only carries what a wire returned.
 """
 
 from __future__ import annotations
@@ -13,6 +29,27 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 Role = Literal["system", "developer", "user", "assistant", "tool"]
+PassbackWire = Literal["responses", "anthropic"]
+
+
+class PassbackItem(BaseModel):
+    """One item of an assistant turn that must round-trip to the endpoint that issued it.
+
+    `endpoint`: the endpoint *name* that issued it (passed back only there); `wire`:
+    the wire it came on; `kind`: the item's type on that wire (`reasoning`,
+    `thinking`, `redacted_thinking`, `server_tool_use`, ...); `raw`: the item or
+    block as received, JSON text, byte-exact (never re-serialized); `before_call`:
+    the id of the tool call it preceded (Responses), None when it came before text or
+    after every call.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    endpoint: str
+    wire: PassbackWire
+    kind: str
+    raw: str
+    before_call: str | None = None
 
 
 class FunctionCall(BaseModel):
@@ -77,6 +114,10 @@ class ChatMessage(BaseModel):
     name: str | None = None
     tool_calls: list[ToolCall] = Field(default_factory=list)
     tool_call_id: str | None = None
+    # Assistant messages only: what a Responses or Anthropic endpoint handed out to be
+    # passed back (never sent on the chat wire). Left out of the payload when empty, so
+    # a transcript without any costs no history bytes for it.
+    passback: list[PassbackItem] = Field(default_factory=list, exclude_if=lambda items: not items)
 
     def to_wire(self) -> dict[str, Any]:
         out: dict[str, Any] = {"role": self.role, "content": self.content}

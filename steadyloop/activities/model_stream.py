@@ -92,7 +92,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib.metadata
 import logging
 import math
 import os
@@ -142,6 +141,7 @@ from steadyloop.routing.transport_errors import network_reason
 from steadyloop.stops.budget import StreamMeter
 from steadyloop.stream.accumulator import rejoin_surrogates
 from steadyloop.stream.argument_limits import ArgumentLimits
+from steadyloop.stream.chat_request import USER_AGENT, build_headers, build_request_body
 from steadyloop.stream.completion import (
     STREAM_COMPLETION_ACTIVITY,
     AssembledTurn,
@@ -156,13 +156,20 @@ from steadyloop.stream.failures import (
 )
 from steadyloop.stream.runaway_guard import RunawayGuard, apply_breach
 from steadyloop.stream.sse import ServerSentEvent, SSEDecoder
-from steadyloop.stream.turn_assembly import TurnAssembler
 from steadyloop.stream.watchdog import StreamWatchdog
+from steadyloop.stream.wire import (
+    CHAT_WIRE,
+    StreamAssembler,
+    UnsupportedWireError,
+    Wire,
+    wire_for,
+)
 from steadyloop.telemetry.model_spans import model_call
 
 __all__ = [
     "HEARTBEAT_INTERVAL_S",
     "STREAM_COMPLETION_ACTIVITY",
+    "USER_AGENT",
     "ModelActivities",
     "StreamProgress",
     "build_headers",
@@ -185,16 +192,6 @@ _SNIFF_BYTES = 16
 _SSE_STARTS = (b"data:", b"data\n", b"data\r", b":", b"event:", b"id:", b"retry:")
 
 
-def _user_agent() -> str:
-    try:
-        return f"steadyloop/{importlib.metadata.version('steadyloop')}"
-    except importlib.metadata.PackageNotFoundError:
-        return "steadyloop"
-
-
-USER_AGENT = _user_agent()
-
-
 class StreamProgress(BaseModel):
     """What the activity heartbeats: how far the stream got (coalesced, about once a second)."""
 
@@ -213,59 +210,9 @@ OutputSink = Callable[[OutputDelta, bool], None]
 
 
 # -- the request --------------------------------------------------------------------
-
-
-def build_request_body(request: CompletionRequest, endpoint: EndpointConfig) -> dict[str, Any]:
-    """The `/chat/completions` body: streaming on, optional fields only when set.
-
-    `tools`, `tool_choice` and `parallel_tool_calls` are sent only when tools are
-    offered: OpenAI rejects the latter two without tools. The endpoint's `extra_body`
-    comes first, so a field the request sets wins over the endpoint's default for it;
-    a parameter the endpoint is known to refuse is left out wherever it came from.
-    """
-    body: dict[str, Any] = {
-        **endpoint.extra_body,
-        "model": request.model,
-        "messages": [message.to_wire() for message in request.messages],
-        "stream": True,
-    }
-    if endpoint.include_usage:
-        body["stream_options"] = {"include_usage": True}
-    if request.tools:
-        body["tools"] = [tool.to_wire() for tool in request.tools]
-        if request.tool_choice is not None:
-            body["tool_choice"] = request.tool_choice
-        if request.parallel_tool_calls is not None:
-            body["parallel_tool_calls"] = request.parallel_tool_calls
-    if request.response_format is not None:
-        body["response_format"] = request.response_format
-    if request.temperature is not None:
-        body["temperature"] = request.temperature
-    if request.top_p is not None:
-        body["top_p"] = request.top_p
-    if request.max_tokens is not None:
-        body[endpoint.max_tokens_field] = request.max_tokens
-    if request.seed is not None:
-        body["seed"] = request.seed
-    if request.stop:
-        body["stop"] = request.stop
-    if request.reasoning_effort is not None:
-        body["reasoning_effort"] = request.reasoning_effort
-    for parameter in request.omit_parameters:  # what this endpoint is known to refuse
-        body.pop(parameter, None)
-    return body
-
-
-def build_headers(endpoint: EndpointConfig, api_key: str | None) -> dict[str, str]:
-    headers = {
-        "Accept": "text/event-stream",
-        "Content-Type": "application/json",
-        "User-Agent": USER_AGENT,
-        **endpoint.headers,
-    }
-    if api_key is not None:
-        headers["Authorization"] = f"Bearer {api_key}"
-    return headers
+#
+# The body, headers and URL are the endpoint's wire's (`steadyloop.stream.wire`); the
+# chat wire's builders are re-exported here, where callers have always found them.
 
 
 def endpoint_timeout(endpoint: EndpointConfig) -> httpx.Timeout:
@@ -308,7 +255,8 @@ async def stream_turn(
     text goes to the sink, and a failure after the first piece is marked
     `produced_output` and carries the text that was shown.
     """
-    body = orjson.dumps(build_request_body(request, endpoint))
+    wire = wire_for(endpoint)
+    body = orjson.dumps(wire.body(request, endpoint))
     loop = asyncio.get_running_loop()
     watchdog = StreamWatchdog(
         started=loop.time(),
@@ -320,10 +268,17 @@ async def stream_turn(
     timer = asyncio.timeout_at(watchdog.deadline)
     limits = request.argument_limits or endpoint.argument_limits
     reader = _TurnReader(
-        request, on_progress, progress_interval_s, limits, watchdog, timer, sink=sink
+        request,
+        on_progress,
+        progress_interval_s,
+        limits,
+        watchdog,
+        timer,
+        sink=sink,
+        wire=wire,
     )
     try:
-        return await _read_turn(client, endpoint, body, api_key, reader, watchdog, timer)
+        return await _read_turn(client, endpoint, wire, body, api_key, reader, watchdog, timer)
     except StreamFailed as exc:
         # Whatever raised it (a status, a body, an in-stream error), the failure leaves
         # here with every provider string redacted and bounded.
@@ -340,6 +295,7 @@ async def stream_turn(
 async def _read_turn(
     client: httpx.AsyncClient,
     endpoint: EndpointConfig,
+    wire: Wire,
     body: bytes,
     api_key: str | None,
     reader: _TurnReader,
@@ -348,22 +304,21 @@ async def _read_turn(
 ) -> AssembledTurn:
     loop = asyncio.get_running_loop()
     phase = "connecting"
+    url = wire.url(endpoint)
     try:
         async with (
             timer,
             client.stream(
                 "POST",
-                endpoint.chat_completions_url,
+                url,
                 content=body,
-                headers=build_headers(endpoint, api_key),
+                headers=wire.headers(endpoint, api_key),
                 timeout=endpoint_timeout(endpoint),
             ) as response,
         ):
             phase = "reading the response"
             if not response.is_success:
-                raise StreamFailed(
-                    await _http_status_failure(response, api_key, endpoint.chat_completions_url)
-                )
+                raise StreamFailed(await _http_status_failure(response, api_key, url))
             byte_iter = response.aiter_bytes()
             prefix = await _sniff(byte_iter)
             content_type = response.headers.get("content-type", "")
@@ -413,11 +368,11 @@ class _TurnReader:
         timer: asyncio.Timeout | None = None,
         *,
         sink: OutputSink | None = None,
+        wire: Wire = CHAT_WIRE,
     ) -> None:
         self.decoder = SSEDecoder()
-        self.assembler = TurnAssembler(
-            mint_prefix=request.mint_prefix, wants_json=request.wants_json()
-        )
+        self.wire = wire
+        self.assembler: StreamAssembler = wire.assembler(request)
         self.started = time.monotonic()
         self.first_token_at: float | None = None
         self.bytes = 0
@@ -576,14 +531,15 @@ class _TurnReader:
         )
 
     def finish_at_end_of_body(self) -> AssembledTurn:
-        """The body ended without `[DONE]`: accept it only after a finish reason."""
+        """The body ended before the wire's terminal event: accept it only where the wire
+        says such a body is whole (chat: after a finish reason)."""
         tail = self.decoder.flush()
         if tail:
             self._consume(tail)
             if self.sink is not None:
                 self._forward()
         # A truncated stream fails: a held half character is not shown as U+FFFD then.
-        accepted = self.saw_done or self.assembler.finish_reason_seen
+        accepted = self.wire.accepts_end_of_body(self.assembler, self.saw_done)
         turn = self.finish(flush_held=accepted)
         if not accepted:
             cut = self.decoder.incomplete_tail
@@ -592,7 +548,7 @@ class _TurnReader:
                     kind="truncated_stream",
                     message=(
                         f"the stream ended after {self.bytes} bytes and {turn.stats.chunks} "
-                        "chunks without [DONE] or a finish_reason"
+                        f"chunks without {self.wire.terminal_words}"
                         + (" (the last event was cut off)" if cut else "")
                     ),
                     body_excerpt=excerpt(self.decoder.discarded_tail if cut else self.last_data),
@@ -760,7 +716,7 @@ def _network_failure(exc: httpx.HTTPError, phase: str, endpoint: EndpointConfig)
         detail = "no free connection in the client's pool"
     return StreamFailure(
         kind="network",
-        message=f"{name} while {phase} ({endpoint.chat_completions_url}): {detail}",
+        message=f"{name} while {phase} ({endpoint.url}): {detail}",
         network_reason=network_reason(exc),
     )
 
@@ -899,6 +855,15 @@ class ModelActivities:
             raise ApplicationError(
                 str(exc),
                 {"endpoint": exc.endpoint, "variable": exc.variable},
+                type=exc.error_type,
+                non_retryable=True,
+            ) from None
+        try:
+            wire_for(endpoint)
+        except UnsupportedWireError as exc:
+            raise ApplicationError(
+                str(exc),
+                {"endpoint": exc.endpoint, "api": exc.api},
                 type=exc.error_type,
                 non_retryable=True,
             ) from None

@@ -22,7 +22,11 @@ What goes wrong without the checks here:
   string or with credentials in it fails late and obscurely (a 404 in the middle of a
   run, a key in a log line). Each is refused when the configuration is built, with the
   fix in the message. The base URL is the API root (`.../v1`); the activity appends
-  `/chat/completions`.
+  the path of the endpoint's wire (`api`: `/chat/completions`, `/responses` or
+  `/messages`), and a base URL that already ends with it is refused the same way.
+- An `api` that is not one of the three wires is refused naming the endpoint and the
+  choices: guessed, a misspelt `respones` would post Chat Completions to a server
+  that then answers 404 mid-run.
 - A key written into the configuration would travel wherever the configuration does.
   Only the *name* of the environment variable is configured; an `Authorization` header
   in `headers` next to `api_key_env` is refused as ambiguous.
@@ -76,10 +80,24 @@ OPENAI_BASE_URL_ENV = "OPENAI_BASE_URL"
 OPENAI_API_KEY_ENV = "OPENAI_API_KEY"
 OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
 CHAT_COMPLETIONS_PATH = "/chat/completions"
+RESPONSES_PATH = "/responses"
+MESSAGES_PATH = "/messages"
+# The wires an endpoint can speak (`EndpointConfig.api`) and the path each posts to,
+# appended to the base URL (`steadyloop.stream.wire`).
+Api = Literal["chat", "responses", "anthropic"]
+API_CHOICES: tuple[Api, ...] = ("chat", "responses", "anthropic")
+API_PATHS: dict[str, str] = {
+    "chat": CHAT_COMPLETIONS_PATH,
+    "responses": RESPONSES_PATH,
+    "anthropic": MESSAGES_PATH,
+}
+DEFAULT_ANTHROPIC_VERSION = "2023-06-01"
 
 # ApplicationError types the model activity raises for configuration problems.
 UNKNOWN_ENDPOINT_ERROR_TYPE = "unknown_endpoint"
 MISSING_API_KEY_ERROR_TYPE = "missing_api_key"
+# The endpoint's `api` names a wire this version does not speak (`steadyloop.stream.wire`).
+UNSUPPORTED_WIRE_ERROR_TYPE = "unsupported_wire"
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # RFC 9110 token characters for header names.
@@ -92,6 +110,12 @@ _RESERVED_HEADERS = frozenset({"content-length", "content-type", "host", "transf
 _HEADER_VARIABLE = re.compile(r"\$\{([^}]*)\}")
 # Body fields steadyloop writes from the run; `extra_body` may not replace them.
 RESERVED_BODY_FIELDS = frozenset({"model", "messages", "stream", "tools"})
+# And those each other wire writes from the run (the Responses API's transcript is `input`).
+RESERVED_WIRE_BODY_FIELDS: dict[str, frozenset[str]] = {
+    "chat": RESERVED_BODY_FIELDS,
+    "responses": frozenset({"model", "input", "stream", "tools"}),
+    "anthropic": RESERVED_BODY_FIELDS,
+}
 
 
 class EndpointConfigError(ValueError):
@@ -171,6 +195,11 @@ class EndpointConfig(BaseModel):
     `argument_limits` are the runaway-argument guard's limits (default: 24576 UTF-8
     bytes per call, fragments and turn total off; see `steadyloop.stream.runaway_guard`).
 
+    `api` is the wire the endpoint speaks: `chat` (OpenAI Chat Completions, posted to
+    `<base_url>/chat/completions`), `responses` (OpenAI Responses, `<base_url>/responses`)
+    or `anthropic` (Anthropic Messages, `<base_url>/messages`, with `anthropic_version`
+    as its `anthropic-version` header). See `steadyloop.stream.wire`.
+
     `model` is the endpoint's default model: what a run that names none asks for
     (`steadyloop run` without `--model` learns it from the serving worker). `headers`
     are sent with every request; a `${VARIABLE}` in a value is read from the worker's
@@ -184,6 +213,8 @@ class EndpointConfig(BaseModel):
 
     name: str
     base_url: str
+    api: Api = "chat"
+    anthropic_version: str = DEFAULT_ANTHROPIC_VERSION
     api_key_env: str | None = None
     model: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
@@ -214,6 +245,26 @@ class EndpointConfig(BaseModel):
     @classmethod
     def _base_url(cls, value: str) -> str:
         return validate_base_url(value)
+
+    @field_validator("api", mode="before")
+    @classmethod
+    def _api(cls, value: Any) -> Any:
+        if isinstance(value, str) and value.strip().lower() in API_CHOICES:
+            return value.strip().lower()
+        choices = ", ".join(f'"{choice}"' for choice in API_CHOICES)
+        shown = f"{value!r:.40}" if isinstance(value, str) else type(value).__name__
+        raise ValueError(f"api must be one of {choices}, got {shown}")
+
+    @field_validator("anthropic_version")
+    @classmethod
+    def _anthropic_version(cls, value: str) -> str:
+        value = value.strip()
+        if not value or not _HEADER_SAFE.match(value):
+            raise ValueError(
+                "anthropic_version must be a non-blank header value of printable ASCII "
+                '(e.g. "2023-06-01")'
+            )
+        return value
 
     @field_validator("api_key_env")
     @classmethod
@@ -295,6 +346,24 @@ class EndpointConfig(BaseModel):
         return None if budget is None else _positive_finite(budget, str(info.field_name))
 
     @model_validator(mode="after")
+    def _fits_its_wire(self) -> EndpointConfig:
+        path = API_PATHS[self.api]
+        if self.base_url.endswith(path):
+            raise ValueError(
+                f"base_url {self.base_url!r} already ends with {path}; give the API root "
+                f"(e.g. {self.base_url[: -len(path)]!r}), steadyloop appends the path"
+            )
+        reserved = sorted(
+            (RESERVED_WIRE_BODY_FIELDS[self.api] - RESERVED_BODY_FIELDS) & set(self.extra_body)
+        )
+        if reserved:
+            raise ValueError(
+                f"extra_body may not set {', '.join(reserved)}: the {self.api} wire writes "
+                f"{'it' if len(reserved) == 1 else 'them'} from the run"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _no_two_sources_of_auth(self) -> EndpointConfig:
         if self.api_key_env is not None and any(n.lower() == "authorization" for n in self.headers):
             raise ValueError(
@@ -306,6 +375,11 @@ class EndpointConfig(BaseModel):
     @property
     def chat_completions_url(self) -> str:
         return self.base_url + CHAT_COMPLETIONS_PATH
+
+    @property
+    def url(self) -> str:
+        """Where this endpoint's wire posts a completion (`api`'s path on the base URL)."""
+        return self.base_url + API_PATHS[self.api]
 
     @property
     def header_variables(self) -> list[str]:

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from steadyloop.chat import ChatMessage, ToolCall, ToolSpec
+from steadyloop.chat import ChatMessage, PassbackItem, ToolCall, ToolSpec
 from steadyloop.output.forwarding import ForwardTarget
 from steadyloop.routing.taxonomy import DegradableParameter
 from steadyloop.stream.argument_limits import ArgumentLimits
@@ -19,6 +19,9 @@ from steadyloop.stream.defects import CompletionDefect
 # The model activity's name, here so the scheduling side (workflow) and the registering
 # side (worker) cannot drift apart, and workflow code need not import httpx to know it.
 STREAM_COMPLETION_ACTIVITY = "steadyloop.stream_completion"
+
+MAX_STREAM_NOTES = 8
+STREAM_NOTE_CHARS = 200
 
 ToolChoice = Literal["auto", "none", "required"] | dict[str, Any]
 
@@ -101,13 +104,21 @@ class StreamStats(BaseModel):
     # and whether the provider reported them (else they were estimated).
     cut_by_budget: int | None = None
     budget_count_reported: bool = False
+    # Disagreements the stream showed that did not make the turn unusable (a terminal
+    # event whose `output` is empty or names another call id than the stream did): the
+    # stream is the truth, these say where the rest of the answer differed. At most
+    # `MAX_STREAM_NOTES`, each cut to `STREAM_NOTE_CHARS`.
+    notes: list[str] = Field(default_factory=list, exclude_if=lambda notes: not notes)
 
 
 class AssembledTurn(BaseModel):
     """The model activity's result: one assistant message with finished tool calls.
 
     `defects` is what `detect_completion_defect` found (empty when the turn is usable);
-    the workflow decides whether to spend a retry on a fresh completion.
+    the workflow decides whether to spend a retry on a fresh completion. `passback`
+    is what the endpoint handed out to be passed back to it (reasoning items,
+    thinking blocks; `steadyloop.chat.PassbackItem`), in the order it came; the chat
+    wire never has any.
     """
 
     text: str = ""
@@ -119,10 +130,12 @@ class AssembledTurn(BaseModel):
     response_id: str | None = None
     defects: list[CompletionDefect] = Field(default_factory=list)
     stats: StreamStats = Field(default_factory=StreamStats)
+    passback: list[PassbackItem] = Field(default_factory=list, exclude_if=lambda items: not items)
 
     def to_message(self) -> ChatMessage:
         return ChatMessage(
             role="assistant",
             content=self.text if (self.text or not self.tool_calls) else None,
             tool_calls=list(self.tool_calls),
+            passback=list(self.passback),
         )

@@ -89,7 +89,11 @@ with workflow.unsafe.imports_passed_through():
         ProbeRequest,
         ReadHealthInput,
     )
-    from steadyloop.routing.endpoints import MISSING_API_KEY_ERROR_TYPE, UNKNOWN_ENDPOINT_ERROR_TYPE
+    from steadyloop.routing.endpoints import (
+        MISSING_API_KEY_ERROR_TYPE,
+        UNKNOWN_ENDPOINT_ERROR_TYPE,
+        UNSUPPORTED_WIRE_ERROR_TYPE,
+    )
     from steadyloop.routing.route_plan import (
         PlannedCandidate,
         RouteConfig,
@@ -555,7 +559,11 @@ def facts_from_activity_error(error: ActivityError) -> FailureFacts:
     if not isinstance(cause, ApplicationError):
         return FailureFacts(kind="lost", message=str(cause or error))
     produced = _flag(cause.details)
-    if cause.type in (UNKNOWN_ENDPOINT_ERROR_TYPE, MISSING_API_KEY_ERROR_TYPE):
+    if cause.type in (
+        UNKNOWN_ENDPOINT_ERROR_TYPE,
+        MISSING_API_KEY_ERROR_TYPE,
+        UNSUPPORTED_WIRE_ERROR_TYPE,
+    ):
         return FailureFacts(kind="configuration", message=cause.message, produced_output=produced)
     first = cause.details[0] if cause.details else None
     try:

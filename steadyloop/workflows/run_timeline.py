@@ -17,6 +17,7 @@ with workflow.unsafe.imports_passed_through():
     from steadyloop.routing.taxonomy import FailureFacts
     from steadyloop.run.timeline import EventKind
     from steadyloop.stream.arguments import parse_tool_call_arguments
+    from steadyloop.stream.passback import foreign_passback
     from steadyloop.workflows.routed_turn import RouteAttempt
 
 # The longest failure message quoted in an event.
@@ -95,6 +96,20 @@ def healing_text(healed: list[Healing]) -> str:
     counted = ", ".join(f"{kind} x{n}" if n > 1 else kind for kind, n in kinds.items())
     first = healed[0].detail if healed else ""
     return f"transcript healed before the request ({counted})" + _quoted(first)
+
+
+def passback_dropped_text(transcript: list[ChatMessage], endpoint: str) -> str | None:
+    """The sentence for a request to `endpoint` that leaves out pass-back items other
+    endpoints issued (a route's fallback), or None when it leaves out none."""
+    dropped = foreign_passback(transcript, endpoint, None)
+    if not dropped:
+        return None
+    issuers = sorted({i.endpoint for m in transcript for i in m.passback if i.endpoint != endpoint})
+    return (
+        f"{dropped} reasoning item(s) issued by endpoint "
+        f"{', '.join(repr(e) for e in issuers)} not passed back to endpoint {endpoint!r} "
+        "(they go back only to the endpoint that issued them)"
+    )
 
 
 def earlier_call(

@@ -152,6 +152,7 @@ with workflow.unsafe.imports_passed_through():
         attempt_events,
         earlier_call,
         healing_text,
+        passback_dropped_text,
         plan_events,
     )
 
@@ -228,6 +229,8 @@ class ToolLoopWorkflow:
         self._ceiling = PayloadCeiling()  # the limit on one activity input, once known
         self._updates = 0  # updates handled by this execution (Temporal caps them)
         self._health_view = HealthView()  # endpoint health read by earlier turns
+        # (turn, endpoint) pairs whose dropped pass-back items the timeline already told.
+        self._passback_noted: set[tuple[int, str]] = set()
         self._timeline = Timeline()  # what the guarantees did, for people (`timeline`)
         self._tenant = "default"  # the run's tenant, for receipt keys (set by `run`)
         self._events = EventLog()  # the run's events for followers, published per step
@@ -1021,6 +1024,21 @@ class ToolLoopWorkflow:
             return
         for kind, line in attempt_events(seen):
             self._event("model", kind, line)
+        if seen.outcome != "skipped":
+            self._note_dropped_passback(seen.endpoint)
+
+    def _note_dropped_passback(self, endpoint: str) -> None:
+        """Say once per turn and endpoint how many pass-back items (reasoning issued by
+        another endpoint) the wire left out of a request to `endpoint`: a fallback
+        loses the reasoning it cannot be sent. Workflow state only, no command; a
+        transcript recorded before pass-back items existed has none, so nothing new
+        happens on replay."""
+        if (self._turn, endpoint) in self._passback_noted:
+            return
+        line = passback_dropped_text(self._transcript, endpoint)
+        if line is not None:
+            self._passback_noted.add((self._turn, endpoint))
+            self._event("model", "healed", line)
 
     async def _publish_retry(self) -> None:
         """A failed attempt's timeline events, published before the next attempt runs,
