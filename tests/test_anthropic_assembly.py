@@ -21,6 +21,7 @@ from anthropic_streams import (
 
 from steadyloop.routing.taxonomy import http_category
 from steadyloop.stream.anthropic_assembly import AnthropicAssembler
+from steadyloop.stream.anthropic_wire import ANTHROPIC_WIRE
 from steadyloop.stream.failures import StreamFailed
 
 # What llama.cpp's /v1/messages sent (xllamacpp, SmolLM2, tool_choice any, prefill):
@@ -52,7 +53,7 @@ def test_llamacpps_call_assembles_in_any_read_size() -> None:
         ]
         assert turn.finish_reason == "tool_calls"
         assert turn.defects == []
-        assert assembler.saw_done and assembler.ends_cleanly
+        assert assembler.saw_done and ANTHROPIC_WIRE.accepts_end_of_body(assembler, True)
         assert turn.usage is not None and turn.usage.prompt_tokens == 187
         assert turn.usage.completion_tokens == 29 and turn.usage.cached_tokens == 0
 
@@ -347,7 +348,8 @@ def test_pings_and_empty_deltas_are_not_progress_and_thinking_is_not_an_answer()
 
 def test_the_end_of_the_body_without_message_stop_does_not_end_cleanly() -> None:
     assembler, _ = assemble(sse([message_start(), message_delta("end_turn")]))
-    assert assembler.finish_reason_seen and not assembler.ends_cleanly
+    assert assembler.finish_reason_seen and not assembler.saw_done
+    assert not ANTHROPIC_WIRE.accepts_end_of_body(assembler, assembler.saw_done)
 
 
 def test_a_payload_that_is_not_an_event_is_an_invalid_chunk() -> None:

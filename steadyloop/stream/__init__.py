@@ -8,7 +8,8 @@ arguments are read into a value or a refusal that names the place, never an exce
 in `argument_limits`); a silent stream is a stall under a phase deadline (`watchdog`);
 every failure is a value that crosses Temporal (`failures`). `completion` holds the
 payloads of one model turn. An endpoint's wire (`wire`: Chat Completions through
-`chat_request` and `turn_assembly`) builds the request and assembles the answer, and
+`chat_request` and `turn_assembly`; Anthropic Messages, `anthropic_wire`, through
+`anthropic_request` and `anthropic_assembly`) builds the request and assembles the answer, and
 pass-back items go back only to the endpoint that issued them (`passback`).
 
 Not here: the HTTP request and the clock (`steadyloop.activities.model_stream`), or what a

@@ -115,8 +115,6 @@ class _Record:
         self.type: str | None = None
 
 
-
-
 def _field(obj: Any, key: str) -> Any:
     if obj.__class__ is dict or isinstance(obj, Mapping):
         return obj.get(key)
@@ -327,12 +325,7 @@ class ToolCallAccumulator:
                 if (index is not None and record.index == index) or (
                     wire_id is not None and record.wire_id == wire_id
                 ):
-                    if (
-                        name is not None
-                        and record.parts
-                        and record.name
-                        and name != record.name
-                    ):
+                    if name is not None and record.parts and record.name and name != record.name:
                         break  # the claimant's call is finished: this names a new one
                     return record
         if name is not None:

@@ -48,7 +48,7 @@ What the obvious implementation gets wrong, and what prevents each here:
   last block (still being written when the limit hit; it still closes normally) is a
   `truncated_tool_call` defect, whether or not its JSON happens to parse. The end of
   the body without `message_stop` is the activity's `truncated_stream`
-  (`ends_cleanly`).
+  (`AnthropicWire.accepts_end_of_body`).
 - Malformed versus cut: fine-grained tool streaming can send invalid JSON. A call
   whose block finished with a `tool_use` stop reason and whose arguments do not parse
   is not a defect: the argument reader answers the model with the parse error
@@ -69,7 +69,7 @@ from typing import Any
 
 import orjson
 
-from steadyloop.chat import ToolCall
+from steadyloop.chat import PassbackItem, ToolCall
 from steadyloop.stream.accumulator import ToolCallAccumulator, rejoin_surrogates
 from steadyloop.stream.completion import AssembledTurn, StreamStats, Usage
 from steadyloop.stream.defects import (
@@ -144,10 +144,13 @@ class AnthropicAssembler:
 
     The surface is `TurnAssembler`'s (`feed_events`, `feed`, `finish` and the cheap
     counters the model activity reads after each network read). `saw_done` is True once
-    `message_stop` arrived; `ends_cleanly` says whether the body may end where it did.
+    `message_stop` arrived.
     """
 
-    def __init__(self, *, mint_prefix: str = "call_sl", wants_json: bool = False) -> None:
+    def __init__(
+        self, *, endpoint: str = "", mint_prefix: str = "call_sl", wants_json: bool = False
+    ) -> None:
+        self._endpoint = endpoint  # the endpoint name its pass-back items are tagged with
         self._calls = ToolCallAccumulator(mint_prefix)
         self._wants_json = wants_json
         self._text: list[str] = []
@@ -221,12 +224,6 @@ class AnthropicAssembler:
     @property
     def finish_reason_seen(self) -> bool:
         return self._stop_reason is not None
-
-    @property
-    def ends_cleanly(self) -> bool:
-        """Whether the body may end here: only after `message_stop` (a stop reason alone
-        is not the end of a Messages stream)."""
-        return self.saw_done
 
     @property
     def calls(self) -> ToolCallAccumulator:
@@ -493,6 +490,16 @@ class AnthropicAssembler:
                     retry_budget=DEFECT_RETRY_BUDGETS["truncated_tool_call"],
                 )
             )
+        passback = [
+            PassbackItem(
+                endpoint=self._endpoint,
+                wire="anthropic",
+                kind=block.kind,
+                raw=block.raw(),
+                before_call=block.before_call,
+            )
+            for block in self.passback_blocks(tool_calls)
+        ]
         return AssembledTurn(
             text=text,
             reasoning=reasoning,
@@ -502,6 +509,7 @@ class AnthropicAssembler:
             model=model,
             response_id=response_id,
             defects=defects,
+            passback=passback,
             stats=StreamStats(
                 chunks=self._chunks,
                 saw_done=self.saw_done,

@@ -46,7 +46,9 @@ from typing import Any
 from steadyloop.chat import ChatMessage, PassbackItem, ToolCall, ToolSpec
 from steadyloop.history.healing import validate_and_heal
 from steadyloop.routing.endpoints import EndpointConfig
+from steadyloop.stream.chat_request import USER_AGENT
 from steadyloop.stream.completion import CompletionRequest, ToolChoice
+from steadyloop.stream.passback import passback_for
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",
@@ -62,15 +64,13 @@ DEFAULT_MAX_TOKENS = 4096
 _SYSTEM_ROLES = ("system", "developer")
 
 
-def anthropic_headers(
-    endpoint: EndpointConfig, api_key: str | None, *, user_agent: str, version: str
-) -> dict[str, str]:
+def anthropic_headers(endpoint: EndpointConfig, api_key: str | None) -> dict[str, str]:
     """`x-api-key` (when the endpoint has a key) and `anthropic-version`, no bearer."""
     headers = {
         "Accept": "text/event-stream",
         "Content-Type": "application/json",
-        "User-Agent": user_agent,
-        "anthropic-version": version,
+        "User-Agent": USER_AGENT,
+        "anthropic-version": endpoint.anthropic_version,
         **endpoint.headers,
     }
     if api_key is not None:
@@ -138,7 +138,8 @@ def anthropic_messages(
     transcript: list[ChatMessage], endpoint: str
 ) -> tuple[str, list[dict[str, Any]]]:
     """The `system` text and the `messages` list for a transcript sent to `endpoint`."""
-    healed, _ = validate_and_heal(transcript, "anthropic")
+    # Only this endpoint's own blocks (`passback_for`), then Anthropic's transcript rules.
+    healed, _ = validate_and_heal(passback_for(transcript, endpoint, "anthropic"), "anthropic")
     system: list[str] = []
     out: list[dict[str, Any]] = []
     for message in healed:
@@ -181,7 +182,7 @@ def anthropic_messages(
 
 def _assistant_blocks(message: ChatMessage, endpoint: str) -> list[dict[str, Any]]:
     """Pass-back blocks, text, and each call after the blocks that preceded it."""
-    mine = [item for item in message.passback if _passes_back(item, endpoint)]
+    mine = [item for item in message.passback if item.wire == "anthropic"]
     ids = {call.id for call in message.tool_calls}
     blocks = [_raw(item) for item in mine if item.before_call not in ids]
     if message.content:
@@ -190,10 +191,6 @@ def _assistant_blocks(message: ChatMessage, endpoint: str) -> list[dict[str, Any
         blocks.extend(_raw(item) for item in mine if item.before_call == call.id)
         blocks.append(_tool_use(call))
     return blocks
-
-
-def _passes_back(item: PassbackItem, endpoint: str) -> bool:
-    return item.wire == "anthropic" and item.endpoint == endpoint
 
 
 def _raw(item: PassbackItem) -> dict[str, Any]:

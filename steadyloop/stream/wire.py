@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from steadyloop.routing.endpoints import API_CHOICES, UNSUPPORTED_WIRE_ERROR_TYPE, EndpointConfig
+from steadyloop.stream.anthropic_wire import ANTHROPIC_WIRE
 from steadyloop.stream.chat_request import build_headers, build_request_body
 from steadyloop.stream.completion import AssembledTurn, CompletionRequest
 from steadyloop.stream.runaway_guard import ArgumentsSoFar
@@ -162,6 +163,7 @@ CHAT_WIRE = ChatWire()
 # The wires this version speaks, by `EndpointConfig.api`.
 WIRES: dict[str, Wire] = {
     "chat": CHAT_WIRE,
+    "anthropic": ANTHROPIC_WIRE,
 }
 
 
