@@ -38,7 +38,8 @@ What the obvious implementation gets wrong, and what prevents each here:
   (`steadyloop.stream.anthropic_request`): one altered byte is answered by 400
   "Invalid signature in thinking block".
 - Vetoes before any dispatch. An `error` event after HTTP 200 raises `stream_error`
-  with the provider's type (`overloaded_error` is a server error, retried with
+  (Anthropic's `{"type": "error", "error": {...}}`, or llama.cpp's chat-shaped
+  `{"code": 500, "message": ..., "type": "server_error"}`) with the provider's type (`overloaded_error` is a server error, retried with
   backoff; `rate_limit_error` a rate limit; see `steadyloop.routing.taxonomy`).
   `refusal` raises `stream_error` of type `refusal` with the refusal's category as
   its code (a content filter: traversed, never retried here); `pause_turn` raises
@@ -290,9 +291,13 @@ class AnthropicAssembler:
             elif kind == "message_stop":
                 self.saw_done = True
                 return True
-            elif kind == "error" or (kind is None and event.get("error") not in (None, False)):
+            elif kind == "error" or event.get("error") not in (None, False):
                 error = event.get("error")
                 raise provider_error(data, error if error not in (None, False) else event)
+            elif kind.__class__ is str and kind.endswith("error"):
+                # llama.cpp's error event is its chat shape, with no `error` member:
+                # `{"code": 500, "message": "...", "type": "server_error"}`.
+                raise provider_error(data, event)
             # Any other type is one this reader does not know yet: skipped, as the SDK does.
         except (AttributeError, TypeError, KeyError, ValueError) as err:
             raise invalid_chunk(data, f"a stream event has an unexpected shape ({err})") from None
