@@ -126,7 +126,14 @@ class PassbackBlock:
                 block["input"] = json.loads(joined)
             except (ValueError, RecursionError):
                 block["input"] = joined  # kept as sent: the endpoint judges its own block
-        return json.dumps(block, ensure_ascii=False, separators=(",", ":"))
+        text = json.dumps(block, ensure_ascii=False, separators=(",", ":"))
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            # A lone surrogate (sent as a JSON escape) cannot be stored as UTF-8: it stays
+            # the escape it arrived as, the same JSON value, nothing replaced.
+            text = json.dumps(block, separators=(",", ":"))
+        return text
 
 
 class _Open:
