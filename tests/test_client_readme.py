@@ -1,6 +1,7 @@
-"""The README's "Start a run from your own code" runs as written, and the example it
-points to (`examples/helpdesk/follow.py`) prints a run's events and approves its call:
-both against a real dev server, a worker in this process and a scripted provider."""
+"""The client page's "Start a run from your own code" (docs/client.md) runs as written,
+and the example it points to (`examples/helpdesk/follow.py`) prints a run's events and
+approves its call: both against a real dev server, a worker in this process and a
+scripted provider."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any
 
 import pytest
 from client_harness import client_env
+from docs_pages import section
 
 from examples.helpdesk.agent import Desk, build_registry
 from examples.helpdesk.follow import TOOLS, follow_and_approve
@@ -27,9 +29,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def readme_block() -> str:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Start a run from your own code\n", 1)[1].split("\n## ", 1)[0]
-    block = re.search(r"```python\n(.*?)```", section, re.DOTALL)
+    text = section("client.md", "Start a run from your own code")
+    block = re.search(r"```python\n(.*?)```", text, re.DOTALL)
     assert block is not None, "the section has no python block"
     return block.group(1)
 
@@ -65,7 +66,7 @@ async def test_the_readme_section_runs_as_written(
     async with client_env(
         tmp_path, tools=example_registry(), responder=readme_provider, endpoint="default"
     ) as env:
-        # Only what the README says `connect` reads: the worker's own settings.
+        # Only what docs/client.md says `connect` reads: the worker's own settings.
         for name in list(os.environ):
             if name.startswith(("TEMPORAL_", "STEADYLOOP_")):
                 monkeypatch.delenv(name)
@@ -74,7 +75,7 @@ async def test_the_readme_section_runs_as_written(
         monkeypatch.setenv("STEADYLOOP_BLOB_DIR", str(tmp_path / "blobs"))
         source = "async def readme() -> None:\n" + textwrap.indent(readme_block(), "    ")
         scope: dict[str, Any] = {}
-        exec(compile(source, "README.md", "exec"), scope)
+        exec(compile(source, "docs/client.md", "exec"), scope)
         await scope["readme"]()
         second = await env.client.thread("support-42").run(2).result()
     lines = capsys.readouterr().out.splitlines()

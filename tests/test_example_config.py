@@ -1,12 +1,14 @@
 """The shipped `steadyloop.example.toml` loads, names every key the config file takes, and
 states each endpoint default as the code has it, so the example cannot drift from the
-schema the README points to."""
+schema the configuration page (docs/configuration.md) points to."""
 
 from __future__ import annotations
 
 import tomllib
 from pathlib import Path
 from typing import Any
+
+from docs_pages import section as docs_section
 
 from steadyloop.mcp.config import McpServerConfig, mcp_servers
 from steadyloop.routing.endpoints import EndpointConfig
@@ -81,9 +83,7 @@ def test_the_example_states_the_defaults_the_code_has() -> None:
 
 
 def test_the_readme_configuration_table_names_every_key() -> None:
-    readme = (EXAMPLE.parent / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("## Configuration") :]
-    section = section[: section.index("\n## ")]
+    section = docs_section("configuration.md", "Configuration")
     for key in (*ConfigFile.model_fields, *TemporalSection.model_fields, *Price.model_fields):
         assert f"`{key}" in section or f"{key}`" in section or f".{key}`" in section, key
     for key in EndpointConfig.model_fields:

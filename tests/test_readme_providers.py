@@ -1,8 +1,9 @@
-"""The README's table of providers and gateway quirks points only at tests that exist.
+"""The streams page's table of providers and gateway quirks (docs/streams.md) points only
+at tests that exist.
 
 Each row names its evidence as a pytest node id (`path::test[case]`; a following
 `[case]` alone reuses the test before it). A renamed test or case would leave the
-README claiming evidence nobody runs, so each is looked up here.
+page claiming evidence nobody runs, so each is looked up here.
 """
 
 from __future__ import annotations
@@ -10,14 +11,15 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from docs_pages import section
+
 ROOT = Path(__file__).parent.parent
-SECTION = "## Providers and gateways it is held to"
+PAGE = "streams.md"
+SECTION = "Providers and gateways it is held to"
 
 
 def table_rows() -> list[str]:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split(SECTION, 1)[1].split("\n## ", 1)[0]
-    rows = [line for line in section.splitlines() if line.startswith("| ")]
+    rows = [line for line in section(PAGE, SECTION).splitlines() if line.startswith("| ")]
     return rows[1:]  # the header
 
 

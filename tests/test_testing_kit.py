@@ -1,8 +1,8 @@
 """The test kit for users' own agents (`steadyloop.testing`, issue 18): the pytest plugin
-loads from its entry point in a project that is not this one, the README's example is
-the tested file, and each thing a test of an agent needs works through `AgentEnv`:
-faults retried, an ambiguous call resolved, a message and an interrupt, runs with
-their own scripts in one environment, an unscripted request named."""
+loads from its entry point in a project that is not this one, the testing page's example
+(docs/testing.md) is the tested file, and each thing a test of an agent needs works
+through `AgentEnv`: faults retried, an ambiguous call resolved, a message and an
+interrupt, runs with their own scripts in one environment, an unscripted request named."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from docs_pages import page
+from docs_pages import section as docs_section
 
 from steadyloop.client import ThreadBusy
 from steadyloop.events import ApprovalWaitingEvent, DecisionEvent
@@ -43,7 +45,7 @@ EXAMPLE = ROOT / "examples" / "helpdesk" / "test_agent.py"
 
 
 def test_the_readme_example_is_the_tested_example_file() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    readme = page("testing.md")
     marker = "<!-- examples/helpdesk/test_agent.py"
     assert marker in readme
     block = re.search(r"```python\n(.*?)```", readme.split(marker, 1)[1], re.DOTALL)
@@ -66,10 +68,10 @@ NEW_PROJECT = "<!-- a new project:"
 
 
 def readme_new_project() -> tuple[str, dict[str, str]]:
-    """The install line and the files (name: text) of the README's "a new project"."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    """The install line and the files (name: text) of docs/testing.md's "a new project"."""
+    readme = page("testing.md")
     assert NEW_PROJECT in readme
-    section = readme.split("## Test your agent", 1)[1].split("\n## ", 1)[0]
+    section = docs_section("testing.md", "Test your agent")
     before, after = section.split(NEW_PROJECT, 1)
     install = re.findall(r"```bash\n(.*?)```", before, re.DOTALL)
     files: dict[str, str] = {}
