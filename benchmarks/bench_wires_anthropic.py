@@ -33,6 +33,7 @@ import json
 import random
 import sys
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -49,13 +50,15 @@ Case = tuple[str, bytes, int]  # name, body, calls
 
 
 def _sse(payload: dict[str, Any]) -> bytes:
-    return b"event: " + payload["type"].encode() + b"\ndata: " + orjson.dumps(payload) + b"\n\n"
+    name = str(payload["type"]).encode()
+    return b"event: " + name + b"\ndata: " + orjson.dumps(payload) + b"\n\n"
 
 
 def build_messages_stream(calls: int, argument_chars: int, seed: int = 7) -> bytes:
     """An Anthropic Messages stream of `calls` tool_use blocks of ~`argument_chars` each."""
     rng = random.Random(seed)
-    message = {"id": "msg_01XFDUDYJgAACzvnptvVoYEL", "type": "message", "role": "assistant",
+    message: dict[str, Any] = {
+               "id": "msg_01XFDUDYJgAACzvnptvVoYEL", "type": "message", "role": "assistant",
                "content": [], "model": "claude-sonnet-4-5", "stop_reason": None,
                "stop_sequence": None,
                "usage": {"input_tokens": 472, "cache_creation_input_tokens": 0,
@@ -134,9 +137,9 @@ def measure(cases: list[Case], rounds: int) -> list[str]:
         reads = network_reads(body)
         check(name, steadyloop_anthropic(reads), body, calls, sdk_anthropic(reads))
         runs: dict[str, Callable[[], object]] = {
-            "steadyloop": lambda reads=reads: steadyloop_anthropic(reads),
-            "floor/orjson": lambda reads=reads: floor(orjson.loads)(reads),
-            "anthropic": lambda reads=reads: sdk_anthropic(reads),
+            "steadyloop": partial(steadyloop_anthropic, reads),
+            "floor/orjson": partial(floor(orjson.loads), reads),
+            "anthropic": partial(sdk_anthropic, reads),
         }
         times = timed_rounds(runs, rounds)
         best = {label: min(values) for label, values in times.items()}
