@@ -20,16 +20,14 @@ import json
 import os
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from loop_harness import assert_every_call_answered
 from real_servers import loop_on_dev_server
+from realserver_cases import Case, Outcome, run_case
 from temporalio.exceptions import ApplicationError
-from temporalio.testing import ActivityEnvironment
 from wire_capture import Exchange, RecordingTransport, ReplayTransport
 
 from steadyloop.activities.model_stream import ModelActivities
@@ -53,7 +51,6 @@ WEATHER = ToolSpec(
         "required": ["city"],
     },
 )
-Outcome = AssembledTurn | ApplicationError
 
 
 def _request(prefill: str, max_tokens: int, **more: Any) -> CompletionRequest:
@@ -127,37 +124,23 @@ def check_stream_error(outcome: Outcome, exchange: Exchange) -> None:
     assert not outcome.non_retryable  # a server error: retried
 
 
-@dataclass(frozen=True)
-class Case:
-    name: str
-    request: CompletionRequest
-    check: Callable[[Outcome, Exchange], None]
-    endpoint: dict[str, Any] = field(default_factory=dict)
+def _case(
+    name: str, request: CompletionRequest, check: Callable[[Outcome, Exchange], None]
+) -> Case:
+    return Case(name, NAME, request, check, endpoint={"api": "anthropic"})
 
 
 CASES = [
-    Case(
+    _case(
         "one_call",
         _request("<tool_call>\n", 128, tool_choice="required", stop=["</tool_call>"]),
         check_one_call,
     ),
-    Case(
+    _case(
         "cut_by_max_tokens", _request("<tool_call>\n", 12, tool_choice="required"), check_cut_call
     ),
-    Case("in_stream_error", _request("Sure.<tool_call>\n", 160), check_stream_error),
+    _case("in_stream_error", _request("Sure.<tool_call>\n", 160), check_stream_error),
 ]
-
-
-async def run_case(case: Case, transport: httpx.AsyncBaseTransport, base_url: str) -> Outcome:
-    endpoint = EndpointConfig(name=NAME, base_url=base_url, api="anthropic")
-    async with (
-        httpx.AsyncClient(transport=transport, follow_redirects=False) as client,
-        ModelActivities(EndpointRegistry([endpoint]), client=client, environ={}) as model,
-    ):
-        try:
-            return await ActivityEnvironment().run(model.stream_completion, case.request)
-        except ApplicationError as error:
-            return error
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])

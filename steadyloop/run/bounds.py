@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Annotated, Final, Literal
 
 from pydantic import AfterValidator, Field
@@ -176,18 +176,14 @@ def sampling_problems(knobs: Mapping[SamplingKnob, float | None], api: WireApi) 
     return [problem for problem in problems if problem is not None]
 
 
-def _temperature(value: float) -> float:
-    problem = sampling_problem("temperature", value)
-    if problem is not None:
-        raise ValueError(problem)
-    return value
+def _sampling_check(knob: SamplingKnob) -> Callable[[float], float]:
+    def check(value: float) -> float:
+        problem = sampling_problem(knob, value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
 
-
-def _top_p(value: float) -> float:
-    problem = sampling_problem("top_p", value)
-    if problem is not None:
-        raise ValueError(problem)
-    return value
+    return check
 
 
 def _identity(value: str) -> str:
@@ -210,6 +206,6 @@ Count = Annotated[int, Field(ge=1, le=MAX_COUNT)]
 OptionalCount = Annotated[int, Field(ge=0, le=MAX_COUNT)]
 TokenCount = Annotated[int, Field(ge=1, le=MAX_TOKENS)]
 Identity = Annotated[str, AfterValidator(_identity)]
-Temperature = Annotated[float, AfterValidator(_temperature)]
-TopP = Annotated[float, AfterValidator(_top_p)]
+Temperature = Annotated[float, AfterValidator(_sampling_check("temperature"))]
+TopP = Annotated[float, AfterValidator(_sampling_check("top_p"))]
 Text = Annotated[str, AfterValidator(_text)]

@@ -39,8 +39,9 @@ What the obvious implementation gets wrong, and what prevents each here:
   "Invalid signature in thinking block".
 - Vetoes before any dispatch. An `error` event after HTTP 200 raises `stream_error`
   (Anthropic's `{"type": "error", "error": {...}}`, or llama.cpp's chat-shaped
-  `{"code": 500, "message": ..., "type": "server_error"}`) with the provider's type (`overloaded_error` is a server error, retried with
-  backoff; `rate_limit_error` a rate limit; see `steadyloop.routing.taxonomy`).
+  `{"code": 500, "message": ..., "type": "server_error"}`) with the provider's type
+  (`overloaded_error` is a server error, retried with backoff; `rate_limit_error` a
+  rate limit; see `steadyloop.routing.taxonomy`).
   `refusal` raises `stream_error` of type `refusal` with the refusal's category as
   its code (a content filter: traversed, never retried here); `pause_turn` raises
   `stream_error` of type `pause_turn` (a server-tool turn the provider paused: this
@@ -80,7 +81,12 @@ from steadyloop.stream.defects import (
 )
 from steadyloop.stream.failures import StreamFailed, StreamFailure, excerpt
 from steadyloop.stream.sse import MessageData, ServerSentEvent
-from steadyloop.stream.turn_assembly import count_of, invalid_chunk, provider_error
+from steadyloop.stream.turn_assembly import (
+    TurnProgress,
+    count_of,
+    invalid_chunk,
+    provider_error,
+)
 
 __all__ = ["STOP_REASONS", "AnthropicAssembler", "PassbackBlock"]
 
@@ -147,7 +153,7 @@ class _Open:
         self.passback: PassbackBlock | None = None
 
 
-class AnthropicAssembler:
+class AnthropicAssembler(TurnProgress):
     """Folds the SSE payloads of one streamed Messages response into an `AssembledTurn`.
 
     The surface is `TurnAssembler`'s (`feed_events`, `feed`, `finish` and the cheap
@@ -183,37 +189,7 @@ class AnthropicAssembler:
         self._start_inputs: dict[int, str] = {}  # call ordinal -> arguments sent whole
         self.saw_done = False
 
-    # -- progress, for heartbeats ------------------------------------------------------
-
-    @property
-    def output_chars(self) -> int:
-        """Characters of answer and thinking text so far (counted incrementally)."""
-        text, reasoning = self._text, self._reasoning
-        added = sum(map(len, text[self._counted_text :]))
-        added += sum(map(len, reasoning[self._counted_reasoning :]))
-        self._counted_text, self._counted_reasoning = len(text), len(reasoning)
-        self._counted_chars += added
-        return self._counted_chars
-
-    @property
-    def text_parts(self) -> list[str]:
-        return self._text
-
-    @property
-    def reasoning_parts(self) -> list[str]:
-        return self._reasoning
-
-    @property
-    def tool_call_count(self) -> int:
-        return self._calls.call_count
-
-    @property
-    def first_token_seen(self) -> bool:
-        return bool(self._text or self._reasoning) or not self._calls.is_empty
-
-    @property
-    def answer_token_seen(self) -> bool:
-        return bool(self._text) or not self._calls.is_empty
+    # -- progress, for heartbeats (and `TurnProgress`'s counters) ------------------------
 
     @property
     def content_mark(self) -> int:

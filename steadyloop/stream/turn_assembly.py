@@ -72,7 +72,7 @@ from steadyloop.stream.defects import detect_completion_defects
 from steadyloop.stream.failures import StreamFailed, StreamFailure, excerpt
 from steadyloop.stream.sse import MessageData, ServerSentEvent
 
-__all__ = ["TurnAssembler"]
+__all__ = ["TurnAssembler", "TurnProgress"]
 
 _loads = orjson.loads
 _OrjsonDecodeError = orjson.JSONDecodeError
@@ -91,7 +91,60 @@ _Template = tuple[bytes, bytes, int, int, bytes | None, Mapping[int, list[str]],
 _BLANK: Any = object()  # `_parse_refused` found an empty payload (a keep-alive)
 
 
-class TurnAssembler:
+class TurnProgress:
+    """The cheap progress counters every wire's assembler has, read once per network read
+    for heartbeats, forwarding and the watchdog: answer and reasoning text kept as lists
+    of pieces (`_text`, `_reasoning`), calls in a `ToolCallAccumulator` (`_calls`)."""
+
+    __slots__ = ("_counted_chars", "_counted_reasoning", "_counted_text")
+    _text: list[str]
+    _reasoning: list[str]
+    _calls: ToolCallAccumulator
+    _counted_chars: int
+    _counted_text: int
+    _counted_reasoning: int
+
+    @property
+    def output_chars(self) -> int:
+        """Characters of answer and reasoning text so far (counted lazily, incrementally)."""
+        text, reasoning = self._text, self._reasoning
+        added = 0
+        for i in range(self._counted_text, len(text)):
+            added += len(text[i])
+        for i in range(self._counted_reasoning, len(reasoning)):
+            added += len(reasoning[i])
+        self._counted_text = len(text)
+        self._counted_reasoning = len(reasoning)
+        self._counted_chars += added
+        return self._counted_chars
+
+    @property
+    def text_parts(self) -> list[str]:
+        """The answer text's pieces so far, in order (read-only: for forwarding)."""
+        return self._text
+
+    @property
+    def reasoning_parts(self) -> list[str]:
+        """The reasoning text's pieces so far, in order (read-only: for forwarding)."""
+        return self._reasoning
+
+    @property
+    def tool_call_count(self) -> int:
+        """Tool calls opened so far."""
+        return self._calls.call_count
+
+    @property
+    def first_token_seen(self) -> bool:
+        """True once any answer text, reasoning text or tool call has arrived."""
+        return bool(self._text or self._reasoning) or not self._calls.is_empty
+
+    @property
+    def answer_token_seen(self) -> bool:
+        """True once answer text or a tool call has arrived (reasoning is not an answer)."""
+        return bool(self._text) or not self._calls.is_empty
+
+
+class TurnAssembler(TurnProgress):
     """Folds the JSON payloads of one streamed chat completion into an `AssembledTurn`.
 
     Feed each SSE data payload with `feed` (or a batch of decoded events with
@@ -104,9 +157,6 @@ class TurnAssembler:
     __slots__ = (
         "_calls",
         "_chunks",
-        "_counted_chars",
-        "_counted_reasoning",
-        "_counted_text",
         "_finish_reason",
         "_ignored_choices",
         "_learns",
@@ -153,47 +203,6 @@ class TurnAssembler:
         self._counted_text = 0
         self._counted_reasoning = 0
         self.saw_done = False
-
-    # -- progress, for heartbeats ------------------------------------------------------
-
-    @property
-    def output_chars(self) -> int:
-        """Characters of answer and reasoning text so far (counted lazily, incrementally)."""
-        text, reasoning = self._text, self._reasoning
-        added = 0
-        for i in range(self._counted_text, len(text)):
-            added += len(text[i])
-        for i in range(self._counted_reasoning, len(reasoning)):
-            added += len(reasoning[i])
-        self._counted_text = len(text)
-        self._counted_reasoning = len(reasoning)
-        self._counted_chars += added
-        return self._counted_chars
-
-    @property
-    def text_parts(self) -> list[str]:
-        """The answer text's pieces so far, in order (read-only: for forwarding)."""
-        return self._text
-
-    @property
-    def reasoning_parts(self) -> list[str]:
-        """The reasoning text's pieces so far, in order (read-only: for forwarding)."""
-        return self._reasoning
-
-    @property
-    def tool_call_count(self) -> int:
-        """Tool calls opened so far."""
-        return self._calls.call_count
-
-    @property
-    def first_token_seen(self) -> bool:
-        """True once any answer text, reasoning text or tool call has arrived."""
-        return bool(self._text or self._reasoning) or not self._calls.is_empty
-
-    @property
-    def answer_token_seen(self) -> bool:
-        """True once answer text or a tool call has arrived (reasoning is not an answer)."""
-        return bool(self._text) or not self._calls.is_empty
 
     @property
     def content_mark(self) -> int:
