@@ -330,8 +330,15 @@ async def test_the_knob_flags_reach_the_request_and_forcing_applies_to_the_first
 
 
 REFUSED_KNOBS = [
-    (["--temperature", "nan"], "--temperature: Input should be a finite number"),
-    (["--top-p", "1.5"], "--top-p: must be at most 1.0 (got 1.5)"),
+    (
+        ["--temperature", "nan"],
+        "--temperature: temperature must be a number from 0 to 2 on any endpoint; got NaN",
+    ),
+    (
+        ["--temperature", "1e300"],
+        "--temperature: temperature must be a number from 0 to 2 on any endpoint; got 1e+300",
+    ),
+    (["--top-p", "1.5"], "--top-p: top_p must be a number from 0 to 1 on any endpoint; got 1.5"),
     (["--max-tokens", "0"], "--max-tokens: must be at least 1 (got 0)"),
     (["--stop", ""], "--stop: a stop sequence must not be empty"),
     (["--no-tools", "--tool-choice", "required"], "--tool-choice required: the run offers"),

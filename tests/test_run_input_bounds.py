@@ -32,7 +32,12 @@ from steadyloop.chains.delegation_tool import read_delegate_request
 from steadyloop.receipts.decision import receipt_key
 from steadyloop.routing.circuit_breaker import BreakerPolicy
 from steadyloop.routing.endpoints import EndpointConfig
-from steadyloop.run.bounds import MAX_SECONDS, identity_problem, seconds_problem
+from steadyloop.run.bounds import (
+    MAX_SECONDS,
+    identity_problem,
+    sampling_problems,
+    seconds_problem,
+)
 from steadyloop.run.models import (
     LOCAL_TOOL_MAX_S,
     AgentProfile,
@@ -398,3 +403,31 @@ def test_a_delegated_task_the_childs_prompt_would_refuse_is_answered_to_the_mode
     assert "'task' contains a lone surrogate" in outcome.content
     request = read_delegate_request({"agent": "writer", "task": "ok"}, delegation)
     assert not isinstance(request, ToolOutcome)
+
+
+# -- sampling knobs per wire (issue 26 §1) --------------------------------------------------
+
+
+@pytest.mark.parametrize("temperature", [1e300, 2.000001, -0.1, math.inf])
+def test_a_temperature_no_wire_takes_is_refused_naming_the_knob_value_and_range(
+    temperature: float,
+) -> None:
+    with pytest.raises(ValidationError) as refused:
+        Sampling(temperature=temperature)
+    error = refused.value.errors()[0]
+    assert error["loc"] == ("temperature",)
+    assert "temperature must be a number from 0 to 2 on any endpoint" in error["msg"]
+    assert f"got {temperature:g}" in error["msg"]
+    assert Sampling(temperature=2.0).temperature == 2.0
+
+
+def test_each_wire_holds_its_own_range() -> None:
+    knobs: dict[Any, float | None] = {"temperature": 1.5, "top_p": 0.5}
+    assert sampling_problems(knobs, "chat") == []
+    assert sampling_problems(knobs, "responses") == []
+    assert sampling_problems(knobs, "anthropic") == [
+        "temperature must be a number from 0 to 1 on an Anthropic Messages endpoint; got 1.5"
+    ]
+    assert sampling_problems({"temperature": None, "top_p": 1.01}, "anthropic") == [
+        "top_p must be a number from 0 to 1 on an Anthropic Messages endpoint; got 1.01"
+    ]

@@ -148,6 +148,7 @@ from steadyloop.output.forwarding import (
 )
 from steadyloop.redaction import KeyRedactingFilter, Secrets, safe_text
 from steadyloop.routing.endpoints import (
+    SAMPLING_OUT_OF_RANGE_ERROR_TYPE,
     EndpointConfig,
     EndpointRegistry,
     MissingApiKeyError,
@@ -160,6 +161,7 @@ from steadyloop.routing.provider_errors import (
     provider_error,
 )
 from steadyloop.routing.transport_errors import network_reason
+from steadyloop.run.bounds import sampling_problems
 from steadyloop.stops.budget import StreamMeter
 from steadyloop.stream.argument_limits import ArgumentLimits
 from steadyloop.stream.chat_request import USER_AGENT, build_headers, build_request_body
@@ -907,6 +909,18 @@ class ModelActivities:
                 type=exc.error_type,
                 non_retryable=True,
             ) from None
+        # The run held its knobs to what some wire takes; this endpoint's may take less.
+        refused = sampling_problems(
+            {"temperature": request.temperature, "top_p": request.top_p}, endpoint.api
+        )
+        if refused:
+            raise ApplicationError(
+                f"model endpoint {endpoint.name!r} (api={endpoint.api!r}) cannot take this "
+                f"run's sampling: {'; '.join(refused)}",
+                {"endpoint": endpoint.name, "api": endpoint.api, "problems": refused},
+                type=SAMPLING_OUT_OF_RANGE_ERROR_TYPE,
+                non_retryable=True,
+            )
         forward = request.forward if not request.wants_json() else None
         try:
             if forward is None:

@@ -391,7 +391,11 @@ def build_parser() -> argparse.ArgumentParser:
         "required (it must call one), none, or the name of the tool it must call; a forcing "
         "choice applies to turns that answer you, not after tool results",
     )
-    knobs.add_argument("--temperature", type=float, help="sampling temperature (0 or more)")
+    knobs.add_argument(
+        "--temperature",
+        type=float,
+        help="sampling temperature (0 to 2; 0 to 1 on Anthropic endpoints)",
+    )
     knobs.add_argument("--top-p", type=float, help="nucleus sampling, 0 to 1")
     knobs.add_argument("--max-tokens", type=int, help="tokens the model may write per turn")
     knobs.add_argument("--seed", type=int, help="sampling seed, for providers that take one")

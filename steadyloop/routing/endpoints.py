@@ -98,6 +98,9 @@ UNKNOWN_ENDPOINT_ERROR_TYPE = "unknown_endpoint"
 MISSING_API_KEY_ERROR_TYPE = "missing_api_key"
 # The endpoint's `api` names a wire this version does not speak (`steadyloop.stream.wire`).
 UNSUPPORTED_WIRE_ERROR_TYPE = "unsupported_wire"
+# A request whose sampling knobs the endpoint's wire refuses (`steadyloop.run.bounds.
+# SAMPLING_RANGES`): a configuration problem of this endpoint, found before any request.
+SAMPLING_OUT_OF_RANGE_ERROR_TYPE = "sampling_out_of_range"
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # RFC 9110 token characters for header names.

@@ -192,6 +192,8 @@ _FILTER_CODES = frozenset(
         "moderation_blocked",
         "prohibited_content",
         "safety",
+        # Anthropic's `stop_reason: "refusal"` (raised as this type by its wire's reader).
+        "refusal",
     }
 )
 _FILTER_PATTERNS = re.compile(

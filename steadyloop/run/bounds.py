@@ -20,15 +20,26 @@ refused where the configuration is built, with a message that names the field:
 - `Text`: free text a caller sends (a prompt, a system prompt): anything but lone
   surrogates.
 
-`seconds_problem`, `identity_problem` and `text_problem` say why a value is refused
-(None when it is fine), so the command line can check its flags with the same rule.
+- Sampling knobs (`Temperature`, `TopP`): each wire's providers take a range, and a
+  value outside it is refused on every attempt (`--temperature 1e300` used to start a
+  run the provider then answered with a 400 per turn). `SAMPLING_RANGES` holds them per
+  wire (OpenAI's chat and Responses: temperature 0..2; Anthropic Messages: 0..1; top_p
+  0..1 on all three); a run's `Sampling` is held to the widest range when it is built
+  (the run does not know which wire its endpoints speak: the worker does), and the
+  model activity holds a request to its endpoint's wire before sending it
+  (`sampling_problems`), a non-retryable error naming the knob, the value and the range.
+
+`seconds_problem`, `identity_problem`, `text_problem` and `sampling_problem` say why a
+value is refused (None when it is fine), so the command line can check its flags with
+the same rule.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from typing import Annotated
+from collections.abc import Callable, Mapping
+from typing import Annotated, Final, Literal
 
 from pydantic import AfterValidator, Field
 
@@ -37,14 +48,19 @@ __all__ = [
     "MAX_IDENTITY_CHARS",
     "MAX_SECONDS",
     "MAX_TOKENS",
+    "SAMPLING_RANGES",
     "Count",
     "Identity",
     "OptionalCount",
     "Seconds",
     "SecondsOrZero",
+    "Temperature",
     "Text",
     "TokenCount",
+    "TopP",
     "identity_problem",
+    "sampling_problem",
+    "sampling_problems",
     "seconds_problem",
     "text_problem",
 ]
@@ -57,6 +73,21 @@ MAX_COUNT = 2**31 - 1
 # A count of tokens or bytes: the largest integer every JSON reader holds exactly.
 MAX_TOKENS = 2**53
 MAX_IDENTITY_CHARS = 256
+
+WireApi = Literal["chat", "responses", "anthropic"]
+SamplingKnob = Literal["temperature", "top_p"]
+# The inclusive range each wire's providers take for each knob (documented by OpenAI for
+# Chat Completions and Responses, by Anthropic for Messages).
+SAMPLING_RANGES: Final[dict[WireApi, dict[SamplingKnob, tuple[float, float]]]] = {
+    "chat": {"temperature": (0.0, 2.0), "top_p": (0.0, 1.0)},
+    "responses": {"temperature": (0.0, 2.0), "top_p": (0.0, 1.0)},
+    "anthropic": {"temperature": (0.0, 1.0), "top_p": (0.0, 1.0)},
+}
+_WIRE_NAMES: Final[dict[WireApi, str]] = {
+    "chat": "a Chat Completions",
+    "responses": "a Responses",
+    "anthropic": "an Anthropic Messages",
+}
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
@@ -121,6 +152,40 @@ def identity_problem(value: str, *, max_chars: int = MAX_IDENTITY_CHARS) -> str 
     return None
 
 
+def sampling_problem(knob: SamplingKnob, value: float, api: WireApi | None = None) -> str | None:
+    """Why `value` is not a usable `knob` on `api`'s endpoints (None: on any wire's), or
+    None when it is fine."""
+    if api is None:
+        low = min(ranges[knob][0] for ranges in SAMPLING_RANGES.values())
+        high = max(ranges[knob][1] for ranges in SAMPLING_RANGES.values())
+        where = "on any endpoint"
+    else:
+        low, high = SAMPLING_RANGES[api][knob]
+        where = f"on {_WIRE_NAMES[api]} endpoint"
+    if math.isfinite(value) and low <= value <= high:
+        return None
+    got = "NaN (not a number)" if math.isnan(value) else f"{value:g}"
+    return f"{knob} must be a number from {low:g} to {high:g} {where}; got {got}"
+
+
+def sampling_problems(knobs: Mapping[SamplingKnob, float | None], api: WireApi) -> list[str]:
+    """Every knob of `knobs` that `api`'s endpoints refuse, as `sampling_problem` says it."""
+    problems = (
+        sampling_problem(knob, value, api) for knob, value in knobs.items() if value is not None
+    )
+    return [problem for problem in problems if problem is not None]
+
+
+def _sampling_check(knob: SamplingKnob) -> Callable[[float], float]:
+    def check(value: float) -> float:
+        problem = sampling_problem(knob, value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
+
+    return check
+
+
 def _identity(value: str) -> str:
     problem = identity_problem(value)
     if problem is not None:
@@ -141,4 +206,6 @@ Count = Annotated[int, Field(ge=1, le=MAX_COUNT)]
 OptionalCount = Annotated[int, Field(ge=0, le=MAX_COUNT)]
 TokenCount = Annotated[int, Field(ge=1, le=MAX_TOKENS)]
 Identity = Annotated[str, AfterValidator(_identity)]
+Temperature = Annotated[float, AfterValidator(_sampling_check("temperature"))]
+TopP = Annotated[float, AfterValidator(_sampling_check("top_p"))]
 Text = Annotated[str, AfterValidator(_text)]

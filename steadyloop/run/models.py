@@ -35,8 +35,10 @@ from steadyloop.run.bounds import (
     Count,
     Identity,
     Seconds,
+    Temperature,
     Text,
     TokenCount,
+    TopP,
     identity_problem,
 )
 from steadyloop.run.steering import SteeringState
@@ -129,14 +131,16 @@ class Sampling(BaseModel):
     """What the provider is asked to sample with. Numbers are sent as JSON, where NaN and
     infinities do not exist (pydantic writes `null`) and providers take `max_tokens` as
     a 32-bit and `seed` as a 64-bit integer: anything else is refused here, by name,
-    rather than by the provider on every attempt. A temperature below 0 or a `top_p`
-    outside 0..1 is refused by every provider, so it is refused here too. `stop`:
+    rather than by the provider on every attempt. A temperature outside 0..2 or a
+    `top_p` outside 0..1 is refused by every provider, so it is refused here too
+    (Anthropic's 0..1 temperature is held by the model activity, which knows the
+    endpoint's wire: `steadyloop.run.bounds.SAMPLING_RANGES`). `stop`:
     sequences that end the model's reply where they appear (not included in it)."""
 
     model_config = ConfigDict(frozen=True)
 
-    temperature: float | None = Field(default=None, allow_inf_nan=False, ge=0)
-    top_p: float | None = Field(default=None, allow_inf_nan=False, ge=0, le=1)
+    temperature: Temperature | None = None
+    top_p: TopP | None = None
     max_tokens: Count | None = None
     seed: int | None = Field(default=None, ge=-(2**63), le=2**63 - 1)
     stop: list[Text] | None = Field(default=None, max_length=16)

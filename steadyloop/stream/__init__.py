@@ -8,8 +8,9 @@ arguments are read into a value or a refusal that names the place, never an exce
 in `argument_limits`); a silent stream is a stall under a phase deadline (`watchdog`);
 every failure is a value that crosses Temporal (`failures`). `completion` holds the
 payloads of one model turn. An endpoint's wire (`wire`: Chat Completions through
-`chat_request` and `turn_assembly`, OpenAI Responses through `responses_request` and
-`responses_assembly`) builds the request and assembles the answer, and pass-back
+`chat_request` and `turn_assembly`; OpenAI Responses through `responses_request` and
+`responses_assembly`; Anthropic Messages, `anthropic_wire`, through `anthropic_request`
+and `anthropic_assembly`) builds the request and assembles the answer, and pass-back
 items go back only to the endpoint that issued them (`passback`).
 Text that may hold lone UTF-16 surrogates is made to encode by one rule (`surrogates`),
 which redaction and tool results use too.

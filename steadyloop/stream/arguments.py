@@ -275,7 +275,7 @@ def parse_tool_call_arguments(call: Any) -> ArgumentsReading:
     except (ValueError, RecursionError) as error:
         return UnparseableArguments(
             detail=f"Tool arguments are not valid JSON ({_encodable(str(error))}). Send one "
-            f"JSON object, for example {{\"key\": \"value\"}}. Received: {_excerpt(arguments)}"
+            f'JSON object, for example {{"key": "value"}}. Received: {_excerpt(arguments)}'
         )
     if not isinstance(value, dict):
         return UnparseableArguments(
@@ -293,8 +293,7 @@ def parse_tool_call_arguments(call: Any) -> ArgumentsReading:
 
 def _refused(reason: str, arguments: str) -> UnparseableArguments:
     return UnparseableArguments(
-        detail=f"Tool arguments were refused: {reason}. Send one JSON object: "
-        f"{_excerpt(arguments)}"
+        detail=f"Tool arguments were refused: {reason}. Send one JSON object: {_excerpt(arguments)}"
     )
 
 

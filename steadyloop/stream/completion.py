@@ -78,6 +78,9 @@ class Usage(BaseModel):
     total_tokens: int = 0
     reasoning_tokens: int | None = None
     cached_tokens: int | None = None
+    # Anthropic's `cache_creation_input_tokens`: input written to the prompt cache (part
+    # of `prompt_tokens`; billed above the input price there). None: not reported.
+    cache_creation_tokens: int | None = None
 
 
 class StreamStats(BaseModel):

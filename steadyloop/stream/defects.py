@@ -259,9 +259,7 @@ def detect_completion_defects(
     cut_by_limit = finish_reason in LENGTH_FINISH_REASONS
     for call in tool_calls:
         if not call.name.strip():
-            found.append(
-                _defect("unnamed_tool_call", "a tool call arrived with no name.", call.id)
-            )
+            found.append(_defect("unnamed_tool_call", "a tool call arrived with no name.", call.id))
         if tool_call_arguments_absent(call.arguments):
             if cut_by_limit:
                 found.append(

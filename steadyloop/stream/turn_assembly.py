@@ -73,7 +73,7 @@ from steadyloop.stream.failures import StreamFailed, StreamFailure, excerpt
 from steadyloop.stream.sse import MessageData, ServerSentEvent
 from steadyloop.stream.surrogates import rejoin_surrogates
 
-__all__ = ["TurnAssembler"]
+__all__ = ["TurnAssembler", "TurnProgress"]
 
 _loads = orjson.loads
 _OrjsonDecodeError = orjson.JSONDecodeError
@@ -92,7 +92,60 @@ _Template = tuple[bytes, bytes, int, int, bytes | None, Mapping[int, list[str]],
 _BLANK: Any = object()  # `_parse_refused` found an empty payload (a keep-alive)
 
 
-class TurnAssembler:
+class TurnProgress:
+    """The cheap progress counters every wire's assembler has, read once per network read
+    for heartbeats, forwarding and the watchdog: answer and reasoning text kept as lists
+    of pieces (`_text`, `_reasoning`), calls in a `ToolCallAccumulator` (`_calls`)."""
+
+    __slots__ = ("_counted_chars", "_counted_reasoning", "_counted_text")
+    _text: list[str]
+    _reasoning: list[str]
+    _calls: ToolCallAccumulator
+    _counted_chars: int
+    _counted_text: int
+    _counted_reasoning: int
+
+    @property
+    def output_chars(self) -> int:
+        """Characters of answer and reasoning text so far (counted lazily, incrementally)."""
+        text, reasoning = self._text, self._reasoning
+        added = 0
+        for i in range(self._counted_text, len(text)):
+            added += len(text[i])
+        for i in range(self._counted_reasoning, len(reasoning)):
+            added += len(reasoning[i])
+        self._counted_text = len(text)
+        self._counted_reasoning = len(reasoning)
+        self._counted_chars += added
+        return self._counted_chars
+
+    @property
+    def text_parts(self) -> list[str]:
+        """The answer text's pieces so far, in order (read-only: for forwarding)."""
+        return self._text
+
+    @property
+    def reasoning_parts(self) -> list[str]:
+        """The reasoning text's pieces so far, in order (read-only: for forwarding)."""
+        return self._reasoning
+
+    @property
+    def tool_call_count(self) -> int:
+        """Tool calls opened so far."""
+        return self._calls.call_count
+
+    @property
+    def first_token_seen(self) -> bool:
+        """True once any answer text, reasoning text or tool call has arrived."""
+        return bool(self._text or self._reasoning) or not self._calls.is_empty
+
+    @property
+    def answer_token_seen(self) -> bool:
+        """True once answer text or a tool call has arrived (reasoning is not an answer)."""
+        return bool(self._text) or not self._calls.is_empty
+
+
+class TurnAssembler(TurnProgress):
     """Folds the JSON payloads of one streamed chat completion into an `AssembledTurn`.
 
     Feed each SSE data payload with `feed` (or a batch of decoded events with
@@ -105,9 +158,6 @@ class TurnAssembler:
     __slots__ = (
         "_calls",
         "_chunks",
-        "_counted_chars",
-        "_counted_reasoning",
-        "_counted_text",
         "_finish_reason",
         "_ignored_choices",
         "_learns",
@@ -155,47 +205,6 @@ class TurnAssembler:
         self._counted_reasoning = 0
         self.saw_done = False
 
-    # -- progress, for heartbeats ------------------------------------------------------
-
-    @property
-    def output_chars(self) -> int:
-        """Characters of answer and reasoning text so far (counted lazily, incrementally)."""
-        text, reasoning = self._text, self._reasoning
-        added = 0
-        for i in range(self._counted_text, len(text)):
-            added += len(text[i])
-        for i in range(self._counted_reasoning, len(reasoning)):
-            added += len(reasoning[i])
-        self._counted_text = len(text)
-        self._counted_reasoning = len(reasoning)
-        self._counted_chars += added
-        return self._counted_chars
-
-    @property
-    def text_parts(self) -> list[str]:
-        """The answer text's pieces so far, in order (read-only: for forwarding)."""
-        return self._text
-
-    @property
-    def reasoning_parts(self) -> list[str]:
-        """The reasoning text's pieces so far, in order (read-only: for forwarding)."""
-        return self._reasoning
-
-    @property
-    def tool_call_count(self) -> int:
-        """Tool calls opened so far."""
-        return self._calls.call_count
-
-    @property
-    def first_token_seen(self) -> bool:
-        """True once any answer text, reasoning text or tool call has arrived."""
-        return bool(self._text or self._reasoning) or not self._calls.is_empty
-
-    @property
-    def answer_token_seen(self) -> bool:
-        """True once answer text or a tool call has arrived (reasoning is not an answer)."""
-        return bool(self._text) or not self._calls.is_empty
-
     @property
     def content_mark(self) -> int:
         """A count that grows whenever a chunk carries content: answer or reasoning text,
@@ -222,7 +231,7 @@ class TurnAssembler:
         if usage.__class__ is not dict:
             return None
         assert usage is not None
-        return _count(usage.get("completion_tokens"))
+        return count_of(usage.get("completion_tokens"))
 
     @property
     def finish_reason_seen(self) -> bool:
@@ -537,10 +546,10 @@ class TurnAssembler:
     def _fold(self, chunk: Any, data: str | bytes) -> None:
         """Every chunk the fast shape test did not take, validated member by member."""
         if chunk.__class__ is not dict:
-            raise _invalid(data, "a stream chunk is JSON but not an object")
+            raise invalid_chunk(data, "a stream chunk is JSON but not an object")
         error = chunk.get("error")
         if error is not None and error is not False:
-            raise _provider_error(data, error)
+            raise provider_error(data, error)
         if self._meta_pending:
             self._read_meta(chunk)
         try:
@@ -551,13 +560,13 @@ class TurnAssembler:
                 for position, choice in enumerate(choices):
                     self._choice(choice, position, chunk)
             elif chunk.get("object") == "error":
-                raise _provider_error(data, chunk)
+                raise provider_error(data, chunk)
             usage = chunk.get("usage")
             if usage:
                 self._usage = usage
                 self._signals += 1
         except (AttributeError, TypeError, KeyError) as err:
-            raise _invalid(data, f"a stream chunk has an unexpected shape ({err})") from None
+            raise invalid_chunk(data, f"a stream chunk has an unexpected shape ({err})") from None
 
     def _choice(self, choice: Any, position: int, chunk: dict[str, Any]) -> None:
         if choice.__class__ is not dict:
@@ -622,7 +631,7 @@ class TurnAssembler:
             # send when a tokenizer splits an astral character across two chunks.
             chunk = json.loads(text)
         except (ValueError, RecursionError):
-            raise _invalid(data, "a stream chunk is not valid JSON") from None
+            raise invalid_chunk(data, "a stream chunk is not valid JSON") from None
         self._stdlib_parsed = True
         return chunk
 
@@ -717,7 +726,7 @@ def _payloads_of(
 _MAX_COUNT = 10**12
 
 
-def _count(value: Any) -> int | None:
+def count_of(value: Any) -> int | None:
     """A usage count, or None for a value that is not one (negative, fractional, NaN,
     infinite, absurdly large): a broken measurement is left out, never passed on."""
     if value.__class__ is int and 0 <= value <= _MAX_COUNT:
@@ -730,9 +739,9 @@ def _count(value: Any) -> int | None:
 def _usage(raw: Any) -> Usage | None:
     if raw.__class__ is not dict:
         return None
-    prompt = _count(raw.get("prompt_tokens")) or 0
-    completion = _count(raw.get("completion_tokens")) or 0
-    total = _count(raw.get("total_tokens"))
+    prompt = count_of(raw.get("prompt_tokens")) or 0
+    completion = count_of(raw.get("completion_tokens")) or 0
+    total = count_of(raw.get("total_tokens"))
     completion_details = raw.get("completion_tokens_details")
     prompt_details = raw.get("prompt_tokens_details")
     return Usage(
@@ -740,15 +749,15 @@ def _usage(raw: Any) -> Usage | None:
         completion_tokens=completion,
         total_tokens=total if total is not None else prompt + completion,
         reasoning_tokens=(
-            _count(completion_details.get("reasoning_tokens"))
+            count_of(completion_details.get("reasoning_tokens"))
             if completion_details.__class__ is dict
             else None
         ),
         cached_tokens=(
-            _count(prompt_details.get("cached_tokens"))
+            count_of(prompt_details.get("cached_tokens"))
             if prompt_details.__class__ is dict
             # DeepSeek reports cache hits at the top level.
-            else _count(raw.get("prompt_cache_hit_tokens"))
+            else count_of(raw.get("prompt_cache_hit_tokens"))
         ),
     )
 
@@ -766,20 +775,20 @@ def _event_error(data: str) -> StreamFailed:
     try:
         body = json.loads(data)
     except (ValueError, RecursionError):
-        return _provider_error(data, data.strip() or None)
+        return provider_error(data, data.strip() or None)
     if body.__class__ is dict:
         error = body.get("error")
-        return _provider_error(data, error if error not in (None, False) else body)
-    return _provider_error(data, body)
+        return provider_error(data, error if error not in (None, False) else body)
+    return provider_error(data, body)
 
 
-def _invalid(data: str | bytes, message: str) -> StreamFailed:
+def invalid_chunk(data: str | bytes, message: str) -> StreamFailed:
     return StreamFailed(
         StreamFailure(kind="invalid_chunk", message=message, body_excerpt=excerpt(data))
     )
 
 
-def _provider_error(data: str | bytes, error: Any) -> StreamFailed:
+def provider_error(data: str | bytes, error: Any) -> StreamFailed:
     """`stream_error` from an `error` member (object or string) or an error-shaped chunk."""
     message: str | None = None
     code: str | None = None

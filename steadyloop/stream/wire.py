@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from steadyloop.routing.endpoints import API_CHOICES, UNSUPPORTED_WIRE_ERROR_TYPE, EndpointConfig
+from steadyloop.stream.anthropic_wire import ANTHROPIC_WIRE
 from steadyloop.stream.chat_request import build_headers, build_request_body
 from steadyloop.stream.completion import AssembledTurn, CompletionRequest
 from steadyloop.stream.responses_assembly import ResponsesAssembler
@@ -201,6 +202,7 @@ RESPONSES_WIRE = ResponsesWire()
 WIRES: dict[str, Wire] = {
     "chat": CHAT_WIRE,
     "responses": RESPONSES_WIRE,
+    "anthropic": ANTHROPIC_WIRE,
 }
 
 

@@ -91,6 +91,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from steadyloop.routing.endpoints import (
         MISSING_API_KEY_ERROR_TYPE,
+        SAMPLING_OUT_OF_RANGE_ERROR_TYPE,
         UNKNOWN_ENDPOINT_ERROR_TYPE,
         UNSUPPORTED_WIRE_ERROR_TYPE,
     )
@@ -274,9 +275,7 @@ async def routed_completion(
     return routed
 
 
-async def _health_for(
-    endpoints: list[str], view: HealthView | None
-) -> dict[str, EndpointHealth]:
+async def _health_for(endpoints: list[str], view: HealthView | None) -> dict[str, EndpointHealth]:
     """The view when it is fresh, else a read kept in the view."""
     if view is not None:
         fresh = view.fresh(endpoints, workflow.now())
@@ -562,7 +561,9 @@ def facts_from_activity_error(error: ActivityError) -> FailureFacts:
     if cause.type in (
         UNKNOWN_ENDPOINT_ERROR_TYPE,
         MISSING_API_KEY_ERROR_TYPE,
+        SAMPLING_OUT_OF_RANGE_ERROR_TYPE,
         UNSUPPORTED_WIRE_ERROR_TYPE,
+        SAMPLING_OUT_OF_RANGE_ERROR_TYPE,
     ):
         return FailureFacts(kind="configuration", message=cause.message, produced_output=produced)
     first = cause.details[0] if cause.details else None
