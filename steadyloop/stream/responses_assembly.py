@@ -63,7 +63,6 @@ from typing import Any
 import orjson
 
 from steadyloop.chat import PassbackItem, ToolCall
-from steadyloop.stream.surrogates import rejoin_surrogates
 from steadyloop.stream.completion import (
     MAX_STREAM_NOTES,
     STREAM_NOTE_CHARS,
@@ -78,6 +77,7 @@ from steadyloop.stream.defects import (
 )
 from steadyloop.stream.failures import StreamFailed, StreamFailure, excerpt
 from steadyloop.stream.sse import MessageData, ServerSentEvent
+from steadyloop.stream.surrogates import rejoin_surrogates
 
 # The chat assembler's readings of provider values, shared so both wires bound them alike.
 from steadyloop.stream.turn_assembly import _count, _invalid, _text_of
