@@ -24,6 +24,8 @@ class AnthropicWire:
 
     api = "anthropic"
     terminal_words = "message_stop"
+    # Read as the decoder gives them (event names kept): what the assembler was built against.
+    reads_event_names = True
 
     def url(self, endpoint: EndpointConfig) -> str:
         return endpoint.url

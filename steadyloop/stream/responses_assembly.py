@@ -80,7 +80,7 @@ from steadyloop.stream.sse import MessageData, ServerSentEvent
 from steadyloop.stream.surrogates import rejoin_surrogates
 
 # The chat assembler's readings of provider values, shared so both wires bound them alike.
-from steadyloop.stream.turn_assembly import _count, _invalid, _text_of
+from steadyloop.stream.turn_assembly import _text_of, count_of, invalid_chunk
 
 __all__ = ["ResponsesAssembler", "ResponsesCall"]
 
@@ -327,7 +327,7 @@ class ResponsesAssembler:
     @property
     def reported_completion_tokens(self) -> int | None:
         usage = self._usage
-        return None if usage is None else _count(usage.get("output_tokens"))
+        return None if usage is None else count_of(usage.get("output_tokens"))
 
     @property
     def finish_reason_seen(self) -> bool:
@@ -372,7 +372,7 @@ class ResponsesAssembler:
             if payload is None:
                 return False
         if payload.__class__ is not dict:
-            raise _invalid(data, "a stream event is not a JSON object")
+            raise invalid_chunk(data, "a stream event is not a JSON object")
         kind = payload.get("type")
         # The per-token events first, with as little as possible between them and the append.
         if kind == "response.output_text.delta":
@@ -471,7 +471,7 @@ class ResponsesAssembler:
         try:
             payload = json.loads(text)  # escapes of lone surrogates, which orjson refuses
         except (ValueError, RecursionError):
-            raise _invalid(data, "a stream event is not valid JSON") from None
+            raise invalid_chunk(data, "a stream event is not valid JSON") from None
         self._stdlib = True
         return payload
 
@@ -818,9 +818,9 @@ def _usage(raw: dict[str, Any] | None) -> Usage | None:
     """Responses usage (`input_tokens`, `output_tokens`, their details) as `Usage`."""
     if raw is None:
         return None
-    prompt = _count(raw.get("input_tokens")) or 0
-    completion = _count(raw.get("output_tokens")) or 0
-    total = _count(raw.get("total_tokens"))
+    prompt = count_of(raw.get("input_tokens")) or 0
+    completion = count_of(raw.get("output_tokens")) or 0
+    total = count_of(raw.get("total_tokens"))
     input_details, output_details = (
         raw.get("input_tokens_details"),
         raw.get("output_tokens_details"),
@@ -829,10 +829,10 @@ def _usage(raw: dict[str, Any] | None) -> Usage | None:
         prompt_tokens=prompt,
         completion_tokens=completion,
         total_tokens=total if total is not None else prompt + completion,
-        reasoning_tokens=_count(output_details.get("reasoning_tokens"))
+        reasoning_tokens=count_of(output_details.get("reasoning_tokens"))
         if output_details.__class__ is dict
         else None,
-        cached_tokens=_count(input_details.get("cached_tokens"))
+        cached_tokens=count_of(input_details.get("cached_tokens"))
         if input_details.__class__ is dict
         else None,
     )
