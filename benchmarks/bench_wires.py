@@ -142,18 +142,23 @@ def check(name: str, turn: AssembledTurn, body: bytes, calls: int, sdk: Any) -> 
     assert [o.arguments for o in sdk.output] == [item["arguments"] for item in sent]
 
 
+Checker = Callable[[str, AssembledTurn, bytes, int, Any], None]
+
+
 def measure(cases: list[Case], assemble: Callable[[list[bytes]], AssembledTurn],
-            sdk: Callable[[list[bytes]], Any], rounds: int) -> list[str]:  # fmt: skip
-    lines = [
-        f"{'case':<14} {'events':>6} {'KB':>6}  {'steadyloop/floor':>16}  {'openai/steadyloop':>17}"
-    ]
+            sdk: Callable[[list[bytes]], Any], rounds: int, *, peer: str = "openai",
+            check: Checker = check) -> list[str]:  # fmt: skip
+    """Best of `rounds` for each case: steadyloop against the parse floor, and the `peer`
+    SDK's accumulator (`sdk`) against steadyloop, once `check` has found they agree."""
+    ratio = f"{peer}/steadyloop"
+    lines = [f"{'case':<14} {'events':>6} {'KB':>6}  {'steadyloop/floor':>16}  {ratio:>17}"]
     for name, body, calls in cases:
         reads = network_reads(body)
         check(name, assemble(reads), body, calls, sdk(reads))
         runs: dict[str, Callable[[], object]] = {
             "steadyloop": partial(assemble, reads),
             "floor/orjson": partial(floor(orjson.loads), reads),
-            "openai": partial(sdk, reads),
+            peer: partial(sdk, reads),
         }
         times = timed_rounds(runs, rounds)
         best = {label: min(values) for label, values in times.items()}
@@ -161,7 +166,7 @@ def measure(cases: list[Case], assemble: Callable[[list[bytes]], AssembledTurn],
         lines.append(
             f"{name:<14} {events:>6} {len(body) / 1024:>6.1f}  "
             f"{best['steadyloop'] / best['floor/orjson']:>15.2f}x  "
-            f"{best['openai'] / best['steadyloop']:>16.1f}x"
+            f"{best[peer] / best['steadyloop']:>{max(16, len(ratio) - 1)}.1f}x"
         )
     return lines
 

@@ -32,15 +32,14 @@ import argparse
 import json
 import random
 import sys
-from collections.abc import Callable
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_stream import _fragments, _tool_arguments, floor, network_reads, timed_rounds
+from bench_stream import _fragments, _tool_arguments
+from bench_wires import measure
 
 from steadyloop.stream.anthropic_assembly import AnthropicAssembler
 from steadyloop.stream.completion import AssembledTurn
@@ -128,34 +127,12 @@ def check(name: str, turn: AssembledTurn, body: bytes, calls: int, sdk: Any) -> 
     ], name
 
 
-def measure(cases: list[Case], rounds: int) -> list[str]:
-    lines = [
-        f"{'case':<14} {'events':>6} {'KB':>6}  {'steadyloop/floor':>16}  "
-        f"{'anthropic/steadyloop':>20}"
-    ]
-    for name, body, calls in cases:
-        reads = network_reads(body)
-        check(name, steadyloop_anthropic(reads), body, calls, sdk_anthropic(reads))
-        runs: dict[str, Callable[[], object]] = {
-            "steadyloop": partial(steadyloop_anthropic, reads),
-            "floor/orjson": partial(floor(orjson.loads), reads),
-            "anthropic": partial(sdk_anthropic, reads),
-        }
-        times = timed_rounds(runs, rounds)
-        best = {label: min(values) for label, values in times.items()}
-        events = body.count(b"\ndata: ")
-        lines.append(
-            f"{name:<14} {events:>6} {len(body) / 1024:>6.1f}  "
-            f"{best['steadyloop'] / best['floor/orjson']:>15.2f}x  "
-            f"{best['anthropic'] / best['steadyloop']:>19.1f}x"
-        )
-    return lines
-
-
 def anthropic_main(rounds: int) -> None:
     print(f"Anthropic Messages, best of {rounds} rounds "
           "(targets: steadyloop/floor <= 1.3x, anthropic/steadyloop >= 20x)")  # fmt: skip
-    for line in measure(anthropic_cases(), rounds):
+    lines = measure(anthropic_cases(), steadyloop_anthropic, sdk_anthropic, rounds,
+                    peer="anthropic", check=check)  # fmt: skip
+    for line in lines:
         print(line)
 
 

@@ -161,6 +161,8 @@ class AnthropicAssembler(TurnProgress):
     `message_stop` arrived.
     """
 
+    _calls: ToolCallAccumulator
+
     def __init__(
         self, *, endpoint: str = "", mint_prefix: str = "call_sl", wants_json: bool = False
     ) -> None:

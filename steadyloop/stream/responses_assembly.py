@@ -80,7 +80,7 @@ from steadyloop.stream.sse import MessageData, ServerSentEvent
 from steadyloop.stream.surrogates import rejoin_surrogates
 
 # The chat assembler's readings of provider values, shared so both wires bound them alike.
-from steadyloop.stream.turn_assembly import _text_of, count_of, invalid_chunk
+from steadyloop.stream.turn_assembly import TurnProgress, _text_of, count_of, invalid_chunk
 
 __all__ = ["ResponsesAssembler", "ResponsesCall"]
 
@@ -145,6 +145,10 @@ class _Calls:
     @property
     def is_empty(self) -> bool:
         return not self.records
+
+    @property
+    def call_count(self) -> int:
+        return len(self.records)
 
     def was_minted(self, call_id: str) -> bool:
         return call_id in self._minted
@@ -246,13 +250,15 @@ class _Reasoning:
         self.raw: str | None = None
 
 
-class ResponsesAssembler:
+class ResponsesAssembler(TurnProgress):
     """Folds the events of one streamed Responses answer into an `AssembledTurn`.
 
     `endpoint` names the endpoint the answer came from: every pass-back item is tagged
     with it. Feed each read's events with `feed_events` (True once the terminal event
     arrived), then call `finish` once. The counters are cheap at any point.
     """
+
+    _calls: _Calls
 
     def __init__(
         self, *, endpoint: str, mint_prefix: str = "call_sl", wants_json: bool = False
@@ -273,7 +279,7 @@ class ResponsesAssembler:
         self._argument_deltas = 0
         self._signals = 0
         self._chunks = 0
-        self._counted = (0, 0, 0)  # text parts, reasoning parts, chars counted
+        self._counted_text = self._counted_reasoning = self._counted_chars = 0
         self._stdlib = False
         self._usage: dict[str, Any] | None = None
         self._model: str | None = None
@@ -287,34 +293,6 @@ class ResponsesAssembler:
         self.saw_terminal = False
 
     # -- progress, for heartbeats ---------------------------------------------------------
-
-    @property
-    def output_chars(self) -> int:
-        text_seen, reasoning_seen, chars = self._counted
-        text, reasoning = self._text, self._reasoning
-        chars += sum(map(len, text[text_seen:])) + sum(map(len, reasoning[reasoning_seen:]))
-        self._counted = (len(text), len(reasoning), chars)
-        return chars
-
-    @property
-    def text_parts(self) -> list[str]:
-        return self._text
-
-    @property
-    def reasoning_parts(self) -> list[str]:
-        return self._reasoning
-
-    @property
-    def tool_call_count(self) -> int:
-        return len(self._calls.records)
-
-    @property
-    def first_token_seen(self) -> bool:
-        return bool(self._text or self._reasoning) or not self._calls.is_empty
-
-    @property
-    def answer_token_seen(self) -> bool:
-        return bool(self._text) or not self._calls.is_empty
 
     @property
     def content_mark(self) -> int:

@@ -62,7 +62,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -92,15 +92,26 @@ _Template = tuple[bytes, bytes, int, int, bytes | None, Mapping[int, list[str]],
 _BLANK: Any = object()  # `_parse_refused` found an empty payload (a keep-alive)
 
 
+class CallCounts(Protocol):
+    """What `TurnProgress` reads of a wire's calls: a `ToolCallAccumulator`, or a wire's own
+    collection of calls (`responses_assembly`)."""
+
+    @property
+    def call_count(self) -> int: ...
+
+    @property
+    def is_empty(self) -> bool: ...
+
+
 class TurnProgress:
     """The cheap progress counters every wire's assembler has, read once per network read
     for heartbeats, forwarding and the watchdog: answer and reasoning text kept as lists
-    of pieces (`_text`, `_reasoning`), calls in a `ToolCallAccumulator` (`_calls`)."""
+    of pieces (`_text`, `_reasoning`), calls in a `CallCounts` (`_calls`)."""
 
     __slots__ = ("_counted_chars", "_counted_reasoning", "_counted_text")
     _text: list[str]
     _reasoning: list[str]
-    _calls: ToolCallAccumulator
+    _calls: CallCounts
     _counted_chars: int
     _counted_text: int
     _counted_reasoning: int
@@ -154,6 +165,8 @@ class TurnAssembler(TurnProgress):
     Chunk shapes are learned only from the decoder's raw batches (`MessageData`);
     `shape_cache=False` parses every chunk whole (for comparison: same result).
     """
+
+    _calls: ToolCallAccumulator
 
     __slots__ = (
         "_calls",
