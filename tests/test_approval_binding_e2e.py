@@ -80,14 +80,17 @@ async def test_an_approval_of_a_reviewed_call_does_not_run_another_call_reusing_
             code, first = await steadyloop(*decide, environ=environ)
             assert code == 0, first
 
-            await eventually(lambda: waiting(2), "turn 2's call waits under the same id")
+            await eventually(lambda: waiting(2), "turn 2's call waits")
             now_waiting = await waiting(2)
-            assert now_waiting is not None and now_waiting["call_id"] == "call_0"
-            # A second person, who reviewed turn 1's call, approves what they reviewed.
-            code, second = await steadyloop(*decide, "--sha", sha[:12], environ=environ)
+            # The wire id turn 1 used is qualified as turn 2 enters the transcript.
+            assert now_waiting is not None and now_waiting["call_id"] == "call_0_t2"
+            # A second person, who reviewed turn 1's call, approves what they reviewed
+            # under the id that waits now.
+            again = ["approve", workflow_id, "call_0_t2", *connection]
+            code, second = await steadyloop(*again, "--sha", sha[:12], environ=environ)
             # Or a decision bound to turn 1's call reaches the run after the listing
             # changed (the race `approve ID CALL` closes): the run itself must refuse it.
-            bound = {"call_id": "call_0", "tool": "wire", "arguments_sha256": sha, "turn": 1}
+            bound = {"call_id": "call_0_t2", "tool": "wire", "arguments_sha256": sha, "turn": 1}
             handle = temporal.client.get_workflow_handle(workflow_id)
             refusal = ""
             try:

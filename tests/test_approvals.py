@@ -103,13 +103,23 @@ async def test_a_decision_is_bound_to_the_call_reviewed_not_to_a_reused_call_id(
         (reviewed,) = await wait_for_approvals(handle)
         await handle.execute_update("approve_call", ApprovalDecision.for_call(reviewed))
         (now_waiting,) = await wait_for_approvals(handle)
-        assert now_waiting.turn == 2 and now_waiting.call_id == reviewed.call_id
-        # A second person who reviewed turn 1's call approves "call_0" again.
-        with pytest.raises(WorkflowUpdateFailedError) as stale:
+        # The wire id turn 1 used is qualified as turn 2 enters the transcript.
+        assert now_waiting.turn == 2 and now_waiting.call_id == f"{reviewed.call_id}_t2"
+        # A second person who reviewed turn 1's call approves "call_0" again: no call
+        # holds that id now, and the refusal names the one waiting.
+        with pytest.raises(WorkflowUpdateFailedError) as gone:
             await handle.execute_update("approve_call", ApprovalDecision.for_call(reviewed))
+        # Turn 1's decision under the id that waits now: bound to what was reviewed.
+        turn_one = ApprovalDecision.for_call(reviewed).model_copy(
+            update={"call_id": now_waiting.call_id}
+        )
+        with pytest.raises(WorkflowUpdateFailedError) as stale:
+            await handle.execute_update("approve_call", turn_one)
         # A decision naming only the call id binds nothing and is refused too.
         with pytest.raises(WorkflowUpdateFailedError) as unbound:
-            await handle.execute_update("approve_call", ApprovalDecision(call_id="call_0"))
+            await handle.execute_update(
+                "approve_call", ApprovalDecision(call_id=now_waiting.call_id)
+            )
         still = await handle.query("pending_approvals", result_type=list[PendingApproval])
         await handle.signal("interrupt", "checked")
         result = await handle.result()
@@ -119,13 +129,15 @@ async def test_a_decision_is_bound_to_the_call_reviewed_not_to_a_reused_call_id(
         text = str(refused.value.cause)
         assert '{"amount": 999, "to": "evil"} (turn 2' in text, text
     assert "another call than the one waiting" in str(stale.value.cause)
+    assert "no call 'call_0' is waiting" in str(gone.value.cause)
+    assert "waiting: call_0_t2" in str(gone.value.cause)
     assert "must name the tool, arguments_sha256 and turn" in str(unbound.value.cause)
     assert still == [now_waiting]
     assert loop.effects.notes == ["transfer 100 to acme"]  # the 999 never ran
     assert result.stop_reason == "interrupted"
     # One answer per call (the helper for that refuses ids repeated across turns).
     first, second = tool_messages(result.transcript)
-    assert (first.tool_call_id, second.tool_call_id) == ("call_0", "call_0")
+    assert (first.tool_call_id, second.tool_call_id) == ("call_0", "call_0_t2")
     assert first.content == "sent 100 to acme" and "interrupted" in (second.content or "")
 
 

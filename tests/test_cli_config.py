@@ -376,7 +376,7 @@ def test_commands_exit_2_with_the_setting_named(
     for name in ("STEADYLOOP_MODEL", "STEADYLOOP_CONFIG", "STEADYLOOP_TOOLS"):
         monkeypatch.delenv(name, raising=False)
     assert run_cli(["run", "hello", "--temperature", "-1"]) == EXIT_USAGE
-    assert "--temperature: must be at least 0.0 (got -1.0)" in (
+    assert "--temperature: temperature must be a number from 0 to 2 on any endpoint; got -1" in (
         capsys.readouterr().err
     )
     assert run_cli(["worker", "--tools", "no_such_module_xyz:r"]) == EXIT_USAGE
