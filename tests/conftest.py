@@ -16,8 +16,9 @@ changed it. Point commands at `tmp_path` instead (`STEADYLOOP_HOME`, or
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from real_servers import ServerProcess, start_llamacpp, start_llmock
@@ -90,3 +91,27 @@ def llamacpp_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def llmock_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     yield from _running(start_llmock, tmp_path_factory.mktemp("llmock") / "server.log")
+
+
+def _encodable(value: Any) -> Any:
+    """`value` with every lone surrogate in its strings written as `\\udcff`."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "backslashreplace").decode("utf-8")
+        return value
+    if isinstance(value, dict):
+        return {key: _encodable(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_encodable(item) for item in value)
+    return value
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_report_to_serializable(report: Any) -> Generator[None, Any, Any]:
+    """Reports cross to pytest-xdist's controller as UTF-8: the hostile-value tests log
+    and fail with lone surrogates in their text, which would otherwise crash the worker
+    that ran them ("surrogates not allowed") instead of reporting the test."""
+    data = yield
+    return _encodable(data)
