@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -30,9 +30,9 @@ from steadyloop.client.blob_gc import collect
 from steadyloop.history.blob_retention import RunState
 from steadyloop.history.object_store import (
     MANIFEST_PREFIX,
+    ForwardingStore,
     LocalDirectoryStore,
     MemoryStore,
-    ObjectInfo,
     ObjectStore,
 )
 from steadyloop.history.payload_storage import ChunkedStorageDriver
@@ -41,23 +41,16 @@ SHARED = "the same bytes in both runs: system prompt, tools, the first turns. " 
 CHUNK = 64
 
 
-class HeldManifests(ObjectStore):
+class HeldManifests(ForwardingStore):
     """`inner`, where a manifest write waits for `release` (a writer caught between its
-    chunks and its manifest), counting conditional puts and freshenings."""
+    chunks and its manifest), recording every freshening."""
 
     def __init__(self, inner: ObjectStore) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.release = asyncio.Event()
         self.release.set()
         self.chunks_written = asyncio.Event()
         self.freshened: list[str] = []
-
-    @property
-    def description(self) -> str:
-        return self.inner.description
-
-    async def get(self, key: str) -> bytes | None:
-        return await self.inner.get(key)
 
     async def put_if_absent(self, key: str, data: bytes) -> bool:
         if key.startswith(MANIFEST_PREFIX):
@@ -65,25 +58,9 @@ class HeldManifests(ObjectStore):
             await self.release.wait()
         return await self.inner.put_if_absent(key, data)
 
-    async def put(self, key: str, data: bytes) -> None:
-        await self.inner.put(key, data)
-
     async def freshen(self, key: str) -> bool:
         self.freshened.append(key)
         return await self.inner.freshen(key)
-
-    async def head(self, key: str) -> ObjectInfo | None:
-        return await self.inner.head(key)
-
-    async def list(self, prefix: str = "") -> AsyncIterator[ObjectInfo]:
-        async for info in self.inner.list(prefix):
-            yield info
-
-    async def delete(self, key: str) -> None:
-        await self.inner.delete(key)
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
 
 
 def payload(text: str) -> Payload:

@@ -61,6 +61,7 @@ from typing import TypeVar
 __all__ = [
     "CHUNK_PREFIX",
     "MANIFEST_PREFIX",
+    "ForwardingStore",
     "LocalDirectoryStore",
     "MemoryStore",
     "ObjectInfo",
@@ -327,6 +328,49 @@ class LocalDirectoryStore(ObjectStore):
 
     async def delete(self, key: str) -> None:
         await asyncio.to_thread(self.path(key).unlink, missing_ok=True)
+
+
+# -- wrappers ------------------------------------------------------------------------------
+
+
+class ForwardingStore(ObjectStore):
+    """Every call passed to `inner`: the base of a wrapper that counts, delays or holds
+    some calls (tests, benchmarks) and must forward the rest, `freshen` included, as is."""
+
+    def __init__(self, inner: ObjectStore) -> None:
+        self.inner = inner
+
+    @property
+    def description(self) -> str:
+        return self.inner.description
+
+    def locate(self, key: str) -> str:
+        return self.inner.locate(key)
+
+    async def get(self, key: str) -> bytes | None:
+        return await self.inner.get(key)
+
+    async def put_if_absent(self, key: str, data: bytes) -> bool:
+        return await self.inner.put_if_absent(key, data)
+
+    async def put(self, key: str, data: bytes) -> None:
+        await self.inner.put(key, data)
+
+    async def freshen(self, key: str) -> bool:
+        return await self.inner.freshen(key)
+
+    async def head(self, key: str) -> ObjectInfo | None:
+        return await self.inner.head(key)
+
+    async def list(self, prefix: str = "") -> AsyncIterator[ObjectInfo]:
+        async for info in self.inner.list(prefix):
+            yield info
+
+    async def delete(self, key: str) -> None:
+        await self.inner.delete(key)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
 
 
 # -- retries -------------------------------------------------------------------------------
