@@ -55,12 +55,11 @@ The obvious implementation is wrong in these ways, and this is what prevents eac
   tool's effect, so the run reported a tool that had returned as timed out. A payload
   of at most `INLINE_FALLBACK_BYTES` (every tool result, capped at 64 KB, and a model
   request up to that size) is retried for `INLINE_AFTER_S` only (a hanging request is
-  cut at twice that), then kept in history
-  inside its claim (`{"inline": ...}`), which `retrieve` reads without the store: the
-  attempt completes with the real result, and the workflow task that schedules the next
-  turn does not fail. History grows by those payloads only while the store is down
-  (logged as a warning). A larger payload waits under the full budget and then fails
-  retryably, as above.
+  cut at twice that), then kept in history inside its claim (`{"inline": ...}`), which
+  `retrieve` reads without the store: the attempt completes with the real result, and
+  the workflow task that schedules the next turn does not fail. History grows by those
+  payloads only while the store is down (logged as a warning). A larger payload waits
+  under the full budget and then fails retryably, as above.
 
 The driver's name (`steadyloop-local-files`) and type are those recorded in every
 history written so far; they name the chunk format, not the backend, so a history
@@ -143,8 +142,8 @@ DEFAULT_CACHE_BYTES = 64 * 1024 * 1024
 # Requests one driver keeps in flight: enough to upload a turn's new chunks at once,
 # few enough that a 64 MB payload does not open 4,096 connections.
 MAX_IN_FLIGHT = 16
-# How long a chunk this process wrote or read is taken to be in the store without
-# asking again. A garbage collector's grace period must be longer (see blobs gc).
+# How long a chunk this process wrote or freshened is taken to be in the store, and
+# young, without asking again. A collector's grace period must be longer (blobs gc).
 KNOWN_PRESENT_S = 600.0
 # While the store is down, a payload this small rides in history inside its claim
 # (base64: 256 KB, Temporal's own warning size) after this many seconds of retries.
