@@ -29,7 +29,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from temporalio.api.common.v1 import Payload
@@ -52,7 +52,7 @@ from steadyloop.activities.endpoint_health import EndpointHealthActivities
 from steadyloop.activities.model_stream import ModelActivities
 from steadyloop.activities.tool_execution import ToolActivities
 from steadyloop.chat import ChatMessage
-from steadyloop.history.object_store import ObjectInfo, ObjectStore
+from steadyloop.history.object_store import ForwardingStore, ObjectStore
 from steadyloop.history.payload_storage import (
     ChunkedStorageDriver,
     steadyloop_data_converter,
@@ -73,19 +73,12 @@ TARGET = StorageDriverStoreContext(
 )
 
 
-class Counting(ObjectStore):
+class Counting(ForwardingStore):
     """An object store that counts the bytes of every upload it passes on."""
 
     def __init__(self, inner: ObjectStore) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.uploaded = 0
-
-    @property
-    def description(self) -> str:
-        return self.inner.description
-
-    async def get(self, key: str) -> bytes | None:
-        return await self.inner.get(key)
 
     async def put_if_absent(self, key: str, data: bytes) -> bool:
         self.uploaded += len(data)
@@ -94,16 +87,6 @@ class Counting(ObjectStore):
     async def put(self, key: str, data: bytes) -> None:
         self.uploaded += len(data)
         await self.inner.put(key, data)
-
-    async def head(self, key: str) -> ObjectInfo | None:
-        return await self.inner.head(key)
-
-    async def list(self, prefix: str = "") -> AsyncIterator[ObjectInfo]:
-        async for info in self.inner.list(prefix):
-            yield info
-
-    async def delete(self, key: str) -> None:
-        await self.inner.delete(key)
 
 
 class WholePayloadClient(S3StorageDriverClient):

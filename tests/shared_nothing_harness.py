@@ -104,12 +104,28 @@ class SharedNothing:
     task_queue: str
     client: Client
     workers: list[WorkerProcess] = field(default_factory=list)
+    proxies: list[FaultProxy] = field(default_factory=list)
+    started: int = 0
+
+    async def add_proxy(self) -> FaultProxy:
+        """Another fault proxy in front of the store, for workers whose store misbehaves
+        while the others' does not (stopped with the harness)."""
+        proxy = FaultProxy("127.0.0.1", self.store.s3_port)
+        await proxy.start()
+        self.proxies.append(proxy)
+        return proxy
+
+    @staticmethod
+    def new_queue() -> str:
+        return f"shared-nothing-{uuid.uuid4().hex[:8]}"
 
     @property
     def address(self) -> str:
         return self.env.client.service_client.config.target_host
 
-    def process_environ(self, home: Path) -> dict[str, str]:
+    def process_environ(
+        self, home: Path, *, proxy: FaultProxy | None = None, task_queue: str | None = None
+    ) -> dict[str, str]:
         """What a process on another machine would have: no shared path, the S3 URL."""
         kept = {
             k: v
@@ -118,13 +134,13 @@ class SharedNothing:
         }
         return {
             **kept,
-            **aws_environ(self.proxy.endpoint),
+            **aws_environ((proxy or self.proxy).endpoint),
             "HOME": str(home),
             "STEADYLOOP_HOME": str(home / ".steadyloop"),
             "STEADYLOOP_BLOB_DIR": self.store.url,
             "STEADYLOOP_BLOB_THRESHOLD": str(THRESHOLD_BYTES),
             "TEMPORAL_ADDRESS": self.address,
-            "STEADYLOOP_TASK_QUEUE": self.task_queue,
+            "STEADYLOOP_TASK_QUEUE": task_queue or self.task_queue,
             "PYTHONPATH": os.pathsep.join([str(ROOT), str(TESTS)]),
             "PYTHONUNBUFFERED": "1",
         }
@@ -134,8 +150,17 @@ class SharedNothing:
         (directory / "home").mkdir(parents=True, exist_ok=True)
         return directory
 
-    async def start_worker(self, *, wait_ready: bool = True) -> WorkerProcess:
-        name = f"worker-{len(self.workers) + 1}"
+    async def start_worker(
+        self,
+        *,
+        wait_ready: bool = True,
+        proxy: FaultProxy | None = None,
+        task_queue: str | None = None,
+    ) -> WorkerProcess:
+        """A worker on `task_queue` (the harness's own by default), whose store requests
+        go through `proxy` (the harness's by default)."""
+        self.started += 1  # counted before the first await: workers may start at once
+        name = f"worker-{self.started}"
         directory = self.machine(name)
         ready = directory / "ready.json"
         log = directory / "worker.log"
@@ -156,7 +181,7 @@ class SharedNothing:
                 stdout=out,
                 stderr=asyncio.subprocess.STDOUT,
                 cwd=directory,
-                env=self.process_environ(directory / "home"),
+                env=self.process_environ(directory / "home", proxy=proxy, task_queue=task_queue),
             )
         worker = WorkerProcess(name, process, directory, log)
         self.workers.append(worker)
@@ -168,7 +193,9 @@ class SharedNothing:
             assert ready.exists(), worker.output()
         return worker
 
-    async def start_run(self, pages: int) -> WorkflowHandle[ToolLoopWorkflow, RunResult]:
+    async def start_run(
+        self, pages: int, *, task_queue: str | None = None
+    ) -> WorkflowHandle[ToolLoopWorkflow, RunResult]:
         run = RunInput(
             endpoint="scripted",
             model="scripted-model",
@@ -180,7 +207,7 @@ class SharedNothing:
             ToolLoopWorkflow.run,
             run,
             id=f"shared-nothing-{uuid.uuid4().hex[:10]}",
-            task_queue=self.task_queue,
+            task_queue=task_queue or self.task_queue,
         )
 
     async def run_command(self, *args: str) -> tuple[int, str]:
@@ -234,7 +261,7 @@ async def shared_nothing(workdir: Path, *, pages: int) -> AsyncIterator[SharedNo
                         proxy=proxy,
                         model=model,
                         workdir=workdir,
-                        task_queue=f"shared-nothing-{uuid.uuid4().hex[:8]}",
+                        task_queue=SharedNothing.new_queue(),
                         client=env.client,
                     )
                     try:
@@ -242,6 +269,8 @@ async def shared_nothing(workdir: Path, *, pages: int) -> AsyncIterator[SharedNo
                     finally:
                         for worker in harness.workers:
                             await worker.stop()
+                        for extra in harness.proxies:
+                            await extra.stop()
         finally:
             await proxy.stop()
             restore_environ(saved)

@@ -32,6 +32,7 @@ from steadyloop.history.object_store import (
     RetryPolicy,
 )
 from steadyloop.history.payload_storage import (
+    INLINE_FALLBACK_BYTES,
     ChunkCache,
     ChunkedStorageDriver,
     LocalFileStorageDriver,
@@ -299,10 +300,36 @@ async def test_a_store_down_past_the_budget_is_a_retryable_named_error() -> None
     objects.failures_left = 10**6
     policy = RetryPolicy(first_delay_s=0.001, max_delay_s=0.01, budget_s=0.2)
     driver = ChunkedStorageDriver(RetryingStore(objects, policy), chunk_bytes=CHUNK)
-    with pytest.raises(ApplicationError) as raised:
-        await store(driver, payload(b"x" * 100))
+    with pytest.raises(ApplicationError) as raised:  # too large to ride in history
+        await store(driver, payload(b"x" * (INLINE_FALLBACK_BYTES + 1)))
     assert raised.value.type == "PayloadStoreUnavailable" and not raised.value.non_retryable
     assert "recording memory" in str(raised.value) and "retries" in str(raised.value)
+
+
+async def test_a_small_payload_rides_in_its_claim_while_the_store_is_down() -> None:
+    """A tool's result (at most 64 KB) is stored by the SDK after the tool returned,
+    inside its attempt's timeout: while the store is down it is kept in the claim, so the
+    attempt completes with the real result (issue 27: a 15 s outage lost one)."""
+    objects = Recording()
+    objects.failures_left = 10**6
+    policy = RetryPolicy(first_delay_s=0.001, max_delay_s=0.01, budget_s=30)
+    driver = ChunkedStorageDriver(RetryingStore(objects, policy), chunk_bytes=CHUNK)
+    result = payload(b"r" * (64 * 1024 + 4096))
+    (claim,) = await store(driver, result)  # after INLINE_AFTER_S, not the 30 s budget
+    assert "manifest" not in claim.claim_data and objects.inner.objects == {}
+    # Read back with no store at all: everything needed is in the claim (so in history).
+    (back,) = await retrieve(ChunkedStorageDriver(MemoryStore()), claim)
+    assert back == result
+    objects.failures_left = 0
+    (stored,) = await store(driver, result)  # the store is back: chunks and a manifest
+    assert "inline" not in stored.claim_data and "manifest" in stored.claim_data
+
+
+async def test_an_altered_inline_claim_is_corrupt_not_a_crash() -> None:
+    claim = StorageDriverClaim(claim_data={"inline": "not base64!", "layout": "2"})
+    with pytest.raises(ApplicationError) as raised:
+        await retrieve(ChunkedStorageDriver(MemoryStore()), claim)
+    assert raised.value.type == "PayloadBlobCorrupt" and raised.value.non_retryable
 
 
 async def test_a_refusal_is_not_retried() -> None:

@@ -5,6 +5,9 @@ chunk (`shared_nothing_harness`).
 Each fault asserts which of the two outcomes the issue allows happens: the run waits and
 completes with every page whole and no failed workflow task, or it fails with the named
 error (`PayloadBlobMissing`). What each measured is said in the test's docstring.
+
+One SeaweedFS, dev server and scripted model serve the whole module (`harness`); each
+test's workers and runs have a task queue of their own.
 """
 
 from __future__ import annotations
@@ -12,9 +15,10 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from pathlib import Path
+from collections.abc import AsyncIterator
 
 import pytest
+import pytest_asyncio
 from blob_e2e_tools import page_text
 from shared_nothing_harness import (
     THRESHOLD_BYTES,
@@ -32,8 +36,18 @@ from steadyloop.run.models import RunResult
 from steadyloop.worker.process import RUN_WORKFLOWS
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
-pytestmark = [pytest.mark.slow, pytest.mark.realserver]
-PAGES = 6
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.realserver,
+    pytest.mark.asyncio(loop_scope="module"),
+]
+PAGES = 4
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def harness(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[SharedNothing]:
+    async with shared_nothing(tmp_path_factory.mktemp("shared-nothing"), pages=PAGES) as made:
+        yield made
 
 
 async def until(probe: object, what: str, timeout_s: float = 60.0) -> None:
@@ -67,46 +81,49 @@ async def replays_from_the_store_alone(
 
 
 async def test_a_killed_worker_s_run_completes_on_the_other_and_reads_anywhere(
-    tmp_path: Path,
+    harness: SharedNothing,
 ) -> None:
-    async with shared_nothing(tmp_path, pages=PAGES) as harness:
-        first = await harness.start_worker()
-        second = await harness.start_worker()
-        handle = await harness.start_run(PAGES)
+    queue = harness.new_queue()
+    first, second = await asyncio.gather(
+        harness.start_worker(task_queue=queue), harness.start_worker(task_queue=queue)
+    )
+    handle = await harness.start_run(PAGES, task_queue=queue)
 
-        def running_page_three() -> WorkerProcess | None:
-            for worker in (first, second):
-                if 3 in worker.calls():
-                    return worker
-            return None
+    def running_page_three() -> WorkerProcess | None:
+        for worker in (first, second):
+            if 3 in worker.calls():
+                return worker
+        return None
 
-        await until(lambda: running_page_three() is not None, "page 3 to start")
-        victim = running_page_three()
-        assert victim is not None
-        survivor = second if victim is first else first
-        await victim.kill()
-        result = await handle.result()
-        assert_whole(result, PAGES)
-        # The killed worker's page ran again on the survivor, which went on to the end.
-        assert 3 in survivor.calls() and PAGES in survivor.calls()
-        # The store never failed a workflow task (a lost worker's sticky task may time out).
-        failed = await failed_workflow_tasks(handle)
-        assert all(f == "workflow task timed out" for f in failed), failed
-        print(f"killed worker: completed whole on the other, {len(failed)} timed-out task(s)")
+    await until(lambda: running_page_three() is not None, "page 3 to start")
+    victim = running_page_three()
+    assert victim is not None
+    survivor = second if victim is first else first
+    await victim.kill()
+    result = await handle.result()
+    assert_whole(result, PAGES)
+    # The killed worker's page ran again on the survivor, which went on to the end.
+    assert 3 in survivor.calls() and PAGES in survivor.calls()
+    # The store never failed a workflow task (a lost worker's sticky task may time out).
+    failed = await failed_workflow_tasks(handle)
+    assert all(f == "workflow task timed out" for f in failed), failed
+    print(f"killed worker: completed whole on the other, {len(failed)} timed-out task(s)")
 
-        # A third machine, with no blob directory, reads the whole transcript.
-        code, shown = await harness.run_command("show", handle.id)
-        assert code == 0, shown
-        assert answer_text(PAGES) in shown
-        assert shown.count("read_page") >= PAGES, shown
+    # A third machine, with no blob directory, reads the whole transcript; the recorded
+    # history replays with only the store (both read, so at once).
+    (code, shown), _ = await asyncio.gather(
+        harness.run_command("show", handle.id), replays_from_the_store_alone(harness, handle)
+    )
+    assert code == 0, shown
+    assert answer_text(PAGES) in shown
+    assert shown.count("read_page") >= PAGES, shown
 
-        await replays_from_the_store_alone(harness, handle)
-
-        # One chunk of the result gone: a reader that has not cached it fails, naming it.
-        gone = await delete_one_chunk_of_the_result(harness, handle)
-        code, shown = await harness.run_command("show", handle.id)
-        assert code != 0
-        assert gone in shown and harness.store.url in shown, shown
+    # One chunk of the result gone: a reader that has not cached it fails, naming it.
+    gone = await delete_one_chunk_of_the_result(harness, handle)
+    code, shown = await harness.run_command("show", handle.id)
+    assert code != 0
+    assert gone in shown and harness.store.url in shown and "PayloadBlobMissing" in shown, shown
+    print("object store lost one chunk: fails with PayloadBlobMissing, naming it and the store")
 
 
 async def delete_one_chunk_of_the_result(
@@ -129,64 +146,69 @@ async def delete_one_chunk_of_the_result(
 
 
 async def outcome(
-    harness: SharedNothing, handle: WorkflowHandle[ToolLoopWorkflow, RunResult], pages: int
-) -> str:
-    """Wait for the run and say what it did: every page whole, or which tool answers
-    became a named timeout; and how many workflow tasks failed. A run never fails, and
-    every tool message is the page or says why it is not."""
+    handle: WorkflowHandle[ToolLoopWorkflow, RunResult], pages: int
+) -> tuple[list[int], list[str]]:
+    """Wait for the run: the pages whose tool message is not the page, and the failed or
+    timed-out workflow tasks. The run itself never fails."""
     result = await handle.result()
     assert result.transcript[-1].content == answer_text(pages)
     tools = [m.content for m in result.transcript if m.role == "tool"]
     lost = [n for n, text in enumerate(tools, 1) if text != page_text(n)]
-    assert all("timed out" in str(tools[n - 1]) for n in lost), tools
-    failed = await failed_workflow_tasks(handle)
-    said = "completed whole" if not lost else f"completed, page(s) {lost} answered 'timed out'"
-    said += f", {len(failed)} failed workflow task(s)"
-    if failed:
-        said += f" (first: {failed[0][:160]})"
-    return said
+    return lost, await failed_workflow_tasks(handle)
 
 
-async def test_the_store_s_faults_are_waited_out_and_nothing_is_lost(tmp_path: Path) -> None:
-    """Measured here (printed with -s) for the store down at the worker's start (about
-    12 s), answering 503 for 3 s, slow (200 ms a request) and stopped for 15 s mid-run.
-    Every run completes (none fails, no workflow task fails for good); what each lost is
-    printed: a tool whose result cannot be stored within the tool's own timeout (6 s
-    here) is answered to the model as a timeout, like any tool that overruns."""
-    pages = 4
-    measured: dict[str, str] = {}
-    async with shared_nothing(tmp_path, pages=pages) as harness:
-        # Down when the worker starts: the worker starts (the store is opened lazily),
-        # and the run waits for it.
-        await harness.store.stop()
-        await harness.start_worker()
-        handle = await harness.start_run(pages)
-        await asyncio.sleep(2)
-        await harness.store.start()
-        measured["down at worker start"] = await outcome(harness, handle, pages)
+async def test_the_store_s_faults_are_waited_out_and_nothing_is_lost(
+    harness: SharedNothing,
+) -> None:
+    """The store answering 503 for 3 s, slow (200 ms a request), stopped for 15 s mid-run
+    and restarted, and down when a worker starts: every run completes with every page
+    whole (no tool answered "timed out" or "failed") and no workflow task failed or timed
+    out. The 503 and slow runs have workers and proxies of their own and run at once; the
+    worker that starts on a stopped store starts during the 15 s outage.
 
-        # Answering 503 (SlowDown) for 3 s, from the first page on.
-        handle = await harness.start_run(pages)
-        harness.proxy.failing = True
-        await asyncio.sleep(3)
-        harness.proxy.failing = False
-        measured["503 for 3 s"] = await outcome(harness, handle, pages)
-        assert harness.proxy.refused > 0
+    While the store is down, a payload of at most 192 KB (a tool's result, a short run's
+    request) rides in history after 2 s of retries (`INLINE_FALLBACK_BYTES`), which is
+    what keeps the tool's real result: before, the SDK's store of the result ran past the
+    tool's 6 s timeout and the model was told page 2 had timed out."""
+    pages = PAGES
+    throttled, slow = await harness.add_proxy(), await harness.add_proxy()
+    queues = {name: harness.new_queue() for name in ("503", "slow", "stop", "down")}
+    throttled_worker, slow_worker, stopped = await asyncio.gather(
+        harness.start_worker(proxy=throttled, task_queue=queues["503"]),
+        harness.start_worker(proxy=slow, task_queue=queues["slow"]),
+        harness.start_worker(task_queue=queues["stop"]),
+    )
+    runs: dict[str, WorkflowHandle[ToolLoopWorkflow, RunResult]] = {}
 
-        # Slow: 200 ms before every request.
-        harness.proxy.delay_s = 0.2
-        handle = await harness.start_run(pages)
-        measured["200 ms a request"] = await outcome(harness, handle, pages)
-        harness.proxy.delay_s = 0.0
+    # Answering 503 (SlowDown) for 3 s from its first store request on; and 200 ms before
+    # every request.
+    slow.delay_s = 0.2
+    throttled.failing = True
+    runs["answering 503 for 3 s"] = await harness.start_run(pages, task_queue=queues["503"])
+    runs["slow, 200 ms a request"] = await harness.start_run(pages, task_queue=queues["slow"])
+    await until(lambda: throttled.refused > 0, "the first request the throttled store refuses")
+    await asyncio.sleep(3)
+    throttled.failing = False
 
-        # Stopped for 15 s mid-run, then restarted on the same data.
-        handle = await harness.start_run(pages)
-        worker = harness.workers[0]
-        already = len(worker.calls())
-        await until(lambda: 2 in worker.calls()[already:], "page 2 of the fourth run")
-        await harness.store.stop()
-        await asyncio.sleep(15)
-        await harness.store.start()
-        measured["stopped 15 s mid-run"] = await outcome(harness, handle, pages)
-    for fault, said in measured.items():
-        print(f"object store {fault}: {said}")
+    # Stopped for 15 s mid-run (page 2 is running), then restarted on the same data; a
+    # worker started meanwhile, with a run of its own waiting for it.
+    runs["stopped 15 s mid-run"] = await harness.start_run(pages, task_queue=queues["stop"])
+    await until(lambda: 2 in stopped.calls(), "page 2 of the run the outage hits")
+    await harness.store.stop()
+    outage = time.monotonic()
+    started_down = await harness.start_worker(task_queue=queues["down"])
+    runs["down when the worker starts"] = await harness.start_run(pages, task_queue=queues["down"])
+    await asyncio.sleep(max(0.0, 15 - (time.monotonic() - outage)))
+    await harness.store.start()
+
+    measured = {fault: await outcome(handle, pages) for fault, handle in runs.items()}
+    workers = [throttled_worker, slow_worker, stopped, started_down]
+    for (fault, (lost, failed)), worker in zip(measured.items(), workers, strict=True):
+        said = "completed whole" if not lost else f"completed, page(s) {lost} not the page"
+        print(
+            f"object store {fault}: {said}, {len(failed)} failed workflow task(s), "
+            f"tool calls {worker.calls()}"
+        )
+    assert all(lost == [] and failed == [] for lost, failed in measured.values()), measured
+    # A tool that returned was never run again (its attempt never timed out or failed).
+    assert all(worker.calls() == list(range(1, pages + 1)) for worker in workers)

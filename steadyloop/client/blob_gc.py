@@ -23,13 +23,17 @@ What the obvious implementation gets wrong here, beside the rules of `blob_reten
   `QUESTIONS_AT_ONCE` at a time.
 - **A Temporal error read as "closed"**: only NOT_FOUND means Temporal does not know a
   run; any other error stops the collection before anything is deleted.
+- **A reused chunk still looking old**: a writer whose conditional put finds a chunk
+  already stored freshens it (`ObjectStore.freshen`: its last-modified time becomes
+  now), so the grace period covers a run in flight that reuses a chunk of a run being
+  collected, even before its manifest is written. A worker takes a chunk it wrote or
+  freshened as fresh for `KNOWN_PRESENT_S` (10 minutes) without asking again: `grace`
+  must be longer (the default is an hour).
 
-Not guaranteed, on an object store: a writer that took a chunk to be present (its
-worker's cache remembers it for `KNOWN_PRESENT_S`, or a conditional put answered that
-it exists) and writes its manifest after the second listing, in the moment that chunk
-is deleted, names a chunk that is gone; the run then fails with `PayloadBlobMissing`
-on its next read. It needs a chunk no retained manifest names, which a new payload
-shares: run collections when few runs start, or with a long `grace`.
+Not guaranteed, on an object store: a writer that freshens a chunk in the instant
+between a delete's re-read of its age and the delete itself names a chunk that is
+gone; the run then fails with `PayloadBlobMissing` on its next read. Run collections
+when few runs start, or with a long `grace`.
 """
 
 from __future__ import annotations

@@ -229,6 +229,30 @@ class S3Store(ObjectStore):
 
         await self._call(key, call)
 
+    async def freshen(self, key: str) -> bool:
+        """A server-side copy onto itself: S3 sets `LastModified` to now, no bytes move.
+        (A copy onto itself is refused unless something changes: the metadata does.)"""
+        from botocore.exceptions import ClientError
+
+        async def call(client: S3Client) -> bool:
+            full = self._full(key)
+            try:
+                await client.copy_object(
+                    Bucket=self.bucket,
+                    Key=full,
+                    CopySource={"Bucket": self.bucket, "Key": full},
+                    MetadataDirective="REPLACE",
+                    Metadata={"steadyloop-freshened": "1"},
+                )
+            except ClientError as exc:
+                status, code = self._status(exc)
+                if status == 404 or code in ("NoSuchKey", "404"):
+                    return False
+                raise
+            return True
+
+        return await self._call(key, call)
+
     async def head(self, key: str) -> ObjectInfo | None:
         from botocore.exceptions import ClientError
 

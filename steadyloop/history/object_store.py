@@ -1,10 +1,11 @@
 """The small object store the chunked payload store sits on: local directory, memory, S3.
 
 `steadyloop.history.payload_storage` cuts a payload into content-addressed chunks and a
-manifest; this module is where those bytes live. Six operations, all async, all keyed by
-a `/`-separated name relative to the store's root: `get`, `put_if_absent` (a
-conditional put), `put`, `head`, `list` (by prefix, with size and last-modified, which
-retention needs) and `delete`. Backends: `LocalDirectoryStore` (today's blob
+manifest; this module is where those bytes live. Seven operations, all async, all keyed
+by a `/`-separated name relative to the store's root: `get`, `put_if_absent` (a
+conditional put), `put`, `freshen` (make an existing object's last-modified time now),
+`head`, `list` (by prefix, with size and last-modified, which retention needs) and
+`delete`. Backends: `LocalDirectoryStore` (today's blob
 directory, read and written in today's layout), `MemoryStore` (tests), and
 `steadyloop.history.bucket_store.S3Store` (any S3-compatible service). `RetryingStore`
 wraps any of them with retries.
@@ -28,6 +29,13 @@ The obvious implementations are wrong in these ways, and this is what prevents e
   error `RetryingStore` retries, with capped exponential backoff and full jitter, within
   a time budget, so a worker waits out a restart but a task never hangs past its
   timeout.
+- *A reused object keeps its old age*: a writer whose conditional put finds a chunk
+  already stored (another run wrote it a day ago) would leave it looking a day old, and
+  a collector's grace period ("nothing younger is deleted") would not cover the run
+  that now names it. `freshen` makes its last-modified time now without moving bytes:
+  locally `os.utime`; on S3 a copy of the object onto itself (`CopyObject`,
+  `MetadataDirective=REPLACE`), a server-side copy that sets `LastModified` (checked
+  on SeaweedFS) where a separate marker object would need every collector to read it.
 - *Listing by walking the disk as strings*: `list` yields `ObjectInfo` with the size and
   the UTC last-modified time, so a collector can honour a grace period without a second
   request per key; the local backend skips its own temporary files (`.incoming-*`).
@@ -53,6 +61,7 @@ from typing import TypeVar
 __all__ = [
     "CHUNK_PREFIX",
     "MANIFEST_PREFIX",
+    "ForwardingStore",
     "LocalDirectoryStore",
     "MemoryStore",
     "ObjectInfo",
@@ -126,6 +135,17 @@ class ObjectStore(ABC):
     async def put(self, key: str, data: bytes) -> None:
         """Write `data` at `key`, replacing what was there."""
 
+    async def freshen(self, key: str) -> bool:
+        """Make `key`'s last-modified time now, keeping its bytes; False if it is gone.
+
+        This default reads and rewrites the object (the same bytes: keys are content
+        names); backends override it with something that moves no bytes."""
+        data = await self.get(key)
+        if data is None:
+            return False
+        await self.put(key, data)
+        return True
+
     @abstractmethod
     async def head(self, key: str) -> ObjectInfo | None:
         """Size and last-modified time of `key`, or None if there is no such key."""
@@ -167,6 +187,13 @@ class MemoryStore(ObjectStore):
 
     async def put(self, key: str, data: bytes) -> None:
         self.objects[check_key(key)] = (bytes(data), datetime.now(UTC))
+
+    async def freshen(self, key: str) -> bool:
+        found = self.objects.get(check_key(key))
+        if found is None:
+            return False
+        self.objects[key] = (found[0], datetime.now(UTC))
+        return True
 
     async def head(self, key: str) -> ObjectInfo | None:
         found = self.objects.get(check_key(key))
@@ -258,6 +285,16 @@ class LocalDirectoryStore(ObjectStore):
         finally:
             Path(temporary).unlink(missing_ok=True)
 
+    async def freshen(self, key: str) -> bool:
+        path = self.path(key)
+        try:
+            await asyncio.to_thread(os.utime, path)
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        except OSError as exc:
+            raise ObjectStoreError(f"{self.description}: cannot touch {path}: {exc}") from None
+        return True
+
     async def head(self, key: str) -> ObjectInfo | None:
         path = self.path(key)
         try:
@@ -291,6 +328,49 @@ class LocalDirectoryStore(ObjectStore):
 
     async def delete(self, key: str) -> None:
         await asyncio.to_thread(self.path(key).unlink, missing_ok=True)
+
+
+# -- wrappers ------------------------------------------------------------------------------
+
+
+class ForwardingStore(ObjectStore):
+    """Every call passed to `inner`: the base of a wrapper that counts, delays or holds
+    some calls (tests, benchmarks) and must forward the rest, `freshen` included, as is."""
+
+    def __init__(self, inner: ObjectStore) -> None:
+        self.inner = inner
+
+    @property
+    def description(self) -> str:
+        return self.inner.description
+
+    def locate(self, key: str) -> str:
+        return self.inner.locate(key)
+
+    async def get(self, key: str) -> bytes | None:
+        return await self.inner.get(key)
+
+    async def put_if_absent(self, key: str, data: bytes) -> bool:
+        return await self.inner.put_if_absent(key, data)
+
+    async def put(self, key: str, data: bytes) -> None:
+        await self.inner.put(key, data)
+
+    async def freshen(self, key: str) -> bool:
+        return await self.inner.freshen(key)
+
+    async def head(self, key: str) -> ObjectInfo | None:
+        return await self.inner.head(key)
+
+    async def list(self, prefix: str = "") -> AsyncIterator[ObjectInfo]:
+        async for info in self.inner.list(prefix):
+            yield info
+
+    async def delete(self, key: str) -> None:
+        await self.inner.delete(key)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
 
 
 # -- retries -------------------------------------------------------------------------------
@@ -336,6 +416,11 @@ class RetryingStore(ObjectStore):
         self.attempts = 0
         self.retries = 0
 
+    def within(self, budget_s: float) -> RetryingStore:
+        """The same store and backoff, giving up after at most `budget_s` of retries."""
+        policy = dataclasses.replace(self.policy, budget_s=min(budget_s, self.policy.budget_s))
+        return RetryingStore(self.inner, policy, sleep=self._sleep)
+
     @property
     def description(self) -> str:
         return self.inner.description
@@ -369,6 +454,9 @@ class RetryingStore(ObjectStore):
 
     async def put(self, key: str, data: bytes) -> None:
         await self._retry(lambda: self.inner.put(key, data))
+
+    async def freshen(self, key: str) -> bool:
+        return await self._retry(lambda: self.inner.freshen(key))
 
     async def head(self, key: str) -> ObjectInfo | None:
         return await self._retry(lambda: self.inner.head(key))

@@ -26,10 +26,17 @@ The obvious implementation is wrong in these ways, and this is what prevents eac
 
 - *Uploading every chunk every turn*: with conditional puts nothing is overwritten, but
   the bytes still cross the network and a 2 MB transcript costs 2 MB a turn. The
-  `ChunkCache` remembers which chunks this process wrote or read (for ten minutes, far
-  under any sane garbage-collection grace period, so a chunk a collector may have
-  deleted is not assumed present for long) and skips them; a chunk it does not know is
-  written with `put_if_absent`, so two workers writing the same chunk never race.
+  `ChunkCache` remembers which chunks this process wrote (for ten minutes, far under
+  any sane garbage-collection grace period, so a chunk a collector may have deleted is
+  not assumed present for long) and skips them; a chunk it does not know is written
+  with `put_if_absent`, so two workers writing the same chunk never race.
+- *A reused chunk left looking old*: a chunk another run stored a day ago, which a new
+  payload names again, would keep its day-old last-modified time, and a collector's
+  grace period would not cover the run now naming it. When the conditional put finds
+  it already there, the writer `freshen`s it (its last-modified time becomes now), and
+  remembers that for `KNOWN_PRESENT_S` (a chunk this process only *read* is not taken
+  as fresh), so the freshening costs one request per chunk per worker per ten minutes,
+  not one a turn. A chunk found gone meanwhile is written again.
 - *Chunks one after another*: a turn's new chunks are uploaded concurrently (at most
   `MAX_IN_FLIGHT` requests per driver), and the manifest is written last, so a claim
   that reaches history never names a manifest whose chunks are not all stored.
@@ -42,6 +49,17 @@ The obvious implementation is wrong in these ways, and this is what prevents eac
   retried inside the driver (`RetryingStore`) and then raised as the retryable
   `PayloadStoreUnavailable`, so Temporal retries the task or the activity instead of
   failing the run.
+- *A tool's result lost to a store outage*: the SDK stores an activity's result after
+  the activity returned, inside the attempt's timeout (a tool's declared timeout, a few
+  seconds). A store down for longer made the attempt fail or time out *after* the
+  tool's effect, so the run reported a tool that had returned as timed out. A payload
+  of at most `INLINE_FALLBACK_BYTES` (every tool result, capped at 64 KB, and a model
+  request up to that size) is retried for `INLINE_AFTER_S` only (a hanging request is
+  cut at twice that), then kept in history inside its claim (`{"inline": ...}`), which
+  `retrieve` reads without the store: the attempt completes with the real result, and
+  the workflow task that schedules the next turn does not fail. History grows by those
+  payloads only while the store is down (logged as a warning). A larger payload waits
+  under the full budget and then fails retryably, as above.
 
 The driver's name (`steadyloop-local-files`) and type are those recorded in every
 history written so far; they name the chunk format, not the backend, so a history
@@ -55,6 +73,7 @@ import base64
 import dataclasses
 import hashlib
 import json
+import logging
 import os
 import time
 from collections import OrderedDict
@@ -93,6 +112,7 @@ __all__ = [
     "DEFAULT_CACHE_BYTES",
     "DEFAULT_CHUNK_BYTES",
     "DEFAULT_THRESHOLD_BYTES",
+    "INLINE_FALLBACK_BYTES",
     "MAX_STORED_PAYLOAD_BYTES",
     "BlobSettings",
     "BlobStoreUsage",
@@ -122,9 +142,13 @@ DEFAULT_CACHE_BYTES = 64 * 1024 * 1024
 # Requests one driver keeps in flight: enough to upload a turn's new chunks at once,
 # few enough that a 64 MB payload does not open 4,096 connections.
 MAX_IN_FLIGHT = 16
-# How long a chunk this process wrote or read is taken to be in the store without
-# asking again. A garbage collector's grace period must be longer (see blobs gc).
+# How long a chunk this process wrote or freshened is taken to be in the store, and
+# young, without asking again. A collector's grace period must be longer (blobs gc).
 KNOWN_PRESENT_S = 600.0
+# While the store is down, a payload this small rides in history inside its claim
+# (base64: 256 KB, Temporal's own warning size) after this many seconds of retries.
+INLINE_FALLBACK_BYTES = 192 * 1024
+INLINE_AFTER_S = 2.0
 MANIFEST_VERSION = 1
 # Claims written by this module carry it; a claim without it (every earlier version)
 # names a manifest kept among the chunks.
@@ -136,6 +160,7 @@ MAX_STORED_PAYLOAD_BYTES = 64 * 1024 * 1024
 _OFF = {"off", "none", "disabled", "0"}
 _HEX = frozenset("0123456789abcdef")
 _T = TypeVar("_T")
+_log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -149,8 +174,10 @@ class BlobStoreUsage:
 class ChunkCache:
     """Recently written or read objects, least recently used first out, bounded by bytes.
 
-    Also remembers, for `KNOWN_PRESENT_S`, which keys are known to be in the store even
-    after their bytes were evicted, so a turn does not upload them again.
+    Also remembers, for `KNOWN_PRESENT_S`, which keys this process wrote or freshened
+    (`add(..., fresh=True)`, the default), even after their bytes were evicted, so a
+    turn does not upload or freshen them again. A key only read is not among them: its
+    last-modified time in the store may be old.
     """
 
     def __init__(self, max_bytes: int = DEFAULT_CACHE_BYTES) -> None:
@@ -167,8 +194,9 @@ class ChunkCache:
             self._data.move_to_end(key)
         return found
 
-    def add(self, key: str, content: bytes) -> None:
-        self.mark_present(key)
+    def add(self, key: str, content: bytes, *, fresh: bool = True) -> None:
+        if fresh:
+            self.mark_present(key)
         if len(content) > self.max_bytes:
             return
         previous = self._data.pop(key, None)
@@ -284,12 +312,41 @@ class ChunkedStorageDriver(StorageDriver):
     # -- storing -----------------------------------------------------------------------
 
     async def _store_one(self, payload: Payload, workflow_id: str | None) -> StorageDriverClaim:
+        """The payload's chunks and manifest; a small one, while the store is down, kept
+        inside its claim (see the module docstring)."""
+        if payload.ByteSize() > INLINE_FALLBACK_BYTES:
+            return await self._store_chunked(payload, workflow_id, self.objects)
+        try:
+            # A request that hangs (not refused) is cut too: the manifest goes last, so
+            # an upload cut short leaves no claim naming a missing chunk.
+            async with asyncio.timeout(2 * INLINE_AFTER_S):
+                return await self._store_chunked(
+                    payload, workflow_id, self.objects.within(INLINE_AFTER_S)
+                )
+        except (ObjectStoreUnavailable, TimeoutError) as exc:
+            _log.warning(
+                "payload blob store %s unavailable; a %d-byte payload stays in history: %s",
+                self.objects.description,
+                payload.ByteSize(),
+                exc or "timed out",
+            )
+            return StorageDriverClaim(
+                claim_data={
+                    "inline": base64.b64encode(payload.SerializeToString()).decode("ascii"),
+                    "size": str(len(payload.data)),
+                    "layout": _LAYOUT,
+                }
+            )
+
+    async def _store_chunked(
+        self, payload: Payload, workflow_id: str | None, objects: RetryingStore
+    ) -> StorageDriverClaim:
         data = payload.data
         pieces = [data[i : i + self.chunk_bytes] for i in range(0, len(data), self.chunk_bytes)]
         names = [hashlib.sha256(piece).hexdigest() for piece in pieces]
         unique = {name: piece for name, piece in zip(names, pieces, strict=True)}
         await asyncio.gather(
-            *(self._write(CHUNK_PREFIX + name, piece) for name, piece in unique.items())
+            *(self._write(CHUNK_PREFIX + name, piece, objects) for name, piece in unique.items())
         )
         head = Payload()
         head.CopyFrom(payload)
@@ -305,21 +362,27 @@ class ChunkedStorageDriver(StorageDriver):
         manifest = json.dumps(fields, separators=(",", ":")).encode()
         key = hashlib.sha256(manifest).hexdigest()
         # Last, and only after every chunk is stored: a manifest never names a lost chunk.
-        await self._write(MANIFEST_PREFIX + key, manifest)
+        await self._write(MANIFEST_PREFIX + key, manifest, objects)
         return StorageDriverClaim(
             claim_data={"manifest": key, "size": str(len(data)), "layout": _LAYOUT}
         )
 
-    async def _write(self, key: str, content: bytes) -> None:
+    async def _write(self, key: str, content: bytes, objects: RetryingStore) -> None:
         if self.cache.known_present(key):
             return
         async with self._limiter():
-            await self.objects.put_if_absent(key, content)
+            # Already stored (another run's chunk): make it young, so a collector's grace
+            # period covers this payload too; gone meanwhile: write it again.
+            if not await objects.put_if_absent(key, content) and not await objects.freshen(key):
+                await objects.put(key, content)  # the same bytes: the key is their hash
         self.cache.add(key, content)
 
     # -- retrieving --------------------------------------------------------------------
 
     async def _retrieve_one(self, claim: Mapping[str, str]) -> Payload:
+        inline = claim.get("inline")
+        if inline is not None:
+            return self._inline(inline)
         key = claim.get("manifest", "")
         prefix = MANIFEST_PREFIX if claim.get("layout") == _LAYOUT else CHUNK_PREFIX
         raw = await self._read(key, prefix, "manifest")
@@ -367,8 +430,17 @@ class ChunkedStorageDriver(StorageDriver):
         if hashlib.sha256(content).hexdigest() != name:
             self.cache.forget(key)
             raise self._corrupt(f"{what} {key} does not hash to its name: it was altered")
-        self.cache.add(key, content)
+        self.cache.add(key, content, fresh=False)
         return content
+
+    def _inline(self, encoded: str) -> Payload:
+        """A payload kept in its claim while the store was down."""
+        payload = Payload()
+        try:
+            payload.ParseFromString(base64.b64decode(encoded, validate=True))
+        except Exception:  # binascii.Error, protobuf's DecodeError: the claim was altered
+            raise self._corrupt("a payload reference's inline copy does not decode") from None
+        return payload
 
     def _corrupt(self, detail: str) -> ApplicationError:
         return ApplicationError(
