@@ -39,6 +39,12 @@ What the obvious versions get wrong, and where it is prevented:
   `decide_root` holds it to the tenant's rate and ceiling, counting every other run of
   the tenant, and the root is recorded only when admitted (a refused root is not
   counted, so refusals do not fill the ceiling they were refused by).
+- **A ledger that outgrows its own input.** The ledger rides in the entity's
+  continue-as-new input, which Temporal refuses past 2 MB: about 8,000 runs in open
+  chains. Closed chains are pruned, but open ones cannot be, so the entity holds at most
+  `max_runs` (`DEFAULT_MAX_LEDGER_RUNS`) and refuses a new run past it with the
+  retryable `ledger_bound` rule (`full`, `refusal_when_full`), after learning which
+  counted runs closed. A refusal errs toward fewer runs, never toward a wrong count.
 - **Lost when the root ends or continues as new.** The ledger is not in the root: a
   root continuing-as-new keeps its workflow id and so its entry, a root that ended
   leaves its chain's entries in place until it is pruned, and the entity carries the
@@ -73,6 +79,7 @@ from steadyloop.chains.rules import (
     Admission,
     Admitted,
     ChainRule,
+    LedgerBoundRule,
     Refused,
     TenantCeilingRule,
     TenantRateRule,
@@ -84,8 +91,11 @@ __all__ = [
     "ADMISSION_WORKFLOW_ID_PREFIX",
     "ADMIT_CHAIN_RUN_ACTIVITY",
     "CLOSED_CHAIN_RUNS_ACTIVITY",
+    "DEFAULT_MAX_LEDGER_RUNS",
     "START_GRACE_S",
     "AdmissionAnswer",
+    "AdmissionAnswers",
+    "AdmissionBatch",
     "AdmissionEntityInput",
     "AdmissionLedger",
     "AdmissionRequest",
@@ -104,6 +114,9 @@ CLOSED_CHAIN_RUNS_ACTIVITY = "steadyloop.closed_chain_runs"
 ADMISSION_WORKFLOW_ID_PREFIX = "steadyloop-chain-admission/"
 # How long an admitted child may take to appear before "not found" means "gone".
 START_GRACE_S = 300.0
+# Runs one tenant's ledger holds at most: about 1 MB of continue-as-new input with
+# workflow ids of 100 characters (tests/test_admission_ledger_bound.py measures it).
+DEFAULT_MAX_LEDGER_RUNS = 4000
 
 
 def admission_workflow_id(tenant: str, prefix: str = ADMISSION_WORKFLOW_ID_PREFIX) -> str:
@@ -154,6 +167,14 @@ class AdmissionRequest(BaseModel):
     root_limits: list[ChainLimit] | None = None
 
 
+class AdmissionBatch(BaseModel):
+    """Requests one process queued for the entity, decided in this order (`admit_many`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    requests: list[AdmissionRequest]
+
+
 class AdmissionAnswer(BaseModel):
     """The decision (None for a registration) and the counts after it, for logs."""
 
@@ -163,6 +184,14 @@ class AdmissionAnswer(BaseModel):
     runs_in_chain: int
     tenant_active: int
     known: bool = False  # the child id was admitted before: not counted again
+
+
+class AdmissionAnswers(BaseModel):
+    """One answer per request of an `AdmissionBatch`, in its order."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    answers: list[AdmissionAnswer]
 
 
 class ClosedRunsInput(BaseModel):
@@ -350,6 +379,14 @@ class AdmissionLedger(BaseModel):
         """Active runs other than `me`: the ones a refusing ceiling asks Temporal about."""
         return sorted(w for w, e in self.runs.items() if e.active and w != me)
 
+    def full(self, max_runs: int) -> bool:
+        return len(self.runs) >= max_runs
+
+    def refusal_when_full(self, max_runs: int) -> Refused | None:
+        """The `ledger_bound` refusal of a new run, or None while there is room."""
+        decision = admit_child_run([LedgerBoundRule(runs_held=len(self.runs), max_runs=max_runs)])
+        return decision if isinstance(decision, Refused) else None
+
     def active_ids(self) -> list[str]:
         return sorted(w for w, e in self.runs.items() if e.active)
 
@@ -373,8 +410,11 @@ class AdmissionEntityInput(BaseModel):
 
     tenant: str
     carried: AdmissionLedger | None = None
-    # Handled updates before it continues as new (about four history events each).
+    # Handled requests before it continues as new (an update is about four history
+    # events; a batch counts each of its requests).
     continue_as_new_after: int = Field(default=500, ge=1)
+    # Runs the ledger holds at most before it refuses new ones (`ledger_bound`).
+    max_runs: int = Field(default=DEFAULT_MAX_LEDGER_RUNS, ge=1)
 
 
 def answer(

@@ -33,7 +33,10 @@ __all__ = [
     "EndpointHealth",
     "EndpointHealthInput",
     "EndpointOutcome",
+    "OutcomeBatch",
+    "ProbeBatch",
     "ProbeGrant",
+    "ProbeGrants",
     "ProbeRequest",
     "ReadHealthInput",
     "health_workflow_id",
@@ -132,3 +135,21 @@ class ProbeGrant(BaseModel):
     endpoint: str
     granted: bool
     health: EndpointHealth
+
+
+class OutcomeBatch(BaseModel):
+    """Outcomes one process queued for the entity, applied in this order (`record_many`)."""
+
+    outcomes: list[EndpointOutcome]
+
+
+class ProbeBatch(BaseModel):
+    """Probe requests one process queued, decided in this order (`admit_probes`)."""
+
+    requests: list[ProbeRequest]
+
+
+class ProbeGrants(BaseModel):
+    """One grant per request of a `ProbeBatch`, in its order."""
+
+    grants: list[ProbeGrant]
