@@ -86,6 +86,15 @@ R = TypeVar("R", bound=BaseModel)
 QUERY_TIMEOUT = timedelta(seconds=5)
 
 
+def _report_id() -> str | None:
+    """The reporting run and call: the same on each retry of this activity, so the entity
+    counts a report once however often it is sent (None outside an activity)."""
+    if not activity.in_activity():
+        return None
+    info = activity.info()
+    return f"{info.workflow_run_id}/{info.activity_id}"
+
+
 def _json_size(value: BaseModel) -> int:
     return len(value.model_dump_json())
 
@@ -141,6 +150,7 @@ class EndpointHealthActivities:
         quiet_cache_ttl_s: float | None = DEFAULT_QUIET_CACHE_TTL_S,
         id_prefix: str = HEALTH_WORKFLOW_ID_PREFIX,
         clock: Callable[[], float] = time.monotonic,
+        continue_as_new_after: int = 500,
     ) -> None:
         self.client = client
         self.task_queue = task_queue
@@ -148,6 +158,7 @@ class EndpointHealthActivities:
         self.policies = dict(policies or {})
         self.cache = HealthCache(cache_ttl_s, clock, quiet_ttl_s=quiet_cache_ttl_s)
         self.id_prefix = id_prefix
+        self.continue_as_new_after = continue_as_new_after  # for an entity it starts
         self.queries = 0  # how many reads went past the cache (tests, benchmarks)
         # One update in flight per endpoint from this process; the rest wait for the next.
         self.records: UpdateBatcher[EndpointOutcome, EndpointHealth] = UpdateBatcher(
@@ -181,6 +192,7 @@ class EndpointHealthActivities:
             update={
                 "policy": self.policy_for(outcome.endpoint),
                 "detail": safe_text(outcome.detail, None, MESSAGE_CHARS),
+                "report": _report_id(),
             }
         )
         health = await self.records.call(outcome.endpoint, outcome)
@@ -211,7 +223,9 @@ class EndpointHealthActivities:
         """An update on the endpoint's entity, starting it if it does not run yet."""
         start: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
             ENDPOINT_HEALTH_WORKFLOW,
-            EndpointHealthInput(endpoint=endpoint),
+            EndpointHealthInput(
+                endpoint=endpoint, continue_as_new_after=self.continue_as_new_after
+            ),
             id=health_workflow_id(endpoint, self.id_prefix),
             task_queue=self.task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,

@@ -13,12 +13,16 @@ is prevented:
   `max_batch` and `max_bytes`), so 500 callers cost a handful of updates, not 500.
 - **Refusals past one process.** Many worker processes can still exceed the ceiling
   together, and an update in flight is aborted when the entity continues as new. Both
-  refusals (RESOURCE_EXHAUSTED; UNAVAILABLE "update was aborted"; an update RPC that
-  timed out) say the update was not applied, so the batch is sent again after a jittered
+  refusals (RESOURCE_EXHAUSTED; UNAVAILABLE "update was aborted"; FAILED_PRECONDITION
+  while the entity's workflow task is retried; an update RPC that timed out) say the
+  update was not applied, so the batch is sent again after a jittered
   backoff (`retry_window_s` at most), then the callers see the last error.
 - **Order and exactness.** The entity decides a batch's requests one at a time, in the
   order they were queued, exactly as it decided the same requests sent one by one: a
   batch changes how requests travel, never how they are counted.
+- **A caller that gave up.** A caller cancelled while it waited (its activity timed
+  out, and will be retried) is dropped from the queue before its batch is sent, so the
+  retry does not find its first attempt counted already.
 - **A hostile payload.** A batch stays under `max_bytes` (Temporal refuses a payload over
   2 MB and warns at 256 KB), and a request larger than that alone travels alone.
 """
@@ -43,7 +47,13 @@ Ans = TypeVar("Ans")
 DEFAULT_MAX_BATCH = 50
 DEFAULT_MAX_BYTES = 200_000
 # Refusals that mean "not applied, send again": the in-flight ceiling and an aborted update.
-NOT_APPLIED = (RPCStatusCode.RESOURCE_EXHAUSTED, RPCStatusCode.UNAVAILABLE)
+# FAILED_PRECONDITION: "Workflow Task in failed state", an entity whose task is retried
+# (a worker too slow for its task timeout): the update was not admitted.
+NOT_APPLIED = (
+    RPCStatusCode.RESOURCE_EXHAUSTED,
+    RPCStatusCode.UNAVAILABLE,
+    RPCStatusCode.FAILED_PRECONDITION,
+)
 
 
 def refused_not_applied(error: BaseException) -> bool:
@@ -102,7 +112,11 @@ class UpdateBatcher(Generic[Req, Ans]):
         return await answered  # a caller cancelled leaves its request in the batch
 
     def _take(self, queue: _Queue[Req, Ans]) -> list[tuple[Req, int, asyncio.Future[Ans]]]:
-        """The next batch: at least one request, then as many as fit."""
+        """The next batch: at least one request, then as many as fit (callers that gave
+        up are dropped). Empty when every caller waiting gave up."""
+        queue.waiting = [item for item in queue.waiting if not item[2].done()]
+        if not queue.waiting:
+            return []
         taken = [queue.waiting[0]]
         total = taken[0][1]
         for item in queue.waiting[1:]:
@@ -116,6 +130,8 @@ class UpdateBatcher(Generic[Req, Ans]):
     async def _drain(self, key: str, queue: _Queue[Req, Ans]) -> None:
         while queue.waiting:
             batch = self._take(queue)
+            if not batch:
+                return
             try:
                 answers = await self._send_again_when_refused(key, [r for r, _, _ in batch])
                 if len(answers) != len(batch):

@@ -12,6 +12,8 @@ first use by update-with-start from the health activities. It answers:
   process queued while its previous update was in flight
   (`steadyloop.activities.update_batches`), so 500 runs reporting an outage at once cost
   a few updates instead of 500 past Temporal's 10 in flight per workflow.
+  An outcome carries its report id (the reporting run and call), so one sent again
+  after its answer was lost (a timed-out local activity, retried) is counted once.
 - `health` (query): the state, for the activities' cache and for people
   (`temporal workflow query --name health`).
 - `forget_degradation` (signal): send a parameter again (a provider added support).
@@ -47,6 +49,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from steadyloop.routing.endpoint_health import (
         ENDPOINT_HEALTH_WORKFLOW,
+        RECENT_REPORTS,
         DegradedParameter,
         EndpointHealth,
         EndpointHealthInput,
@@ -75,6 +78,8 @@ class EndpointHealthWorkflow:
             {d.parameter: d for d in carried.degraded} if carried else {}
         )
         self._handled = 0
+        # Report ids already counted, oldest first (a dict keeps insertion order).
+        self._reports: dict[str, None] = dict.fromkeys(start.recent_reports)
 
     @workflow.run
     async def run(self, start: EndpointHealthInput) -> None:
@@ -90,6 +95,7 @@ class EndpointHealthWorkflow:
                 endpoint=self._endpoint,
                 carried=self._health(),
                 continue_as_new_after=start.continue_as_new_after,
+                recent_reports=list(self._reports),
             )
         )
 
@@ -121,6 +127,12 @@ class EndpointHealthWorkflow:
 
     def _apply(self, outcome: EndpointOutcome) -> None:
         now, before = self._begin(outcome.policy)
+        if outcome.report is not None:
+            if outcome.report in self._reports:
+                return  # a retry of a report already counted (its answer was lost)
+            self._reports[outcome.report] = None
+            while len(self._reports) > RECENT_REPORTS:
+                del self._reports[next(iter(self._reports))]
         if outcome.outcome == "failure":
             self._breaker = record_failure(self._breaker, self._policy, now, outcome.detail)
         elif outcome.outcome == "success":
