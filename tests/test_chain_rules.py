@@ -134,7 +134,7 @@ def one_refusing_rule_of_each_kind() -> list[ChainRule]:
         PairCooldownRule(agents=PAIR, seconds_since_last=1, cooldown_s=2),
         TenantRateRule(started_in_window=1, window_s=1, max_started=1),
         TenantCeilingRule(active=1, max_active=1),
-        LedgerBoundRule(runs_held=1, max_runs=1),
+        LedgerBoundRule(runs_held=1, bytes_held=1, max_bytes=1),
     ]
 
 

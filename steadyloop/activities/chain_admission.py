@@ -35,7 +35,7 @@ from steadyloop.chains.admission import (
     ADMISSION_WORKFLOW_ID_PREFIX,
     ADMIT_CHAIN_RUN_ACTIVITY,
     CLOSED_CHAIN_RUNS_ACTIVITY,
-    DEFAULT_MAX_LEDGER_RUNS,
+    DEFAULT_MAX_LEDGER_BYTES,
     AdmissionAnswer,
     AdmissionAnswers,
     AdmissionBatch,
@@ -59,13 +59,13 @@ class ChainAdmissionActivities:
         task_queue: str,
         id_prefix: str = ADMISSION_WORKFLOW_ID_PREFIX,
         continue_as_new_after: int = 500,
-        max_ledger_runs: int = DEFAULT_MAX_LEDGER_RUNS,
+        max_ledger_bytes: int = DEFAULT_MAX_LEDGER_BYTES,
     ) -> None:
         self.client = client
         self.task_queue = task_queue
         self.id_prefix = id_prefix
         self.continue_as_new_after = continue_as_new_after
-        self.max_ledger_runs = max_ledger_runs
+        self.max_ledger_bytes = max_ledger_bytes
         self.batches: UpdateBatcher[AdmissionRequest, AdmissionAnswer] = UpdateBatcher(
             self._send, size=lambda request: len(request.model_dump_json())
         )
@@ -102,7 +102,7 @@ class ChainAdmissionActivities:
             AdmissionEntityInput(
                 tenant=tenant,
                 continue_as_new_after=self.continue_as_new_after,
-                max_runs=self.max_ledger_runs,
+                max_ledger_bytes=self.max_ledger_bytes,
             ),
             id=workflow_id,
             task_queue=self.task_queue,

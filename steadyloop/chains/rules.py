@@ -12,7 +12,7 @@ tenant start a thousand chains. Each rule bounds one of these, from one measurem
 | `pair_cooldown`  | seconds since the pair last started a run  | since < cooldown_s  | yes   |
 | `tenant_rate`    | the tenant's runs started in the window    | runs >= max_started | yes   |
 | `tenant_ceiling` | the tenant's runs active now               | runs >= max_active  | yes   |
-| `ledger_bound`   | runs the tenant's admission entity holds   | runs >= max_runs    | yes   |
+| `ledger_bound`   | bytes the tenant's admission ledger holds  | bytes >= max_bytes  | yes   |
 
 `ledger_bound` is not configured per chain: it is the admission entity's own bound
 (`steadyloop.chains.admission`), so the counts it carries across continue-as-new stay
@@ -227,20 +227,22 @@ class TenantCeilingRule(_Rule):
 
 
 class LedgerBoundRule(_Rule):
-    """The admission entity holds at most `max_runs` runs of a tenant (open chains, and
-    closed ones inside the rate horizon): past that, no new run, until chains close."""
+    """The admission entity holds at most `max_bytes` of a tenant's runs (open chains,
+    and closed ones inside the rate horizon): past that, no new run, until chains close."""
 
     kind: Literal["ledger_bound"] = "ledger_bound"
-    runs_held: Measured
-    max_runs: Count
-    _measurements: ClassVar[dict[str, Literal["count", "seconds"]]] = {"runs_held": "count"}
+    runs_held: int
+    bytes_held: Measured
+    max_bytes: Count
+    _measurements: ClassVar[dict[str, Literal["count", "seconds"]]] = {"bytes_held": "count"}
 
     def _exceeded(self) -> str | None:
-        if self.runs_held < self.max_runs:
+        if self.bytes_held < self.max_bytes:
             return None
         return (
-            f"this tenant's admission ledger holds {self.runs_held:.0f} run(s) of chains "
-            f"still open, its bound of {self.max_runs}; runs are admitted again as chains end"
+            f"this tenant's admission ledger holds {self.runs_held} run(s) of chains still "
+            f"open in {self.bytes_held:.0f} bytes, its bound of {self.max_bytes}; runs are "
+            "admitted again as chains end"
         )
 
 

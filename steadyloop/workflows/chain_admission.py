@@ -20,7 +20,7 @@ demand is always there to ask (`steadyloop.chains.admission` says more).
 Updates grow this workflow's history, so it continues as new after
 `continue_as_new_after` handled requests (500 by default) or when Temporal suggests
 it, after its handlers finish, carrying the ledger (closed chains pruned first). The
-ledger is bounded: past `max_runs` runs held (open chains, or closed ones inside the
+ledger is bounded: past `max_ledger_bytes` held (open chains, or closed ones inside the
 rate horizon) a new run is refused by the `ledger_bound` rule, retryable, after the
 entity forgot what closed.
 
@@ -73,7 +73,7 @@ class ChainAdmissionWorkflow:
         self._ledger = start.carried or AdmissionLedger(tenant=start.tenant)
         self._deciding = asyncio.Lock()
         self._handled = 0
-        self._max_runs = start.max_runs
+        self._max_bytes = start.max_ledger_bytes
         self._swept_at: datetime | None = None  # when a full ledger last asked what closed
 
     @workflow.run
@@ -95,7 +95,7 @@ class ChainAdmissionWorkflow:
                 tenant=self._ledger.tenant,
                 carried=self._ledger,
                 continue_as_new_after=start.continue_as_new_after,
-                max_runs=start.max_runs,
+                max_ledger_bytes=start.max_ledger_bytes,
             )
         )
 
@@ -124,6 +124,10 @@ class ChainAdmissionWorkflow:
         ledger = self._ledger
         if request.child is None and request.root_limits is not None:
             return await self._admit_root(request)
+        if ledger.adds_runs(request):
+            full = await self._refused_by_bound()
+            if full is not None:  # a registration is not adopted: nothing is decided
+                return answer(ledger, request, None if request.child is None else full)
         ledger.merge(request)
         child = request.child
         if child is None:
@@ -136,9 +140,6 @@ class ChainAdmissionWorkflow:
             rerun = Admitted() if known.active else ledger.decide_rerun(request, now)
             known.active = known.active or rerun.admitted
             return answer(ledger, request, rerun, known=True)
-        full = await self._refused_by_bound()
-        if full is not None:
-            return answer(ledger, request, full)
         decision = ledger.decide(request, now)
         # Some runs counted as active may have closed without telling us.
         if refused_by_ceiling(decision) and await self._drop_closed(
@@ -150,7 +151,7 @@ class ChainAdmissionWorkflow:
         return answer(ledger, request, decision)
 
     async def _refused_by_bound(self) -> Refused | None:
-        """The refusal of a new run while the ledger holds `max_runs` (its continue-as-new
+        """The refusal of a new run while the ledger holds `max_ledger_bytes` (its continue-as-new
         input must stay under Temporal's 2 MB payload limit), after forgetting what it
         can: runs that closed without telling it, then chains closed past the horizon.
 
@@ -158,14 +159,14 @@ class ChainAdmissionWorkflow:
         the new commands (the closed-runs activity) for histories recorded from now on.
         """
         ledger = self._ledger
-        if not ledger.full(self._max_runs) or not workflow.patched(LEDGER_BOUND_PATCH):
+        if not ledger.full(self._max_bytes) or not workflow.patched(LEDGER_BOUND_PATCH):
             return None
         now = workflow.now()
         if self._swept_at is None or now - self._swept_at >= LEDGER_SWEEP_EVERY:
             self._swept_at = now
             await self._drop_closed(ledger.active_ids())
             ledger.prune(now)
-        return ledger.refusal_when_full(self._max_runs)
+        return ledger.refusal_when_full(self._max_bytes)
 
     async def _admit_root(self, request: AdmissionRequest) -> AdmissionAnswer:
         """A root asking to start: admitted (and counted) or refused (and not counted).
