@@ -45,8 +45,8 @@ from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 pytestmark = pytest.mark.slow
 
-RUNS = 30
-HANDOVER = 12  # the entity continues as new after this many messages
+RUNS = 20
+HANDOVER = 8  # the entity continues as new after this many messages
 # A breaker that opens during the outage (it is meant to) and whose cool-off outlasts
 # the test, so no probe is involved: the runs retry on the endpoint they planned.
 POLICY = BreakerPolicy(failure_threshold=5, window_s=60, cool_off_s=600)
@@ -112,7 +112,7 @@ async def test_runs_hit_by_one_outage_all_complete_and_the_entity_stays_within_i
                     await outage.all_down.wait()
                     print("DOWN", time.monotonic() - t0)
                     results: list[RunResult] = await asyncio.wait_for(
-                        asyncio.gather(*(h.result() for h in handles)), 120
+                        asyncio.gather(*(h.result() for h in handles)), 240
                     )
                     print("DONE", time.monotonic() - t0, health.records.updates_sent)
                     entity = env.client.get_workflow_handle(health_workflow_id(ENDPOINT))
