@@ -577,15 +577,28 @@ async def _routed_turn_fallback(env: Routing) -> WorkflowHistory:
     return await handle.fetch_history()
 
 
-async def _endpoint_health_cycle(env: Routing) -> WorkflowHistory:
-    """Closed, open, half-open with one probe, closed; a parameter degraded and forgotten;
-    then the hand-over to a new run."""
-    handle = await env.env.client.start_workflow(
+async def _health_entity(env: Routing, *, handover: int) -> WorkflowHandle[Any, Any]:
+    """The entity of endpoint `a`, continuing as new after `handover` messages."""
+    return await env.env.client.start_workflow(
         EndpointHealthWorkflow.run,
-        EndpointHealthInput(endpoint="a", continue_as_new_after=9),
+        EndpointHealthInput(endpoint="a", continue_as_new_after=handover),
         id=health_workflow_id("a"),
         task_queue=env.task_queue,
     )
+
+
+async def _first_execution(env: Routing, handle: WorkflowHandle[Any, Any]) -> WorkflowHistory:
+    """The history of `handle`'s first execution, once it has handed over."""
+    run_id = handle.first_execution_run_id
+    while (await env.env.client.get_workflow_handle(handle.id).describe()).run_id == run_id:
+        await asyncio.sleep(0.05)
+    return await env.env.client.get_workflow_handle(handle.id, run_id=run_id).fetch_history()
+
+
+async def _endpoint_health_cycle(env: Routing) -> WorkflowHistory:
+    """Closed, open, half-open with one probe, closed; a parameter degraded and forgotten;
+    then the hand-over to a new run."""
+    handle = await _health_entity(env, handover=9)
     activities = env.health
     for detail in ("HTTP 500", "HTTP 502", "HTTP 503"):
         await activities.record_endpoint_outcome(
@@ -602,21 +615,13 @@ async def _endpoint_health_cycle(env: Routing) -> WorkflowHistory:
         )
     )
     await handle.signal("forget_degradation", "stream_options")  # the ninth: hand over
-    run_id = handle.first_execution_run_id
-    while (await env.env.client.get_workflow_handle(handle.id).describe()).run_id == run_id:
-        await asyncio.sleep(0.05)
-    return await env.env.client.get_workflow_handle(handle.id, run_id=run_id).fetch_history()
+    return await _first_execution(env, handle)
 
 
 async def _endpoint_health_batched(env: Routing) -> WorkflowHistory:
     """Issue 27: reports and probe requests arriving at once, sent in batches
     (`record_many`, `admit_probes`); a report sent twice counted once; the hand-over."""
-    handle = await env.env.client.start_workflow(
-        EndpointHealthWorkflow.run,
-        EndpointHealthInput(endpoint="a", continue_as_new_after=20),
-        id=health_workflow_id("a"),
-        task_queue=env.task_queue,
-    )
+    handle = await _health_entity(env, handover=20)
     activities = env.health
     await asyncio.gather(
         *(
@@ -639,10 +644,7 @@ async def _endpoint_health_batched(env: Routing) -> WorkflowHistory:
             for _ in range(5)
         )
     )  # the twentieth message: hand over
-    run_id = handle.first_execution_run_id
-    while (await env.env.client.get_workflow_handle(handle.id).describe()).run_id == run_id:
-        await asyncio.sleep(0.05)
-    return await env.env.client.get_workflow_handle(handle.id, run_id=run_id).fetch_history()
+    return await _first_execution(env, handle)
 
 
 ROUTING_SCENARIOS: dict[str, Callable[[Routing], Awaitable[WorkflowHistory]]] = {
