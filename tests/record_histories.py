@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -31,9 +32,23 @@ from loop_harness import Loop, run_input, running_loop, summarize
 from routing_harness import Routing, candidate, route, routing
 from steering_harness import eventually, people_run, trickle, wait_for_approvals
 from temporalio.client import WorkflowHandle, WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
 
-from steadyloop.chains.admission import admission_workflow_id
-from steadyloop.chains.limits import ChainBudgetLimit, DepthLimit, TenantCeilingLimit
+from steadyloop.activities.chain_admission import ChainAdmissionActivities
+from steadyloop.chains.admission import (
+    AdmissionRequest,
+    ChildAsk,
+    RunEntry,
+    admission_workflow_id,
+)
+from steadyloop.chains.limits import (
+    ChainBudgetLimit,
+    ChainPosition,
+    DepthLimit,
+    TenantCeilingLimit,
+)
 from steadyloop.chat import ChatMessage, ToolCall
 from steadyloop.history.compaction import CompactionPolicy
 from steadyloop.history.payload_storage import DEFAULT_THRESHOLD_BYTES
@@ -59,6 +74,7 @@ from steadyloop.run.models import (
     RunPlugins,
 )
 from steadyloop.run.steering import ApprovalDecision, UserMessage
+from steadyloop.temporal_binaries import time_skipping_server_path
 from steadyloop.testing.chunks import (
     ScriptedCall,
     finish_chunk,
@@ -72,6 +88,7 @@ from steadyloop.testing.scripted_server import (
     error_response,
     sse_response,
 )
+from steadyloop.workflows.chain_admission import ChainAdmissionWorkflow
 from steadyloop.workflows.endpoint_health import EndpointHealthWorkflow
 
 HISTORIES = Path(__file__).parent / "histories"
@@ -560,15 +577,28 @@ async def _routed_turn_fallback(env: Routing) -> WorkflowHistory:
     return await handle.fetch_history()
 
 
-async def _endpoint_health_cycle(env: Routing) -> WorkflowHistory:
-    """Closed, open, half-open with one probe, closed; a parameter degraded and forgotten;
-    then the hand-over to a new run."""
-    handle = await env.env.client.start_workflow(
+async def _health_entity(env: Routing, *, handover: int) -> WorkflowHandle[Any, Any]:
+    """The entity of endpoint `a`, continuing as new after `handover` messages."""
+    return await env.env.client.start_workflow(
         EndpointHealthWorkflow.run,
-        EndpointHealthInput(endpoint="a", continue_as_new_after=9),
+        EndpointHealthInput(endpoint="a", continue_as_new_after=handover),
         id=health_workflow_id("a"),
         task_queue=env.task_queue,
     )
+
+
+async def _first_execution(env: Routing, handle: WorkflowHandle[Any, Any]) -> WorkflowHistory:
+    """The history of `handle`'s first execution, once it has handed over."""
+    run_id = handle.first_execution_run_id
+    while (await env.env.client.get_workflow_handle(handle.id).describe()).run_id == run_id:
+        await asyncio.sleep(0.05)
+    return await env.env.client.get_workflow_handle(handle.id, run_id=run_id).fetch_history()
+
+
+async def _endpoint_health_cycle(env: Routing) -> WorkflowHistory:
+    """Closed, open, half-open with one probe, closed; a parameter degraded and forgotten;
+    then the hand-over to a new run."""
+    handle = await _health_entity(env, handover=9)
     activities = env.health
     for detail in ("HTTP 500", "HTTP 502", "HTTP 503"):
         await activities.record_endpoint_outcome(
@@ -585,16 +615,102 @@ async def _endpoint_health_cycle(env: Routing) -> WorkflowHistory:
         )
     )
     await handle.signal("forget_degradation", "stream_options")  # the ninth: hand over
-    run_id = handle.first_execution_run_id
-    while (await env.env.client.get_workflow_handle(handle.id).describe()).run_id == run_id:
-        await asyncio.sleep(0.05)
-    return await env.env.client.get_workflow_handle(handle.id, run_id=run_id).fetch_history()
+    return await _first_execution(env, handle)
+
+
+async def _endpoint_health_batched(env: Routing) -> WorkflowHistory:
+    """Issue 27: reports and probe requests arriving at once, sent in batches
+    (`record_many`, `admit_probes`); a report sent twice counted once; the hand-over."""
+    handle = await _health_entity(env, handover=20)
+    activities = env.health
+    await asyncio.gather(
+        *(
+            activities.record_endpoint_outcome(
+                EndpointOutcome(endpoint="a", outcome="failure", detail=f"HTTP 503 (run {i})")
+            )
+            for i in range(8)
+        )
+    )
+    twice = EndpointOutcome(endpoint="a", outcome="failure", detail="lost", report="run-x/7")
+    await asyncio.gather(activities.records.call("a", twice), activities.records.call("a", twice))
+    await env.env.sleep(timedelta(seconds=31))
+    grants = await asyncio.gather(
+        *(activities.admit_probe(ProbeRequest(endpoint="a")) for _ in range(5))
+    )
+    assert sum(grant.granted for grant in grants) == 1
+    await asyncio.gather(
+        *(
+            activities.record_endpoint_outcome(EndpointOutcome(endpoint="a", outcome="success"))
+            for _ in range(5)
+        )
+    )  # the twentieth message: hand over
+    return await _first_execution(env, handle)
 
 
 ROUTING_SCENARIOS: dict[str, Callable[[Routing], Awaitable[WorkflowHistory]]] = {
     "routed_turn_fallback": _routed_turn_fallback,
     "endpoint_health_cycle": _endpoint_health_cycle,
+    "endpoint_health_batched": _endpoint_health_batched,
 }
+
+
+async def _admission_entity_batched() -> WorkflowHistory:
+    """Issue 27: admissions asked at once, sent in batches (`admit_many`), until the
+    ledger is full (`ledger_bound`, its patch and the closed-runs activity), then the
+    hand-over."""
+    env = await WorkflowEnvironment.start_time_skipping(
+        data_converter=pydantic_data_converter,
+        test_server_existing_path=time_skipping_server_path(),
+    )
+    async with env:
+        task_queue = f"admission-{uuid.uuid4()}"
+        admission = ChainAdmissionActivities(
+            env.client, task_queue=task_queue, continue_as_new_after=12, max_ledger_bytes=1500
+        )
+        started = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
+
+        def ask(number: int) -> AdmissionRequest:
+            root = f"replay-root-{number}"
+            return AdmissionRequest(
+                tenant="replay-batched",
+                run=RunEntry(workflow_id=root, chain_root=root, agent="a", started_at=started),
+                position=ChainPosition(agent="a", depth=0, started_at=started),
+                child=ChildAsk(
+                    workflow_id=f"{root}/child",
+                    agent="b",
+                    limits=[ChainBudgetLimit(max_runs=3)],
+                ),
+            )
+
+        async with Worker(
+            env.client,
+            task_queue=task_queue,
+            workflows=[ChainAdmissionWorkflow],
+            activities=list(admission.activities()),
+        ):
+            answers = await asyncio.gather(*(admission.admit(ask(n)) for n in range(12)))
+            assert any(a.admission is not None and not a.admission.admitted for a in answers)
+            entity = env.client.get_workflow_handle(admission_workflow_id("replay-batched"))
+            run_id = (await entity.describe()).run_id
+            first = env.client.get_workflow_handle(entity.id, run_id=run_id)
+            for _ in range(100):
+                if (await entity.describe()).run_id != run_id:
+                    break
+                await asyncio.sleep(0.05)
+            return await first.fetch_history()
+
+
+# Entity histories recorded on their own (not driven by a chain or a routed run).
+BATCH_SCENARIOS: dict[str, Callable[[], Awaitable[WorkflowHistory]]] = {
+    "chain_admission_entity_batched": _admission_entity_batched,
+}
+
+
+async def record_batch(name: str, directory: Path = HISTORIES) -> Path:
+    history = await BATCH_SCENARIOS[name]()
+    path = directory / f"{name}.json"
+    path.write_text(history.to_json())
+    return path
 
 
 async def record_routing(name: str, directory: Path = HISTORIES) -> Path:
@@ -608,9 +724,11 @@ async def record_routing(name: str, directory: Path = HISTORIES) -> Path:
 async def main(names: list[str]) -> None:
     """Record the named scenarios (all when none are named)."""
     HISTORIES.mkdir(exist_ok=True)
-    for name in names or [*SCENARIOS, *CHAIN_SCENARIOS, *ROUTING_SCENARIOS]:
+    for name in names or [*SCENARIOS, *CHAIN_SCENARIOS, *ROUTING_SCENARIOS, *BATCH_SCENARIOS]:
         name = ENTITY_SCENARIOS.get(name, name)
-        if name in CHAIN_SCENARIOS:
+        if name in BATCH_SCENARIOS:
+            print("recorded", await record_batch(name))
+        elif name in CHAIN_SCENARIOS:
             print("recorded", await record_chain(name))
         elif name in ROUTING_SCENARIOS:
             print("recorded", await record_routing(name))

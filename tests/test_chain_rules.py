@@ -16,6 +16,7 @@ from steadyloop.chains.rules import (
     ChainBudgetRule,
     ChainRule,
     DepthRule,
+    LedgerBoundRule,
     Measured,
     PairCooldownRule,
     PairSeenRule,
@@ -133,6 +134,7 @@ def one_refusing_rule_of_each_kind() -> list[ChainRule]:
         PairCooldownRule(agents=PAIR, seconds_since_last=1, cooldown_s=2),
         TenantRateRule(started_in_window=1, window_s=1, max_started=1),
         TenantCeilingRule(active=1, max_active=1),
+        LedgerBoundRule(runs_held=1, bytes_held=1, max_bytes=1),
     ]
 
 
@@ -145,6 +147,7 @@ def test_retryable_is_true_exactly_for_bounds_that_clear_on_their_own() -> None:
         "pair_cooldown": True,
         "tenant_rate": True,
         "tenant_ceiling": True,
+        "ledger_bound": True,
     }
     assert {kind for kind, yes in retryable.items() if yes} == RETRYABLE_KINDS
 
@@ -162,7 +165,7 @@ def test_every_refusal_names_its_rule_and_carries_it(rule: ChainRule) -> None:
 def test_the_first_refusing_rule_in_order_is_the_one_reported() -> None:
     rules = one_refusing_rule_of_each_kind()
     assert refused(rules).rule.kind == "depth"
-    assert refused(list(reversed(rules))).rule.kind == "tenant_ceiling"
+    assert refused(list(reversed(rules))).rule.kind == "ledger_bound"
     for position in range(len(rules)):
         rotated = rules[position:] + rules[:position]
         assert refused(rotated).rule == rules[position]

@@ -148,6 +148,19 @@ async def test_an_outcome_for_another_endpoint_is_rejected_and_not_recorded(
     assert (await health.entity("a")).breaker.failures_total == 1
 
 
+async def test_reports_at_once_share_updates_and_a_report_sent_twice_counts_once(
+    health: Health,
+) -> None:
+    """Issue 27: outcomes reported at once travel in few updates (`record_many`), each
+    counted; a report sent again after its answer was lost (same run and call) is not."""
+    await asyncio.gather(*(health.record("a", "failure", detail=f"run {i}") for i in range(12)))
+    assert health.activities.records.updates_sent < 12
+    again = EndpointOutcome(endpoint="a", outcome="failure", report="run-x/4")
+    await health.activities.records.call("a", again)
+    await health.activities.records.call("a", again)
+    assert (await health.entity("a")).breaker.failures_total == 13
+
+
 async def test_it_continues_as_new_and_keeps_its_state(health: Health) -> None:
     handle = await health.env.client.start_workflow(
         EndpointHealthWorkflow.run,

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from record_histories import (
+    BATCH_SCENARIOS,
     CHAIN_SCENARIOS,
     ENTITY_SCENARIOS,
     ROUTING_SCENARIOS,
@@ -30,7 +31,7 @@ from steadyloop.events.publishing import PUBLISH_RUN_EVENTS_ACTIVITY
 from steadyloop.history.payload_storage import steadyloop_data_converter
 from steadyloop.stream.completion import STREAM_COMPLETION_ACTIVITY
 from steadyloop.tools.payloads import LATE_TOOL_RESULT_SIGNAL
-from steadyloop.workflows.chain_admission import ChainAdmissionWorkflow
+from steadyloop.workflows.chain_admission import LEDGER_BOUND_PATCH, ChainAdmissionWorkflow
 from steadyloop.workflows.delegation import ADMISSION_PATCH
 from steadyloop.workflows.endpoint_health import EndpointHealthWorkflow
 from steadyloop.workflows.event_log import (
@@ -61,7 +62,11 @@ def replayer(blob_dir: Path | None = None) -> Replayer:
 
 def test_every_scenario_has_a_recorded_history() -> None:
     assert {path.stem for path in HISTORIES} == (
-        set(SCENARIOS) | set(CHAIN_SCENARIOS) | set(ROUTING_SCENARIOS) | set(ENTITY_SCENARIOS)
+        set(SCENARIOS)
+        | set(CHAIN_SCENARIOS)
+        | set(ROUTING_SCENARIOS)
+        | set(ENTITY_SCENARIOS)
+        | set(BATCH_SCENARIOS)
     )
 
 
@@ -123,6 +128,33 @@ def test_the_recorded_admission_histories_take_the_paths_they_stand_for() -> Non
     assert "steadyloop.measure_chain" not in asked
     assert asked.count("steadyloop.admit_chain_run") >= 3  # registration + each child
     assert "steadyloop.closed_chain_runs" in _activities(_load("chain_admission_entity"))
+
+
+def _updates(history: WorkflowHistory) -> list[str]:
+    return [
+        event.workflow_execution_update_accepted_event_attributes.accepted_request.input.name
+        for event in history.events
+        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED
+    ]
+
+
+def test_the_recorded_batch_histories_take_the_batched_paths() -> None:
+    """Issue 27: the entities' batched updates are replayed (above) from histories that
+    hold them: reports and probes in batches, a full ledger's patch marker and its ask
+    of which runs closed; the histories recorded before hold only the single updates."""
+    health = _load("endpoint_health_batched")
+    assert {"record_many", "admit_probes"} <= set(_updates(health))
+    admission = _load("chain_admission_entity_batched")
+    assert _updates(admission) == ["admit_many"]
+    assert any(
+        LEDGER_BOUND_PATCH.encode()
+        in event.marker_recorded_event_attributes.details["patch-data"].payloads[0].data
+        for event in admission.events
+        if event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
+    )
+    assert "steadyloop.closed_chain_runs" in _activities(admission)
+    for older in ("endpoint_health_cycle", "chain_admission_entity"):
+        assert not {"record_many", "admit_probes", "admit_many"} & set(_updates(_load(older)))
 
 
 def test_the_recorded_late_result_history_holds_the_workers_signal() -> None:

@@ -18,7 +18,10 @@ is not quiet, or could not be read, keeps the short TTL.
   Temporal does not answer, the endpoint is reported healthy (`known=False`) and the
   miss is cached for the TTL too, so a broken breaker never stops a model call and an
   unreachable one is not asked again on every request.
-- `record_endpoint_outcome`: an update-with-start on the entity (created on first use);
+- `record_endpoint_outcome`: an update-with-start on the entity (created on first use),
+  `record_many` carrying every outcome this process queued for the endpoint meanwhile
+  (`steadyloop.activities.update_batches`: one update in flight per endpoint and
+  process, so an outage reported by 500 runs at once costs a few updates);
   the health it returns replaces the cached copy, so this process sees its own
   failures at once. Other workers see them within the TTL.
 - `admit_probe`: the entity decides, one update at a time, so of several runs that see
@@ -48,6 +51,7 @@ from temporalio.client import Client, WithStartWorkflowOperation
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
+from steadyloop.activities.update_batches import UpdateBatcher
 from steadyloop.redaction import safe_text
 from steadyloop.routing.circuit_breaker import BreakerPolicy
 from steadyloop.routing.endpoint_health import (
@@ -59,7 +63,10 @@ from steadyloop.routing.endpoint_health import (
     EndpointHealth,
     EndpointHealthInput,
     EndpointOutcome,
+    OutcomeBatch,
+    ProbeBatch,
     ProbeGrant,
+    ProbeGrants,
     ProbeRequest,
     ReadHealthInput,
     health_workflow_id,
@@ -77,6 +84,19 @@ DEFAULT_CACHE_TTL_S = 2.0
 DEFAULT_QUIET_CACHE_TTL_S = 30.0
 R = TypeVar("R", bound=BaseModel)
 QUERY_TIMEOUT = timedelta(seconds=5)
+
+
+def _report_id() -> str | None:
+    """The reporting run and call: the same on each retry of this activity, so the entity
+    counts a report once however often it is sent (None outside an activity)."""
+    if not activity.in_activity():
+        return None
+    info = activity.info()
+    return f"{info.workflow_run_id}/{info.activity_id}"
+
+
+def _json_size(value: BaseModel) -> int:
+    return len(value.model_dump_json())
 
 
 class HealthCache:
@@ -130,6 +150,7 @@ class EndpointHealthActivities:
         quiet_cache_ttl_s: float | None = DEFAULT_QUIET_CACHE_TTL_S,
         id_prefix: str = HEALTH_WORKFLOW_ID_PREFIX,
         clock: Callable[[], float] = time.monotonic,
+        continue_as_new_after: int = 500,
     ) -> None:
         self.client = client
         self.task_queue = task_queue
@@ -137,7 +158,15 @@ class EndpointHealthActivities:
         self.policies = dict(policies or {})
         self.cache = HealthCache(cache_ttl_s, clock, quiet_ttl_s=quiet_cache_ttl_s)
         self.id_prefix = id_prefix
+        self.continue_as_new_after = continue_as_new_after  # for an entity it starts
         self.queries = 0  # how many reads went past the cache (tests, benchmarks)
+        # One update in flight per endpoint from this process; the rest wait for the next.
+        self.records: UpdateBatcher[EndpointOutcome, EndpointHealth] = UpdateBatcher(
+            self._send_records, size=_json_size
+        )
+        self.probes: UpdateBatcher[ProbeRequest, ProbeGrant] = UpdateBatcher(
+            self._send_probes, size=_json_size
+        )
 
     def activities(self) -> Sequence[Callable[..., Any]]:
         return [self.read_endpoint_health, self.record_endpoint_outcome, self.admit_probe]
@@ -156,30 +185,47 @@ class EndpointHealthActivities:
 
     @activity.defn(name=RECORD_ENDPOINT_OUTCOME_ACTIVITY)
     async def record_endpoint_outcome(self, outcome: EndpointOutcome) -> EndpointHealth:
+        if outcome.outcome == "degraded" and outcome.parameter is None:
+            # Refused here, not by the entity: one bad outcome must not fail a batch.
+            raise ValueError("a 'degraded' outcome names the parameter")
         outcome = outcome.model_copy(
             update={
                 "policy": self.policy_for(outcome.endpoint),
                 "detail": safe_text(outcome.detail, None, MESSAGE_CHARS),
+                "report": _report_id(),
             }
         )
-        health = await self._update("record", outcome, outcome.endpoint, EndpointHealth)
+        health = await self.records.call(outcome.endpoint, outcome)
         self.cache.put(health)
         return health
 
     @activity.defn(name=ADMIT_PROBE_ACTIVITY)
     async def admit_probe(self, request: ProbeRequest) -> ProbeGrant:
         request = request.model_copy(update={"policy": self.policy_for(request.endpoint)})
-        grant = await self._update("admit_probe", request, request.endpoint, ProbeGrant)
+        grant = await self.probes.call(request.endpoint, request)
         self.cache.put(grant.health)
         return grant
 
     # -- helpers ---------------------------------------------------------------------
 
+    async def _send_records(
+        self, endpoint: str, outcomes: list[EndpointOutcome]
+    ) -> list[EndpointHealth]:
+        batch = OutcomeBatch(outcomes=outcomes)
+        health = await self._update("record_many", batch, endpoint, EndpointHealth)
+        return [health] * len(outcomes)  # each caller learns the health after the batch
+
+    async def _send_probes(self, endpoint: str, requests: list[ProbeRequest]) -> list[ProbeGrant]:
+        batch = ProbeBatch(requests=requests)
+        return (await self._update("admit_probes", batch, endpoint, ProbeGrants)).grants
+
     async def _update(self, update: str, arg: BaseModel, endpoint: str, result: type[R]) -> R:
         """An update on the endpoint's entity, starting it if it does not run yet."""
         start: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
             ENDPOINT_HEALTH_WORKFLOW,
-            EndpointHealthInput(endpoint=endpoint),
+            EndpointHealthInput(
+                endpoint=endpoint, continue_as_new_after=self.continue_as_new_after
+            ),
             id=health_workflow_id(endpoint, self.id_prefix),
             task_queue=self.task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,

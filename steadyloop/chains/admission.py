@@ -39,6 +39,16 @@ What the obvious versions get wrong, and where it is prevented:
   `decide_root` holds it to the tenant's rate and ceiling, counting every other run of
   the tenant, and the root is recorded only when admitted (a refused root is not
   counted, so refusals do not fill the ceiling they were refused by).
+- **A ledger that outgrows its own input.** The ledger rides in the entity's
+  continue-as-new input, which Temporal refuses past 2 MB: about 8,000 runs in open
+  chains. Closed chains are pruned, but open ones cannot be, so the entity holds at most
+  `max_bytes` of it (`DEFAULT_MAX_LEDGER_BYTES`, counted as entries are added, since
+  run ids grow with depth) and refuses any request that would add a run past it
+  (`adds_runs`) with the retryable `ledger_bound` rule (`full`,
+  `refusal_when_full`), after learning which counted runs closed; a registration it
+  cannot hold is answered without being adopted. A retry or a known run asking again
+  adds nothing and is decided as before. So the ledger holds at most `max_bytes` plus
+  what one request adds, and a refusal errs toward fewer runs, never a wrong count.
 - **Lost when the root ends or continues as new.** The ledger is not in the root: a
   root continuing-as-new keeps its workflow id and so its entry, a root that ended
   leaves its chain's entries in place until it is pruned, and the entity carries the
@@ -55,7 +65,7 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Annotated
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, PrivateAttr
 
 from steadyloop.chains.limits import (
     ChainLimit,
@@ -73,6 +83,7 @@ from steadyloop.chains.rules import (
     Admission,
     Admitted,
     ChainRule,
+    LedgerBoundRule,
     Refused,
     TenantCeilingRule,
     TenantRateRule,
@@ -84,8 +95,11 @@ __all__ = [
     "ADMISSION_WORKFLOW_ID_PREFIX",
     "ADMIT_CHAIN_RUN_ACTIVITY",
     "CLOSED_CHAIN_RUNS_ACTIVITY",
+    "DEFAULT_MAX_LEDGER_BYTES",
     "START_GRACE_S",
     "AdmissionAnswer",
+    "AdmissionAnswers",
+    "AdmissionBatch",
     "AdmissionEntityInput",
     "AdmissionLedger",
     "AdmissionRequest",
@@ -104,6 +118,9 @@ CLOSED_CHAIN_RUNS_ACTIVITY = "steadyloop.closed_chain_runs"
 ADMISSION_WORKFLOW_ID_PREFIX = "steadyloop-chain-admission/"
 # How long an admitted child may take to appear before "not found" means "gone".
 START_GRACE_S = 300.0
+# The serialized ledger one tenant's entity holds at most: half of Temporal's 2 MB
+# payload limit, leaving room for the rest of its continue-as-new input.
+DEFAULT_MAX_LEDGER_BYTES = 1_000_000
 
 
 def admission_workflow_id(tenant: str, prefix: str = ADMISSION_WORKFLOW_ID_PREFIX) -> str:
@@ -154,6 +171,14 @@ class AdmissionRequest(BaseModel):
     root_limits: list[ChainLimit] | None = None
 
 
+class AdmissionBatch(BaseModel):
+    """Requests one process queued for the entity, decided in this order (`admit_many`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    requests: list[AdmissionRequest]
+
+
 class AdmissionAnswer(BaseModel):
     """The decision (None for a registration) and the counts after it, for logs."""
 
@@ -163,6 +188,14 @@ class AdmissionAnswer(BaseModel):
     runs_in_chain: int
     tenant_active: int
     known: bool = False  # the child id was admitted before: not counted again
+
+
+class AdmissionAnswers(BaseModel):
+    """One answer per request of an `AdmissionBatch`, in its order."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    answers: list[AdmissionAnswer]
 
 
 class ClosedRunsInput(BaseModel):
@@ -190,6 +223,23 @@ class AdmissionLedger(BaseModel):
     tenant: str
     runs: dict[str, RunEntry] = Field(default_factory=dict)
     horizon_s: float = 0.0
+    # The serialized size, kept as entries are added (None: measure it when asked).
+    _bytes: int | None = PrivateAttr(default=None)
+
+    def _put(self, entry: RunEntry) -> None:
+        """Hold `entry`, keeping the size up to date (an entry serializes on its own in
+        the same bytes it takes in the ledger, with its key, a colon and a comma)."""
+        if self._bytes is not None:
+            old = self.runs.get(entry.workflow_id)
+            self._bytes += _entry_bytes(entry) - (0 if old is None else _entry_bytes(old))
+        self.runs[entry.workflow_id] = entry
+
+    def bytes_held(self) -> int:
+        """The ledger's serialized size, within a byte per run (a run closed since it was
+        counted serializes one byte longer)."""
+        if self._bytes is None:
+            self._bytes = len(self.model_dump_json().encode())
+        return self._bytes
 
     # -- what requests tell the ledger --------------------------------------------------
 
@@ -198,20 +248,22 @@ class AdmissionLedger(BaseModel):
         me = request.run
         known = self.runs.get(me.workflow_id)
         if known is None:
-            self.runs[me.workflow_id] = me.model_copy(update={"active": True})
+            self._put(me.model_copy(update={"active": True}))
         else:
             known.active = True
         for child in request.children:
             entry = self.runs.get(child.workflow_id)
             if entry is None:
-                self.runs[child.workflow_id] = RunEntry(
-                    workflow_id=child.workflow_id,
-                    chain_root=me.chain_root,
-                    parent=me.workflow_id,
-                    agent=child.agent,
-                    pair=pair_key(me.agent, child.agent),
-                    started_at=child.started_at,
-                    active=child.running,
+                self._put(
+                    RunEntry(
+                        workflow_id=child.workflow_id,
+                        chain_root=me.chain_root,
+                        parent=me.workflow_id,
+                        agent=child.agent,
+                        pair=pair_key(me.agent, child.agent),
+                        started_at=child.started_at,
+                        active=child.running,
+                    )
                 )
             elif not child.running:
                 entry.active = False
@@ -307,8 +359,8 @@ class AdmissionLedger(BaseModel):
 
     def record_root(self, request: AdmissionRequest, now: datetime) -> None:
         """Count the admitted root from this moment (before the answer leaves)."""
-        self.runs[request.run.workflow_id] = request.run.model_copy(
-            update={"started_at": now, "active": True, "parent": None}
+        self._put(
+            request.run.model_copy(update={"started_at": now, "active": True, "parent": None})
         )
 
     def decide_rerun(self, request: AdmissionRequest, now: datetime) -> Admitted | Refused:
@@ -329,13 +381,15 @@ class AdmissionLedger(BaseModel):
         """Count the admitted child from this moment (before the answer leaves)."""
         assert request.child is not None
         me = request.run
-        self.runs[request.child.workflow_id] = RunEntry(
-            workflow_id=request.child.workflow_id,
-            chain_root=me.chain_root,
-            parent=me.workflow_id,
-            agent=request.child.agent,
-            pair=pair_key(me.agent, request.child.agent),
-            started_at=now,
+        self._put(
+            RunEntry(
+                workflow_id=request.child.workflow_id,
+                chain_root=me.chain_root,
+                parent=me.workflow_id,
+                agent=request.child.agent,
+                pair=pair_key(me.agent, request.child.agent),
+                started_at=now,
+            )
         )
 
     # -- counts and upkeep --------------------------------------------------------------
@@ -349,6 +403,25 @@ class AdmissionLedger(BaseModel):
     def active_others(self, me: str) -> list[str]:
         """Active runs other than `me`: the ones a refusing ceiling asks Temporal about."""
         return sorted(w for w, e in self.runs.items() if e.active and w != me)
+
+    def adds_runs(self, request: AdmissionRequest) -> bool:
+        """Would `request` add an entry: the asking run, a child it reports, or the child
+        it asks for, unknown here? (What a full ledger refuses; a retry adds nothing.)"""
+        asked = [request.run.workflow_id, *(c.workflow_id for c in request.children)]
+        if request.child is not None:
+            asked.append(request.child.workflow_id)
+        return any(w not in self.runs for w in asked)
+
+    def full(self, max_bytes: int) -> bool:
+        return self.bytes_held() >= max_bytes
+
+    def refusal_when_full(self, max_bytes: int) -> Refused | None:
+        """The `ledger_bound` refusal of a new run, or None while there is room."""
+        bound = LedgerBoundRule(
+            runs_held=len(self.runs), bytes_held=self.bytes_held(), max_bytes=max_bytes
+        )
+        decision = admit_child_run([bound])
+        return decision if isinstance(decision, Refused) else None
 
     def active_ids(self) -> list[str]:
         return sorted(w for w, e in self.runs.items() if e.active)
@@ -365,6 +438,7 @@ class AdmissionLedger(BaseModel):
         }
         gone = sorted({e.chain_root for e in self.runs.values()} - keep)
         self.runs = {w: e for w, e in self.runs.items() if e.chain_root in keep}
+        self._bytes = None
         return gone
 
 
@@ -373,8 +447,15 @@ class AdmissionEntityInput(BaseModel):
 
     tenant: str
     carried: AdmissionLedger | None = None
-    # Handled updates before it continues as new (about four history events each).
+    # Handled requests before it continues as new (an update is about four history
+    # events; a batch counts each of its requests).
     continue_as_new_after: int = Field(default=500, ge=1)
+    # The ledger's serialized bytes at most before it refuses new runs (`ledger_bound`).
+    max_ledger_bytes: int = Field(default=DEFAULT_MAX_LEDGER_BYTES, ge=1)
+
+
+def _entry_bytes(entry: RunEntry) -> int:
+    return len(entry.workflow_id.encode()) + len(entry.model_dump_json().encode()) + 4
 
 
 def answer(

@@ -12,6 +12,11 @@ tenant start a thousand chains. Each rule bounds one of these, from one measurem
 | `pair_cooldown`  | seconds since the pair last started a run  | since < cooldown_s  | yes   |
 | `tenant_rate`    | the tenant's runs started in the window    | runs >= max_started | yes   |
 | `tenant_ceiling` | the tenant's runs active now               | runs >= max_active  | yes   |
+| `ledger_bound`   | bytes the tenant's admission ledger holds  | bytes >= max_bytes  | yes   |
+
+`ledger_bound` is not configured per chain: it is the admission entity's own bound
+(`steadyloop.chains.admission`), so the counts it carries across continue-as-new stay
+under Temporal's payload limit; it clears as chains close and are forgotten.
 
 `retryable` is true exactly for the bounds that clear on their own (time passes, runs
 finish); trying later never helps against depth, budget or a pair already used.
@@ -55,6 +60,7 @@ __all__ = [
     "ChainRule",
     "ChainRuleKind",
     "DepthRule",
+    "LedgerBoundRule",
     "PairCooldownRule",
     "PairSeenRule",
     "Refused",
@@ -66,7 +72,9 @@ __all__ = [
 ChainRuleKind = Literal[
     "depth", "chain_budget", "pair_seen", "pair_cooldown", "tenant_rate", "tenant_ceiling"
 ]
-RETRYABLE_KINDS: frozenset[str] = frozenset({"pair_cooldown", "tenant_rate", "tenant_ceiling"})
+RETRYABLE_KINDS: frozenset[str] = frozenset(
+    {"pair_cooldown", "tenant_rate", "tenant_ceiling", "ledger_bound"}
+)
 
 # A measured value: strict float, so NaN, infinity and 2.5 arrive and are judged.
 Measured = Annotated[float, Field(strict=True)]
@@ -190,9 +198,7 @@ class TenantRateRule(_Rule):
     started_in_window: Measured
     window_s: Seconds
     max_started: Count
-    _measurements: ClassVar[dict[str, Literal["count", "seconds"]]] = {
-        "started_in_window": "count"
-    }
+    _measurements: ClassVar[dict[str, Literal["count", "seconds"]]] = {"started_in_window": "count"}
 
     def _exceeded(self) -> str | None:
         if self.started_in_window < self.max_started:
@@ -220,13 +226,34 @@ class TenantCeilingRule(_Rule):
         )
 
 
+class LedgerBoundRule(_Rule):
+    """The admission entity holds at most `max_bytes` of a tenant's runs (open chains,
+    and closed ones inside the rate horizon): past that, no new run, until chains close."""
+
+    kind: Literal["ledger_bound"] = "ledger_bound"
+    runs_held: int
+    bytes_held: Measured
+    max_bytes: Count
+    _measurements: ClassVar[dict[str, Literal["count", "seconds"]]] = {"bytes_held": "count"}
+
+    def _exceeded(self) -> str | None:
+        if self.bytes_held < self.max_bytes:
+            return None
+        return (
+            f"this tenant's admission ledger holds {self.runs_held} run(s) of chains still "
+            f"open in {self.bytes_held:.0f} bytes, its bound of {self.max_bytes}; runs are "
+            "admitted again as chains end"
+        )
+
+
 ChainRule = Annotated[
     DepthRule
     | ChainBudgetRule
     | PairSeenRule
     | PairCooldownRule
     | TenantRateRule
-    | TenantCeilingRule,
+    | TenantCeilingRule
+    | LedgerBoundRule,
     Field(discriminator="kind"),
 ]
 

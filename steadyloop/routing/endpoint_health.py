@@ -28,12 +28,16 @@ __all__ = [
     "ADMIT_PROBE_ACTIVITY",
     "ENDPOINT_HEALTH_WORKFLOW",
     "READ_ENDPOINT_HEALTH_ACTIVITY",
+    "RECENT_REPORTS",
     "RECORD_ENDPOINT_OUTCOME_ACTIVITY",
     "DegradedParameter",
     "EndpointHealth",
     "EndpointHealthInput",
     "EndpointOutcome",
+    "OutcomeBatch",
+    "ProbeBatch",
     "ProbeGrant",
+    "ProbeGrants",
     "ProbeRequest",
     "ReadHealthInput",
     "health_workflow_id",
@@ -44,6 +48,8 @@ READ_ENDPOINT_HEALTH_ACTIVITY = "steadyloop.read_endpoint_health"
 RECORD_ENDPOINT_OUTCOME_ACTIVITY = "steadyloop.record_endpoint_outcome"
 ADMIT_PROBE_ACTIVITY = "steadyloop.admit_probe"
 HEALTH_WORKFLOW_ID_PREFIX = "steadyloop-endpoint-health/"
+# Report ids the entity remembers (about 80 bytes each in its continue-as-new input).
+RECENT_REPORTS = 1000
 
 
 def health_workflow_id(endpoint: str, prefix: str = HEALTH_WORKFLOW_ID_PREFIX) -> str:
@@ -107,6 +113,9 @@ class EndpointOutcome(BaseModel):
     parameter: DegradableParameter | None = None
     # Filled by the activity from the worker's configuration, not by workflow code.
     policy: BreakerPolicy | None = None
+    # Filled by the activity: the reporting run and call, the same on each retry of
+    # it, so a report sent again after a lost answer is counted once (None: always).
+    report: str | None = None
 
 
 class EndpointHealthInput(BaseModel):
@@ -117,6 +126,9 @@ class EndpointHealthInput(BaseModel):
     carried: EndpointHealth | None = None
     # Handled messages (updates and signals) before it continues as new.
     continue_as_new_after: int = Field(default=500, ge=1)
+    # The last `RECENT_REPORTS` report ids counted, carried so a retry across the
+    # hand-over is still recognised.
+    recent_reports: list[str] = Field(default_factory=list)
 
 
 class ReadHealthInput(BaseModel):
@@ -132,3 +144,21 @@ class ProbeGrant(BaseModel):
     endpoint: str
     granted: bool
     health: EndpointHealth
+
+
+class OutcomeBatch(BaseModel):
+    """Outcomes one process queued for the entity, applied in this order (`record_many`)."""
+
+    outcomes: list[EndpointOutcome]
+
+
+class ProbeBatch(BaseModel):
+    """Probe requests one process queued, decided in this order (`admit_probes`)."""
+
+    requests: list[ProbeRequest]
+
+
+class ProbeGrants(BaseModel):
+    """One grant per request of a `ProbeBatch`, in its order."""
+
+    grants: list[ProbeGrant]

@@ -18,8 +18,15 @@ tenant's; and a root ends and continues-as-new, while an entity that is started 
 demand is always there to ask (`steadyloop.chains.admission` says more).
 
 Updates grow this workflow's history, so it continues as new after
-`continue_as_new_after` handled updates (500 by default) or when Temporal suggests it,
-after its handlers finish, carrying the ledger (closed chains pruned first).
+`continue_as_new_after` handled requests (500 by default) or when Temporal suggests
+it, after its handlers finish, carrying the ledger (closed chains pruned first). The
+ledger is bounded: past `max_ledger_bytes` held (open chains, or closed ones inside the
+rate horizon) a new run is refused by the `ledger_bound` rule, retryable, after the
+entity forgot what closed.
+
+`admit_many` (update) is `admit` for a batch: what one worker process queued while its
+previous update was in flight (`steadyloop.activities.update_batches`), so a burst of
+runs costs a few updates instead of one each past Temporal's 10 in flight.
 
 Deterministic: time is `workflow.now()`, closed runs come from an activity.
 """
@@ -27,7 +34,7 @@ Deterministic: time is `workflow.now()`, closed runs come from an activity.
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -38,6 +45,8 @@ with workflow.unsafe.imports_passed_through():
         ADMISSION_WORKFLOW,
         CLOSED_CHAIN_RUNS_ACTIVITY,
         AdmissionAnswer,
+        AdmissionAnswers,
+        AdmissionBatch,
         AdmissionEntityInput,
         AdmissionLedger,
         AdmissionRequest,
@@ -46,9 +55,13 @@ with workflow.unsafe.imports_passed_through():
         answer,
         refused_by_ceiling,
     )
-    from steadyloop.chains.rules import Admitted
+    from steadyloop.chains.rules import Admitted, Refused
 
 CLOSED_RUNS_TIMEOUT = timedelta(seconds=20)
+# Issue 27: a full ledger refuses new runs; it asks which counted runs closed first.
+LEDGER_BOUND_PATCH = "steadyloop-admission-ledger-bound"
+# A full ledger asks Temporal at most this often (each ask describes every active run).
+LEDGER_SWEEP_EVERY = timedelta(seconds=30)
 
 
 @workflow.defn(name=ADMISSION_WORKFLOW)
@@ -60,6 +73,8 @@ class ChainAdmissionWorkflow:
         self._ledger = start.carried or AdmissionLedger(tenant=start.tenant)
         self._deciding = asyncio.Lock()
         self._handled = 0
+        self._max_bytes = start.max_ledger_bytes
+        self._swept_at: datetime | None = None  # when a full ledger last asked what closed
 
     @workflow.run
     async def run(self, start: AdmissionEntityInput) -> None:
@@ -80,6 +95,7 @@ class ChainAdmissionWorkflow:
                 tenant=self._ledger.tenant,
                 carried=self._ledger,
                 continue_as_new_after=start.continue_as_new_after,
+                max_ledger_bytes=start.max_ledger_bytes,
             )
         )
 
@@ -91,30 +107,66 @@ class ChainAdmissionWorkflow:
     async def admit(self, request: AdmissionRequest) -> AdmissionAnswer:
         self._handled += 1
         async with self._deciding:
-            ledger = self._ledger
-            if request.child is None and request.root_limits is not None:
-                return await self._admit_root(request)
-            ledger.merge(request)
-            child = request.child
-            if child is None:
-                return answer(ledger, request, None)
-            known = ledger.runs.get(child.workflow_id)
-            now = workflow.now()
-            if known is not None and known.parent == request.run.workflow_id:
-                # A retry or a re-attach (still active), or a closed child run anew,
-                # which is the same run for every count but the ceiling.
-                rerun = Admitted() if known.active else ledger.decide_rerun(request, now)
-                known.active = known.active or rerun.admitted
-                return answer(ledger, request, rerun, known=True)
+            return await self._decide(request)
+
+    @workflow.update
+    async def admit_many(self, batch: AdmissionBatch) -> AdmissionAnswers:
+        """The requests one process queued while its previous batch was in flight
+        (`steadyloop.activities.update_batches`), decided one at a time in their order,
+        exactly as `admit` decides each: a batch changes how requests travel, not how
+        they are counted. Each request counts toward `continue_as_new_after`."""
+        self._handled += len(batch.requests)
+        async with self._deciding:
+            return AdmissionAnswers(answers=[await self._decide(r) for r in batch.requests])
+
+    async def _decide(self, request: AdmissionRequest) -> AdmissionAnswer:
+        """One request, with `_deciding` held."""
+        ledger = self._ledger
+        if request.child is None and request.root_limits is not None:
+            return await self._admit_root(request)
+        if ledger.adds_runs(request):
+            full = await self._refused_by_bound()
+            if full is not None:  # a registration is not adopted: nothing is decided
+                return answer(ledger, request, None if request.child is None else full)
+        ledger.merge(request)
+        child = request.child
+        if child is None:
+            return answer(ledger, request, None)
+        known = ledger.runs.get(child.workflow_id)
+        now = workflow.now()
+        if known is not None and known.parent == request.run.workflow_id:
+            # A retry or a re-attach (still active), or a closed child run anew,
+            # which is the same run for every count but the ceiling.
+            rerun = Admitted() if known.active else ledger.decide_rerun(request, now)
+            known.active = known.active or rerun.admitted
+            return answer(ledger, request, rerun, known=True)
+        decision = ledger.decide(request, now)
+        # Some runs counted as active may have closed without telling us.
+        if refused_by_ceiling(decision) and await self._drop_closed(
+            ledger.active_others(request.run.workflow_id)
+        ):
             decision = ledger.decide(request, now)
-            # Some runs counted as active may have closed without telling us.
-            if refused_by_ceiling(decision) and await self._drop_closed(
-                ledger.active_others(request.run.workflow_id)
-            ):
-                decision = ledger.decide(request, now)
-            if decision.admitted:
-                ledger.record(request, now)
-            return answer(ledger, request, decision)
+        if decision.admitted:
+            ledger.record(request, now)
+        return answer(ledger, request, decision)
+
+    async def _refused_by_bound(self) -> Refused | None:
+        """The refusal of a new run while the ledger holds `max_ledger_bytes` (its continue-as-new
+        input must stay under Temporal's 2 MB payload limit), after forgetting what it
+        can: runs that closed without telling it, then chains closed past the horizon.
+
+        Reached only with a full ledger, which no recorded history holds; the patch marks
+        the new commands (the closed-runs activity) for histories recorded from now on.
+        """
+        ledger = self._ledger
+        if not ledger.full(self._max_bytes) or not workflow.patched(LEDGER_BOUND_PATCH):
+            return None
+        now = workflow.now()
+        if self._swept_at is None or now - self._swept_at >= LEDGER_SWEEP_EVERY:
+            self._swept_at = now
+            await self._drop_closed(ledger.active_ids())
+            ledger.prune(now)
+        return ledger.refusal_when_full(self._max_bytes)
 
     async def _admit_root(self, request: AdmissionRequest) -> AdmissionAnswer:
         """A root asking to start: admitted (and counted) or refused (and not counted).
@@ -127,6 +179,9 @@ class ChainAdmissionWorkflow:
         known = ledger.runs.get(me)
         if known is not None and known.active:  # a retried admission of an admitted root
             return answer(ledger, request, Admitted(), known=True)
+        full = await self._refused_by_bound()
+        if full is not None:
+            return answer(ledger, request, full)
         now = workflow.now()
         decision = ledger.decide_root(request, now)
         if refused_by_ceiling(decision) and await self._drop_closed(ledger.active_others(me)):

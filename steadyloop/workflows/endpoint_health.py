@@ -8,6 +8,12 @@ first use by update-with-start from the health activities. It answers:
   entity decided rather than a guess.
 - `admit_probe` (update): whether an attempt may go now. Updates are handled one at a
   time, so of two runs that both see a half-open breaker exactly one gets the probe.
+- `record_many`, `admit_probes` (updates): the same for a batch, what one worker
+  process queued while its previous update was in flight
+  (`steadyloop.activities.update_batches`), so 500 runs reporting an outage at once cost
+  a few updates instead of 500 past Temporal's 10 in flight per workflow.
+  An outcome carries its report id (the reporting run and call), so one sent again
+  after its answer was lost (a timed-out local activity, retried) is counted once.
 - `health` (query): the state, for the activities' cache and for people
   (`temporal workflow query --name health`).
 - `forget_degradation` (signal): send a parameter again (a provider added support).
@@ -43,11 +49,15 @@ with workflow.unsafe.imports_passed_through():
     )
     from steadyloop.routing.endpoint_health import (
         ENDPOINT_HEALTH_WORKFLOW,
+        RECENT_REPORTS,
         DegradedParameter,
         EndpointHealth,
         EndpointHealthInput,
         EndpointOutcome,
+        OutcomeBatch,
+        ProbeBatch,
         ProbeGrant,
+        ProbeGrants,
         ProbeRequest,
     )
     from steadyloop.routing.taxonomy import DegradableParameter
@@ -68,6 +78,8 @@ class EndpointHealthWorkflow:
             {d.parameter: d for d in carried.degraded} if carried else {}
         )
         self._handled = 0
+        # Report ids already counted, oldest first (a dict keeps insertion order).
+        self._reports: dict[str, None] = dict.fromkeys(start.recent_reports)
 
     @workflow.run
     async def run(self, start: EndpointHealthInput) -> None:
@@ -83,6 +95,7 @@ class EndpointHealthWorkflow:
                 endpoint=self._endpoint,
                 carried=self._health(),
                 continue_as_new_after=start.continue_as_new_after,
+                recent_reports=list(self._reports),
             )
         )
 
@@ -94,7 +107,32 @@ class EndpointHealthWorkflow:
 
     @workflow.update
     def record(self, outcome: EndpointOutcome) -> EndpointHealth:
+        self._apply(outcome)
+        return self._health()
+
+    @workflow.update
+    def record_many(self, batch: OutcomeBatch) -> EndpointHealth:
+        """The outcomes one process queued while its previous update was in flight
+        (`steadyloop.activities.update_batches`), applied in their order as `record`
+        applies each; the health after the last. Each counts toward
+        `continue_as_new_after`."""
+        for outcome in batch.outcomes:
+            self._apply(outcome)
+        return self._health()
+
+    @record_many.validator
+    def _validate_record_many(self, batch: OutcomeBatch) -> None:
+        for outcome in batch.outcomes:
+            self._validate_record(outcome)
+
+    def _apply(self, outcome: EndpointOutcome) -> None:
         now, before = self._begin(outcome.policy)
+        if outcome.report is not None:
+            if outcome.report in self._reports:
+                return  # a retry of a report already counted (its answer was lost)
+            self._reports[outcome.report] = None
+            while len(self._reports) > RECENT_REPORTS:
+                del self._reports[next(iter(self._reports))]
         if outcome.outcome == "failure":
             self._breaker = record_failure(self._breaker, self._policy, now, outcome.detail)
         elif outcome.outcome == "success":
@@ -111,7 +149,6 @@ class EndpointHealthWorkflow:
                 outcome.detail[:300] or "nothing",
             )
         self._log_transition(before, now)
-        return self._health()
 
     @record.validator
     def _validate_record(self, outcome: EndpointOutcome) -> None:
@@ -121,15 +158,29 @@ class EndpointHealthWorkflow:
 
     @workflow.update
     def admit_probe(self, request: ProbeRequest) -> ProbeGrant:
+        return self._grant(request)
+
+    @admit_probe.validator
+    def _validate_admit_probe(self, request: ProbeRequest) -> None:
+        self._check_endpoint(request.endpoint)
+
+    @workflow.update
+    def admit_probes(self, batch: ProbeBatch) -> ProbeGrants:
+        """`admit_probe` for a batch, in order: of the runs that asked at once, the first
+        gets the probe and the rest are refused, as they would be one by one."""
+        return ProbeGrants(grants=[self._grant(request) for request in batch.requests])
+
+    @admit_probes.validator
+    def _validate_admit_probes(self, batch: ProbeBatch) -> None:
+        for request in batch.requests:
+            self._check_endpoint(request.endpoint)
+
+    def _grant(self, request: ProbeRequest) -> ProbeGrant:
         now, before = self._begin(request.policy)
         self._breaker, granted = admit_probe(self._breaker, self._policy, now)
         if granted and before == "half_open":
             workflow.logger.info("endpoint %r is half-open: one probe admitted", self._endpoint)
         return ProbeGrant(endpoint=self._endpoint, granted=granted, health=self._health())
-
-    @admit_probe.validator
-    def _validate_admit_probe(self, request: ProbeRequest) -> None:
-        self._check_endpoint(request.endpoint)
 
     @workflow.signal
     def forget_degradation(self, parameter: DegradableParameter) -> None:
