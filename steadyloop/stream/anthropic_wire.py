@@ -25,7 +25,7 @@ class AnthropicWire:
     api = "anthropic"
     terminal_words = "message_stop"
     # Read as the decoder gives them (event names kept): what the assembler was built against.
-    reads_event_names = True
+    reads_event_names = False  # the assembler dispatches on `type` only
 
     def url(self, endpoint: EndpointConfig) -> str:
         return endpoint.url
