@@ -332,7 +332,7 @@ def measure(bench: WireBench, rounds: int) -> list[str]:
         reads = network_reads(body)
         bench.check(name, bench.assemble(reads), body, calls, bench.sdk(reads))
         times = max(1, SAMPLE_BYTES // len(body))
-        runs = {
+        runs: dict[str, Callable[[], object]] = {
             "steadyloop": _repeated(bench.assemble, reads, times),
             "floor/json": _repeated(floor(json.loads), reads, times),
             "floor/orjson": _repeated(floor(orjson.loads), reads, times),

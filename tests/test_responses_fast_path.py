@@ -18,7 +18,7 @@ from steadyloop.stream.sse import MessageData
 ADDED = {"type": "response.output_item.added", "output_index": 0,
          "item": {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "f",
                   "arguments": ""}}  # fmt: skip
-OTHER = {"type": "response.output_item.added", "output_index": 1,
+OTHER: dict[str, Any] = {"type": "response.output_item.added", "output_index": 1,
          "item": {"type": "function_call", "id": "fc_2", "call_id": "call_2", "name": "g",
                   "arguments": ""}}  # fmt: skip
 DONE_2 = {"type": "response.output_item.done", "output_index": 1,

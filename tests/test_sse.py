@@ -561,7 +561,8 @@ def check_named_against_reference(body: bytes, reads: list[bytes]) -> None:
 
 NAMED_SAMPLE = (
     b'event: response.created\ndata: {"type":"response.created","n":0}\n\n'
-    b'event: response.output_text.delta\ndata: {"type":"d","delta":"caf\xc3\xa9 \xf0\x9f\x99\x82"}\n\n'
+    b"event: response.output_text.delta\n"
+    b'data: {"type":"d","delta":"caf\xc3\xa9 \xf0\x9f\x99\x82"}\n\n'
     b'event: ping\ndata: {"type":"ping"}\n\n'
     b'event: content_block_delta\ndata: {"type":"content_block_delta","x":"a:b"}\n\n'
     b'event: e\ndata: {"type":"e","n":5}\n\n'
