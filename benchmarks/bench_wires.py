@@ -76,7 +76,7 @@ from steadyloop.stream.anthropic_wire import ANTHROPIC_WIRE
 from steadyloop.stream.completion import AssembledTurn
 from steadyloop.stream.responses_assembly import ResponsesAssembler
 from steadyloop.stream.sse import SSEDecoder
-from steadyloop.stream.wire import RESPONSES_WIRE
+from steadyloop.stream.wire import RESPONSES_WIRE, StreamAssembler
 
 Case = tuple[str, bytes, int]  # name, body, calls
 Checker = Callable[[str, AssembledTurn, bytes, int, Any], None]
@@ -168,14 +168,18 @@ def build_responses_stream(calls: int, argument_chars: int, seed: int = 7) -> by
     return b"".join(parts)
 
 
-def steadyloop_responses(reads: list[bytes]) -> AssembledTurn:
-    decoder = SSEDecoder(event_names=RESPONSES_WIRE.reads_event_names)
-    assembler = ResponsesAssembler(endpoint="bench")
+def _fold(reads: list[bytes], decoder: SSEDecoder, assembler: StreamAssembler) -> AssembledTurn:
+    """The model activity's loop: each read decoded, its events folded, until the end."""
     for read in reads:
         events = decoder.feed_data(read)
         if events and assembler.feed_events(events):
             break
     return assembler.finish()
+
+
+def steadyloop_responses(reads: list[bytes]) -> AssembledTurn:
+    decoder = SSEDecoder(event_names=RESPONSES_WIRE.reads_event_names)
+    return _fold(reads, decoder, ResponsesAssembler(endpoint="bench"))
 
 
 def openai_responses(reads: list[bytes]) -> Any:
@@ -236,12 +240,7 @@ def build_messages_stream(calls: int, argument_chars: int, seed: int = 7) -> byt
 
 def steadyloop_anthropic(reads: list[bytes]) -> AssembledTurn:
     decoder = SSEDecoder(event_names=ANTHROPIC_WIRE.reads_event_names)
-    assembler = AnthropicAssembler(endpoint="bench")
-    for read in reads:
-        events = decoder.feed_data(read)
-        if events and assembler.feed_events(events):
-            break
-    return assembler.finish()
+    return _fold(reads, decoder, AnthropicAssembler(endpoint="bench"))
 
 
 def anthropic_messages(reads: list[bytes]) -> Any:
