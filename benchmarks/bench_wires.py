@@ -1,7 +1,8 @@
 """How fast each wire turns its stream into a turn, against its parse floor and the SDK.
 
 Run: `.venv/bin/python benchmarks/bench_wires.py` (`--quick` for 3 rounds, `--repeat N`
-for N rounds). Prints one table of ratios measured in this one run; asserts nothing.
+for N rounds, `--wire NAME` for one wire). Prints one table of ratios measured in this
+one run; asserts nothing.
 
 Streams are built in memory in the shape each API sends them, and fed in network-sized
 reads (4-16 KB, seeded):
@@ -355,12 +356,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="3 rounds")
     parser.add_argument("--repeat", type=int, default=None, help="rounds (default 15)")
+    wires = [bench.wire for bench in WIRE_BENCHES]
+    parser.add_argument("--wire", choices=wires, action="append", help="only this wire")
     args = parser.parse_args(argv)
     rounds = args.repeat or (3 if args.quick else 15)
     print(f"Wire assembly, best of {rounds} rounds. Goals: /floor(json) <= {FLOOR_GOAL}x on "
           f"every wire, sdk/steadyloop >= {SDK_GOAL:.0f}x on responses and anthropic")  # fmt: skip
     print(HEADER)
     for bench in WIRE_BENCHES:
+        if args.wire and bench.wire not in args.wire:
+            continue
         for line in measure(bench, rounds):
             print(line)
     return 0
