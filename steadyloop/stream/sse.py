@@ -32,9 +32,11 @@ Speed. Each read is searched for its last blank line from the end (`rfind`), and
 complete region before it is handled at once. When that region is nothing but
 single-line `data: ` events (the shape every chat-completions server sends), one
 `split(b"\\n\\ndata: ")` yields the payloads directly, so no line is looked at twice in
-Python. Anything else goes through the line interpreter, which the fast path must
-agree with (the tests compare both with a reference written from the spec). Bytes
-after the last blank line are kept as a list of pieces until a blank line arrives, so
+Python; with `event_names=False`, a region of `event: NAME` + `data: P` blocks (the
+Responses and Anthropic streams) is read the same way, by strides (`_named_payloads`).
+Anything else goes through the line interpreter, which the fast path must agree with
+(the tests compare both with a reference written from the spec). Bytes after the last
+blank line are kept as a list of pieces until a blank line arrives, so
 an event spread over many reads is joined once, not copied on every read. Building a
 `ServerSentEvent` per token costs about as much as all of that, and so does decoding
 the payloads only for the JSON parser to encode them back to UTF-8: `feed_data`
