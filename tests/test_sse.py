@@ -520,3 +520,139 @@ def test_fast_path_matches_the_spec_reference_at_any_split(body: bytes, cuts: li
 @given(streams())
 def test_matches_the_spec_reference_byte_by_byte(body: bytes) -> None:
     check_against_reference(body, list(range(len(body))))
+
+
+# -- `event_names=False`: named events handed over as data (the Responses and Anthropic wires) --
+
+
+def feed_named(reads: list[bytes]) -> tuple[list[Event], SSEDecoder]:
+    """Decode with `SSEDecoder(event_names=False).feed_data`, each item as an event tuple:
+    a plain payload (its event name not kept) as `(data, None, None, None)`."""
+    decoder = SSEDecoder(event_names=False)
+    events: list[Event] = []
+    for read in reads:
+        items = decoder.feed_data(read)
+        if items.__class__ is MessageData:
+            events.extend((data, None, None, None) for data in items)  # type: ignore[misc]
+        else:
+            events.extend(as_tuples(items))  # type: ignore[arg-type]
+    events.extend(as_tuples(decoder.flush()))
+    return events, decoder
+
+
+def check_named_against_reference(body: bytes, reads: list[bytes]) -> None:
+    """What the spec dispatches, with the name dropped only where the decoder may drop
+    it: never for an event named `error`, never for an event with an id or retry."""
+    expected, last_id, retry, incomplete = reference(body)
+    events, decoder = feed_named(reads)
+    assert len(events) == len(expected)
+    for got, want in zip(events, expected, strict=True):
+        if got[1] is None:
+            assert got[0] == want[0]
+            assert want[1] != "error" and want[2] is None and want[3] is None
+        else:
+            assert got == want
+    assert decoder.last_event_id == last_id
+    assert decoder.retry == retry
+    assert decoder.incomplete_tail is incomplete
+    assert decoder.events == len(expected)
+    assert decoder.bytes_fed == len(body)
+
+
+NAMED_SAMPLE = (
+    b'event: response.created\ndata: {"type":"response.created","n":0}\n\n'
+    b"event: response.output_text.delta\n"
+    b'data: {"type":"d","delta":"caf\xc3\xa9 \xf0\x9f\x99\x82"}\n\n'
+    b'event: ping\ndata: {"type":"ping"}\n\n'
+    b'event: content_block_delta\ndata: {"type":"content_block_delta","x":"a:b"}\n\n'
+    b'event: e\ndata: {"type":"e","n":5}\n\n'
+)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        NAMED_SAMPLE,
+        b"\xef\xbb\xbf" + NAMED_SAMPLE,
+        NAMED_SAMPLE.replace(b"\n", b"\r\n"),
+        NAMED_SAMPLE.replace(b"\n", b"\r"),
+        NAMED_SAMPLE.replace(b"event: ping\n", b": keep-alive\nevent: ping\n"),
+        NAMED_SAMPLE.replace(b'data: {"type":"ping"}', b'data: {"type":\ndata: "ping"}'),
+        NAMED_SAMPLE.replace(b"event: ping", b"event: error"),
+        NAMED_SAMPLE.replace(b"\n\nevent: e\n", b"\n\n\nevent: e\n"),
+        NAMED_SAMPLE.replace(b"event: e\n", b"id: 3\nevent: e\n"),
+        NAMED_SAMPLE + b"event: cut\ndata: {",
+        NAMED_SAMPLE.replace(b"event: e\n", b'data: {"type":"bare"}\n\nevent: e\n'),
+    ],
+    ids=[
+        *("lf", "bom", "crlf", "cr", "comment", "multiline", "error", "blank", "id", "tail"),
+        "mixed",
+    ],
+)
+def test_named_events_are_the_same_at_every_split(body: bytes) -> None:
+    # Cut in two at every byte offset, and byte by byte: the same events as the spec's.
+    check_named_against_reference(body, [body])
+    check_named_against_reference(body, bytewise(body))
+    for at in range(1, len(body)):
+        check_named_against_reference(body, [body[:at], body[at:]])
+
+
+def test_named_fast_path_hands_over_the_usual_shape_as_data() -> None:
+    items = SSEDecoder(event_names=False).feed_data(NAMED_SAMPLE)
+    assert items.__class__ is MessageData
+    assert [data[:20] for data in items][:2] == ['{"type":"response.cr', '{"type":"d","delta":']
+    assert items[1] == '{"type":"d","delta":"caf\u00e9 \U0001f642"}'
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        b"event: x\ndata: a\ndata: b\n\n",  # two data lines: one event, joined
+        b"event: x\nevent: y\ndata: a\n\n",  # two names, one data line
+        b"data: a\nevent: x\n\n",  # the name after the data
+        b"event: x\n\ndata: a\n\n",  # a blank between name and data: two blocks
+        b"event: x\nid: 1\n\n",  # no data: not dispatched
+        b"event: x\ndata:a\n\n",  # no space after the colon
+        b"event:x\ndata: a\n\n",
+        b"event: x\n: c\n\n",
+        b"event: error\ndata: {}\n\n",
+        b"event: x\ndata: a\n\n\n",
+        b"event: x\ndata: a\n: c\nevent: y\ndata: b\n\n",  # a comment where the blank was
+        b"event: x\ndata: a\nid: 1\nevent: y\ndata: b\n\n",
+        b"id: 1\ndata: a\n\n",  # another field where the name goes
+        b"retry: 5\ndata: a\n\n",
+        b"data: z\ndata: a\n\n",
+    ],
+)
+def test_named_fast_path_refuses_every_other_shape(block: bytes) -> None:
+    # Each block amid the usual shape, where the three strides and counts must catch it.
+    usual = b'event: a\ndata: {"n":1}\n\n' * 3
+    body = usual + block + usual
+    check_named_against_reference(body, [body])
+    check_named_against_reference(body, [body[: len(usual) + 3], body[len(usual) + 3 :]])
+    check_named_against_reference(block + usual, [block + usual])  # the read starts with it
+
+
+@st.composite
+def named_streams(draw: st.DrawFn) -> bytes:
+    """Mostly `event: NAME\\ndata: {...}\\n\\n`, with the odd other line or line end."""
+    end = draw(st.sampled_from(["\n", "\n", "\r\n", "\r"]))
+    blocks: list[str] = ["\ufeff"] if draw(st.booleans()) else []
+    for _ in range(draw(st.integers(0, 30))):
+        name = draw(st.sampled_from(["response.output_text.delta", "ping", "e", "", "error"]))
+        payload = draw(st.sampled_from(['{"a":1}', "x: y", "", "\u6771\u4eac", "[DONE]"]))
+        blank = end if draw(st.integers(0, 9)) else ""  # now and then no blank line
+        blocks.append(f"event: {name}{end}data: {payload}{end}{blank}")
+        if draw(st.integers(0, 7)) == 0:
+            blocks.append(draw(LINES) + end)
+    return "".join(blocks).encode()
+
+
+@settings(max_examples=300, deadline=None)
+@given(named_streams(), st.lists(st.integers(0, 10_000), max_size=12))
+def test_named_fast_path_matches_the_spec_reference_at_any_split(
+    body: bytes, cuts: list[int]
+) -> None:
+    points = sorted({c % (len(body) + 1) for c in cuts})
+    reads = [body[a:b] for a, b in zip([0, *points], [*points, len(body)], strict=True)]
+    check_named_against_reference(body, reads)

@@ -232,30 +232,66 @@ class AnthropicAssembler(TurnProgress):
             payloads = events.raw
         else:
             payloads = [e if e.__class__ in (str, bytes) else e.data for e in events]  # type: ignore[union-attr]
-        return any(self._fold(data) for data in payloads)
+        fold = self._fold_event
+        open_blocks = self._open
+        for data in payloads:
+            try:
+                event = _loads(data)
+            except _OrjsonDecodeError:
+                event = self._parse_refused(data)
+                if event is None:
+                    continue
+            # The commonest event first, inline: an argument fragment or a text delta for
+            # an open block (`_delta` reads anything else, with the same outcome for this).
+            if event.__class__ is dict and event.get("type") == "content_block_delta":
+                index = event.get("index")
+                delta = event.get("delta")
+                block = open_blocks.get(index) if index.__class__ is int else None
+                if block is not None and delta.__class__ is dict:
+                    kind = delta.get("type")
+                    if kind == "input_json_delta" and block.fragments is not None:
+                        fragment = delta.get("partial_json")
+                        if fragment.__class__ is str:
+                            self._chunks += 1
+                            if fragment:  # `""` adds nothing
+                                block.fragments.append(fragment)
+                            continue
+                    elif kind == "text_delta":
+                        text = delta.get("text")
+                        if text.__class__ is str:
+                            self._chunks += 1
+                            if text:
+                                self._text.append(text)
+                            continue
+            if fold(event, data):
+                return True
+        return False
 
     def feed(self, data: str | bytes) -> bool:
         """Fold one SSE data payload; True when it was `message_stop`."""
-        return self._fold(data)
+        event = self._parse(data)
+        return False if event is None else self._fold_event(event, data)
 
     def _parse(self, data: str | bytes) -> Any:
         try:
             return _loads(data)
         except _OrjsonDecodeError:
-            text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
-            if not text.strip():
-                return None  # `data:` alone: a keep-alive
-            try:
-                event = json.loads(text)  # lone surrogate escapes (see the docstring)
-            except (ValueError, RecursionError):
-                raise invalid_chunk(data, "a stream event is not valid JSON") from None
-            self._stdlib_parsed = True
-            return event
+            return self._parse_refused(data)
 
-    def _fold(self, data: str | bytes) -> bool:
-        event = self._parse(data)
-        if event is None:
-            return False
+    def _parse_refused(self, data: str | bytes) -> Any:
+        """A payload orjson refused: blank (a keep-alive, None), or JSON only the stdlib
+        reads (lone surrogate escapes, see the docstring), or not JSON (`invalid_chunk`)."""
+        text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+        if not text.strip():
+            return None  # `data:` alone: a keep-alive
+        try:
+            event = json.loads(text)  # lone surrogate escapes (see the docstring)
+        except (ValueError, RecursionError):
+            raise invalid_chunk(data, "a stream event is not valid JSON") from None
+        self._stdlib_parsed = True
+        return event
+
+    def _fold_event(self, event: Any, data: str | bytes) -> bool:
         self._chunks += 1
         if event.__class__ is not dict:
             raise invalid_chunk(data, "a stream event is JSON but not an object")

@@ -24,8 +24,9 @@ class AnthropicWire:
 
     api = "anthropic"
     terminal_words = "message_stop"
-    # Read as the decoder gives them (event names kept): what the assembler was built against.
-    reads_event_names = True
+    # The assembler dispatches on each payload's `type` and never reads an event's name,
+    # so the decoder may hand `event:` + `data:` blocks over as plain data (its fast path).
+    reads_event_names = False
 
     def url(self, endpoint: EndpointConfig) -> str:
         return endpoint.url

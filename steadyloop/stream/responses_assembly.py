@@ -326,8 +326,36 @@ class ResponsesAssembler(TurnProgress):
         follows it is not read). Raises `StreamFailed` for a failure the stream reports."""
         if events.__class__ is MessageData:
             fold = self._fold
-            for data in events.raw:  # noqa: SIM110 (a loop: no generator per read)
-                if fold(data, None):
+            fold_payload = self._fold_payload
+            by_item = self._calls.by_item
+            for data in events.raw:
+                try:
+                    payload = _loads(data)
+                except orjson.JSONDecodeError:
+                    if fold(data, None):  # blank, `[DONE]`, or JSON only the stdlib reads
+                        return True
+                    continue
+                # The commonest event inline: an argument fragment whose `item_id` its
+                # open call holds, with no `output_index` or the call's own (see `_fold`).
+                if (
+                    payload.__class__ is dict
+                    and payload.get("type") == "response.function_call_arguments.delta"
+                ):
+                    delta = payload.get("delta")
+                    item_id = payload.get("item_id")
+                    if delta and delta.__class__ is str and item_id.__class__ is str:
+                        call = by_item.get(item_id)
+                        if call is not None and not call.done:
+                            index = payload.get("output_index")
+                            if index is None or (
+                                index.__class__ is int and index == call.output_index
+                            ):
+                                self._chunks += 1
+                                call.parts.append(delta)
+                                self._argument_deltas += 1
+                                continue
+                self._chunks += 1
+                if fold_payload(payload, data, None):
                     return True
             return False
         for event in events:
@@ -349,6 +377,10 @@ class ResponsesAssembler(TurnProgress):
             payload = self._parse_refused(data)
             if payload is None:
                 return False
+        return self._fold_payload(payload, data, event_name)
+
+    def _fold_payload(self, payload: Any, data: str | bytes, event_name: str | None) -> bool:
+        """Fold one parsed payload (counted in `_chunks` by the caller)."""
         if payload.__class__ is not dict:
             raise invalid_chunk(data, "a stream event is not a JSON object")
         kind = payload.get("type")

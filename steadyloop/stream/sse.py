@@ -32,9 +32,11 @@ Speed. Each read is searched for its last blank line from the end (`rfind`), and
 complete region before it is handled at once. When that region is nothing but
 single-line `data: ` events (the shape every chat-completions server sends), one
 `split(b"\\n\\ndata: ")` yields the payloads directly, so no line is looked at twice in
-Python. Anything else goes through the line interpreter, which the fast path must
-agree with (the tests compare both with a reference written from the spec). Bytes
-after the last blank line are kept as a list of pieces until a blank line arrives, so
+Python; with `event_names=False`, a region of `event: NAME` + `data: P` blocks (the
+Responses and Anthropic streams) is read the same way, by strides (`_named_payloads`).
+Anything else goes through the line interpreter, which the fast path must agree with
+(the tests compare both with a reference written from the spec). Bytes after the last
+blank line are kept as a list of pieces until a blank line arrives, so
 an event spread over many reads is joined once, not copied on every read. Building a
 `ServerSentEvent` per token costs about as much as all of that, and so does decoding
 the payloads only for the JSON parser to encode them back to UTF-8: `feed_data`
@@ -121,20 +123,44 @@ class MessageData(Sequence[str]):
 
 
 # A region of one-line events, each `event: NAME` + `data: P` or a bare `data: P`,
-# separated by blank lines (no comments, ids or multi-line data), and its payloads.
+# separated by blank lines (no comments, ids or multi-line data), and its payloads: the
+# reading for a region that mixes the two shapes (`_named_payloads` takes the usual one).
 _NAMED_BLOCK = rb"(?:event: [^\n]*\ndata: [^\n]*|data: [^\n]*)"
 _NAMED_REGION = re.compile(_NAMED_BLOCK + rb"(?:\n\n" + _NAMED_BLOCK + rb")*")
 _NAMED_PAYLOAD = re.compile(rb"(?:^|\n)data: ([^\n]*)")
+_EVENT_PREFIX = b"event: "
+_NAME_SEPARATOR = b"\nevent: "
+_DATA_SEPARATOR = b"\ndata: "
 
 
 def _named_payloads(region: bytes) -> list[bytes] | None:
     """The payloads of `region` when every block is `event: NAME\ndata: P` or `data: P`,
     one line each, and no event is named `error`; None for any other shape (which the
-    full reading handles). Two regular-expression passes, no Python step per event."""
+    full reading handles).
+
+    The usual shape, every block `event: NAME\ndata: P` (OpenAI Responses, Anthropic),
+    is read without a Python step per event: its lines, split on LF, repeat name, data,
+    blank. So every third line is empty, the names joined by LF start with `event: ` and
+    hold one `\nevent: ` per further name, and the data lines joined by LF, split on
+    `\ndata: `, give one payload per name (a line holds no LF, so a separator found is
+    a join, and a count that matches means every data line starts with `data: `; a
+    region ending in a blank line reads the same). A region of any other shape fails a
+    count and goes to the regular expression."""
+    lines = region.split(b"\n")
+    if not any(lines[2::3]):
+        names = lines[0::3]
+        joined = b"\n".join(names)
+        if joined.startswith(_EVENT_PREFIX) and joined.count(_NAME_SEPARATOR) == len(names) - 1:
+            if b"event: error" in names:
+                return None
+            payloads = (b"\n" + b"\n".join(lines[1::3])).split(_DATA_SEPARATOR)
+            if len(payloads) == len(names) + 1 and not payloads[0]:
+                del payloads[0]
+                return payloads
     if b"event: error" in region or _NAMED_REGION.fullmatch(region) is None:
         return None
-    payloads: list[bytes] = _NAMED_PAYLOAD.findall(region)
-    return payloads
+    found: list[bytes] = _NAMED_PAYLOAD.findall(region)
+    return found
 
 
 class SSEDecoder:
