@@ -666,6 +666,9 @@ class CarriedState(BaseModel):
     steering: SteeringState = Field(default_factory=SteeringState)
     activated_plugins: list[str] = Field(default_factory=list)  # in activation order
     timeline: Timeline = Field(default_factory=Timeline)  # the run's events so far
+    # Whether the run's event log is in its history (decided by its first execution and
+    # kept: followers read the mode from the first one; `steadyloop.events.publishing`).
+    log_in_history: bool = False
 
 
 class RunResult(BaseModel):
