@@ -175,6 +175,15 @@ SCENARIOS: dict[str, list[ScriptedResponse]] = {
         _calls(ScriptedCall("add", {"a": 2, "b": 3}, id="a2")),
         _answer("sent and added"),
     ],
+    # The same run not forwarded: its event log is in its own history (no host).
+    "event_log_in_history": [
+        _calls(
+            ScriptedCall("transfer", {"amount": 5, "to": "ana"}, id="x1"),
+            ScriptedCall("add", {"a": 2, "b": 3}, id="a1"),
+        ),
+        _calls(ScriptedCall("add", {"a": 2, "b": 3}, id="a2")),
+        _answer("sent and added"),
+    ],
     # Progressive disclosure: a tool of an inactive plugin, an activation, an unknown
     # plugin; then the plugin's tool runs and the activation is asked for again.
     "progressive_tool_disclosure": [
@@ -264,6 +273,7 @@ RUN_UPDATES: dict[str, dict[str, Any]] = {
         "tools": people_run().tools,
         "forwarding": ForwardingOptions(enabled=True, batch_interval_s=0.05),
     },
+    "event_log_in_history": {"tools": people_run().tools},
     "interrupted_with_output": {
         "forwarding": ForwardingOptions(enabled=True, batch_interval_s=0.5),
     },
@@ -409,6 +419,7 @@ async def _resolve_with_the_late_result(loop: Loop, handle: WorkflowHandle[Any, 
 DRIVERS: dict[str, Callable[[Loop, WorkflowHandle[Any, Any]], Awaitable[None]]] = {
     "people_in_the_loop": _approve_send_interrupt,
     "event_log_approval_and_replay": _approve_while_followed,
+    "event_log_in_history": _approve_while_followed,
     "interrupted_with_output": _interrupt_once_shown,
     "deadline_keeps_shown_output": _follow_to_the_end,
     "opaque_timeout_late_result": _resolve_with_the_late_result,
