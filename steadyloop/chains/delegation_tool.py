@@ -78,8 +78,7 @@ def delegate_tool_description(delegation: Delegation) -> ToolDescription:
         name=DELEGATE_TOOL,
         description=(
             "Hand a task to another agent and wait for its answer. The agent works in its "
-            "own run and sees only the task, so include everything it needs. Agents:\n"
-            + listing
+            "own run and sees only the task, so include everything it needs. Agents:\n" + listing
         ),
         parameters={
             "type": "object",

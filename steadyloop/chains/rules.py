@@ -190,9 +190,7 @@ class TenantRateRule(_Rule):
     started_in_window: Measured
     window_s: Seconds
     max_started: Count
-    _measurements: ClassVar[dict[str, Literal["count", "seconds"]]] = {
-        "started_in_window": "count"
-    }
+    _measurements: ClassVar[dict[str, Literal["count", "seconds"]]] = {"started_in_window": "count"}
 
     def _exceeded(self) -> str | None:
         if self.started_in_window < self.max_started:

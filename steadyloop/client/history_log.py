@@ -1,9 +1,10 @@
 """Reading the event log of a run that keeps it in its own history (`HISTORY_LOG_PATCH`).
 
 Such a run publishes by recording: a step's batch rides on the input of the next model
-or tool activity it schedules (`LOG_EVENTS_FIELD`), and a step with no such command is
-one `RECORD_RUN_EVENTS_ACTIVITY` marker. The log is the run's history chain (first
-execution, then each continue-as-new) read in order, so an event's position in it is
+or tool activity it schedules (`LOG_EVENTS_FIELD`), the last one (the stop) on the run's
+result, and a step with no such command is one `RECORD_RUN_EVENTS_ACTIVITY` marker.
+The log is the run's history chain (first execution, then each continue-as-new) read in
+order, so an event's position in it is
 its cursor (`Cursor(0, index)`), and a cursor never expires while the history is kept.
 A history read is no billed action: following costs no query and no update per poll.
 
@@ -22,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from typing import Any
 
 from temporalio.api.common.v1 import Payload, WorkflowExecution
@@ -188,9 +189,13 @@ async def _execution_events(
 
 def _carrier(event: HistoryEvent) -> tuple[Payload | None, str]:
     """The payload of `event` that may carry events, and the field holding them."""
+    payloads: Sequence[Payload] = ()
     if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
         payloads = event.activity_task_scheduled_event_attributes.input.payloads
-        if payloads and _FIELD in payloads[0].data:
+    elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
+        payloads = event.workflow_execution_completed_event_attributes.result.payloads
+    if payloads:
+        if _FIELD in payloads[0].data:
             return payloads[0], LOG_EVENTS_FIELD
     elif event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
         marker = event.marker_recorded_event_attributes

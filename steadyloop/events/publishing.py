@@ -11,9 +11,10 @@ duplicate, and batches land in the order the loop made them.
 
 A run that does not forward its output keeps its log in its own history instead
 (`HISTORY_LOG_PATCH`): no host, no signal. A step's batch rides on the command that
-follows it anyway (`LOG_EVENTS_FIELD` of the next model or tool activity's input, which
-history records and the activity ignores); only a step with no such command (an
-approval or receipt about to wait, the stop, before continuing-as-new) records it with
+follows it anyway (`LOG_EVENTS_FIELD` of the next model or tool activity's input, or of
+the run's result for the stop, which history records and the activity ignores); only a
+step with no such command (an approval or receipt about to wait, before
+continuing-as-new, a pause) records it with
 `RECORD_RUN_EVENTS_ACTIVITY`, a local activity that returns its input, so the marker
 holds the batch. Followers read the history (`steadyloop.client.event_log`): a history
 read is no billed action, and history is whole, so a cursor there never expires.

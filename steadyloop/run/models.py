@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator, model_validator
 
 from steadyloop.chains.limits import DEFAULT_CHAIN_LIMITS, ChainLimit, ChildRecord
 from steadyloop.chains.lineage import Lineage
@@ -695,6 +695,9 @@ class RunResult(BaseModel):
     receipts: PackedLedger | None = None
     # What the guarantees did (replays, retries, healing...), for `steadyloop show`.
     timeline: list[RunEvent] = Field(default_factory=list)
+    # The run's last events (its stop among them) when its event log is in its history
+    # (`steadyloop.events.publishing`): recorded with the result instead of a marker.
+    log_events: list[JsonValue] = Field(default_factory=list)
 
 
 # `RunInput` names types defined below it; complete its schema now, at import, where the

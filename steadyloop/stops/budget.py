@@ -21,6 +21,7 @@ class HasParts(Protocol):
     @property
     def parts(self) -> list[str]: ...
 
+
 # About four characters a token in English text and JSON (OpenAI's rule of thumb).
 CHARS_PER_TOKEN = 4
 

@@ -45,8 +45,7 @@ STOP_WORDS: dict[StopReason, StopWords] = {
     "token_budget": StopWords(
         summary="the run's token budget is spent",
         partial="streamed until the token budget ran out",
-        resume="The previous run stopped when its token budget ran out. Carry on with the "
-        "task.",
+        resume="The previous run stopped when its token budget ran out. Carry on with the task.",
         hint="resume the run with a fresh budget: {resume}",
     ),
     "deadline": StopWords(

@@ -96,15 +96,17 @@ class EventLog:
         first), kept without asking again, so the mode never changes mid-run.
         """
         info = workflow.info()
-        self.enabled = workflow.patched(EVENT_LOG_PATCH)
         self.host_max_events = host_max_events
         self.host_idle_close_s = host_idle_close_s
+        # The history log implies the log: a run that keeps it asks one patch, not two
+        # (each patch upserts `TemporalChangeVersion`, an action on the server's count).
+        if continued:
+            self.in_history = True
+        elif continued is None and not forwarding:
+            self.in_history = workflow.patched(HISTORY_LOG_PATCH)
+        self.enabled = self.in_history or workflow.patched(EVENT_LOG_PATCH)
         if self.enabled:
             self.stream_id = output_stream_id(info.workflow_id, info.first_execution_run_id)
-            if continued is not None:
-                self.in_history = continued
-            else:
-                self.in_history = not forwarding and workflow.patched(HISTORY_LOG_PATCH)
         else:
             self.stream_id = output_stream_id(info.workflow_id)
 

@@ -47,9 +47,7 @@ def lost_text(description: ToolDescription, kind: TimeoutType | None) -> str:
             "(its worker was lost, or the tool stalled)"
         )
     if kind == TimeoutType.START_TO_CLOSE:
-        return (
-            f"ran past its {description.timeout_s:g} s timeout; the worker may still finish it"
-        )
+        return f"ran past its {description.timeout_s:g} s timeout; the worker may still finish it"
     return "timed out without an outcome (its worker may have been lost)"
 
 
@@ -106,9 +104,7 @@ def kept(late: LateToolResult) -> LateToolResult:
             "error_type": None if error_type is None else utf8_text(error_type)[:200],
         }
     )
-    return late.model_copy(
-        update={"outcome": outcome, "call_id": utf8_text(late.call_id)[:200]}
-    )
+    return late.model_copy(update={"outcome": outcome, "call_id": utf8_text(late.call_id)[:200]})
 
 
 @dataclass

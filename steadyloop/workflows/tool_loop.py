@@ -475,6 +475,7 @@ class ToolLoopWorkflow:
             # (a run resumed from this one sends them).
             self._transcript.extend(self._steering.take_messages())
             self._notes.stop(self._turn, stop.reason, stop.detail, final_answer, self._partial)
+            tail = self._events.carried()  # a log in history: recorded with the result
             await self._events.flush()
             if run.forwarding.enabled or (self._events.enabled and not self._events.in_history):
                 await _close_output_stream(self._events.stream_id)
@@ -492,6 +493,7 @@ class ToolLoopWorkflow:
                     receipt_scope=self._receipt_scope,
                     receipts=PackedLedger.pack(self._receipts, self._transcript),
                     timeline=self._timeline.events,
+                    log_events=tail,
                 )
             )
 
@@ -506,8 +508,9 @@ class ToolLoopWorkflow:
         """
         size = payload_bytes(result)
         limit = await self._ceiling.limit_for(size)
-        if size > limit and result.timeline:  # for people only: the first thing to go
-            result.timeline = []
+        if size > limit and (result.timeline or result.log_events):  # for people only:
+            result.timeline = []  # the first thing to go (followers then end at the close)
+            result.log_events = []
             size = payload_bytes(result)
         if size <= limit or result.receipts is None:
             return result
