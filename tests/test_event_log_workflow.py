@@ -18,6 +18,7 @@ import pytest
 from loop_harness import run_input, running_loop
 from steering_harness import answer, calls, people_run
 from temporalio.client import Client, WorkflowHandle
+from temporalio.service import RPCError
 
 from steadyloop.client.event_log import latest_cursor, run_events
 from steadyloop.events import (
@@ -33,7 +34,7 @@ from steadyloop.events import (
     parse_cursor,
 )
 from steadyloop.output.follow import follow_output
-from steadyloop.output.forwarding import ForwardingOptions
+from steadyloop.output.forwarding import ForwardingOptions, output_stream_id
 from steadyloop.receipts.decision import tool_call_args_hash
 from steadyloop.receipts.ledger import Happened
 from steadyloop.run.models import AmbiguousCall, ResolveReceipt, RunInput
@@ -113,6 +114,44 @@ async def test_a_follower_reads_text_calls_results_and_the_stop_in_run_order() -
     stop = events[-1]
     assert isinstance(stop, StopEvent) and stop.reason == "final_answer"
     assert stop.final_answer == "the sum is five"
+    cursors = [parse_cursor(e.cursor) for e in events]
+    assert cursors == sorted(cursors) and len(set(cursors)) == len(cursors)
+    for position, rest in enumerate(resumed):
+        assert rest == events[position + 1 :]
+
+
+async def test_a_run_not_forwarded_is_followed_from_its_history_in_order() -> None:
+    """Issue 28: the log of a run that does not forward is its history (no host): the
+    same events in run order, the stop with the answer, and a follower back with any
+    event's cursor reads exactly the rest."""
+    script = [
+        calls(ScriptedCall("add", {"a": 2, "b": 3}, id="c1")),
+        calls(ScriptedCall("add", {"a": 2, "b": 3}, id="c2")),
+        answer("the sum is five"),
+    ]
+    async with running_loop(script) as loop:
+        handle = await loop.start(run_input("add 2 and 3"))
+        live = asyncio.ensure_future(read_all(loop.client, handle))
+        result = await handle.result()
+        events = await live
+        resumed = [await read_all(loop.client, handle, event.cursor) for event in events]
+        host = loop.client.get_workflow_handle(
+            output_stream_id(handle.id, handle.first_execution_run_id)
+        )
+        with pytest.raises(RPCError):
+            await host.describe()  # no host was started
+
+    assert result.stop_reason == "final_answer"
+    assert summary(events) == [
+        "tool_call",
+        "tool_result",
+        "tool_call",
+        "timeline",
+        "tool_result",
+        "stop",
+    ]
+    stop = events[-1]
+    assert isinstance(stop, StopEvent) and stop.final_answer == "the sum is five"
     cursors = [parse_cursor(e.cursor) for e in events]
     assert cursors == sorted(cursors) and len(set(cursors)) == len(cursors)
     for position, rest in enumerate(resumed):

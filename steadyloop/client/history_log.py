@@ -50,6 +50,8 @@ _LOCAL_ACTIVITY_MARKER = "core_local_activity"
 _PATCH_MARKER = "core_patch"
 # Failed history reads in a row before reading gives up.
 MAX_READ_FAILURES = 10
+# The longest pause between two reads of a run's history while nothing new comes.
+MAX_IDLE_POLL_S = 1.0
 _CLOSED = frozenset(
     {
         EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED,
@@ -160,11 +162,14 @@ async def _execution_events(
     Not a long poll: on the dev server checked here (Server 1.32) a history long poll
     without a page token answered only at the close, and a read that is not one ends
     with no token while the run goes on. So each read takes the history from its start
-    and skips the events already yielded, by id (no billed action, a history read)."""
+    and skips the events already yielded, by id (no billed action, a history read);
+    while nothing new comes the pause doubles, up to `MAX_IDLE_POLL_S`."""
     execution = WorkflowExecution(workflow_id=workflow_id, run_id=run_id)
     last_id = 0
+    pause = poll_s
     while True:
         token = b""
+        seen = last_id
         while True:
             response = await client.workflow_service.get_workflow_execution_history(
                 GetWorkflowExecutionHistoryRequest(
@@ -182,9 +187,12 @@ async def _execution_events(
             token = response.next_page_token
             if not token:
                 break
-        if poll_s is None:
+        if poll_s is None or pause is None:
             return
-        await asyncio.sleep(poll_s)
+        # Each read takes the whole history: a quiet run is read less often, up to once
+        # a second, and as often as asked again once something came.
+        pause = poll_s if last_id > seen else min(2 * pause, max(poll_s, MAX_IDLE_POLL_S))
+        await asyncio.sleep(pause)
 
 
 def _carrier(event: HistoryEvent) -> tuple[Payload | None, str]:
