@@ -142,43 +142,35 @@ class EventLog:
             if not batch:
                 return
             if self.in_history:
-                await self._record(batch)
+                await self._run(RECORD_RUN_EVENTS_ACTIVITY, RecordRunEvents(events=batch), batch)
                 return
             self._sequence += 1
             info = workflow.info()
-            try:
-                await workflow.execute_local_activity(
-                    PUBLISH_RUN_EVENTS_ACTIVITY,
-                    PublishRunEvents(
-                        stream_id=self.stream_id,
-                        task_queue=info.task_queue,
-                        host_max_events=self.host_max_events,
-                        host_idle_close_s=self.host_idle_close_s,
-                        publisher_id=publisher_id(info.run_id),
-                        sequence=self._sequence,
-                        events=batch,
-                    ),
-                    schedule_to_close_timeout=PUBLISH_TIMEOUT,
-                    retry_policy=PUBLISH_RETRY,
-                )
-            except ActivityError as error:
-                self.dropped += len(batch)
-                workflow.logger.warning(
-                    "%d run event(s) not published to the output host: %s", len(batch), error
-                )
+            published = PublishRunEvents(
+                stream_id=self.stream_id,
+                task_queue=info.task_queue,
+                host_max_events=self.host_max_events,
+                host_idle_close_s=self.host_idle_close_s,
+                publisher_id=publisher_id(info.run_id),
+                sequence=self._sequence,
+                events=batch,
+            )
+            await self._run(PUBLISH_RUN_EVENTS_ACTIVITY, published, batch)
 
-    async def _record(self, batch: list[RunEventItem]) -> None:
-        """One batch into the loop's history: the local activity's marker holds it."""
+    async def _run(
+        self, name: str, arg: PublishRunEvents | RecordRunEvents, batch: list[RunEventItem]
+    ) -> None:
+        """One publish or record (a local activity); a batch it could not land after its
+        retries is counted and logged, never the run's failure."""
         try:
             await workflow.execute_local_activity(
-                RECORD_RUN_EVENTS_ACTIVITY,
-                RecordRunEvents(events=batch),
-                result_type=RecordRunEvents,
+                name,
+                arg,
                 schedule_to_close_timeout=PUBLISH_TIMEOUT,
                 retry_policy=PUBLISH_RETRY,
             )
         except ActivityError as error:
             self.dropped += len(batch)
             workflow.logger.warning(
-                "%d run event(s) not recorded in the history: %s", len(batch), error
+                "%d run event(s) not published (%s): %s", len(batch), name, error
             )
