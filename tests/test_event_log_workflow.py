@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from loop_harness import run_input, running_loop
 from steering_harness import answer, calls, people_run
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError
 
@@ -156,6 +157,33 @@ async def test_a_run_not_forwarded_is_followed_from_its_history_in_order() -> No
     assert cursors == sorted(cursors) and len(set(cursors)) == len(cursors)
     for position, rest in enumerate(resumed):
         assert rest == events[position + 1 :]
+
+
+async def test_a_run_not_forwarded_is_followed_across_continue_as_new() -> None:
+    """The history log spans the run's chain: a run that continues as new after each
+    turn is read whole, each call once with its one answer, then the stop."""
+    script = [
+        calls(ScriptedCall("add", {"a": 1, "b": 1}, id="c1")),
+        calls(ScriptedCall("add", {"a": 2, "b": 2}, id="c2")),
+        answer("done"),
+    ]
+    async with running_loop(script) as loop:
+        handle = await loop.start(run_input("add", continue_as_new_after_turns=1))
+        result = await handle.result()
+        events = await read_all(loop.client, handle)
+        first = loop.client.get_workflow_handle(handle.id, run_id=handle.first_execution_run_id)
+        last = (await first.fetch_history()).events[-1]
+
+    assert result.stop_reason == "final_answer"
+    assert last.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW
+    answered = [(e.type, getattr(e, "call_id", None)) for e in events if e.type != "timeline"]
+    assert answered == [
+        ("tool_call", "c1"),
+        ("tool_result", "c1"),
+        ("tool_call", "c2"),
+        ("tool_result", "c2"),
+        ("stop", None),
+    ]
 
 
 async def test_an_approval_waiting_and_the_decision_are_read_live() -> None:
