@@ -175,15 +175,6 @@ SCENARIOS: dict[str, list[ScriptedResponse]] = {
         _calls(ScriptedCall("add", {"a": 2, "b": 3}, id="a2")),
         _answer("sent and added"),
     ],
-    # The same run not forwarded: its event log is in its own history (no host).
-    "event_log_in_history": [
-        _calls(
-            ScriptedCall("transfer", {"amount": 5, "to": "ana"}, id="x1"),
-            ScriptedCall("add", {"a": 2, "b": 3}, id="a1"),
-        ),
-        _calls(ScriptedCall("add", {"a": 2, "b": 3}, id="a2")),
-        _answer("sent and added"),
-    ],
     # Progressive disclosure: a tool of an inactive plugin, an activation, an unknown
     # plugin; then the plugin's tool runs and the activation is asked for again.
     "progressive_tool_disclosure": [
@@ -233,6 +224,8 @@ SCENARIOS: dict[str, list[ScriptedResponse]] = {
 }
 # One healthy endpoint, four model turns: health is read before the first turn only
 # (`HealthView`, within the TTL the worker recorded with that read).
+# The same run not forwarded: its event log is in its own history (no host; issue 28).
+SCENARIOS["event_log_in_history"] = SCENARIOS["event_log_approval_and_replay"]
 SCENARIOS["one_healthy_endpoint_reads_health_once"] = [
     _calls(ScriptedCall("add", {"a": 1, "b": 2}, id="h1")),
     _calls(ScriptedCall("note", {"text": "two"}, id="h2")),

@@ -69,6 +69,18 @@ async def read_all(
     return events
 
 
+# A call, its answer, the same call again (a timeline line says it is replayed), its answer.
+TWO_ROUNDS = ["tool_call", "tool_result", "tool_call", "timeline", "tool_result"]
+
+
+def assert_resumes_exactly(events: list[RunEventItem], resumed: list[list[RunEventItem]]) -> None:
+    """Cursors in order, each once, and a follower back after any of them reads the rest."""
+    cursors = [parse_cursor(e.cursor) for e in events]
+    assert cursors == sorted(cursors) and len(set(cursors)) == len(cursors)
+    for position, rest in enumerate(resumed):
+        assert rest == events[position + 1 :]
+
+
 def summary(events: list[RunEventItem]) -> list[str]:
     """The events' kinds in order, consecutive text deltas as one."""
     kinds: list[str] = []
@@ -94,15 +106,7 @@ async def test_a_follower_reads_text_calls_results_and_the_stop_in_run_order() -
         resumed = [await read_all(loop.client, handle, event.cursor) for event in events]
 
     assert result.stop_reason == "final_answer"
-    assert summary(events) == [
-        "tool_call",
-        "tool_result",
-        "tool_call",
-        "timeline",
-        "tool_result",
-        "text_delta",
-        "stop",
-    ]
+    assert summary(events) == [*TWO_ROUNDS, "text_delta", "stop"]
     first_call, second_call = (e for e in events if isinstance(e, ToolCallEvent))
     assert (first_call.call_id, first_call.name, first_call.turn) == ("c1", "add", 1)
     assert first_call.sha == tool_call_args_hash({"a": 2, "b": 3}) == second_call.sha
@@ -115,10 +119,7 @@ async def test_a_follower_reads_text_calls_results_and_the_stop_in_run_order() -
     stop = events[-1]
     assert isinstance(stop, StopEvent) and stop.reason == "final_answer"
     assert stop.final_answer == "the sum is five"
-    cursors = [parse_cursor(e.cursor) for e in events]
-    assert cursors == sorted(cursors) and len(set(cursors)) == len(cursors)
-    for position, rest in enumerate(resumed):
-        assert rest == events[position + 1 :]
+    assert_resumes_exactly(events, resumed)
 
 
 async def test_a_run_not_forwarded_is_followed_from_its_history_in_order() -> None:
@@ -143,20 +144,10 @@ async def test_a_run_not_forwarded_is_followed_from_its_history_in_order() -> No
             await host.describe()  # no host was started
 
     assert result.stop_reason == "final_answer"
-    assert summary(events) == [
-        "tool_call",
-        "tool_result",
-        "tool_call",
-        "timeline",
-        "tool_result",
-        "stop",
-    ]
+    assert summary(events) == [*TWO_ROUNDS, "stop"]
     stop = events[-1]
     assert isinstance(stop, StopEvent) and stop.final_answer == "the sum is five"
-    cursors = [parse_cursor(e.cursor) for e in events]
-    assert cursors == sorted(cursors) and len(set(cursors)) == len(cursors)
-    for position, rest in enumerate(resumed):
-        assert rest == events[position + 1 :]
+    assert_resumes_exactly(events, resumed)
 
 
 async def test_a_run_not_forwarded_is_followed_across_continue_as_new() -> None:
