@@ -177,6 +177,31 @@ async def test_a_run_not_forwarded_is_followed_across_continue_as_new() -> None:
     ]
 
 
+async def test_a_history_log_riding_on_stored_payloads_is_read_through_the_store() -> None:
+    """With external payload storage, a model request over the threshold is a reference
+    in history: the follower reads the events on it through the client's converter."""
+    script = [
+        calls(ScriptedCall("add", {"a": 2, "b": 3}, id="c1")),
+        calls(ScriptedCall("add", {"a": 2, "b": 3}, id="c2")),
+        answer("the sum is five"),
+    ]
+    async with running_loop(script, blob_threshold=1_000) as loop:
+        handle = await loop.start(run_input("add 2 and 3"))
+        await handle.result()
+        events = await read_all(loop.client, handle)
+        history = await handle.fetch_history()
+
+    stored = [
+        e
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+        and e.activity_task_scheduled_event_attributes.input.payloads[0].metadata.get("encoding")
+        != b"json/plain"
+    ]
+    assert stored  # the case this test is for: requests out of history
+    assert summary(events) == [*TWO_ROUNDS, "stop"]
+
+
 async def test_an_approval_waiting_and_the_decision_are_read_live() -> None:
     script = [
         calls(ScriptedCall("transfer", {"amount": 5, "to": "ana"}, id="x1")),

@@ -13,7 +13,10 @@ What the obvious reader gets wrong, and what this one does instead:
   run recorded before, keep theirs on the host. The patch's marker in the run's first
   workflow task decides (`keeps_log_in_history`), read once that task has completed.
 - Decoding every activity input: the model's carries the transcript. Only an input
-  whose payload names the field is parsed.
+  whose payload names the field is parsed, or one that is not JSON as it stands (a
+  codec's, or a reference to external payload storage): that is decoded by the client's
+  data converter, so a follower needs the same codec and store as the worker, and
+  fetches a stored model request to read the events riding on it.
 - A payload that does not read as events (another version's, a codec's failure) is
   skipped, the same way on every read, so cursors stay consistent.
 """
@@ -136,7 +139,6 @@ async def _chain_events(
     client: Client, workflow_id: str, run_id: str, poll_s: float | None
 ) -> AsyncGenerator[RunEventItem, None]:
     """Every event the chain from execution `run_id` records, in order."""
-    codec = client.data_converter.payload_codec
     execution: str | None = run_id
     while execution is not None:
         events = _execution_events(client, workflow_id, execution, poll_s)
@@ -144,9 +146,12 @@ async def _chain_events(
         async for event in events:
             payload, field = _carrier(event)
             if payload is not None:
-                if codec is not None:
-                    payload = (await codec.decode([payload]))[0]
-                for item in _events(payload, field):
+                value: Any = None
+                if not _plain(payload):  # a codec's, or a reference to external storage
+                    # Not skipped when it fails: a batch left out would move every
+                    # cursor after it; the follower fails loudly instead.
+                    value = (await client.data_converter.decode([payload]))[0]
+                for item in _events(payload, field, value):
                     yield item
             elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
                 attributes = event.workflow_execution_continued_as_new_event_attributes
@@ -203,7 +208,7 @@ def _carrier(event: HistoryEvent) -> tuple[Payload | None, str]:
     elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
         payloads = event.workflow_execution_completed_event_attributes.result.payloads
     if payloads:
-        if _FIELD in payloads[0].data:
+        if _FIELD in payloads[0].data or not _plain(payloads[0]):
             return payloads[0], LOG_EVENTS_FIELD
     elif event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
         marker = event.marker_recorded_event_attributes
@@ -217,10 +222,17 @@ def _carrier(event: HistoryEvent) -> tuple[Payload | None, str]:
     return None, ""
 
 
-def _events(payload: Payload, field: str) -> list[RunEventItem]:
-    """The events `payload` carries under `field`; none when it does not read as such."""
+def _plain(payload: Payload) -> bool:
+    """Whether `payload` is JSON as it stands (no codec, not stored outside history)."""
+    return payload.metadata.get("encoding") == b"json/plain"
+
+
+def _events(payload: Payload, field: str, value: Any = None) -> list[RunEventItem]:
+    """The events `payload` (or its decoded `value`) carries under `field`; none when
+    it does not read as such."""
     try:
-        value: Any = json.loads(payload.data)
+        if value is None:
+            value = json.loads(payload.data)
         items = value.get(field) if isinstance(value, dict) else None
         return [parse_event(item) for item in items or []]
     except ValueError as error:  # JSON, or pydantic's ValidationError
