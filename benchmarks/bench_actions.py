@@ -28,7 +28,8 @@ Measured:
    fixed part: that run less one model activity;
 3. a turn streamed for 60 s (`--stream-s`), not forwarded: its run less the 1-turn run;
 4. one follower (`RunHandle.events()`, what `steadyloop run` follows by) of a forwarded
-   60-s turn: the run followed less the same run unfollowed, per minute.
+   60-s turn: the run followed less the same run unfollowed, per minute; and of the same
+   turn not forwarded (its log is in its history: the follower reads history).
 
 Before each measured run the benchmark waits 2.1 s (the worker's short endpoint-health
 cache), as for a run arriving alone. Nothing asserts a count; the two ways of counting
@@ -379,6 +380,7 @@ async def main(argv: Sequence[str] | None = None) -> int:
         runs["stream"] = await counter.run(stream, max_turns=2)
         runs["forwarded"] = await counter.run(stream, max_turns=2, forwarding=True)
         runs["followed"] = await counter.run(stream, max_turns=2, forwarding=True, follow=True)
+        runs["followed_history"] = await counter.run(stream, max_turns=2, follow=True)
     problems = [f"{name}: {p}" for name, c in runs.items() for p in c.problems]
     rounds = args.rounds - 1
     per_round = {k: v / rounds for k, v in runs["many"].minus(runs["one"]).items()}
@@ -389,6 +391,10 @@ async def main(argv: Sequence[str] | None = None) -> int:
     fixed["actions"] -= 1
     minutes = runs["followed"].seconds / 60
     follower = {k: v / minutes for k, v in runs["followed"].minus(runs["forwarded"]).items()}
+    quiet_minutes = runs["followed_history"].seconds / 60
+    history_follower = {
+        k: v / quiet_minutes for k, v in runs["followed_history"].minus(runs["stream"]).items()
+    }
     print(
         "\nTemporal Cloud actions ('server': the dev server's `action` counter; 'history':"
         " the billed kinds\ncounted from the histories and the server's request counters;"
@@ -402,6 +408,7 @@ async def main(argv: Sequence[str] | None = None) -> int:
         ("  the stream (less the 1-turn run)", runs["stream"].minus(runs["answer"])),
         (f"{stream_s:g}-s turn forwarded, whole run", runs["forwarded"].figures()),
         ("one follower, per minute", follower),
+        ("one follower of a run not forwarded, /min", history_follower),
     ]
     for line in table(rows):
         print(line)

@@ -195,9 +195,15 @@ def log_off() -> None:
         self: workflow_event_log.EventLog,
         host_max_events: int,
         host_idle_close_s: float = HOST_IDLE_CLOSE_S,
+        *,
+        forwarding: bool = False,
+        continued: bool | None = None,
     ) -> None:
-        original(self, host_max_events, host_idle_close_s)
+        original(
+            self, host_max_events, host_idle_close_s, forwarding=forwarding, continued=continued
+        )
         self.enabled = False
+        self.in_history = False
 
     workflow_event_log.EventLog.begin = begin  # type: ignore[method-assign]
 

@@ -241,6 +241,8 @@ SCENARIOS: dict[str, list[ScriptedResponse]] = {
 }
 # One healthy endpoint, four model turns: health is read before the first turn only
 # (`HealthView`, within the TTL the worker recorded with that read).
+# The same run not forwarded: its event log is in its own history (no host; issue 28).
+SCENARIOS["event_log_in_history"] = SCENARIOS["event_log_approval_and_replay"]
 SCENARIOS["one_healthy_endpoint_reads_health_once"] = [
     _calls(ScriptedCall("add", {"a": 1, "b": 2}, id="h1")),
     _calls(ScriptedCall("note", {"text": "two"}, id="h2")),
@@ -281,6 +283,7 @@ RUN_UPDATES: dict[str, dict[str, Any]] = {
         "tools": people_run().tools,
         "forwarding": ForwardingOptions(enabled=True, batch_interval_s=0.05),
     },
+    "event_log_in_history": {"tools": people_run().tools},
     "interrupted_with_output": {
         "forwarding": ForwardingOptions(enabled=True, batch_interval_s=0.5),
     },
@@ -426,6 +429,7 @@ async def _resolve_with_the_late_result(loop: Loop, handle: WorkflowHandle[Any, 
 DRIVERS: dict[str, Callable[[Loop, WorkflowHandle[Any, Any]], Awaitable[None]]] = {
     "people_in_the_loop": _approve_send_interrupt,
     "event_log_approval_and_replay": _approve_while_followed,
+    "event_log_in_history": _approve_while_followed,
     "interrupted_with_output": _interrupt_once_shown,
     "deadline_keeps_shown_output": _follow_to_the_end,
     "opaque_timeout_late_result": _resolve_with_the_late_result,

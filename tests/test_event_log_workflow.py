@@ -17,7 +17,9 @@ from typing import Any
 import pytest
 from loop_harness import run_input, running_loop
 from steering_harness import answer, calls, people_run
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
+from temporalio.service import RPCError
 
 from steadyloop.client.event_log import latest_cursor, run_events
 from steadyloop.events import (
@@ -33,7 +35,7 @@ from steadyloop.events import (
     parse_cursor,
 )
 from steadyloop.output.follow import follow_output
-from steadyloop.output.forwarding import ForwardingOptions
+from steadyloop.output.forwarding import ForwardingOptions, output_stream_id
 from steadyloop.receipts.decision import tool_call_args_hash
 from steadyloop.receipts.ledger import Happened
 from steadyloop.run.models import AmbiguousCall, ResolveReceipt, RunInput
@@ -67,6 +69,18 @@ async def read_all(
     return events
 
 
+# A call, its answer, the same call again (a timeline line says it is replayed), its answer.
+TWO_ROUNDS = ["tool_call", "tool_result", "tool_call", "timeline", "tool_result"]
+
+
+def assert_resumes_exactly(events: list[RunEventItem], resumed: list[list[RunEventItem]]) -> None:
+    """Cursors in order, each once, and a follower back after any of them reads the rest."""
+    cursors = [parse_cursor(e.cursor) for e in events]
+    assert cursors == sorted(cursors) and len(set(cursors)) == len(cursors)
+    for position, rest in enumerate(resumed):
+        assert rest == events[position + 1 :]
+
+
 def summary(events: list[RunEventItem]) -> list[str]:
     """The events' kinds in order, consecutive text deltas as one."""
     kinds: list[str] = []
@@ -92,15 +106,7 @@ async def test_a_follower_reads_text_calls_results_and_the_stop_in_run_order() -
         resumed = [await read_all(loop.client, handle, event.cursor) for event in events]
 
     assert result.stop_reason == "final_answer"
-    assert summary(events) == [
-        "tool_call",
-        "tool_result",
-        "tool_call",
-        "timeline",
-        "tool_result",
-        "text_delta",
-        "stop",
-    ]
+    assert summary(events) == [*TWO_ROUNDS, "text_delta", "stop"]
     first_call, second_call = (e for e in events if isinstance(e, ToolCallEvent))
     assert (first_call.call_id, first_call.name, first_call.turn) == ("c1", "add", 1)
     assert first_call.sha == tool_call_args_hash({"a": 2, "b": 3}) == second_call.sha
@@ -113,10 +119,87 @@ async def test_a_follower_reads_text_calls_results_and_the_stop_in_run_order() -
     stop = events[-1]
     assert isinstance(stop, StopEvent) and stop.reason == "final_answer"
     assert stop.final_answer == "the sum is five"
-    cursors = [parse_cursor(e.cursor) for e in events]
-    assert cursors == sorted(cursors) and len(set(cursors)) == len(cursors)
-    for position, rest in enumerate(resumed):
-        assert rest == events[position + 1 :]
+    assert_resumes_exactly(events, resumed)
+
+
+async def test_a_run_not_forwarded_is_followed_from_its_history_in_order() -> None:
+    """Issue 28: the log of a run that does not forward is its history (no host): the
+    same events in run order, the stop with the answer, and a follower back with any
+    event's cursor reads exactly the rest."""
+    script = [
+        calls(ScriptedCall("add", {"a": 2, "b": 3}, id="c1")),
+        calls(ScriptedCall("add", {"a": 2, "b": 3}, id="c2")),
+        answer("the sum is five"),
+    ]
+    async with running_loop(script) as loop:
+        handle = await loop.start(run_input("add 2 and 3"))
+        live = asyncio.ensure_future(read_all(loop.client, handle))
+        result = await handle.result()
+        events = await live
+        resumed = [await read_all(loop.client, handle, event.cursor) for event in events]
+        host = loop.client.get_workflow_handle(
+            output_stream_id(handle.id, handle.first_execution_run_id)
+        )
+        with pytest.raises(RPCError):
+            await host.describe()  # no host was started
+
+    assert result.stop_reason == "final_answer"
+    assert summary(events) == [*TWO_ROUNDS, "stop"]
+    stop = events[-1]
+    assert isinstance(stop, StopEvent) and stop.final_answer == "the sum is five"
+    assert_resumes_exactly(events, resumed)
+
+
+async def test_a_run_not_forwarded_is_followed_across_continue_as_new() -> None:
+    """The history log spans the run's chain: a run that continues as new after each
+    turn is read whole, each call once with its one answer, then the stop."""
+    script = [
+        calls(ScriptedCall("add", {"a": 1, "b": 1}, id="c1")),
+        calls(ScriptedCall("add", {"a": 2, "b": 2}, id="c2")),
+        answer("done"),
+    ]
+    async with running_loop(script) as loop:
+        handle = await loop.start(run_input("add", continue_as_new_after_turns=1))
+        result = await handle.result()
+        events = await read_all(loop.client, handle)
+        first = loop.client.get_workflow_handle(handle.id, run_id=handle.first_execution_run_id)
+        last = (await first.fetch_history()).events[-1]
+
+    assert result.stop_reason == "final_answer"
+    assert last.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW
+    answered = [(e.type, getattr(e, "call_id", None)) for e in events if e.type != "timeline"]
+    assert answered == [
+        ("tool_call", "c1"),
+        ("tool_result", "c1"),
+        ("tool_call", "c2"),
+        ("tool_result", "c2"),
+        ("stop", None),
+    ]
+
+
+async def test_a_history_log_riding_on_stored_payloads_is_read_through_the_store() -> None:
+    """With external payload storage, a model request over the threshold is a reference
+    in history: the follower reads the events on it through the client's converter."""
+    script = [
+        calls(ScriptedCall("add", {"a": 2, "b": 3}, id="c1")),
+        calls(ScriptedCall("add", {"a": 2, "b": 3}, id="c2")),
+        answer("the sum is five"),
+    ]
+    async with running_loop(script, blob_threshold=1_000) as loop:
+        handle = await loop.start(run_input("add 2 and 3"))
+        await handle.result()
+        events = await read_all(loop.client, handle)
+        history = await handle.fetch_history()
+
+    stored = [
+        e
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+        and e.activity_task_scheduled_event_attributes.input.payloads[0].metadata.get("encoding")
+        != b"json/plain"
+    ]
+    assert stored  # the case this test is for: requests out of history
+    assert summary(events) == [*TWO_ROUNDS, "stop"]
 
 
 async def test_an_approval_waiting_and_the_decision_are_read_live() -> None:

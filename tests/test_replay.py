@@ -356,3 +356,65 @@ def test_the_recorded_local_pure_tools_history_ran_only_the_opaque_call_as_an_ac
     regular = _load("multi_turn_parallel_calls")
     assert _activities(regular).count("steadyloop.run_tool") >= 4
     assert not any(LOCAL_PURE_TOOLS_PATCH.encode() in data for data in _patches(regular))
+
+
+def test_a_run_not_forwarded_keeps_its_log_in_its_history_and_pays_no_publish() -> None:
+    """Issue 28: recorded with the log in history, the run's events ride on its model and
+    tool activities' inputs (and one marker where it waits for a person), in run order,
+    with no publish, no host and no signal; the forwarded run keeps the host."""
+    from steadyloop.client.history_log import _carrier, _events
+    from steadyloop.events.models import (
+        ApprovalWaitingEvent,
+        DecisionEvent,
+        StopEvent,
+        ToolCallEvent,
+        ToolResultEvent,
+    )
+    from steadyloop.events.publishing import HISTORY_LOG_PATCH
+
+    def read(history: WorkflowHistory) -> tuple[list[object], int]:
+        events: list[object] = []
+        riding = 0
+        for event in history.events:
+            payload, field = _carrier(event)
+            if payload is not None:
+                found = _events(payload, field)
+                riding += bool(found) and field != "events"
+                events += found
+        return events, riding
+
+    def has_patch(history: WorkflowHistory) -> bool:
+        return any(
+            HISTORY_LOG_PATCH.encode() in p.data
+            for e in history.events
+            if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
+            for d in e.marker_recorded_event_attributes.details.values()
+            for p in d.payloads
+        )
+
+    history = _load("event_log_in_history")
+    kinds = {e.event_type for e in history.events}
+    assert has_patch(history)
+    assert EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED not in kinds
+    assert not any(
+        PUBLISH_RUN_EVENTS_ACTIVITY.encode() in p.data
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
+        for d in e.marker_recorded_event_attributes.details.values()
+        for p in d.payloads
+    )
+    events, riding = read(history)
+    assert riding >= 2  # the second turn's call and the first batch's results, at least
+    ids = [(type(e).__name__, getattr(e, "call_id", None)) for e in events]
+    for call in ("x1", "a1", "a2"):
+        assert ids.index(("ToolCallEvent", call)) < ids.index(("ToolResultEvent", call))
+    assert ids.count(("ToolCallEvent", "x1")) == 1 and ids.count(("ToolResultEvent", "a2")) == 1
+    waiting = ids.index(("ApprovalWaitingEvent", "x1"))
+    assert waiting < ids.index(("DecisionEvent", "x1")) < ids.index(("ToolResultEvent", "x1"))
+    assert isinstance(events[-1], StopEvent) and events[-1].reason == "final_answer"
+    assert all(
+        isinstance(e, ToolCallEvent | ToolResultEvent | ApprovalWaitingEvent | DecisionEvent)
+        for e in events[:-1]
+        if type(e).__name__ != "TimelineEntryEvent"
+    )
+    assert not has_patch(_load("event_log_approval_and_replay"))  # forwarded: the host

@@ -136,7 +136,12 @@ from steadyloop.activities.output_publisher import (
     publish_events,
     read_forwarded,
 )
-from steadyloop.events.publishing import PUBLISH_RUN_EVENTS_ACTIVITY, PublishRunEvents
+from steadyloop.events.publishing import (
+    PUBLISH_RUN_EVENTS_ACTIVITY,
+    RECORD_RUN_EVENTS_ACTIVITY,
+    PublishRunEvents,
+    RecordRunEvents,
+)
 from steadyloop.output.forwarding import (
     OUTPUT_ALREADY_FORWARDED,
     READ_FORWARDED_OUTPUT_ACTIVITY,
@@ -854,9 +859,15 @@ class ModelActivities:
         return keys + [secret for e in self.registry for secret in e.header_secrets(env)]
 
     def activities(self) -> list[Callable[..., Any]]:
-        """The model activities (the stream, reading forwarded output back, and publishing
-        the loop's events beside that output), for `Worker(activities=...)`."""
-        return [self.stream_completion, self.read_forwarded_output, publish_run_events]
+        """The model activities (the stream, reading forwarded output back, publishing
+        the loop's events beside that output or recording them in its history), for
+        `Worker(activities=...)`."""
+        return [
+            self.stream_completion,
+            self.read_forwarded_output,
+            publish_run_events,
+            record_run_events,
+        ]
 
     async def aclose(self) -> None:
         self._log_filter.uninstall()
@@ -993,6 +1004,13 @@ class ModelActivities:
 async def publish_run_events(batch: PublishRunEvents) -> None:
     """One batch of the loop's events onto its output host (a local activity)."""
     await publish_events(activity.client(), batch)
+
+
+@activity.defn(name=RECORD_RUN_EVENTS_ACTIVITY)
+async def record_run_events(batch: RecordRunEvents) -> RecordRunEvents:
+    """The batch itself (a local activity): its marker records it in the loop's history,
+    where followers of a run that does not forward read it."""
+    return batch
 
 
 async def _refuse_if_already_shown(

@@ -1,5 +1,9 @@
 """Reading one run's event log from outside: `run_events(client, workflow_id, run_id, after)`.
 
+A run that does not forward its output keeps its log in its own history
+(`steadyloop.client.history_log`); what follows is the host, where a run that forwards
+keeps it (and every run recorded before the log moved).
+
 The log is the run's output host (`steadyloop.workflows.output_stream`): the model
 activity publishes its text deltas there (`OUTPUT_TOPIC`) and the loop everything else
 (`EVENTS_TOPIC`), once per step, so reading needs no query of the run and no merging:
@@ -49,6 +53,11 @@ from temporalio.common import RawValue
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.service import RPCError, RPCStatusCode
 
+from steadyloop.client.history_log import (
+    history_events,
+    history_latest_cursor,
+    keeps_log_in_history,
+)
 from steadyloop.events.cursor import Cursor, format_cursor, parse_cursor
 from steadyloop.events.errors import CursorExpired, InvalidCursor
 from steadyloop.events.models import (
@@ -100,6 +109,11 @@ async def run_events(
     async def over() -> bool:
         return await run_over(client, workflow_id, run_id)
 
+    position = parse_cursor(after) if after is not None else None
+    if await keeps_log_in_history(client, workflow_id, run_id, over=over, poll_s=poll_s):
+        async for event in history_events(client, workflow_id, run_id, position, poll_s=poll_s):
+            yield event
+        return
     async for event in host_events(
         client, output_stream_id(workflow_id, run_id), after, run_over=over, poll_s=poll_s
     ):
@@ -162,6 +176,12 @@ async def latest_cursor(client: Client, workflow_id: str, run_id: str) -> str | 
     neither. A host that ended answers from its result, with no worker; a running one
     by query.
     """
+
+    async def over() -> bool:
+        return await run_over(client, workflow_id, run_id)
+
+    if await keeps_log_in_history(client, workflow_id, run_id, over=over, poll_s=DEFAULT_POLL_S):
+        return await history_latest_cursor(client, workflow_id, run_id)
     host = client.get_workflow_handle(output_stream_id(workflow_id, run_id))
     described = await _describe(host)
     if described is None:

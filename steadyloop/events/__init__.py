@@ -7,7 +7,9 @@ decisions, the stop) is one typed, JSON-friendly value of the `RunEventItem` uni
 right after it; a cursor older than what the run's host retains raises
 `CursorExpired` naming the oldest cursor still held (`errors`), never a silent skip.
 The loop hands its events to the host in one batch per step (`publishing`), deduplicated
-by the host, so a retried publish never shows an event twice.
+by the host, so a retried publish never shows an event twice; a run that does not
+forward keeps them in its own history instead (each batch on the next activity's
+input), read back in history order, where a cursor never expires.
 
 Not guaranteed: that a text delta appears once per token (one per network read), or
 that events are kept forever (the host retains its newest items; the run's snapshot

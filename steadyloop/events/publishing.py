@@ -8,6 +8,16 @@ activity's input is not recorded). Each batch is one signal to the host with the
 publisher id of the loop's execution and a sequence counted by it, so a publish retried
 (the local activity again, a workflow task replayed) is dropped by the host as a
 duplicate, and batches land in the order the loop made them.
+
+A run that does not forward its output keeps its log in its own history instead
+(`HISTORY_LOG_PATCH`): no host, no signal. A step's batch rides on the command that
+follows it anyway (`LOG_EVENTS_FIELD` of the next model or tool activity's input, or of
+the run's result for the stop, which history records and the activity ignores); only a
+step with no such command (an approval or receipt about to wait, before
+continuing-as-new, a pause) records it with
+`RECORD_RUN_EVENTS_ACTIVITY`, a local activity that returns its input, so the marker
+holds the batch. Followers read the history (`steadyloop.client.event_log`): a history
+read is no billed action, and history is whole, so a cursor there never expires.
 """
 
 from __future__ import annotations
@@ -17,9 +27,23 @@ from pydantic import BaseModel, Field
 from steadyloop.events.models import RunEventItem
 from steadyloop.output.forwarding import HOST_IDLE_CLOSE_S
 
-__all__ = ["PUBLISH_RUN_EVENTS_ACTIVITY", "PublishRunEvents", "publisher_id"]
+__all__ = [
+    "HISTORY_LOG_PATCH",
+    "LOG_EVENTS_FIELD",
+    "PUBLISH_RUN_EVENTS_ACTIVITY",
+    "RECORD_RUN_EVENTS_ACTIVITY",
+    "PublishRunEvents",
+    "RecordRunEvents",
+    "publisher_id",
+]
 
 PUBLISH_RUN_EVENTS_ACTIVITY = "steadyloop.publish_run_events"
+RECORD_RUN_EVENTS_ACTIVITY = "steadyloop.record_run_events"
+# The patch (asked once, in the run's first workflow task) that keeps the log in history;
+# a follower that finds its marker there reads the history, not the host.
+HISTORY_LOG_PATCH = "steadyloop-event-log-in-history"
+# The field of an activity input that carries the events published with it.
+LOG_EVENTS_FIELD = "log_events"
 
 
 def publisher_id(execution_run_id: str) -> str:
@@ -36,4 +60,11 @@ class PublishRunEvents(BaseModel):
     host_idle_close_s: float = Field(default=HOST_IDLE_CLOSE_S, gt=0)
     publisher_id: str
     sequence: int = Field(ge=1)
+    events: list[RunEventItem]
+
+
+class RecordRunEvents(BaseModel):
+    """One batch of the loop's events recorded in its history: the local activity
+    returns it, and the marker holding that result is what followers read."""
+
     events: list[RunEventItem]

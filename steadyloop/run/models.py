@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator, model_validator
 
 from steadyloop.chains.limits import DEFAULT_CHAIN_LIMITS, ChainLimit, ChildRecord
 from steadyloop.chains.lineage import Lineage
@@ -666,6 +666,9 @@ class CarriedState(BaseModel):
     steering: SteeringState = Field(default_factory=SteeringState)
     activated_plugins: list[str] = Field(default_factory=list)  # in activation order
     timeline: Timeline = Field(default_factory=Timeline)  # the run's events so far
+    # Whether the run's event log is in its history (decided by its first execution and
+    # kept: followers read the mode from the first one; `steadyloop.events.publishing`).
+    log_in_history: bool = False
 
 
 class RunResult(BaseModel):
@@ -692,6 +695,9 @@ class RunResult(BaseModel):
     receipts: PackedLedger | None = None
     # What the guarantees did (replays, retries, healing...), for `steadyloop show`.
     timeline: list[RunEvent] = Field(default_factory=list)
+    # The run's last events (its stop among them) when its event log is in its history
+    # (`steadyloop.events.publishing`): recorded with the result instead of a marker.
+    log_events: list[JsonValue] = Field(default_factory=list)
 
 
 # `RunInput` names types defined below it; complete its schema now, at import, where the

@@ -176,6 +176,9 @@ class ToolInvocation(BaseModel):
     # its lease (that attempt may still be running somewhere as a zombie).
     previous_progress: list[JsonValue] = Field(default_factory=list)
     reclaimed: bool = False
+    # The run's events published with this call (`steadyloop.events.publishing`:
+    # recorded in the loop's history for its followers); the activity ignores them.
+    log_events: list[JsonValue] = Field(default_factory=list)
 
 
 class ToolOutcome(BaseModel):

@@ -13,9 +13,15 @@ before continuing-as-new). What the obvious version gets wrong:
 - A failed publish failing the run: the events are for people watching; the run's own
   state (transcript, receipts) is whole without them. A batch that cannot be published
   after its retries is logged and dropped, never the run's failure.
+- A host for a run nobody forwards: its start, idle timer, close signal and a signal
+  plus a marker per publish are each a billed action (6 per tool round, 11 per 1-turn
+  run, measured by `benchmarks/bench_actions.py`). A run that does not forward keeps
+  its log in its own history (`in_history`, `HISTORY_LOG_PATCH`): a step's batch rides
+  on the next activity's input (`carried`, `flush(carried=True)`), and a step with no
+  such command records it with one local activity (`RECORD_RUN_EVENTS_ACTIVITY`).
 - Histories recorded before the log existed: every command here is behind
   `EVENT_LOG_PATCH`, so they replay unchanged; a publish added later is behind its own
-  patch (`LOG_WHILE_WAITING_PATCH`, `RETRY_FIRST_PATCH`).
+  patch (`LOG_WHILE_WAITING_PATCH`, `RETRY_FIRST_PATCH`), and so is the log in history.
 """
 
 from __future__ import annotations
@@ -28,10 +34,15 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
+    from pydantic import JsonValue
+
     from steadyloop.events.models import RunEventItem
     from steadyloop.events.publishing import (
+        HISTORY_LOG_PATCH,
         PUBLISH_RUN_EVENTS_ACTIVITY,
+        RECORD_RUN_EVENTS_ACTIVITY,
         PublishRunEvents,
+        RecordRunEvents,
         publisher_id,
     )
     from steadyloop.output.forwarding import HOST_IDLE_CLOSE_S, output_stream_id
@@ -58,24 +69,42 @@ class EventLog:
         self._sequence = 0
         self._lock = asyncio.Lock()
         self.enabled = False
+        self.in_history = False  # the log lives in the loop's history, not on a host
         self.stream_id = ""
         self.host_max_events = 2_000
         self.host_idle_close_s = HOST_IDLE_CLOSE_S
         self.dropped = 0  # events whose publish failed after its retries
 
-    def begin(self, host_max_events: int, host_idle_close_s: float = HOST_IDLE_CLOSE_S) -> None:
+    def begin(
+        self,
+        host_max_events: int,
+        host_idle_close_s: float = HOST_IDLE_CLOSE_S,
+        *,
+        forwarding: bool = False,
+        continued: bool | None = None,
+    ) -> None:
         """Decide, once at the start of the execution, whether this run keeps the log.
 
         Decided once, not at each publish: a run recorded before the log replays with
         it off throughout, and a run that began with it keeps it on; so its output host
         never changes mid-run. The host is keyed to the run's first execution (a
         workflow id used again gets a new host) when the log is on, to the workflow id
-        alone in runs recorded before.
+        alone in runs recorded before. A run that does not forward keeps the log in its
+        history (asked here, in the first workflow task, where followers look for the
+        patch's marker); one that forwards keeps it beside its output on the host.
+        `continued`: what the execution before this one decided (None: this is the run's
+        first), kept without asking again, so the mode never changes mid-run.
         """
         info = workflow.info()
-        self.enabled = workflow.patched(EVENT_LOG_PATCH)
         self.host_max_events = host_max_events
         self.host_idle_close_s = host_idle_close_s
+        # The history log implies the log: a run that keeps it asks one patch, not two
+        # (each patch upserts `TemporalChangeVersion`, an action on the server's count).
+        if continued:
+            self.in_history = True
+        elif continued is None and not forwarding:
+            self.in_history = workflow.patched(HISTORY_LOG_PATCH)
+        self.enabled = self.in_history or workflow.patched(EVENT_LOG_PATCH)
         if self.enabled:
             self.stream_id = output_stream_id(info.workflow_id, info.first_execution_run_id)
         else:
@@ -89,34 +118,59 @@ class EventLog:
     def pending(self) -> int:
         return len(self._pending)
 
-    async def flush(self) -> None:
-        """Publish what was noted, in order; nothing when the run predates the log."""
+    def carried(self) -> list[JsonValue]:
+        """What the next activity's input carries (`LOG_EVENTS_FIELD`): the events noted
+        so far when the log is in history (they are published by being recorded), else
+        nothing. Taken at the moment the command is made, so the order stays the run's."""
+        if not self.in_history:
+            return []
+        batch, self._pending = self._pending, []
+        return [event.model_dump(mode="json") for event in batch]
+
+    async def flush(self, *, carried: bool = False) -> None:
+        """Publish what was noted, in order; nothing when the run predates the log.
+
+        `carried`: an activity follows at once, so a log in history leaves the events
+        for its input (`carried()`) rather than spending a local activity on them."""
         if not self._pending or not self.enabled:
             self._pending.clear()
+            return
+        if carried and self.in_history:
             return
         async with self._lock:
             batch, self._pending = self._pending, []
             if not batch:
                 return
+            if self.in_history:
+                await self._run(RECORD_RUN_EVENTS_ACTIVITY, RecordRunEvents(events=batch), batch)
+                return
             self._sequence += 1
             info = workflow.info()
-            try:
-                await workflow.execute_local_activity(
-                    PUBLISH_RUN_EVENTS_ACTIVITY,
-                    PublishRunEvents(
-                        stream_id=self.stream_id,
-                        task_queue=info.task_queue,
-                        host_max_events=self.host_max_events,
-                        host_idle_close_s=self.host_idle_close_s,
-                        publisher_id=publisher_id(info.run_id),
-                        sequence=self._sequence,
-                        events=batch,
-                    ),
-                    schedule_to_close_timeout=PUBLISH_TIMEOUT,
-                    retry_policy=PUBLISH_RETRY,
-                )
-            except ActivityError as error:
-                self.dropped += len(batch)
-                workflow.logger.warning(
-                    "%d run event(s) not published to the output host: %s", len(batch), error
-                )
+            published = PublishRunEvents(
+                stream_id=self.stream_id,
+                task_queue=info.task_queue,
+                host_max_events=self.host_max_events,
+                host_idle_close_s=self.host_idle_close_s,
+                publisher_id=publisher_id(info.run_id),
+                sequence=self._sequence,
+                events=batch,
+            )
+            await self._run(PUBLISH_RUN_EVENTS_ACTIVITY, published, batch)
+
+    async def _run(
+        self, name: str, arg: PublishRunEvents | RecordRunEvents, batch: list[RunEventItem]
+    ) -> None:
+        """One publish or record (a local activity); a batch it could not land after its
+        retries is counted and logged, never the run's failure."""
+        try:
+            await workflow.execute_local_activity(
+                name,
+                arg,
+                schedule_to_close_timeout=PUBLISH_TIMEOUT,
+                retry_policy=PUBLISH_RETRY,
+            )
+        except ActivityError as error:
+            self.dropped += len(batch)
+            workflow.logger.warning(
+                "%d run event(s) not published (%s): %s", len(batch), name, error
+            )

@@ -71,7 +71,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
-    from pydantic import ValidationError
+    from pydantic import JsonValue, ValidationError
 
     from steadyloop.output.forwarding import (
         READ_FORWARDED_OUTPUT_ACTIVITY,
@@ -242,6 +242,7 @@ async def routed_completion(
     health_view: HealthView | None = None,
     observe: Callable[[RoutePlan | RouteAttempt], None] | None = None,
     settle: Callable[[], Awaitable[None]] | None = None,
+    carried: Callable[[], list[JsonValue]] | None = None,
 ) -> RoutedTurn:
     """Run `request` across `route`; `request.endpoint` and `.model` are replaced per
     candidate, and `request.forward.attempt` per attempt, counting from `first_attempt`
@@ -252,7 +253,9 @@ async def routed_completion(
     `observe` is handed the plan, then each line of the log as it is written (before
     any backoff), so a caller can show a retry while it happens; it must not raise.
     `settle` is awaited after a failed attempt's line, before the backoff and the next
-    attempt, so the caller can publish what it observed before that attempt's output."""
+    attempt, so the caller can publish what it observed before that attempt's output.
+    `carried` is called as each attempt is scheduled: what it returns rides on that
+    attempt's input (`log_events`: the run's events, recorded in history)."""
     health = await _health_for(route.endpoints, health_view)
     try:
         routed = await _route(
@@ -265,6 +268,7 @@ async def routed_completion(
             first_attempt=first_attempt,
             observe=observe,
             settle=settle,
+            carried=carried,
         )
     except BaseException:
         if health_view is not None:
@@ -310,9 +314,10 @@ async def _route(
     first_attempt: int,
     observe: Callable[[RoutePlan | RouteAttempt], None] | None,
     settle: Callable[[], Awaitable[None]] | None = None,
+    carried: Callable[[], list[JsonValue]] | None = None,
 ) -> RoutedTurn:
     plan = plan_route(route, RouteRequest(now=workflow.now(), health=list(health.values())))
-    log = _Log(observe, settle)
+    log = _Log(observe, settle, carried)
     if observe is not None:
         observe(plan)
     last: RouteAttempt | None = None
@@ -384,10 +389,12 @@ class _Log(list[RouteAttempt]):
         self,
         observe: Callable[[RoutePlan | RouteAttempt], None] | None,
         settle: Callable[[], Awaitable[None]] | None = None,
+        carried: Callable[[], list[JsonValue]] | None = None,
     ) -> None:
         super().__init__()
         self._observe = observe
         self._settle = settle
+        self._carried = carried
 
     def append(self, entry: RouteAttempt) -> None:
         super().append(entry)
@@ -398,6 +405,10 @@ class _Log(list[RouteAttempt]):
         """The caller's turn to act on what it observed, before another attempt."""
         if self._settle is not None:
             await self._settle()
+
+    def carried(self) -> list[JsonValue]:
+        """What the attempt being scheduled carries for the caller (`log_events`)."""
+        return [] if self._carried is None else self._carried()
 
 
 async def _run_candidate(
@@ -430,6 +441,7 @@ async def _run_candidate(
                 "forward": None
                 if forward is None
                 else forward.model_copy(update={"attempt": sequence}),
+                "log_events": log.carried(),
             }
         )
         failed: ActivityError | None = None

@@ -406,7 +406,12 @@ class ToolLoopWorkflow:
         self._deadline = self._restore(run)
         self._tenant = run.tenant_id
         self._local_pure_tools_s = run.local_pure_tools_s
-        self._events.begin(run.forwarding.host_max_events, run.forwarding.host_idle_close_s)
+        self._events.begin(
+            run.forwarding.host_max_events,
+            run.forwarding.host_idle_close_s,
+            forwarding=run.forwarding.enabled,
+            continued=None if run.carried is None else run.carried.log_in_history,
+        )
         if run.delegation is not None:
             self._child_runs = ChildRuns.begin(
                 run, run.delegation, self._stats, self._receipts, self._deadline
@@ -421,6 +426,8 @@ class ToolLoopWorkflow:
             self._surface_open_calls(run)
             while True:
                 if self._steering.paused:
+                    if self._events.in_history and self._events.pending:
+                        await self._events.flush()  # nothing carries them while paused
                     self._phase = "paused"
                     await self._steering.hold_while_paused(self._deadline)
                 self._check_bounds(run)
@@ -468,8 +475,9 @@ class ToolLoopWorkflow:
             # (a run resumed from this one sends them).
             self._transcript.extend(self._steering.take_messages())
             self._notes.stop(self._turn, stop.reason, stop.detail, final_answer, self._partial)
+            tail = self._events.carried()  # a log in history: recorded with the result
             await self._events.flush()
-            if run.forwarding.enabled or self._events.enabled:
+            if run.forwarding.enabled or (self._events.enabled and not self._events.in_history):
                 await _close_output_stream(self._events.stream_id)
             self._stats.wall_time_s = (workflow.now() - self._started).total_seconds()
             return await self._bounded_result(
@@ -485,6 +493,7 @@ class ToolLoopWorkflow:
                     receipt_scope=self._receipt_scope,
                     receipts=PackedLedger.pack(self._receipts, self._transcript),
                     timeline=self._timeline.events,
+                    log_events=tail,
                 )
             )
 
@@ -499,8 +508,9 @@ class ToolLoopWorkflow:
         """
         size = payload_bytes(result)
         limit = await self._ceiling.limit_for(size)
-        if size > limit and result.timeline:  # for people only: the first thing to go
-            result.timeline = []
+        if size > limit and (result.timeline or result.log_events):  # for people only:
+            result.timeline = []  # the first thing to go (followers then end at the close)
+            result.log_events = []
             size = payload_bytes(result)
         if size <= limit or result.receipts is None:
             return result
@@ -707,6 +717,7 @@ class ToolLoopWorkflow:
             activated_plugins=self._disclosure.activated,
             steering=self._steering.state,
             timeline=self._timeline,
+            log_in_history=self._events.in_history,
         )
         return run.model_copy(
             update={"carried": carried, "prompt": None, "messages": [], "inherited": None}
@@ -779,6 +790,7 @@ class ToolLoopWorkflow:
                         health_view=self._health_view,
                         observe=self._observe_route,
                         settle=self._publish_retry,
+                        carried=self._events.carried,
                     ),
                     self._deadline,
                 )
@@ -1073,6 +1085,8 @@ class ToolLoopWorkflow:
     async def _publish_retry(self) -> None:
         """A failed attempt's timeline events, published before the next attempt runs,
         so a follower reads the retry before that attempt's text (`RETRY_FIRST_PATCH`)."""
+        if self._events.in_history:
+            return  # the next attempt's input carries them (`EventLog.carried`)
         if self._events.enabled and self._events.pending and workflow.patched(RETRY_FIRST_PATCH):
             await self._events.flush()
 
@@ -1257,7 +1271,7 @@ class ToolLoopWorkflow:
             runnable.append((position, description, invocation, key))
 
         self._notes.calls(self._turn, calls, {pos: key for pos, _, _, key in runnable}, said)
-        await self._events.flush()
+        await self._events.flush(carried=True)  # a log in history: on the first tool's input
         self._pool = asyncio.Semaphore(run.limits.tool_concurrency)
         # One task per receipt key: a second call with the same key in this batch waits
         # for the first and replays its answer, with its own tool message and id.
@@ -1305,7 +1319,7 @@ class ToolLoopWorkflow:
                 self._stats.tool_errors += 1
             self._transcript.append(answer.to_message(call.id))
             self._notes.result(self._turn, call, answer)
-        await self._events.flush()
+        await self._events.flush(carried=True)  # a log in history: on the next model turn's
 
     def _interrupted_before_running(self) -> ToolOutcome:
         return _not_run(f"the run was interrupted: {self._steering.interrupted}")
@@ -1426,7 +1440,7 @@ class ToolLoopWorkflow:
                 )
                 if refused is not None:
                     return refused
-                await self._events.flush()  # the decision, before the call runs
+                await self._events.flush(carried=True)  # the decision, before the call runs
                 approved = True
                 continue  # decide again: the ledger may have moved while a person thought
             if attempts_here >= TOOL_ATTEMPTS:
@@ -1496,11 +1510,14 @@ class ToolLoopWorkflow:
                     "reclaimed": decision.reclaimed or after_lost,
                 }
             )
+            local = self._runs_locally(description)
+            if not local:  # a local activity's input is not recorded: nothing rides on it
+                sent = sent.model_copy(update={"log_events": self._events.carried()})
             # The receipt table owns retries of side effects: one attempt each.
             once = RetryPolicy(maximum_attempts=1)
             try:
                 outcome: ToolOutcome
-                if self._runs_locally(description):
+                if local:
                     outcome = await workflow.execute_local_activity(
                         RUN_TOOL_ACTIVITY,
                         sent,
