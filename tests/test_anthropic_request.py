@@ -169,3 +169,19 @@ def test_the_key_goes_in_x_api_key_with_the_version_and_never_as_a_bearer() -> N
     assert "Authorization" not in headers
     assert "x-api-key" not in anthropic_headers(ENDPOINT, None)
     assert ANTHROPIC_WIRE.url(ENDPOINT) == "https://api.anthropic.com/v1/messages"
+
+
+def test_arguments_nested_past_orjsons_depth_go_as_the_models_text() -> None:
+    """Parsed into objects and dumped again, arguments nested 300 deep made orjson refuse
+    the whole body ("Recursion limit reached"), on every attempt of the activity."""
+    deep = '{"a":' * 300 + "1" + "}" * 300
+    messages = [
+        ChatMessage(role="user", content="go"),
+        ChatMessage(
+            role="assistant", tool_calls=[ToolCall(id="toolu_a", name="f", arguments=deep)]
+        ),
+        ChatMessage(role="tool", tool_call_id="toolu_a", content="ok"),
+    ]
+    request = CompletionRequest(endpoint="claude", model="m", messages=messages)
+    body = orjson.dumps(ANTHROPIC_WIRE.body(request, ENDPOINT))
+    assert b'"input":' + deep.encode() in body

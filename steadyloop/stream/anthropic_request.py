@@ -16,7 +16,9 @@ what prevents each here:
   one role are merged, results first.
 - `tool_use.input` must be an object: arguments that are not one JSON object (a
   zero-argument `""`, text the model got wrong) go as `{}`, as on the chat wire
-  (`steadyloop.chat.ToolCall.to_wire`); the transcript keeps what the model sent.
+  (`steadyloop.chat.ToolCall.to_wire`); the transcript keeps what the model sent. The
+  object goes as the model's own text (`orjson.Fragment`): parsed and dumped again,
+  arguments nested past orjson's 255 levels made the activity fail on every attempt.
 - Pass-back blocks (`thinking`, `redacted_thinking`, `server_tool_use` and its results)
   go back byte-exact: the block's text in the body is `PassbackItem.raw` itself
   (`orjson.Fragment`), never parsed and dumped again, so keys, their order, every
@@ -45,7 +47,6 @@ what prevents each here:
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import orjson
@@ -231,7 +232,9 @@ def _sent(block: dict[str, Any]) -> Any:
 
 def _tool_use(call: ToolCall) -> dict[str, Any]:
     wire = call.to_wire()["function"]["arguments"]  # the arguments, or "{}" (see above)
-    return {"type": "tool_use", "id": call.id, "name": call.name, "input": json.loads(wire)}
+    # Spliced in as the text the model wrote: parsed into objects and dumped again, an
+    # object nested deeper than orjson writes (255 levels) made the whole body fail.
+    return {"type": "tool_use", "id": call.id, "name": call.name, "input": orjson.Fragment(wire)}
 
 
 def _tool(tool: ToolSpec) -> dict[str, Any]:
