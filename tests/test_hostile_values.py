@@ -42,7 +42,7 @@ from hostile_harness import (
     task_failures,
     unhandled_activity_failures,
 )
-from hostile_wires import Api, WireWriter
+from hostile_wires import Api, WireWriter, raw_event
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from temporalio.api.enums.v1 import EventType
@@ -291,23 +291,6 @@ def _circular() -> list[Any]:
     return value
 
 
-def _raw(text: str) -> bytes:
-    """Text as wire bytes, hostile: surrogate escapes become the bytes they stand for
-    (invalid UTF-8), other lone surrogates their 3-byte encodings (invalid too)."""
-    out = bytearray()
-    for char in text:
-        if "\udc80" <= char <= "\udcff":
-            out.append(ord(char) - 0xDC00)
-        else:
-            out += char.encode("utf-8", "surrogatepass")
-    return bytes(out)
-
-
-def _raw_event(payload: dict[str, Any]) -> bytes:
-    """A chunk as an SSE event whose JSON is written without escapes (`_raw` bytes)."""
-    return b"data: " + _raw(json.dumps(payload, ensure_ascii=False)) + b"\n\n"
-
-
 # -- one example: a script of turns, run options, and what it expects -------------------
 
 Wire = Literal["json", "raw"]
@@ -331,12 +314,12 @@ class TextSpec:
                 chunk({self.field: SPLIT_PAIR[1]}),
             ]
         elif self.value == "split_utf8":
-            event = _raw_event(chunk({self.field: "smile \U0001f600 done"}))
+            event = raw_event(chunk({self.field: "smile \U0001f600 done"}))
             cut = event.index("\U0001f600".encode()) + 2
             parts = [event[:cut], Pause(0.15), event[cut:]]
         else:
             piece = chunk({self.field: TEXTS[self.value]})
-            parts = [_raw_event(piece) if self.wire == "raw" else piece]
+            parts = [raw_event(piece) if self.wire == "raw" else piece]
         if self.field != "content":
             parts.append(chunk({"content": "the answer"}))  # reasoning alone is no answer
         return parts
@@ -508,7 +491,7 @@ def _calls_response(
     for position, (n, spec) in enumerate(numbered):
         for delta in _deltas(ex, f"{label}_{n}", position, turn.index, n, spec):
             payload = chunk({"tool_calls": [delta]})
-            parts.append(_raw_event(payload) if spec.wire == "raw" else payload)
+            parts.append(raw_event(payload) if spec.wire == "raw" else payload)
     parts.append(finish_chunk("tool_calls"))
     parts.append(_usage_chunk(usage))
     return sse_response(parts)
