@@ -711,7 +711,9 @@ def test_no_hostile_value_breaks_a_promise(world: HostileWorld, example: Example
     expect(world, example)
 
 
-@settings(settings.get_profile(PROFILE))
+@settings(
+    settings.get_profile(PROFILE), max_examples=settings.get_profile(PROFILE).max_examples // 2
+)
 @given(example=wire_examples)
 def test_no_hostile_value_breaks_a_promise_on_the_responses_and_anthropic_wires(
     world: HostileWorld, example: Example
@@ -778,6 +780,28 @@ EXPLICIT: dict[str, Example] = {
 }
 
 
+# Arguments a wire carries differently (split, escaped, raw bytes, large, deep, cut): the
+# rest are read by the same reader once assembled, and the chat positions cover them.
+WIRE_ARGS = {
+    "escaped_lone_surrogate",
+    "raw_lone_surrogate",
+    "escaped_pair_split",
+    "undecodable_bytes",
+    "undecodable_bytes_on_the_wire",
+    "lone_surrogate_on_the_wire",
+    "escaped_nul",
+    "one_mb_string",
+    "deep_list_300",
+    "deep_dict_600",
+    "deep_dict_3000",
+    "float_overflow",
+    "huge_int",
+    "malformed",
+    "empty",
+    "unterminated",
+}
+
+
 def _on_the_wires() -> dict[str, Example]:
     """The positions a wire writes differently, each on Responses and on Anthropic: text
     and reasoning (thinking) deltas, tool names, ids and arguments, the labels, error
@@ -785,7 +809,8 @@ def _on_the_wires() -> dict[str, Example]:
     wire_keys = [
         k
         for k in EXPLICIT
-        if k.startswith(("text_", "reasoning_", "name_", "id_", "args_", "usage_"))
+        if k.startswith(("text_", "reasoning_", "name_", "id_", "usage_"))
+        or k.removeprefix("args_") in WIRE_ARGS
     ]
     positions: dict[str, Example] = {}
     for api in ("responses", "anthropic"):
