@@ -39,8 +39,9 @@ class PassbackItem(BaseModel):
     the wire it came on; `kind`: the item's type on that wire (`reasoning`,
     `thinking`, `redacted_thinking`, `server_tool_use`, ...); `raw`: the item or
     block as received, JSON text, byte-exact (never re-serialized); `before_call`:
-    the id of the tool call it preceded (Responses), None when it came before text or
-    after every call.
+    the id of the tool call it preceded, None when it came before text or after every
+    call. It names the call's id in the transcript: where the workflow qualifies or
+    healing renames that id, the item follows (`history.call_ids.follow_renamed_calls`).
     """
 
     model_config = ConfigDict(frozen=True)

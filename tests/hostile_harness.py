@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any, TypeVar, get_args
 
 from google.protobuf.message import Message
+from hostile_wires import Api, api_of_path, wire_answer
 from pydantic import JsonValue
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.failure.v1 import Failure
@@ -101,8 +102,12 @@ _UNHANDLED = frozenset(
 ) | {"PydanticSerializationError", "ValidationError", "JSONDecodeError", "CanonicalJsonError"}
 
 
-def done_answer() -> ScriptedResponse:
-    """What the provider says once a run's script is spent: a plain final answer."""
+def done_answer(path: str = "/v1/chat/completions") -> ScriptedResponse:
+    """What the provider says once a run's script is spent: a plain final answer, on the
+    wire the request was posted on."""
+    api = api_of_path(path)
+    if api != "chat":
+        return wire_answer(api)
     return sse_response([*text_chunks("done"), finish_chunk("stop")])
 
 
@@ -281,17 +286,18 @@ class HostileWorld:
         ex = body.get("model") if isinstance(body, dict) else None
         if not isinstance(ex, str) or ex not in self.scripts:
             self.unrouted.append(request)
-            return done_answer()
+            return done_answer(request.path)
         self.requests[ex].append(request)
         script = self.scripts[ex]
-        return script.pop(0) if script else done_answer()
+        return script.pop(0) if script else done_answer(request.path)
 
     # -- one run -----------------------------------------------------------------------
 
-    def new_example(self) -> str:
+    def new_example(self, api: Api = "chat") -> str:
+        """A run's name, with an endpoint of its own speaking `api`."""
         ex = f"ex-{uuid.uuid4().hex[:16]}"
         assert self.server is not None
-        self.endpoints.add(self.server.endpoint(ex, api_key_env=KEY_ENV))
+        self.endpoints.add(self.server.endpoint(ex, api_key_env=KEY_ENV, api=api))
         self.scripts[ex] = []
         self.requests[ex] = []
         return ex

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
+import orjson
 import pytest
 
 from steadyloop.chat import ChatMessage, PassbackItem, ToolCall, ToolSpec
@@ -63,11 +65,17 @@ def transcript() -> list[ChatMessage]:
     ]
 
 
-def body(**fields: object) -> dict[str, object]:
+def sent_body(request: CompletionRequest, endpoint: EndpointConfig = ENDPOINT) -> Any:
+    """The body as the activity sends it (pass-back blocks are their own bytes), read back
+    with the stdlib (which reads lone-surrogate escapes)."""
+    return json.loads(orjson.dumps(ANTHROPIC_WIRE.body(request, endpoint)))
+
+
+def body(**fields: object) -> Any:
     request = CompletionRequest(
         endpoint="claude", model="claude-x", messages=transcript(), tools=[WEATHER], **fields
     )
-    return ANTHROPIC_WIRE.body(request, ENDPOINT)
+    return sent_body(request)
 
 
 def test_the_transcript_becomes_system_and_alternating_turns_with_blocks() -> None:
@@ -115,7 +123,7 @@ def test_the_transcript_becomes_system_and_alternating_turns_with_blocks() -> No
 def test_another_endpoints_blocks_are_never_sent() -> None:
     request = CompletionRequest(endpoint="fallback", model="m", messages=transcript())
     fallback = EndpointConfig(name="fallback", base_url="http://127.0.0.1:1/v1", api="anthropic")
-    assistant = ANTHROPIC_WIRE.body(request, fallback)["messages"][1]["content"]
+    assistant = sent_body(request, fallback)["messages"][1]["content"]
     assert [b["type"] for b in assistant] == ["text", "tool_use", "tool_use"]
 
 
@@ -150,7 +158,7 @@ def test_a_prefill_is_the_final_assistant_message_without_trailing_whitespace() 
         ChatMessage(role="assistant", content="<tool_call>\n"),
     ]
     request = CompletionRequest(endpoint="claude", model="m", messages=messages)
-    sent = ANTHROPIC_WIRE.body(request, ENDPOINT)["messages"]
+    sent = sent_body(request)["messages"]
     assert sent[-1] == {"role": "assistant", "content": [{"type": "text", "text": "<tool_call>"}]}
 
 
@@ -161,3 +169,19 @@ def test_the_key_goes_in_x_api_key_with_the_version_and_never_as_a_bearer() -> N
     assert "Authorization" not in headers
     assert "x-api-key" not in anthropic_headers(ENDPOINT, None)
     assert ANTHROPIC_WIRE.url(ENDPOINT) == "https://api.anthropic.com/v1/messages"
+
+
+def test_arguments_nested_past_orjsons_depth_go_as_the_models_text() -> None:
+    """Parsed into objects and dumped again, arguments nested 300 deep made orjson refuse
+    the whole body ("Recursion limit reached"), on every attempt of the activity."""
+    deep = '{"a":' * 300 + "1" + "}" * 300
+    messages = [
+        ChatMessage(role="user", content="go"),
+        ChatMessage(
+            role="assistant", tool_calls=[ToolCall(id="toolu_a", name="f", arguments=deep)]
+        ),
+        ChatMessage(role="tool", tool_call_id="toolu_a", content="ok"),
+    ]
+    request = CompletionRequest(endpoint="claude", model="m", messages=messages)
+    body = orjson.dumps(ANTHROPIC_WIRE.body(request, ENDPOINT))
+    assert b'"input":' + deep.encode() in body

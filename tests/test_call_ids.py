@@ -5,8 +5,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from steadyloop.chat import ChatMessage, ToolCall
-from steadyloop.history.call_ids import qualify_reused_call_ids
+from steadyloop.chat import ChatMessage, PassbackItem, ToolCall
+from steadyloop.history.call_ids import follow_renamed_calls, qualify_reused_call_ids
+from steadyloop.history.healing import validate_and_heal
 
 
 def turn_of(*ids: str) -> list[ChatMessage]:
@@ -68,3 +69,36 @@ def test_no_id_of_the_turn_is_one_the_transcript_holds_or_another_call_keeps(
     assert [c.id for c, i in zip(out, now, strict=True) if i not in held] == [
         i for i in now if i not in held
     ]
+
+
+def passback(before: str | None, n: int = 1) -> PassbackItem:
+    raw = f'{{"type":"thinking","thinking":"t{n}","signature":"s{n}"}}'
+    return PassbackItem(
+        endpoint="e", wire="anthropic", kind="thinking", raw=raw, before_call=before
+    )
+
+
+def test_a_pass_back_item_follows_its_call_when_the_call_is_renamed() -> None:
+    before = calls_of("call_0", "call_1")
+    after = [before[0].model_copy(update={"id": "call_0_t2"}), before[1]]
+    items = [passback("call_1", 1), passback("call_0", 2), passback(None, 3), passback("x", 4)]
+    out = follow_renamed_calls(items, before, after)
+    assert [i.before_call for i in out] == ["call_1", "call_0_t2", None, "x"]
+    assert [i.raw for i in out] == [i.raw for i in items]  # the bytes are never touched
+
+
+def test_healing_a_call_id_moves_the_item_that_preceded_the_call() -> None:
+    """Healing renames an id the profile refuses (Mistral takes nine alphanumerics); the
+    item that preceded the call must still name it, or it goes back before the text."""
+    calls = [ToolCall(id="call_0", name="f", arguments="{}")]
+    transcript = [
+        ChatMessage(role="user", content="go"),
+        ChatMessage(role="assistant", tool_calls=calls, passback=[passback("call_0")]),
+        ChatMessage(role="tool", tool_call_id="call_0", content="one"),
+    ]
+    healed, healings = validate_and_heal(transcript, "mistral")
+    assert [h.kind for h in healings] == ["call_id_format"]
+    [assistant] = [m for m in healed if m.role == "assistant"]
+    [call] = assistant.tool_calls
+    assert call.id != "call_0"
+    assert [i.before_call for i in assistant.passback] == [call.id]

@@ -42,6 +42,7 @@ from hostile_harness import (
     task_failures,
     unhandled_activity_failures,
 )
+from hostile_wires import Api, WireWriter, raw_event
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from temporalio.api.enums.v1 import EventType
@@ -251,6 +252,19 @@ ERROR_HEADERS: dict[str, dict[str, str]] = {
     },
 }
 STATUSES = [400, 401, 403, 404, 408, 429, 500, 502, 503]
+# Usage numbers as the JSON text a provider sends (prompt or cache tokens, output tokens):
+# past a double's range, NaN (not JSON, written anyway), negative, fractional, a string,
+# null, an int of 5,000 digits.
+USAGES: dict[str, tuple[str, str]] = {
+    "1e300": ("1e300", "1e300"),
+    "overflow": ("1e400", "-1e400"),
+    "nan": ("NaN", "Infinity"),
+    "negative": ("-1", "-5"),
+    "fractional": ("0.5", "2.5"),
+    "string": ('"7"', '"x"'),
+    "null": ("null", "null"),
+    "huge_int": ("1" + "0" * 5000, "9" * 30),
+}
 
 
 def _json_error(
@@ -277,23 +291,6 @@ def _circular() -> list[Any]:
     return value
 
 
-def _raw(text: str) -> bytes:
-    """Text as wire bytes, hostile: surrogate escapes become the bytes they stand for
-    (invalid UTF-8), other lone surrogates their 3-byte encodings (invalid too)."""
-    out = bytearray()
-    for char in text:
-        if "\udc80" <= char <= "\udcff":
-            out.append(ord(char) - 0xDC00)
-        else:
-            out += char.encode("utf-8", "surrogatepass")
-    return bytes(out)
-
-
-def _raw_event(payload: dict[str, Any]) -> bytes:
-    """A chunk as an SSE event whose JSON is written without escapes (`_raw` bytes)."""
-    return b"data: " + _raw(json.dumps(payload, ensure_ascii=False)) + b"\n\n"
-
-
 # -- one example: a script of turns, run options, and what it expects -------------------
 
 Wire = Literal["json", "raw"]
@@ -317,15 +314,32 @@ class TextSpec:
                 chunk({self.field: SPLIT_PAIR[1]}),
             ]
         elif self.value == "split_utf8":
-            event = _raw_event(chunk({self.field: "smile \U0001f600 done"}))
+            event = raw_event(chunk({self.field: "smile \U0001f600 done"}))
             cut = event.index("\U0001f600".encode()) + 2
             parts = [event[:cut], Pause(0.15), event[cut:]]
         else:
             piece = chunk({self.field: TEXTS[self.value]})
-            parts = [_raw_event(piece) if self.wire == "raw" else piece]
+            parts = [raw_event(piece) if self.wire == "raw" else piece]
         if self.field != "content":
             parts.append(chunk({"content": "the answer"}))  # reasoning alone is no answer
         return parts
+
+    def write(self, writer: WireWriter) -> None:
+        """The same text on the Responses or Anthropic wire (`hostile_wires`)."""
+        if self.field != "content":
+            value = SPLIT_PAIR[0] + SPLIT_PAIR[1] if self.value == "split_pair" else None
+            writer.reasoning(
+                value or TEXTS.get(self.value, "smile \U0001f600 done"), raw=self.wire == "raw"
+            )
+            writer.text("the answer")  # reasoning alone is no answer
+        elif self.value == "split_pair":
+            writer.text(SPLIT_PAIR[0])
+            writer.pause()
+            writer.text(SPLIT_PAIR[1])
+        elif self.value == "split_utf8":
+            writer.text_cut_in_utf8("smile \U0001f600 done", "\U0001f600")
+        else:
+            writer.text(TEXTS[self.value], raw=self.wire == "raw")
 
 
 @dataclass(frozen=True)
@@ -371,6 +385,8 @@ class Example:
     final: TextSpec | None = None
     run_input: str = "plain"  # a RUN_INPUTS key
     forwarding: bool = False
+    api: Api = "chat"  # the wire the run's endpoint speaks
+    usage: str = "plain"  # a USAGES key, in every response of the run
 
 
 @dataclass
@@ -384,9 +400,10 @@ def build(ex: str, example: Example) -> Built:
     """The scripted responses, planned probe calls and probe results of an example."""
     built = Built()
     n = 0
+    usage = USAGES.get(example.usage)
     for number, turn in enumerate(example.turns):
         if isinstance(turn, ErrorTurn):
-            built.script.append(_error_response(turn))
+            built.script.append(_error_response(turn, example.api))
             continue
         numbered = []
         for spec in turn.calls:
@@ -395,20 +412,77 @@ def build(ex: str, example: Example) -> Built:
             if spec.result != "plain":
                 built.results[n] = RESULTS[spec.result]
         plain_turn = turn.text is None and all(s.plain(turn.index) for _, s in numbered)
+        if example.api == "anthropic" and turn.index == "omit":
+            plain_turn = False  # a block index is its deltas' only label (`UNATTRIBUTABLE`)
         built.planned.extend(PlannedCall(spec.tool, k, plain=plain_turn) for k, spec in numbered)
-        built.script.append(_calls_response(ex, f"t{number}", turn, numbered))
-        if turn.repeat:
-            built.script.append(_calls_response(ex, f"r{number}", turn, numbered))
-    if example.final is not None:
+        for label in ("t", "r") if turn.repeat else ("t",):
+            built.script.append(
+                _calls_response(ex, f"{label}{number}", turn, numbered, example.api, usage)
+            )
+    if example.final is not None and example.api != "chat":
+        writer = WireWriter(example.api)
+        example.final.write(writer)
+        built.script.append(sse_response(writer.end(calls=False, **_usage(usage)), done=False))
+    elif example.final is not None:
         built.script.append(
-            sse_response([*example.final.parts(), finish_chunk("stop"), usage_chunk()])
+            sse_response([*example.final.parts(), finish_chunk("stop"), _usage_chunk(usage)])
         )
     return built
 
 
-def _calls_response(
-    ex: str, label: str, turn: CallsTurn, numbered: Sequence[tuple[int, CallSpec]]
+def _usage(usage: tuple[str, str] | None) -> dict[str, tuple[str, str]]:
+    return {} if usage is None else {"usage": usage}
+
+
+def _usage_chunk(usage: tuple[str, str] | None) -> dict[str, Any] | str:
+    """The chat wire's usage chunk, with the numbers as JSON text when they are hostile."""
+    if usage is None:
+        return usage_chunk()
+    prompt, completion = usage
+    return (
+        '{"id":"chatcmpl-h","object":"chat.completion.chunk","model":"m","choices":[],'
+        f'"usage":{{"prompt_tokens":{prompt},"completion_tokens":{completion},'
+        f'"total_tokens":{completion},"prompt_tokens_details":{{"cached_tokens":{prompt}}}}}}}'
+    )
+
+
+def _wire_calls_response(
+    ex: str,
+    label: str,
+    turn: CallsTurn,
+    numbered: Sequence[tuple[int, CallSpec]],
+    api: Api,
+    usage: tuple[str, str] | None,
 ) -> ScriptedResponse:
+    """`_calls_response` on the Responses or Anthropic wire (`hostile_wires`)."""
+    writer = WireWriter(api, turn.index)
+    if turn.text is not None:
+        turn.text.write(writer)
+    for n, spec in numbered:
+        arguments, size = _arguments(ex, n, spec)
+        frags = _fragments(arguments, size)
+        name: Any = spec.tool if spec.name in ("plain", "after_arguments") else NAMES[spec.name]
+        wire_id: Any = f"{label}_{n}" if spec.id == "plain" else IDS[spec.id]
+        writer.call(
+            wire_id,
+            name,
+            frags,
+            raw=spec.wire == "raw",
+            name_after_arguments=spec.name == "after_arguments",
+        )
+    return sse_response(writer.end(calls=True, **_usage(usage)), done=False)
+
+
+def _calls_response(
+    ex: str,
+    label: str,
+    turn: CallsTurn,
+    numbered: Sequence[tuple[int, CallSpec]],
+    api: Api = "chat",
+    usage: tuple[str, str] | None = None,
+) -> ScriptedResponse:
+    if api != "chat":
+        return _wire_calls_response(ex, label, turn, numbered, api, usage)
     parts: list[dict[str, Any] | bytes | str | Pause] = [
         chunk({"role": "assistant", "content": None})
     ]
@@ -417,15 +491,14 @@ def _calls_response(
     for position, (n, spec) in enumerate(numbered):
         for delta in _deltas(ex, f"{label}_{n}", position, turn.index, n, spec):
             payload = chunk({"tool_calls": [delta]})
-            parts.append(_raw_event(payload) if spec.wire == "raw" else payload)
+            parts.append(raw_event(payload) if spec.wire == "raw" else payload)
     parts.append(finish_chunk("tool_calls"))
-    parts.append(usage_chunk())
+    parts.append(_usage_chunk(usage))
     return sse_response(parts)
 
 
-def _deltas(
-    ex: str, call_id: str, position: int, index: str, n: int, spec: CallSpec
-) -> list[dict[str, Any]]:
+def _arguments(ex: str, n: int, spec: CallSpec) -> tuple[str, int | None]:
+    """A call's whole arguments text and its fragment size (None: one fragment)."""
     if spec.args in WHOLE_ARGS:
         arguments = WHOLE_ARGS[spec.args]
     else:
@@ -434,9 +507,20 @@ def _deltas(
     size = spec.fragment or (3 if spec.args == "escaped_pair_split" else None)
     if size:  # at most MAX_FRAGMENTS deltas: a 1 MB argument in 1-byte deltas tests nothing more
         size = max(size, -(-len(arguments) // MAX_FRAGMENTS))
-    frags = (
+    return arguments, size
+
+
+def _fragments(arguments: str, size: int | None) -> list[str]:
+    return (
         [arguments[i : i + size] for i in range(0, len(arguments), size)] if size else [arguments]
     ) or [""]
+
+
+def _deltas(
+    ex: str, call_id: str, position: int, index: str, n: int, spec: CallSpec
+) -> list[dict[str, Any]]:
+    arguments, size = _arguments(ex, n, spec)
+    frags = _fragments(arguments, size)
     name: Any = spec.tool if spec.name in ("plain", "after_arguments") else NAMES[spec.name]
     wire_id: Any = call_id if spec.id == "plain" else IDS[spec.id]
     deltas: list[dict[str, Any]]
@@ -456,9 +540,14 @@ def _deltas(
     return [{k: d[k] for k in ("index", "id", "type", "function") if k in d} for d in deltas]
 
 
-def _error_response(turn: ErrorTurn) -> ScriptedResponse:
+def _error_response(turn: ErrorTurn, api: Api = "chat") -> ScriptedResponse:
     body, content_type = ERROR_BODIES[turn.body]()
     headers = dict(ERROR_HEADERS[turn.headers])
+    if turn.in_stream and api != "chat":
+        writer = WireWriter(api)
+        writer.text("")
+        writer.error(body)
+        return sse_response(writer.parts, done=False, headers=headers)
     if turn.in_stream:
         return sse_response(
             [chunk({"role": "assistant", "content": ""}), b"data: " + body + b"\n\n"],
@@ -527,7 +616,7 @@ RUN_INPUTS: dict[str, RunBuilder] = {
 
 
 def run_example(world: HostileWorld, example: Example) -> tuple[Outcome, list[str]]:
-    ex = world.new_example()
+    ex = world.new_example(example.api)
     built = build(ex, example)
 
     def make_run() -> RunInput:
@@ -600,12 +689,35 @@ examples = st.builds(
     final=st.none() | texts,
     run_input=_often_plain(list(RUN_INPUTS)),
     forwarding=st.booleans(),
+    usage=_often_plain(list(USAGES)),
+)
+# The same class on the Responses and Anthropic wires (run inputs are the wire's concern
+# no more than the chat wire's: they are drawn there).
+wire_examples = st.builds(
+    Example,
+    turns=st.lists(st.one_of(calls_turns, calls_turns, error_turns), min_size=1, max_size=3).map(
+        tuple
+    ),
+    final=st.none() | texts,
+    forwarding=st.booleans(),
+    api=st.sampled_from(["responses", "anthropic"]),
+    usage=_often_plain(list(USAGES)),
 )
 
 
 @settings(settings.get_profile(PROFILE))
 @given(example=examples)
 def test_no_hostile_value_breaks_a_promise(world: HostileWorld, example: Example) -> None:
+    expect(world, example)
+
+
+@settings(
+    settings.get_profile(PROFILE), max_examples=settings.get_profile(PROFILE).max_examples // 2
+)
+@given(example=wire_examples)
+def test_no_hostile_value_breaks_a_promise_on_the_responses_and_anthropic_wires(
+    world: HostileWorld, example: Example
+) -> None:
     expect(world, example)
 
 
@@ -663,7 +775,95 @@ EXPLICIT: dict[str, Example] = {
     ),
     # run inputs (each with a plain call, which must run)
     **{f"input_{k}": replace(_calls(CallSpec()), run_input=k) for k in RUN_INPUTS if k != "plain"},
+    # usage numbers, beside a plain call and in the final answer
+    **{f"usage_{k}": replace(_calls(CallSpec()), usage=k) for k in USAGES},
 }
+
+
+# Arguments a wire carries differently (split, escaped, raw bytes, large, deep, cut): the
+# rest are read by the same reader once assembled, and the chat positions cover them.
+WIRE_ARGS = {
+    "escaped_lone_surrogate",
+    "raw_lone_surrogate",
+    "escaped_pair_split",
+    "undecodable_bytes",
+    "undecodable_bytes_on_the_wire",
+    "lone_surrogate_on_the_wire",
+    "escaped_nul",
+    "one_mb_string",
+    "deep_list_300",
+    "deep_dict_600",
+    "deep_dict_3000",
+    "float_overflow",
+    "huge_int",
+    "malformed",
+    "empty",
+    "unterminated",
+}
+
+
+def _on_the_wires() -> dict[str, Example]:
+    """The positions a wire writes differently, each on Responses and on Anthropic: text
+    and reasoning (thinking) deltas, tool names, ids and arguments, the labels, error
+    events after HTTP 200, usage numbers. Run inputs and tool results cross no wire."""
+    wire_keys = [
+        k
+        for k in EXPLICIT
+        if k.startswith(("text_", "reasoning_", "name_", "id_", "usage_"))
+        or k.removeprefix("args_") in WIRE_ARGS
+    ]
+    positions: dict[str, Example] = {}
+    for api in ("responses", "anthropic"):
+        for key in wire_keys:
+            if api == "anthropic" and key == "name_after_arguments":
+                continue  # a tool_use block has no name after its start: `name_empty` is it
+            positions[f"{api}_{key}"] = replace(EXPLICIT[key], api=api)
+        positions |= {
+            f"{api}_text_{k}": Example(api=api, final=TextSpec(k))
+            for k in TEXTS
+            if f"text_{k}" not in EXPLICIT
+        }
+        positions |= {
+            f"{api}_reasoning_{k}": Example(api=api, final=TextSpec(k, field="reasoning"))
+            for k in ("nul", "empty", "one_mb", "lone_low_surrogate", "split_pair")
+        }
+        positions |= {
+            f"{api}_index_{index}": _calls(CallSpec(), CallSpec(tool="pure_probe"), index=index)
+            for index in ("zero", "omit")
+        }
+        positions = {
+            k: replace(v, api=api) if k.startswith(api) else v for k, v in positions.items()
+        }
+        for body in (
+            "key_in_message",
+            "key_in_code",
+            "key_as_surrogate_escapes",
+            "key_with_invalid_utf8",
+            "key_in_text_body",
+            "error_is_a_string",
+            "error_list",
+        ):
+            turn = ErrorTurn(200, body, in_stream=True)
+            positions[f"{api}_error_in_stream_{body}"] = Example(api=api, turns=(turn,))
+        positions[f"{api}_error_401_key_in_message"] = Example(
+            api=api, turns=(ErrorTurn(401, "key_in_message"),)
+        )
+        positions[f"{api}_error_429_retry_after_1e300"] = Example(
+            api=api, turns=(ErrorTurn(429, "key_in_message", headers="retry_after_1e300"),)
+        )
+    return positions
+
+
+EXPLICIT |= _on_the_wires()
+
+
+def _base(position: str) -> str:
+    """The chat position a wire position repeats (`responses_text_nul` -> `text_nul`)."""
+    for api in ("responses_", "anthropic_"):
+        if position.startswith(api):
+            return position.removeprefix(api)
+    return position
+
 
 # What the issue promises beyond the invariants, for the explicit examples that show it.
 FINAL_ANSWERS: dict[str, str] = {
@@ -690,7 +890,14 @@ REFUSED_NAMING: dict[str, str] = {
     "input_heartbeat_timeout_1e300": "model_heartbeat_timeout_s",
 }
 # Positions where a named refusal that stops the run is a correct answer, not a failure.
-MAY_STOP_FAILED = {k for k in EXPLICIT if k.startswith(("error_", "input_"))}
+MAY_STOP_FAILED = {k for k in EXPLICIT if _base(k).startswith(("error_", "input_"))}
+# A usage count of 5,000 digits is JSON no reader here takes (Python refuses to make an
+# int of it): the event is refused as invalid JSON, naming it, on every wire, and the run
+# stops with that named failure.
+REFUSED_AS_INVALID_JSON = {"usage_huge_int"}
+# Anthropic labels a block's deltas only by the block's `index`: without it no delta can
+# be attributed, the turn is a defect, and a fresh completion is asked for.
+UNATTRIBUTABLE = {"anthropic_index_omit"}
 # Asked twice, these are a completion defect twice (the runaway guard cuts them), and a
 # defect that persists after a fresh completion stops the run: named, and not a bug.
 MAY_STOP_ON_DEFECT = {"args_one_mb_string", "name_one_mb", "id_one_mb"}
@@ -699,13 +906,17 @@ MAY_STOP_ON_DEFECT = {"args_one_mb_string", "name_one_mb", "id_one_mb"}
 TAKEN_AS_ANSWER = {
     k
     for k, e in EXPLICIT.items()
-    if k.startswith(("text_", "reasoning_")) and e.final is not None and e.final.wire == "json"
+    if _base(k).startswith(("text_", "reasoning_"))
+    and e.final is not None
+    and e.final.wire == "json"
+    and e.final.value != "empty"  # no text is no answer: a fresh completion is asked for
 }
 
 
 @pytest.mark.parametrize("position", list(EXPLICIT))
 def test_hostile_position(world: HostileWorld, position: str) -> None:
     outcome = expect(world, EXPLICIT[position])
+    base = _base(position)  # a wire position expects what its chat position does
     if position in REFUSED_NAMING:
         refusal = outcome.refused or outcome.workflow_failure
         assert refusal is not None, f"{outcome.describe()}: ran instead of being refused"
@@ -714,22 +925,32 @@ def test_hostile_position(world: HostileWorld, position: str) -> None:
     result = outcome.result
     if result is None:
         return  # refused at the client or waiting on a person: the invariants held
-    defect_stop = position in MAY_STOP_ON_DEFECT and "completion defect" in result.detail
+    defect_stop = base in MAY_STOP_ON_DEFECT and "completion defect" in result.detail
+    if base in REFUSED_AS_INVALID_JSON:
+        assert "not valid JSON" in result.detail, outcome.describe()
+        return
     if position not in MAY_STOP_FAILED and not defect_stop:
         assert result.stop_reason == "final_answer", outcome.describe()
     if position in TAKEN_AS_ANSWER:
         assert result.final_answer != "done", f"{outcome.describe()}: the answer was dropped"
-    if position in FINAL_ANSWERS:
-        assert result.final_answer == FINAL_ANSWERS[position], outcome.describe()
-    if position in ANSWERED_IN_TRANSCRIPT:
+    if base in FINAL_ANSWERS:
+        assert result.final_answer == FINAL_ANSWERS[base], outcome.describe()
+    if base in ANSWERED_IN_TRANSCRIPT:
         calls = [c for m in result.transcript if m.role == "assistant" for c in m.tool_calls]
         assert calls, f"{outcome.describe()}: the call never reached the transcript"
-    if position == "name_after_arguments":
+    if base == "name_after_arguments":
         assert outcome.executions[("opaque_probe", 1)] == 1, outcome.describe()
-    if position.startswith("result_"):
+    if base.startswith("result_"):
         assert (
             outcome.executions[("opaque_probe", 1)] + outcome.executions[("pure_probe", 1)] == 1
         ), outcome.describe()
+    if base.startswith(("index_", "usage_")) and position not in UNATTRIBUTABLE:
+        # Plain calls under any labels or usage numbers run, each once.
+        assert outcome.executions[("opaque_probe", 1)] == 1, outcome.describe()
+    if outcome.requests and EXPLICIT[position].api != "chat":
+        wire = EXPLICIT[position].api
+        path = "/responses" if wire == "responses" else "/messages"
+        assert all(r.path.endswith(path) for r in outcome.requests), "posted on another wire"
 
 
 # -- the detectors themselves (a check that cannot fail proves nothing) ---------------------

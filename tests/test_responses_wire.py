@@ -766,3 +766,23 @@ def test_the_decoder_hands_named_events_over_as_data_but_never_an_error_event() 
         full = SSEDecoder(event_names=False).feed_data(other)
         assert full.__class__ is list
         assert full == SSEDecoder().feed(other)
+
+
+def test_a_reasoning_item_that_is_not_one_json_object_is_left_out_not_sent_broken() -> None:
+    """A transcript given by hand may hold anything in `raw`: spliced into the body as it
+    is, text that is not one JSON object would make the whole request invalid JSON."""
+    broken = [
+        PassbackItem(endpoint="gpt", wire="responses", kind="reasoning", raw=raw)
+        for raw in ("not json", "[1]", '{"no":"type"}', '{"type":')
+    ]
+    messages = [
+        ChatMessage(role="user", content="q"),
+        ChatMessage(
+            role="assistant",
+            tool_calls=[ToolCall(id="call_a", name="f", arguments="{}")],
+            passback=[*broken, reasoning_item()],
+        ),
+    ]
+    sent = orjson.loads(orjson.dumps(build_responses_body(request(messages), ENDPOINT)))
+    kinds = [item["type"] for item in sent["input"]]
+    assert kinds == ["message", "reasoning", "function_call"]

@@ -4,8 +4,9 @@ and pass-back items that go back only to the endpoint that issued them."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -23,9 +24,9 @@ from steadyloop.routing.endpoints import (
 )
 from steadyloop.stream.completion import AssembledTurn, CompletionRequest
 from steadyloop.stream.passback import foreign_passback, passback_for
-from steadyloop.stream.wire import CHAT_WIRE, WIRES, wire_for
+from steadyloop.stream.wire import CHAT_WIRE, UnsupportedWireError, wire_for
 from steadyloop.testing import ScriptedServer, sse_response, text_chunks
-from steadyloop.worker.config import ConfigError, LoadedConfig, endpoint_settings
+from steadyloop.worker.config import ConfigError, LoadedConfig, endpoint_settings, load_config
 from steadyloop.workflows.run_timeline import passback_dropped_text
 
 
@@ -115,13 +116,100 @@ async def server() -> AsyncIterator[ScriptedServer]:
         yield scripted
 
 
-@pytest.mark.skipif("anthropic" in WIRES, reason="every wire is built in")
-async def test_a_wire_this_version_does_not_speak_is_refused_before_any_request(
+# An `api` no wire speaks, as each entry can carry it: text, the empty string, a wire's
+# long name, a lone surrogate (JSON escapes, or undecodable argv bytes), a number, null,
+# and a value too long to quote whole.
+BAD_APIS: list[object] = ["soap", "", "Chat Completions", "\ud800", 3, None, "x" * 1000]
+FLAG_APIS = ["soap", "", "SOAP", "\udcff", "x" * 1000]
+
+
+def refused_naming(value: object, run: Callable[[], object], *where: str) -> None:
+    """`run` raises a ConfigError naming `where`, the three choices and the value."""
+    with pytest.raises(ConfigError) as info:
+        run()
+    message = str(info.value)
+    for part in (*where, '"chat"', '"responses"', '"anthropic"', f"got {repr(value)[:40]}"):
+        assert part in message, (part, message)
+    message.encode("utf-8", "surrogatepass")  # text, whatever the value held
+    assert len(message) < 400
+
+
+@pytest.mark.parametrize("value", BAD_APIS, ids=repr)
+def test_an_unknown_api_in_the_config_file_is_refused_naming_it(
+    value: object, tmp_path: Path
+) -> None:
+    file = tmp_path / "steadyloop.json"  # JSON: TOML has no null and no lone surrogate
+    file.write_text(json.dumps({"endpoints": {"gpt": {"base_url": "http://h/v1", "api": value}}}))
+
+    def run() -> object:
+        return endpoint_settings(flags=[], config=load_config(file, {}), environ={})
+
+    refused_naming(value, run, str(file), "'gpt'")
+
+
+def test_an_unknown_api_in_a_toml_config_file_is_refused_naming_it(tmp_path: Path) -> None:
+    file = tmp_path / "steadyloop.toml"
+    file.write_text('[endpoints.gpt]\nbase_url = "http://h/v1"\napi = "respones"\n')
+
+    def run() -> object:
+        return endpoint_settings(flags=[], config=load_config(file, {}), environ={})
+
+    refused_naming("respones", run, str(file), "'gpt'")
+
+
+@pytest.mark.parametrize("value", BAD_APIS, ids=repr)
+@pytest.mark.parametrize("shape", ["object", "list"])
+def test_an_unknown_api_in_steadyloop_endpoints_is_refused_naming_it(
+    value: object, shape: str
+) -> None:
+    entry = {"base_url": "http://h/v1", "api": value}
+    data = {"gpt": entry} if shape == "object" else [{"name": "gpt", **entry}]
+    environ = {"STEADYLOOP_ENDPOINTS": json.dumps(data)}
+
+    def run() -> object:
+        return endpoint_settings(flags=[], config=LoadedConfig(), environ=environ)
+
+    where = "STEADYLOOP_ENDPOINTS['gpt']" if shape == "object" else "STEADYLOOP_ENDPOINTS[0]"
+    refused_naming(value, run, where)
+
+
+@pytest.mark.parametrize("value", FLAG_APIS, ids=repr)
+def test_an_unknown_api_in_an_endpoint_flag_is_refused_naming_it(value: str) -> None:
+    flag = f"gpt=http://h/v1,api={value}"
+
+    def run() -> object:
+        return endpoint_settings(flags=[flag], config=LoadedConfig(), environ={})
+
+    refused_naming(value, run, "--endpoint gpt:")
+
+
+def test_the_api_is_read_without_regard_to_case_or_spaces() -> None:
+    settings = endpoint_settings(
+        flags=["gpt=http://h/v1,api= Responses "], config=LoadedConfig(), environ={}
+    )
+    assert settings.registry.get("gpt").api == "responses"
+
+
+def test_an_api_whose_repr_cannot_be_made_is_refused_naming_its_type() -> None:
+    """Python refuses to print an int of more than 4,300 digits (a ValueError of its
+    own): the refusal names the type instead of raising that."""
+    with pytest.raises(EndpointConfigError, match=r"got int$"):
+        EndpointRegistry.from_data({"gpt": {"base_url": "http://h/v1", "api": 10**5000}})
+
+
+async def test_a_wire_the_worker_does_not_speak_is_refused_before_any_request(
     server: ScriptedServer,
 ) -> None:
+    """Every entry validates `api`, and no payload carries one: the model activity takes an
+    endpoint's *name* and reads its configuration from the worker's registry. The guard
+    in the activity is for code that builds a configuration without validating it
+    (`model_construct`); it refuses, non-retryable, and sends nothing."""
     server.enqueue(sse_response(text_chunks("hi")))
-    registry = EndpointRegistry([server.endpoint("claude", api="anthropic")])
-    async with ModelActivities(registry) as model:
+    fields: dict[str, Any] = {**server.endpoint("claude").model_dump(), "api": "soap"}
+    unchecked = EndpointConfig.model_construct(**fields)
+    with pytest.raises(UnsupportedWireError, match=r"'claude'.*api='soap'"):
+        wire_for(unchecked)
+    async with ModelActivities(EndpointRegistry([unchecked])) as model:
         with pytest.raises(ApplicationError) as info:
             await ActivityEnvironment().run(
                 model.stream_completion,
@@ -131,7 +219,8 @@ async def test_a_wire_this_version_does_not_speak_is_refused_before_any_request(
             )
     assert info.value.type == UNSUPPORTED_WIRE_ERROR_TYPE
     assert info.value.non_retryable
-    assert "'claude'" in str(info.value) and "api='anthropic'" in str(info.value)
+    assert "'claude'" in str(info.value) and "api='soap'" in str(info.value)
+    assert "'chat', 'responses', 'anthropic'" in str(info.value)
     assert server.requests == []
 
 

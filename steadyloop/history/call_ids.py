@@ -17,6 +17,11 @@ What the obvious implementations get wrong, and what prevents each:
   matches against the provider's logs. The qualified id keeps it: `{id}_t{turn}`.
 - Qualifying every id: a server whose ids are unique would see its ids change for
   nothing. Only an id the transcript already holds (a call's or an answer's) is changed.
+- Renaming the call but not what points at it: a pass-back item (a Responses reasoning
+  item, an Anthropic thinking block) names the call it preceded (`before_call`). Left at
+  the old id, it names no call of the message and goes back before the text, not in
+  front of its call ("function_call was provided without its required 'reasoning'
+  item"). `follow_renamed_calls` moves it with the call; healing uses it too.
 - Counting on the qualified form being free: a server may send `call_0_t2` itself, or the
   same id twice in a batch after repairs. Each candidate is checked against every id held
   and every id this batch keeps, with `_{n}` added until free.
@@ -28,9 +33,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from steadyloop.chat import ChatMessage, ToolCall
+from steadyloop.chat import ChatMessage, PassbackItem, ToolCall
 
-__all__ = ["qualify_reused_call_ids"]
+__all__ = ["follow_renamed_calls", "qualify_reused_call_ids"]
 
 
 def _held_ids(transcript: Sequence[ChatMessage]) -> set[str]:
@@ -63,3 +68,20 @@ def qualify_reused_call_ids(
         renames.append((call.id, candidate))
         out.append(call.model_copy(update={"id": candidate}))
     return out, renames
+
+
+def follow_renamed_calls(
+    items: Sequence[PassbackItem], before: Sequence[ToolCall], after: Sequence[ToolCall]
+) -> list[PassbackItem]:
+    """`items` with each `before_call` that names a call of `before` naming the call at
+    the same place in `after` (the same calls, some renamed). An item naming no call of
+    `before` is kept as it is; the raw bytes are never touched."""
+    renamed: dict[str, str] = {}
+    for old, new in zip(before, after, strict=True):
+        renamed.setdefault(old.id, new.id)  # a repeated id: its first call, as the wires read it
+    return [
+        item.model_copy(update={"before_call": renamed[item.before_call]})
+        if item.before_call in renamed and renamed[item.before_call] != item.before_call
+        else item
+        for item in items
+    ]

@@ -72,6 +72,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from steadyloop.chat import ChatMessage, ToolCall
+from steadyloop.history.call_ids import follow_renamed_calls
 
 HealingKind = Literal[
     "orphan_answer_dropped",
@@ -295,7 +296,10 @@ def _flatten(entries: list[_Block | Located], healings: list[Healing]) -> list[L
                 )
             )
         if content != assistant.content or block.renamed:
-            assistant = assistant.model_copy(update={"content": content, "tool_calls": block.calls})
+            passback = follow_renamed_calls(assistant.passback, assistant.tool_calls, block.calls)
+            assistant = assistant.model_copy(
+                update={"content": content, "tool_calls": block.calls, "passback": passback}
+            )
         flat.append((block.index, assistant))
         for call, answer in zip(block.calls, block.answers, strict=True):
             if answer is None:

@@ -255,8 +255,7 @@ class EndpointConfig(BaseModel):
         if isinstance(value, str) and value.strip().lower() in API_CHOICES:
             return value.strip().lower()
         choices = ", ".join(f'"{choice}"' for choice in API_CHOICES)
-        shown = f"{value!r:.40}" if isinstance(value, str) else type(value).__name__
-        raise ValueError(f"api must be one of {choices}, got {shown}")
+        raise ValueError(f"api must be one of {choices}, got {_shown_api(value)}")
 
     @field_validator("anthropic_version")
     @classmethod
@@ -607,3 +606,14 @@ class EndpointRegistry:
                     problems = "; ".join(err["msg"] for err in exc.errors())
                     raise EndpointConfigError(f"{OPENAI_BASE_URL_ENV}: {problems}") from None
         return registry
+
+
+def _shown_api(value: Any) -> str:
+    """An `api` value as a refusal names it: its repr cut to 40 characters, with its type
+    when it is not text (`3 (int)`, `None (NoneType)`). A repr that raises (an int past
+    Python's digit limit) is named by its type alone."""
+    try:
+        text = f"{value!r:.40}"
+    except (ValueError, RecursionError):
+        return type(value).__name__
+    return text if isinstance(value, str) else f"{text} ({type(value).__name__})"

@@ -16,12 +16,19 @@ what prevents each here:
   one role are merged, results first.
 - `tool_use.input` must be an object: arguments that are not one JSON object (a
   zero-argument `""`, text the model got wrong) go as `{}`, as on the chat wire
-  (`steadyloop.chat.ToolCall.to_wire`); the transcript keeps what the model sent.
+  (`steadyloop.chat.ToolCall.to_wire`); the transcript keeps what the model sent. The
+  object goes as the model's own text (`orjson.Fragment`): parsed and dumped again,
+  arguments nested past orjson's 255 levels made the activity fail on every attempt.
 - Pass-back blocks (`thinking`, `redacted_thinking`, `server_tool_use` and its results)
-  go back byte-exact, in the order they came, and only to the endpoint that issued them
-  on this wire (another endpoint cannot verify the signature: 400 "Invalid signature in
-  thinking block"). A block goes before the tool call it preceded, blocks that
-  preceded no call first. None is ever made up here.
+  go back byte-exact: the block's text in the body is `PassbackItem.raw` itself
+  (`orjson.Fragment`), never parsed and dumped again, so keys, their order, every
+  escape and the signature are what the assembler kept. Parsed and dumped, a block
+  whose text holds a lone surrogate (kept as its JSON escape) made orjson refuse the
+  whole body. A block whose text is not one JSON object (a transcript given by hand)
+  is left out: sent, it would make the body invalid JSON. They go in the order they
+  came, and only to the endpoint that issued them on this wire (another endpoint cannot
+  verify the signature: 400 "Invalid signature in thinking block"). A block goes before
+  the tool call it preceded, blocks that preceded no call first. None is ever made up.
 - `max_tokens` is required ("max_tokens: Field required"): a run that sets none sends
   `DEFAULT_MAX_TOKENS`.
 - `tool_choice` is an object: `auto` -> `{"type": "auto"}`, `required` -> `{"type":
@@ -40,15 +47,16 @@ what prevents each here:
 
 from __future__ import annotations
 
-import json
 from typing import Any
+
+import orjson
 
 from steadyloop.chat import ChatMessage, PassbackItem, ToolCall, ToolSpec
 from steadyloop.history.healing import validate_and_heal
 from steadyloop.routing.endpoints import EndpointConfig
 from steadyloop.stream.chat_request import USER_AGENT
 from steadyloop.stream.completion import CompletionRequest, ToolChoice
-from steadyloop.stream.passback import passback_for
+from steadyloop.stream.passback import passback_block, passback_for
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",
@@ -84,7 +92,10 @@ def anthropic_body(request: CompletionRequest, endpoint: EndpointConfig) -> dict
     body: dict[str, Any] = {
         **endpoint.extra_body,
         "model": request.model,
-        "messages": messages,
+        "messages": [
+            {**message, "content": [_sent(block) for block in message["content"]]}
+            for message in messages
+        ],
         "max_tokens": request.max_tokens if request.max_tokens is not None else DEFAULT_MAX_TOKENS,
         "stream": True,
     }
@@ -184,25 +195,46 @@ def _assistant_blocks(message: ChatMessage, endpoint: str) -> list[dict[str, Any
     """Pass-back blocks, text, and each call after the blocks that preceded it."""
     mine = [item for item in message.passback if item.wire == "anthropic"]
     ids = {call.id for call in message.tool_calls}
-    blocks = [_raw(item) for item in mine if item.before_call not in ids]
+    blocks = _passed([item for item in mine if item.before_call not in ids])
     if message.content:
         blocks.append({"type": "text", "text": message.content})
     for call in message.tool_calls:
-        blocks.extend(_raw(item) for item in mine if item.before_call == call.id)
+        blocks.extend(_passed([item for item in mine if item.before_call == call.id]))
         blocks.append(_tool_use(call))
     return blocks
 
 
-def _raw(item: PassbackItem) -> dict[str, Any]:
-    # `json.loads` keeps every string exactly (the signature included); the block is
-    # sent as the object it was.
-    block: dict[str, Any] = json.loads(item.raw)
-    return block
+class _Passed(dict[str, Any]):
+    """A pass-back block: read here as the object it parses to (its `type` decides where
+    it goes), sent as the text it arrived as (`raw`, see `_sent`)."""
+
+    __slots__ = ("raw",)
+
+    def __init__(self, raw: str, block: dict[str, Any]) -> None:
+        super().__init__(block)
+        self.raw = raw
+
+
+def _passed(items: list[PassbackItem]) -> list[dict[str, Any]]:
+    """`items` as blocks, each that is one JSON object (`passback_block`)."""
+    out: list[dict[str, Any]] = []
+    for item in items:
+        block = passback_block(item.raw)
+        if block is not None:
+            out.append(_Passed(item.raw, block))
+    return out
+
+
+def _sent(block: dict[str, Any]) -> Any:
+    """A block as it goes in the body: a pass-back block as its own bytes."""
+    return orjson.Fragment(block.raw) if isinstance(block, _Passed) else block
 
 
 def _tool_use(call: ToolCall) -> dict[str, Any]:
     wire = call.to_wire()["function"]["arguments"]  # the arguments, or "{}" (see above)
-    return {"type": "tool_use", "id": call.id, "name": call.name, "input": json.loads(wire)}
+    # Spliced in as the text the model wrote: parsed into objects and dumped again, an
+    # object nested deeper than orjson writes (255 levels) made the whole body fail.
+    return {"type": "tool_use", "id": call.id, "name": call.name, "input": orjson.Fragment(wire)}
 
 
 def _tool(tool: ToolSpec) -> dict[str, Any]:

@@ -9,15 +9,21 @@ keeps every item, so a later turn back on the issuing endpoint still has them.
 
 An item whose `wire` is not the endpoint's is dropped too: an endpoint renamed to
 speak another wire cannot read what its predecessor issued.
+
+The wires splice an item's `raw` into the body as it is (`orjson.Fragment`), so text that
+is not one JSON object (a transcript given by hand may hold anything) would make the whole
+body invalid JSON: `passback_block` reads it first, and a wire leaves out what it cannot.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from typing import Any
 
 from steadyloop.chat import ChatMessage
 
-__all__ = ["foreign_passback", "passback_for"]
+__all__ = ["foreign_passback", "passback_block", "passback_for"]
 
 
 def passback_for(messages: Sequence[ChatMessage], endpoint: str, wire: str) -> list[ChatMessage]:
@@ -42,3 +48,16 @@ def foreign_passback(messages: Sequence[ChatMessage], endpoint: str, wire: str |
         for item in message.passback
         if item.endpoint != endpoint or (wire is not None and item.wire != wire)
     )
+
+
+def passback_block(raw: str) -> dict[str, Any] | None:
+    """The object `raw` holds when it is one JSON object with a text `type` (an item or
+    block a wire can send), else None. The stdlib reads it: it takes the lone-surrogate
+    escapes a block may keep, which orjson refuses."""
+    try:
+        block = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    if isinstance(block, dict) and isinstance(block.get("type"), str):
+        return block
+    return None

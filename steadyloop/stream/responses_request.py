@@ -12,7 +12,8 @@ wrong:
   'reasoning' item".
 - A reasoning item is sent as the bytes it arrived as (`orjson.Fragment`), never
   parsed and dumped again, and only to the endpoint that issued it
-  (`steadyloop.stream.passback.passback_for`).
+  (`steadyloop.stream.passback.passback_for`). Text that is not one JSON object (a
+  transcript given by hand) is left out: spliced in, the body would not parse.
 - A tool message is a `function_call_output` (`call_id`, `output`), not a message with
   a role: a `tool` role is refused.
 - Arguments that are not one JSON object (the `""` of a zero-argument call, text the
@@ -43,7 +44,7 @@ import orjson
 from steadyloop.chat import ChatMessage, PassbackItem, ToolCall, ToolSpec
 from steadyloop.routing.endpoints import EndpointConfig
 from steadyloop.stream.completion import CompletionRequest, ToolChoice
-from steadyloop.stream.passback import passback_for
+from steadyloop.stream.passback import passback_block, passback_for
 
 __all__ = [
     "REASONING_INCLUDE",
@@ -116,6 +117,8 @@ def _assistant_items(message: ChatMessage) -> list[Any]:
     calls = {call.id for call in message.tool_calls}
     before: dict[str | None, list[PassbackItem]] = {}
     for item in message.passback:
+        if passback_block(item.raw) is None:
+            continue  # not one JSON object: spliced in, the body would not parse
         key = item.before_call if item.before_call in calls else None
         before.setdefault(key, []).append(item)
     out: list[Any] = [orjson.Fragment(item.raw) for item in before.get(None, ())]

@@ -328,8 +328,11 @@ def endpoint_settings(
     def merge(data: Any, source: str) -> None:
         try:
             registry = EndpointRegistry.from_data(data, source=source)
-        except EndpointConfigError as exc:  # a flag is one entry: no `[0]` to point at
-            raise ConfigError(str(exc).replace(f"{source}[0]:", f"{source}:", 1)) from None
+        except EndpointConfigError as exc:
+            message = str(exc)
+            if source.startswith("--endpoint "):  # a flag is one entry: no `[0]` to point at
+                message = message.replace(f"{source}[0]:", f"{source}:", 1)
+            raise ConfigError(message) from None
         for endpoint in registry:
             endpoints[endpoint.name] = endpoint
             sources[endpoint.name] = source

@@ -89,7 +89,7 @@ with workflow.unsafe.imports_passed_through():
         HistoryThresholds,
         continue_as_new_reason,
     )
-    from steadyloop.history.call_ids import qualify_reused_call_ids
+    from steadyloop.history.call_ids import follow_renamed_calls, qualify_reused_call_ids
     from steadyloop.history.healing import validate_and_heal
     from steadyloop.output.forwarding import (
         CLOSE_OUTPUT_STREAM_SIGNAL,
@@ -1046,7 +1046,9 @@ class ToolLoopWorkflow:
             return turn
         named = ", ".join(f"{old!r} as {new!r}" for old, new in renames)
         self._event("model", "healed", f"call ids an earlier turn used, kept as: {named}")
-        return turn.model_copy(update={"tool_calls": calls})
+        # The reasoning that preceded a call stays in front of it under its new id.
+        passback = follow_renamed_calls(turn.passback, turn.tool_calls, calls)
+        return turn.model_copy(update={"tool_calls": calls, "passback": passback})
 
     def _event(
         self, phase: EventPhase, kind: EventKind, text: str, call_id: str | None = None
