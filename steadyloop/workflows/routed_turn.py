@@ -62,7 +62,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 from temporalio import workflow
@@ -70,8 +70,11 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, TimeoutError
 from temporalio.workflow import ActivityCancellationType
 
+if TYPE_CHECKING:  # annotations only: no module-level object the sandbox test cannot vouch for
+    from pydantic import JsonValue
+
 with workflow.unsafe.imports_passed_through():
-    from pydantic import JsonValue, ValidationError
+    from pydantic import ValidationError
 
     from steadyloop.output.forwarding import (
         READ_FORWARDED_OUTPUT_ACTIVITY,
