@@ -6,7 +6,7 @@ the way S3 throttles) or sent upstream after `delay_s` and the response relayed 
 (`Content-Length` or chunked); a PutObject's `Expect: 100-continue` is answered here.
 Requests are parsed, not bytes piped, because a client
 keeps its connections open: a TCP-level fault would only touch new connections.
-`served` and `refused` count requests.
+`served` and `refused` count requests, and `paths` keeps each request's path in order.
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ class FaultProxy:
     failing: bool = False
     served: int = 0
     refused: int = 0
+    paths: list[str] = field(default_factory=list)
     _server: asyncio.Server | None = None
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
 
@@ -87,6 +88,7 @@ class FaultProxy:
                     request = request_head + await _read_body(reader, request_head)
                 except (asyncio.IncompleteReadError, ConnectionError):
                     return
+                self.paths.append(request_head.split(b" ", 2)[1].decode("latin-1"))
                 if self.failing:
                     self.refused += 1
                     body = b"<Error><Code>SlowDown</Code><Message>injected</Message></Error>"

@@ -22,10 +22,12 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
+from http_fault_proxy import FaultProxy
 from loop_harness import assert_every_call_answered
-from real_servers import loop_on_dev_server
+from real_servers import loop_on_dev_server, worker_and_run
 from realserver_cases import Case, Outcome, run_case
 from temporalio.exceptions import ApplicationError
 from wire_capture import Exchange, RecordingTransport, ReplayTransport
@@ -203,3 +205,33 @@ async def test_a_whole_run_over_messages_answers_its_tool_call(llamacpp_url: str
     for call in calls:
         assert answers[call.id] == f"Sunny and 21 C in {json.loads(call.arguments)['city']}."
     assert asked and result.stats.prompt_tokens > 0
+
+
+async def test_worker_and_run_over_the_messages_wire(llamacpp_url: str, tmp_path: Path) -> None:
+    """`steadyloop worker --endpoint default=URL,api=anthropic,...` and `steadyloop run`,
+    as a user types them: llama.cpp's Messages server makes the call, it is answered."""
+    # Through a proxy that keeps each request's path: llama.cpp serves every wire, so only
+    # the path shows the worker spoke Messages.
+    upstream = urlsplit(llamacpp_url)
+    assert upstream.hostname is not None and upstream.port is not None
+    proxy = FaultProxy(upstream.hostname, upstream.port)
+    await proxy.start()
+    try:
+        ran = await worker_and_run(
+            tmp_path,
+            f"default={proxy.endpoint}/v1,model=smollm2,api=anthropic",
+            ["--tool-choice", "required", "--prefill", "<tool_call>\\n", "--stop", "</tool_call>",
+             "--temperature", "0", "--max-tokens", "96", "--max-turns", "3"],
+        )  # fmt: skip
+    finally:
+        await proxy.stop()
+    assert proxy.paths and set(proxy.paths) == {"/v1/messages"}, proxy.paths
+    assert ran.returncode in (0, 3), ran.shown  # an answer, or max_turns
+    assert "-> get_weather" in ran.shown and "<- get_weather: Sunny and 21 C in" in ran.shown
+    transcript = ran.result.transcript
+    assert_every_call_answered(transcript)
+    calls = [c for m in transcript if m.role == "assistant" for c in m.tool_calls]
+    assert calls and {c.name for c in calls} == {"get_weather"}
+    answers = {m.tool_call_id: m.content for m in transcript if m.role == "tool"}
+    for call in calls:
+        assert answers[call.id] == f"Sunny and 21 C in {json.loads(call.arguments)['city']}."
