@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import json
 import os
 import signal
 import subprocess
@@ -27,6 +28,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from loop_harness import assert_every_call_answered
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
@@ -231,3 +233,17 @@ async def worker_and_run(tmp_path: Path, endpoint: str, run_flags: list[str]) ->
                 worker.send_signal(signal.SIGTERM)
             await asyncio.wait_for(worker.wait(), 60)
     return CommandRun(out.decode(errors="replace"), run.returncode, result)
+
+
+def assert_weather_answered(ran: CommandRun) -> None:
+    """`worker_and_run` ended with an answer (or max_turns) and every `get_weather` call
+    was run and answered with the tool's own text for the city the model asked about."""
+    assert ran.returncode in (0, 3), ran.shown  # an answer, or max_turns
+    assert "-> get_weather" in ran.shown and "<- get_weather: Sunny and 21 C in" in ran.shown
+    transcript = ran.result.transcript
+    assert_every_call_answered(transcript)
+    calls = [c for m in transcript if m.role == "assistant" for c in m.tool_calls]
+    assert calls and {c.name for c in calls} == {"get_weather"}
+    answers = {m.tool_call_id: m.content for m in transcript if m.role == "tool"}
+    for call in calls:
+        assert answers[call.id] == f"Sunny and 21 C in {json.loads(call.arguments)['city']}."

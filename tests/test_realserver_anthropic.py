@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 import pytest
 from http_fault_proxy import FaultProxy
 from loop_harness import assert_every_call_answered
-from real_servers import loop_on_dev_server, worker_and_run
+from real_servers import assert_weather_answered, loop_on_dev_server, worker_and_run
 from realserver_cases import Case, Outcome, run_case
 from temporalio.exceptions import ApplicationError
 from wire_capture import Exchange, RecordingTransport, ReplayTransport
@@ -226,12 +226,4 @@ async def test_worker_and_run_over_the_messages_wire(llamacpp_url: str, tmp_path
     finally:
         await proxy.stop()
     assert proxy.paths and set(proxy.paths) == {"/v1/messages"}, proxy.paths
-    assert ran.returncode in (0, 3), ran.shown  # an answer, or max_turns
-    assert "-> get_weather" in ran.shown and "<- get_weather: Sunny and 21 C in" in ran.shown
-    transcript = ran.result.transcript
-    assert_every_call_answered(transcript)
-    calls = [c for m in transcript if m.role == "assistant" for c in m.tool_calls]
-    assert calls and {c.name for c in calls} == {"get_weather"}
-    answers = {m.tool_call_id: m.content for m in transcript if m.role == "tool"}
-    for call in calls:
-        assert answers[call.id] == f"Sunny and 21 C in {json.loads(call.arguments)['city']}."
+    assert_weather_answered(ran)

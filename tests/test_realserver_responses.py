@@ -8,13 +8,11 @@ fixture `test_responses_realserver_replays.py` reads.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 import pytest
-from loop_harness import assert_every_call_answered
-from real_servers import worker_and_run
+from real_servers import assert_weather_answered, worker_and_run
 from realserver_cases import CAPTURE_ENV, MODELS, SOURCES, Case, run_case
 from realserver_responses_cases import FIXTURE_DIR, RESPONSES_CASES, SERVER
 from wire_capture import RecordingTransport
@@ -45,13 +43,4 @@ async def test_worker_and_run_over_the_responses_wire(llamacpp_url: str, tmp_pat
         ["--tool-choice", "required", "--prefill", "<tool_call>\\n", "--temperature", "0",
          "--max-tokens", "96", "--max-turns", "3"],
     )  # fmt: skip
-    assert ran.returncode in (0, 3), ran.shown  # an answer, or max_turns
-    assert "-> get_weather" in ran.shown and "<- get_weather: Sunny and 21 C in" in ran.shown
-    result = ran.result
-    transcript = result.transcript
-    assert_every_call_answered(transcript)
-    calls = [c for m in transcript if m.role == "assistant" for c in m.tool_calls]
-    assert calls and {c.name for c in calls} == {"get_weather"}
-    answers = {m.tool_call_id: m.content for m in transcript if m.role == "tool"}
-    for call in calls:
-        assert answers[call.id] == f"Sunny and 21 C in {json.loads(call.arguments)['city']}."
+    assert_weather_answered(ran)
