@@ -197,7 +197,10 @@ async def test_a_whole_run_over_messages_answers_its_tool_call(llamacpp_url: str
             id=f"llamacpp-messages-run-{uuid.uuid4()}",
             task_queue=task_queue,
         )
-    assert result.stop_reason in ("final_answer", "max_turns"), result.detail
+    # The answer after the tool's result may run past 96 tokens: llama.cpp's output at
+    # temperature 0 still varies with what its prompt cache holds (a CI run stopped
+    # max_tokens there). What decides this test is the call before it, checked below.
+    assert result.stop_reason in ("final_answer", "max_turns", "max_tokens"), result.detail
     assert_every_call_answered(result.transcript)
     calls = [c for m in result.transcript if m.role == "assistant" for c in m.tool_calls]
     answers = {m.tool_call_id: m.content for m in result.transcript if m.role == "tool"}

@@ -97,7 +97,9 @@ async def test_a_whole_run_answers_every_call_and_stops_with_a_named_reason(
             task_queue=task_queue,
         )
 
-    assert result.stop_reason in ("final_answer", "max_turns"), result.detail
+    # The answer after the tool's result may run past 96 tokens: llama.cpp's output at
+    # temperature 0 varies with what its prompt cache holds. The call decides this test.
+    assert result.stop_reason in ("final_answer", "max_turns", "max_tokens"), result.detail
     transcript = result.transcript
     assert_every_call_answered(transcript)
     calls = [c for m in transcript if m.role == "assistant" for c in m.tool_calls]
