@@ -266,6 +266,14 @@ async def test_what_a_run_names_is_checked_against_the_worker_before_it_starts(
     code, out = await served.run("Shout hello", "--endpoint", "defualt", "--id", run_id)
     assert code == 2, out
     assert "endpoint 'defualt' is not one the serving worker knows (did you mean 'default'?)" in out
+    # A worker's definition given to `run`, which names one: said so, and where it goes.
+    code, out = await served.run(
+        "Shout hello", "--endpoint", "x=http://127.0.0.1:9/v1,api=bogus", "--id", run_id
+    )
+    assert code == 2, out
+    assert "a run names an endpoint the worker serves; NAME=URL,... defines one" in out
+    assert "`steadyloop worker --endpoint x=http://127.0.0.1:9/v1,api=bogus`" in out
+    assert "`steadyloop run --endpoint x`" in out
     code, out = await served.run("Shout hello", "--tool-choice", "shuot", "--id", run_id)
     assert code == 2, out
     assert "--tool-choice shuot: not one of the run's tools (shout, whisper)" in out

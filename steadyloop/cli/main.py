@@ -949,6 +949,14 @@ def _check_served_endpoint(endpoint: str, served: WorkerDescription) -> None:
     if endpoint not in names:
         known = ", ".join(names) or "none; start it with --endpoint NAME=URL,model=M"
         hint = _suggestion(endpoint, names)
+        name, defines, _ = endpoint.partition("=")
+        if defines:  # a worker's NAME=URL,... given to `run`, which takes a name
+            raise ConfigError(
+                f"--endpoint {endpoint!r}: a run names an endpoint the worker serves; "
+                f"NAME=URL,... defines one, where the worker starts: `steadyloop worker "
+                f"--endpoint {endpoint}`, then `steadyloop run --endpoint {name}`. The "
+                f"serving worker knows: {known}"
+            )
         raise ConfigError(
             f"endpoint {endpoint!r} is not one the serving worker knows{hint}; it knows: "
             f"{known}. Add it where the worker starts: `steadyloop worker --endpoint "
