@@ -235,6 +235,14 @@ async def worker_and_run(tmp_path: Path, endpoint: str, run_flags: list[str]) ->
     return CommandRun(out.decode(errors="replace"), run.returncode, result)
 
 
+# `steadyloop run`'s flags for SmolLM2's weather call: its tool-call template opened by
+# the prefill, closed by the stop, deterministic, a few turns at most.
+WEATHER_RUN_FLAGS = [
+    "--tool-choice", "required", "--prefill", "<tool_call>\\n", "--stop", "</tool_call>",
+    "--temperature", "0", "--max-tokens", "96", "--max-turns", "3",
+]  # fmt: skip
+
+
 def assert_weather_answered(ran: CommandRun) -> None:
     """`worker_and_run` ended with an answer (or max_turns) and every `get_weather` call
     was run and answered with the tool's own text for the city the model asked about."""

@@ -27,7 +27,12 @@ from urllib.parse import urlsplit
 import pytest
 from http_fault_proxy import FaultProxy
 from loop_harness import assert_every_call_answered
-from real_servers import assert_weather_answered, loop_on_dev_server, worker_and_run
+from real_servers import (
+    WEATHER_RUN_FLAGS,
+    assert_weather_answered,
+    loop_on_dev_server,
+    worker_and_run,
+)
 from realserver_cases import Case, Outcome, run_case
 from temporalio.exceptions import ApplicationError
 from wire_capture import Exchange, RecordingTransport, ReplayTransport
@@ -223,9 +228,8 @@ async def test_worker_and_run_over_the_messages_wire(llamacpp_url: str, tmp_path
         ran = await worker_and_run(
             tmp_path,
             f"default={proxy.endpoint}/v1,model=smollm2,api=anthropic",
-            ["--tool-choice", "required", "--prefill", "<tool_call>\\n", "--stop", "</tool_call>",
-             "--temperature", "0", "--max-tokens", "96", "--max-turns", "3"],
-        )  # fmt: skip
+            WEATHER_RUN_FLAGS,
+        )
     finally:
         await proxy.stop()
     assert proxy.paths and set(proxy.paths) == {"/v1/messages"}, proxy.paths

@@ -20,7 +20,12 @@ from pathlib import Path
 
 import pytest
 from loop_harness import assert_every_call_answered
-from real_servers import assert_weather_answered, loop_on_dev_server, worker_and_run
+from real_servers import (
+    WEATHER_RUN_FLAGS,
+    assert_weather_answered,
+    loop_on_dev_server,
+    worker_and_run,
+)
 from realserver_cases import (
     LLAMACPP,
     LLAMACPP_CASES,
@@ -170,7 +175,6 @@ async def test_worker_and_run_commands_get_real_tool_calls_from_smollm2(
     ran = await worker_and_run(
         tmp_path,
         f"default={llamacpp_url}/v1,model={MODELS[LLAMACPP]}",
-        ["--tool-choice", "required", "--prefill", "<tool_call>\\n", "--stop", "</tool_call>",
-         "--temperature", "0", "--max-tokens", "96", "--max-turns", "3"],
-    )  # fmt: skip
+        WEATHER_RUN_FLAGS,
+    )
     assert_weather_answered(ran)

@@ -109,7 +109,9 @@ class UpdateBatcher(Generic[Req, Ans]):
         queue.waiting.append((request, self._size(request), answered))
         if queue.sender is None or queue.sender.done():
             queue.sender = asyncio.create_task(self._drain(key, queue))
-        return await answered  # a caller cancelled leaves its request in the batch
+        # Cancelled while queued: `_take` drops the request. Cancelled once its batch
+        # left: the entity decides it anyway (the batch is one update).
+        return await answered
 
     def _take(self, queue: _Queue[Req, Ans]) -> list[tuple[Req, int, asyncio.Future[Ans]]]:
         """The next batch: at least one request, then as many as fit (callers that gave
