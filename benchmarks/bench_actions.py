@@ -15,11 +15,14 @@ started with `--metrics-port`, and every figure is counted twice:
   `service_requests{operation=...}` (frontend; heartbeats and queries leave no history
   event), read before and after each measured run, with nothing else running;
 - from the recorded histories of every workflow the run touched (the loop's chain, its
-  output host, the endpoint's health entity, from the run's start on): workflow starts,
-  activities scheduled plus their retries (`ActivityTaskStarted.attempt`), signals
-  received, updates accepted, timers, child workflows; and what is not billed on its
-  own but a reader asks about: local-activity markers, patch markers and the
-  `TemporalChangeVersion` search-attribute upserts the SDK adds for each patch.
+  output host, the endpoint's health entity, from the run's start on), by Temporal
+  Cloud's rules (its "Actions" page): workflow starts, activities scheduled plus their
+  retries (`ActivityTaskStarted.attempt`), signals received, updates accepted, timers,
+  child workflows, one action per workflow task that recorded markers (local activities
+  and patches alike: "all RecordMarkers from each Workflow Task as one action"), and
+  search-attribute upserts other than `TemporalChangeVersion`'s (which Cloud exempts);
+  for reference, what is not billed on its own: the local-activity and patch markers
+  one by one, and the `TemporalChangeVersion` upserts the SDK adds for each patch.
 
 Measured:
 1. per tool round: (20-round run - 1-round run) / 19, short model turns (the
@@ -34,7 +37,7 @@ Measured:
 Before each measured run the benchmark waits 2.1 s (the worker's short endpoint-health
 cache), as for a run arriving alone. Nothing asserts a count; the two ways of counting
 are checked against each other for every run (`disagreements`: starts, heartbeats,
-signals, timers, children, upserts must be equal), a disagreement is printed as a
+signals, timers, children, marker batches, upserts must be equal), a disagreement is printed as a
 PROBLEM and the exit status is 1; `tests/test_bench_actions.py` runs `--quick`.
 """
 
@@ -87,8 +90,20 @@ from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 STREAM_MODEL = "bench-stream"
 # The kinds Temporal Cloud bills, in the order the table prints them.
-BILLED = ("start", "activity", "heartbeat", "signal", "query", "update", "timer", "child")
-UNBILLED = ("local activity", "patch", "upsert")
+BILLED = (
+    "start",
+    "activity",
+    "heartbeat",
+    "signal",
+    "query",
+    "update",
+    "timer",
+    "child",
+    "markers",
+    "upsert",
+)
+UNBILLED = ("local activity", "patch", "change version")
+CHANGE_VERSION = "TemporalChangeVersion"
 REQUESTS = {
     "RecordActivityTaskHeartbeat": "heartbeat",
     "RecordActivityTaskHeartbeatById": "heartbeat",
@@ -147,6 +162,7 @@ async def scrape(http: httpx.AsyncClient, url: str) -> tuple[Counter[str], Count
 def history_kinds(events: Sequence[HistoryEvent]) -> Counter[str]:
     """What one workflow's history says it cost, by kind (`BILLED`, `UNBILLED`)."""
     kinds: Counter[str] = Counter()
+    marker_tasks: set[int] = set()
     for event in events:
         kind = event.event_type
         if kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
@@ -164,11 +180,15 @@ def history_kinds(events: Sequence[HistoryEvent]) -> Counter[str]:
         elif kind == EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED:
             kinds["child"] += 1
         elif kind == EventType.EVENT_TYPE_MARKER_RECORDED:
-            name = event.marker_recorded_event_attributes.marker_name
-            kinds["local activity" if "local_activity" in name else "patch"] += 1
+            marker = event.marker_recorded_event_attributes
+            kinds["local activity" if "local_activity" in marker.marker_name else "patch"] += 1
+            marker_tasks.add(marker.workflow_task_completed_event_id)
         elif kind == EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES:
-            kinds["upsert"] += 1
-    return kinds
+            fields = event.upsert_workflow_search_attributes_event_attributes.search_attributes
+            exempt = set(fields.indexed_fields) == {CHANGE_VERSION}
+            kinds["change version" if exempt else "upsert"] += 1
+    kinds["markers"] += len(marker_tasks)
+    return +kinds
 
 
 @dataclass
@@ -204,15 +224,15 @@ class Count:
 
 
 # What the server's `action` counter calls each kind the histories count (the server
-# counts one action per batch of markers, and the search-attribute upserts; it does not
-# count queries).
+# counts one action per batch of markers, as Cloud does, and every search-attribute
+# upsert, `TemporalChangeVersion`'s too, which Cloud does not; it does not count queries).
 AGREEING = {
     "start": ("grpc_StartWorkflowExecution", "grpc_SignalWithStartWorkflowExecution"),
     "heartbeat": ("grpc_RecordActivityTaskHeartbeat", "grpc_RecordActivityTaskHeartbeatById"),
     "signal": ("grpc_SignalWorkflowExecution", "command_SignalExternalWorkflowExecution"),
     "timer": ("command_StartTimer",),
     "child": ("command_StartChildWorkflowExecution",),
-    "upsert": ("command_UpsertWorkflowSearchAttributes",),
+    "markers": ("command_BatchMarkers",),
 }
 
 
@@ -225,6 +245,12 @@ def disagreements(count: Count) -> list[str]:
         server = sum(count.server[t] for t in types)
         if server != count.history[kind]:
             found.append(f"{kind}: server {server}, histories {count.history[kind]}")
+    upserts = count.server["command_UpsertWorkflowSearchAttributes"]
+    if upserts != count.history["upsert"] + count.history["change version"]:
+        found.append(
+            f"upsert: server {upserts}, histories {count.history['upsert']}"
+            f" + {count.history['change version']} {CHANGE_VERSION}"
+        )
     scheduled = count.server["command_ScheduleActivityTask"]
     if not scheduled <= count.history["activity"]:
         found.append(f"activity: server {scheduled}, histories {count.history['activity']}")
@@ -331,6 +357,7 @@ def table(rows: Sequence[tuple[str, dict[str, float]]]) -> list[str]:
         "actions": "server",
         "billed": "history",
         "local activity": "local",
+        "change version": "chgver",
         "activity": "activ",
     }
     lines = [
@@ -397,8 +424,9 @@ async def main(argv: Sequence[str] | None = None) -> int:
     }
     print(
         "\nTemporal Cloud actions ('server': the dev server's `action` counter; 'history':"
-        " the billed kinds\ncounted from the histories and the server's request counters;"
-        " local, patch, upsert: not billed kinds, for reference)\n"
+        " what Temporal\nCloud bills, counted from the histories and the server's request"
+        " counters; local, patch,\nchgver: markers one by one and `TemporalChangeVersion`"
+        " upserts, not billed on their own)\n"
     )
     rows = [
         (f"per tool round ({args.rounds}-round runs)", per_round),

@@ -46,6 +46,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib.metadata
+import json
 import os
 import platform
 import statistics
@@ -269,6 +270,18 @@ def event_bytes(event: HistoryEvent) -> int:
     return 1 + _varint_len(size) + size
 
 
+def _local_activity_type(event: HistoryEvent) -> str | None:
+    """The activity type a local-activity marker records (None: another marker)."""
+    data = event.marker_recorded_event_attributes.details.get("data")
+    if data is None or not data.payloads:
+        return None
+    try:
+        found = json.loads(data.payloads[0].data).get("activity_type")
+    except (ValueError, AttributeError):
+        return None
+    return found if isinstance(found, str) else None
+
+
 def _data_bytes(payloads: Payloads) -> int:
     return sum(len(payload.data) for payload in payloads.payloads)
 
@@ -383,6 +396,7 @@ def analyse(events: Sequence[HistoryEvent]) -> HistoryFacts:
     exec_ms = {"model": 0.0, "tool": 0.0, "describe": 0.0, "workflow task": 0.0}
     activity_queue_ms = task_queue_ms = 0.0
     markers = tasks = task_failures = 0
+    local_describe_out: int | None = None
     first_over: int | None = None
     last_model_input: tuple[int, bytes] | None = None
     result_bytes: int | None = None
@@ -453,6 +467,10 @@ def analyse(events: Sequence[HistoryEvent]) -> HistoryFacts:
             task_failures += 1
         elif kind == EventType.EVENT_TYPE_MARKER_RECORDED:
             markers += 1
+            if _local_activity_type(event) in (DESCRIBE_TOOLS_ACTIVITY, FLOOR_DESCRIBE_ACTIVITY):
+                # Described by a local activity: its marker keeps the result, not the input.
+                result = event.marker_recorded_event_attributes.details.get("result")
+                local_describe_out = _data_bytes(result) if result is not None else 0
         elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
             ending = f"continued as new ({executions} executions so far)"
         elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
@@ -471,7 +489,7 @@ def analyse(events: Sequence[HistoryEvent]) -> HistoryFacts:
     finished = ending.startswith("completed") and len(model_ids) == turns + 1
     sizes = PayloadSizes(
         describe_in=inputs[describe[0]] if describe else 0,
-        describe_out=outputs.get(describe[0], 0) if describe else 0,
+        describe_out=(outputs.get(describe[0], 0) if describe else (local_describe_out or 0)),
         model_in=[inputs[i] for i in model_ids[:turns]],
         model_out=[outputs[i] for i in model_ids[:turns]],
         tool_in=[inputs[i] for i in tool_ids[:turns]],

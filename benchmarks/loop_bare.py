@@ -66,18 +66,18 @@ class BareLoopWorkflow:
     """The floor of `bench_loop.py` section 1: the tool loop with nothing but its activities.
 
     It runs steadyloop's own activities in the order and with the options a healthy
-    `ToolLoopWorkflow` run uses them (`describe_tools` once; per turn `stream_completion`
-    with the whole transcript and the tool specs, one attempt; then `run_tool` per call,
-    one attempt, the tool's declared timeout), against the same scripted provider and
-    tool, and returns the transcript as `RunResult` does. What it leaves out is what
-    steadyloop adds: routing and health, receipts, transcript validation, argument
-    reading, budgets and stats, steering, payload checks. So the ratio of the two is the
-    cost of that logic, on the same server, worker and payloads.
+    `ToolLoopWorkflow` run uses them (`describe_tools` once, as a local activity; per
+    turn `stream_completion` with the whole transcript and the tool specs, one attempt;
+    then `run_tool` per call, one attempt, the tool's declared timeout), against the same
+    scripted provider and tool, and returns the transcript as `RunResult` does. What it
+    leaves out is what steadyloop adds: routing and health, receipts, transcript
+    validation, argument reading, budgets and stats, steering, payload checks. So the
+    ratio of the two is the cost of that logic, on the same server, worker and payloads.
     """
 
     @workflow.run
     async def run(self, request: BareLoopInput) -> BareLoopResult:
-        described = await workflow.execute_activity(
+        described = await workflow.execute_local_activity(
             DESCRIBE_TOOLS_ACTIVITY,
             DescribeToolsInput(names=request.tools),
             result_type=DescribeToolsResult,
@@ -104,8 +104,7 @@ class BareLoopWorkflow:
                 result_type=AssembledTurn,
                 # The timeouts a run with default limits gives each routed attempt.
                 start_to_close_timeout=timedelta(seconds=_LIMITS.model_timeout_s),
-                heartbeat_timeout=timedelta(seconds=_LIMITS.model_heartbeat_timeout_s or 0)
-                or None,
+                heartbeat_timeout=timedelta(seconds=_LIMITS.model_heartbeat_timeout_s or 0) or None,
                 retry_policy=RetryPolicy(maximum_attempts=1),
             )
             result.transcript.append(assembled.to_message())

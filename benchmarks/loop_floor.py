@@ -3,7 +3,8 @@
 `FloorWorkflow` executes the same activities as an N-turn `ToolLoopWorkflow` run, with
 the same payload sizes to the byte, and does nothing else:
 
-- one "describe" activity at the start (steadyloop's `describe_tools`);
+- one "describe" local activity at the start (steadyloop's `describe_tools`, which a run
+  asks of its own worker);
 - per turn, one "model" activity whose input is as large as steadyloop's model request
   that turn (the whole transcript so far) and whose result is as large as the assembled
   turn steadyloop's model activity returned, then one "tool" activity with the sizes of
@@ -14,8 +15,8 @@ the same payload sizes to the byte, and does nothing else:
 The sizes (`PayloadSizes`) are read from the history of a steadyloop run with the same
 turn count and text size, so both workflows make the server and the data converter move
 the same bytes; the floor's payloads are padding (`"x" * n`) inside the smallest
-envelope that carries them. Its activities are regular activities with the same
-timeouts and retry policies as steadyloop's, run by the same worker. So the difference
+envelope that carries them. Its model and tool activities are regular activities with the
+same timeouts and retry policies as steadyloop's, run by the same worker. So the difference
 between the two workflows' time per turn is what steadyloop's own logic costs: the
 request it builds and checks, streaming and assembling a completion over HTTP, reading
 and validating the arguments, running the tool through the registry, and the work of
@@ -182,7 +183,7 @@ class FloorWorkflow:
     async def run(self, request: FloorInput) -> FloorResult:
         sizes = request.sizes.for_turns(request.turns)
         result = FloorResult(tool_calls=0)
-        await workflow.execute_activity(
+        await workflow.execute_local_activity(
             FLOOR_DESCRIBE_ACTIVITY,
             _call(sizes.describe_in, sizes.describe_out),
             result_type=str,

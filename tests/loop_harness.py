@@ -236,6 +236,7 @@ async def running_loop(
     blob_storage: bool = True,
     max_stored_payload_bytes: int = MAX_STORED_PAYLOAD_BYTES,
     more_endpoints: Mapping[str, Iterable[ScriptedResponse]] | None = None,
+    tools_apart: bool = False,
     **endpoint_config: Any,
 ) -> AsyncIterator[Loop]:
     """A worker on the time-skipping server for runs on ENDPOINT (scripted by `script`,
@@ -243,7 +244,8 @@ async def running_loop(
     with steadyloop's data converter: payloads of `blob_threshold` bytes or more go to
     `blob_dir`, else a directory of the loop's own (`blob_storage=False`: no external
     storage, every payload inline; `max_stored_payload_bytes`: the tool activities' bound
-    on one stored activity input)."""
+    on one stored activity input; `tools_apart`: the tool activities run on a second
+    worker of the task queue, so the workflows' worker has none of its own)."""
     effects = Effects()
     registry = build_tools(effects)
     own: contextlib.AbstractContextManager[str] = (
@@ -262,6 +264,7 @@ async def running_loop(
             endpoint_config,
             effects,
             registry,
+            tools_apart,
         ) as loop:
             yield loop
 
@@ -302,6 +305,7 @@ async def _loop_on(
     endpoint_config: dict[str, Any],
     effects: Effects,
     registry: ToolRegistry,
+    tools_apart: bool,
 ) -> AsyncIterator[Loop]:
     async with AsyncExitStack() as stack:
         server = await stack.enter_async_context(ScriptedServer(list(script)))
@@ -319,28 +323,39 @@ async def _loop_on(
             async with env:
                 task_queue = f"tq-{uuid.uuid4()}"
                 health = EndpointHealthActivities(env.client, task_queue=task_queue)
-                async with Worker(
-                    env.client,
-                    task_queue=task_queue,
-                    workflows=RUN_WORKFLOWS,
-                    activities=[
-                        *model.activities(),
-                        *ToolActivities(
-                            registry, max_stored_payload_bytes=max_stored_payload_bytes
-                        ).activities(),
-                        *health.activities(),
-                        *extra_activities,
-                    ],
-                    max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
-                ):
-                    yield Loop(
-                        env=env,
-                        server=server,
+                tools = ToolActivities(
+                    registry, max_stored_payload_bytes=max_stored_payload_bytes
+                ).activities()
+                async with AsyncExitStack() as apart:
+                    if tools_apart:  # a client of its own, as another process has
+                        other = await Client.connect(
+                            env.client.service_client.config.target_host,
+                            namespace=env.client.namespace,
+                            data_converter=env.client.data_converter,
+                        )
+                        await apart.enter_async_context(
+                            Worker(other, task_queue=task_queue, activities=tools)
+                        )
+                    async with Worker(
+                        env.client,
                         task_queue=task_queue,
-                        effects=effects,
-                        servers=servers,
-                        health=health,
-                    )
+                        workflows=RUN_WORKFLOWS,
+                        activities=[
+                            *model.activities(),
+                            *([] if tools_apart else tools),
+                            *health.activities(),
+                            *extra_activities,
+                        ],
+                        max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
+                    ):
+                        yield Loop(
+                            env=env,
+                            server=server,
+                            task_queue=task_queue,
+                            effects=effects,
+                            servers=servers,
+                            health=health,
+                        )
 
 
 @activity.defn(name="test.summarize")

@@ -249,6 +249,12 @@ SCENARIOS["one_healthy_endpoint_reads_health_once"] = [
     _calls(ScriptedCall("add", {"a": 3, "b": 4}, id="h3")),
     _answer("done"),
 ]
+# Issue 28: the tools described by a local activity in the run's first workflow task,
+# with the first health read and the patches (one marker batch), then a call answered.
+SCENARIOS["tools_described_locally"] = [
+    _calls(ScriptedCall("add", {"a": 2, "b": 5}, id="t1")),
+    _answer("seven"),
+]
 # Issue 28: pure tools as local activities (`local_pure_tools_s`), beside an opaque one
 # that stays a regular activity, and a repeated pure call replayed from its receipt.
 SCENARIOS["pure_tools_as_local_activities"] = [

@@ -25,7 +25,23 @@ def event(kind: EventType.ValueType, **attributes: object) -> HistoryEvent:
     return found
 
 
-def test_a_history_counts_each_activity_attempt_and_each_billed_kind() -> None:
+def upsert(*names: str) -> HistoryEvent:
+    found = HistoryEvent(event_type=EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES)
+    fields = found.upsert_workflow_search_attributes_event_attributes.search_attributes
+    for name in names:
+        fields.indexed_fields[name].data = b'"x"'
+    return found
+
+
+def marker(name: str, task: int) -> HistoryEvent:
+    return event(
+        EventType.EVENT_TYPE_MARKER_RECORDED,
+        marker_recorded_event_attributes__marker_name=name,
+        marker_recorded_event_attributes__workflow_task_completed_event_id=task,
+    )
+
+
+def test_a_history_counts_what_temporal_cloud_bills() -> None:
     events = [
         event(EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED),
         event(EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED),
@@ -36,15 +52,13 @@ def test_a_history_counts_each_activity_attempt_and_each_billed_kind() -> None:
         ),
         event(EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED),
         event(EventType.EVENT_TYPE_TIMER_STARTED),
-        event(
-            EventType.EVENT_TYPE_MARKER_RECORDED,
-            marker_recorded_event_attributes__marker_name="core_local_activity",
-        ),
-        event(
-            EventType.EVENT_TYPE_MARKER_RECORDED,
-            marker_recorded_event_attributes__marker_name="core_patch",
-        ),
-        event(EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES),
+        # Three markers recorded by two workflow tasks: Cloud bills one action a task.
+        marker("core_local_activity", task=4),
+        marker("core_patch", task=4),
+        marker("core_local_activity", task=9),
+        # The SDK's upsert for a patch is exempt; one of the run's own is billed.
+        upsert("TemporalChangeVersion"),
+        upsert("SteadyloopTenant"),
     ]
     kinds = bench_actions.history_kinds(events)
     assert kinds == Counter(
@@ -53,13 +67,15 @@ def test_a_history_counts_each_activity_attempt_and_each_billed_kind() -> None:
             "activity": 3,
             "signal": 1,
             "timer": 1,
-            "local activity": 1,
-            "patch": 1,
+            "markers": 2,
             "upsert": 1,
+            "local activity": 2,
+            "patch": 1,
+            "change version": 1,
         }
     )
     count = bench_actions.Count(Counter(), kinds + Counter({"heartbeat": 2}), 1.0)
-    assert count.billed == 1 + 3 + 1 + 1 + 2  # markers and upserts are not billed kinds
+    assert count.billed == 1 + 3 + 1 + 1 + 2 + 1 + 2  # + marker tasks, the run's upsert
 
 
 def counted(server: dict[str, int], history: dict[str, int]) -> bench_actions.Count:
@@ -75,18 +91,26 @@ def test_the_two_counts_must_agree_kind_by_kind() -> None:
         "command_SignalExternalWorkflowExecution": 1,
         "command_StartTimer": 1,
         "command_UpsertWorkflowSearchAttributes": 1,
-        "command_BatchMarkers": 3,  # the histories count markers, not batches
+        "command_BatchMarkers": 3,
     }
-    history = {"start": 2, "activity": 2, "heartbeat": 1, "signal": 2, "timer": 1, "upsert": 1}
+    history = {
+        "start": 2,
+        "activity": 2,
+        "heartbeat": 1,
+        "signal": 2,
+        "timer": 1,
+        "markers": 3,
+        "change version": 1,  # the server counts it, Cloud does not bill it
+    }
     assert bench_actions.disagreements(counted(server, history)) == []
     # A retry is in the history only: more there is fine, fewer is not.
     assert bench_actions.disagreements(counted(server, {**history, "activity": 3})) == []
     assert bench_actions.disagreements(counted(server, {**history, "activity": 1})) != []
     # A heartbeat the requests missed, a signal counted twice: each is named.
     problems = bench_actions.disagreements(
-        counted(server, {**history, "heartbeat": 0, "signal": 3})
+        counted(server, {**history, "heartbeat": 0, "signal": 3, "markers": 1, "upsert": 1})
     )
-    assert [p.split(":")[0] for p in problems] == ["heartbeat", "signal"]
+    assert [p.split(":")[0] for p in problems] == ["heartbeat", "signal", "markers", "upsert"]
 
 
 @pytest.mark.slow

@@ -53,10 +53,12 @@ async def test_benchmark_loop_answers_every_call_and_the_floor_matches_its_paylo
     assert facts.ending == "completed"
     assert [p.turn for p in facts.curve] == [1, 2, 3]
     assert facts.model_calls == TURNS + 1
-    assert facts.regular_activities == 2 * TURNS + 2  # + describe_tools
-    # The route's health is read once (one endpoint, healthy) and the event log's gate is one
-    # patch marker; its events ride on the activities' inputs and the result (no publish).
-    assert facts.local_activity_markers == 1 + 1
+    assert facts.regular_activities == 2 * TURNS + 1  # describe_tools is a local activity
+    # The tools are described and the route's health is read once (one endpoint, healthy),
+    # each a local activity; the event log's gate and the local describe are two patch
+    # markers; its events ride on the activities' inputs and the result (no publish).
+    assert facts.local_activity_markers == 2 + 2
+    assert facts.sizes.describe_out > 0  # the floor's describe returns as much
     assert facts.workflow_task_failures == 0
     # The transcript really grows: each model call carries the last one's and a turn more.
     growth = [b - a for a, b in zip(facts.sizes.model_in, facts.sizes.model_in[1:], strict=False)]
@@ -92,7 +94,7 @@ async def test_the_bare_floor_runs_the_same_activities_to_the_same_transcript() 
         m.model_dump(include=strip) for m in loop.result.transcript
     ]
     assert bare.history.regular_activities == loop.history.regular_activities
-    assert bare.history.local_activity_markers == 0
+    assert bare.history.local_activity_markers == 1  # its describe, as steadyloop's
     assert bare.worker_cpu_s > 0
 
 

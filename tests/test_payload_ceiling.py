@@ -72,12 +72,23 @@ async def test_a_request_over_the_inline_limit_completes_with_payload_storage(
     assert len(requests[0].body) > MAX_INLINE_PAYLOAD_BYTES
     # History holds references: far less than the one request it scheduled.
     assert sum(event.ByteSize() for event in history.events) < 100_000
-    # The worker's limit came from describe-tools, once, recorded in history.
+    # The worker's limit came from describe-tools, once, recorded in history: a local
+    # activity's marker when the run's tools were described at its start, else an activity.
     described = [
         e
         for e in history.events
-        if e.HasField("activity_task_scheduled_event_attributes")
-        and e.activity_task_scheduled_event_attributes.activity_type.name == DESCRIBE_TOOLS_ACTIVITY
+        if (
+            e.HasField("activity_task_scheduled_event_attributes")
+            and e.activity_task_scheduled_event_attributes.activity_type.name
+            == DESCRIBE_TOOLS_ACTIVITY
+        )
+        or (
+            e.HasField("marker_recorded_event_attributes")
+            and any(
+                DESCRIBE_TOOLS_ACTIVITY.encode() in p.data
+                for p in e.marker_recorded_event_attributes.details["data"].payloads
+            )
+        )
     ]
     assert len(described) == 1
     replay = await Replayer(

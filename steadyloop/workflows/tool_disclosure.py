@@ -7,6 +7,14 @@ and answers activations without an activity. Everything a run's configuration ca
 wrong fails it at the start with a non-retryable error that names the fix, never at the
 turn a plugin is activated: a tool or plugin the worker lacks, and a tool of the run
 named like a built-in.
+
+The description is a local activity (`LOCAL_DESCRIBE_PATCH`): it reads the worker's own
+registry, so it needs no task queue, and it runs in the run's first workflow task beside
+the first endpoint-health read and the patches, whose markers Temporal Cloud bills as one
+action for the task. The activity it replaces was an action of its own on every run. A
+worker that cannot answer locally (it lacks the activity, or lacks a named tool) is
+asked again through the task queue, as before, so the activity workers stay the
+authority on what exists.
 """
 
 from __future__ import annotations
@@ -14,7 +22,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.exceptions import ApplicationError
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
     from steadyloop.chains.delegation_tool import DELEGATE_TOOL
@@ -28,6 +37,9 @@ with workflow.unsafe.imports_passed_through():
     )
 
 DESCRIBE_TIMEOUT = timedelta(seconds=30)
+LOCAL_DESCRIBE_TIMEOUT = timedelta(seconds=5)
+# Runs recorded before this patch scheduled the describe activity on the task queue.
+LOCAL_DESCRIBE_PATCH = "steadyloop-describe-tools-locally"
 
 
 async def disclose_tools(run: RunInput) -> PluginDisclosure:
@@ -35,12 +47,17 @@ async def disclose_tools(run: RunInput) -> PluginDisclosure:
     if not run.tools and not run.plugins.named:
         return PluginDisclosure.none()
     profile = schema_profile(run.provider_profile)
-    described = await workflow.execute_activity(
-        DESCRIBE_TOOLS_ACTIVITY,
-        DescribeToolsInput(names=run.tools, plugins=run.plugins.named, schema_profile=profile),
-        result_type=DescribeToolsResult,
-        start_to_close_timeout=DESCRIBE_TIMEOUT,
-    )
+    request = DescribeToolsInput(names=run.tools, plugins=run.plugins.named, schema_profile=profile)
+    described = None
+    if workflow.patched(LOCAL_DESCRIBE_PATCH):
+        described = await _described_locally(request)
+    if described is None or described.unknown or described.unknown_plugins:
+        described = await workflow.execute_activity(
+            DESCRIBE_TOOLS_ACTIVITY,
+            request,
+            result_type=DescribeToolsResult,
+            start_to_close_timeout=DESCRIBE_TIMEOUT,
+        )
     if described.unknown:
         raise ApplicationError(
             f"the run asks for tools the worker does not have: {described.unknown}; "
@@ -75,3 +92,22 @@ async def disclose_tools(run: RunInput) -> PluginDisclosure:
             non_retryable=True,
         )
     return disclosure
+
+
+async def _described_locally(request: DescribeToolsInput) -> DescribeToolsResult | None:
+    """This worker's description, or None when it cannot give one (no such activity
+    here): one attempt, since the task queue is asked next."""
+    try:
+        described: DescribeToolsResult = await workflow.execute_local_activity(
+            DESCRIBE_TOOLS_ACTIVITY,
+            request,
+            result_type=DescribeToolsResult,
+            start_to_close_timeout=LOCAL_DESCRIBE_TIMEOUT,
+            retry_policy=RetryPolicy(maximum_attempts=1),
+        )
+    except ActivityError as error:
+        if isinstance(error.cause, CancelledError):
+            raise
+        workflow.logger.info("tools not described locally, asking the task queue: %s", error)
+        return None
+    return described
