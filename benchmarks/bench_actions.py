@@ -31,7 +31,8 @@ Measured:
    fixed part: that run less one model activity;
 3. a turn streamed for 60 s (`--stream-s`), not forwarded: its run less the 1-turn run;
 4. one follower (`RunHandle.events()`, what `steadyloop run` follows by) of a forwarded
-   60-s turn: the run followed less the same run unfollowed, per minute; and of the same
+   60-s turn: the run followed less the same run unfollowed, per minute; the same with
+   `poll_s=1` (the follower's long poll asked at most once a second); and of the same
    turn not forwarded (its log is in its history: the follower reads history).
 
 Before each measured run the benchmark waits 2.1 s (the worker's short endpoint-health
@@ -89,6 +90,8 @@ from steadyloop.testing.scripted_server import (
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 STREAM_MODEL = "bench-stream"
+# A follower's slower poll (`RunHandle.events(poll_s=...)`): text in 1-s pieces.
+SLOW_POLL_S = 1.0
 # The kinds Temporal Cloud bills, in the order the table prints them.
 BILLED = (
     "start",
@@ -280,6 +283,7 @@ class ActionBench:
         max_turns: int,
         forwarding: bool = False,
         follow: bool = False,
+        follow_poll_s: float | None = None,
     ) -> Count:
         await asyncio.sleep(self.cache_s)  # the worker's health cache: cold, as for a lone run
         before_actions, before_requests = await scrape(self.http, self.metrics)
@@ -302,7 +306,9 @@ class ActionBench:
         )
         follower = None
         if follow:
-            follower = asyncio.ensure_future(_drain(RunHandle(self.client, handle.id)))
+            follower = asyncio.ensure_future(
+                _drain(RunHandle(self.client, handle.id), follow_poll_s)
+            )
         result = await asyncio.wait_for(handle.result(), 600)
         seconds = time.perf_counter() - started
         problems = []
@@ -338,10 +344,10 @@ class ActionBench:
         return found
 
 
-async def _drain(run: RunHandle) -> int:
+async def _drain(run: RunHandle, poll_s: float | None = None) -> int:
     """Follow `run` to its stop, as `steadyloop run` does; how many events it read."""
     seen = 0
-    async for _event in run.events():
+    async for _event in run.events(poll_s=poll_s):
         seen += 1
     return seen
 
@@ -407,6 +413,9 @@ async def main(argv: Sequence[str] | None = None) -> int:
         runs["stream"] = await counter.run(stream, max_turns=2)
         runs["forwarded"] = await counter.run(stream, max_turns=2, forwarding=True)
         runs["followed"] = await counter.run(stream, max_turns=2, forwarding=True, follow=True)
+        runs["followed_slowly"] = await counter.run(
+            stream, max_turns=2, forwarding=True, follow=True, follow_poll_s=SLOW_POLL_S
+        )
         runs["followed_history"] = await counter.run(stream, max_turns=2, follow=True)
     problems = [f"{name}: {p}" for name, c in runs.items() for p in c.problems]
     rounds = args.rounds - 1
@@ -418,6 +427,10 @@ async def main(argv: Sequence[str] | None = None) -> int:
     fixed["actions"] -= 1
     minutes = runs["followed"].seconds / 60
     follower = {k: v / minutes for k, v in runs["followed"].minus(runs["forwarded"]).items()}
+    slow_minutes = runs["followed_slowly"].seconds / 60
+    slow_follower = {
+        k: v / slow_minutes for k, v in runs["followed_slowly"].minus(runs["forwarded"]).items()
+    }
     quiet_minutes = runs["followed_history"].seconds / 60
     history_follower = {
         k: v / quiet_minutes for k, v in runs["followed_history"].minus(runs["stream"]).items()
@@ -436,6 +449,7 @@ async def main(argv: Sequence[str] | None = None) -> int:
         ("  the stream (less the 1-turn run)", runs["stream"].minus(runs["answer"])),
         (f"{stream_s:g}-s turn forwarded, whole run", runs["forwarded"].figures()),
         ("one follower, per minute", follower),
+        (f"  polling every {SLOW_POLL_S:g} s, per minute", slow_follower),
         ("one follower of a run not forwarded, /min", history_follower),
     ]
     for line in table(rows):

@@ -30,6 +30,7 @@ from steadyloop.testing import ScriptedResponse, error_response, finish_chunk, s
 from steadyloop.testing.chunks import ScriptedCall, text_chunks, tool_call_chunks
 from steadyloop.workflows.event_log import EVENT_LOG_PATCH
 from steadyloop.workflows.routed_turn import HealthView
+from steadyloop.workflows.tool_disclosure import LOCAL_DESCRIBE_PATCH
 
 HISTORIES = Path(__file__).parent / "histories"
 NOW = datetime(2026, 12, 2, tzinfo=UTC)
@@ -60,8 +61,10 @@ def _counts(events: list[HistoryEvent]) -> tuple[int, int, int]:
     for event in events:
         if event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
             attrs = event.marker_recorded_event_attributes
-            # The event log's gate is one marker per execution, whatever the turns.
-            if attrs.marker_name == "core_patch" and not _names(attrs, EVENT_LOG_PATCH):
+            # The event log's gate and the local describe are one marker each per
+            # execution, whatever the turns.
+            once = (EVENT_LOG_PATCH, LOCAL_DESCRIBE_PATCH)
+            if attrs.marker_name == "core_patch" and not any(_names(attrs, p) for p in once):
                 patches += 1
             for payload in attrs.details["data"].payloads if "data" in attrs.details else []:
                 if json.loads(payload.data).get("activity_type") == READ_ENDPOINT_HEALTH_ACTIVITY:
