@@ -26,8 +26,10 @@ Runs are interleaved by repetition (each repetition runs every system's N-round 
 its 0-round run, one model turn that answers, the order rotated), one at a time, after
 one unmeasured run per system. Per run: wall (start to result, from the
 client), the worker's CPU, history events and bytes (every execution of the run's own
-workflow), and actions counted twice: from the histories of every workflow the run
-touched (`bench_actions.history_kinds`, shared with `bench_actions.py`) plus the
+workflow), and actions counted twice: by Temporal Cloud's rules from the histories of
+every workflow the run touched (`bench_actions.history_kinds`, shared with
+`bench_actions.py`: a workflow task's markers are one action, `TemporalChangeVersion`
+upserts none) plus the
 heartbeats and queries the server's frontend answered, and by the server's own `action`
 counter. Per round is (N-round run - 0-round run) / N within one repetition;
 ratios are to steadyloop's figure of the same repetition, printed as their range over
@@ -462,7 +464,7 @@ HEADS = {
     "cpu_ms": "worker CPU ms",
     "events": "events",
     "kb": "history KB",
-    "billed": "actions (histories)",
+    "billed": "actions (Cloud, histories)",
     "server_actions": "actions (server)",
     "start": "starts",
     "activity": "activities",
@@ -472,6 +474,8 @@ HEADS = {
     "update": "updates",
     "timer": "timers",
     "child": "children",
+    "markers": "marker batches",
+    "upsert": "upserts",
 }
 
 
