@@ -1,22 +1,29 @@
 """Reading the event log of a run that keeps it in its own history (`HISTORY_LOG_PATCH`).
 
-Such a run publishes by recording: a step's batch rides on the input of the next model
-or tool activity it schedules (`LOG_EVENTS_FIELD`), the last one (the stop) on the run's
-result, and a step with no such command is one `RECORD_RUN_EVENTS_ACTIVITY` marker.
-The log is the run's history chain (first execution, then each continue-as-new) read in
-order, so an event's position in it is
-its cursor (`Cursor(0, index)`), and a cursor never expires while the history is kept.
-A history read is no billed action: following costs no query and no update per poll.
+Such a run publishes by recording: a step's batch rides with the next model or tool
+activity it schedules (the input's second payload; `LOG_EVENTS_FIELD` of the input in
+histories recorded before), the last one (the stop) on the run's result, and a step
+with no such command is one `RECORD_RUN_EVENTS_ACTIVITY` marker. The log is the run's
+history chain (first execution, then each continue-as-new) read in order, so an
+event's position in it is its cursor (`Cursor(0, index)`), and a cursor never expires
+while the history is kept. A history read is no billed action: following costs no
+query and no update per poll.
 
 What the obvious reader gets wrong, and what this one does instead:
 - Asking which log a run keeps by its input: a run that forwards its output, and every
   run recorded before, keep theirs on the host. The patch's marker in the run's first
   workflow task decides (`keeps_log_in_history`), read once that task has completed.
-- Decoding every activity input: the model's carries the transcript. Only an input
-  whose payload names the field is parsed, or one that is not JSON as it stands (a
-  codec's, or a reference to external payload storage): that is decoded by the client's
-  data converter, so a follower needs the same codec and store as the worker, and
-  fetches a stored model request to read the events riding on it.
+- Reading the history again from its first event at every poll, skipping what was
+  seen: a follower's cost grows with the run's length (a live 4-turn run of 65 events
+  sent it 649). Each read goes on from the page token the last one returned, with the
+  history long poll, so each event is sent once (`_execution_events`; a server that
+  does not answer long polls, the time-skipping test server, is still read that way).
+- Decoding every activity input: the model's carries the transcript, which external
+  payload storage keeps as a reference, so a follower fetched every request (11 stored
+  payloads for a 10-turn run). Only the input's second payload is read, small, inline;
+  an input of one payload (recorded before) only when it names the field or is not
+  JSON as it stands (a codec's, or stored): that is decoded by the client's data
+  converter, so a follower needs the same codec and store as the worker.
 - A payload that does not read as events (another version's, a codec's failure) is
   skipped, the same way on every read, so cursors stay consistent.
 """

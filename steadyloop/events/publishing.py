@@ -23,16 +23,21 @@ Why a payload of its own and not a field of the input (as histories recorded bef
 have it, `LOG_EVENTS_FIELD`): with external payload storage a model request (the whole
 transcript) is a reference in history, so a follower fetched every request from the
 blob store to read the few events on it; the batch alone is small, under the storage's
-threshold, so it stays inline and the follower reads no blob for it.
+threshold, so it stays inline and the follower reads no blob for it (a batch over the
+threshold is stored, and fetched alone).
 
 The SDK decodes an activity's input with the definition's type hints only when the
 payload count matches its parameters (temporalio 1.35, checked here): the activities
 take an optional second parameter, and a one-payload input (a local activity, a run
 that forwards, a task scheduled by an earlier version) then arrives as plain JSON
-values, which `activity_input` reads as the model. A worker of an earlier version given
-a two-payload task fails that attempt (`TypeError: ... takes 2 positional arguments but
-3 were given`): upgrade every worker before a run that keeps its log in history
-schedules on them, or drain such runs first.
+values, which `activity_input` reads as the model.
+
+A worker of an earlier version given a two-payload task fails that attempt before it
+runs (`TypeError: stream_completion() takes 2 positional arguments but 3 were given`,
+seen with temporalio 1.35): while old and new workers poll one task queue, a run that
+keeps its log in history may see a model attempt fail (its route treats it as any
+failure) or a tool call answered as failed. Replace the workers at once (the old ones
+stopped before the new start), or start the new version on a task queue of its own.
 """
 
 from __future__ import annotations
