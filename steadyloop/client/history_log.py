@@ -53,6 +53,8 @@ from steadyloop.events.publishing import (
     LOG_EVENTS_FIELD,
     RECORD_RUN_EVENTS_ACTIVITY,
 )
+from steadyloop.stream.completion import STREAM_COMPLETION_ACTIVITY
+from steadyloop.tools.payloads import RUN_TOOL_ACTIVITY
 
 __all__ = ["history_events", "history_latest_cursor", "keeps_log_in_history"]
 
@@ -61,6 +63,8 @@ logger = logging.getLogger(__name__)
 _FIELD = f'"{LOG_EVENTS_FIELD}":'.encode()
 # The `field` of a payload that is the list of events itself (an input's second payload).
 _WHOLE = ""
+# The activities whose second payload is the events riding with them.
+_RIDDEN = frozenset({STREAM_COMPLETION_ACTIVITY, RUN_TOOL_ACTIVITY})
 _LOCAL_ACTIVITY_MARKER = "core_local_activity"
 _PATCH_MARKER = "core_patch"
 # Failed history reads in a row before reading gives up.
@@ -254,9 +258,10 @@ def _carrier(event: HistoryEvent) -> tuple[Payload | None, str]:
     one, recorded before, in its `LOG_EVENTS_FIELD`."""
     payloads: Sequence[Payload] = ()
     if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-        payloads = event.activity_task_scheduled_event_attributes.input.payloads
-        if len(payloads) == 2:  # the input, then the events riding with it
-            return payloads[1], _WHOLE
+        scheduled = event.activity_task_scheduled_event_attributes
+        payloads = scheduled.input.payloads
+        if len(payloads) == 2 and scheduled.activity_type.name in _RIDDEN:
+            return payloads[1], _WHOLE  # the input, then the events riding with it
     elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
         payloads = event.workflow_execution_completed_event_attributes.result.payloads
     if payloads:
