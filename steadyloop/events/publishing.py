@@ -35,8 +35,8 @@ values, which `activity_input` reads as the model.
 A worker of an earlier version given a two-payload task fails that attempt before it
 runs (`TypeError: stream_completion() takes 2 positional arguments but 3 were given`,
 seen with temporalio 1.35): while old and new workers poll one task queue, a run that
-keeps its log in history may see a model attempt fail (its route treats it as any
-failure) or a tool call answered as failed. Replace the workers at once (the old ones
+keeps its log in history may see a model attempt fail (read as `lost`, which its route
+retries) or a tool call answered as failed. Replace the workers at once (the old ones
 stopped before the new start), or start the new version on a task queue of its own.
 """
 
