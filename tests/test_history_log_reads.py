@@ -140,6 +140,30 @@ async def test_a_live_run_is_read_from_its_history_each_event_once(
 
 
 @pytest.mark.usefixtures("dev_server")
+async def test_a_live_chain_is_read_across_continue_as_new_each_event_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each execution is long-polled from its own first read, the next once the one
+    before closed: every execution's events are sent once, in the chain's order."""
+    async with running_loop(slow_turns(3)) as loop:
+        handle = await loop.start(run_input("add", continue_as_new_after_turns=1))
+        with counted(monkeypatch, loop.client) as reads:
+            live = await follow(loop.client, handle)
+        await handle.result()
+        runs = [r.execution.run_id for r in reads.requests]
+        chain = list(dict.fromkeys(runs))  # each execution, in the order it was read
+        histories = [
+            await loop.client.get_workflow_handle(handle.id, run_id=r).fetch_history()
+            for r in chain
+        ]
+
+    assert len(chain) >= 3 and all(r.wait_new_event for r in reads.requests)
+    assert reads.event_ids == [e.event_id for history in histories for e in history.events]
+    answered = [getattr(e, "call_id", None) for e in live if isinstance(e, ToolResultEvent)]
+    assert answered == ["c0", "c1", "c2"] and isinstance(live[-1], StopEvent)
+
+
+@pytest.mark.usefixtures("dev_server")
 async def test_a_failed_read_is_taken_up_again_from_the_same_token(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
