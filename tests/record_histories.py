@@ -243,6 +243,9 @@ SCENARIOS: dict[str, list[ScriptedResponse]] = {
 # (`HealthView`, within the TTL the worker recorded with that read).
 # The same run not forwarded: its event log is in its own history (no host; issue 28).
 SCENARIOS["event_log_in_history"] = SCENARIOS["event_log_approval_and_replay"]
+# The same again once each step's events rode as the activity input's second payload
+# (`args=[request, events]`), so a follower never reads the request (issue 28).
+SCENARIOS["event_log_rides_apart"] = SCENARIOS["event_log_approval_and_replay"]
 SCENARIOS["one_healthy_endpoint_reads_health_once"] = [
     _calls(ScriptedCall("add", {"a": 1, "b": 2}, id="h1")),
     _calls(ScriptedCall("note", {"text": "two"}, id="h2")),
@@ -290,6 +293,7 @@ RUN_UPDATES: dict[str, dict[str, Any]] = {
         "forwarding": ForwardingOptions(enabled=True, batch_interval_s=0.05),
     },
     "event_log_in_history": {"tools": people_run().tools},
+    "event_log_rides_apart": {"tools": people_run().tools},
     "interrupted_with_output": {
         "forwarding": ForwardingOptions(enabled=True, batch_interval_s=0.5),
     },
@@ -436,6 +440,7 @@ DRIVERS: dict[str, Callable[[Loop, WorkflowHandle[Any, Any]], Awaitable[None]]] 
     "people_in_the_loop": _approve_send_interrupt,
     "event_log_approval_and_replay": _approve_while_followed,
     "event_log_in_history": _approve_while_followed,
+    "event_log_rides_apart": _approve_while_followed,
     "interrupted_with_output": _interrupt_once_shown,
     "deadline_keeps_shown_output": _follow_to_the_end,
     "opaque_timeout_late_result": _resolve_with_the_late_result,

@@ -179,7 +179,8 @@ async def test_a_run_not_forwarded_is_followed_across_continue_as_new() -> None:
 
 async def test_a_history_log_riding_on_stored_payloads_is_read_through_the_store() -> None:
     """With external payload storage, a model request over the threshold is a reference
-    in history: the follower reads the events on it through the client's converter."""
+    in history: the follower still reads every event, from the small payload riding
+    beside it (what it fetches from the store: `test_history_log_reads.py`)."""
     script = [
         calls(ScriptedCall("add", {"a": 2, "b": 3}, id="c1")),
         calls(ScriptedCall("add", {"a": 2, "b": 3}, id="c2")),

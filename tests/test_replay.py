@@ -358,10 +358,12 @@ def test_the_recorded_local_pure_tools_history_ran_only_the_opaque_call_as_an_ac
     assert not any(LOCAL_PURE_TOOLS_PATCH.encode() in data for data in _patches(regular))
 
 
-def test_a_run_not_forwarded_keeps_its_log_in_its_history_and_pays_no_publish() -> None:
+@pytest.mark.parametrize("name", ["event_log_in_history", "event_log_rides_apart"])
+def test_a_run_not_forwarded_keeps_its_log_in_its_history_and_pays_no_publish(name: str) -> None:
     """Issue 28: recorded with the log in history, the run's events ride on its model and
     tool activities' inputs (and one marker where it waits for a person), in run order,
-    with no publish, no host and no signal; the forwarded run keeps the host."""
+    with no publish, no host and no signal; the forwarded run keeps the host. Recorded
+    before, they are a field of the input; now, its second payload: both read alike."""
     from steadyloop.client.history_log import _carrier, _events
     from steadyloop.events.models import (
         ApprovalWaitingEvent,
@@ -392,7 +394,7 @@ def test_a_run_not_forwarded_keeps_its_log_in_its_history_and_pays_no_publish() 
             for p in d.payloads
         )
 
-    history = _load("event_log_in_history")
+    history = _load(name)
     kinds = {e.event_type for e in history.events}
     assert has_patch(history)
     assert EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED not in kinds
@@ -418,3 +420,26 @@ def test_a_run_not_forwarded_keeps_its_log_in_its_history_and_pays_no_publish() 
         if type(e).__name__ != "TimelineEntryEvent"
     )
     assert not has_patch(_load("event_log_approval_and_replay"))  # forwarded: the host
+
+
+def test_the_events_ride_apart_so_a_follower_never_reads_the_request() -> None:
+    """Every model and tool input of the run recorded since carries its events as a
+    second payload, which is what the follower reads; the request (with blob storage,
+    a reference to the whole transcript) is never the payload read, nor holds events."""
+    from steadyloop.client.history_log import _carrier
+    from steadyloop.events.publishing import LOG_EVENTS_FIELD
+
+    inputs = [
+        e.activity_task_scheduled_event_attributes.input.payloads
+        for e in _load("event_log_rides_apart").events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    ]
+    read = [
+        _carrier(e)[0]
+        for e in _load("event_log_rides_apart").events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    ]
+    assert len(inputs) >= 4 and all(len(payloads) == 2 for payloads in inputs)
+    assert read == [payloads[1] for payloads in inputs]
+    assert not any(f'"{LOG_EVENTS_FIELD}":[{{'.encode() in p[0].data for p in inputs)
+    assert sum(b'"type":' in p[1].data for p in inputs) >= 3  # batches that held events

@@ -124,7 +124,7 @@ from typing import Any
 
 import httpx
 import orjson
-from pydantic import BaseModel
+from pydantic import BaseModel, JsonValue
 from temporalio import activity
 from temporalio.api.enums.v1 import PendingActivityState, WorkflowExecutionStatus
 from temporalio.exceptions import ApplicationError, FailureError
@@ -141,6 +141,7 @@ from steadyloop.events.publishing import (
     RECORD_RUN_EVENTS_ACTIVITY,
     PublishRunEvents,
     RecordRunEvents,
+    activity_input,
 )
 from steadyloop.output.forwarding import (
     OUTPUT_ALREADY_FORWARDED,
@@ -886,8 +887,14 @@ class ModelActivities:
         await self.aclose()
 
     @activity.defn(name=STREAM_COMPLETION_ACTIVITY)
-    async def stream_completion(self, request: CompletionRequest) -> AssembledTurn:
-        """Stream one completion from the named endpoint; failures are `ApplicationError`s."""
+    async def stream_completion(
+        self, request: CompletionRequest, log_events: list[JsonValue] | None = None
+    ) -> AssembledTurn:
+        """Stream one completion from the named endpoint; failures are `ApplicationError`s.
+
+        `log_events`: the run's events riding with the request for its followers
+        (`steadyloop.events.publishing`), ignored here."""
+        request = activity_input(CompletionRequest, request)
         try:
             endpoint = self.registry.get(request.endpoint)
             api_key = endpoint.api_key(self._environ)

@@ -64,6 +64,7 @@ from pydantic import JsonValue, ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from steadyloop.events.publishing import activity_input
 from steadyloop.history.budget import MAX_INLINE_PAYLOAD_BYTES
 from steadyloop.history.payload_storage import MAX_STORED_PAYLOAD_BYTES, payload_limit
 from steadyloop.tools.content import (
@@ -153,8 +154,14 @@ class ToolActivities:
         return payload_limit(converter, stored_max=self.max_stored_payload_bytes)
 
     @activity.defn(name=RUN_TOOL_ACTIVITY)
-    async def run_tool(self, invocation: ToolInvocation) -> ToolOutcome:
-        """Validate the arguments and run the tool; every tool-level outcome is a value."""
+    async def run_tool(
+        self, invocation: ToolInvocation, log_events: list[JsonValue] | None = None
+    ) -> ToolOutcome:
+        """Validate the arguments and run the tool; every tool-level outcome is a value.
+
+        `log_events`: the run's events riding with the call for its followers
+        (`steadyloop.events.publishing`), ignored here."""
+        invocation = activity_input(ToolInvocation, invocation)
         available = self.registry.names()
         if invocation.allowed_tools is not None:
             available = [name for name in available if name in invocation.allowed_tools]

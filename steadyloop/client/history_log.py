@@ -1,22 +1,29 @@
 """Reading the event log of a run that keeps it in its own history (`HISTORY_LOG_PATCH`).
 
-Such a run publishes by recording: a step's batch rides on the input of the next model
-or tool activity it schedules (`LOG_EVENTS_FIELD`), the last one (the stop) on the run's
-result, and a step with no such command is one `RECORD_RUN_EVENTS_ACTIVITY` marker.
-The log is the run's history chain (first execution, then each continue-as-new) read in
-order, so an event's position in it is
-its cursor (`Cursor(0, index)`), and a cursor never expires while the history is kept.
-A history read is no billed action: following costs no query and no update per poll.
+Such a run publishes by recording: a step's batch rides with the next model or tool
+activity it schedules (the input's second payload; `LOG_EVENTS_FIELD` of the input in
+histories recorded before), the last one (the stop) on the run's result, and a step
+with no such command is one `RECORD_RUN_EVENTS_ACTIVITY` marker. The log is the run's
+history chain (first execution, then each continue-as-new) read in order, so an
+event's position in it is its cursor (`Cursor(0, index)`), and a cursor never expires
+while the history is kept. A history read is no billed action: following costs no
+query and no update per poll.
 
 What the obvious reader gets wrong, and what this one does instead:
 - Asking which log a run keeps by its input: a run that forwards its output, and every
   run recorded before, keep theirs on the host. The patch's marker in the run's first
   workflow task decides (`keeps_log_in_history`), read once that task has completed.
-- Decoding every activity input: the model's carries the transcript. Only an input
-  whose payload names the field is parsed, or one that is not JSON as it stands (a
-  codec's, or a reference to external payload storage): that is decoded by the client's
-  data converter, so a follower needs the same codec and store as the worker, and
-  fetches a stored model request to read the events riding on it.
+- Reading the history again from its first event at every poll, skipping what was
+  seen: a follower's cost grows with the run's length (a live 4-turn run of 65 events
+  sent it 649). Each read goes on from the page token the last one returned, with the
+  history long poll, so each event is sent once (`_execution_events`; a server that
+  does not answer long polls, the time-skipping test server, is still read that way).
+- Decoding every activity input: the model's carries the transcript, which external
+  payload storage keeps as a reference, so a follower fetched every request (11 stored
+  payloads for a 10-turn run). Only the input's second payload is read, small, inline;
+  an input of one payload (recorded before) only when it names the field or is not
+  JSON as it stands (a codec's, or stored): that is decoded by the client's data
+  converter, so a follower needs the same codec and store as the worker.
 - A payload that does not read as events (another version's, a codec's failure) is
   skipped, the same way on every read, so cursors stay consistent.
 """
@@ -32,7 +39,10 @@ from typing import Any
 from temporalio.api.common.v1 import Payload, WorkflowExecution
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
-from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryRequest
+from temporalio.api.workflowservice.v1 import (
+    GetSystemInfoRequest,
+    GetWorkflowExecutionHistoryRequest,
+)
 from temporalio.client import Client
 from temporalio.service import RPCError
 
@@ -43,17 +53,26 @@ from steadyloop.events.publishing import (
     LOG_EVENTS_FIELD,
     RECORD_RUN_EVENTS_ACTIVITY,
 )
+from steadyloop.stream.completion import STREAM_COMPLETION_ACTIVITY
+from steadyloop.tools.payloads import RUN_TOOL_ACTIVITY
 
 __all__ = ["history_events", "history_latest_cursor", "keeps_log_in_history"]
 
 logger = logging.getLogger(__name__)
 
 _FIELD = f'"{LOG_EVENTS_FIELD}":'.encode()
+# The `field` of a payload that is the list of events itself (an input's second payload).
+_WHOLE = ""
+# The activities whose second payload is the events riding with them.
+_RIDDEN = frozenset({STREAM_COMPLETION_ACTIVITY, RUN_TOOL_ACTIVITY})
 _LOCAL_ACTIVITY_MARKER = "core_local_activity"
 _PATCH_MARKER = "core_patch"
 # Failed history reads in a row before reading gives up.
 MAX_READ_FAILURES = 10
-# The longest pause between two reads of a run's history while nothing new comes.
+# The longest pause before reading again after a failed read.
+MAX_BACKOFF_S = 5.0
+# The longest pause between two reads of a run's history while nothing new comes, on a
+# server that is polled (`_answers_long_polls`).
 MAX_IDLE_POLL_S = 1.0
 _CLOSED = frozenset(
     {
@@ -105,26 +124,14 @@ async def history_events(
     """The run's events after `after`, read from its history chain in order; ends after
     the `stop` event, or when the chain ends (`poll_s=None`: with what is there now)."""
     next_index = 0 if after is None else after.offset + 1
-    failures = 0
-    while True:
-        index = 0
-        try:
-            async for event in _chain_events(client, workflow_id, run_id, poll_s):
-                if index >= next_index:
-                    stamped = event.model_copy(update={"cursor": format_cursor(Cursor(0, index))})
-                    next_index = index + 1
-                    failures = 0
-                    yield stamped
-                    if isinstance(stamped, StopEvent):
-                        return
-                index += 1
-            return
-        except RPCError as error:
-            failures += 1
-            if failures >= MAX_READ_FAILURES:
-                raise
-            logger.info("history read failed (reading again from %d): %s", next_index, error)
-            await asyncio.sleep(min(0.1 * 2**failures, 5.0))
+    index = 0
+    async for event in _chain_events(client, workflow_id, run_id, poll_s):
+        if index >= next_index:
+            stamped = event.model_copy(update={"cursor": format_cursor(Cursor(0, index))})
+            yield stamped
+            if isinstance(stamped, StopEvent):
+                return
+        index += 1
 
 
 async def history_latest_cursor(client: Client, workflow_id: str, run_id: str) -> str | None:
@@ -139,9 +146,10 @@ async def _chain_events(
     client: Client, workflow_id: str, run_id: str, poll_s: float | None
 ) -> AsyncGenerator[RunEventItem, None]:
     """Every event the chain from execution `run_id` records, in order."""
+    long_poll = poll_s is not None and await _answers_long_polls(client)
     execution: str | None = run_id
     while execution is not None:
-        events = _execution_events(client, workflow_id, execution, poll_s)
+        events = _execution_events(client, workflow_id, execution, poll_s, long_poll=long_poll)
         execution = None
         async for event in events:
             payload, field = _carrier(event)
@@ -159,52 +167,101 @@ async def _chain_events(
 
 
 async def _execution_events(
-    client: Client, workflow_id: str, run_id: str, poll_s: float | None
+    client: Client, workflow_id: str, run_id: str, poll_s: float | None, *, long_poll: bool
 ) -> AsyncGenerator[HistoryEvent, None]:
-    """One execution's history events in order, each once; with `poll_s`, read again
-    every `poll_s` until its close event.
+    """One execution's history events in order, each once; with `poll_s`, waiting for
+    new ones until its close event.
 
-    Not a long poll: on the dev server checked here (Server 1.32) a history long poll
-    without a page token answered only at the close, and a read that is not one ends
-    with no token while the run goes on. So each read takes the history from its start
-    and skips the events already yielded, by id (no billed action, a history read);
-    while nothing new comes the pause doubles, up to `MAX_IDLE_POLL_S`."""
+    With `long_poll`, each read goes on from the page token the one before returned, so
+    every event is sent once, whatever the run's length. Waiting is the history long
+    poll (`wait_new_event`), measured on the dev server (Server 1.32): the first one,
+    with no token, answers at once with the events so far; each next one, with the token
+    it returned, answers as new events are written (within 10 ms of them), or empty
+    after 20 s; a token comes with every answer until the close. A read that does not
+    wait ends with no token while the run goes on, so it cannot be taken up again: it
+    is for `poll_s=None`, which reads what is there now and returns.
+
+    Without (`_answers_long_polls`), each read takes the history from its start and
+    skips by id what was yielded, every `poll_s`, the pause doubling up to
+    `MAX_IDLE_POLL_S` while nothing comes. So does a long poll that ends with no token
+    before the close (no server seen here does that). A failed read is retried with the
+    same token, up to `MAX_READ_FAILURES` in a row, with backoff. The RPC is awaited in
+    the caller's task, never in one of its own: a follower that stops while a long poll
+    is pending cancels it, and leaves nothing running."""
     execution = WorkflowExecution(workflow_id=workflow_id, run_id=run_id)
-    last_id = 0
+    wait = poll_s is not None and long_poll
+    last_id = seen = 0
+    token = b""
+    failures = 0
     pause = poll_s
     while True:
-        token = b""
-        seen = last_id
-        while True:
+        try:
             response = await client.workflow_service.get_workflow_execution_history(
                 GetWorkflowExecutionHistoryRequest(
-                    namespace=client.namespace, execution=execution, next_page_token=token
+                    namespace=client.namespace,
+                    execution=execution,
+                    next_page_token=token,
+                    wait_new_event=wait,
                 ),
                 retry=True,
             )
-            for event in response.history.events:
-                if event.event_id <= last_id:
-                    continue
-                last_id = event.event_id
-                yield event
-                if event.event_type in _CLOSED:
-                    return
-            token = response.next_page_token
-            if not token:
-                break
+        except RPCError as error:
+            failures += 1
+            if failures >= MAX_READ_FAILURES:
+                raise
+            logger.info("history read failed (reading again after %d): %s", last_id, error)
+            await asyncio.sleep(min(0.1 * 2**failures, MAX_BACKOFF_S))
+            continue
+        failures = 0
+        fresh = False
+        for event in response.history.events:
+            if event.event_id <= last_id:
+                continue
+            fresh = True
+            last_id = event.event_id
+            yield event
+            if event.event_type in _CLOSED:
+                return
+        token = response.next_page_token
+        if token and (fresh or not wait):
+            continue  # the next page, or the next long poll
         if poll_s is None or pause is None:
             return
-        # Each read takes the whole history: a quiet run is read less often, up to once
-        # a second, and as often as asked again once something came.
+        if token:  # a long poll the server answered empty (after its 20 s)
+            await asyncio.sleep(poll_s)
+            continue
+        # The end of what there is, and no token to go on from: read it all again, a
+        # quiet run less often (up to once a second), as often as asked once one came.
         pause = poll_s if last_id > seen else min(2 * pause, max(poll_s, MAX_IDLE_POLL_S))
+        seen = last_id
         await asyncio.sleep(pause)
 
 
+async def _answers_long_polls(client: Client) -> bool:
+    """Whether the server answers history long polls: one that names its version.
+
+    Temporal's time-skipping test server (the Java one the tests use) names none, and
+    its long poll waits for the next event, then fails with UNKNOWN and no message
+    (measured here): it is read by polling. Asked once per follower (one cheap RPC); a
+    server that cannot say is polled, which costs more reads, never an event."""
+    try:
+        info = await client.workflow_service.get_system_info(GetSystemInfoRequest(), retry=True)
+    except RPCError:
+        return False
+    return bool(info.server_version)
+
+
 def _carrier(event: HistoryEvent) -> tuple[Payload | None, str]:
-    """The payload of `event` that may carry events, and the field holding them."""
+    """The payload of `event` that may carry events, and the field holding them
+    (`_WHOLE`: the payload is the list). An input of two payloads carries them in its
+    second, and its first (a model request: the transcript) is never read; an input of
+    one, recorded before, in its `LOG_EVENTS_FIELD`."""
     payloads: Sequence[Payload] = ()
     if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-        payloads = event.activity_task_scheduled_event_attributes.input.payloads
+        scheduled = event.activity_task_scheduled_event_attributes
+        payloads = scheduled.input.payloads
+        if len(payloads) == 2 and scheduled.activity_type.name in _RIDDEN:
+            return payloads[1], _WHOLE  # the input, then the events riding with it
     elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
         payloads = event.workflow_execution_completed_event_attributes.result.payloads
     if payloads:
@@ -233,7 +290,10 @@ def _events(payload: Payload, field: str, value: Any = None) -> list[RunEventIte
     try:
         if value is None:
             value = json.loads(payload.data)
-        items = value.get(field) if isinstance(value, dict) else None
+        if field == _WHOLE:
+            items = value if isinstance(value, list) else None
+        else:
+            items = value.get(field) if isinstance(value, dict) else None
         return [parse_event(item) for item in items or []]
     except ValueError as error:  # JSON, or pydantic's ValidationError
         logger.warning("a history payload did not read as run events (skipped): %s", error)

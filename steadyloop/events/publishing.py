@@ -11,16 +11,38 @@ duplicate, and batches land in the order the loop made them.
 
 A run that does not forward its output keeps its log in its own history instead
 (`HISTORY_LOG_PATCH`): no host, no signal. A step's batch rides on the command that
-follows it anyway (`LOG_EVENTS_FIELD` of the next model or tool activity's input, or of
-the run's result for the stop, which history records and the activity ignores); only a
-step with no such command (an approval or receipt about to wait, before
-continuing-as-new, a pause) records it with
+follows it anyway: the next model or tool activity's input, as its second payload
+(`args=[request, events]`, which history records and the activity ignores), or the
+run's result for the stop (`LOG_EVENTS_FIELD`); only a step with no such command (an
+approval or receipt about to wait, before continuing-as-new, a pause) records it with
 `RECORD_RUN_EVENTS_ACTIVITY`, a local activity that returns its input, so the marker
 holds the batch. Followers read the history (`steadyloop.client.event_log`): a history
 read is no billed action, and history is whole, so a cursor there never expires.
+
+Why a payload of its own and not a field of the input (as histories recorded before
+have it, `LOG_EVENTS_FIELD`): with external payload storage a model request (the whole
+transcript) is a reference in history, so a follower fetched every request from the
+blob store to read the few events on it; the batch alone is small, under the storage's
+threshold, so it stays inline and the follower reads no blob for it (a batch over the
+threshold is stored, and fetched alone).
+
+The SDK decodes an activity's input with the definition's type hints only when the
+payload count matches its parameters (temporalio 1.35, checked here): the activities
+take an optional second parameter, and a one-payload input (a local activity, a run
+that forwards, a task scheduled by an earlier version) then arrives as plain JSON
+values, which `activity_input` reads as the model.
+
+A worker of an earlier version given a two-payload task fails that attempt before it
+runs (`TypeError: stream_completion() takes 2 positional arguments but 3 were given`,
+seen with temporalio 1.35): while old and new workers poll one task queue, a run that
+keeps its log in history may see a model attempt fail (read as `lost`, which its route
+retries) or a tool call answered as failed. Replace the workers at once (the old ones
+stopped before the new start), or start the new version on a task queue of its own.
 """
 
 from __future__ import annotations
+
+from typing import TypeVar
 
 from pydantic import BaseModel, Field
 
@@ -34,16 +56,26 @@ __all__ = [
     "RECORD_RUN_EVENTS_ACTIVITY",
     "PublishRunEvents",
     "RecordRunEvents",
+    "activity_input",
     "publisher_id",
 ]
+
+M = TypeVar("M", bound=BaseModel)
 
 PUBLISH_RUN_EVENTS_ACTIVITY = "steadyloop.publish_run_events"
 RECORD_RUN_EVENTS_ACTIVITY = "steadyloop.record_run_events"
 # The patch (asked once, in the run's first workflow task) that keeps the log in history;
 # a follower that finds its marker there reads the history, not the host.
 HISTORY_LOG_PATCH = "steadyloop-event-log-in-history"
-# The field of an activity input that carries the events published with it.
+# The field that carries the events published with it: of the run's result, and of an
+# activity input recorded before the events rode as its second payload.
 LOG_EVENTS_FIELD = "log_events"
+
+
+def activity_input(model: type[M], value: M | object) -> M:
+    """An activity's first argument as `model`: decoded without type hints (plain JSON
+    values) when the input had fewer payloads than the activity has parameters."""
+    return value if isinstance(value, model) else model.model_validate(value)
 
 
 def publisher_id(execution_run_id: str) -> str:

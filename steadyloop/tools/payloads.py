@@ -176,8 +176,8 @@ class ToolInvocation(BaseModel):
     # its lease (that attempt may still be running somewhere as a zombie).
     previous_progress: list[JsonValue] = Field(default_factory=list)
     reclaimed: bool = False
-    # The run's events published with this call (`steadyloop.events.publishing`:
-    # recorded in the loop's history for its followers); the activity ignores them.
+    # The run's events published with this call, in histories recorded before they rode
+    # as the input's second payload (`steadyloop.events.publishing`); now always empty.
     log_events: list[JsonValue] = Field(default_factory=list)
 
 

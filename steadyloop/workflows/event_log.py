@@ -17,8 +17,9 @@ before continuing-as-new). What the obvious version gets wrong:
   plus a marker per publish are each a billed action (6 per tool round, 11 per 1-turn
   run, measured by `benchmarks/bench_actions.py`). A run that does not forward keeps
   its log in its own history (`in_history`, `HISTORY_LOG_PATCH`): a step's batch rides
-  on the next activity's input (`carried`, `flush(carried=True)`), and a step with no
-  such command records it with one local activity (`RECORD_RUN_EVENTS_ACTIVITY`).
+  with the next activity's input as its second payload (`carried`,
+  `flush(carried=True)`), and a step with no such command records it with one local
+  activity (`RECORD_RUN_EVENTS_ACTIVITY`).
 - Histories recorded before the log existed: every command here is behind
   `EVENT_LOG_PATCH`, so they replay unchanged; a publish added later is behind its own
   patch (`LOG_WHILE_WAITING_PATCH`, `RETRY_FIRST_PATCH`), and so is the log in history.
@@ -118,12 +119,16 @@ class EventLog:
     def pending(self) -> int:
         return len(self._pending)
 
-    def carried(self) -> list[JsonValue]:
-        """What the next activity's input carries (`LOG_EVENTS_FIELD`): the events noted
+    def carried(self) -> list[JsonValue] | None:
+        """What the next activity carries as its input's second payload: the events noted
         so far when the log is in history (they are published by being recorded), else
-        nothing. Taken at the moment the command is made, so the order stays the run's."""
+        None (the input stays one payload). Taken at the moment the command is made, so
+        the order stays the run's. A payload of its own, not a field of the input: with
+        external payload storage the input (a model request holds the transcript) is a
+        reference in history, and a follower would fetch it whole to read a few events;
+        the batch is small, so the storage keeps it inline."""
         if not self.in_history:
-            return []
+            return None
         batch, self._pending = self._pending, []
         return [event.model_dump(mode="json") for event in batch]
 

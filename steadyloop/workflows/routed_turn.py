@@ -245,7 +245,7 @@ async def routed_completion(
     health_view: HealthView | None = None,
     observe: Callable[[RoutePlan | RouteAttempt], None] | None = None,
     settle: Callable[[], Awaitable[None]] | None = None,
-    carried: Callable[[], list[JsonValue]] | None = None,
+    carried: Callable[[], list[JsonValue] | None] | None = None,
 ) -> RoutedTurn:
     """Run `request` across `route`; `request.endpoint` and `.model` are replaced per
     candidate, and `request.forward.attempt` per attempt, counting from `first_attempt`
@@ -257,8 +257,9 @@ async def routed_completion(
     any backoff), so a caller can show a retry while it happens; it must not raise.
     `settle` is awaited after a failed attempt's line, before the backoff and the next
     attempt, so the caller can publish what it observed before that attempt's output.
-    `carried` is called as each attempt is scheduled: what it returns rides on that
-    attempt's input (`log_events`: the run's events, recorded in history)."""
+    `carried` is called as each attempt is scheduled: what it returns rides with that
+    attempt's input as its second payload (the run's events, recorded in history; None:
+    the run keeps no log there, and the input is one payload)."""
     health = await _health_for(route.endpoints, health_view)
     try:
         routed = await _route(
@@ -317,7 +318,7 @@ async def _route(
     first_attempt: int,
     observe: Callable[[RoutePlan | RouteAttempt], None] | None,
     settle: Callable[[], Awaitable[None]] | None = None,
-    carried: Callable[[], list[JsonValue]] | None = None,
+    carried: Callable[[], list[JsonValue] | None] | None = None,
 ) -> RoutedTurn:
     plan = plan_route(route, RouteRequest(now=workflow.now(), health=list(health.values())))
     log = _Log(observe, settle, carried)
@@ -392,7 +393,7 @@ class _Log(list[RouteAttempt]):
         self,
         observe: Callable[[RoutePlan | RouteAttempt], None] | None,
         settle: Callable[[], Awaitable[None]] | None = None,
-        carried: Callable[[], list[JsonValue]] | None = None,
+        carried: Callable[[], list[JsonValue] | None] | None = None,
     ) -> None:
         super().__init__()
         self._observe = observe
@@ -409,9 +410,9 @@ class _Log(list[RouteAttempt]):
         if self._settle is not None:
             await self._settle()
 
-    def carried(self) -> list[JsonValue]:
-        """What the attempt being scheduled carries for the caller (`log_events`)."""
-        return [] if self._carried is None else self._carried()
+    def carried(self) -> list[JsonValue] | None:
+        """What the attempt being scheduled carries for the caller (its second payload)."""
+        return None if self._carried is None else self._carried()
 
 
 async def _run_candidate(
@@ -444,16 +445,16 @@ async def _run_candidate(
                 "forward": None
                 if forward is None
                 else forward.model_copy(update={"attempt": sequence}),
-                "log_events": log.carried(),
             }
         )
+        riding = log.carried()
         failed: ActivityError | None = None
         trace = attempt_trace(candidate.endpoint, candidate.model, sequence, attempt)
         try:
             turn: AssembledTurn = await trace.scheduled(
                 workflow.execute_activity(
                     STREAM_COMPLETION_ACTIVITY,
-                    sent,
+                    args=[sent] if riding is None else [sent, riding],
                     result_type=AssembledTurn,
                     start_to_close_timeout=_bounded(attempt_timeout, deadline),
                     heartbeat_timeout=heartbeat_timeout,

@@ -475,7 +475,7 @@ class ToolLoopWorkflow:
             # (a run resumed from this one sends them).
             self._transcript.extend(self._steering.take_messages())
             self._notes.stop(self._turn, stop.reason, stop.detail, final_answer, self._partial)
-            tail = self._events.carried()  # a log in history: recorded with the result
+            tail = self._events.carried() or []  # a log in history: recorded with the result
             await self._events.flush()
             if run.forwarding.enabled or (self._events.enabled and not self._events.in_history):
                 await _close_output_stream(self._events.stream_id)
@@ -1513,8 +1513,9 @@ class ToolLoopWorkflow:
                 }
             )
             local = self._runs_locally(description)
-            if not local:  # a local activity's input is not recorded: nothing rides on it
-                sent = sent.model_copy(update={"log_events": self._events.carried()})
+            # A local activity's input is not recorded: nothing rides on it. A regular
+            # one's events are its second payload, so a follower never reads the first.
+            riding = None if local else self._events.carried()
             # The receipt table owns retries of side effects: one attempt each.
             once = RetryPolicy(maximum_attempts=1)
             try:
@@ -1530,7 +1531,7 @@ class ToolLoopWorkflow:
                 else:
                     outcome = await workflow.execute_activity(
                         RUN_TOOL_ACTIVITY,
-                        sent,
+                        args=[sent] if riding is None else [sent, riding],
                         result_type=ToolOutcome,
                         start_to_close_timeout=timeout,
                         heartbeat_timeout=description.heartbeat_timeout,
