@@ -424,7 +424,7 @@ def analyse(events: Sequence[HistoryEvent]) -> HistoryFacts:
                 if first_over is None and inputs[base + event.event_id] > SDK_PAYLOAD_WARNING:
                     first_over = turn
                 if attrs.activity_type.name == STREAM_COMPLETION_ACTIVITY:
-                    last_model_input = (turn, b"".join(p.data for p in attrs.input.payloads))
+                    last_model_input = (turn, attrs.input.payloads[0].data)
         elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
             scheduled = base + event.activity_task_started_event_attributes.scheduled_event_id
             started_at[scheduled] = _ms(event)

@@ -129,6 +129,8 @@ __all__ = [
 ]
 
 HEALTH_TIMEOUT = timedelta(seconds=10)
+# How old a read taken ahead of the first turn may be when that turn plans (workflow time).
+HEALTH_AHEAD = timedelta(seconds=2)
 HEALTH_RETRY = RetryPolicy(maximum_attempts=2, initial_interval=timedelta(milliseconds=200))
 # Reading back what a lost attempt showed, from the run's output host.
 READ_SHOWN_TIMEOUT = timedelta(seconds=30)
@@ -154,6 +156,8 @@ class HealthView:
     def __init__(self) -> None:
         self._read_at: datetime | None = None
         self._health: dict[str, EndpointHealth] = {}
+        # A read taken ahead of the first turn (`read_health_ahead`), for that turn only.
+        self._ahead: tuple[datetime, dict[str, EndpointHealth]] | None = None
 
     def fresh(self, endpoints: list[str], now: datetime) -> dict[str, EndpointHealth] | None:
         """The view to plan from without a read, or None when a read is due."""
@@ -168,6 +172,18 @@ class HealthView:
 
     def keep(self, health: dict[str, EndpointHealth], now: datetime) -> None:
         self._read_at, self._health = now, health
+
+    def keep_ahead(self, health: dict[str, EndpointHealth], now: datetime) -> None:
+        self._ahead = (now, health)
+
+    def take_ahead(self, endpoints: list[str], now: datetime) -> dict[str, EndpointHealth] | None:
+        """The read taken ahead, once, if it was of these endpoints and moments ago (the
+        same workflow task, as a run's start usually is; a run paused first reads again)."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is None or now - ahead[0] > HEALTH_AHEAD or set(ahead[1]) - set(endpoints):
+            return None
+        self.keep(ahead[1], ahead[0])
+        return ahead[1]
 
     def forget(self) -> None:
         self._read_at, self._health = None, {}
@@ -283,10 +299,17 @@ async def routed_completion(
     return routed
 
 
+async def read_health_ahead(endpoints: list[str], view: HealthView) -> None:
+    """Read the endpoints' health for the first turn while the run does something else
+    first (describes its tools): both local activities go out in one activation, and
+    their markers are one batch in the run's first workflow task."""
+    view.keep_ahead(await _read_health(endpoints), workflow.now())
+
+
 async def _health_for(endpoints: list[str], view: HealthView | None) -> dict[str, EndpointHealth]:
-    """The view when it is fresh, else a read kept in the view."""
+    """The read taken ahead, or the view when it is fresh, else a read kept in the view."""
     if view is not None:
-        fresh = view.fresh(endpoints, workflow.now())
+        fresh = view.take_ahead(endpoints, workflow.now()) or view.fresh(endpoints, workflow.now())
         if fresh is not None:
             return fresh
     health = await _read_health(endpoints)

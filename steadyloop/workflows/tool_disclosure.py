@@ -42,14 +42,21 @@ LOCAL_DESCRIBE_TIMEOUT = timedelta(seconds=5)
 LOCAL_DESCRIBE_PATCH = "steadyloop-describe-tools-locally"
 
 
-async def disclose_tools(run: RunInput) -> PluginDisclosure:
-    """The run's tools as the worker describes them, with the plugins it activated before."""
+def describes_locally(run: RunInput) -> bool:
+    """Whether this run describes its tools by a local activity (asks the patch: call it
+    once, where the run starts, before `disclose_tools`)."""
+    return bool(run.tools or run.plugins.named) and workflow.patched(LOCAL_DESCRIBE_PATCH)
+
+
+async def disclose_tools(run: RunInput, *, locally: bool) -> PluginDisclosure:
+    """The run's tools as the worker describes them, with the plugins it activated before
+    (`locally`: `describes_locally(run)`)."""
     if not run.tools and not run.plugins.named:
         return PluginDisclosure.none()
     profile = schema_profile(run.provider_profile)
     request = DescribeToolsInput(names=run.tools, plugins=run.plugins.named, schema_profile=profile)
     described = None
-    if workflow.patched(LOCAL_DESCRIBE_PATCH):
+    if locally:
         described = await _described_locally(request)
     if described is None or described.unknown or described.unknown_plugins:
         described = await workflow.execute_activity(

@@ -149,6 +149,7 @@ with workflow.unsafe.imports_passed_through():
         HealthView,
         RouteAttempt,
         RoutedTurn,
+        read_health_ahead,
         read_shown,
         routed_completion,
     )
@@ -174,7 +175,7 @@ from steadyloop.workflows.late_results import (
 from steadyloop.workflows.payload_ceiling import PayloadCeiling, payload_bytes
 from steadyloop.workflows.run_events import RunEventNotes
 from steadyloop.workflows.steering import Cut, Steering
-from steadyloop.workflows.tool_disclosure import disclose_tools
+from steadyloop.workflows.tool_disclosure import describes_locally, disclose_tools
 from steadyloop.workflows.turn_continuation import (
     DEADLINE_KEEPS_SHOWN_PATCH,
     MAX_TOKENS_STOP_PATCH,
@@ -421,7 +422,22 @@ class ToolLoopWorkflow:
         try:
             if self._child_runs is not None:
                 await self._child_runs.register()  # counted before it delegates (issue 15)
-            self._disclosure = await disclose_tools(run)
+            locally = describes_locally(run)
+            # The first turn's health is read beside the description, not after it.
+            ahead = (
+                asyncio.ensure_future(
+                    read_health_ahead(run.resolved_route().endpoints, self._health_view)
+                )
+                if locally
+                else None
+            )
+            try:
+                self._disclosure = await disclose_tools(run, locally=locally)
+                if ahead is not None:
+                    await ahead
+            finally:
+                if ahead is not None and not ahead.done():
+                    ahead.cancel()
             self._ceiling = PayloadCeiling(self._disclosure.payload_limit_bytes)
             self._surface_open_calls(run)
             while True:
