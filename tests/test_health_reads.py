@@ -125,6 +125,21 @@ def test_a_read_is_due(endpoints: list[str], health: EndpointHealth, after_s: fl
     assert view.fresh(endpoints, NOW + timedelta(seconds=after_s)) is None
 
 
+def test_a_read_taken_ahead_serves_the_first_turn_only_and_only_moments_later() -> None:
+    """The read beside the tools' description plans the first turn, whatever it says (an
+    unknown endpoint too: no second read in the same task), once; a turn that plans
+    later than 2 s after it, or for other endpoints, reads again."""
+    unknown = {ENDPOINT: _health(known=False)}
+    view = HealthView()
+    view.keep_ahead(unknown, NOW)
+    assert view.take_ahead([ENDPOINT], NOW) == unknown
+    assert view.take_ahead([ENDPOINT], NOW) is None  # once
+    view.keep_ahead(unknown, NOW)
+    assert view.take_ahead([ENDPOINT], NOW + timedelta(seconds=2.1)) is None  # paused first
+    view.keep_ahead({BACKUP: _health(BACKUP)}, NOW)
+    assert view.take_ahead([ENDPOINT], NOW) is None  # another route's endpoints
+
+
 def test_forget_makes_the_next_turn_read() -> None:
     view = HealthView()
     view.keep({ENDPOINT: _health()}, NOW)
