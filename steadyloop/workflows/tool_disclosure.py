@@ -102,8 +102,9 @@ async def disclose_tools(run: RunInput, *, locally: bool) -> PluginDisclosure:
 
 
 async def _described_locally(request: DescribeToolsInput) -> DescribeToolsResult | None:
-    """This worker's description, or None when it cannot give one (no such activity
-    here): one attempt, since the task queue is asked next."""
+    """This worker's description, or None when its one attempt failed (the task queue
+    is asked next). A worker without the activity fails the run instead: the SDK refuses
+    to schedule a local activity its worker lacks, before any command."""
     try:
         described: DescribeToolsResult = await workflow.execute_local_activity(
             DESCRIBE_TOOLS_ACTIVITY,
