@@ -418,15 +418,8 @@ class AnthropicAssembler(TurnProgress):
         elif kind == _TOOL:
             calls = self._calls
             before = calls.call_count
-            calls.observe(
-                [
-                    {
-                        "index": index,
-                        "id": block.get("id"),
-                        "function": {"name": block.get("name"), "arguments": ""},
-                    }
-                ]
-            )
+            # The delta `{"index", "id", "function": {"name", "arguments": ""}}`, unbuilt.
+            calls.observe_members(index, block.get("id"), block.get("name"), "")
             opened.fragments = calls.parts_by_index.get(index)
             if calls.call_count > before:
                 ordinal = calls.call_count - 1
@@ -558,7 +551,7 @@ class AnthropicAssembler(TurnProgress):
                 raw=block.raw(),
                 before_call=block.before_call,
             )
-            for block in self.passback_blocks(tool_calls)
+            for block in (self.passback_blocks(tool_calls) if self._passback else ())
         ]
         return AssembledTurn(
             text=text,
