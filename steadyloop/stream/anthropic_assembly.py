@@ -73,7 +73,7 @@ import orjson
 
 from steadyloop.chat import PassbackItem, ToolCall
 from steadyloop.stream.accumulator import ToolCallAccumulator, rejoin_surrogates
-from steadyloop.stream.completion import AssembledTurn, StreamStats, Usage
+from steadyloop.stream.completion import AssembledTurn
 from steadyloop.stream.defects import (
     DEFECT_RETRY_BUDGETS,
     CompletionDefect,
@@ -486,7 +486,10 @@ class AnthropicAssembler(TurnProgress):
         if usage.__class__ is dict:
             # Cumulative counts: the last report of each wins (input counts may be
             # restated here, output always is).
-            self._usage.update({k: v for k, v in usage.items() if v is not None})
+            counts = self._usage
+            for key, value in usage.items():
+                if value is not None:
+                    counts[key] = value
             self._signals += 1
 
     # -- output ------------------------------------------------------------------------
@@ -553,22 +556,25 @@ class AnthropicAssembler(TurnProgress):
             )
             for block in (self.passback_blocks(tool_calls) if self._passback else ())
         ]
-        return AssembledTurn(
-            text=text,
-            reasoning=reasoning,
-            tool_calls=tool_calls,
-            finish_reason=finish_reason,
-            usage=_usage(self._usage),
-            model=model,
-            response_id=response_id,
-            defects=defects,
-            passback=passback,
-            stats=StreamStats(
-                chunks=self._chunks,
-                saw_done=self.saw_done,
-                dropped_deltas=dropped,
-                malformed_aliases=calls.malformed_aliases,
-            ),
+        # One validation for the turn and the models inside it (`usage`, `stats`).
+        return AssembledTurn.model_validate(
+            {
+                "text": text,
+                "reasoning": reasoning,
+                "tool_calls": tool_calls,
+                "finish_reason": finish_reason,
+                "usage": _usage(self._usage),
+                "model": model,
+                "response_id": response_id,
+                "defects": defects,
+                "passback": passback,
+                "stats": {
+                    "chunks": self._chunks,
+                    "saw_done": self.saw_done,
+                    "dropped_deltas": dropped,
+                    "malformed_aliases": calls.malformed_aliases,
+                },
+            }
         )
 
     def passback_blocks(self, tool_calls: Sequence[ToolCall]) -> list[PassbackBlock]:
@@ -627,9 +633,9 @@ def _position_of(calls: ToolCallAccumulator, ordinal: int) -> int:
     return sum(1 for index in indices if index is not None and index < mine)
 
 
-def _usage(raw: dict[str, Any]) -> Usage | None:
-    """Anthropic's counts as `Usage`: `input_tokens` excludes the cache, so the prompt is
-    the three input counts together (as OpenAI reports it, cached included)."""
+def _usage(raw: dict[str, Any]) -> dict[str, int | None] | None:
+    """Anthropic's counts as the fields of `Usage`: `input_tokens` excludes the cache, so
+    the prompt is the three input counts together (as OpenAI reports it, cached included)."""
     if not raw:
         return None
     fresh = count_of(raw.get("input_tokens")) or 0
@@ -637,13 +643,13 @@ def _usage(raw: dict[str, Any]) -> Usage | None:
     read = count_of(raw.get("cache_read_input_tokens"))
     prompt = fresh + (written or 0) + (read or 0)
     completion = count_of(raw.get("output_tokens")) or 0
-    return Usage(
-        prompt_tokens=prompt,
-        completion_tokens=completion,
-        total_tokens=prompt + completion,
-        cached_tokens=read,
-        cache_creation_tokens=written,
-    )
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "cached_tokens": read,
+        "cache_creation_tokens": written,
+    }
 
 
 def _refusal(data: str | bytes, delta: dict[str, Any]) -> StreamFailed:
