@@ -101,6 +101,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from pydantic import TypeAdapter
+
 from steadyloop.chat import ToolCall
 
 # Re-exported: the stream's other modules imported it from here before it had a home.
@@ -168,6 +170,8 @@ def _field(obj: Any, key: str) -> Any:
         return obj.get(key)
     return getattr(obj, key, None)
 
+
+_TOOL_CALLS = TypeAdapter(list[ToolCall])
 
 # Ids that are the text of an absent value, not a label: GLM behind Mistral sends the
 # string "null" as the id of every continuation (langchain-ai/langchainjs#11505), and
@@ -480,7 +484,7 @@ class ToolCallAccumulator:
     def assembled(self) -> list[ToolCall]:
         """The calls so far, with usable unique ids, in the order rule 8 gives."""
         emitted: set[str] = set()
-        calls: list[ToolCall] = []
+        fields: list[dict[str, str]] = []
         records = self._records
         for record in records:
             call_id = record.wire_id
@@ -503,7 +507,8 @@ class ToolCallAccumulator:
             call_type = (
                 "function" if call_type is None else rejoin_surrogates(call_type, json_escape=False)
             )
-            calls.append(ToolCall(id=call_id, name=name, arguments=arguments, type=call_type))
+            fields.append({"id": call_id, "name": name, "arguments": arguments, "type": call_type})
+        calls = _TOOL_CALLS.validate_python(fields)  # one validation for the batch
         if len(calls) > 1:
             indices = [record.index for record in records]
             if None not in indices and len(set(indices)) == len(indices):
