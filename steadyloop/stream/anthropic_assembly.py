@@ -61,6 +61,12 @@ What the obvious implementation gets wrong, and what prevents each here:
   answer token.
 - Lone surrogates escaped in JSON (`"\\ud83d"`) are refused by `orjson`: such a payload
   is parsed with the stdlib, and the text is re-joined at `finish` as on the chat wire.
+
+Speed. Nearly every payload is a delta for the newest open block, and Anthropic writes
+each one the same way, byte for byte, up to its string. `feed_events` compares a
+payload's start with those bytes for that block and parses only the string after them
+(`_fast_head` says why that is the same reading); anything else, and any string orjson
+refuses, is parsed whole and read by the rules above.
 """
 
 from __future__ import annotations
@@ -110,7 +116,6 @@ _TEXT, _TOOL, _THINKING = "text", "tool_use", "thinking"
 _DELTA_HEAD = b'{"type":"content_block_delta","index":%d,"delta":{"type":'
 _JSON_DELTA_HEAD = _DELTA_HEAD + b'"input_json_delta","partial_json":'
 _TEXT_DELTA_HEAD = _DELTA_HEAD + b'"text_delta","text":'
-_DELTA_TAIL = b"}}"
 # No byte reading: a head no payload slice compares equal to.
 _NO_FAST: tuple[bytes | None, int, list[str] | None, int | None] = (None, 0, None, None)
 
@@ -252,7 +257,7 @@ class AnthropicAssembler(TurnProgress):
             # The commonest payload of all, read from its bytes (see `_fast_head`): a delta
             # for the newest open block, exactly as Anthropic writes it, whose string is
             # the only JSON left to parse. Any other payload takes the reading below.
-            if data[:cut] == head and data[-2:] == _DELTA_TAIL:
+            if data[:cut] == head and data[-1] == 125 == data[-2]:  # 125: the `}` ending both
                 try:
                     piece = _loads(data[cut:-2])
                 except _OrjsonDecodeError:
@@ -326,14 +331,14 @@ class AnthropicAssembler(TurnProgress):
             raise invalid_chunk(data, "a stream event is JSON but not an object")
         kind = event.get("type")
         try:
-            if kind == "content_block_delta":
-                self._delta(event)
-            elif kind == "ping":
-                pass
-            elif kind == "content_block_start":
+            # The deltas `feed_events` folds inline do not come here: starts and stops are
+            # the commonest now.
+            if kind == "content_block_start":
                 self._start(event)
             elif kind == "content_block_stop":
                 self._stop(event)
+            elif kind == "content_block_delta":
+                self._delta(event)
             elif kind == "message_delta":
                 self._message_delta(event, data)
             elif kind == "message_start":
@@ -341,6 +346,8 @@ class AnthropicAssembler(TurnProgress):
             elif kind == "message_stop":
                 self.saw_done = True
                 return True
+            elif kind == "ping":
+                pass
             elif kind == "error" or event.get("error") not in (None, False):
                 error = event.get("error")
                 raise provider_error(data, error if error not in (None, False) else event)
@@ -546,16 +553,20 @@ class AnthropicAssembler(TurnProgress):
                     retry_budget=DEFECT_RETRY_BUDGETS["truncated_tool_call"],
                 )
             )
-        passback = [
-            PassbackItem(
-                endpoint=self._endpoint,
-                wire="anthropic",
-                kind=block.kind,
-                raw=block.raw(),
-                before_call=block.before_call,
-            )
-            for block in (self.passback_blocks(tool_calls) if self._passback else ())
-        ]
+        passback = (
+            [
+                PassbackItem(
+                    endpoint=self._endpoint,
+                    wire="anthropic",
+                    kind=block.kind,
+                    raw=block.raw(),
+                    before_call=block.before_call,
+                )
+                for block in self.passback_blocks(tool_calls)
+            ]
+            if self._passback
+            else []
+        )
         # One validation for the turn and the models inside it (`usage`, `stats`).
         return AssembledTurn.model_validate(
             {
