@@ -117,7 +117,8 @@ _DELTA_HEAD = b'{"type":"content_block_delta","index":%d,"delta":{"type":'
 _JSON_DELTA_HEAD = _DELTA_HEAD + b'"input_json_delta","partial_json":'
 _TEXT_DELTA_HEAD = _DELTA_HEAD + b'"text_delta","text":'
 # No byte reading: a head no payload slice compares equal to.
-_NO_FAST: tuple[bytes | None, int, list[str] | None, int | None] = (None, 0, None, None)
+_STOP = b'{"type":"content_block_stop","index":%d}'
+_NO_FAST: tuple[bytes | None, int, list[str] | None, int, bytes | None] = (None, 0, None, -1, None)
 
 
 class PassbackBlock:
@@ -202,8 +203,8 @@ class AnthropicAssembler(TurnProgress):
         self._counted_text = 0
         self._counted_reasoning = 0
         self._start_inputs: dict[int, str] = {}  # call ordinal -> arguments sent whole
-        # The byte reading of the newest open text or tool_use block's deltas: the head
-        # of its payloads, the head's length, where their strings go, the block's index.
+        # The byte reading of the newest open text or tool_use block: the head of its
+        # deltas, the head's length, where their strings go, its index, its stop.
         self._fast = _NO_FAST
         self.saw_done = False
 
@@ -247,10 +248,10 @@ class AnthropicAssembler(TurnProgress):
         raw = events.__class__ is MessageData
         if raw:
             payloads = events.raw  # type: ignore[attr-defined]
-            head, cut, sink, _ = self._fast
+            head, cut, sink, at, stop = self._fast
         else:
             payloads = [e if e.__class__ in (str, bytes) else e.data for e in events]  # type: ignore[union-attr]
-            head, cut, sink, _ = _NO_FAST
+            head, cut, sink, at, stop = _NO_FAST
         fold = self._fold_event
         open_blocks = self._open
         for data in payloads:
@@ -267,6 +268,11 @@ class AnthropicAssembler(TurnProgress):
                     if piece:  # `""` adds nothing
                         sink.append(piece)  # type: ignore[union-attr]
                     continue
+            elif data == stop:  # that block's stop, as `_stop` reads it
+                self._chunks += 1
+                del open_blocks[at]
+                self._fast = head, cut, sink, at, stop = _NO_FAST
+                continue
             try:
                 event = _loads(data)
             except _OrjsonDecodeError:
@@ -298,7 +304,7 @@ class AnthropicAssembler(TurnProgress):
             if fold(event, data):
                 return True
             if raw:
-                head, cut, sink, _ = self._fast  # a start or a stop may have moved it
+                head, cut, sink, at, stop = self._fast  # a start or a stop may have moved it
         return False
 
     def feed(self, data: str | bytes) -> bool:
@@ -603,7 +609,7 @@ class AnthropicAssembler(TurnProgress):
 
 def _fast_head(
     index: int, block: _Open, text: list[str]
-) -> tuple[bytes, int, list[str], int] | None:
+) -> tuple[bytes, int, list[str], int, bytes] | None:
     """The byte reading of the deltas of a block just opened at `index`, or None (a
     thinking block's deltas go to two places: they take the parsed reading).
 
@@ -613,16 +619,17 @@ def _fast_head(
     can differ (no other member, no repeated key, the index is this one), and the string
     is the one the whole payload holds. `S` that does not parse (a lone surrogate escape,
     invalid UTF-8, a second member) or is not a string, and any other payload, takes the
-    parsed reading, with what it decides. The head is valid while the block is open: `_stop`
-    drops it with the block (`tests/test_anthropic_fast_path.py` holds the two readings
-    to the same outcome).
+    parsed reading, with what it decides. The head is valid while the block is open: its
+    stop drops it with the block, in `_stop` or read from its bytes (`_STOP`) in
+    `feed_events` (`tests/test_anthropic_fast_path.py` holds the readings to the same
+    outcome).
     """
     if block.fragments is not None:
         head = _JSON_DELTA_HEAD % index
-        return head, len(head), block.fragments, index
+        return head, len(head), block.fragments, index, _STOP % index
     if block.kind == _TEXT:
         head = _TEXT_DELTA_HEAD % index
-        return head, len(head), text, index
+        return head, len(head), text, index, _STOP % index
     return None
 
 
