@@ -118,6 +118,7 @@ _JSON_DELTA_HEAD = _DELTA_HEAD + b'"input_json_delta","partial_json":'
 _TEXT_DELTA_HEAD = _DELTA_HEAD + b'"text_delta","text":'
 # No byte reading: a head no payload slice compares equal to.
 _STOP = b'{"type":"content_block_stop","index":%d}'
+_MESSAGE_STOP = b'{"type":"message_stop"}'
 _NO_FAST: tuple[bytes | None, int, list[str] | None, int, bytes | None] = (None, 0, None, -1, None)
 
 
@@ -273,6 +274,10 @@ class AnthropicAssembler(TurnProgress):
                 del open_blocks[at]
                 self._fast = head, cut, sink, at, stop = _NO_FAST
                 continue
+            elif data == _MESSAGE_STOP:  # as `_fold_event` reads it
+                self._chunks += 1
+                self.saw_done = True
+                return True
             try:
                 event = _loads(data)
             except _OrjsonDecodeError:
@@ -430,12 +435,13 @@ class AnthropicAssembler(TurnProgress):
                 self._text.append(text)
         elif kind == _TOOL:
             calls = self._calls
-            before = calls.call_count
+            records = calls.records  # the live list: it grows when a call opens
+            before = len(records)
             # The delta `{"index", "id", "function": {"name", "arguments": ""}}`, unbuilt.
             calls.observe_members(index, block.get("id"), block.get("name"), "")
             opened.fragments = calls.parts_by_index.get(index)
-            if calls.call_count > before:
-                ordinal = calls.call_count - 1
+            if len(records) > before:
+                ordinal = before
                 self._last_call_ordinal = ordinal
                 start_input = block.get("input")
                 if start_input and start_input.__class__ is dict:
@@ -444,7 +450,7 @@ class AnthropicAssembler(TurnProgress):
                     )
                 # The pass-back blocks since the previous call came before this one.
                 pending = self._before
-                for position in range(len(pending) - 1, -1, -1):
+                for position in range(len(pending) - 1, -1, -1) if pending else ():
                     if pending[position] is not None:
                         break
                     pending[position] = ordinal
