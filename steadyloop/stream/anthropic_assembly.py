@@ -250,9 +250,12 @@ class AnthropicAssembler(TurnProgress):
         if raw:
             payloads = events.raw  # type: ignore[attr-defined]
             head, cut, sink, at, stop = self._fast
+            terminal: bytes | None = _MESSAGE_STOP
         else:
+            # Strings, or bytes mixed with them: every payload takes the parsed reading.
             payloads = [e if e.__class__ in (str, bytes) else e.data for e in events]  # type: ignore[union-attr]
             head, cut, sink, at, stop = _NO_FAST
+            terminal = None
         fold = self._fold_event
         open_blocks = self._open
         for data in payloads:
@@ -274,7 +277,7 @@ class AnthropicAssembler(TurnProgress):
                 del open_blocks[at]
                 self._fast = head, cut, sink, at, stop = _NO_FAST
                 continue
-            elif data == _MESSAGE_STOP:  # as `_fold_event` reads it
+            elif data == terminal:  # `message_stop`, as `_fold_event` reads it
                 self._chunks += 1
                 self.saw_done = True
                 return True
