@@ -101,6 +101,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from pydantic import TypeAdapter
+
 from steadyloop.chat import ToolCall
 
 # Re-exported: the stream's other modules imported it from here before it had a home.
@@ -168,6 +170,8 @@ def _field(obj: Any, key: str) -> Any:
         return obj.get(key)
     return getattr(obj, key, None)
 
+
+_TOOL_CALLS = TypeAdapter(list[ToolCall])
 
 # Ids that are the text of an absent value, not a label: GLM behind Mistral sends the
 # string "null" as the id of every continuation (langchain-ai/langchainjs#11505), and
@@ -279,17 +283,33 @@ class ToolCallAccumulator:
         self.defects.append(AssemblyDefect(kind=kind, detail=detail, delta_number=number))
 
     def _observe_one(self, delta: Any) -> None:
-        self._deltas += 1
         if delta is None or isinstance(delta, str | bytes | int | float | list):
+            self._deltas += 1
             self._defect("dropped_delta", f"a tool-call delta is not an object: {delta!r:.80}")
             self.dropped_deltas += 1
             return
-        index = _field(delta, "index")
+        function = _field(delta, "function")
+        name: Any = None
+        arguments: Any = None
+        if function is not None:
+            name = _field(function, "name")
+            arguments = _field(function, "arguments")
+        self.observe_members(
+            _field(delta, "index"), _field(delta, "id"), name, arguments, _field(delta, "type")
+        )
+
+    def observe_members(
+        self, index: Any, wire_id: Any, name: Any, arguments: Any, call_type: Any = None
+    ) -> None:
+        """Fold one delta given by its members (`index`, `id`, `function.name`,
+        `function.arguments`, `type`; None for one it lacks), exactly as `observe` folds
+        the delta that holds them: for a caller that reads them from another shape (the
+        Messages wire's `content_block_start`) and need not build the delta to be read."""
+        self._deltas += 1
         if index is not None and (type(index) is not int or index < 0):
             self.malformed_aliases += 1
             self._defect("malformed_index", f"index {index!r:.40} is not a non-negative integer")
             index = None
-        wire_id = _field(delta, "id")
         if wire_id is not None:
             if not isinstance(wire_id, str):
                 self.malformed_aliases += 1
@@ -299,12 +319,6 @@ class ToolCallAccumulator:
                 wire_id = None
             else:
                 self._wire_ids.add(wire_id)
-        function = _field(delta, "function")
-        name: Any = None
-        arguments: Any = None
-        if function is not None:
-            name = _field(function, "name")
-            arguments = _field(function, "arguments")
         if name is not None:
             if not isinstance(name, str):
                 self._defect("malformed_name", f"name {name!r:.40} is not a string")
@@ -320,7 +334,6 @@ class ToolCallAccumulator:
                     "malformed_arguments", f"arguments {arguments!r:.40} is not a string; ignored"
                 )
                 arguments = None
-        call_type = _field(delta, "type")
         if not isinstance(call_type, str) or _blank(call_type):
             call_type = None
 
@@ -471,8 +484,9 @@ class ToolCallAccumulator:
     def assembled(self) -> list[ToolCall]:
         """The calls so far, with usable unique ids, in the order rule 8 gives."""
         emitted: set[str] = set()
-        calls: list[tuple[_Record, ToolCall]] = []
-        for record in self._records:
+        fields: list[dict[str, str]] = []
+        records = self._records
+        for record in records:
             call_id = record.wire_id
             if call_id is not None and not call_id.isascii():
                 # Lone surrogates replaced (so it serializes); still checked against the
@@ -482,25 +496,25 @@ class ToolCallAccumulator:
                 call_id = self._mint(record.ordinal, emitted)
                 self._minted.add(call_id)
             emitted.add(call_id)
-            calls.append(
-                (
-                    record,
-                    ToolCall(
-                        id=call_id,
-                        name=rejoin_surrogates(record.name, json_escape=False),
-                        arguments=rejoin_surrogates("".join(record.parts), json_escape=True),
-                        type=(
-                            "function"
-                            if record.type is None
-                            else rejoin_surrogates(record.type, json_escape=False)
-                        ),
-                    ),
-                )
+            # ASCII text is returned as it is by `rejoin_surrogates`: not called for it.
+            name = record.name
+            if not (name.__class__ is str and name.isascii()):
+                name = rejoin_surrogates(name, json_escape=False)
+            arguments = "".join(record.parts)
+            if not arguments.isascii():
+                arguments = rejoin_surrogates(arguments, json_escape=True)
+            call_type = record.type
+            call_type = (
+                "function" if call_type is None else rejoin_surrogates(call_type, json_escape=False)
             )
-        indices = [record.index for record in self._records]
-        if None not in indices and len(set(indices)) == len(indices):
-            calls.sort(key=lambda pair: pair[0].index or 0)
-        return [call for _, call in calls]
+            fields.append({"id": call_id, "name": name, "arguments": arguments, "type": call_type})
+        calls = _TOOL_CALLS.validate_python(fields)  # one validation for the batch
+        if len(calls) > 1:
+            indices = [record.index for record in records]
+            if None not in indices and len(set(indices)) == len(indices):
+                by_index = {index or 0: call for index, call in zip(indices, calls, strict=True)}
+                calls = [by_index[index] for index in sorted(by_index)]
+        return calls
 
     def was_minted(self, call_id: str) -> bool:
         """Whether `assembled()` minted this id (a wire id whose lone surrogates were

@@ -61,6 +61,12 @@ What the obvious implementation gets wrong, and what prevents each here:
   answer token.
 - Lone surrogates escaped in JSON (`"\\ud83d"`) are refused by `orjson`: such a payload
   is parsed with the stdlib, and the text is re-joined at `finish` as on the chat wire.
+
+Speed. Nearly every payload is a delta for the newest open block, and Anthropic writes
+each one the same way, byte for byte, up to its string. `feed_events` compares a
+payload's start with those bytes for that block and parses only the string after them
+(`_fast_head` says why that is the same reading); anything else, and any string orjson
+refuses, is parsed whole and read by the rules above.
 """
 
 from __future__ import annotations
@@ -73,7 +79,7 @@ import orjson
 
 from steadyloop.chat import PassbackItem, ToolCall
 from steadyloop.stream.accumulator import ToolCallAccumulator, rejoin_surrogates
-from steadyloop.stream.completion import AssembledTurn, StreamStats, Usage
+from steadyloop.stream.completion import AssembledTurn
 from steadyloop.stream.defects import (
     DEFECT_RETRY_BUDGETS,
     CompletionDefect,
@@ -105,6 +111,15 @@ STOP_REASONS: dict[str, str] = {
 _CUT_STOP_REASONS = frozenset({"max_tokens", "model_context_window_exceeded"})
 # Block types whose deltas are read here; every other block is passed back as it came.
 _TEXT, _TOOL, _THINKING = "text", "tool_use", "thinking"
+# The bytes of a delta payload before its string, as Anthropic writes it (compact, keys
+# in this order), for a block at index `%d`: see `_fast_head`.
+_DELTA_HEAD = b'{"type":"content_block_delta","index":%d,"delta":{"type":'
+_JSON_DELTA_HEAD = _DELTA_HEAD + b'"input_json_delta","partial_json":'
+_TEXT_DELTA_HEAD = _DELTA_HEAD + b'"text_delta","text":'
+# No byte reading: a head no payload slice compares equal to.
+_STOP = b'{"type":"content_block_stop","index":%d}'
+_MESSAGE_STOP = b'{"type":"message_stop"}'
+_NO_FAST: tuple[bytes | None, int, list[str] | None, int, bytes | None] = (None, 0, None, -1, None)
 
 
 class PassbackBlock:
@@ -189,6 +204,9 @@ class AnthropicAssembler(TurnProgress):
         self._counted_text = 0
         self._counted_reasoning = 0
         self._start_inputs: dict[int, str] = {}  # call ordinal -> arguments sent whole
+        # The byte reading of the newest open text or tool_use block: the head of its
+        # deltas, the head's length, where their strings go, its index, its stop.
+        self._fast = _NO_FAST
         self.saw_done = False
 
     # -- progress, for heartbeats (and `TurnProgress`'s counters) ------------------------
@@ -228,13 +246,41 @@ class AnthropicAssembler(TurnProgress):
         `message_stop` are not read.
         """
         payloads: Sequence[Any]
-        if events.__class__ is MessageData:
-            payloads = events.raw
+        raw = events.__class__ is MessageData
+        if raw:
+            payloads = events.raw  # type: ignore[attr-defined]
+            head, cut, sink, at, stop = self._fast
+            terminal: bytes | None = _MESSAGE_STOP
         else:
+            # Strings, or bytes mixed with them: every payload takes the parsed reading.
             payloads = [e if e.__class__ in (str, bytes) else e.data for e in events]  # type: ignore[union-attr]
+            head, cut, sink, at, stop = _NO_FAST
+            terminal = None
         fold = self._fold_event
         open_blocks = self._open
         for data in payloads:
+            # The commonest payload of all, read from its bytes (see `_fast_head`): a delta
+            # for the newest open block, exactly as Anthropic writes it, whose string is
+            # the only JSON left to parse. Any other payload takes the reading below.
+            if data[:cut] == head and data[-1] == 125 == data[-2]:  # 125: the `}` ending both
+                try:
+                    piece = _loads(data[cut:-2])
+                except _OrjsonDecodeError:
+                    piece = None
+                if piece.__class__ is str:
+                    self._chunks += 1
+                    if piece:  # `""` adds nothing
+                        sink.append(piece)  # type: ignore[union-attr]
+                    continue
+            elif data == stop:  # that block's stop, as `_stop` reads it
+                self._chunks += 1
+                del open_blocks[at]
+                self._fast = head, cut, sink, at, stop = _NO_FAST
+                continue
+            elif data == terminal:  # `message_stop`, as `_fold_event` reads it
+                self._chunks += 1
+                self.saw_done = True
+                return True
             try:
                 event = _loads(data)
             except _OrjsonDecodeError:
@@ -265,6 +311,8 @@ class AnthropicAssembler(TurnProgress):
                             continue
             if fold(event, data):
                 return True
+            if raw:
+                head, cut, sink, at, stop = self._fast  # a start or a stop may have moved it
         return False
 
     def feed(self, data: str | bytes) -> bool:
@@ -297,14 +345,14 @@ class AnthropicAssembler(TurnProgress):
             raise invalid_chunk(data, "a stream event is JSON but not an object")
         kind = event.get("type")
         try:
-            if kind == "content_block_delta":
-                self._delta(event)
-            elif kind == "ping":
-                pass
-            elif kind == "content_block_start":
+            # The deltas `feed_events` folds inline do not come here: starts and stops are
+            # the commonest now.
+            if kind == "content_block_start":
                 self._start(event)
             elif kind == "content_block_stop":
                 self._stop(event)
+            elif kind == "content_block_delta":
+                self._delta(event)
             elif kind == "message_delta":
                 self._message_delta(event, data)
             elif kind == "message_start":
@@ -312,6 +360,8 @@ class AnthropicAssembler(TurnProgress):
             elif kind == "message_stop":
                 self.saw_done = True
                 return True
+            elif kind == "ping":
+                pass
             elif kind == "error" or event.get("error") not in (None, False):
                 error = event.get("error")
                 raise provider_error(data, error if error not in (None, False) else event)
@@ -388,19 +438,13 @@ class AnthropicAssembler(TurnProgress):
                 self._text.append(text)
         elif kind == _TOOL:
             calls = self._calls
-            before = calls.call_count
-            calls.observe(
-                [
-                    {
-                        "index": index,
-                        "id": block.get("id"),
-                        "function": {"name": block.get("name"), "arguments": ""},
-                    }
-                ]
-            )
+            records = calls.records  # the live list: it grows when a call opens
+            before = len(records)
+            # The delta `{"index", "id", "function": {"name", "arguments": ""}}`, unbuilt.
+            calls.observe_members(index, block.get("id"), block.get("name"), "")
             opened.fragments = calls.parts_by_index.get(index)
-            if calls.call_count > before:
-                ordinal = calls.call_count - 1
+            if len(records) > before:
+                ordinal = before
                 self._last_call_ordinal = ordinal
                 start_input = block.get("input")
                 if start_input and start_input.__class__ is dict:
@@ -409,7 +453,7 @@ class AnthropicAssembler(TurnProgress):
                     )
                 # The pass-back blocks since the previous call came before this one.
                 pending = self._before
-                for position in range(len(pending) - 1, -1, -1):
+                for position in range(len(pending) - 1, -1, -1) if pending else ():
                     if pending[position] is not None:
                         break
                     pending[position] = ordinal
@@ -424,11 +468,16 @@ class AnthropicAssembler(TurnProgress):
             opened.passback = passback
         self._last_kind = kind
         self._open[index] = opened
+        fast = _fast_head(index, opened, self._text)
+        if fast is not None:
+            self._fast = fast
 
     def _stop(self, event: dict[str, Any]) -> None:
         index = self._index(event)
         if index is None or self._open.pop(index, None) is None:
             self._dropped += 1  # a stop for a block never started
+        elif index == self._fast[3]:
+            self._fast = _NO_FAST  # its deltas are dropped now: the reading below counts them
 
     def _message_start(self, event: dict[str, Any]) -> None:
         message = event["message"]
@@ -459,7 +508,10 @@ class AnthropicAssembler(TurnProgress):
         if usage.__class__ is dict:
             # Cumulative counts: the last report of each wins (input counts may be
             # restated here, output always is).
-            self._usage.update({k: v for k, v in usage.items() if v is not None})
+            counts = self._usage
+            for key, value in usage.items():
+                if value is not None:
+                    counts[key] = value
             self._signals += 1
 
     # -- output ------------------------------------------------------------------------
@@ -516,32 +568,39 @@ class AnthropicAssembler(TurnProgress):
                     retry_budget=DEFECT_RETRY_BUDGETS["truncated_tool_call"],
                 )
             )
-        passback = [
-            PassbackItem(
-                endpoint=self._endpoint,
-                wire="anthropic",
-                kind=block.kind,
-                raw=block.raw(),
-                before_call=block.before_call,
-            )
-            for block in self.passback_blocks(tool_calls)
-        ]
-        return AssembledTurn(
-            text=text,
-            reasoning=reasoning,
-            tool_calls=tool_calls,
-            finish_reason=finish_reason,
-            usage=_usage(self._usage),
-            model=model,
-            response_id=response_id,
-            defects=defects,
-            passback=passback,
-            stats=StreamStats(
-                chunks=self._chunks,
-                saw_done=self.saw_done,
-                dropped_deltas=dropped,
-                malformed_aliases=calls.malformed_aliases,
-            ),
+        passback = (
+            [
+                PassbackItem(
+                    endpoint=self._endpoint,
+                    wire="anthropic",
+                    kind=block.kind,
+                    raw=block.raw(),
+                    before_call=block.before_call,
+                )
+                for block in self.passback_blocks(tool_calls)
+            ]
+            if self._passback
+            else []
+        )
+        # One validation for the turn and the models inside it (`usage`, `stats`).
+        return AssembledTurn.model_validate(
+            {
+                "text": text,
+                "reasoning": reasoning,
+                "tool_calls": tool_calls,
+                "finish_reason": finish_reason,
+                "usage": _usage(self._usage),
+                "model": model,
+                "response_id": response_id,
+                "defects": defects,
+                "passback": passback,
+                "stats": {
+                    "chunks": self._chunks,
+                    "saw_done": self.saw_done,
+                    "dropped_deltas": dropped,
+                    "malformed_aliases": calls.malformed_aliases,
+                },
+            }
         )
 
     def passback_blocks(self, tool_calls: Sequence[ToolCall]) -> list[PassbackBlock]:
@@ -555,6 +614,32 @@ class AnthropicAssembler(TurnProgress):
 
 
 # -- helpers -------------------------------------------------------------------------------
+
+
+def _fast_head(
+    index: int, block: _Open, text: list[str]
+) -> tuple[bytes, int, list[str], int, bytes] | None:
+    """The byte reading of the deltas of a block just opened at `index`, or None (a
+    thinking block's deltas go to two places: they take the parsed reading).
+
+    A payload that is `head + S + b"}}"`, with `head` the bytes before the delta's string
+    as Anthropic writes them for this block (`_JSON_DELTA_HEAD`, `_TEXT_DELTA_HEAD`), is
+    that delta exactly when `S` alone parses as a JSON string: nothing else in the object
+    can differ (no other member, no repeated key, the index is this one), and the string
+    is the one the whole payload holds. `S` that does not parse (a lone surrogate escape,
+    invalid UTF-8, a second member) or is not a string, and any other payload, takes the
+    parsed reading, with what it decides. The head is valid while the block is open: its
+    stop drops it with the block, in `_stop` or read from its bytes (`_STOP`) in
+    `feed_events` (`tests/test_anthropic_fast_path.py` holds the readings to the same
+    outcome).
+    """
+    if block.fragments is not None:
+        head = _JSON_DELTA_HEAD % index
+        return head, len(head), block.fragments, index, _STOP % index
+    if block.kind == _TEXT:
+        head = _TEXT_DELTA_HEAD % index
+        return head, len(head), text, index, _STOP % index
+    return None
 
 
 def _carries_content(delta: Any) -> bool:
@@ -575,9 +660,9 @@ def _position_of(calls: ToolCallAccumulator, ordinal: int) -> int:
     return sum(1 for index in indices if index is not None and index < mine)
 
 
-def _usage(raw: dict[str, Any]) -> Usage | None:
-    """Anthropic's counts as `Usage`: `input_tokens` excludes the cache, so the prompt is
-    the three input counts together (as OpenAI reports it, cached included)."""
+def _usage(raw: dict[str, Any]) -> dict[str, int | None] | None:
+    """Anthropic's counts as the fields of `Usage`: `input_tokens` excludes the cache, so
+    the prompt is the three input counts together (as OpenAI reports it, cached included)."""
     if not raw:
         return None
     fresh = count_of(raw.get("input_tokens")) or 0
@@ -585,13 +670,13 @@ def _usage(raw: dict[str, Any]) -> Usage | None:
     read = count_of(raw.get("cache_read_input_tokens"))
     prompt = fresh + (written or 0) + (read or 0)
     completion = count_of(raw.get("output_tokens")) or 0
-    return Usage(
-        prompt_tokens=prompt,
-        completion_tokens=completion,
-        total_tokens=prompt + completion,
-        cached_tokens=read,
-        cache_creation_tokens=written,
-    )
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "cached_tokens": read,
+        "cache_creation_tokens": written,
+    }
 
 
 def _refusal(data: str | bytes, delta: dict[str, Any]) -> StreamFailed:

@@ -128,9 +128,9 @@ class MessageData(Sequence[str]):
 _NAMED_BLOCK = rb"(?:event: [^\n]*\ndata: [^\n]*|data: [^\n]*)"
 _NAMED_REGION = re.compile(_NAMED_BLOCK + rb"(?:\n\n" + _NAMED_BLOCK + rb")*")
 _NAMED_PAYLOAD = re.compile(rb"(?:^|\n)data: ([^\n]*)")
-_EVENT_PREFIX = b"event: "
-_NAME_SEPARATOR = b"\nevent: "
-_DATA_SEPARATOR = b"\ndata: "
+# The boundary before each block of the usual shape, `event: NAME` + `data: P` (NAME not
+# `error`), with the blank line that ends the block before it (`_named_payloads`).
+_NAMED_BOUNDARY = re.compile(rb"\n\nevent: (?!error\n)[^\n]*\ndata: ")
 
 
 def _named_payloads(region: bytes) -> list[bytes] | None:
@@ -139,24 +139,16 @@ def _named_payloads(region: bytes) -> list[bytes] | None:
     full reading handles).
 
     The usual shape, every block `event: NAME\ndata: P` (OpenAI Responses, Anthropic),
-    is read without a Python step per event: its lines, split on LF, repeat name, data,
-    blank. So every third line is empty, the names joined by LF start with `event: ` and
-    hold one `\nevent: ` per further name, and the data lines joined by LF, split on
-    `\ndata: `, give one payload per name (a line holds no LF, so a separator found is
-    a join, and a count that matches means every data line starts with `data: `; a
-    region ending in a blank line reads the same). A region of any other shape fails a
-    count and goes to the regular expression."""
-    lines = region.split(b"\n")
-    if not any(lines[2::3]):
-        names = lines[0::3]
-        joined = b"\n".join(names)
-        if joined.startswith(_EVENT_PREFIX) and joined.count(_NAME_SEPARATOR) == len(names) - 1:
-            if b"event: error" in names:
-                return None
-            payloads = (b"\n" + b"\n".join(lines[1::3])).split(_DATA_SEPARATOR)
-            if len(payloads) == len(names) + 1 and not payloads[0]:
-                del payloads[0]
-                return payloads
+    is read without a Python step per event: after a leading blank line, the region is
+    `_NAMED_BOUNDARY` then a payload, over and over, so splitting on the boundary leaves
+    an empty first piece and the payloads. When no piece holds a line end, nothing else
+    was there: a payload is one line, and a block that is not a boundary and its payload
+    (a second data line, a comment, an id, an event named `error`) leaves a line end in
+    a piece. A region of any other shape goes to the regular expression."""
+    payloads = _NAMED_BOUNDARY.split(b"\n\n" + region)
+    if not payloads[0] and b"\n" not in b"".join(payloads):
+        del payloads[0]
+        return payloads
     if b"event: error" in region or _NAMED_REGION.fullmatch(region) is None:
         return None
     found: list[bytes] = _NAMED_PAYLOAD.findall(region)
