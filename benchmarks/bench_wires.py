@@ -332,13 +332,16 @@ def measure(bench: WireBench, rounds: int) -> list[str]:
         reads = network_reads(body)
         bench.check(name, bench.assemble(reads), body, calls, bench.sdk(reads))
         times = max(1, SAMPLE_BYTES // len(body))
-        runs: dict[str, Callable[[], object]] = {
-            "steadyloop": _repeated(bench.assemble, reads, times),
-            "floor/json": _repeated(floor(json.loads), reads, times),
-            "floor/orjson": _repeated(floor(orjson.loads), reads, times),
-            "sdk": _repeated(bench.sdk, reads, times),
+        paths: dict[str, Callable[[list[bytes]], object]] = {
+            "steadyloop": bench.assemble,
+            "floor/json": floor(json.loads),
+            "floor/orjson": floor(orjson.loads),
+            "sdk": bench.sdk,
         }
-        best = {label: min(values) for label, values in timed_rounds(runs, rounds).items()}
+        runs = {label: _repeated(path, reads, times) for label, path in paths.items()}
+        warm = {label: _repeated(path, reads, 1) for label, path in paths.items()}
+        samples = timed_rounds(runs, rounds, warm)
+        best = {label: min(values) for label, values in samples.items()}
         to_floor = best["steadyloop"] / best["floor/json"]
         to_orjson = best["steadyloop"] / best["floor/orjson"]
         sdk = best["sdk"] / best["steadyloop"]
