@@ -891,10 +891,6 @@ REFUSED_NAMING: dict[str, str] = {
 }
 # Positions where a named refusal that stops the run is a correct answer, not a failure.
 MAY_STOP_FAILED = {k for k in EXPLICIT if _base(k).startswith(("error_", "input_"))}
-# A usage count of 5,000 digits is JSON no reader here takes (Python refuses to make an
-# int of it): the event is refused as invalid JSON, naming it, on every wire, and the run
-# stops with that named failure.
-REFUSED_AS_INVALID_JSON = {"usage_huge_int"}
 # Anthropic labels a block's deltas only by the block's `index`: without it no delta can
 # be attributed, the turn is a defect, and a fresh completion is asked for.
 UNATTRIBUTABLE = {"anthropic_index_omit"}
@@ -926,9 +922,6 @@ def test_hostile_position(world: HostileWorld, position: str) -> None:
     if result is None:
         return  # refused at the client or waiting on a person: the invariants held
     defect_stop = base in MAY_STOP_ON_DEFECT and "completion defect" in result.detail
-    if base in REFUSED_AS_INVALID_JSON:
-        assert "not valid JSON" in result.detail, outcome.describe()
-        return
     if position not in MAY_STOP_FAILED and not defect_stop:
         assert result.stop_reason == "final_answer", outcome.describe()
     if position in TAKEN_AS_ANSWER:

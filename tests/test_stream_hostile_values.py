@@ -30,8 +30,10 @@ from steadyloop.activities.model_stream import (
 from steadyloop.activities.output_publisher import OutputPublisher
 from steadyloop.chat import ChatMessage
 from steadyloop.output.forwarding import ForwardedOutput, ForwardTarget, OutputDelta
+from steadyloop.stream.anthropic_assembly import AnthropicAssembler
 from steadyloop.stream.completion import AssembledTurn, CompletionRequest
 from steadyloop.stream.failures import StreamFailed
+from steadyloop.stream.responses_assembly import ResponsesAssembler
 from steadyloop.stream.turn_assembly import TurnAssembler
 from steadyloop.testing import (
     Pause,
@@ -328,9 +330,20 @@ def test_any_text_cut_anywhere_serializes_and_is_forwarded_whole(
         assert (sink.text(), sink.text("reasoning")) == (want_text, want_reasoning)
 
 
-@pytest.mark.parametrize(
-    "raw", [b"1" + b"0" * 400, b"1e400", b"-5", b"NaN", b"Infinity", b"1e300", b"2.5"]
-)
+NOT_COUNTS = [
+    b"1" + b"0" * 400,
+    b"9" * 5000,  # past the 4,300 digits Python makes an int of: valid JSON all the same
+    b"-" + b"9" * 5000,
+    b"1e400",
+    b"-5",
+    b"NaN",
+    b"Infinity",
+    b"1e300",
+    b"2.5",
+]
+
+
+@pytest.mark.parametrize("raw", NOT_COUNTS)
 def test_usage_counts_that_are_not_counts_are_left_out(raw: bytes) -> None:
     """A number past float range would overflow the pricing arithmetic in workflow code."""
     assembler = TurnAssembler()
@@ -348,6 +361,38 @@ def test_usage_counts_that_are_not_counts_are_left_out(raw: bytes) -> None:
     assert (turn.usage.prompt_tokens, turn.usage.completion_tokens) == (0, 0)
     assert turn.usage.total_tokens == 0
     serialized(turn)
+
+
+@pytest.mark.parametrize("raw", NOT_COUNTS)
+def test_the_new_wires_leave_out_usage_counts_that_are_not_counts(raw: bytes) -> None:
+    """The same on Responses and Anthropic: the event is read, its other members kept,
+    and only the count is left out (a 5,000-digit one once made the event "not JSON")."""
+    responses = ResponsesAssembler(endpoint="e")
+    completed = (
+        b'{"type":"response.completed","response":{"id":"resp_1","status":"completed",'
+        b'"output":[],"usage":{"input_tokens":' + raw + b',"output_tokens":' + raw + b"}}}"
+    )
+    text = b'{"type":"response.output_text.delta","output_index":0,"delta":"hi"}'
+    assert responses.feed_events([text, completed])
+    anthropic = AnthropicAssembler()
+    events = [
+        b'{"type":"message_start","message":{"id":"msg_1","model":"m","usage":'
+        b'{"input_tokens":' + raw + b',"cache_read_input_tokens":' + raw + b"}}}",
+        b'{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}',
+        b'{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"hi"}}',
+        b'{"type":"content_block_stop","index":0}',
+        b'{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":'
+        b'{"output_tokens":' + raw + b"}}",
+        b'{"type":"message_stop"}',
+    ]
+    assert anthropic.feed_events(events)
+    for turn in (responses.finish(), anthropic.finish()):
+        assert (turn.text, turn.defects) == ("hi", [])
+        assert turn.usage is not None
+        assert (turn.usage.prompt_tokens, turn.usage.completion_tokens) == (0, 0)
+        assert turn.usage.cached_tokens is None and turn.usage.total_tokens == 0
+        serialized(turn)
+    assert anthropic.finish().response_id == "msg_1"
 
 
 async def test_a_call_named_after_its_arguments_runs_over_http(server: ScriptedServer) -> None:

@@ -92,6 +92,7 @@ from steadyloop.stream.turn_assembly import (
     count_of,
     invalid_chunk,
     provider_error,
+    stdlib_event,
 )
 
 __all__ = ["STOP_REASONS", "AnthropicAssembler", "PassbackBlock"]
@@ -333,7 +334,7 @@ class AnthropicAssembler(TurnProgress):
         if not text.strip():
             return None  # `data:` alone: a keep-alive
         try:
-            event = json.loads(text)  # lone surrogate escapes (see the docstring)
+            event = stdlib_event(text)  # lone surrogate escapes (see the docstring)
         except (ValueError, RecursionError):
             raise invalid_chunk(data, "a stream event is not valid JSON") from None
         self._stdlib_parsed = True

@@ -80,7 +80,13 @@ from steadyloop.stream.sse import MessageData, ServerSentEvent
 from steadyloop.stream.surrogates import rejoin_surrogates
 
 # The chat assembler's readings of provider values, shared so both wires bound them alike.
-from steadyloop.stream.turn_assembly import TurnProgress, _text_of, count_of, invalid_chunk
+from steadyloop.stream.turn_assembly import (
+    TurnProgress,
+    _text_of,
+    count_of,
+    invalid_chunk,
+    stdlib_event,
+)
 
 __all__ = ["ResponsesAssembler", "ResponsesCall"]
 
@@ -479,7 +485,7 @@ class ResponsesAssembler(TurnProgress):
                 )
             )
         try:
-            payload = json.loads(text)  # escapes of lone surrogates, which orjson refuses
+            payload = stdlib_event(text)  # escapes of lone surrogates, which orjson refuses
         except (ValueError, RecursionError):
             raise invalid_chunk(data, "a stream event is not valid JSON") from None
         self._stdlib = True

@@ -642,7 +642,7 @@ class TurnAssembler(TurnProgress):
         try:
             # The stdlib parser accepts escapes of unpaired surrogates, which providers
             # send when a tokenizer splits an astral character across two chunks.
-            chunk = json.loads(text)
+            chunk = stdlib_event(text)
         except (ValueError, RecursionError):
             raise invalid_chunk(data, "a stream chunk is not valid JSON") from None
         self._stdlib_parsed = True
@@ -793,6 +793,26 @@ def _event_error(data: str) -> StreamFailed:
         error = body.get("error")
         return provider_error(data, error if error not in (None, False) else body)
     return provider_error(data, body)
+
+
+# Longer integer literals are read as the float they denote (`stdlib_event`).
+_INT_DIGITS = 4_000
+
+
+def _event_int(literal: str) -> int | float:
+    return int(literal) if len(literal) <= _INT_DIGITS else float(literal)
+
+
+def stdlib_event(text: str) -> Any:
+    """A payload orjson refused, read by the stdlib parser (which takes escapes of lone
+    surrogates); ValueError or RecursionError when it is not JSON.
+
+    An integer literal past `_INT_DIGITS` digits (Python refuses to make an int of one
+    over 4,300) is read as its float, infinite here, as orjson reads a long one: it is
+    valid JSON, and every count read from it is then out of range and left out
+    (`count_of`), as `1e400` is, instead of the event being refused as not JSON.
+    """
+    return json.loads(text, parse_int=_event_int)
 
 
 def invalid_chunk(data: str | bytes, message: str) -> StreamFailed:
