@@ -78,7 +78,7 @@ import subprocess
 import sys
 import time
 from collections import defaultdict, deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -428,9 +428,9 @@ def openai_assemble(reads: list[bytes]) -> Any:
 
 
 def timed_rounds(
-    runs: dict[str, Callable[[], object]],
+    runs: Mapping[str, Callable[[], object]],
     rounds: int,
-    warm: dict[str, Callable[[], object]] | None = None,
+    warm: Mapping[str, Callable[[], object]] | None = None,
 ) -> dict[str, list[float]]:
     """Wall time of each run in each of `rounds` rounds, interleaved.
 

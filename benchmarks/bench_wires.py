@@ -24,7 +24,8 @@ Cases: `one call` (~200 bytes of arguments), `ten parallel` (ten calls of ~200 b
 
 Candidates, best of N interleaved rounds (`bench_stream.timed_rounds`); a small case is
 run several times per round (the same count for every candidate), so that one sample
-is milliseconds, not the timer's grain:
+is milliseconds, not the timer's grain. Each sample follows a full collection and one
+untimed run of the candidate (`timed_rounds` says why):
 
 - `steadyloop`: `SSEDecoder.feed_data` per read (`event_names` as the wire sets it)
   and the wire's assembler (`feed_events`, `finish()`), as the model activity runs it;
