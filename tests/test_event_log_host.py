@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import uuid
-from collections.abc import Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -29,6 +29,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
+from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
@@ -57,7 +58,7 @@ pytestmark = pytest.mark.slow
 HOST_MAX_EVENTS = 50  # the smallest the host allows: it rolls over every few publishes
 IDLE_S = 3_600.0  # the host's default idle close
 READ_GUARD_S = 30.0
-PUBLISH_PAUSE_S = 0.02
+ROLL_OVER_GUARD_S = 10.0
 PROPERTY = settings(
     max_examples=12,
     deadline=None,
@@ -127,17 +128,15 @@ class Host:
         if stop:
             events.append(StopEvent(turn=0, reason="final_answer"))
             labels.append("stop")
-        await publish_events(
-            self.lab.client,
-            PublishRunEvents(
-                stream_id=self.host_id,
-                task_queue=self.lab.task_queue,
-                host_max_events=HOST_MAX_EVENTS,
-                publisher_id="loop:test",
-                sequence=self.sequence,
-                events=events,
-            ),
+        batch = PublishRunEvents(
+            stream_id=self.host_id,
+            task_queue=self.lab.task_queue,
+            host_max_events=HOST_MAX_EVENTS,
+            publisher_id="loop:test",
+            sequence=self.sequence,
+            events=events,
         )
+        await while_rolling_over(lambda: publish_events(self.lab.client, batch))
         self.published += labels
         await self.note_execution()
 
@@ -150,7 +149,7 @@ class Host:
         labels = [f"t{len(self.published) + i}" for i in range(count)]
         for label in labels:
             topic.publish(OutputDelta(turn=1, attempt=1, kind="text", text=label))
-        await stream.flush()
+        await while_rolling_over(stream.flush)  # a retried flush resends the same batch
         self.published += labels
         await self.note_execution()
 
@@ -191,10 +190,37 @@ class Host:
         self.read += got
         self.cursor = got[-1].cursor
 
-    async def note_execution(self) -> None:
-        self.executions.add(
-            (await self.lab.client.get_workflow_handle(self.host_id).describe()).run_id
-        )
+    async def note_execution(self) -> int:
+        """Record the host's current execution; return its history length."""
+        described = await self.lab.client.get_workflow_handle(self.host_id).describe()
+        self.executions.add(described.run_id)
+        return described.raw_description.workflow_execution_info.history_length
+
+    async def wait_out_roll_over(self) -> None:
+        """If the host's history is full, wait (publishing nothing) until it rolls over."""
+        before = len(self.executions)
+        for _ in range(int(ROLL_OVER_GUARD_S / 0.02)):
+            if await self.note_execution() < HOST_MAX_EVENTS or len(self.executions) > before:
+                return
+            await asyncio.sleep(0.02)
+        raise AssertionError(f"the host did not roll over within {ROLL_OVER_GUARD_S} s")
+
+
+async def while_rolling_over(send: Callable[[], Awaitable[None]]) -> None:
+    """Send, again if the signal reached the execution that was just continuing-as-new.
+
+    The time-skipping server can route a signal by workflow id to the execution that
+    is ending (`NOT_FOUND`, "Completed workflow"). Production publishers retry it the
+    same way (the output publisher, and Temporal's retry of the publish activity). The
+    host deduplicates by publisher id and sequence, so nothing lands twice.
+    """
+    for attempt in range(50):
+        try:
+            return await send()
+        except RPCError as error:
+            if error.status != RPCStatusCode.NOT_FOUND or attempt == 49:
+                raise
+            await asyncio.sleep(0.02)
 
 
 def label(event: RunEventItem) -> str:
@@ -298,17 +324,21 @@ async def publish_until(host: Host, *, executions: int) -> None:
     """Publish (events and text by turns) until the host has had `executions` executions.
 
     Signals that arrive together share a workflow task, so no count of publishes is
-    sure to fill its history; and a signal landing in the task that continues-as-new
-    fails that task (`UnhandledCommand`, retried with the signal), so publishes back to
-    back with no pause can hold a roll-over off indefinitely. The pause is far shorter
-    than a publisher's batch interval (0.25 s by default).
+    sure to fill its history. Once the history is full, publishing pauses until the host
+    has rolled over. Without the pause, a signal that lands in the continue-as-new task
+    fails that task (`UnhandledCommand`). The time-skipping server then writes the
+    failure into the history and sends the whole history again. Replaying it (164
+    events: 34-57 ms) takes longer than the gap between publishes, so every retry fails
+    too. In measured runs, 27 of 40 tasks failed and the history reached 186 events
+    against a bound of 50. The dev server retried once and rolled over. A real
+    publisher's batches are 0.25 s apart.
     """
     for _ in range(200):
         if len(host.executions) >= executions:
             return
         await host.publish_events(3)
         await host.publish_text(3)
-        await asyncio.sleep(PUBLISH_PAUSE_S)
+        await host.wait_out_roll_over()
     raise AssertionError(f"the host had {len(host.executions)} executions")
 
 
