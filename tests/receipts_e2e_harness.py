@@ -20,9 +20,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from process_signals import kill_process, stop_process
+from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Replayer
 
 from steadyloop.chat import ChatMessage
 from steadyloop.output.forwarding import ForwardingOptions
@@ -36,6 +39,7 @@ from steadyloop.testing.scripted_server import (
     ScriptedServer,
     sse_response,
 )
+from steadyloop.worker.process import RUN_WORKFLOWS, workflow_runner
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 WORKER_SCRIPT = Path(__file__).with_name("receipts_worker_main.py")
@@ -218,6 +222,13 @@ async def e2e_run(
             )
             try:
                 yield harness
+                await assert_every_run_replays(harness.client)
+            except BaseException:
+                try:
+                    await print_what_happened(harness)
+                except Exception as error:  # the failure itself is what the test reports
+                    print(f"could not print the runs' histories: {error!r}")
+                raise
             finally:
                 for worker in harness.workers:
                     try:
@@ -227,6 +238,55 @@ async def e2e_run(
                             worker.process.kill()
                         raise
             assert provider.errors == [], provider.errors
+
+
+async def assert_every_run_replays(client: Client) -> None:
+    """Each run's history, however its workers were killed, replays under the code that
+    made it: the workers the tests kill leave histories no other test records."""
+    replayer = Replayer(
+        workflows=RUN_WORKFLOWS,
+        data_converter=pydantic_data_converter,
+        workflow_runner=workflow_runner(),
+    )
+    async for execution in client.list_workflows():
+        history = await client.get_workflow_handle(
+            execution.id, run_id=execution.run_id
+        ).fetch_history()
+        replay = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+        assert replay.replay_failure is None, (execution.id, replay.replay_failure)
+
+
+async def print_what_happened(harness: E2E, *, log_lines: int = 40) -> None:
+    """Print each run's history, one line an event, and the end of each worker's log, so
+    that a failure seen once (a race under load) can be read from the test's output: the
+    dev server and the logs are gone when it ends."""
+    async for execution in harness.client.list_workflows():
+        handle = harness.client.get_workflow_handle(execution.id, run_id=execution.run_id)
+        print(f"history of {execution.id} ({execution.run_id}):")
+        for event in (await handle.fetch_history()).events:
+            print(f"  {event_line(event)}")
+    for number, worker in enumerate(harness.workers, 1):
+        text = worker.log.read_text(errors="replace") if worker.log.exists() else ""
+        lines = text.splitlines()[-log_lines:]
+        print(f"worker {number} log, last {len(lines)} lines:", *lines, sep="\n  ")
+
+
+def event_line(event: HistoryEvent) -> str:
+    """One event: its id, type, and what names it (a marker, an activity, an identity)."""
+    kind = EventType.Name(event.event_type).removeprefix("EVENT_TYPE_")
+    name = ""
+    if event.HasField("marker_recorded_event_attributes"):
+        marker = event.marker_recorded_event_attributes
+        data = b"".join(p.data for key in marker.details for p in marker.details[key].payloads)
+        name = f"{marker.marker_name} {data[:80]!r}"
+    elif event.HasField("activity_task_scheduled_event_attributes"):
+        name = event.activity_task_scheduled_event_attributes.activity_type.name
+    elif event.HasField("workflow_task_failed_event_attributes"):
+        failed = event.workflow_task_failed_event_attributes
+        name = f"{failed.identity}: {failed.failure.message[:200]}"
+    elif event.HasField("workflow_task_started_event_attributes"):
+        name = event.workflow_task_started_event_attributes.identity
+    return f"{event.event_id} {event.event_time.ToJsonString()} {kind} {name}".rstrip()
 
 
 async def eventually(
