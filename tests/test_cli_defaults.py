@@ -178,7 +178,9 @@ async def served(tmp_path: Path) -> AsyncIterator[Served]:
     """A worker with the user's own tools (`--tools tools_here:registry`, a module in its
     working directory), an endpoint `default` with a model, a header naming `$GW_KEY`
     and an `extra_body` field, an endpoint `bare` without a model, and one that refuses
-    `tool_choice`. The command line shares none of that configuration."""
+    `tool_choice`, and `claude` on the Anthropic wire (never reached: the tests that
+    name it are refused before the run). The command line shares none of that
+    configuration."""
     (tmp_path / "tools_here.py").write_text(TOOLS_MODULE, encoding="utf-8")
     ready_file = tmp_path / "worker.ready"
     queue = f"q-{uuid.uuid4().hex[:8]}"
@@ -199,6 +201,8 @@ async def served(tmp_path: Path) -> AsyncIterator[Served]:
             f"bare={provider.base_url}",
             "--endpoint",
             f"picky={picky.base_url},model=picky-model",
+            "--endpoint",
+            f"claude={provider.base_url},model=claude-x,api=anthropic",
             "--ready-file",
             str(ready_file),
             environ=environment(GW_KEY=SECRET),
@@ -228,7 +232,11 @@ async def test_a_run_naming_no_model_or_tools_takes_the_serving_workers(served: 
     # The ready line is one line of JSON, and the ready file holds the same.
     ready = served.worker.ready_json
     assert ready["task_queue"] == served.connection[-1]
-    assert ready["endpoints"] == {"default": "tiny-model", "picky": "picky-model"}
+    assert ready["endpoints"] == {
+        "default": "tiny-model",
+        "picky": "picky-model",
+        "claude": "claude-x",
+    }
     assert ready["tools"] == ["shout", "whisper"]
     assert json.loads(served.ready_file.read_text(encoding="utf-8")) == ready
 
@@ -360,6 +368,66 @@ async def test_a_knob_no_provider_would_take_is_refused_by_its_flag(served: Serv
         assert said in out, out
         assert "validation error" not in out and "pydantic" not in out
     assert served.provider.requests == []
+
+
+async def test_a_knob_an_endpoints_wire_refuses_is_refused_before_the_run_starts(
+    served: Served,
+) -> None:
+    """Anthropic's endpoints take temperature 0 to 1: 1.5 is refused from its flag when
+    the run's endpoint, or any endpoint of its route, is the worker's `claude` (the
+    worker's word: this machine configures no endpoint); the same 1.5 on a Chat
+    Completions endpoint (0 to 2) is sent."""
+    run_id = f"wire-knob-{uuid.uuid4().hex[:8]}"
+    said = (
+        "--temperature: temperature must be a number from 0 to 1 on an Anthropic Messages "
+        "endpoint; got 1.5 (endpoint 'claude' speaks it)"
+    )
+    code, out = await served.run(
+        "Shout hello", "--endpoint", "claude", "--temperature", "1.5", "--id", run_id
+    )
+    assert code == 2, out
+    assert said in out, out
+    route = ["--route", "default=tiny-model", "--route", "claude=claude-x"]
+    code, out = await served.run("Shout hello", *route, "--temperature", "1.5", "--id", run_id)
+    assert code == 2, out
+    assert said in out and "'default'" not in out, out
+    assert served.provider.requests == []
+    assert not await workflow_exists(served.temporal.client, run_id)
+
+    code, out = await served.run("Shout hello", "--temperature", "1.5")
+    assert code == 0, out
+    assert {request.json["temperature"] for request in served.provider.requests} == {1.5}
+
+
+async def test_a_knob_this_machines_endpoint_refuses_is_refused_with_no_worker_to_ask(
+    tmp_path: Path,
+) -> None:
+    """The wire this machine configures decides when no worker is there to ask: refused
+    before any connection is needed (the address is one nothing listens on)."""
+    endpoints = {"claude": {"base_url": "http://127.0.0.1:9/v1", "api": "anthropic"}}
+    code, out = await steadyloop(
+        "run",
+        "Shout hello",
+        "--endpoint",
+        "claude",
+        "--model",
+        "claude-x",
+        "--no-tools",
+        "--top-p",
+        "0.5",
+        "--temperature",
+        "1.2",
+        "--address",
+        f"127.0.0.1:{free_port()}",
+        environ=environment(STEADYLOOP_ENDPOINTS=json.dumps(endpoints)),
+        cwd=tmp_path,
+    )
+    assert code == 2, out
+    assert (
+        "--temperature: temperature must be a number from 0 to 1 on an Anthropic Messages "
+        "endpoint; got 1.2 (endpoint 'claude' speaks it)"
+    ) in out, out
+    assert "--top-p" not in out, out
 
 
 async def test_a_tool_choice_the_endpoint_refuses_is_dropped_and_the_run_goes_on(

@@ -29,7 +29,9 @@ class WorkerDescriptionActivities:
 
     def description(self) -> WorkerDescription:
         return WorkerDescription(
-            endpoints=[ServedEndpoint(name=e.name, model=e.model) for e in self.endpoints],
+            endpoints=[
+                ServedEndpoint(name=e.name, model=e.model, api=e.api) for e in self.endpoints
+            ],
             tools=self.tools.names(),
             unplugged_tools=self.tools.unplugged(),
             plugins=self.tools.plugin_names(),

@@ -61,11 +61,12 @@ from steadyloop.cli.progress import ProgressDisplay, partial_lines, result_lines
 from steadyloop.cli.receipts import add_receipts_parser
 from steadyloop.cli.run_ids import add_reuse_flag, check_reuse, start_run
 from steadyloop.cli.steering import add_steering_parsers
+from steadyloop.cli.wire_bounds import sampling_some_wire_refuses, wire_refusal
 from steadyloop.mcp.config import McpConfigError, describe_server, mcp_servers
 from steadyloop.mcp.startup import refuse_unstartable
 from steadyloop.output.forwarding import ForwardingOptions
 from steadyloop.routing.provider_profiles import ProviderProfile
-from steadyloop.run.bounds import seconds_problem
+from steadyloop.run.bounds import WireApi, seconds_problem
 from steadyloop.run.models import (
     ContinuationOptions,
     RunInput,
@@ -804,6 +805,8 @@ async def _run(args: argparse.Namespace) -> int:
             model = _served_model(endpoint, served)
     else:
         endpoint, model = route.candidates[0].endpoint, route.candidates[0].model
+    in_play = [candidate.endpoint for candidate in route.candidates] if route else [endpoint]
+    await _check_sampling_wires(sampling, in_play, settings, serving)
     tools, plugins = await _run_tools(args, serving)
     if serving.description is not None and route is None:
         # Asked anyway: refuse an endpoint it lacks now, not at the first turn. (A route
@@ -935,6 +938,29 @@ def _served_model(endpoint: str, served: WorkerDescription) -> str:
             f"(--endpoint {endpoint}=URL,model=MODEL)"
         )
     return described.model
+
+
+async def _check_sampling_wires(
+    sampling: Sampling,
+    endpoints: Sequence[str],
+    settings: EndpointSettings,
+    serving: _ServingWorker,
+) -> None:
+    """A knob an endpoint's wire refuses, refused before the run starts (`wire_bounds`).
+    The worker is asked only for a knob some wire refuses, when this machine's
+    configuration does not know every endpoint's wire; no worker to ask leaves it to
+    the model activity, which refuses the request on that endpoint."""
+    if not sampling_some_wire_refuses(sampling):
+        return
+    wires: dict[str, WireApi] = {e.name: e.api for e in settings.registry}
+    if serving.description is None and any(name not in wires for name in endpoints):
+        with contextlib.suppress(ConfigError):
+            await serving.describe("the wires of the run's endpoints", "lower the knob")
+    if serving.description is not None:
+        wires |= {e.name: e.api for e in serving.description.endpoints}
+    refused = wire_refusal(sampling, endpoints, wires)
+    if refused is not None:
+        raise ConfigError(refused)
 
 
 def _only_served_endpoint(endpoint: str, served: WorkerDescription) -> str:

@@ -25,9 +25,11 @@ refused where the configuration is built, with a message that names the field:
   run the provider then answered with a 400 per turn). `SAMPLING_RANGES` holds them per
   wire (OpenAI's chat and Responses: temperature 0..2; Anthropic Messages: 0..1; top_p
   0..1 on all three); a run's `Sampling` is held to the widest range when it is built
-  (the run does not know which wire its endpoints speak: the worker does), and the
-  model activity holds a request to its endpoint's wire before sending it
-  (`sampling_problems`), a non-retryable error naming the knob, the value and the range.
+  (the run does not know which wire its endpoints speak: the worker does), `steadyloop
+  run` holds them to each endpoint's wire where it can learn it (`steadyloop.cli.
+  wire_bounds`), and the model activity holds a request to its endpoint's wire before
+  sending it (`sampling_problems`), a non-retryable error naming the knob, the value
+  and the range.
 
 `seconds_problem`, `identity_problem`, `text_problem` and `sampling_problem` say why a
 value is refused (None when it is fine), so the command line can check its flags with
@@ -52,12 +54,14 @@ __all__ = [
     "Count",
     "Identity",
     "OptionalCount",
+    "SamplingKnob",
     "Seconds",
     "SecondsOrZero",
     "Temperature",
     "Text",
     "TokenCount",
     "TopP",
+    "WireApi",
     "identity_problem",
     "sampling_problem",
     "sampling_problems",

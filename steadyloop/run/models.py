@@ -133,8 +133,8 @@ class Sampling(BaseModel):
     a 32-bit and `seed` as a 64-bit integer: anything else is refused here, by name,
     rather than by the provider on every attempt. A temperature outside 0..2 or a
     `top_p` outside 0..1 is refused by every provider, so it is refused here too
-    (Anthropic's 0..1 temperature is held by the model activity, which knows the
-    endpoint's wire: `steadyloop.run.bounds.SAMPLING_RANGES`). `stop`:
+    (Anthropic's 0..1 temperature is held by `steadyloop run` and by the model activity,
+    which know the endpoint's wire: `steadyloop.run.bounds.SAMPLING_RANGES`). `stop`:
     sequences that end the model's reply where they appear (not included in it)."""
 
     model_config = ConfigDict(frozen=True)

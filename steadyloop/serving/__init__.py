@@ -9,25 +9,30 @@ the `steadyloop.describe_worker` activity on a worker that serves runs there, an
 answer decides the defaults and refuses a `--tool`, `--plugin` or endpoint typo before
 the run starts, listing what the worker has.
 
-Nothing secret is described: endpoint names and default models only, never a base URL,
-a key variable or a header.
+Nothing secret is described: endpoint names, default models and wires only, never a
+base URL, a key variable or a header.
 """
 
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from steadyloop.run.bounds import WireApi
+
 DESCRIBE_WORKER_ACTIVITY = "steadyloop.describe_worker"
 DESCRIBE_WORKER_WORKFLOW = "DescribeWorkerWorkflow"
 
 
 class ServedEndpoint(BaseModel):
-    """One endpoint a worker can reach: its name and default model (None: none)."""
+    """One endpoint a worker can reach: its name, default model (None: none) and wire
+    (what `steadyloop run` holds the run's sampling knobs to before it starts; a worker
+    from before the wires says none, and spoke only chat)."""
 
     model_config = ConfigDict(frozen=True)
 
     name: str
     model: str | None = None
+    api: WireApi = "chat"
 
 
 class WorkerDescription(BaseModel):
