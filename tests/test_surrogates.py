@@ -1,4 +1,4 @@
-"""One rule for lone surrogates (`steadyloop.stream.surrogates`), and its three callers agree.
+"""One rule for lone surrogates (`steadyloop.stream.surrogates`), and its callers agree.
 
 The oracle is UTF-16's own reading (`decode("utf-16-le", "replace")` of the code units),
 independent of the implementation. Each caller keeps the behaviour its own tests pin:
@@ -13,6 +13,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from steadyloop.receipts.ledger import _bounded
 from steadyloop.redaction import clean_text
 from steadyloop.stream import accumulator
 from steadyloop.stream.surrogates import rejoin_surrogates
@@ -33,6 +34,7 @@ def test_every_caller_reads_text_as_utf16_does(text: str) -> None:
     assert rejoin_surrogates(text) == want
     assert utf8_text(text) == want
     assert clean_text(text) == want.replace("\x00", "\ufffd")
+    assert _bounded(text, 1 << 20)[0] == want  # a receipt's stored result
     assert accumulator.rejoin_surrogates is rejoin_surrogates  # the one home, re-exported
     want.encode("utf-8")
 

@@ -62,7 +62,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -81,6 +80,7 @@ from steadyloop.receipts.decision import (
     lease_live,
     require_aware,
 )
+from steadyloop.stream.surrogates import rejoin_surrogates
 
 __all__ = [
     "DEFAULT_PROGRESS_LIMIT_BYTES",
@@ -110,7 +110,6 @@ UNRESTORABLE_RESULT = (
     "restored; it is not run again. Do not assume what it returned.]"
 )
 _TRUNCATION_MARKER = "\n[steadyloop: result truncated to {kept} of {total} bytes]"
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 WriteRefusal = Literal[
     "absent",  # no receipt under the key
@@ -202,8 +201,9 @@ def resolution_text(resolution: Happened | DidNotHappen | GiveUp, attempt: int) 
 
 
 def _bounded(result: str, limit: int) -> tuple[str, bool, int]:
-    """(stored text, truncated, full UTF-8 size) of `result` under `limit` bytes."""
-    text = _LONE_SURROGATE.sub("\ufffd", result)
+    """(stored text, truncated, full UTF-8 size) of `result` under `limit` bytes; lone
+    surrogates read as everywhere else (`steadyloop.stream.surrogates`)."""
+    text = rejoin_surrogates(result)
     encoded = text.encode("utf-8")
     total = len(encoded)
     if total <= limit:
