@@ -408,9 +408,16 @@ output = 0.4
 [prices.local]
 input = 0
 output = 0
+
+[prices.claude]
+input = 3.0
+cached_input = 0.3
+cache_write_input = 3.75
+output = 15.0
 """,
     )
     config = load_config(path, {})
+    assert run_prices("claude", config)["claude"].cache_write_input == 3.75
     prices = run_prices("openai", config)
     assert sorted(prices) == ["openai", "openai/gpt-mini"]
     assert prices["openai"].cached_input == 0.5 and prices["openai/gpt-mini"].output == 0.4

@@ -34,6 +34,29 @@ def test_cached_input_without_its_own_price_is_billed_as_input() -> None:
     assert cost_of(usage, Price(input=3.0, output=15.0)) == pytest.approx(3.0)
 
 
+CLAUDE = Price(input=3.0, cached_input=0.3, cache_write_input=3.75, output=15.0)
+
+
+def test_cache_writes_are_billed_at_their_own_price_and_not_again_as_input() -> None:
+    # As the Anthropic wire reads it: prompt_tokens = 200k plain + 300k written + 500k read.
+    usage = Usage(
+        prompt_tokens=1_000_000,
+        completion_tokens=100_000,
+        cached_tokens=500_000,
+        cache_creation_tokens=300_000,
+    )
+    # 200k at $3, 300k written at $3.75, 500k read at $0.3, 100k out at $15.
+    assert cost_of(usage, CLAUDE) == pytest.approx(0.6 + 1.125 + 0.15 + 1.5)
+    # Without a write price, the sum is the one before the field existed: writes as input.
+    plain = CLAUDE.model_copy(update={"cache_write_input": None})
+    assert cost_of(usage, plain) == pytest.approx(0.5 * 3.0 + 0.15 + 1.5)
+
+
+def test_more_cache_writes_than_input_are_billed_as_the_input_there_is() -> None:
+    usage = Usage(prompt_tokens=1_000, completion_tokens=0, cache_creation_tokens=10**15)
+    assert cost_of(usage, CLAUDE) == pytest.approx(1_000 * 3.75 / 1_000_000)
+
+
 def test_a_models_own_price_wins_over_its_endpoints() -> None:
     cheap = Price(input=0.1, output=0.4)
     table = {"openai": GPT, "openai/gpt-mini": cheap}

@@ -2,7 +2,8 @@
 
 Prices are per endpoint (the table's key is the endpoint name), with an optional
 override for one model (`"endpoint/model"`), in US dollars per million tokens, on
-the three bases providers bill: input, cached input and output.
+the four bases providers bill: input, cached input (cache reads), cache writes and
+output.
 
 Where the obvious sum is wrong:
 
@@ -11,6 +12,11 @@ Where the obvious sum is wrong:
   cached_tokens` is a part of them), Anthropic-style input tokens *exclude* cache reads.
   `Price.cached_in_input` says which basis the endpoint reports on, so a cached token
   is neither billed twice nor left out.
+- Cache writes are billed above the input price (Anthropic: 1.25x for five minutes, 2x
+  for an hour) and are a part of the input tokens (`Usage.cache_creation_tokens`, read
+  on the Anthropic wire). With `Price.cache_write_input` set they are billed at it, and
+  not again at the input price; without it the sum is the one before that price
+  existed, to the cent, so a run recorded then sums the same.
 - A call the provider sent no usage for cannot be priced: it is counted as unpriced,
   never priced at an estimate or at zero ("could not measure" is an omission, not a
   sentinel), so a displayed cost says how many calls it leaves out.
@@ -48,6 +54,8 @@ class Price(BaseModel):
     cached_input: float | None = Field(default=None, ge=0, le=MAX_PRICE)
     # True when the endpoint's prompt_tokens already include the cached tokens (OpenAI).
     cached_in_input: bool = True
+    # None: tokens written to the prompt cache are billed at the input price.
+    cache_write_input: float | None = Field(default=None, ge=0, le=MAX_PRICE)
 
 
 PriceTable = dict[str, Price]
@@ -66,9 +74,15 @@ def cost_of(usage: Usage, price: Price) -> float:
     cached = _tokens(usage.cached_tokens)
     uncached = prompt - cached if price.cached_in_input else prompt
     cached_rate = price.input if price.cached_input is None else price.cached_input
+    written = 0.0
+    if price.cache_write_input is not None:
+        creation = min(_tokens(usage.cache_creation_tokens), max(uncached, 0))
+        uncached -= creation
+        written = creation * price.cache_write_input
     return (
         max(uncached, 0) * price.input
         + cached * cached_rate
+        + written
         + _tokens(usage.completion_tokens) * price.output
     ) / PER_TOKENS
 
