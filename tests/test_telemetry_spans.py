@@ -190,16 +190,6 @@ async def test_spans_carry_no_prompt_or_tool_arguments_by_default(telemetry: Rec
         assert content not in dumped
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason=(
-        "with max_cached_workflows=0, a workflow task whose local activity starts or "
-        "signals another workflow on the same task queue sometimes times out (10 s) and "
-        "runs again (seen without steadyloop in a 30-line workflow; not with a cache of "
-        "1 or more), and a task run twice exports its spans twice; the event log's "
-        "publish is such a local activity"
-    ),
-)
 async def test_a_run_replayed_on_every_task_is_still_one_whole_trace(
     telemetry: Recorded, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -208,8 +198,10 @@ async def test_a_run_replayed_on_every_task_is_still_one_whole_trace(
     # the first execution gave them, so every parent named is a span that was exported,
     # and nothing is exported twice. (No failed attempt here: the time-skipping server
     # does not answer the breaker's update in time with no cache, telemetry or not.)
-    # On a real dev server: with no cache, the time-skipping server lets the workflow task
-    # that runs the event log's publish time out, and a task run twice exports twice.
+    # On a real dev server: with no cache, the time-skipping server let a workflow task
+    # whose local activity signals another workflow time out, and a task run twice
+    # exported twice. This run does not forward, so its event log is in its own history
+    # and no local activity of it signals anything.
     monkeypatch.setattr(
         loop_harness,
         "Worker",
