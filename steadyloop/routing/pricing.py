@@ -11,7 +11,9 @@ Where the obvious sum is wrong:
   OpenAI-style `prompt_tokens` *include* the cached ones (`prompt_tokens_details.
   cached_tokens` is a part of them), Anthropic-style input tokens *exclude* cache reads.
   `Price.cached_in_input` says which basis the endpoint reports on, so a cached token
-  is neither billed twice nor left out.
+  is neither billed twice nor left out. steadyloop's Anthropic wire already adds the
+  cache reads and writes into `prompt_tokens` (as OpenAI counts), so its endpoints
+  keep the default `True`: `False` there would bill each cache read twice.
 - Cache writes are billed above the input price (Anthropic: 1.25x for five minutes, 2x
   for an hour) and are a part of the input tokens (`Usage.cache_creation_tokens`, read
   on the Anthropic wire). With `Price.cache_write_input` set they are billed at it, and

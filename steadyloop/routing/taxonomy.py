@@ -14,8 +14,9 @@ What the obvious classification gets wrong, and where this module prevents it:
   the endpoint's state, not the request's; `insufficient_quota` arrives as a 429 but
   waiting does not refill a quota (`quota`); OpenRouter reports moderation as a 403,
   which is not an authentication problem (`content_filter` is checked before `auth`);
-  Anthropic reports an empty credit balance as a 400. `http_category` reads the
-  provider's code, type and message before falling back to the status.
+  Anthropic reports an empty credit balance, and a reached spend limit, as a 400.
+  `http_category` reads the provider's code, type and message before falling back to
+  the status.
 - Context-length errors have no common shape: OpenAI and Groq send
   `code: context_length_exceeded`, llama.cpp `type: exceed_context_size_error`, vLLM,
   DeepSeek and OpenRouter only a sentence ("maximum context length is ..."), Anthropic
@@ -154,7 +155,9 @@ _RATE_LIMIT_TYPES = frozenset({"rate_limit_error", "rate_limit_exceeded", "token
 _QUOTA_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached", "quota_exceeded"})
 _QUOTA_PATTERNS = re.compile(
     r"insufficient[ _]quota|credit balance is too low|insufficient credits|"
-    r"billing hard limit|out of credits",
+    r"billing hard limit|out of credits|"
+    # Anthropic's spend limit, a 400 `invalid_request_error` until the month turns.
+    r"reached your specified api usage limits",
     re.IGNORECASE,
 )
 _AUTH_TYPES = frozenset(
