@@ -215,6 +215,21 @@ class Loop:
         return result
 
 
+def loop_worker(
+    client: Client, task_queue: str, model: ModelActivities, tools: ToolRegistry
+) -> Worker:
+    """A worker of the run workflows with the model, tool and endpoint-health activities:
+    what a test that builds its own endpoints or converter runs."""
+    health = EndpointHealthActivities(client, task_queue=task_queue)
+    return Worker(
+        client,
+        task_queue=task_queue,
+        workflows=RUN_WORKFLOWS,
+        activities=[*model.activities(), *ToolActivities(tools).activities(), *health.activities()],
+        max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
+    )
+
+
 def run_input(prompt: str = "help me", **limits: Any) -> RunInput:
     return RunInput(
         endpoint=ENDPOINT,

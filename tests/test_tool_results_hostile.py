@@ -25,7 +25,13 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from loop_harness import ENDPOINT, MODEL, assert_every_call_answered, tool_messages
+from loop_harness import (
+    ENDPOINT,
+    MODEL,
+    assert_every_call_answered,
+    loop_worker,
+    tool_messages,
+)
 from temporalio import activity
 from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import EventType
@@ -37,11 +43,8 @@ from temporalio.converter import (
     JSONPlainPayloadConverter,
 )
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
 
-from steadyloop.activities.endpoint_health import EndpointHealthActivities
 from steadyloop.activities.model_stream import ModelActivities
-from steadyloop.activities.tool_execution import ToolActivities
 from steadyloop.history.payload_storage import steadyloop_data_converter
 from steadyloop.receipts.ledger import DEFAULT_RESULT_LIMIT_BYTES
 from steadyloop.routing.endpoints import EndpointRegistry
@@ -51,7 +54,6 @@ from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, t
 from steadyloop.testing.scripted_server import ScriptedResponse, ScriptedServer, sse_response
 from steadyloop.tools import ToolRegistry, tool
 from steadyloop.tools.content import MAX_TOOL_CONTENT_BYTES
-from steadyloop.worker.process import HEARTBEAT_THROTTLE, RUN_WORKFLOWS
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 pytestmark = pytest.mark.slow
@@ -189,20 +191,7 @@ async def loop_with(script: Sequence[ScriptedResponse]) -> AsyncIterator[Loop]:
         )
         await stack.enter_async_context(env)
         task_queue = f"tq-{uuid.uuid4()}"
-        health = EndpointHealthActivities(env.client, task_queue=task_queue)
-        await stack.enter_async_context(
-            Worker(
-                env.client,
-                task_queue=task_queue,
-                workflows=RUN_WORKFLOWS,
-                activities=[
-                    *model.activities(),
-                    *ToolActivities(REGISTRY).activities(),
-                    *health.activities(),
-                ],
-                max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
-            )
-        )
+        await stack.enter_async_context(loop_worker(env.client, task_queue, model, REGISTRY))
         yield Loop(env, task_queue)
 
 
