@@ -31,6 +31,7 @@ from steadyloop.run.models import (
     Sampling,
 )
 from steadyloop.tools.content import MAX_TOOL_CONTENT_BYTES
+from steadyloop.tools.schema_profiles import SCHEMA_PROFILES, SchemaProfile, sanitize_tool_schema
 
 DELEGATION = Delegation(
     to=["writer", "critic"],
@@ -65,6 +66,20 @@ def test_the_tool_offers_exactly_the_agents_this_run_may_delegate_to() -> None:
     assert tool.parameters["properties"]["agent"]["enum"] == ["writer", "critic"]
     assert tool.parameters["required"] == ["agent", "task"]
     assert "Writes prose." in tool.description and "Not offered" not in tool.description
+
+
+@pytest.mark.parametrize("profile", SCHEMA_PROFILES)
+def test_the_tools_schema_is_sanitized_for_the_runs_profile(profile: SchemaProfile) -> None:
+    """As every other tool's: Gemini refuses a request over `additionalProperties`, and
+    OpenAI's strict mode wants the tool marked strict. A portable run's tool is the one
+    offered before profiles reached it, so a run recorded then asks the same."""
+    own = delegate_tool_description(DELEGATION).parameters
+    assert own["additionalProperties"] is False
+    tool = delegate_tool_description(DELEGATION, profile)
+    assert tool.parameters == sanitize_tool_schema(own, profile)
+    assert tool.strict is (profile == "openai_strict")
+    if profile == "gemini":
+        assert "additionalProperties" not in tool.parameters
 
 
 @pytest.mark.parametrize(
@@ -270,7 +285,7 @@ def test_a_childs_stats_fold_into_the_parents_children_with_its_descendants() ->
 
 
 def test_a_delegating_run_needs_a_tenant_visibility_can_match() -> None:
-    with pytest.raises(ValidationError, match="tenant_id \"o'brien\""):
+    with pytest.raises(ValidationError, match='tenant_id "o\'brien"'):
         PARENT.model_validate(PARENT.model_dump() | {"tenant_id": "o'brien"})
     # Without delegation the tenant is never put in a query.
     plain = RunInput(endpoint="ep", model="m", prompt="p", tenant_id="o'brien")

@@ -514,6 +514,24 @@ async def test_arguments_the_model_got_wrong_start_nothing() -> None:
     assert chains.visibility.requests == []
 
 
+async def test_a_gemini_run_is_offered_delegate_without_the_keyword_gemini_refuses() -> None:
+    """Gemini refuses the whole request over `additionalProperties`: the `delegate` tool
+    is sanitized for the run's profile like the run's own tools, on what the provider
+    received."""
+    offered: dict[str, dict[str, Any]] = {}
+
+    def brain(turn: Turn) -> ScriptedResponse:
+        return answer("ok")
+
+    run = to_writer("go").model_copy(update={"provider_profile": "gemini"})
+    async with running_chains(brain) as chains:
+        await (await chains.start(run)).result()
+        for tool in chains.server.requests[0].json["tools"]:
+            offered[tool["function"]["name"]] = tool["function"]["parameters"]
+    assert offered[DELEGATE_TOOL]["required"] == ["agent", "task"]
+    assert all("additionalProperties" not in schema for schema in offered.values()), offered
+
+
 async def test_a_run_whose_own_tool_is_named_delegate_fails_with_a_clear_error() -> None:
     run = to_writer("go")
     run = run.model_copy(update={"tools": ["add", DELEGATE_TOOL]})

@@ -31,6 +31,7 @@ from steadyloop.run.bounds import text_problem
 from steadyloop.run.models import Delegation, RunInput, RunResult
 from steadyloop.tools.content import cap_content
 from steadyloop.tools.payloads import ToolDescription, ToolOutcome
+from steadyloop.tools.schema_profiles import SchemaProfile, sanitize_tool_schema
 
 __all__ = [
     "AWAIT_CHILD_RUN_ACTIVITY",
@@ -70,8 +71,13 @@ class AwaitChildRunInput(BaseModel):
     workflow_id: str
 
 
-def delegate_tool_description(delegation: Delegation) -> ToolDescription:
-    """The tool the model sees: one `agent` from those offered, and a self-contained task."""
+def delegate_tool_description(
+    delegation: Delegation, profile: SchemaProfile = "portable"
+) -> ToolDescription:
+    """The tool the model sees: one `agent` from those offered, and a self-contained task,
+    its schema made acceptable to `profile`'s provider as every other tool's is (Gemini
+    refuses the whole request over `additionalProperties`; `openai_strict` marks it
+    strict)."""
     agents = delegation.agents
     listing = "\n".join(f"- {name}: {agents[name].description}" for name in delegation.to)
     return ToolDescription(
@@ -80,15 +86,19 @@ def delegate_tool_description(delegation: Delegation) -> ToolDescription:
             "Hand a task to another agent and wait for its answer. The agent works in its "
             "own run and sees only the task, so include everything it needs. Agents:\n" + listing
         ),
-        parameters={
-            "type": "object",
-            "properties": {
-                "agent": {"type": "string", "enum": list(delegation.to)},
-                "task": {"type": "string", "description": "The complete task for the agent."},
+        parameters=sanitize_tool_schema(
+            {
+                "type": "object",
+                "properties": {
+                    "agent": {"type": "string", "enum": list(delegation.to)},
+                    "task": {"type": "string", "description": "The complete task for the agent."},
+                },
+                "required": ["agent", "task"],
+                "additionalProperties": False,
             },
-            "required": ["agent", "task"],
-            "additionalProperties": False,
-        },
+            profile,
+        ),
+        strict=profile == "openai_strict",
         effect="opaque",
         timeout_s=DELEGATION_HORIZON_S,
     )

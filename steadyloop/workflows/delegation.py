@@ -105,6 +105,7 @@ with workflow.unsafe.imports_passed_through():
     from steadyloop.chains.search_attributes import chain_search_attributes
     from steadyloop.receipts.decision import Execute, ReceiptKey
     from steadyloop.receipts.ledger import ReceiptLedger
+    from steadyloop.routing.provider_profiles import schema_profile
     from steadyloop.run.models import Delegation, RunInput, RunResult, RunStats
     from steadyloop.tools.payloads import ToolDescription, ToolInvocation, ToolOutcome
 
@@ -206,7 +207,8 @@ class ChildRuns:
                 type="ReservedToolName",
                 non_retryable=True,
             )
-        return {**tools, DELEGATE_TOOL: delegate_tool_description(self._delegation)}
+        profile = schema_profile(self._run.provider_profile)
+        return {**tools, DELEGATE_TOOL: delegate_tool_description(self._delegation, profile)}
 
     async def attempt(
         self, invocation: ToolInvocation, key: ReceiptKey, decision: Execute
