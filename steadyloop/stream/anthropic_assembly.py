@@ -19,8 +19,9 @@ What the obvious implementation gets wrong, and what prevents each here:
   attributed and is counted as a dropped delta, a defect, so the turn is retried
   instead of dispatching a partial batch. A gap in the numbering (0, 2) is only a
   label a gateway chose and is accepted; a second start for an index whose block is
-  still open is a dropped frame too. llama.cpp keeps every block open until the end
-  of the message: blocks at different indices may be open at once, and are.
+  still open is a dropped frame too. Blocks at different indices may be open at once
+  (the protocol allows a block to start before the one before it stops), and are
+  accepted; llama.cpp's recorded streams close each block before the next starts.
 - `tool_use` starts with `input: {}` (llama.cpp leaves `input` out) and the arguments
   arrive as `input_json_delta.partial_json` fragments, concatenated verbatim, where
   `""` adds nothing. A start whose `input` is a non-empty object and no fragment after

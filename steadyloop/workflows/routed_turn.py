@@ -602,7 +602,6 @@ def facts_from_activity_error(error: ActivityError) -> FailureFacts:
         MISSING_API_KEY_ERROR_TYPE,
         SAMPLING_OUT_OF_RANGE_ERROR_TYPE,
         UNSUPPORTED_WIRE_ERROR_TYPE,
-        SAMPLING_OUT_OF_RANGE_ERROR_TYPE,
     ):
         return FailureFacts(kind="configuration", message=cause.message, produced_output=produced)
     first = cause.details[0] if cause.details else None
