@@ -9,7 +9,8 @@ through the client's typed steering (`live_run`); `blobs` collects the blob stor
 (`blobs gc`); `demo` and `demo_conversation` are the keyless demo (`demo_web` serves it
 on the web page), and `demo_tour` (with its scripted provider `demo_tour_conversation`
 and tools `demo_tour_tools`) the keyless tour of approvals, interrupts and ambiguous
-calls; `failure_text` says why a run or a command failed in one line. The worker process
+calls; `failure_text` says why a run or a command failed in one line; `wire_bounds`
+holds `run`'s sampling flags to each endpoint's wire before it starts. The worker process
 that `steadyloop worker` starts lives in `steadyloop.worker`.
 
 Guarantees: bad flags and values get one line that names them; no secret is printed.
