@@ -149,8 +149,10 @@ async def test_a_stall_after_output_was_shown_stops_the_run_without_a_retry() ->
 
 
 async def test_a_stall_before_any_output_is_retried_and_the_run_completes() -> None:
-    silent = sse_response([Pause(3.0), *text_chunks("late")], done=False)
-    async with running_loop([silent, slow_answer("hello there")], first_token_s=0.3) as loop:
+    # The budget holds the retried answer too: 1.5 s, so it is on time on a loaded machine
+    # (the same 0.3 s failed a telemetry test's on-time call once in CI).
+    silent = sse_response([Pause(4.0), *text_chunks("late")], done=False)
+    async with running_loop([silent, slow_answer("hello there")], first_token_s=1.5) as loop:
         watched = await run_and_watch(loop, forwarding_run(model_retry_initial_s=0.1))
         requests = len(loop.server.requests)
 
