@@ -14,7 +14,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Sequence
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Literal
 
 import httpx
 import pytest
@@ -31,24 +31,16 @@ from anthropic_streams import (
     stop,
     text_delta,
 )
-from temporalio.exceptions import ActivityError, ApplicationError
-from temporalio.testing import ActivityEnvironment
+from temporalio.exceptions import ApplicationError
+from wire_activity_harness import WireEndpoint, activity_error
 
-from steadyloop.activities import ModelActivities
 from steadyloop.activities.model_stream import failure_to_application_error, stream_turn
-from steadyloop.chat import ChatMessage, ToolSpec
 from steadyloop.output.forwarding import ForwardedOutput, ForwardTarget, OutputDelta
 from steadyloop.routing.disposition import AttemptContext, Disposition, failure_disposition
-from steadyloop.routing.endpoints import EndpointRegistry
 from steadyloop.routing.pricing import Price, cost_of
 from steadyloop.routing.route_plan import Backoff
 from steadyloop.routing.taxonomy import FailureFacts
 from steadyloop.stream.argument_limits import ArgumentLimits
-from steadyloop.stream.completion import (
-    STREAM_COMPLETION_ACTIVITY,
-    AssembledTurn,
-    CompletionRequest,
-)
 from steadyloop.stream.failures import StreamFailed, StreamFailure
 from steadyloop.stream.runaway_guard import TOOL_CALL_ARGUMENTS_TOO_LARGE
 from steadyloop.testing import Pause, ScriptedResponse, ScriptedServer, json_response, raw_response
@@ -56,7 +48,6 @@ from steadyloop.workflows.routed_turn import facts_from_activity_error
 
 KEY_ENV = "STEADYLOOP_TEST_ANTHROPIC_KEY"
 KEY = "sk-ant-api03-0123456789abcdefXYZ-QRSTuvw"
-TOOL = ToolSpec(name="f", parameters={"type": "object", "properties": {}})
 BACKOFF = Backoff(initial_s=2.0)
 OVERLOADED = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
 
@@ -67,50 +58,13 @@ async def server() -> AsyncIterator[ScriptedServer]:
         yield scripted
 
 
-def request(**fields: Any) -> CompletionRequest:
-    return CompletionRequest(
-        endpoint="claude",
-        model="claude-sonnet-4-5",
-        messages=[ChatMessage(role="user", content="hi")],
-        tools=[TOOL],
-        **fields,
-    )
-
-
-async def activity(
-    server: ScriptedServer, monkeypatch: pytest.MonkeyPatch, **endpoint: Any
-) -> AssembledTurn:
-    """The activity as a worker runs it: the key from the environment, one endpoint."""
-    monkeypatch.setenv(KEY_ENV, KEY)
-    registry = EndpointRegistry(
-        [server.endpoint("claude", api="anthropic", api_key_env=KEY_ENV, **endpoint)]
-    )
-    async with ModelActivities(registry) as model:
-        result: AssembledTurn = await ActivityEnvironment().run(model.stream_completion, request())
-        return result
-
-
-async def failed(
-    server: ScriptedServer, monkeypatch: pytest.MonkeyPatch, **endpoint: Any
-) -> ApplicationError:
-    with pytest.raises(ApplicationError) as info:
-        await activity(server, monkeypatch, **endpoint)
-    return info.value
+CLAUDE = WireEndpoint("claude", "anthropic", "claude-sonnet-4-5", KEY_ENV, KEY)
+request, activity, failed = CLAUDE.request, CLAUDE.activity, CLAUDE.failed
 
 
 def seen_by_workflow(error: ApplicationError) -> FailureFacts:
     """The facts the routed-turn workflow reads from this activity failure."""
-    wrapper = ActivityError(
-        "activity failed",
-        scheduled_event_id=5,
-        started_event_id=6,
-        identity="worker",
-        activity_type=STREAM_COMPLETION_ACTIVITY,
-        activity_id="1",
-        retry_state=None,
-    )
-    wrapper.__cause__ = error
-    return facts_from_activity_error(wrapper)
+    return facts_from_activity_error(activity_error(error))
 
 
 def decided(facts: FailureFacts, *, later_candidates: bool = True) -> Disposition:

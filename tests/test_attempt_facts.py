@@ -5,32 +5,18 @@ heartbeat of an attempt whose worker died)."""
 from __future__ import annotations
 
 from temporalio.exceptions import (
-    ActivityError,
     ApplicationError,
     CancelledError,
     TimeoutError,
     TimeoutType,
 )
+from wire_activity_harness import activity_error
 
 from steadyloop.activities.model_stream import StreamProgress, failure_to_application_error
 from steadyloop.routing.disposition import AttemptContext, failure_disposition
 from steadyloop.routing.endpoints import MISSING_API_KEY_ERROR_TYPE
 from steadyloop.stream.failures import StreamFailure
 from steadyloop.workflows.routed_turn import facts_from_activity_error
-
-
-def activity_error(cause: BaseException) -> ActivityError:
-    error = ActivityError(
-        "activity failed",
-        scheduled_event_id=5,
-        started_event_id=6,
-        identity="worker",
-        activity_type="steadyloop.stream_completion",
-        activity_id="1",
-        retry_state=None,
-    )
-    error.__cause__ = cause
-    return error
 
 
 def test_a_classified_failure_as_the_model_activity_raises_it() -> None:

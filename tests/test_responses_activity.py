@@ -10,22 +10,16 @@ from typing import Any
 
 import httpx
 import pytest
-from temporalio.exceptions import ApplicationError
-from temporalio.testing import ActivityEnvironment
+from wire_activity_harness import WireEndpoint
 
-from steadyloop.activities import ModelActivities
 from steadyloop.activities.model_stream import stream_turn
-from steadyloop.chat import ChatMessage, ToolSpec
 from steadyloop.output.forwarding import ForwardTarget, OutputDelta
-from steadyloop.routing.endpoints import EndpointRegistry
 from steadyloop.stream.argument_limits import ArgumentLimits
-from steadyloop.stream.completion import AssembledTurn, CompletionRequest
 from steadyloop.stream.failures import StreamFailed, StreamFailure
 from steadyloop.testing import Pause, ScriptedServer, raw_response
 
 KEY_ENV = "STEADYLOOP_TEST_RESPONSES_KEY"
 KEY = "sk-resp-0123456789abcdefXYZ"
-TOOL = ToolSpec(name="f", parameters={"type": "object", "properties": {}})
 
 
 def event(payload: dict[str, Any]) -> bytes:
@@ -57,34 +51,8 @@ async def server() -> AsyncIterator[ScriptedServer]:
         yield scripted
 
 
-def request(**fields: Any) -> CompletionRequest:
-    return CompletionRequest(
-        endpoint="gpt",
-        model="gpt-5",
-        messages=[ChatMessage(role="user", content="hi")],
-        tools=[TOOL],
-        **fields,
-    )
-
-
-async def activity(
-    server: ScriptedServer, monkeypatch: pytest.MonkeyPatch, **endpoint: Any
-) -> AssembledTurn:
-    monkeypatch.setenv(KEY_ENV, KEY)
-    registry = EndpointRegistry(
-        [server.endpoint("gpt", api="responses", api_key_env=KEY_ENV, **endpoint)]
-    )
-    async with ModelActivities(registry) as model:
-        result: AssembledTurn = await ActivityEnvironment().run(model.stream_completion, request())
-        return result
-
-
-async def failed(
-    server: ScriptedServer, monkeypatch: pytest.MonkeyPatch, **endpoint: Any
-) -> ApplicationError:
-    with pytest.raises(ApplicationError) as info:
-        await activity(server, monkeypatch, **endpoint)
-    return info.value
+GPT = WireEndpoint("gpt", "responses", "gpt-5", KEY_ENV, KEY)
+request, activity, failed = GPT.request, GPT.activity, GPT.failed
 
 
 async def test_it_posts_to_responses_with_the_key_and_returns_the_turn(

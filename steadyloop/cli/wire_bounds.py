@@ -13,7 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from steadyloop.run.bounds import SAMPLING_RANGES, SamplingKnob, WireApi, sampling_problems
+from steadyloop.run.bounds import (
+    SAMPLING_RANGES,
+    SamplingKnob,
+    WireApi,
+    sampling_problem,
+    sampling_problems,
+)
 from steadyloop.run.models import Sampling
 
 __all__ = ["sampling_some_wire_refuses", "wire_refusal"]
@@ -41,9 +47,7 @@ def wire_refusal(
         if api is None:
             continue
         for knob, value in _knobs(sampling).items():
-            refused = sampling_problems({knob: value}, api)
-            problems.extend(
-                f"{KNOB_FLAGS[knob]}: {problem} (endpoint {endpoint!r} speaks it)"
-                for problem in refused
-            )
+            problem = None if value is None else sampling_problem(knob, value, api)
+            if problem is not None:
+                problems.append(f"{KNOB_FLAGS[knob]}: {problem} (endpoint {endpoint!r} speaks it)")
     return "; ".join(problems) or None
