@@ -431,3 +431,10 @@ def test_each_wire_holds_its_own_range() -> None:
     assert sampling_problems({"temperature": None, "top_p": 1.01}, "anthropic") == [
         "top_p must be a number from 0 to 1 on an Anthropic Messages endpoint; got 1.01"
     ]
+
+
+@pytest.mark.parametrize("value", [1.0000001, 1 + 2**-52, 2.0000000001])
+def test_a_value_just_past_the_range_is_said_as_it_is_not_rounded_into_it(value: float) -> None:
+    """Rounded to six digits, 1.0000001 reads "got 1", a value the range holds."""
+    (problem,) = sampling_problems({"temperature": value}, "anthropic")
+    assert problem.endswith(f"; got {value!r}")

@@ -169,6 +169,8 @@ def sampling_problem(knob: SamplingKnob, value: float, api: WireApi | None = Non
     if math.isfinite(value) and low <= value <= high:
         return None
     got = "NaN (not a number)" if math.isnan(value) else f"{value:g}"
+    if not math.isnan(value) and float(got) != value:  # 1.0000001 is not "got 1"
+        got = repr(value)
     return f"{knob} must be a number from {low:g} to {high:g} {where}; got {got}"
 
 
