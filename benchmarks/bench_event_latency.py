@@ -188,7 +188,7 @@ async def history_run(
 
 
 def log_off() -> None:
-    """Make the event log's one decision "off", as for a run recorded before it."""
+    """Run the loop without its event log: nothing is noted, so nothing is published."""
     original = workflow_event_log.EventLog.begin
 
     def begin(
@@ -202,8 +202,8 @@ def log_off() -> None:
         original(
             self, host_max_events, host_idle_close_s, forwarding=forwarding, continued=continued
         )
-        self.enabled = False
-        self.in_history = False
+        # Nothing noted, so nothing is published or recorded: the loop without its log.
+        self.note = lambda event: None  # type: ignore[method-assign]
 
     workflow_event_log.EventLog.begin = begin  # type: ignore[method-assign]
 

@@ -297,6 +297,13 @@ RUN_UPDATES: dict[str, dict[str, Any]] = {
     "interrupted_with_output": {
         "forwarding": ForwardingOptions(enabled=True, batch_interval_s=0.5),
     },
+    # The host's publishes, not the log in history: a forwarded run's path.
+    "retry_published_first": {
+        "forwarding": ForwardingOptions(enabled=True, batch_interval_s=0.05),
+    },
+    "opaque_late_result_on_the_log": {
+        "forwarding": ForwardingOptions(enabled=True, batch_interval_s=0.05),
+    },
     "continue_as_new_at_events": {"limits": RunLimits(continue_as_new_at_events=12)},
     "continued_answers": {
         "forwarding": ForwardingOptions(enabled=True, batch_interval_s=0.05),

@@ -12,6 +12,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from steadyloop.routing.route_plan import RouteConfig
     from steadyloop.stream.completion import CompletionRequest
+    from steadyloop.workflows.durable_time import Deadline
     from steadyloop.workflows.routed_turn import RoutedTurn, routed_completion
 
 
@@ -26,9 +27,12 @@ class RoutedTurnInput(BaseModel):
 class RoutedTurnWorkflow:
     @workflow.run
     async def run(self, params: RoutedTurnInput) -> RoutedTurn:
-        deadline = None
-        if params.deadline_s is not None:
-            deadline = workflow.now() + timedelta(seconds=params.deadline_s)
+        deadline = Deadline(
+            None
+            if params.deadline_s is None
+            else workflow.now() + timedelta(seconds=params.deadline_s)
+        )
+        deadline.start()
         return await routed_completion(
             params.route,
             params.request,

@@ -23,14 +23,13 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client
 
+from steadyloop.events.publishing import HISTORY_LOG_PATCH
 from steadyloop.routing.circuit_breaker import BreakerState
 from steadyloop.routing.endpoint_health import READ_ENDPOINT_HEALTH_ACTIVITY, EndpointHealth
 from steadyloop.routing.route_plan import RouteCandidate, RouteConfig
 from steadyloop.testing import ScriptedResponse, error_response, finish_chunk, sse_response
 from steadyloop.testing.chunks import ScriptedCall, text_chunks, tool_call_chunks
-from steadyloop.workflows.event_log import EVENT_LOG_PATCH
 from steadyloop.workflows.routed_turn import HealthView
-from steadyloop.workflows.tool_disclosure import LOCAL_DESCRIBE_PATCH
 
 HISTORIES = Path(__file__).parent / "histories"
 NOW = datetime(2026, 12, 2, tzinfo=UTC)
@@ -61,10 +60,8 @@ def _counts(events: list[HistoryEvent]) -> tuple[int, int, int]:
     for event in events:
         if event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
             attrs = event.marker_recorded_event_attributes
-            # The event log's gate and the local describe are one marker each per
-            # execution, whatever the turns.
-            once = (EVENT_LOG_PATCH, LOCAL_DESCRIBE_PATCH)
-            if attrs.marker_name == "core_patch" and not any(_names(attrs, p) for p in once):
+            # The log-in-history marker is one per execution, whatever the turns.
+            if attrs.marker_name == "core_patch" and not _names(attrs, HISTORY_LOG_PATCH):
                 patches += 1
             for payload in attrs.details["data"].payloads if "data" in attrs.details else []:
                 if json.loads(payload.data).get("activity_type") == READ_ENDPOINT_HEALTH_ACTIVITY:
@@ -160,13 +157,6 @@ def _recorded(name: str) -> list[HistoryEvent]:
 def test_the_recorded_one_endpoint_run_read_health_once_for_four_turns() -> None:
     """No patch marker either: the gate is the TTL recorded with the read."""
     assert _counts(_recorded("one_healthy_endpoint_reads_health_once")) == (1, 0, 4)
-
-
-def test_a_history_from_before_read_on_every_turn() -> None:
-    """The replay fixture that keeps the old command sequence honest: its reads were
-    recorded without `view_ttl_s`, so replaying it reads every turn (test_replay.py)."""
-    reads, patches, models = _counts(_recorded("multi_turn_parallel_calls"))
-    assert (reads, patches) == (models, 0) and models >= 3
 
 
 # -- live runs on the time-skipping server -------------------------------------------------

@@ -27,6 +27,7 @@ from steadyloop.receipts.ledger import (
     PackedLedger,
     ReceiptLedger,
     ResultRef,
+    WriteIgnored,
 )
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -163,7 +164,9 @@ def test_release_leases_counts_every_live_lease_and_touches_nothing_else() -> No
     assert ledger.release_leases(released_at) == 2
     for index in (0, 1):
         receipt = ledger.get(key_of(index))
-        assert receipt is not None and receipt.lease_expires_at == released_at
+        assert receipt is not None and receipt.lease_ended
+        # Ended whatever the clock says: workflow code, which asks without one, agrees.
+        assert ledger.decide(key_of(index), "opaque").kind == "ambiguous"
     assert ledger.get(key_of(2)) == before.get(key_of(2))  # already over: not moved
     assert ledger.get(key_of(3)) == before.get(key_of(3))  # completed: not touched
     assert ledger.release_leases(released_at) == 0
@@ -195,3 +198,30 @@ def test_progress_the_receipt_refuses_is_a_canonical_json_error_at_the_root(
     assert caught.value.reason.startswith("progress cannot be stored")
     receipt = ledger.get(key_of(0))
     assert receipt is not None and receipt.recorded_progress == []
+
+
+def test_without_a_clock_a_lease_holds_until_it_is_ended_and_only_its_attempt_ends_it() -> None:
+    """Workflow code decides leases without reading the clock: a lease whose expiry is
+    long past still holds until `end_lease` (the durable timer's), so the same history
+    decides the same way whichever workflow task a replay reads the time in."""
+    ledger = ReceiptLedger()
+    assert ledger.claim(key_of(0), 1, LEASE, now=NOW).applied
+    assert ledger.decide(key_of(0), "opaque").kind == "wait"  # its expiry is in the past
+    assert ledger.decide(key_of(0), "opaque", LEASE).kind == "ambiguous"  # by the clock: over
+    refused = ledger.resolve_ambiguous(key_of(0), 1, GiveUp())
+    assert isinstance(refused, WriteIgnored) and refused.refusal == "lease_live"
+    stale = ledger.end_lease(key_of(0), 2)
+    assert isinstance(stale, WriteIgnored) and stale.refusal == "stale_attempt"
+    assert ledger.end_lease(key_of(0), 1).applied
+    assert ledger.decide(key_of(0), "opaque").kind == "ambiguous"
+    assert ledger.decide(key_of(0), "resumable").kind == "execute"
+    assert ledger.resolve_ambiguous(key_of(0), 1, GiveUp()).applied
+    assert not ledger.end_lease(key_of(0), 1).applied  # final: nothing to end
+
+
+def test_an_ended_lease_travels_with_the_ledger_a_run_carries() -> None:
+    ledger = ReceiptLedger()
+    assert ledger.claim(key_of(0), 1, LEASE, now=NOW).applied
+    assert ledger.end_lease(key_of(0), 1).applied
+    again, lost = PackedLedger.pack(ledger, []).unpack([])
+    assert lost == 0 and again.decide(key_of(0), "opaque").kind == "ambiguous"

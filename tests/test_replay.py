@@ -31,15 +31,9 @@ from steadyloop.events.publishing import PUBLISH_RUN_EVENTS_ACTIVITY
 from steadyloop.history.payload_storage import steadyloop_data_converter
 from steadyloop.stream.completion import STREAM_COMPLETION_ACTIVITY
 from steadyloop.tools.payloads import LATE_TOOL_RESULT_SIGNAL
-from steadyloop.workflows.chain_admission import LEDGER_BOUND_PATCH, ChainAdmissionWorkflow
-from steadyloop.workflows.delegation import ADMISSION_PATCH
+from steadyloop.workflows.chain_admission import ChainAdmissionWorkflow
 from steadyloop.workflows.endpoint_health import EndpointHealthWorkflow
-from steadyloop.workflows.event_log import (
-    EVENT_LOG_PATCH,
-    LOG_WHILE_WAITING_PATCH,
-    RETRY_FIRST_PATCH,
-)
-from steadyloop.workflows.tool_loop import LOCAL_PURE_TOOLS_PATCH, ToolLoopWorkflow
+from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 
@@ -110,23 +104,15 @@ def _load(name: str) -> WorkflowHistory:
 
 
 def test_the_recorded_admission_histories_take_the_paths_they_stand_for() -> None:
-    """Issue 15: runs recorded before the entity measured visibility (and must go on
-    replaying that); a run recorded after it carries the patch marker, registers its
-    root and asks the entity; the entity's own history asked which runs had closed."""
-    before = _activities(_load("delegation_fan_out_budget_and_replay"))
-    assert "steadyloop.measure_chain" in before
-    assert "steadyloop.admit_chain_run" not in before
-    after = _load("delegation_admitted_by_the_tenant_entity")
-    patches = [
-        event.marker_recorded_event_attributes.details["patch-data"].payloads[0].data
-        for event in after.events
-        if event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
-        and event.marker_recorded_event_attributes.marker_name == "core_patch"
-    ]
-    assert any(ADMISSION_PATCH.encode() in data for data in patches)
-    asked = _activities(after)
-    assert "steadyloop.measure_chain" not in asked
-    assert asked.count("steadyloop.admit_chain_run") >= 3  # registration + each child
+    """A delegating run registers its root and asks the tenant's entity for each child,
+    never a visibility count; the entity's own history asked which runs had closed."""
+    for name in (
+        "delegation_fan_out_budget_and_replay",
+        "delegation_admitted_by_the_tenant_entity",
+    ):
+        asked = _activities(_load(name))
+        assert "steadyloop.measure_chain" not in asked
+        assert asked.count("steadyloop.admit_chain_run") >= 2  # registration + a child
     assert "steadyloop.closed_chain_runs" in _activities(_load("chain_admission_entity"))
 
 
@@ -139,22 +125,13 @@ def _updates(history: WorkflowHistory) -> list[str]:
 
 
 def test_the_recorded_batch_histories_take_the_batched_paths() -> None:
-    """Issue 27: the entities' batched updates are replayed (above) from histories that
-    hold them: reports and probes in batches, a full ledger's patch marker and its ask
-    of which runs closed; the histories recorded before hold only the single updates."""
+    """The entities' batched updates are replayed (above) from histories that hold them:
+    reports and probes in batches, and a full ledger's ask of which runs closed."""
     health = _load("endpoint_health_batched")
     assert {"record_many", "admit_probes"} <= set(_updates(health))
     admission = _load("chain_admission_entity_batched")
     assert _updates(admission) == ["admit_many"]
-    assert any(
-        LEDGER_BOUND_PATCH.encode()
-        in event.marker_recorded_event_attributes.details["patch-data"].payloads[0].data
-        for event in admission.events
-        if event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
-    )
     assert "steadyloop.closed_chain_runs" in _activities(admission)
-    for older in ("endpoint_health_cycle", "chain_admission_entity"):
-        assert not {"record_many", "admit_probes", "admit_many"} & set(_updates(_load(older)))
 
 
 def test_the_recorded_late_result_history_holds_the_workers_signal() -> None:
@@ -235,127 +212,89 @@ async def test_a_run_whose_payloads_left_history_replays_from_its_blobs(
     assert "PayloadBlobMissing" in logged and str(empty) in logged
 
 
-def test_the_event_log_history_publishes_per_step_and_older_ones_never() -> None:
-    """Issue 23: a run recorded with the event log carries its patch marker and one local
-    activity marker per publish (a few per turn, not one per event); the histories
-    recorded before it have neither, and replay with the log off (above)."""
-
-    def markers(history: WorkflowHistory, name: str) -> list[bytes]:
-        return [
-            event.marker_recorded_event_attributes.details[key].payloads[0].data
-            for event in history.events
-            if event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
-            and event.marker_recorded_event_attributes.marker_name == name
-            for key in ("patch-data", "data")
-            if key in event.marker_recorded_event_attributes.details
-        ]
-
-    def publishes(history: WorkflowHistory) -> int:
-        return sum(
-            PUBLISH_RUN_EVENTS_ACTIVITY.encode() in data
-            for data in markers(history, "core_local_activity")
-        )
-
-    def patched(history: WorkflowHistory) -> bool:
-        return any(EVENT_LOG_PATCH.encode() in data for data in markers(history, "core_patch"))
-
-    logged = _load("event_log_approval_and_replay")
-    assert patched(logged)
-    assert 3 <= publishes(logged) <= 3 * 3  # three turns, at most three steps each
-    for older in (
-        "people_in_the_loop",
-        "forwarded_output_interrupted",
-        "multi_turn_parallel_calls",
-    ):
-        history = _load(older)
-        assert not patched(history) and publishes(history) == 0
-
-
-def test_a_late_result_is_published_while_its_call_waits_and_older_runs_never() -> None:
-    """Issue 23: with the event log, the worker's late result is published between its
-    signal and the person's resolution (the follower prints it from the log); the run
-    recorded before has no such marker, and replays waiting as it did (above)."""
-
-    def order(history: WorkflowHistory) -> list[str]:
-        said: list[str] = []
-        for event in history.events:
-            attributes = event.marker_recorded_event_attributes
-            if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
-                said.append("signal")
-            elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
-                said.append("resolution")
-            elif event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
-                data = b"".join(
-                    p.data for key in attributes.details for p in attributes.details[key].payloads
-                )
-                if (
-                    attributes.marker_name == "core_patch"
-                    and LOG_WHILE_WAITING_PATCH.encode() in data
-                ):
-                    said.append("patch")
-                elif PUBLISH_RUN_EVENTS_ACTIVITY.encode() in data:
-                    said.append("publish")
-        return said
-
-    logged = order(_load("opaque_late_result_on_the_log"))
-    assert "patch" in logged
-    between = logged[logged.index("signal") + 1 : logged.index("resolution")]
-    assert "publish" in between, logged
-    older = order(_load("opaque_timeout_late_result"))
-    assert "patch" not in older and "publish" not in older
-
-
-def test_a_retry_is_published_before_the_attempt_it_runs_and_older_runs_never() -> None:
-    """Issue 23: with the event log, a failed model attempt's timeline events are
-    published before the next attempt is scheduled (the follower reads the retry before
-    that attempt's text); a run recorded before retried with no publish in between."""
-
-    def order(history: WorkflowHistory) -> list[str]:
-        said: list[str] = []
-        for event in history.events:
-            if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-                said.append(event.activity_task_scheduled_event_attributes.activity_type.name)
-            elif event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
-                attributes = event.marker_recorded_event_attributes
-                data = b"".join(
-                    p.data for key in attributes.details for p in attributes.details[key].payloads
-                )
-                if attributes.marker_name == "core_patch" and RETRY_FIRST_PATCH.encode() in data:
-                    said.append("patch")
-                elif PUBLISH_RUN_EVENTS_ACTIVITY.encode() in data:
-                    said.append("publish")
-        return said
-
-    def between_attempts(said: list[str]) -> list[str]:
-        model = [n for n, name in enumerate(said) if name == STREAM_COMPLETION_ACTIVITY]
-        assert len(model) >= 2, said
-        return said[model[0] + 1 : model[1]]
-
-    logged = order(_load("retry_published_first"))
-    assert "publish" in between_attempts(logged), logged
-    older = order(_load("forwarded_output_interrupted"))
-    assert "patch" not in older and "publish" not in between_attempts(older), older
-
-
-def _patches(history: WorkflowHistory) -> list[bytes]:
+def _markers(history: WorkflowHistory) -> list[tuple[str, bytes]]:
+    """(marker name, its details' bytes) of every marker of `history`, in order."""
     return [
-        event.marker_recorded_event_attributes.details["patch-data"].payloads[0].data
+        (
+            event.marker_recorded_event_attributes.marker_name,
+            b"".join(
+                p.data
+                for d in event.marker_recorded_event_attributes.details.values()
+                for p in d.payloads
+            ),
+        )
         for event in history.events
         if event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
-        and event.marker_recorded_event_attributes.marker_name == "core_patch"
     ]
 
 
+def test_no_recorded_run_asks_a_patch_but_the_log_in_history() -> None:
+    """The 0.x baseline: workflow code asks no patch (one asked after a local activity
+    can land in another task on replay), but the marker followers read to find a log
+    kept in history, asked in the run's first activation."""
+    from steadyloop.events.publishing import HISTORY_LOG_PATCH
+
+    for path in HISTORIES:
+        for name, data in _markers(_load(path.stem)):
+            if name == "core_patch":
+                assert HISTORY_LOG_PATCH.encode() in data, path.stem
+
+
+def test_the_event_log_history_publishes_per_step() -> None:
+    """A forwarded run publishes its log with one local activity per step (a few per
+    turn, not one per event)."""
+    publishes = sum(
+        PUBLISH_RUN_EVENTS_ACTIVITY.encode() in data
+        for name, data in _markers(_load("event_log_approval_and_replay"))
+        if name == "core_local_activity"
+    )
+    assert 3 <= publishes <= 3 * 3  # three turns, at most three steps each
+
+
+def test_a_late_result_is_published_while_its_call_waits() -> None:
+    """The worker's late result is published between its signal and the person's
+    resolution (the follower prints it from the log before anyone resolves the call)."""
+
+    said: list[str] = []
+    for event in _load("opaque_late_result_on_the_log").events:
+        attributes = event.marker_recorded_event_attributes
+        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+            said.append("signal")
+        elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
+            said.append("resolution")
+        elif event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
+            data = b"".join(p.data for d in attributes.details.values() for p in d.payloads)
+            if PUBLISH_RUN_EVENTS_ACTIVITY.encode() in data:
+                said.append("publish")
+    between = said[said.index("signal") + 1 : said.index("resolution")]
+    assert "publish" in between, said
+
+
+def test_a_retry_is_published_before_the_attempt_it_runs() -> None:
+    """A failed model attempt's timeline events are published before the next attempt
+    is scheduled (the follower reads the retry before that attempt's text)."""
+    said: list[str] = []
+    for event in _load("retry_published_first").events:
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            said.append(event.activity_task_scheduled_event_attributes.activity_type.name)
+        elif event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
+            attributes = event.marker_recorded_event_attributes
+            data = b"".join(p.data for d in attributes.details.values() for p in d.payloads)
+            if PUBLISH_RUN_EVENTS_ACTIVITY.encode() in data:
+                said.append("publish")
+    model = [n for n, name in enumerate(said) if name == STREAM_COMPLETION_ACTIVITY]
+    assert len(model) >= 2, said
+    assert "publish" in said[model[0] + 1 : model[1]], said
+
+
 def test_the_recorded_local_pure_tools_history_ran_only_the_opaque_call_as_an_activity() -> None:
-    """Issue 28: with `local_pure_tools_s`, the pure calls (`add`, `current_time`) ran as
-    local activities and only the opaque `note` was dispatched; a run without the option
-    dispatches its pure calls and never asks the patch (so it records no marker)."""
+    """With `local_pure_tools_s`, the pure calls (`add`, `current_time`) ran as local
+    activities and only the opaque `note` was dispatched; a run without the option
+    dispatches its pure calls."""
     local = _load("pure_tools_as_local_activities")
     assert _activities(local).count("steadyloop.run_tool") == 1
-    assert any(LOCAL_PURE_TOOLS_PATCH.encode() in data for data in _patches(local))
     regular = _load("multi_turn_parallel_calls")
     assert _activities(regular).count("steadyloop.run_tool") >= 4
-    assert not any(LOCAL_PURE_TOOLS_PATCH.encode() in data for data in _patches(regular))
 
 
 @pytest.mark.parametrize("name", ["event_log_in_history", "event_log_rides_apart"])

@@ -258,7 +258,7 @@ async def test_every_candidate_failing_ends_exhausted_with_the_last_failure(env:
     assert result.stop.failure is not None and result.stop.failure.status == 401
 
 
-async def test_a_backoff_past_the_deadline_stops_without_sleeping(env: Routing) -> None:
+async def test_a_backoff_past_the_deadline_stops_there_and_never_retries(env: Routing) -> None:
     env.a.enqueue(error_response(429, "slow down", retry_after=30))
 
     result = await env.run(route(candidate("a", max_retry_after_s=60), "b"), deadline_s=10)

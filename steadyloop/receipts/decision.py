@@ -28,6 +28,13 @@ The obvious implementation is wrong in these ways, each prevented where named:
 - **An off-by-one at the lease boundary**: `lease_live` is the only comparison; the
   lease covers the half-open interval up to `lease_expires_at`, so at exactly
   `lease_expires_at` it has expired.
+- **A lease decided by reading the clock in workflow code**: `workflow.now()` is the
+  time of the workflow task the code runs in, and after a local activity that task can
+  differ live and on replay; a branch on "is the lease over yet" (wait, or surface the
+  call as ambiguous) then takes another path on replay, a nondeterminism error
+  Temporal retries forever. The workflow passes no `now`: a lease is live until the
+  durable timer that ends it fires and the workflow says so (`lease_ended`, set by
+  `ReceiptLedger.end_lease`), the same in every replay.
 - **Clocks**: a naive datetime compared with an aware one raises `TypeError` in the
   middle of a workflow task (which Temporal retries forever), and two naive ones
   compare silently in whatever zone each came from. `Receipt.lease_expires_at` is an
@@ -181,6 +188,8 @@ class Receipt(BaseModel):
     - `attempt`: the attempt that owns the row (running), or whose outcome it records.
     - `lease_expires_at`: workflow time at which a running attempt's lease ends (the
       lease is live strictly before it); kept, unused, once the row is final.
+    - `lease_ended`: the lease is over whatever the time (its timer fired, or the run
+      holding it stopped): how workflow code, which never compares clocks, ends one.
     - `result`: the tool message content to replay; set exactly when completed.
     - `truncated` / `result_bytes`: the stored result was cut to the ledger's bound;
       `result_bytes` is the UTF-8 size of the full result.
@@ -194,6 +203,7 @@ class Receipt(BaseModel):
     status: ReceiptStatus
     attempt: Annotated[int, Field(ge=1, strict=True)]
     lease_expires_at: AwareDatetime
+    lease_ended: bool = False
     result: str | None = None
     truncated: bool = False
     result_bytes: Annotated[int, Field(ge=0)] | None = None
@@ -224,13 +234,16 @@ class Receipt(BaseModel):
         return self
 
 
-def lease_live(receipt: Receipt, now: datetime) -> bool:
-    """True while the lease holds: strictly before `lease_expires_at`.
+def lease_live(receipt: Receipt, now: datetime | None) -> bool:
+    """True while the lease holds: not ended, and strictly before `lease_expires_at`.
 
-    At exactly `lease_expires_at` the lease has expired. This is the only lease
-    comparison; the decision and the ledger both call it.
+    At exactly `lease_expires_at` the lease has expired. `now` None (workflow code):
+    time decides nothing, the lease holds until it is ended (`lease_ended`). This is
+    the only lease comparison; the decision and the ledger both call it.
     """
-    return require_aware(now, "now") < receipt.lease_expires_at
+    if receipt.lease_ended:
+        return False
+    return now is None or require_aware(now, "now") < receipt.lease_expires_at
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,9 +296,10 @@ ReceiptDecision = Execute | Replay | Wait | Ambiguous
 
 
 def decide_tool_call_receipt(
-    receipt: Receipt | None, effect: Effect, now: datetime
+    receipt: Receipt | None, effect: Effect, now: datetime | None
 ) -> ReceiptDecision:
-    """What to do with a tool call, given its receipt, its effect and workflow time.
+    """What to do with a tool call, given its receipt, its effect and workflow time
+    (None: only an ended lease is over, see `lease_live`).
 
     | receipt                                  | decision                     |
     |------------------------------------------|------------------------------|
@@ -298,7 +312,8 @@ def decide_tool_call_receipt(
 
     Raises `NaiveDatetimeError` for a naive `now`, `ValueError` for an unknown effect.
     """
-    require_aware(now, "now")
+    if now is not None:
+        require_aware(now, "now")
     if effect not in _EFFECTS:
         raise ValueError(f"unknown effect {effect!r}: expected one of {sorted(_EFFECTS)}")
     if receipt is None:

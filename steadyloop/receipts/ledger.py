@@ -236,8 +236,11 @@ class ReceiptLedger(BaseModel):
     def get(self, key: ReceiptKey) -> Receipt | None:
         return self.receipts.get(key.text)
 
-    def decide(self, key: ReceiptKey, effect: Effect, now: datetime) -> ReceiptDecision:
-        """`decide_tool_call_receipt` on this ledger's receipt for `key`."""
+    def decide(
+        self, key: ReceiptKey, effect: Effect, now: datetime | None = None
+    ) -> ReceiptDecision:
+        """`decide_tool_call_receipt` on this ledger's receipt for `key`; without `now`
+        (workflow code) a lease is over only once ended (`end_lease`)."""
         return decide_tool_call_receipt(self.get(key), effect, now)
 
     def items(self) -> Iterator[tuple[ReceiptKey, Receipt]]:
@@ -255,17 +258,22 @@ class ReceiptLedger(BaseModel):
     # -- writing -------------------------------------------------------------------
 
     def claim(
-        self, key: ReceiptKey, attempt: int, lease_expires_at: datetime, *, now: datetime
+        self,
+        key: ReceiptKey,
+        attempt: int,
+        lease_expires_at: datetime,
+        *,
+        now: datetime | None = None,
     ) -> LedgerWrite:
         """Mark `key` running as `attempt` until `lease_expires_at`, before executing.
 
         Applies only for the next attempt (1 when absent, n+1 after attempt n), never
         over a completed receipt or a live lease. Progress recorded by earlier attempts
         is carried over, so a reclaim that dies before its first heartbeat loses none.
+        Without `now` (workflow code) a running lease blocks until it is ended.
         """
-        require_aware(now, "now")
         require_aware(lease_expires_at, "lease_expires_at")
-        if lease_expires_at <= now:
+        if now is not None and lease_expires_at <= require_aware(now, "now"):
             raise ValueError(
                 f"lease_expires_at ({lease_expires_at.isoformat()}) must be after now "
                 f"({now.isoformat()}): a lease that is already over protects nothing"
@@ -349,7 +357,7 @@ class ReceiptLedger(BaseModel):
         attempt: int,
         resolution: AmbiguityResolution,
         *,
-        now: datetime,
+        now: datetime | None = None,
     ) -> LedgerWrite:
         """A person's answer for a running `attempt` whose lease expired.
 
@@ -357,7 +365,8 @@ class ReceiptLedger(BaseModel):
         the next decision executes attempt n+1; `GiveUp(note)` completes it with
         `abandoned_result` and the model is told. Refused while the lease is live.
         """
-        require_aware(now, "now")
+        if now is not None:
+            require_aware(now, "now")
         current = self._fence(key, attempt)
         if isinstance(current, WriteIgnored):
             return current
@@ -427,19 +436,32 @@ class ReceiptLedger(BaseModel):
 
     # -- what a run carries ----------------------------------------------------------
 
-    def release_leases(self, now: datetime) -> int:
-        """End every running attempt's lease at `now`; how many were live.
+    def end_lease(self, key: ReceiptKey, attempt: int) -> LedgerWrite:
+        """End running `attempt`'s lease now, whatever its expiry says; fenced by attempt.
+
+        Workflow code calls this when the durable timer that ends the lease fires: a
+        decision read from that timer is the same live and on every replay, where one
+        read from the clock is not (the module docstring of `decision`).
+        """
+        current = self._fence(key, attempt)
+        if isinstance(current, WriteIgnored):
+            return current
+        return self._store(key, current.model_copy(update={"lease_ended": True}))
+
+    def release_leases(self, now: datetime | None = None) -> int:
+        """End every running attempt's lease; how many were live (at `now`, if given).
 
         For a run that inherits this ledger from a run that stopped: the stopped run's
         attempts can never report to the new one, so waiting out their leases would only
         delay the decision (retry a pure or resumable call, ask a person about an opaque
         one) and block `resolve_ambiguous` meanwhile.
         """
-        require_aware(now, "now")
+        if now is not None:
+            require_aware(now, "now")
         released = 0
         for text, receipt in list(self.receipts.items()):
             if receipt.status == "running" and lease_live(receipt, now):
-                self.receipts[text] = receipt.model_copy(update={"lease_expires_at": now})
+                self.receipts[text] = receipt.model_copy(update={"lease_ended": True})
                 released += 1
         return released
 

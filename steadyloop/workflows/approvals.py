@@ -25,12 +25,12 @@ prevents it:
 from __future__ import annotations
 
 import asyncio
-import builtins
 import json
 from collections.abc import Callable
-from datetime import datetime, timedelta
 
 from temporalio import workflow
+
+from steadyloop.workflows.durable_time import Deadline
 
 with workflow.unsafe.imports_passed_through():
     from steadyloop.run.steering import (
@@ -90,7 +90,7 @@ class Approvals:
         *,
         arguments_sha256: str,
         turn: int,
-        deadline: datetime | None,
+        deadline: Deadline,
         interrupted: Callable[[], str | None],
     ) -> ToolOutcome | None:
         """Wait for a person: None when approved (run it), else the call's answer."""
@@ -103,16 +103,11 @@ class Approvals:
             requested_at=workflow.now().isoformat(),
             arguments_sha256=arguments_sha256,
         )
-        timeout = None if deadline is None else deadline - workflow.now()
         try:
-            if timeout is not None and timeout <= timedelta(0):
-                raise builtins.TimeoutError
-            await workflow.wait_condition(
-                lambda: call_id in self._decided or interrupted() is not None,
-                timeout=timeout,
-            )
-        except builtins.TimeoutError:
-            return self._unanswered(description, call_id, "the run's deadline passed")
+            if not await deadline.wait(
+                lambda: call_id in self._decided or interrupted() is not None
+            ):
+                return self._unanswered(description, call_id, "the run's deadline passed")
         except asyncio.CancelledError:  # the batch was cancelled around this call
             return self._unanswered(description, call_id, _stopped(interrupted()))
         decision = self._decided.pop(call_id, None)

@@ -58,8 +58,6 @@ with workflow.unsafe.imports_passed_through():
     from steadyloop.chains.rules import Admitted, Refused
 
 CLOSED_RUNS_TIMEOUT = timedelta(seconds=20)
-# Issue 27: a full ledger refuses new runs; it asks which counted runs closed first.
-LEDGER_BOUND_PATCH = "steadyloop-admission-ledger-bound"
 # A full ledger asks Temporal at most this often (each ask describes every active run).
 LEDGER_SWEEP_EVERY = timedelta(seconds=30)
 
@@ -154,12 +152,9 @@ class ChainAdmissionWorkflow:
         """The refusal of a new run while the ledger holds `max_ledger_bytes` (its continue-as-new
         input must stay under Temporal's 2 MB payload limit), after forgetting what it
         can: runs that closed without telling it, then chains closed past the horizon.
-
-        Reached only with a full ledger, which no recorded history holds; the patch marks
-        the new commands (the closed-runs activity) for histories recorded from now on.
         """
         ledger = self._ledger
-        if not ledger.full(self._max_bytes) or not workflow.patched(LEDGER_BOUND_PATCH):
+        if not ledger.full(self._max_bytes):
             return None
         now = workflow.now()
         if self._swept_at is None or now - self._swept_at >= LEDGER_SWEEP_EVERY:

@@ -11,9 +11,8 @@ this one prevents it:
   count and all pass the budget. Every counting rule is decided by the tenant's
   admission entity (`steadyloop.chains.admission`), which counts the child before it
   answers; the run asks it through `ADMIT_CHAIN_RUN_ACTIVITY`, and a delegating root
-  registers there at its first start, so it is counted before it delegates. Runs
-  recorded before this (no `ADMISSION_PATCH` marker) replay the visibility measurement
-  they made. Admission still holds `_admission` until the child has started.
+  registers there at its first start, so it is counted before it delegates. Admission
+  still holds `_admission` until the child has started.
 - **A retried or repeated delegation starting a second child.** Each call runs under
   its receipt like an opaque tool: claimed before the child starts, completed with its
   answer, replayed when asked again. The child's id is derived from the parent's id
@@ -54,7 +53,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import Awaitable, Sequence
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy, WorkflowIDReusePolicy
@@ -66,6 +65,8 @@ from temporalio.exceptions import (
     FailureError,
     WorkflowAlreadyStartedError,
 )
+
+from steadyloop.workflows.durable_time import Deadline, DurableClock
 
 with workflow.unsafe.imports_passed_through():
     from steadyloop.chains.admission import (
@@ -89,14 +90,11 @@ with workflow.unsafe.imports_passed_through():
         read_delegate_request,
     )
     from steadyloop.chains.limits import (
-        MEASURE_CHAIN_ACTIVITY,
         VISIBILITY_KINDS,
         ChainLimit,
         ChainMeasurements,
         ChainPosition,
         ChildRecord,
-        MeasureChainInput,
-        TenantRateLimit,
         chain_rules,
         pair_key,
     )
@@ -109,9 +107,6 @@ with workflow.unsafe.imports_passed_through():
     from steadyloop.run.models import Delegation, RunInput, RunResult, RunStats
     from steadyloop.tools.payloads import ToolDescription, ToolInvocation, ToolOutcome
 
-MEASURE_TIMEOUT = timedelta(seconds=10)
-# Admission decided by the tenant's entity (issue 15) instead of visibility counts.
-ADMISSION_PATCH = "steadyloop-chain-admission-entity"
 # The entity answers in milliseconds; a ceiling check may describe the counted runs.
 ADMIT_TIMEOUT = timedelta(seconds=30)
 ADMIT_RETRY = RetryPolicy(maximum_attempts=3)
@@ -130,7 +125,8 @@ class ChildRuns:
         *,
         stats: RunStats,
         receipts: ReceiptLedger,
-        deadline: datetime | None,
+        deadline: Deadline,
+        clock: DurableClock,
         children: list[ChildRecord],
     ) -> None:
         info = workflow.info()
@@ -139,6 +135,7 @@ class ChildRuns:
         self._stats = stats
         self._receipts = receipts
         self._deadline = deadline
+        self._clock = clock  # time for chain rules, the same on replay (`durable_time`)
         self._me = info.workflow_id
         self._chain_root = run.lineage.root_of(self._me)
         self._position = ChainPosition(
@@ -157,7 +154,8 @@ class ChildRuns:
         delegation: Delegation,
         stats: RunStats,
         receipts: ReceiptLedger,
-        deadline: datetime | None,
+        deadline: Deadline,
+        clock: DurableClock,
     ) -> ChildRuns:
         """Delegation for a run starting or continuing: its children carried over, and a
         root put into its chain's and tenant's counts at its first start."""
@@ -172,7 +170,13 @@ class ChildRuns:
         carried = run.carried
         children = [] if carried is None else carried.children
         runs = cls(
-            run, delegation, stats=stats, receipts=receipts, deadline=deadline, children=children
+            run,
+            delegation,
+            stats=stats,
+            receipts=receipts,
+            deadline=deadline,
+            clock=clock,
+            children=children,
         )
         if carried is None and run.lineage.is_root:
             attributes = chain_search_attributes(
@@ -185,8 +189,6 @@ class ChildRuns:
         """Count a delegating root from its first start in its tenant's entity (a child
         is counted by the admission that started it; a continued run already is)."""
         if self._run.carried is not None or not self._run.lineage.is_root:
-            return
-        if not workflow.patched(ADMISSION_PATCH):
             return
         try:
             await self._ask(None)
@@ -231,8 +233,8 @@ class ChildRuns:
                 return ToolOutcome(
                     status="tool_error", content=self._budget_spent(), error_type="TokenBudgetSpent"
                 )
-            now = workflow.now()
-            remaining = None if self._deadline is None else self._deadline - now
+            now = self._clock.now
+            remaining = None if self._deadline.at is None else self._deadline.at - now
             child = child_run_input(
                 self._run,
                 parent_id=self._me,
@@ -242,7 +244,7 @@ class ChildRuns:
             )
             horizon = timedelta(seconds=child.limits.deadline_s or DELEGATION_HORIZON_S)
             claimed = self._receipts.claim(
-                key, decision.attempt, now + horizon + CHILD_LEASE_MARGIN, now=now
+                key, decision.attempt, now + horizon + CHILD_LEASE_MARGIN
             )
             if not claimed.applied:  # cannot happen in one workflow; say so, do not guess
                 raise ApplicationError(
@@ -292,8 +294,6 @@ class ChildRuns:
                 return _refusal_outcome(early)
         if not any(limit.kind in VISIBILITY_KINDS for limit in limits):
             return _refusal_outcome(self._admit(agent, limits, ChainMeasurements()))
-        if not workflow.patched(ADMISSION_PATCH):
-            return _refusal_outcome(await self._measured_refusal(agent))
         tokens_left = self._tokens_left()
         if tokens_left is not None and tokens_left <= 0:
             # Before asking: an admitted child that is never started stays counted.
@@ -344,41 +344,6 @@ class ChildRuns:
         )
         return answer
 
-    async def _measured_refusal(self, agent: str) -> Refused | None:
-        """The visibility-counted admission of runs recorded before `ADMISSION_PATCH`
-        (kept so their histories replay; it is open to the sibling race of issue 15)."""
-        limits = self._delegation.limits
-        needed = [limit.kind for limit in limits if limit.kind in VISIBILITY_KINDS]
-        local = list(itertools.takewhile(lambda x: x.kind not in VISIBILITY_KINDS, limits))
-        measured = ChainMeasurements()
-        if local and needed:
-            early = self._admit(agent, local, measured)
-            if early is not None:
-                return early
-        if needed:
-            window = next((x.window_s for x in limits if isinstance(x, TenantRateLimit)), None)
-            request = MeasureChainInput(
-                tenant=self._run.tenant_id,
-                chain_root=self._chain_root,
-                run=self._me,
-                kinds=needed,
-                pair=pair_key(self._run.agent, agent),
-                window_start=None if window is None else workflow.now() - timedelta(seconds=window),
-            )
-            try:
-                measured = await workflow.execute_activity(
-                    MEASURE_CHAIN_ACTIVITY,
-                    request,
-                    result_type=ChainMeasurements,
-                    start_to_close_timeout=MEASURE_TIMEOUT,
-                    retry_policy=RetryPolicy(maximum_attempts=2),
-                )
-            except ActivityError as error:
-                raise_if_cancelled(error)
-                # Nothing measured: every visibility rule is left out (admits); depth holds.
-                workflow.logger.warning("chain measurement failed: %s", innermost_message(error))
-        return self._admit(agent, limits, measured)
-
     def _admit(
         self, agent: str, limits: Sequence[ChainLimit], measured: ChainMeasurements
     ) -> Refused | None:
@@ -389,7 +354,7 @@ class ChildRuns:
                 target=agent,
                 children=self.children,
                 measured=measured,
-                now=workflow.now(),
+                now=self._clock.now,
             )
         )
         return admission if isinstance(admission, Refused) else None

@@ -16,13 +16,15 @@ before continuing-as-new). What the obvious version gets wrong:
 - A host for a run nobody forwards: its start, idle timer, close signal and a signal
   plus a marker per publish are each a billed action (6 per tool round, 11 per 1-turn
   run, measured by `benchmarks/bench_actions.py`). A run that does not forward keeps
-  its log in its own history (`in_history`, `HISTORY_LOG_PATCH`): a step's batch rides
-  with the next activity's input as its second payload (`carried`,
-  `flush(carried=True)`), and a step with no such command records it with one local
-  activity (`RECORD_RUN_EVENTS_ACTIVITY`).
-- Histories recorded before the log existed: every command here is behind
-  `EVENT_LOG_PATCH`, so they replay unchanged; a publish added later is behind its own
-  patch (`LOG_WHILE_WAITING_PATCH`, `RETRY_FIRST_PATCH`), and so is the log in history.
+  its log in its own history (`in_history`): a step's batch rides with the next
+  activity's input as its second payload (`carried`, `flush(carried=True)`), and a
+  step with no such command records it with one local activity
+  (`RECORD_RUN_EVENTS_ACTIVITY`).
+- Marking which log a run keeps with a patch asked anywhere but the first activation:
+  a `workflow.patched` asked after a local activity can land one workflow task later
+  live than on replay, and the replay then fails forever. `HISTORY_LOG_PATCH`'s marker
+  (what followers read to find the log) is asked in `begin`, synchronously at the
+  start of `run`, before any await: the same task live and on replay, by construction.
 """
 
 from __future__ import annotations
@@ -48,13 +50,8 @@ with workflow.unsafe.imports_passed_through():
     )
     from steadyloop.output.forwarding import HOST_IDLE_CLOSE_S, output_stream_id
 
-__all__ = ["EVENT_LOG_PATCH", "LOG_WHILE_WAITING_PATCH", "RETRY_FIRST_PATCH", "EventLog"]
+__all__ = ["EventLog"]
 
-EVENT_LOG_PATCH = "steadyloop-event-log"
-# A call waiting for a person publishes what signals noted meanwhile (a late result).
-LOG_WHILE_WAITING_PATCH = "steadyloop-event-log-while-waiting"
-# A failed model attempt's timeline events are published before the next attempt runs.
-RETRY_FIRST_PATCH = "steadyloop-event-log-retry-first"
 # One publish: a few seconds of retries (a host restarting), then given up.
 PUBLISH_TIMEOUT = timedelta(seconds=20)
 PUBLISH_RETRY = RetryPolicy(
@@ -69,7 +66,6 @@ class EventLog:
         self._pending: list[RunEventItem] = []
         self._sequence = 0
         self._lock = asyncio.Lock()
-        self.enabled = False
         self.in_history = False  # the log lives in the loop's history, not on a host
         self.stream_id = ""
         self.host_max_events = 2_000
@@ -86,30 +82,22 @@ class EventLog:
     ) -> None:
         """Decide, once at the start of the execution, whether this run keeps the log.
 
-        Decided once, not at each publish: a run recorded before the log replays with
-        it off throughout, and a run that began with it keeps it on; so its output host
-        never changes mid-run. The host is keyed to the run's first execution (a
-        workflow id used again gets a new host) when the log is on, to the workflow id
-        alone in runs recorded before. A run that does not forward keeps the log in its
-        history (asked here, in the first workflow task, where followers look for the
-        patch's marker); one that forwards keeps it beside its output on the host.
+        Decided once, not at each publish, so a run's log never moves mid-run. The host
+        is keyed to the run's first execution (a workflow id used again gets a new
+        host). A run that does not forward keeps the log in its history (asked here, in
+        the first workflow task, where followers look for the patch's marker); one that
+        forwards keeps it beside its output on the host.
         `continued`: what the execution before this one decided (None: this is the run's
         first), kept without asking again, so the mode never changes mid-run.
         """
         info = workflow.info()
         self.host_max_events = host_max_events
         self.host_idle_close_s = host_idle_close_s
-        # The history log implies the log: a run that keeps it asks one patch, not two
-        # (each patch upserts `TemporalChangeVersion`, an action on the server's count).
         if continued:
             self.in_history = True
         elif continued is None and not forwarding:
             self.in_history = workflow.patched(HISTORY_LOG_PATCH)
-        self.enabled = self.in_history or workflow.patched(EVENT_LOG_PATCH)
-        if self.enabled:
-            self.stream_id = output_stream_id(info.workflow_id, info.first_execution_run_id)
-        else:
-            self.stream_id = output_stream_id(info.workflow_id)
+        self.stream_id = output_stream_id(info.workflow_id, info.first_execution_run_id)
 
     def note(self, event: RunEventItem) -> None:
         """Keep `event` for the next publish (workflow state only: no command)."""
@@ -133,12 +121,11 @@ class EventLog:
         return [event.model_dump(mode="json") for event in batch]
 
     async def flush(self, *, carried: bool = False) -> None:
-        """Publish what was noted, in order; nothing when the run predates the log.
+        """Publish what was noted, in order.
 
         `carried`: an activity follows at once, so a log in history leaves the events
         for its input (`carried()`) rather than spending a local activity on them."""
-        if not self._pending or not self.enabled:
-            self._pending.clear()
+        if not self._pending:
             return
         if carried and self.in_history:
             return

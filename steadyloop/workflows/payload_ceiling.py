@@ -10,9 +10,8 @@ which workflow code must not read (it could differ on replay); so it enters hist
 the describe-tools activity reports its worker's limit
 (`DescribeToolsResult.payload_limit_bytes`, from the worker's data converter). A run
 with tools learned it at its start (`disclose_tools`). A run without asks once, when an
-input first passes the inline limit, so a run that never does records nothing new;
-`workflow.patched` keeps runs recorded before this rule on the inline limit they ran
-under. If the question cannot be answered (the worker lacks the activity), the inline
+input first passes the inline limit, so a run that never does records nothing new. If
+the question cannot be answered (the worker lacks the activity), the inline
 limit applies. The same limit holds the input a run continues-as-new with and the
 `RunResult` it returns: the SDK refuses those the same way, and a refused one is a
 workflow task retried forever.
@@ -41,7 +40,6 @@ with workflow.unsafe.imports_passed_through():
     )
 
 PAYLOAD_TOO_LARGE = "PayloadTooLarge"
-LEARN_LIMIT_PATCH = "steadyloop.learn-payload-limit"
 ASK_TIMEOUT = timedelta(seconds=30)
 ASK_ATTEMPTS = 3
 
@@ -97,8 +95,6 @@ def payload_bytes(value: object) -> int:
 
 
 async def _ask_worker() -> int:
-    if not workflow.patched(LEARN_LIMIT_PATCH):
-        return MAX_INLINE_PAYLOAD_BYTES
     try:
         described: DescribeToolsResult = await workflow.execute_activity(
             DESCRIBE_TOOLS_ACTIVITY,

@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -69,6 +70,8 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, TimeoutError
 from temporalio.workflow import ActivityCancellationType
+
+from steadyloop.workflows.durable_time import Deadline, DurableClock
 
 if TYPE_CHECKING:  # annotations only: no module-level object the sandbox test cannot vouch for
     from pydantic import JsonValue
@@ -256,7 +259,9 @@ async def routed_completion(
     *,
     attempt_timeout: timedelta,
     heartbeat_timeout: timedelta | None = None,
-    deadline: datetime | None = None,
+    deadline: Deadline | None = None,
+    deadline_slack: timedelta = timedelta(0),
+    clock: DurableClock | None = None,
     first_attempt: int = 1,
     health_view: HealthView | None = None,
     observe: Callable[[RoutePlan | RouteAttempt], None] | None = None,
@@ -275,8 +280,14 @@ async def routed_completion(
     attempt, so the caller can publish what it observed before that attempt's output.
     `carried` is called as each attempt is scheduled: what it returns rides with that
     attempt's input as its second payload (the run's events, recorded in history; None:
-    the run keeps no log there, and the input is one payload)."""
-    health = await _health_for(route.endpoints, health_view)
+    the run keeps no log there, and the input is one payload).
+
+    `deadline` stops the turn when its timer has fired (an attempt that forwards may run
+    `deadline_slack` past it, for its cancellation to settle); `clock` is the time the
+    plan and the health view read (`durable_time`), advanced as the turn's activities
+    and timers resolve (a clock of its own when None)."""
+    timing = _Timing(clock or DurableClock(), deadline, deadline_slack)
+    health = await _health_for(route.endpoints, health_view, timing.clock)
     try:
         routed = await _route(
             route,
@@ -284,7 +295,7 @@ async def routed_completion(
             health,
             attempt_timeout=attempt_timeout,
             heartbeat_timeout=heartbeat_timeout,
-            deadline=deadline,
+            timing=timing,
             first_attempt=first_attempt,
             observe=observe,
             settle=settle,
@@ -299,23 +310,45 @@ async def routed_completion(
     return routed
 
 
-async def read_health_ahead(endpoints: list[str], view: HealthView) -> None:
+async def read_health_ahead(endpoints: list[str], view: HealthView, clock: DurableClock) -> None:
     """Read the endpoints' health for the first turn while the run does something else
     first (describes its tools): both local activities go out in one activation, and
     their markers are one batch in the run's first workflow task."""
-    view.keep_ahead(await _read_health(endpoints), workflow.now())
+    view.keep_ahead(await _read_health(endpoints), clock.now)
 
 
-async def _health_for(endpoints: list[str], view: HealthView | None) -> dict[str, EndpointHealth]:
-    """The read taken ahead, or the view when it is fresh, else a read kept in the view."""
+async def _health_for(
+    endpoints: list[str], view: HealthView | None, clock: DurableClock
+) -> dict[str, EndpointHealth]:
+    """The read taken ahead, or the view when it is fresh, else a read kept in the view.
+    Times are the durable clock's, read before the read (a local activity, after which
+    `workflow.now()` can differ on replay)."""
+    now = clock.now
     if view is not None:
-        fresh = view.take_ahead(endpoints, workflow.now()) or view.fresh(endpoints, workflow.now())
+        fresh = view.take_ahead(endpoints, now) or view.fresh(endpoints, now)
         if fresh is not None:
             return fresh
     health = await _read_health(endpoints)
     if view is not None:
-        view.keep(health, workflow.now())
+        view.keep(health, now)
     return health
+
+
+@dataclass(frozen=True)
+class _Timing:
+    """What a turn's time-dependent decisions read: the durable clock and the deadline."""
+
+    clock: DurableClock
+    deadline: Deadline | None
+    slack: timedelta
+
+    @property
+    def passed(self) -> bool:
+        return self.deadline is not None and self.deadline.passed
+
+    def bounded(self, timeout: timedelta) -> timedelta:
+        """`timeout`, cut so the attempt cannot outlive the deadline (and its slack)."""
+        return timeout if self.deadline is None else self.deadline.remaining(timeout, self.slack)
 
 
 def _quiet_turn(routed: RoutedTurn) -> bool:
@@ -337,13 +370,13 @@ async def _route(
     *,
     attempt_timeout: timedelta,
     heartbeat_timeout: timedelta | None,
-    deadline: datetime | None,
+    timing: _Timing,
     first_attempt: int,
     observe: Callable[[RoutePlan | RouteAttempt], None] | None,
     settle: Callable[[], Awaitable[None]] | None = None,
     carried: Callable[[], list[JsonValue] | None] | None = None,
 ) -> RoutedTurn:
-    plan = plan_route(route, RouteRequest(now=workflow.now(), health=list(health.values())))
+    plan = plan_route(route, RouteRequest(now=timing.clock.now, health=list(health.values())))
     log = _Log(observe, settle, carried)
     if observe is not None:
         observe(plan)
@@ -369,7 +402,7 @@ async def _route(
             larger_context_later=_larger_context_later(plan.candidates, position),
             attempt_timeout=attempt_timeout,
             heartbeat_timeout=heartbeat_timeout,
-            deadline=deadline,
+            timing=timing,
             log=log,
         )
         if isinstance(ended, AssembledTurn):
@@ -447,7 +480,7 @@ async def _run_candidate(
     larger_context_later: bool,
     attempt_timeout: timedelta,
     heartbeat_timeout: timedelta | None,
-    deadline: datetime | None,
+    timing: _Timing,
     log: _Log,
 ) -> AssembledTurn | RouteStop | RouteAttempt:
     """Attempts on one candidate: the turn, a stop, or the attempt that traversed."""
@@ -456,7 +489,7 @@ async def _run_candidate(
     dropped: dict[DegradableParameter, str] = {}
     attempt = 1
     while True:
-        if deadline is not None and workflow.now() >= deadline:
+        if timing.passed:
             return RouteStop(reason="deadline", detail="the deadline passed before an attempt")
         sequence = first_attempt + sum(1 for a in log if a.outcome != "skipped")
         forward = request.forward
@@ -479,7 +512,7 @@ async def _run_candidate(
                     STREAM_COMPLETION_ACTIVITY,
                     args=[sent] if riding is None else [sent, riding],
                     result_type=AssembledTurn,
-                    start_to_close_timeout=_bounded(attempt_timeout, deadline),
+                    start_to_close_timeout=timing.bounded(attempt_timeout),
                     heartbeat_timeout=heartbeat_timeout,
                     # The table owns retries: one attempt per execution, each in history.
                     retry_policy=RetryPolicy(maximum_attempts=1),
@@ -489,6 +522,7 @@ async def _run_candidate(
         except ActivityError as error:
             failed = error
             facts = facts_from_activity_error(error)
+        timing.clock.advance()  # the attempt's end is an event in history
         if _cancel_requested():
             # Whatever the attempt ended with once its cancellation was asked for (a
             # stall it was in, a timeout of a dead worker, even its answer), the caller
@@ -565,15 +599,18 @@ async def _run_candidate(
         else:
             attempt += 1
         if disposition.delay_s > 0:
-            wake = workflow.now() + timedelta(seconds=disposition.delay_s)
-            if deadline is not None and wake >= deadline:
+            # Not "does the deadline come first?" against the clock: the backoff races
+            # the deadline's timer, and whichever fires is an event in history.
+            delay = timedelta(seconds=disposition.delay_s)
+            cut = await timing.deadline.sleep(delay) if timing.deadline else await _sleep(delay)
+            timing.clock.advance()
+            if cut:
                 return RouteStop(
                     reason="deadline",
                     rule=disposition.rule,
                     detail=f"the deadline comes before the retry ({disposition.reason})",
                     failure=facts,
                 )
-            await workflow.sleep(timedelta(seconds=disposition.delay_s))
 
 
 def facts_from_activity_error(error: ActivityError) -> FailureFacts:
@@ -710,10 +747,10 @@ def _larger_context_later(candidates: list[PlannedCandidate], position: int) -> 
     return any((later.candidate.context_tokens or 0) > here for later in candidates[position + 1 :])
 
 
-def _bounded(timeout: timedelta, deadline: datetime | None) -> timedelta:
-    if deadline is None:
-        return timeout
-    return max(min(timeout, deadline - workflow.now()), timedelta(seconds=1))
+async def _sleep(delay: timedelta) -> bool:
+    """A backoff with no deadline to race: never cut."""
+    await workflow.sleep(delay)
+    return False
 
 
 # -- the health activities (advice: a failure here never fails the turn) -----------------

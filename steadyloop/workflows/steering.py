@@ -26,13 +26,14 @@ and where this one prevents it:
 from __future__ import annotations
 
 import asyncio
-import builtins
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import TypeVar
 
 from temporalio import workflow
+
+from steadyloop.workflows.durable_time import Deadline
 
 with workflow.unsafe.imports_passed_through():
     from steadyloop.chat import ChatMessage
@@ -99,24 +100,12 @@ class Steering:
         taken, self.state.messages = self.state.messages, []
         return taken
 
-    async def hold_while_paused(self, deadline: datetime | None) -> None:
-        """At a boundary: wait while paused, until unpaused, interrupted or the deadline.
-
-        Starts no timer when the run is not paused, so a run nobody pauses writes the
-        same history as before pausing existed.
-        """
+    async def hold_while_paused(self, deadline: Deadline) -> None:
+        """At a boundary: wait while paused, until unpaused, interrupted or the deadline
+        (whose passing the loop's bounds then say)."""
         if not self.state.paused:
             return
-        timeout = None if deadline is None else deadline - workflow.now()
-        if timeout is not None and timeout <= timedelta(0):
-            return
-        try:
-            await workflow.wait_condition(
-                lambda: not self.state.paused or self.state.interrupt is not None,
-                timeout=timeout,
-            )
-        except builtins.TimeoutError:
-            return  # the deadline passed: the loop's bounds say so
+        await deadline.wait(lambda: not self.state.paused or self.state.interrupt is not None)
 
     async def unless_interrupted(
         self, work: Awaitable[T], *, settle_within: timedelta | None = None

@@ -8,13 +8,11 @@ wrong fails it at the start with a non-retryable error that names the fix, never
 turn a plugin is activated: a tool or plugin the worker lacks, and a tool of the run
 named like a built-in.
 
-The description is a local activity (`LOCAL_DESCRIBE_PATCH`): it reads the worker's own
-registry, so it needs no task queue, and it runs in the run's first workflow task beside
-the first endpoint-health read and the patches, whose markers Temporal Cloud bills as one
-action for the task. The activity it replaces was an action of its own on every run. A
-worker that cannot answer locally (it lacks the activity, or lacks a named tool) is
-asked again through the task queue, as before, so the activity workers stay the
-authority on what exists.
+The description is a local activity: it reads the worker's own registry, so it needs no
+task queue, and it runs in the run's first workflow task beside the first endpoint-health
+read, whose markers Temporal Cloud bills as one action for the task. A worker that
+cannot answer locally (it lacks the activity, or lacks a named tool) is asked again
+through the task queue, so the activity workers stay the authority on what exists.
 """
 
 from __future__ import annotations
@@ -38,14 +36,11 @@ with workflow.unsafe.imports_passed_through():
 
 DESCRIBE_TIMEOUT = timedelta(seconds=30)
 LOCAL_DESCRIBE_TIMEOUT = timedelta(seconds=5)
-# Runs recorded before this patch scheduled the describe activity on the task queue.
-LOCAL_DESCRIBE_PATCH = "steadyloop-describe-tools-locally"
 
 
 def describes_locally(run: RunInput) -> bool:
-    """Whether this run describes its tools by a local activity (asks the patch: call it
-    once, where the run starts, before `disclose_tools`)."""
-    return bool(run.tools or run.plugins.named) and workflow.patched(LOCAL_DESCRIBE_PATCH)
+    """Whether this run describes its tools by a local activity: it has tools to describe."""
+    return bool(run.tools or run.plugins.named)
 
 
 async def disclose_tools(run: RunInput, *, locally: bool) -> PluginDisclosure:

@@ -37,7 +37,7 @@ one prevents it:
   ambiguous and is not run again. A run may ask for its short pure tools as local
   activities (`local_pure_tools_s`): the same receipt path, only pure calls (a local
   activity is retried with the workflow task, which only a call that may run twice
-  survives), gated by `LOCAL_PURE_TOOLS_PATCH`.
+  survives).
 - What a run carries to its next execution (continue-as-new) or returns (`RunResult`,
   which `steadyloop resume` hands to the next run) is one payload, refused over the
   limit like any other, and a refused continue-as-new is a workflow task retried
@@ -99,7 +99,7 @@ with workflow.unsafe.imports_passed_through():
         ReadForwardedOutput,
     )
     from steadyloop.receipts.canonical_json import canonical_json
-    from steadyloop.receipts.decision import Ambiguous, Execute, ReceiptKey, receipt_key
+    from steadyloop.receipts.decision import Ambiguous, Execute, ReceiptKey, Wait, receipt_key
     from steadyloop.receipts.ledger import (
         MIN_RESULT_LIMIT_BYTES,
         PackedLedger,
@@ -164,7 +164,8 @@ with workflow.unsafe.imports_passed_through():
 
 from steadyloop.workflows.approvals import Approvals
 from steadyloop.workflows.delegation import ChildRuns, innermost_message
-from steadyloop.workflows.event_log import LOG_WHILE_WAITING_PATCH, RETRY_FIRST_PATCH, EventLog
+from steadyloop.workflows.durable_time import Deadline, DurableClock
+from steadyloop.workflows.event_log import EventLog
 from steadyloop.workflows.late_results import (
     LateResults,
     kept,
@@ -176,21 +177,11 @@ from steadyloop.workflows.payload_ceiling import PayloadCeiling, payload_bytes
 from steadyloop.workflows.run_events import RunEventNotes
 from steadyloop.workflows.steering import Cut, Steering
 from steadyloop.workflows.tool_disclosure import describes_locally, disclose_tools
-from steadyloop.workflows.turn_continuation import (
-    DEADLINE_KEEPS_SHOWN_PATCH,
-    MAX_TOKENS_STOP_PATCH,
-    TurnContinuation,
-    cut_by_length,
-)
+from steadyloop.workflows.turn_continuation import TurnContinuation, cut_by_length
 
-# Receipts keep whole answers when blob storage carries them (`_hold_whole`).
-WHOLE_ANSWERS_PATCH = "steadyloop.receipts-keep-whole-answers"
 # A receipt's lease outlives its activity's timeout by this much, so the timeout (not
 # the lease) is what ends a lost attempt first.
 LEASE_MARGIN = timedelta(seconds=5)
-# Gates the local-activity path of pure tools (issue 28): asked only by runs with the
-# option on, so runs without it keep the commands (and the cost) they had.
-LOCAL_PURE_TOOLS_PATCH = "steadyloop-local-pure-tools"
 # Attempts one call may take within one answer before the model is told it was lost.
 TOOL_ATTEMPTS = 3
 # How long an interrupt waits for a forwarding model activity to confirm its cancel
@@ -198,9 +189,6 @@ TOOL_ATTEMPTS = 3
 # batch), and how long reading the shown text back from the output host may take.
 INTERRUPT_SETTLE = timedelta(seconds=10)
 INTERRUPT_READ = timedelta(seconds=15)
-# A turn's wire id an earlier turn already used is qualified before the turn enters the
-# transcript (`steadyloop.history.call_ids`); runs recorded before it keep the wire id.
-QUALIFY_CALL_IDS_PATCH = "qualify-reused-call-ids"
 T = TypeVar("T")
 
 
@@ -234,7 +222,8 @@ class ToolLoopWorkflow:
         self._receipt_scope = ""
         self._ambiguous: dict[str, AmbiguousCall] = {}
         self._late = LateResults()  # timed-out attempts and what came back late (issue 25)
-        self._deadline: datetime | None = None
+        self._deadline = Deadline(None)  # ended by its timer (`durable_time`)
+        self._clock: DurableClock | None = None  # what time-dependent decisions read
         self._partial: PartialOutput | None = None
         self._started = datetime.min  # set by `_restore` when the run begins
         self._pool = asyncio.Semaphore(1)  # replaced per batch with the run's pool size
@@ -295,7 +284,7 @@ class ToolLoopWorkflow:
         self._updates += 1
         view = self._ambiguous[request.key]
         written = self._receipts.resolve_ambiguous(
-            ReceiptKey.from_text(request.key), view.attempt, request.resolution, now=workflow.now()
+            ReceiptKey.from_text(request.key), view.attempt, request.resolution
         )
         if not written.applied:
             raise ApplicationError(f"not applied: {written}", type="ReceiptResolution")
@@ -404,7 +393,9 @@ class ToolLoopWorkflow:
 
     @workflow.run
     async def run(self, run: RunInput) -> RunResult:
-        self._deadline = self._restore(run)
+        self._clock = DurableClock()
+        self._deadline = Deadline(self._restore(run))
+        self._deadline.start()
         self._tenant = run.tenant_id
         self._local_pure_tools_s = run.local_pure_tools_s
         self._events.begin(
@@ -415,7 +406,7 @@ class ToolLoopWorkflow:
         )
         if run.delegation is not None:
             self._child_runs = ChildRuns.begin(
-                run, run.delegation, self._stats, self._receipts, self._deadline
+                run, run.delegation, self._stats, self._receipts, self._deadline, self._clock
             )
         turns_this_run = 0
         final_answer: str | None = None
@@ -426,7 +417,9 @@ class ToolLoopWorkflow:
             # The first turn's health is read beside the description, not after it.
             ahead = (
                 asyncio.ensure_future(
-                    read_health_ahead(run.resolved_route().endpoints, self._health_view)
+                    read_health_ahead(
+                        run.resolved_route().endpoints, self._health_view, self._clock
+                    )
                 )
                 if locally
                 else None
@@ -493,7 +486,7 @@ class ToolLoopWorkflow:
             self._notes.stop(self._turn, stop.reason, stop.detail, final_answer, self._partial)
             tail = self._events.carried() or []  # a log in history: recorded with the result
             await self._events.flush()
-            if run.forwarding.enabled or (self._events.enabled and not self._events.in_history):
+            if run.forwarding.enabled or not self._events.in_history:
                 await _close_output_stream(self._events.stream_id)
             self._stats.wall_time_s = (workflow.now() - self._started).total_seconds()
             return await self._bounded_result(
@@ -570,7 +563,7 @@ class ToolLoopWorkflow:
                 # attempts can never report here, so their leases end now.
                 self._receipt_scope = run.inherited.scope
                 self._receipts = self._unpacked(run.inherited.receipts, list(run.messages))
-                self._receipts.release_leases(workflow.now())
+                self._receipts.release_leases()
             if run.limits.deadline_s is None:
                 return None
             return workflow.now() + timedelta(seconds=run.limits.deadline_s)
@@ -608,14 +601,13 @@ class ToolLoopWorkflow:
         longer offered counts as opaque: nothing says it is safe to repeat.
         """
         tools = self._offered()
-        now = workflow.now()
         arguments: dict[str, dict[str, Any]] | None = None
         for key, receipt in self._receipts.items():
             if receipt.status != "running" or key.text in self._ambiguous:
                 continue
             description = tools.get(key.tool)
             decision = self._receipts.decide(
-                key, "opaque" if description is None else description.effect, now
+                key, "opaque" if description is None else description.effect
             )
             if not isinstance(decision, Ambiguous):
                 continue
@@ -727,7 +719,7 @@ class ToolLoopWorkflow:
             receipt_scope=self._receipt_scope,
             stats=stats,
             turn=self._turn,
-            deadline=None if self._deadline is None else self._deadline.isoformat(),
+            deadline=None if self._deadline.at is None else self._deadline.at.isoformat(),
             started=self._started.isoformat(),
             children=[] if self._child_runs is None else self._child_runs.children,
             activated_plugins=self._disclosure.activated,
@@ -747,7 +739,7 @@ class ToolLoopWorkflow:
         """Stop when a bound is reached. Within a turn (`boundary=False`: between the
         pieces of a continued answer) the turn count is not a bound: the turn is one."""
         self._check_interrupt()
-        if self._deadline is not None and workflow.now() >= self._deadline:
+        if self._deadline.passed:
             raise _Stop("deadline", f"the run's deadline of {run.limits.deadline_s}s passed")
         budget = run.limits.token_budget
         # Children's tokens count: a run cannot escape its budget by delegating.
@@ -789,9 +781,6 @@ class ToolLoopWorkflow:
             # for its last batch) ends it, not its own timeout at the same instant (a
             # timed-out attempt goes on publishing on its worker, after the run closed
             # its output host, and would stop the run `output_interrupted`).
-            routed_deadline = self._deadline
-            if routed_deadline is not None and run.forwarding.enabled:
-                routed_deadline += INTERRUPT_SETTLE
             try:
                 routed = await _before_deadline(
                     routed_completion(
@@ -801,7 +790,9 @@ class ToolLoopWorkflow:
                         heartbeat_timeout=None
                         if heartbeat_s is None
                         else timedelta(seconds=heartbeat_s),
-                        deadline=routed_deadline,
+                        deadline=self._deadline,
+                        deadline_slack=INTERRUPT_SETTLE if run.forwarding.enabled else timedelta(0),
+                        clock=self._clock,
                         first_attempt=attempt,
                         health_view=self._health_view,
                         observe=self._observe_route,
@@ -811,7 +802,7 @@ class ToolLoopWorkflow:
                     self._deadline,
                 )
             except _Stop as stop:  # the deadline, mid-stream: keep what people saw
-                if run.forwarding.enabled and workflow.patched(DEADLINE_KEEPS_SHOWN_PATCH):
+                if run.forwarding.enabled:
                     stop.detail += await self._keep_shown_output(
                         run, settled=True, cause=f"deadline: {stop.detail}"
                     )
@@ -831,7 +822,7 @@ class ToolLoopWorkflow:
             if turn.stats.cut_by_budget is not None:
                 self._stop_cut_by_budget(run, turn, sequence, going_on)
             if not turn.defects:
-                if cut_by_length(turn) and workflow.patched(MAX_TOKENS_STOP_PATCH):
+                if cut_by_length(turn):
                     self._partial = PartialOutput(
                         turn=self._turn,
                         attempt=sequence,
@@ -1058,7 +1049,7 @@ class ToolLoopWorkflow:
         if not turn.tool_calls:
             return turn
         calls, renames = qualify_reused_call_ids(turn.tool_calls, self._transcript, self._turn)
-        if not renames or not workflow.patched(QUALIFY_CALL_IDS_PATCH):
+        if not renames:
             return turn
         named = ", ".join(f"{old!r} as {new!r}" for old, new in renames)
         self._event("model", "healed", f"call ids an earlier turn used, kept as: {named}")
@@ -1102,10 +1093,10 @@ class ToolLoopWorkflow:
 
     async def _publish_retry(self) -> None:
         """A failed attempt's timeline events, published before the next attempt runs,
-        so a follower reads the retry before that attempt's text (`RETRY_FIRST_PATCH`)."""
+        so a follower reads the retry before that attempt's text."""
         if self._events.in_history:
             return  # the next attempt's input carries them (`EventLog.carried`)
-        if self._events.enabled and self._events.pending and workflow.patched(RETRY_FIRST_PATCH):
+        if self._events.pending:
             await self._events.flush()
 
     def _replayed(self, call_id: str, key: ReceiptKey, twin: str | None = None) -> None:
@@ -1147,9 +1138,7 @@ class ToolLoopWorkflow:
         and a result the transcript holds is carried once (`PackedLedger`), so the bound
         becomes that limit: a replay answers exactly what the first execution answered
         (issue 27 §4). Without storage nothing changes (the model reads the 16 KB copy
-        and its marker, and the timeline says so: `_replayed`). Asked only for an answer
-        over the bound, so runs that never see one record no marker; histories recorded
-        before the rule keep the bound they ran under (`WHOLE_ANSWERS_PATCH`).
+        and its marker, and the timeline says so: `_replayed`).
         """
         limit = self._disclosure.payload_limit_bytes
         if (
@@ -1157,7 +1146,6 @@ class ToolLoopWorkflow:
             and limit > MAX_INLINE_PAYLOAD_BYTES
             and limit > self._receipts.result_limit_bytes
             and len(answer.encode("utf-8", "replace")) > self._receipts.result_limit_bytes
-            and workflow.patched(WHOLE_ANSWERS_PATCH)
         ):
             self._receipts.result_limit_bytes = limit
 
@@ -1195,7 +1183,7 @@ class ToolLoopWorkflow:
                 complete=shown.complete,
                 cause=cause,
             )
-            if self._deadline is not None and workflow.now() >= self._deadline:
+            if self._deadline.passed:
                 # The attempt's timeout is cut to the deadline, so it can end first: the
                 # run stopped because its deadline passed, not because the stream broke.
                 raise _Stop("deadline", f"the run's deadline passed during a model turn ({cause})")
@@ -1329,6 +1317,7 @@ class ToolLoopWorkflow:
                 )
             tasks.append(task)
         results = await self._steering.settle(tasks, self._interrupted_before_running)
+        self._durable_clock().settle()  # what the batch's activities woke to, in any order
         for (position, _, _, _), outcome in zip(runnable, results, strict=True):
             answers[position] = outcome
         for call, answer in zip(calls, answers, strict=True):
@@ -1338,6 +1327,10 @@ class ToolLoopWorkflow:
             self._transcript.append(answer.to_message(call.id))
             self._notes.result(self._turn, call, answer)
         await self._events.flush(carried=True)  # a log in history: on the next model turn's
+
+    def _durable_clock(self) -> DurableClock:
+        assert self._clock is not None  # set first thing in `run`
+        return self._clock
 
     def _interrupted_before_running(self) -> ToolOutcome:
         return _not_run(f"the run was interrupted: {self._steering.interrupted}")
@@ -1382,24 +1375,17 @@ class ToolLoopWorkflow:
         self._phase = "awaiting a person"
         # While the call waits, what a signal noted (its late result) is published then,
         # not at the resolution: the person resolving it needs to read it first.
-        publishes = self._events.enabled and workflow.patched(LOG_WHILE_WAITING_PATCH)
 
         def decided() -> bool:
             return key.text not in self._ambiguous or self._steering.interrupted is not None
 
         try:
-            while True:
-                timeout = None if self._deadline is None else self._deadline - workflow.now()
-                if timeout is not None and timeout <= timedelta(0):
-                    raise builtins.TimeoutError
-                await workflow.wait_condition(
-                    lambda: decided() or (publishes and self._events.pending > 0),
-                    timeout=timeout,
-                )
-                if decided():
-                    break
-                await self._events.flush()
-        except (builtins.TimeoutError, asyncio.CancelledError):  # deadline; interrupted
+            while not decided():
+                if not await self._deadline.wait(lambda: decided() or self._events.pending > 0):
+                    return False  # the deadline passed first
+                if not decided():
+                    await self._events.flush()
+        except asyncio.CancelledError:  # interrupted
             return False
         self._phase = "tools"
         return key.text not in self._ambiguous
@@ -1423,13 +1409,13 @@ class ToolLoopWorkflow:
         lost = ""
         approved = False
         while True:
-            decision = self._receipts.decide(key, description.effect, workflow.now())
+            decision = self._receipts.decide(key, description.effect)
             receipt_decision(decision.kind, description.name)
             if decision.kind == "replay":
                 self._replayed(invocation.call_id, key)
                 return ToolOutcome(status="ok", content=decision.result)
             if decision.kind == "wait":
-                await workflow.sleep(max(decision.until - workflow.now(), timedelta(seconds=1)))
+                await self._wait_out_lease(key, decision)
                 continue
             if decision.kind == "ambiguous":
                 # Do not guess: suspend this call (the rest of the batch goes on) until a
@@ -1479,18 +1465,37 @@ class ToolLoopWorkflow:
                 return outcome
             lost = outcome
 
+    async def _wait_out_lease(self, key: ReceiptKey, decision: Wait) -> None:
+        """Wait for another attempt's lease: until its receipt changes (the attempt
+        reported) or the durable timer that ends the lease fires, then end it.
+
+        Never "is the lease over yet?" against `workflow.now()`: the clock reads the time
+        of the workflow task the code runs in, which after a local activity can differ
+        live and on replay, and a branch on it (a timer, or none) wedges the run with a
+        nondeterminism error. Here both branches start the same timer, and which one
+        ends the wait is an event in history. The timer's length is read from the
+        clock; a length is not part of what replay checks.
+        """
+        current = self._receipts.get(key)
+        remaining = max(decision.until - workflow.now(), timedelta(seconds=1))
+        try:
+            await workflow.wait_condition(
+                lambda: self._receipts.get(key) is not current, timeout=remaining
+            )
+        except builtins.TimeoutError:
+            self._durable_clock().woke()
+            self._receipts.end_lease(key, decision.attempt)
+
     def _runs_locally(self, description: ToolDescription) -> bool:
         """Whether this call runs as a local activity (`RunInput.local_pure_tools_s`):
         a pure tool declared no longer than the run's bound. Only pure tools: a local
         activity is retried with the workflow task, outside the receipt table's count,
-        which is harmless only for a call that may run twice. The patch is asked only
-        when the answer could be yes, so a run without the option records no marker."""
+        which is harmless only for a call that may run twice."""
         bound = self._local_pure_tools_s
         return (
             bound is not None
             and description.effect == "pure"
             and description.timeout.total_seconds() <= bound
-            and workflow.patched(LOCAL_PURE_TOOLS_PATCH)
         )
 
     async def _attempt(
@@ -1509,13 +1514,15 @@ class ToolLoopWorkflow:
         if self._child_runs is not None and description.name == DELEGATE_TOOL:
             return await self._child_runs.attempt(invocation, key, decision)
         attempt = decision.attempt
-        timeout = _bounded(description.timeout, self._deadline)
+        timeout = self._deadline.remaining(description.timeout)
         lost: ActivityError | None = None
         # The pool bounds running activities only, and the lease starts when the attempt
         # does: a call waiting for a slot, a lease or a person holds nothing.
         async with self._pool:
-            now = workflow.now()
-            claimed = self._receipts.claim(key, attempt, now + timeout + LEASE_MARGIN, now=now)
+            # The expiry is for people to read and for the timer that ends the lease;
+            # no branch compares it with the clock (`_wait_out_lease`).
+            expires = workflow.now() + timeout + LEASE_MARGIN
+            claimed = self._receipts.claim(key, attempt, expires)
             if not claimed.applied:  # cannot happen in one workflow; say so, do not guess
                 raise ApplicationError(
                     f"receipt claim refused for {description.name!r}: {claimed}",
@@ -1545,14 +1552,17 @@ class ToolLoopWorkflow:
                         retry_policy=once,
                     )
                 else:
-                    outcome = await workflow.execute_activity(
-                        RUN_TOOL_ACTIVITY,
-                        args=[sent] if riding is None else [sent, riding],
-                        result_type=ToolOutcome,
-                        start_to_close_timeout=timeout,
-                        heartbeat_timeout=description.heartbeat_timeout,
-                        retry_policy=once,
-                    )
+                    try:
+                        outcome = await workflow.execute_activity(
+                            RUN_TOOL_ACTIVITY,
+                            args=[sent] if riding is None else [sent, riding],
+                            result_type=ToolOutcome,
+                            start_to_close_timeout=timeout,
+                            heartbeat_timeout=description.heartbeat_timeout,
+                            retry_policy=once,
+                        )
+                    finally:
+                        self._durable_clock().woke()
             except ActivityError as error:
                 lost = error
         if lost is not None:
@@ -1670,41 +1680,30 @@ def _unencodable(error: ValueError) -> ToolOutcome:
     )
 
 
-async def _before_deadline(work: Awaitable[T], deadline: datetime | None) -> T:
-    """The work's result, or a deadline stop when workflow time passes the deadline first.
+async def _before_deadline(work: Awaitable[T], deadline: Deadline) -> T:
+    """The work's result, or a deadline stop when the deadline's timer fires first.
 
-    A workflow timer races the work (a routed model turn), so the deadline holds in
-    workflow time even while a model streams (and time-skipping tests can reach it); the
-    work is cancelled, and with it the activity or backoff it was waiting for. Cancelling
-    this wait (an interrupt) cancels the work too.
+    The run's deadline timer races the work (a routed model turn), so the deadline holds
+    in workflow time even while a model streams (and time-skipping tests can reach it);
+    the work is cancelled, and with it the activity or backoff it was waiting for.
+    Cancelling this wait (an interrupt) cancels the work too.
     """
-    if deadline is None:
+    if deadline.at is None:
         return await work
     task = asyncio.ensure_future(work)
-    remaining = deadline - workflow.now()
     try:
-        if remaining <= timedelta(0):
-            raise builtins.TimeoutError
-        await workflow.wait_condition(task.done, timeout=remaining)
+        finished = await deadline.wait(task.done)
     except asyncio.CancelledError:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError, ActivityError):
             await task
         raise
-    except builtins.TimeoutError:
+    if not finished:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError, ActivityError):
             await task
-        raise _Stop("deadline", "the run's deadline passed during a model turn") from None
+        raise _Stop("deadline", "the run's deadline passed during a model turn")
     return task.result()
-
-
-def _bounded(timeout: timedelta, deadline: datetime | None) -> timedelta:
-    """The timeout, shortened so an activity cannot outlive the run's deadline."""
-    if deadline is None:
-        return timeout
-    remaining = deadline - workflow.now()
-    return max(min(timeout, remaining), timedelta(seconds=1))
 
 
 def _text_bound(messages: list[ChatMessage]) -> int:

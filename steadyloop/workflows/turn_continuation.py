@@ -39,12 +39,6 @@ with workflow.unsafe.imports_passed_through():
     from steadyloop.stream.completion import AssembledTurn
     from steadyloop.stream.defects import LENGTH_FINISH_REASONS
 
-# Gates the `max_tokens` stop (and its continuations) for histories recorded before it:
-# there a cut answer ended the run `final_answer` (or, with a message waiting, went on).
-MAX_TOKENS_STOP_PATCH = "max-tokens-stop"
-# Gates reading back the shown output at a deadline (one more activity in history).
-DEADLINE_KEEPS_SHOWN_PATCH = "deadline-keeps-shown-output"
-
 
 def cut_by_length(turn: AssembledTurn) -> bool:
     """A text answer the token limit ended (a cut with tool calls is a defect's matter)."""
