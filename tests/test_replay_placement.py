@@ -30,7 +30,7 @@ FOLDER = Path(steadyloop.workflows.__file__).parent
 NOW_ALLOWED = {
     ("durable_time", "__init__"): (1, "the clock starts in the run's first activation"),
     ("durable_time", "woke"): (1, "read right after an event of history resolved the await"),
-    ("durable_time", "_expire"): (1, "the deadline timer's length: replay does not compare it"),
+    ("durable_time", "start"): (1, "the execution's first activation, before any await"),
     ("durable_time", "remaining"): (1, "an activity timeout's length"),
     ("chain_admission", "*"): (1, "the admission entity runs no local activity"),
     ("endpoint_health", "*"): (1, "the health entity runs no local activity"),
@@ -115,7 +115,7 @@ def test_the_workflows_trusted_with_the_clock_run_no_local_activity() -> None:
         assert _calls(modules[module], "start_local_activity") == [], module
 
 
-def test_the_only_patch_is_asked_in_the_first_activation() -> None:
+def test_the_patch_and_the_deadline_read_the_run_only_in_its_first_activation() -> None:
     modules = _modules()
     patches = {
         (module, function)
@@ -139,6 +139,16 @@ def test_the_only_patch_is_asked_in_the_first_activation() -> None:
     )
     first_await = min(node.lineno for node in ast.walk(run) if isinstance(node, ast.Await))
     assert begin < first_await, "EventLog.begin must run before the run's first await"
+    deadline = min(
+        node.lineno
+        for node in ast.walk(run)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "start"
+        and isinstance(node.func.value, ast.Attribute)
+        and node.func.value.attr == "_deadline"
+    )
+    assert deadline < first_await, "Deadline.start reads the clock: before the first await"
 
 
 def test_workflow_code_draws_no_randomness() -> None:

@@ -75,17 +75,22 @@ class Deadline:
         self._timer: asyncio.Task[None] | None = None
 
     def start(self) -> None:
-        """Start the timer that ends the deadline; once per execution (a run continued
-        as new starts its own for what is left)."""
+        """Start the timer that ends the deadline, in the execution's first activation
+        (before any await: the one reading of the clock that is the same on replay); a
+        run continued as new starts its own for what is left, and one already past its
+        deadline starts none."""
         if self.at is None or self._timer is not None:
             return
-        self._timer = asyncio.create_task(self._expire())
+        left = self.at - workflow.now()
+        if left <= timedelta(0):
+            self.passed = True
+            return
+        self._timer = asyncio.create_task(self._expire(left))
 
-    async def _expire(self) -> None:
-        assert self.at is not None
-        # The timer's length is read from the clock; replay checks that a timer was
-        # started, not its length, and the flag is set by the event that fires it.
-        await workflow.sleep(max(self.at - workflow.now(), _SHORTEST_TIMER))
+    async def _expire(self, left: timedelta) -> None:
+        # Replay checks that a timer was started, not its length; the flag is set by the
+        # event that fires it.
+        await workflow.sleep(max(left, _SHORTEST_TIMER))
         self.passed = True
 
     def remaining(self, cap: timedelta, slack: timedelta = timedelta(0)) -> timedelta:
