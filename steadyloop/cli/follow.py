@@ -34,6 +34,7 @@ from temporalio.service import RPCError
 from steadyloop.cli.progress import EventPrinter, ProgressDisplay, one_line, status_line
 from steadyloop.cli.receipts import late_event_lines, receipt_event_lines
 from steadyloop.client import RunHandle as ClientRunHandle
+from steadyloop.client import StopUnread
 from steadyloop.events import (
     AmbiguousReceiptEvent,
     CursorExpired,
@@ -52,6 +53,7 @@ _LOG_ERRORS = (
     WorkflowUpdateRPCTimeoutOrCancelledError,
     CursorExpired,
     InvalidCursor,
+    StopUnread,
 )
 
 RunHandle = WorkflowHandle[ToolLoopWorkflow, RunResult]

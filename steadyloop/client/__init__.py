@@ -17,8 +17,8 @@
 - `RunOptions` (`options`): a run's configuration, apart from its conversation.
 - Typed errors (`errors`): `ThreadBusy`, `ThreadCannotContinue`, `RunEnded`,
   `NotTheCallReviewed`, `NoWorkerAnswered`, `RequestRefused`, `RunFailed`,
-  `RunNotFound`; and the event log's `CursorExpired` and `InvalidCursor`
-  (`steadyloop.events`).
+  `RunNotFound`, `StopUnread` (a completed run's stop could not be read in time); and the
+  event log's `CursorExpired` and `InvalidCursor` (`steadyloop.events`).
 - `EventFanout` (`fanout`): the followers of a run in one process share one reader.
 - `collect` (`blob_gc`): delete the blobs of runs closed longer than a retention period
   (`steadyloop blobs gc`; a Schedule or cron job can call it).
@@ -33,6 +33,7 @@ from steadyloop.client.errors import (
     RunEnded,
     RunFailed,
     RunNotFound,
+    StopUnread,
     ThreadBusy,
     ThreadCannotContinue,
 )
@@ -60,6 +61,7 @@ __all__ = [
     "RunStatus",
     "StartOrigin",
     "SteadyloopClient",
+    "StopUnread",
     "TemporalUnreachable",
     "Thread",
     "ThreadBusy",

@@ -18,6 +18,8 @@ next. A caller branches on the type, never on the text:
 - `RunFailed`: the run's workflow did not complete (failed, terminated, timed out).
 - `RunNotFound`: no run has that workflow id (a typo, another namespace, or retention
   has deleted it).
+- `StopUnread`: the run completed, so its event log holds a stop, but a follower could
+  not read on to it within the bound; it names the cursor to follow again after.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ __all__ = [
     "RunEnded",
     "RunFailed",
     "RunNotFound",
+    "StopUnread",
     "ThreadBusy",
     "ThreadCannotContinue",
 ]
@@ -153,3 +156,23 @@ class RunNotFound(ClientError):
             "after the namespace's retention",
             workflow_id=workflow_id,
         )
+
+
+class StopUnread(ClientError):
+    """The run completed (it published its stop before it returned), but the follower
+    could not read on to the stop within `waited_s`: the log answered nothing after
+    `cursor` (None: after the start). Nothing was skipped: following again after `cursor`
+    reads the rest; the run's result says how it stopped."""
+
+    def __init__(self, workflow_id: str, cursor: str | None, waited_s: float) -> None:
+        after = "its start" if cursor is None else f"cursor {cursor}"
+        again = "events()" if cursor is None else f"events(after={cursor!r})"
+        super().__init__(
+            f"run {workflow_id} completed, but its event log answered nothing after {after} "
+            f"for {waited_s:g}s after the run ended, so its stop was not read (is a worker of "
+            f"the run's task queue running?). Nothing was skipped: follow again with {again} "
+            "to read the rest, or read how the run stopped from handle.result()",
+            workflow_id=workflow_id,
+        )
+        self.cursor = cursor
+        self.waited_s = waited_s

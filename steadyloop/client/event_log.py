@@ -26,10 +26,18 @@ How the obvious reader goes wrong, and what this one does instead:
 A host that ended is read from its result (what it retained), so following a finished
 run needs no worker at all; a running host is long-polled (updates its worker answers).
 
-Ends after the `stop` event; or, for a run that ended without one (it failed, or was
-terminated from outside), once the run is over and the host has been quiet for
-`QUIET_CHECK_S` (the run is described then, no query), rather than when the host
-closes itself after an idle hour.
+What a follower can rely on: each event after its cursor once, in run order, and then
+the stop; or a typed error naming the cursor to follow again after. Never a silent end
+short of the stop of a run that published one:
+- A run that completed published its stop before it returned, so a follower that finds
+  the run over with the stop unread keeps reading (the host may be slow: its worker was
+  just killed, and the stop waits on the host for the next one) for `STOP_PATIENCE_S`,
+  then raises `StopUnread` naming the cursor after the last event it read
+  (`events(after=...)` reads on from there; the run's result says how it stopped).
+- A run that ended without one (it failed, or was terminated from outside) ends its
+  followers once the run is over and the host has been quiet for `QUIET_CHECK_S` (the
+  run is described then, no query), rather than when the host closes itself after an
+  idle hour.
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ import base64
 import contextlib
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, TypeVar, cast
 
@@ -53,6 +62,7 @@ from temporalio.common import RawValue
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.service import RPCError, RPCStatusCode
 
+from steadyloop.client.errors import StopUnread
 from steadyloop.client.history_log import (
     history_events,
     history_latest_cursor,
@@ -68,7 +78,7 @@ from steadyloop.events.models import (
     TextDeltaEvent,
     parse_event,
 )
-from steadyloop.output.follow import run_over
+from steadyloop.output.follow import run_completed, run_over
 from steadyloop.output.forwarding import (
     HOST_EPOCH_MEMO,
     OUTPUT_TOPIC,
@@ -77,7 +87,15 @@ from steadyloop.output.forwarding import (
 )
 from steadyloop.workflows.output_stream import OutputStreamSummary
 
-__all__ = ["DEFAULT_POLL_S", "MAX_POLL_FAILURES", "host_events", "latest_cursor", "run_events"]
+__all__ = [
+    "DEFAULT_POLL_S",
+    "MAX_POLL_FAILURES",
+    "STOP_PATIENCE_S",
+    "OwedStop",
+    "host_events",
+    "latest_cursor",
+    "run_events",
+]
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -88,6 +106,24 @@ MAX_POLL_FAILURES = 10
 MAX_BACKOFF_S = 5.0
 # Seconds without a new item after which a follower asks whether the run is over.
 QUIET_CHECK_S = 5.0
+# Seconds a follower reads on for the stop a completed run owes it, from when it first
+# finds the run over with the stop unread, before `StopUnread`: the host answers once a
+# worker of its task queue picks it up again (Temporal retries a killed worker's task
+# after its timeouts, a few seconds).
+STOP_PATIENCE_S = 30.0
+
+
+@dataclass(frozen=True)
+class OwedStop:
+    """How a follower learns that a run owes it a stop, and how long it reads on for it.
+
+    `completed()` is asked once, when the run is first found over with no stop read; a
+    run that completed published its stop before it returned (`workflow_id` names it in
+    `StopUnread`)."""
+
+    workflow_id: str
+    completed: Callable[[], Awaitable[bool]]
+    patience_s: float = STOP_PATIENCE_S
 
 
 async def run_events(
@@ -97,25 +133,34 @@ async def run_events(
     after: str | None = None,
     *,
     poll_s: float = DEFAULT_POLL_S,
+    stop_patience_s: float = STOP_PATIENCE_S,
 ) -> AsyncGenerator[RunEventItem, None]:
-    """Every event of the run after cursor `after` (None: from its first), in run order.
+    """Every event of the run after cursor `after` (None: from its first), in run order,
+    then its stop.
 
     `run_id` is the run's first execution run id (`WorkflowHandle.first_execution_run_id`,
     or `steadyloop.output.follow.first_run_id(handle)`): it stays the run's across
-    continue-as-new. Raises `InvalidCursor` for a cursor this library did not write and
-    `CursorExpired` when what follows `after` is no longer held.
+    continue-as-new. Raises `InvalidCursor` for a cursor this library did not write,
+    `CursorExpired` when what follows `after` is no longer held, and `StopUnread` (naming
+    the cursor to follow again after) when the run completed but its stop could not be
+    read within `stop_patience_s` of the follower finding it over.
     """
 
     async def over() -> bool:
         return await run_over(client, workflow_id, run_id)
+
+    async def completed() -> bool:
+        return await run_completed(client, workflow_id, run_id)
 
     position = parse_cursor(after) if after is not None else None
     if await keeps_log_in_history(client, workflow_id, run_id, over=over, poll_s=poll_s):
         async for event in history_events(client, workflow_id, run_id, position, poll_s=poll_s):
             yield event
         return
+    owed = OwedStop(workflow_id, completed, stop_patience_s)
+    host_id = output_stream_id(workflow_id, run_id)
     async for event in host_events(
-        client, output_stream_id(workflow_id, run_id), after, run_over=over, poll_s=poll_s
+        client, host_id, after, run_over=over, poll_s=poll_s, owed_stop=owed
     ):
         yield event
 
@@ -128,44 +173,122 @@ async def host_events(
     run_over: Callable[[], Awaitable[bool]],
     poll_s: float = DEFAULT_POLL_S,
     quiet_s: float = QUIET_CHECK_S,
+    owed_stop: OwedStop | None = None,
 ) -> AsyncGenerator[RunEventItem, None]:
     """The events of output host `host_id` after `after`, across its continue-as-new,
-    idle closes and restarts; ends at a `stop` event, or once `run_over()` and the host
-    is drained or quiet for `quiet_s` (`run_events` is this for one run's host)."""
+    idle closes and restarts; ends at a `stop` event. Without one, once `run_over()` and
+    the host is drained or quiet for `quiet_s`: then, when `owed_stop` says the run
+    completed, it reads on for the stop for `owed_stop.patience_s` and raises `StopUnread`
+    naming the cursor after the last event read; else it ends (`run_events` is this for
+    one run's host)."""
     position = parse_cursor(after) if after is not None else None
     host = client.get_workflow_handle(host_id)
+    ending = _Ending(run_over, owed_stop)
     drained: str | None = None
     while True:
         described = await _describe(host)
-        if described is None or described.run_id == drained:
+        if described is None:
             if await run_over():
-                if described is None:
-                    raise CursorExpired(
-                        after, None, "the run's output host was never started or is gone"
-                    )
+                raise CursorExpired(
+                    after, None, "the run's output host was never started or is gone"
+                )
+            await asyncio.sleep(poll_s)
+            continue
+        if described.run_id == drained:
+            if await ending.over():
+                ending.end(position)
                 return
             await asyncio.sleep(poll_s)
             continue
         epoch = await described.memo_value(HOST_EPOCH_MEMO, 0, type_hint=int)
         _check_epoch(position, epoch)
         next_offset = 0 if position is None else position.offset + 1
-        if described.status == WorkflowExecutionStatus.COMPLETED:
+        # Each read takes the event at `position` again (when held): a follower back
+        # after the stop's cursor ends there, instead of waiting for a stop it has read.
+        overlap = position is not None
+        ended_read = described.status == WorkflowExecutionStatus.COMPLETED
+        if ended_read:
             # An ended host's result holds what it retained: read with no worker.
-            chain = _read_ended(client, host_id, described.run_id, epoch, next_offset)
+            chain = _read_ended(
+                client, host_id, described.run_id, epoch, next_offset, overlap=overlap
+            )
         else:
-            chain = _read_chain(client, host_id, epoch, next_offset, poll_s, (quiet_s, run_over))
+            quiet = (quiet_s, ending.over)
+            chain = _read_chain(client, host_id, epoch, next_offset, poll_s, quiet, overlap=overlap)
         async for event in chain:
-            position = parse_cursor(event.cursor)
+            at = parse_cursor(event.cursor)
+            if position is not None and at <= position:
+                if isinstance(event, StopEvent):
+                    return  # resumed after the stop: nothing follows it
+                continue  # read already
+            position = at
             yield event
             if isinstance(event, StopEvent):
                 return
-        # The chain ended (idle, or closed without a stop): wait for a restart, unless
-        # one is already running, or for the run's end.
+        # The chain ended (idle, closed, or quiet with the run over): wait for a restart,
+        # unless one is already running, or for the run's end.
         ended = await _describe(host)
         running = ended is None or ended.status == WorkflowExecutionStatus.RUNNING
-        if running and await run_over():
+        if running and await ending.over():
+            ending.end(position)
             return  # quiet, and the run ended without a stop (it failed or was terminated)
-        drained = None if running or ended is None else ended.run_id
+        drained = _drained(described.run_id if ended_read else None, ended, running, ending)
+
+
+def _drained(
+    read_ended: str | None,
+    ended: WorkflowExecutionDescription | None,
+    running: bool,
+    ending: _Ending,
+) -> str | None:
+    """The host execution now read to its end (None: read the host again).
+
+    An ended host's result was read whole (`read_ended`). A running chain that ended by
+    itself left its execution drained; one cut short because the run was over may have
+    missed the tail of a host that closed meanwhile, which its result then holds."""
+    if read_ended is not None:
+        return read_ended
+    if running or ended is None or ending.cut:
+        return None
+    return ended.run_id
+
+
+class _Ending:
+    """When a follower that has read no stop may stop reading: the run is over and owes
+    no stop, or it owes one (it completed) and the patience has run out.
+
+    Every answer is final once given (a closed run stays closed), so the run's close is
+    asked once it is over, and `over()` stays True after its first True."""
+
+    def __init__(self, run_over: Callable[[], Awaitable[bool]], owed: OwedStop | None) -> None:
+        self._run_over = run_over
+        self._owed = owed
+        self._stop_owed: bool | None = None
+        self._since: float | None = None  # when the run was first found over, stop unread
+        self.cut = False  # `over()` said so: reading ends short of the stop
+
+    async def over(self) -> bool:
+        """Whether reading may end short of the stop now (`end` then says how)."""
+        if self.cut:
+            return True
+        if not await self._run_over():
+            return False
+        if self._stop_owed is None:
+            self._stop_owed = self._owed is not None and await self._owed.completed()
+        if self._owed is not None and self._stop_owed:
+            now = asyncio.get_running_loop().time()
+            self._since = now if self._since is None else self._since
+            if now - self._since < self._owed.patience_s:
+                return False
+        self.cut = True
+        return True
+
+    def end(self, position: Cursor | None) -> None:
+        """Raise `StopUnread` naming `position` when the run owes a stop; else return (the
+        run ended without one, as it failed or was terminated)."""
+        if self._owed is not None and self._stop_owed:
+            cursor = None if position is None else format_cursor(position)
+            raise StopUnread(self._owed.workflow_id, cursor, self._owed.patience_s)
 
 
 async def latest_cursor(client: Client, workflow_id: str, run_id: str) -> str | None:
@@ -217,27 +340,31 @@ async def _read_chain(
     next_offset: int,
     poll_s: float,
     quiet: tuple[float, Callable[[], Awaitable[bool]]] | None = None,
+    *,
+    overlap: bool = False,
 ) -> AsyncGenerator[RunEventItem, None]:
     """One host's continue-as-new chain from `next_offset` to its end, gaps refused;
     with `quiet` (seconds, run_over), also ends when nothing came for that long and the
-    run is over."""
+    run is over. `overlap`: the item before `next_offset` too, when still held."""
     stream = WorkflowStreamClient.create(client, host_id)
     converter = client.data_converter.payload_converter
+    low = next_offset - 1 if overlap and next_offset > 0 else next_offset
     failures = 0
     while True:
         try:
             items = stream.subscribe(
                 None,
-                from_offset=next_offset,
+                from_offset=low,
                 result_type=RawValue,
                 poll_cooldown=timedelta(seconds=poll_s),
             )
             async for item in items if quiet is None else _until_quiet(items, *quiet):
-                if item.offset < next_offset:
+                if item.offset < low:
                     continue  # already yielded (a poll answered twice)
                 if item.offset > next_offset:
                     raise _expired(epoch, next_offset, item.offset)
-                next_offset = item.offset + 1
+                next_offset = max(next_offset, item.offset + 1)
+                low = next_offset
                 failures = 0
                 cursor = format_cursor(Cursor(epoch, item.offset))
                 event = _decode(converter, item.topic, item.data, cursor)
@@ -292,25 +419,28 @@ async def _until_quiet(
 
 
 async def _read_ended(
-    client: Client, host_id: str, run_id: str, epoch: int, next_offset: int
+    client: Client, host_id: str, run_id: str, epoch: int, next_offset: int, *, overlap: bool
 ) -> AsyncGenerator[RunEventItem, None]:
-    """What an ended host retained, from its result (a history read, no workflow task).
+    """What an ended host retained, from its result (a history read, no workflow task);
+    `overlap` as for `_read_chain`.
 
     A host from before results carried the log (no `state`) is read the usual way, by
     the stream's query (that needs a worker)."""
     ended = client.get_workflow_handle(host_id, run_id=run_id, result_type=OutputStreamSummary)
     summary = await ended.result(follow_runs=False)
     if summary.state is None:
-        async for event in _read_chain(client, host_id, epoch, next_offset, DEFAULT_POLL_S):
+        chain = _read_chain(client, host_id, epoch, next_offset, DEFAULT_POLL_S, overlap=overlap)
+        async for event in chain:
             yield event
         return
     converter = client.data_converter.payload_converter
     base = summary.state.base_offset
     if next_offset < base:
         raise _expired(epoch, next_offset, base)
+    low = next_offset - 1 if overlap and next_offset > 0 else next_offset
     for index, item in enumerate(summary.state.log):
         offset = base + index
-        if offset < next_offset:
+        if offset < low:
             continue
         payload = Payload()
         payload.ParseFromString(base64.b64decode(item.data))

@@ -162,16 +162,26 @@ class RunHandle:
     # -- reading -------------------------------------------------------------------
 
     async def events(
-        self, after: str | None = None, *, poll_s: float | None = None
+        self,
+        after: str | None = None,
+        *,
+        poll_s: float | None = None,
+        stop_patience_s: float | None = None,
     ) -> AsyncIterator[RunEventItem]:
         """The run's events after cursor `after` (None: from the first), in run order,
-        ending with its stop: text and reasoning deltas, tool calls and their results,
-        approvals waiting, ambiguous receipts, the timeline, the stop. Each carries its
-        `cursor`; `CursorExpired` when what follows `after` is no longer held (read the
-        snapshot instead), `InvalidCursor` for a cursor this library did not write.
-        Followers of one run through one client share one reader (`fanout`)."""
+        each once, ending with its stop: text and reasoning deltas, tool calls and their
+        results, approvals waiting, ambiguous receipts, the timeline, the stop. Each
+        carries its `cursor`; `CursorExpired` when what follows `after` is no longer held
+        (read the snapshot instead), `InvalidCursor` for a cursor this library did not
+        write, `StopUnread` when the run completed but its stop could not be read within
+        `stop_patience_s` (default `event_log.STOP_PATIENCE_S`) of finding the run over:
+        it names the cursor to follow again after. A run that failed or was terminated
+        published no stop: its events end without one. Followers of one run through one
+        client share one reader (`fanout`), with the first one's `poll_s` and patience."""
         run_id = await self.first_execution_run_id()
         extra: dict[str, Any] = {} if poll_s is None else {"poll_s": poll_s}
+        if stop_patience_s is not None:
+            extra["stop_patience_s"] = stop_patience_s
 
         def source(start: str | None) -> AsyncIterator[RunEventItem]:
             return run_events(self._client, self.workflow_id, run_id, start, **extra)

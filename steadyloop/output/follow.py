@@ -27,10 +27,12 @@ from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
 
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
     WorkflowHandle,
+    WorkflowHistoryEventFilterType,
     WorkflowUpdateRPCTimeoutOrCancelledError,
 )
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
@@ -135,3 +137,34 @@ async def run_over(client: Client, run_workflow_id: str, run_id: str) -> bool:
     if first and first != run_id:
         return True
     return described.status is not None and described.status != WorkflowExecutionStatus.RUNNING
+
+
+async def run_completed(client: Client, run_workflow_id: str, run_id: str) -> bool:
+    """Whether the run that began as execution `run_id` completed: returned its result.
+
+    A run returns only after publishing its stop, so its followers are owed one; False
+    while it runs, or when it closed otherwise (failed, terminated, timed out, canceled).
+    """
+    described = await client.get_workflow_handle(run_workflow_id).describe()
+    first = described.raw_description.workflow_execution_info.first_run_id
+    if not first or first == run_id:
+        return described.status == WorkflowExecutionStatus.COMPLETED
+    return await _chain_completed(client, run_workflow_id, run_id)
+
+
+async def _chain_completed(client: Client, run_workflow_id: str, run_id: str) -> bool:
+    """Whether the chain from execution `run_id` completed, read from the close event of
+    each execution in it: the id was used again since, so describing it names another run."""
+    execution = run_id
+    while True:
+        handle = client.get_workflow_handle(run_workflow_id, run_id=execution)
+        events = handle.fetch_history_events(
+            event_filter_type=WorkflowHistoryEventFilterType.CLOSE_EVENT
+        )
+        close = await anext(aiter(events), None)
+        if close is None:
+            return False  # no close event: the chain still runs
+        if close.event_type != EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
+            return close.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED
+        attributes = close.workflow_execution_continued_as_new_event_attributes
+        execution = attributes.new_execution_run_id

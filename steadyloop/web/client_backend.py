@@ -39,6 +39,7 @@ from steadyloop.client import (
     RunHandle,
     RunOptions,
     SteadyloopClient,
+    StopUnread,
     Thread,
     ThreadBusy,
     ThreadCannotContinue,
@@ -247,6 +248,8 @@ class ClientBackend:
             raise BadCursor(str(exc)) from None
         except CursorExpired as exc:
             raise HttpCursorExpired(str(exc), exc.oldest) from None
+        except StopUnread as exc:  # a cut: the client reconnects after its last cursor
+            raise NoWorkerToRead(str(exc)) from None
 
     async def snapshot(self, tenant: str, thread_id: str, run_id: str) -> dict[str, Any]:
         handle, _ = await self._handle(tenant, thread_id, run_id)
