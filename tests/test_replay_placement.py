@@ -128,27 +128,22 @@ def test_the_patch_and_the_deadline_read_the_run_only_in_its_first_activation() 
         for node in ast.walk(modules["tool_loop"])
         if isinstance(node, ast.AsyncFunctionDef) and node.name == "run"
     )
-    begin = min(
-        node.lineno
-        for node in ast.walk(run)
-        if isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Attribute)
-        and node.func.attr == "begin"
-        and isinstance(node.func.value, ast.Attribute)
-        and node.func.value.attr == "_events"
-    )
     first_await = min(node.lineno for node in ast.walk(run) if isinstance(node, ast.Await))
-    assert begin < first_await, "EventLog.begin must run before the run's first await"
-    deadline = min(
+    assert _first_call(run, "_events", "begin") < first_await, "EventLog.begin: before any await"
+    assert _first_call(run, "_deadline", "start") < first_await, "Deadline.start: the same"
+
+
+def _first_call(function: ast.AST, owner: str, method: str) -> int:
+    """The line of the first `self.<owner>.<method>(...)` in `function`."""
+    return min(
         node.lineno
-        for node in ast.walk(run)
+        for node in ast.walk(function)
         if isinstance(node, ast.Call)
         and isinstance(node.func, ast.Attribute)
-        and node.func.attr == "start"
+        and node.func.attr == method
         and isinstance(node.func.value, ast.Attribute)
-        and node.func.value.attr == "_deadline"
+        and node.func.value.attr == owner
     )
-    assert deadline < first_await, "Deadline.start reads the clock: before the first await"
 
 
 def test_workflow_code_draws_no_randomness() -> None:
