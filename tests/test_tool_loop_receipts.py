@@ -7,14 +7,30 @@ effects the tools performed and asserts the exact number.
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from loop_harness import assert_every_call_answered, run_input, running_loop, tool_messages
 from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 
-from steadyloop.receipts.ledger import AmbiguityResolution, DidNotHappen, GiveUp, Happened
-from steadyloop.run.models import AmbiguousCall, ResolveReceipt, RunProgress
+from steadyloop.chat import ChatMessage
+from steadyloop.receipts.decision import receipt_key
+from steadyloop.receipts.ledger import (
+    AmbiguityResolution,
+    DidNotHappen,
+    GiveUp,
+    Happened,
+    PackedLedger,
+    ReceiptLedger,
+)
+from steadyloop.run.models import (
+    AmbiguousCall,
+    CarriedState,
+    ResolveReceipt,
+    RunProgress,
+    RunStats,
+)
 from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
 from steadyloop.testing.scripted_server import ScriptedResponse, sse_response
 
@@ -253,4 +269,39 @@ async def test_a_suspended_call_holds_no_pool_slot_so_the_rest_of_its_batch_runs
         await handle.execute_update("resolve_receipt", update)
         result = await handle.result()
     assert "runs meanwhile" in notes_while_suspended
+    assert_every_call_answered(result.transcript)
+
+
+async def test_a_call_the_last_execution_left_running_is_ambiguous_at_once_with_no_timer() -> None:
+    """Continued as new with an opaque call's receipt still running (its lease far off):
+    the attempt can never report to this execution, so the call is listed ambiguous from
+    the start and, asked again, waits for a person, not for a lease timer."""
+    workflow_id = "carried-running-receipt"
+    key = receipt_key("default", workflow_id, "note", {"text": "x"})
+    ledger = ReceiptLedger()
+    assert ledger.claim(key, 1, datetime(2999, 1, 1, tzinfo=UTC)).applied
+    start = run_input("note x")
+    carried = CarriedState(
+        transcript=[
+            ChatMessage(role="system", content="You are a test agent."),
+            ChatMessage(role="user", content="note x"),
+        ],
+        packed_receipts=PackedLedger.pack(ledger, []),
+        stats=RunStats(),
+        turn=1,
+    )
+    script = [calls(ScriptedCall("note", {"text": "x"}, id="n1")), answer("left alone")]
+    async with running_loop(script) as loop:
+        handle = await loop.start(start.model_copy(update={"carried": carried}), workflow_id)
+        listed = await wait_for_ambiguous(handle)
+        await handle.execute_update(
+            "resolve_receipt", ResolveReceipt(key=key.text, resolution=GiveUp())
+        )
+        result = await handle.result()
+        history = await handle.fetch_history()
+        notes = list(loop.effects.notes)
+    assert [c.key for c in listed] == [key.text]
+    assert notes == []  # never run again
+    assert not [e for e in history.events if e.HasField("timer_started_event_attributes")]
+    assert result.stop_reason == "final_answer"
     assert_every_call_answered(result.transcript)

@@ -574,6 +574,9 @@ class ToolLoopWorkflow:
             self._receipts = self._unpacked(carried.packed_receipts, self._transcript)
         else:  # carried by an earlier version: every result in the ledger itself
             self._receipts = carried.receipts
+        # An attempt the last execution left running can never report to this one: its
+        # lease ends now, so a decision on it needs no timer (and no clock).
+        self._receipts.release_leases()
         self._steering = Steering(carried.steering)
         self._stats = carried.stats
         self._turn = carried.turn
