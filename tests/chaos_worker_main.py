@@ -38,11 +38,12 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from busy_worker import slowed_event_log
 from chaos_plan import (
     CHARGE_DEADLINE_MARGIN_S,
     CHARGE_TIMEOUT_S,
@@ -51,7 +52,6 @@ from chaos_plan import (
     DELIVER_TIMEOUT_S,
     LOOKUP_TIMEOUT_S,
 )
-from temporalio import activity
 from temporalio.client import Client
 from temporalio.converter import DataConverter
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkflowRunner
@@ -59,18 +59,8 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkflowRunner
 import steadyloop.receipts.decision as decision_module
 import steadyloop.receipts.ledger as ledger_module
 from steadyloop.activities.endpoint_health import EndpointHealthActivities
-from steadyloop.activities.model_stream import (
-    ModelActivities,
-    publish_run_events,
-    record_run_events,
-)
+from steadyloop.activities.model_stream import ModelActivities
 from steadyloop.activities.tool_execution import ToolActivities
-from steadyloop.events.publishing import (
-    PUBLISH_RUN_EVENTS_ACTIVITY,
-    RECORD_RUN_EVENTS_ACTIVITY,
-    PublishRunEvents,
-    RecordRunEvents,
-)
 from steadyloop.history.payload_storage import steadyloop_data_converter
 from steadyloop.receipts.decision import Ambiguous, Execute, Receipt, ReceiptDecision, receipt_key
 from steadyloop.receipts.ledger import ReceiptLedger
@@ -169,29 +159,6 @@ TOOLS = ToolRegistry([lookup, deliver, charge])
 _log_delay_s = 0.0
 
 
-@activity.defn(name=RECORD_RUN_EVENTS_ACTIVITY)
-async def slow_record(batch: RecordRunEvents) -> RecordRunEvents:
-    """The event log's record (a local activity), slowed as on a busy worker."""
-    await asyncio.sleep(_log_delay_s)
-    return await record_run_events(batch)
-
-
-@activity.defn(name=PUBLISH_RUN_EVENTS_ACTIVITY)
-async def slow_publish(batch: PublishRunEvents) -> None:
-    """The event log's publish (a local activity), slowed as on a busy worker."""
-    await asyncio.sleep(_log_delay_s)
-    await publish_run_events(batch)
-
-
-def busy(activities: Sequence[Any]) -> list[Any]:
-    """The model's activities with the event log's two local activities slowed, so that
-    queries and signals land while one runs (what moved a patch check, or a clock
-    reading, to another workflow task live than on replay)."""
-    slow = {RECORD_RUN_EVENTS_ACTIVITY: slow_record, PUBLISH_RUN_EVENTS_ACTIVITY: slow_publish}
-    named = ((getattr(fn, "__temporal_activity_definition", None), fn) for fn in activities)
-    return [slow.get(getattr(defn, "name", ""), fn) for defn, fn in named]
-
-
 # -- the mutant ----------------------------------------------------------------------
 
 
@@ -266,7 +233,7 @@ async def serve(args: argparse.Namespace, runner: WorkflowRunner) -> None:
             task_queue=args.task_queue,
             workflows=RUN_WORKFLOWS,
             activities=[
-                *(busy(model.activities()) if _log_delay_s else model.activities()),
+                *slowed_event_log(model.activities(), _log_delay_s),
                 *ToolActivities(TOOLS).activities(),
                 *EndpointHealthActivities(client, task_queue=args.task_queue).activities(),
             ],

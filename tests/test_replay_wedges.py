@@ -22,26 +22,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from busy_worker import slowed_event_log
 from loop_harness import ENDPOINT, Effects, assert_every_call_answered, build_tools, run_input
-from temporalio import activity
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, Worker
 
 from steadyloop.activities.endpoint_health import EndpointHealthActivities
-from steadyloop.activities.model_stream import (
-    ModelActivities,
-    publish_run_events,
-    record_run_events,
-)
+from steadyloop.activities.model_stream import ModelActivities
 from steadyloop.activities.tool_execution import ToolActivities
-from steadyloop.events.publishing import (
-    PUBLISH_RUN_EVENTS_ACTIVITY,
-    RECORD_RUN_EVENTS_ACTIVITY,
-    PublishRunEvents,
-    RecordRunEvents,
-)
 from steadyloop.history.payload_storage import steadyloop_data_converter
 from steadyloop.output.forwarding import ForwardingOptions
 from steadyloop.receipts.ledger import Happened
@@ -65,30 +55,6 @@ pytestmark = pytest.mark.slow
 QUERY_EVERY_S = 0.05
 QUERYING_FOR_S = 3.0
 SLOW_LOG_S = 1.0
-
-
-@activity.defn(name=RECORD_RUN_EVENTS_ACTIVITY)
-async def slow_record(batch: RecordRunEvents) -> RecordRunEvents:
-    """The log-in-history record, taking a second (a busy worker)."""
-    await asyncio.sleep(SLOW_LOG_S)
-    return await record_run_events(batch)
-
-
-@activity.defn(name=PUBLISH_RUN_EVENTS_ACTIVITY)
-async def slow_publish(batch: PublishRunEvents) -> None:
-    """The publish to the output host, taking a second (a host slow to answer)."""
-    await asyncio.sleep(SLOW_LOG_S)
-    await publish_run_events(batch)
-
-
-def _with_slow_log(activities: list[Any]) -> list[Any]:
-    slow = {RECORD_RUN_EVENTS_ACTIVITY: slow_record, PUBLISH_RUN_EVENTS_ACTIVITY: slow_publish}
-    return [slow.get(activity_name(fn) or "", fn) for fn in activities]
-
-
-def activity_name(fn: Any) -> str | None:
-    defn = getattr(fn, "__temporal_activity_definition", None)
-    return None if defn is None else str(defn.name)
 
 
 @dataclass
@@ -118,12 +84,13 @@ async def uncached_worker(script: list[Any]) -> AsyncIterator[Uncached]:
                         env.client,
                         task_queue=task_queue,
                         workflows=RUN_WORKFLOWS,
-                        activities=_with_slow_log(
+                        activities=slowed_event_log(
                             [
                                 *model.activities(),
                                 *ToolActivities(build_tools(effects)).activities(),
                                 *health.activities(),
-                            ]
+                            ],
+                            SLOW_LOG_S,
                         ),
                         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
                         max_cached_workflows=0,
