@@ -21,6 +21,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError
 
+from steadyloop.client import StopUnread
 from steadyloop.client.event_log import latest_cursor, run_events
 from steadyloop.events import (
     AmbiguousReceiptEvent,
@@ -306,3 +307,25 @@ async def test_a_cursor_not_written_by_the_library_is_refused_by_name() -> None:
                 await read_all(loop.client, handle, garbage)
         with pytest.raises(InvalidCursor, match="past the host"):
             await read_all(loop.client, handle, "000009-000000000001")
+
+
+async def test_a_log_in_history_whose_result_left_the_stop_out_raises_naming_why() -> None:
+    """A run not forwarded keeps its last events (the stop among them) on its result; a
+    result that must leave them out to fit one payload (no blob storage, a 1.2 MB answer
+    carried by the transcript and again by the stop) leaves a follower no stop to read:
+    it raises `StopUnread` saying so, never ends as if the log were whole."""
+    big = "x" * 1_200_000
+    script = [calls(ScriptedCall("add", {"a": 1, "b": 2}, id="c1")), answer(big)]
+    async with running_loop(script, blob_storage=False) as loop:
+        handle = await loop.start(run_input("add"))
+        result = await handle.result()
+        assert handle.first_execution_run_id is not None
+        read: list[RunEventItem] = []
+        with pytest.raises(StopUnread, match="left its last events out") as raised:
+            async for event in run_events(
+                loop.client, handle.id, handle.first_execution_run_id, poll_s=0.02
+            ):
+                read.append(event)
+    assert result.final_answer == big and result.log_events == []
+    assert read and not any(isinstance(event, StopEvent) for event in read)
+    assert raised.value.cursor == read[-1].cursor and "handle.result()" in str(raised.value)

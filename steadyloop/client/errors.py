@@ -162,16 +162,23 @@ class StopUnread(ClientError):
     """The run completed (it published its stop before it returned), but the follower
     could not read on to the stop within `waited_s`: the log answered nothing after
     `cursor` (None: after the start). Nothing was skipped: following again after `cursor`
-    reads the rest; the run's result says how it stopped."""
+    reads the rest; the run's result says how it stopped. `why`, when given, says instead
+    why the stop cannot be read at all (a log in history whose run's result had to leave
+    its last events out to fit the payload limit)."""
 
-    def __init__(self, workflow_id: str, cursor: str | None, waited_s: float) -> None:
+    def __init__(
+        self, workflow_id: str, cursor: str | None, waited_s: float, *, why: str | None = None
+    ) -> None:
         after = "its start" if cursor is None else f"cursor {cursor}"
         again = "events()" if cursor is None else f"events(after={cursor!r})"
+        if why is None:
+            why = (
+                f"its event log answered nothing after {after} for {waited_s:g}s after the "
+                "run ended, so its stop was not read (is a worker of the run's task queue "
+                f"running?). Nothing was skipped: follow again with {again} to read the rest"
+            )
         super().__init__(
-            f"run {workflow_id} completed, but its event log answered nothing after {after} "
-            f"for {waited_s:g}s after the run ended, so its stop was not read (is a worker of "
-            f"the run's task queue running?). Nothing was skipped: follow again with {again} "
-            "to read the rest, or read how the run stopped from handle.result()",
+            f"run {workflow_id} completed, but {why}; how the run stopped is in handle.result()",
             workflow_id=workflow_id,
         )
         self.cursor = cursor

@@ -106,6 +106,12 @@ MAX_POLL_FAILURES = 10
 MAX_BACKOFF_S = 5.0
 # Seconds without a new item after which a follower asks whether the run is over.
 QUIET_CHECK_S = 5.0
+# Why a log kept in the run's history can end short of its stop: the run's result, which
+# carries the last events, had to leave them out to fit one payload.
+RESULT_LEFT_EVENTS_OUT = (
+    "its log in history ends without the stop: the run's result left its last events "
+    "out to fit Temporal's payload limit, so they are not kept anywhere"
+)
 # Seconds a follower reads on for the stop a completed run owes it, from when it first
 # finds the run over with the stop unread, before `StopUnread`: the host answers once a
 # worker of its task queue picks it up again (Temporal retries a killed worker's task
@@ -143,7 +149,8 @@ async def run_events(
     continue-as-new. Raises `InvalidCursor` for a cursor this library did not write,
     `CursorExpired` when what follows `after` is no longer held, and `StopUnread` (naming
     the cursor to follow again after) when the run completed but its stop could not be
-    read within `stop_patience_s` of the follower finding it over.
+    read within `stop_patience_s` of the follower finding it over, or a log kept in
+    history ends short of it (the run's result left its last events out to fit).
     """
 
     async def over() -> bool:
@@ -154,8 +161,14 @@ async def run_events(
 
     position = parse_cursor(after) if after is not None else None
     if await keeps_log_in_history(client, workflow_id, run_id, over=over, poll_s=poll_s):
+        last = after
         async for event in history_events(client, workflow_id, run_id, position, poll_s=poll_s):
             yield event
+            if isinstance(event, StopEvent):
+                return
+            last = event.cursor
+        if await completed():  # its result left its last events out to fit the payload limit
+            raise StopUnread(workflow_id, last, 0.0, why=RESULT_LEFT_EVENTS_OUT)
         return
     owed = OwedStop(workflow_id, completed, stop_patience_s)
     host_id = output_stream_id(workflow_id, run_id)

@@ -518,7 +518,7 @@ class ToolLoopWorkflow:
         size = payload_bytes(result)
         limit = await self._ceiling.limit_for(size)
         if size > limit and (result.timeline or result.log_events):  # for people only:
-            result.timeline = []  # the first thing to go (followers then end at the close)
+            result.timeline = []  # the first thing to go (followers then raise StopUnread)
             result.log_events = []
             size = payload_bytes(result)
         if size <= limit or result.receipts is None:
