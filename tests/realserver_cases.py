@@ -255,10 +255,11 @@ def check_pings_ignored(outcome: Outcome, exchange: Exchange) -> None:
 
 
 def _long_fresh_prompt() -> str:
-    """About 500 tokens the server has not cached: over a second of prompt processing on
-    one thread, so pings arrive before the first token."""
+    """About 800 tokens the server has not cached: a few seconds of prompt processing on
+    one thread, so pings arrive before the first token even on a machine running
+    nothing else (at 500 a suite run once saw none)."""
     words = ["apple", "river", "stone", "cloud", "green", "north", "paper", "quiet"]
-    picked = random.Random().choices(words, k=420)
+    picked = random.Random().choices(words, k=700)
     return "Notes: " + " ".join(picked) + ". What is the weather in Paris?"
 
 
