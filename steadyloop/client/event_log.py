@@ -161,13 +161,17 @@ async def run_events(
 
     position = parse_cursor(after) if after is not None else None
     if await keeps_log_in_history(client, workflow_id, run_id, over=over, poll_s=poll_s):
-        last = after
+        last, read = after, False
         async for event in history_events(client, workflow_id, run_id, position, poll_s=poll_s):
             yield event
             if isinstance(event, StopEvent):
                 return
-            last = event.cursor
-        if await completed():  # its result left its last events out to fit the payload limit
+            last, read = event.cursor, True
+        # A completed run whose log ends short of the stop: its result left its last
+        # events out to fit one payload (unless the cursor was the stop's own).
+        if await completed() and (
+            read or not await _history_stop_at(client, workflow_id, run_id, position)
+        ):
             raise StopUnread(workflow_id, last, 0.0, why=RESULT_LEFT_EVENTS_OUT)
         return
     owed = OwedStop(workflow_id, completed, stop_patience_s)
@@ -176,6 +180,19 @@ async def run_events(
         client, host_id, after, run_over=over, poll_s=poll_s, owed_stop=owed
     ):
         yield event
+
+
+async def _history_stop_at(
+    client: Client, workflow_id: str, run_id: str, position: Cursor | None
+) -> bool:
+    """Whether the event at `position` of a log kept in history is the stop (a follower
+    back with the stop's own cursor has read it: nothing follows, and nothing is owed)."""
+    if position is None:
+        return False
+    before = None if position.offset == 0 else Cursor(position.epoch, position.offset - 1)
+    async for event in history_events(client, workflow_id, run_id, before, poll_s=None):
+        return isinstance(event, StopEvent)
+    return False
 
 
 async def host_events(
