@@ -1555,19 +1555,18 @@ class ToolLoopWorkflow:
                         retry_policy=once,
                     )
                 else:
-                    try:
-                        outcome = await workflow.execute_activity(
-                            RUN_TOOL_ACTIVITY,
-                            args=[sent] if riding is None else [sent, riding],
-                            result_type=ToolOutcome,
-                            start_to_close_timeout=timeout,
-                            heartbeat_timeout=description.heartbeat_timeout,
-                            retry_policy=once,
-                        )
-                    finally:
-                        self._durable_clock().woke()
+                    outcome = await workflow.execute_activity(
+                        RUN_TOOL_ACTIVITY,
+                        args=[sent] if riding is None else [sent, riding],
+                        result_type=ToolOutcome,
+                        start_to_close_timeout=timeout,
+                        heartbeat_timeout=description.heartbeat_timeout,
+                        retry_policy=once,
+                    )
             except ActivityError as error:
                 lost = error
+            if not local:  # its end is an event in history (a local activity's is not)
+                self._durable_clock().woke()
         if lost is not None:
             cause = lost.cause
             if isinstance(cause, CancelledError):  # interrupted mid-attempt
