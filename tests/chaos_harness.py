@@ -42,7 +42,6 @@ import functools
 import json
 import os
 import signal
-import socket
 import sys
 import time
 import uuid
@@ -88,7 +87,7 @@ from steadyloop.testing.scripted_server import (
     ScriptedServer,
     sse_response,
 )
-from steadyloop.worker.dev_server import free_port
+from steadyloop.worker.dev_server import _is_free, free_port
 from steadyloop.worker.process import RUN_WORKFLOWS, workflow_runner
 
 T = TypeVar("T")
@@ -257,7 +256,8 @@ class DevServer:
             self.process.send_signal(signal.SIGKILL)
         await asyncio.wait_for(self.process.wait(), STOP_GUARD_S)
         deadline = time.monotonic() + STOP_GUARD_S
-        while not _port_free(self.port) and time.monotonic() < deadline:
+        # The port can be bound again once the killed server let it go.
+        while not _is_free(HOST, self.port) and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
 
     async def stop(self) -> None:
@@ -267,17 +267,6 @@ class DevServer:
                 await asyncio.wait_for(self.process.wait(), STOP_GUARD_S)
             except TimeoutError:
                 await self.kill()
-
-
-def _port_free(port: int) -> bool:
-    """Whether the server's port can be bound again (its killed process let it go)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((HOST, port))
-        except OSError:
-            return False
-        return True
 
 
 @dataclass
