@@ -42,7 +42,7 @@ class DurableClock:
     """Workflow time as of the last durable wake (see the module docstring)."""
 
     def __init__(self) -> None:
-        # Built in the execution's first activation (the workflow's constructor).
+        # Built synchronously at the start of `run`: the execution's first activation.
         self._now = workflow.now()
         self._seen = self._now
 

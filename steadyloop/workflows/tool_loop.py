@@ -223,7 +223,7 @@ class ToolLoopWorkflow:
         self._ambiguous: dict[str, AmbiguousCall] = {}
         self._late = LateResults()  # timed-out attempts and what came back late (issue 25)
         self._deadline = Deadline(None)  # ended by its timer (`durable_time`)
-        self._clock = DurableClock()  # what time-dependent decisions read (`durable_time`)
+        self._clock: DurableClock | None = None  # what time-dependent decisions read
         self._partial: PartialOutput | None = None
         self._started = datetime.min  # set by `_restore` when the run begins
         self._pool = asyncio.Semaphore(1)  # replaced per batch with the run's pool size
@@ -393,6 +393,7 @@ class ToolLoopWorkflow:
 
     @workflow.run
     async def run(self, run: RunInput) -> RunResult:
+        self._clock = DurableClock()
         self._deadline = Deadline(self._restore(run))
         self._deadline.start()
         self._tenant = run.tenant_id
@@ -1319,7 +1320,7 @@ class ToolLoopWorkflow:
                 )
             tasks.append(task)
         results = await self._steering.settle(tasks, self._interrupted_before_running)
-        self._clock.settle()  # what the batch's activities woke to, in any order
+        self._durable_clock().settle()  # what the batch's activities woke to, in any order
         for (position, _, _, _), outcome in zip(runnable, results, strict=True):
             answers[position] = outcome
         for call, answer in zip(calls, answers, strict=True):
@@ -1329,6 +1330,10 @@ class ToolLoopWorkflow:
             self._transcript.append(answer.to_message(call.id))
             self._notes.result(self._turn, call, answer)
         await self._events.flush(carried=True)  # a log in history: on the next model turn's
+
+    def _durable_clock(self) -> DurableClock:
+        assert self._clock is not None  # set first thing in `run`
+        return self._clock
 
     def _interrupted_before_running(self) -> ToolOutcome:
         return _not_run(f"the run was interrupted: {self._steering.interrupted}")
@@ -1481,7 +1486,7 @@ class ToolLoopWorkflow:
                 lambda: self._receipts.get(key) is not current, timeout=remaining
             )
         except builtins.TimeoutError:
-            self._clock.woke()
+            self._durable_clock().woke()
             self._receipts.end_lease(key, decision.attempt)
 
     def _runs_locally(self, description: ToolDescription) -> bool:
@@ -1561,7 +1566,7 @@ class ToolLoopWorkflow:
             except ActivityError as error:
                 lost = error
             if not local:  # its end is an event in history (a local activity's is not)
-                self._clock.woke()
+                self._durable_clock().woke()
         if lost is not None:
             cause = lost.cause
             if isinstance(cause, CancelledError):  # interrupted mid-attempt
