@@ -1,5 +1,9 @@
 """Record workflow histories as replay fixtures: `python tests/record_histories.py [NAME]`.
 
+`python tests/record_histories.py --freeze VERSION` keeps the fixtures as that
+release's histories (`tests/histories/releases/VERSION/`), replayed by every later
+version (`docs/versioning.md`).
+
 `SCENARIOS` are runs of ToolLoopWorkflow; `ROUTING_SCENARIOS` are a routed model turn
 (`routed_completion` inside a test workflow) and the endpoint-health entity workflow
 through a breaker's whole cycle and a continue-as-new.
@@ -11,6 +15,8 @@ fixtures is that histories written by earlier code still replay on the current c
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
+import shutil
 import sys
 import uuid
 from collections.abc import Awaitable, Callable
@@ -743,6 +749,27 @@ async def record_routing(name: str, directory: Path = HISTORIES) -> Path:
     return path
 
 
+RELEASES = HISTORIES / "releases"
+
+
+def freeze(version: str, *, source: Path = HISTORIES, releases: Path = RELEASES) -> Path:
+    """Keep the current fixtures as release `version`'s histories, once.
+
+    Run at a release; every later version replays the folder in CI. Refuses a version
+    that is not the installed package's (a freeze of the wrong code) and a folder that
+    exists (a release's histories are never re-recorded)."""
+    installed = importlib.metadata.version("steadyloop")
+    if version != installed:
+        raise SystemExit(f"--freeze {version}: the installed steadyloop is {installed}")
+    target = releases / version
+    if target.exists():
+        raise SystemExit(f"{target} exists: a release's histories are kept as recorded")
+    target.mkdir(parents=True)
+    for path in sorted(source.glob("*.json")):
+        shutil.copyfile(path, target / path.name)
+    return target
+
+
 async def main(names: list[str]) -> None:
     """Record the named scenarios (all when none are named)."""
     HISTORIES.mkdir(exist_ok=True)
@@ -759,4 +786,7 @@ async def main(names: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1:]))
+    if sys.argv[1:2] == ["--freeze"] and len(sys.argv) == 3:
+        print("kept", freeze(sys.argv[2]))
+    else:
+        asyncio.run(main(sys.argv[1:]))

@@ -16,8 +16,10 @@ from record_histories import (
     BATCH_SCENARIOS,
     CHAIN_SCENARIOS,
     ENTITY_SCENARIOS,
+    RELEASES,
     ROUTING_SCENARIOS,
     SCENARIOS,
+    freeze,
     record,
     record_chain,
     record_routing,
@@ -36,6 +38,11 @@ from steadyloop.workflows.endpoint_health import EndpointHealthWorkflow
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
+
+
+def release_histories(releases: Path = RELEASES) -> list[Path]:
+    """Every kept history of every release (`releases/<version>/<scenario>.json`)."""
+    return sorted(releases.glob("*/*.json"))
 
 
 def replayer(blob_dir: Path | None = None) -> Replayer:
@@ -69,6 +76,36 @@ async def test_recorded_history_replays(path: Path) -> None:
     history = WorkflowHistory.from_json(f"replay-{path.stem}", path.read_text())
     result = await replayer().replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is None, result.replay_failure
+
+
+@pytest.mark.parametrize(
+    "path", release_histories(), ids=lambda p: f"{p.parent.name}-{p.stem}"
+)
+async def test_release_history_replays(path: Path) -> None:
+    """A run started on an earlier release finishes on this code (docs/versioning.md)."""
+    await test_recorded_history_replays(path)
+
+
+async def test_a_frozen_release_is_replayed_by_later_versions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = tmp_path / "current"
+    source.mkdir()
+    kept = ("multi_turn_parallel_calls", "endpoint_health_cycle")
+    for name in kept:
+        (source / f"{name}.json").write_text(
+            (Path(__file__).parent / "histories" / f"{name}.json").read_text()
+        )
+    monkeypatch.setattr("importlib.metadata.version", lambda _: "9.9.9")
+    folder = freeze("9.9.9", source=source, releases=tmp_path / "releases")
+    assert [p.stem for p in release_histories(tmp_path / "releases")] == sorted(kept)
+    for path in release_histories(tmp_path / "releases"):
+        await test_recorded_history_replays(path)
+    with pytest.raises(SystemExit, match="kept as recorded"):
+        freeze("9.9.9", source=source, releases=tmp_path / "releases")
+    with pytest.raises(SystemExit, match=r"installed steadyloop is 9\.9\.9"):
+        freeze("1.0.0", source=source, releases=tmp_path / "releases")
+    assert folder.name == "9.9.9"
 
 
 @pytest.mark.slow

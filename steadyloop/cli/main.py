@@ -59,6 +59,7 @@ from steadyloop.cli.follow import RunHandle, follow
 from steadyloop.cli.invocation import command, current, from_arguments, invoked
 from steadyloop.cli.progress import ProgressDisplay, partial_lines, result_lines
 from steadyloop.cli.receipts import add_receipts_parser
+from steadyloop.cli.replay import add_replay_parser
 from steadyloop.cli.run_ids import add_reuse_flag, check_reuse, start_run
 from steadyloop.cli.steering import add_steering_parsers
 from steadyloop.cli.wire_bounds import sampling_some_wire_refuses, wire_refusal
@@ -507,6 +508,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_receipts_parser(commands, connection)
     add_blobs_parser(commands, connection)
     add_steering_parsers(commands, connection)
+    add_replay_parser(commands, connection)
 
     demo = commands.add_parser(
         "demo",
