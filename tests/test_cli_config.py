@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from steadyloop.cli.main import EXIT_FAILED, EXIT_USAGE, run_cli
+from steadyloop.cli.main import run_cli
+from steadyloop.cli.outcome import EXIT_FAILED, EXIT_USAGE
 from steadyloop.routing.endpoints import DEFAULT_ENDPOINT_NAME, OPENAI_DEFAULT_BASE_URL
 from steadyloop.worker.config import (
     DEFAULT_ADDRESS,

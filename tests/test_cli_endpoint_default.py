@@ -8,7 +8,7 @@ still has to say which (the refusal lists them).
 
 from __future__ import annotations
 
-from steadyloop.cli.main import _only_served_endpoint
+from steadyloop.cli.run_command import only_served_endpoint
 from steadyloop.serving import ServedEndpoint, WorkerDescription
 
 
@@ -17,14 +17,14 @@ def described(*names: str) -> WorkerDescription:
 
 
 def test_the_only_endpoint_a_worker_serves_is_the_runs() -> None:
-    assert _only_served_endpoint("default", described("scripted")) == "scripted"
+    assert only_served_endpoint("default", described("scripted")) == "scripted"
 
 
 def test_a_served_default_stays_the_default() -> None:
-    assert _only_served_endpoint("default", described("default", "other")) == "default"
-    assert _only_served_endpoint("default", described("default")) == "default"
+    assert only_served_endpoint("default", described("default", "other")) == "default"
+    assert only_served_endpoint("default", described("default")) == "default"
 
 
 def test_with_several_and_no_default_the_run_must_choose() -> None:
     # Left as asked, so `_check_served_endpoint` refuses it and lists the choices.
-    assert _only_served_endpoint("default", described("a", "b")) == "default"
+    assert only_served_endpoint("default", described("a", "b")) == "default"

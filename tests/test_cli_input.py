@@ -26,7 +26,8 @@ from temporalio.client import Client
 
 import steadyloop.cli.follow
 from steadyloop.cli.follow import RunHandle, follow
-from steadyloop.cli.main import EXIT_USAGE, run_cli
+from steadyloop.cli.main import run_cli
+from steadyloop.cli.outcome import EXIT_USAGE
 from steadyloop.cli.progress import ProgressDisplay, status_line
 from steadyloop.cli.receipts import short_key, waiting_lines
 from steadyloop.events import AmbiguousReceiptEvent, RunEventItem, StopEvent, ToolCallEvent

@@ -11,7 +11,7 @@ import pytest
 from follow_fakes import printed
 
 from steadyloop.chat import ChatMessage, ToolCall
-from steadyloop.cli.main import EXIT_CODES, EXIT_OK
+from steadyloop.cli.outcome import EXIT_CODES, EXIT_OK
 from steadyloop.cli.progress import (
     ActivityState,
     EventPrinter,

@@ -15,7 +15,8 @@ import pytest
 from loop_harness import Loop, assert_every_call_answered, run_input, running_loop, tool_messages
 from steering_harness import shown as shown_by
 
-from steadyloop.cli.main import EXIT_FAILED, EXIT_OK, EXIT_USAGE, build_parser, run_cli
+from steadyloop.cli.main import build_parser, run_cli
+from steadyloop.cli.outcome import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from steadyloop.cli.progress import arguments_text
 from steadyloop.cli.receipts import (
     MIN_PREFIX,

@@ -20,7 +20,8 @@ from test_cli_worker import cli_environment, start_worker, steadyloop, typed
 
 from steadyloop.cli.demo_conversation import ORDER_PATH, ORDER_TEXT, DemoProvider
 from steadyloop.cli.invocation import Invocation, command, from_arguments, invoked, program_name
-from steadyloop.cli.main import EXIT_USAGE, build_parser, run_cli
+from steadyloop.cli.main import build_parser, run_cli
+from steadyloop.cli.outcome import EXIT_USAGE
 from steadyloop.cli.run_ids import reuse_policy
 from steadyloop.testing.scripted_server import ScriptedServer
 from steadyloop.worker.dev_server import DevServer, dev_server, free_port

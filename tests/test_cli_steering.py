@@ -28,7 +28,8 @@ from test_cli_worker import cli_environment, start_worker, steadyloop, typed
 
 from steadyloop.cli import live_run
 from steadyloop.cli.live_run import RunCommandFailure
-from steadyloop.cli.main import EXIT_USAGE, build_parser, run_cli
+from steadyloop.cli.main import build_parser, run_cli
+from steadyloop.cli.outcome import EXIT_USAGE
 from steadyloop.cli.progress import approval_line, status_line
 from steadyloop.cli.steering import (
     SteeringRequest,

@@ -12,7 +12,8 @@ from follow_fakes import printed
 
 from steadyloop.activities.model_stream import _url_for_people
 from steadyloop.chat import ChatMessage, ToolCall
-from steadyloop.cli.main import EXIT_USAGE, run_cli
+from steadyloop.cli.main import run_cli
+from steadyloop.cli.outcome import EXIT_USAGE
 from steadyloop.cli.progress import (
     ProgressDisplay,
     result_lines,

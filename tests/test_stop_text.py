@@ -13,7 +13,7 @@ import typing
 import pytest
 
 from steadyloop.chat import ChatMessage
-from steadyloop.cli.main import EXIT_CODES, EXIT_OK, EXIT_STOPPED
+from steadyloop.cli.outcome import EXIT_CODES, EXIT_OK, EXIT_STOPPED
 from steadyloop.cli.progress import partial_lines
 from steadyloop.output.forwarding import PartialOutput
 from steadyloop.run.models import RunInput, RunResult, RunStats, StopReason

@@ -11,8 +11,8 @@ from temporalio.testing import ActivityEnvironment
 
 from steadyloop.activities.tool_execution import ToolActivities
 from steadyloop.chat import ChatMessage
-from steadyloop.cli.main import _run_tools, _ServingWorker
 from steadyloop.cli.progress import result_lines, status_line
+from steadyloop.cli.run_command import ServingWorker, run_tools
 from steadyloop.run.models import RunInput, RunPlugins, RunProgress, RunResult, RunStats
 from steadyloop.run.resume import resume_input
 from steadyloop.tools import (
@@ -294,11 +294,11 @@ def test_steadyloop_run_offers_unplugged_tools_and_every_plugin_unless_told_othe
     temporal = temporal_settings(
         address=None, namespace=None, task_queue=None, config=load_config(None, {}), environ={}
     )
-    serving = _ServingWorker(temporal)
+    serving = ServingWorker(temporal)
 
     def chosen(**flags: Any) -> tuple[list[str], list[str]]:
         defaults = {"no_tools": False, "tool": None, "plugin": None, "tools": spec}
-        return asyncio.run(_run_tools(argparse.Namespace(**{**defaults, **flags}), serving))
+        return asyncio.run(run_tools(argparse.Namespace(**{**defaults, **flags}), serving))
 
     assert chosen() == (["add"], ["files", "web"])
     assert chosen(tool=["add", "add"]) == (["add"], [])
