@@ -30,22 +30,26 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Annotated, Literal
+from typing import Annotated
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from steadyloop.chains.rules import (
+    ChainBudgetLimit,
     ChainBudgetRule,
     ChainRule,
     ChainRuleKind,
-    Count,
+    DepthLimit,
     DepthRule,
+    PairCooldownLimit,
     PairCooldownRule,
+    PairSeenLimit,
     PairSeenRule,
+    TenantCeilingLimit,
     TenantCeilingRule,
+    TenantRateLimit,
     TenantRateRule,
 )
-from steadyloop.run.bounds import Seconds
 
 __all__ = [
     "DEFAULT_CHAIN_LIMITS",
@@ -68,57 +72,6 @@ __all__ = [
 ]
 
 MEASURE_CHAIN_ACTIVITY = "steadyloop.measure_chain"
-
-_LIMIT_CONFIG = ConfigDict(frozen=True, extra="forbid")
-
-
-class DepthLimit(BaseModel):
-    """Runs at most `max_depth` generations below the root (1: children, no grandchildren)."""
-
-    model_config = _LIMIT_CONFIG
-    kind: Literal["depth"] = "depth"
-    max_depth: Annotated[int, Field(strict=True, ge=0)]
-
-
-class ChainBudgetLimit(BaseModel):
-    """At most `max_runs` runs in one chain, the root included."""
-
-    model_config = _LIMIT_CONFIG
-    kind: Literal["chain_budget"] = "chain_budget"
-    max_runs: Count
-
-
-class PairSeenLimit(BaseModel):
-    """Two agents work together at most once per chain."""
-
-    model_config = _LIMIT_CONFIG
-    kind: Literal["pair_seen"] = "pair_seen"
-
-
-class PairCooldownLimit(BaseModel):
-    """Two agents start a run together at most once every `cooldown_s` within a chain."""
-
-    model_config = _LIMIT_CONFIG
-    kind: Literal["pair_cooldown"] = "pair_cooldown"
-    cooldown_s: Seconds
-
-
-class TenantRateLimit(BaseModel):
-    """A tenant starts at most `max_started` chain runs in any `window_s` seconds."""
-
-    model_config = _LIMIT_CONFIG
-    kind: Literal["tenant_rate"] = "tenant_rate"
-    window_s: Seconds
-    max_started: Count
-
-
-class TenantCeilingLimit(BaseModel):
-    """A tenant has at most `max_active` chain runs active at once."""
-
-    model_config = _LIMIT_CONFIG
-    kind: Literal["tenant_ceiling"] = "tenant_ceiling"
-    max_active: Count
-
 
 ChainLimit = Annotated[
     DepthLimit
