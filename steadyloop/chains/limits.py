@@ -2,7 +2,9 @@
 
 Pure, no I/O. A run's configuration names limits (`DepthLimit`, `ChainBudgetLimit`,
 ...) in the order it wants them checked; at each delegation, `chain_rules` pairs each
-limit with its measurement and hands the rules to `admit_child_run`.
+limit with its measurement and hands the rules to `admit_child_run`. The limits are
+defined in `steadyloop.chains.rules`, each the configured half of its rule, and
+re-exported here.
 
 A measurement is split in two: counts of the *other* runs (`ChainMeasurements`: not
 the asking run, not its own children) and what the asking run is (`ChainPosition`)
@@ -13,10 +15,10 @@ decides whether the rule holds:
   per tenant that decides one admission at a time and counts the child before it
   answers. This is how runs are admitted: the count cannot be stale.
 - **From Temporal visibility** (`MeasureChainInput`, the `measure_chain` activity):
-  how runs recorded before the ledger existed were admitted, kept so their histories
-  replay. Visibility is eventually consistent: siblings that measure at once each see
-  the count from before either started a child, and both admit (issue 15). The
-  visibility path also leaves a rule out when its count failed (`None` fields).
+  unused, since no workflow schedules that activity (the loop checks depth alone, with
+  empty measurements, before it asks the ledger). Visibility is eventually consistent:
+  siblings that measure at once each see the count from before either started a
+  child, and both admit. A rule is left out when its count failed (`None` fields).
 
 A count that came back broken (NaN, negative, ...) is never filled in here: the rule
 receives it and refuses.
