@@ -412,7 +412,7 @@ class _TurnReader:
         self.timer = timer if watchdog is not None else None
         # The watchdog's clock is the event loop's, the one `asyncio.timeout` reads.
         self.clock = asyncio.get_running_loop().time if self.timer is not None else time.monotonic
-        # Forwarding: structured output is never forwarded (see `output_forwarding`).
+        # Forwarding: structured output is never forwarded (`steadyloop.output.forwarding`).
         forward = request.forward if sink is not None and not request.wants_json() else None
         self.forward: ForwardTarget | None = forward
         self.sink = sink if forward is not None else None
