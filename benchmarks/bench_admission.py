@@ -6,7 +6,7 @@ tenant sits in visibility (workflows nobody serves, so they stay Running with th
 chain attributes). Each delegation, with `chain_budget`, `tenant_rate` and
 `tenant_ceiling` configured, is decided two ways, interleaved over rounds:
 
-- visibility (before, issue 15's baseline): the body of the old measurement activity
+- visibility (the baseline): the body of the unused visibility measurement activity
   (`steadyloop.activities.chain_measurement.measure`, three count queries at once)
   and the rules on its answer. Open to the sibling race; kept here only to compare.
 - entity (after): the body of the admission activity (`ChainAdmissionActivities.admit`,

@@ -1,4 +1,4 @@
-"""The ceiling of the two single workflows every run talks to (issue 27 §5).
+"""The ceiling of the two single workflows every run talks to.
 
 Runs on Temporal's local dev server (in memory) with one worker serving
 `ChainAdmissionWorkflow` and `EndpointHealthWorkflow`, and prints:

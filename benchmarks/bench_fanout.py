@@ -1,4 +1,4 @@
-"""What N followers of one run in one process cost in Temporal requests (issue 23, §6).
+"""What N followers of one run in one process cost in Temporal requests.
 
 Run: `.venv/bin/python benchmarks/bench_fanout.py` (about a minute on 2 cores; `--quick`
 for N = 1 and 4 and a shorter answer, about 20 seconds).

@@ -318,7 +318,7 @@ def print_per_turn(chains: Sequence[Chain], checkpoints: Sequence[int]) -> None:
 
 def readme_figure(chain: Chain, call_chars: int) -> str:
     """The line the README's "Long runs: bounded history" section quotes, as printed here:
-    a README figure comes from a script that prints it (issue 17)."""
+    a README figure comes from a script that prints it."""
     sizes = chain.turn_bytes
     steady = sizes[WINDOW:] if len(sizes) > 2 * WINDOW else sizes
     at = {turn: _kb(sizes[turn - 1]) for turn in (100, len(sizes)) if turn <= len(sizes)}

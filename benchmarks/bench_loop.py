@@ -359,8 +359,8 @@ async def chain_events(
     """Every event of every execution of a run's continue-as-new chain, in order.
 
     `handle.fetch_history()` without a run id reads only the latest execution: for a
-    run that continued-as-new, the turns of earlier executions are missing (issue 17:
-    "0 of 200 turns done"). Each execution's close event names the next one.
+    run that continued-as-new, the turns of earlier executions are missing ("0 of 200
+    turns done"). Each execution's close event names the next one.
     """
     events: list[HistoryEvent] = []
     run_id = first_run_id
@@ -857,9 +857,9 @@ def versions() -> str:
     )
 
 
-ROUND_GOAL_MS = 30.0  # issue 19: wall per tool round on the embedded dev server here
-RATIO_GOAL = 1.1  # issue 19: wall, worker CPU per turn and fixed CPU per run vs the floor
-HISTORY_GOAL = 1.1  # issue 19: history bytes and events per turn within 10% of the floor
+ROUND_GOAL_MS = 30.0  # wall per tool round on the embedded dev server here
+RATIO_GOAL = 1.1  # wall, worker CPU per turn and fixed CPU per run vs the floor
+HISTORY_GOAL = 1.1  # history bytes and events per turn within 10% of the floor
 
 
 @dataclass(frozen=True)

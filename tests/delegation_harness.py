@@ -9,7 +9,7 @@ Admission: chain rules are decided by the tenant's admission workflow
 (`steadyloop.workflows.chain_admission`), run by the same worker with its activities
 (`real_admission`; a test may pass stand-ins as `admission`).
 
-Visibility (only for histories recorded before the admission workflow): the
+Visibility (registered, though no workflow schedules the measurement activity): the
 time-skipping server (V1) stores custom search attributes once they are registered,
 but implements no list or count of workflows. `HistoryVisibility` stands in for the
 measurement activity, registered under its name: it walks the

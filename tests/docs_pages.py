@@ -1,8 +1,8 @@
 """The documentation's pages (`docs/*.md`, the MkDocs site) as the tests read them.
 
-The README's sections moved to one page per concept (issue 29); a test that pins a
-section's text reads it from its page through `section`, so a section that moves again
-fails here by name rather than as an `IndexError` somewhere in a split.
+The documentation is one page per concept; a test that pins a section's text reads it
+from its page through `section`, so a section that moves fails here by name rather
+than as an `IndexError` somewhere in a split.
 """
 
 from __future__ import annotations

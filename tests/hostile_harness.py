@@ -1,5 +1,5 @@
 """One time-skipping server, one worker and one scripted provider shared by many hostile
-runs, and the invariants every such run must keep (issue 14, "the class, tested as a class").
+runs, and the invariants every such run must keep: hostile values tested as a class.
 
 Why a harness of its own: the property test drives dozens of runs, and starting a server
 and a worker per run would cost more than the runs. Each run is told apart by its `model`

@@ -1,5 +1,5 @@
 """The hostile-values class test's turns written on the OpenAI Responses and Anthropic
-Messages wires (issue 26 §4), so the same values cross every wire the worker speaks.
+Messages wires, so the same values cross every wire the worker speaks.
 
 A writer turns the pieces of one turn (text, reasoning, tool calls, an error event, the
 usage numbers) into that wire's stream parts for `sse_response`: event dicts, or bytes

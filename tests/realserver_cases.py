@@ -220,8 +220,8 @@ def check_cut_call_is_a_defect(outcome: Outcome, exchange: Exchange) -> None:
 
 def check_stream_error(outcome: Outcome, exchange: Exchange) -> None:
     """HTTP 200, then `{"error": ...}` in the stream and no `[DONE]`: the provider's
-    message, code and type reach the failure. Retryable today: the provider calls it a
-    500 `server_error` (routing, issue 7, decides whether it traverses instead)."""
+    message, code and type reach the failure. Retryable: the provider calls it a 500
+    `server_error` (routing decides whether it traverses to another endpoint instead)."""
     assert exchange.status == 200
     wire = read_sse(exchange.body)
     assert wire.error is not None and not wire.done
@@ -235,7 +235,7 @@ def check_stream_error(outcome: Outcome, exchange: Exchange) -> None:
 
 def check_over_the_context(outcome: Outcome, exchange: Exchange) -> None:
     """A plain-JSON 400 before any stream: not retried, with the provider's words.
-    (Routing, issue 7: a context-length error stops or compacts, never traverses.)"""
+    (Routing: a context-length error stops or compacts, never traverses.)"""
     assert exchange.status == 400
     assert exchange.headers["content-type"].startswith("application/json")
     sent = json.loads(exchange.body)["error"]
@@ -306,8 +306,8 @@ def _llmock(
 def retry_after_check(status: int, seconds: float) -> Callable[[Outcome, Exchange], None]:
     def check(outcome: Outcome, exchange: Exchange) -> None:
         """Retryable after the provider's delay: `retry-after-ms` is read before the
-        whole-second `retry-after` beside it. (Routing, issue 7, may traverse to another
-        endpoint instead of waiting; with one endpoint, Temporal waits.)"""
+        whole-second `retry-after` beside it. (Routing may traverse to another endpoint
+        instead of waiting; with one endpoint, Temporal waits.)"""
         assert exchange.status == status
         assert exchange.headers["retry-after-ms"] == str(round(seconds * 1000))
         assert float(exchange.headers["retry-after"]) > seconds  # rounded up
@@ -342,9 +342,9 @@ def check_slow_first_token_is_a_stall(outcome: Outcome, exchange: Exchange) -> N
 
 
 def check_disconnect(outcome: Outcome, exchange: Exchange) -> None:
-    """The connection dropped mid-stream: a network failure, retryable. (Produced
-    output, issue 4: once text has been forwarded to a user, the same cut becomes
-    non-retryable; nothing is forwarded today.)"""
+    """The connection dropped mid-stream: a network failure, retryable. (Nothing is
+    forwarded here; once text has been forwarded to a user, the same cut is
+    non-retryable.)"""
     assert exchange.ending == "cut" and read_sse(exchange.body).chunks
     error, failure = failure_of(outcome)
     assert failure.kind == "network"
@@ -374,7 +374,7 @@ def check_malformed_chunk(outcome: Outcome, exchange: Exchange) -> None:
 
 def check_stall_mid_stream(outcome: Outcome, exchange: Exchange) -> None:
     """Chunks, then silence: a stall between chunks after `inter_chunk_s`, retryable.
-    (Produced output, issue 4: non-retryable once the text before it was forwarded.)"""
+    (Non-retryable once the text before it was forwarded to a user.)"""
     assert exchange.ending == "client_closed" and read_sse(exchange.body).chunks
     error, failure = failure_of(outcome)
     assert (failure.kind, failure.stall_phase) == ("stall", "between_chunks")

@@ -140,7 +140,7 @@ SCENARIOS: dict[str, list[ScriptedResponse]] = {
         ),
         _answer("done"),
     ],
-    # Issue 25: the opaque `slow_note` runs past its timeout on a live worker; the worker
+    # The opaque `slow_note` runs past its timeout on a live worker; the worker
     # signals what it returned late, and a person resolves the call with it.
     "opaque_timeout_late_result": [
         _calls(ScriptedCall("slow_note", {"text": "late"}, id="t1")),
@@ -187,7 +187,7 @@ SCENARIOS: dict[str, list[ScriptedResponse]] = {
         ),
         trickle(400),
     ],
-    # The event log (issue 23): forwarded text, a call that waits for approval beside one
+    # The event log: forwarded text, a call that waits for approval beside one
     # that runs, the same call again answered from its receipt, then the answer; each
     # step published to the run's output host, keyed to its first execution.
     "event_log_approval_and_replay": [
@@ -234,23 +234,23 @@ SCENARIOS: dict[str, list[ScriptedResponse]] = {
         ),
         _answer("done"),
     ],
-    # Issue 16: an answer cut by the token limit is continued, then its continuation's
+    # An answer cut by the token limit is continued, then its continuation's
     # stream fails after showing text and is continued from it; one answer results.
     "continued_answers": [
         sse_response([*text_chunks("Part one, "), finish_chunk("length")]),
         sse_response([*text_chunks("part two, "), Pause(2.0)], done=False),
         _answer("and the end."),
     ],
-    # Issue 16: the deadline passes while a forwarded answer streams; what was shown is
+    # The deadline passes while a forwarded answer streams; what was shown is
     # read back from the output host as the partial.
     "deadline_keeps_shown_output": [trickle(400)],
 }
 # One healthy endpoint, four model turns: health is read before the first turn only
 # (`HealthView`, within the TTL the worker recorded with that read).
-# The same run not forwarded: its event log is in its own history (no host; issue 28).
+# The same run not forwarded: its event log is in its own history (no host).
 SCENARIOS["event_log_in_history"] = SCENARIOS["event_log_approval_and_replay"]
 # The same again once each step's events rode as the activity input's second payload
-# (`args=[request, events]`), so a follower never reads the request (issue 28).
+# (`args=[request, events]`), so a follower never reads the request.
 SCENARIOS["event_log_rides_apart"] = SCENARIOS["event_log_approval_and_replay"]
 SCENARIOS["one_healthy_endpoint_reads_health_once"] = [
     _calls(ScriptedCall("add", {"a": 1, "b": 2}, id="h1")),
@@ -258,13 +258,13 @@ SCENARIOS["one_healthy_endpoint_reads_health_once"] = [
     _calls(ScriptedCall("add", {"a": 3, "b": 4}, id="h3")),
     _answer("done"),
 ]
-# Issue 28: the tools described by a local activity in the run's first workflow task,
+# The tools described by a local activity in the run's first workflow task,
 # with the first health read and the patches (one marker batch), then a call answered.
 SCENARIOS["tools_described_locally"] = [
     _calls(ScriptedCall("add", {"a": 2, "b": 5}, id="t1")),
     _answer("seven"),
 ]
-# Issue 28: pure tools as local activities (`local_pure_tools_s`), beside an opaque one
+# Pure tools as local activities (`local_pure_tools_s`), beside an opaque one
 # that stays a regular activity, and a repeated pure call replayed from its receipt.
 SCENARIOS["pure_tools_as_local_activities"] = [
     _calls(
@@ -500,7 +500,7 @@ CHAIN_SCENARIOS: dict[str, tuple[Brain, RunInput]] = {
             limits=[DepthLimit(max_depth=2), ChainBudgetLimit(max_runs=3)],
         ),
     ),
-    # The same fan-out decided by the tenant's admission entity (issue 15): the root
+    # The same fan-out decided by the tenant's admission entity: the root
     # registers at its start and asks the entity for each child; a ceiling of 2 makes
     # the entity ask Temporal which counted runs closed.
     "delegation_admitted_by_the_tenant_entity": (
@@ -647,7 +647,7 @@ async def _endpoint_health_cycle(env: Routing) -> WorkflowHistory:
 
 
 async def _endpoint_health_batched(env: Routing) -> WorkflowHistory:
-    """Issue 27: reports and probe requests arriving at once, sent in batches
+    """Reports and probe requests arriving at once, sent in batches
     (`record_many`, `admit_probes`); a report sent twice counted once; the hand-over."""
     handle = await _health_entity(env, handover=20)
     activities = env.health
@@ -683,7 +683,7 @@ ROUTING_SCENARIOS: dict[str, Callable[[Routing], Awaitable[WorkflowHistory]]] = 
 
 
 async def _admission_entity_batched() -> WorkflowHistory:
-    """Issue 27: admissions asked at once, sent in batches (`admit_many`), until the
+    """Admissions asked at once, sent in batches (`admit_many`), until the
     ledger is full (`ledger_bound`, its patch and the closed-runs activity), then the
     hand-over."""
     env = await WorkflowEnvironment.start_time_skipping(

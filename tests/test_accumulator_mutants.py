@@ -1,8 +1,8 @@
-"""Tests that pin the accumulator rules issue 14 item 11 changed, one mutant at a time.
+"""Tests that pin the accumulator's alias rules, one mutant at a time.
 
-Each test kills a mutant that `mutmut run "steadyloop.stream.accumulator*"` left alive once the
-alias rules (`_resolve`: an unheld alias opens a nameless call even with arguments) and
-the id/type cleaning in `assembled()` changed. Each asserts what a caller acts on: the
+Each test kills a mutant that `mutmut run "steadyloop.stream.accumulator*"` left alive in
+the alias rules (`_resolve`: an unheld alias opens a nameless call even with arguments) or
+the id/type cleaning in `assembled()`. Each asserts what a caller acts on: the
 calls dispatched (id, name, arguments, type), the dropped-delta count and the defect
 numbering the retry decision and the stall watchdog read.
 """

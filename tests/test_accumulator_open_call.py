@@ -1,4 +1,4 @@
-"""Rule 4a of the accumulator: a nameless fragment continues the open call (issue 26 §6).
+"""Rule 4a of the accumulator: a nameless fragment continues the open call.
 
 The wire shapes (`wire_shapes.py`, cases `lmstudio_gemma4_*`, `glm_mistral_*`,
 `deepseek_gateway_*`, `name_after_arguments_next_to_*`) hold the shapes themselves; these

@@ -13,11 +13,11 @@ labelled in one of the gateway styles the evidence shows:
   calls have different names and every call but the last has argument text;
 - `lone`: one call whose continuations carry no index (bare fragments, id-only, null);
 - `gemma`: LM Studio serving Gemma 4, a new unique id on every fragment of a call, one
-  index for every call, empty names (issue 26 §6, rule 4a);
+  index for every call, empty names (accumulator rule 4a);
 - `deepseek`: a DeepSeek gateway, each call after the first opening at the index of the
   call before it and streaming its tail one index up, with no id and no name.
 
-Across modes (issue 26 §5): an id may be the string `"null"` (GLM behind Mistral), the
+Across modes: an id may be the string `"null"` (GLM behind Mistral), the
 `openai` indices may have gaps, and a call may be restated after its arguments with its
 labels and an empty fragment (vLLM's finish chunk).
 
@@ -66,7 +66,7 @@ JSON_VALUES = st.recursive(
 ARGUMENT_OBJECTS = st.dictionaries(st.text(max_size=8), JSON_VALUES, max_size=4)
 NAMES = st.from_regex(r"[a-z][a-z0-9_]{1,11}", fullmatch=True)
 BLANKS: tuple[Any, ...] = (None, "", " ", "\t\n")
-# Ids that say "no id": blank, or the text of an absent value (issue 26 §6, GLM on Mistral).
+# Ids that say "no id": blank, or the text of an absent value (GLM behind Mistral).
 NO_IDS: tuple[Any, ...] = (*BLANKS, "null")
 
 MODES = ("openai", "index0_ids", "index0_no_ids", "lone", "gemma", "deepseek")
@@ -247,7 +247,7 @@ def plans(draw: st.DrawFn, mode: str) -> Plan:
     per_call: list[list[dict[str, Any]]] = []
 
     if mode == "openai":
-        # Unique indices, with gaps where the gateway skips numbers (issue 26 §5).
+        # Unique indices, with gaps where the gateway skips numbers.
         gaps = draw(st.lists(st.integers(1, 3), min_size=n, max_size=n))
         labels = [sum(gaps[: i + 1]) - 1 for i in range(n)]
         for i, call in enumerate(calls):

@@ -1,4 +1,4 @@
-"""Issue 27 §5: the admission ledger rides in its entity's continue-as-new input, which
+"""The admission ledger rides in its entity's continue-as-new input, which
 Temporal refuses past 2 MB (about 8,000 runs in open chains). It is bounded: once it
 holds `max_ledger_bytes` (1 MB by default) a new run is refused by the retryable
 `ledger_bound` rule, so the serialized input stays under 1 MB plus what one request

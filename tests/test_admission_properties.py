@@ -1,4 +1,4 @@
-"""Issue 15, part 1, as properties: over random delegation trees and arrival orders, the
+"""Chain admission as properties: over random delegation trees and arrival orders, the
 admission entity never lets a chain exceed `max_runs`, nor a tenant `max_active`.
 
 Runs are `ParkedWorkflow`s on Temporal's time-skipping test server (so the entity can

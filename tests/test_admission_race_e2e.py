@@ -1,4 +1,4 @@
-"""Issue 15, part 1, from outside: siblings that delegate at once cannot overshoot a
+"""From outside: siblings that delegate at once cannot overshoot a
 chain budget. A real dev server, the worker steadyloop ships, a scripted model.
 
 Every run of the chain asks for three delegations per batch to an agent that may

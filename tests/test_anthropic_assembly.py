@@ -1,4 +1,4 @@
-"""The Anthropic Messages assembler on recorded and documented stream shapes (issue 26 §2-§4)."""
+"""The Anthropic Messages assembler on recorded and documented stream shapes."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Hostile values in every position of an Anthropic Messages stream (issue 26 §4).
+"""Hostile values in every position of an Anthropic Messages stream.
 
 The model activity's reader (`stream_turn`, over httpx, the key redacted as the activity
 does) gets generated streams whose every provider-controlled string is hostile: lone

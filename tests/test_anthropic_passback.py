@@ -1,4 +1,4 @@
-"""Anthropic thinking blocks go back byte-exact on the next request (issue 26 §3).
+"""Anthropic thinking blocks go back byte-exact on the next request.
 
 What "byte-exact" means here, precisely. A streamed block never arrives as one piece of
 JSON: it is its `content_block_start` block with the strings of its deltas (`thinking`,

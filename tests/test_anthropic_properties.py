@@ -1,4 +1,4 @@
-"""Property tests of the Anthropic assembler: valid streams plus the quirks of issue 26 §5.
+"""Property tests of the Anthropic assembler: valid streams plus the quirks servers send.
 
 A generator makes an intended turn (text, thinking and client tool calls with
 arguments cut into fragments), encodes it as a Messages stream, then applies quirk

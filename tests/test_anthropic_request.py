@@ -1,4 +1,4 @@
-"""The Anthropic Messages request built from a transcript and tool specs (issue 26 §1)."""
+"""The Anthropic Messages request built from a transcript and tool specs."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 15, part 2, from outside: an approval is bound to the call a person reviewed.
+"""From outside: an approval is bound to the call a person reviewed.
 
 A real dev server, the worker and `steadyloop approve` as separate processes, and a
 scripted provider that numbers calls per turn (llama.cpp-style): turn 1 asks

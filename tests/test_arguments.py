@@ -364,12 +364,12 @@ def test_an_overflowing_number_is_echoed_to_the_model_in_40_characters_at_most()
     assert f"the number {number[:40]} is too large" in reading.detail
 
 
-# ---------------------------------------------------------------- lone surrogates (issue 14.1)
+# ---------------------------------------------------------------- lone surrogates
 
 
 def test_the_issue_repro_a_lone_high_surrogate_is_refused_with_its_path() -> None:
     """`{"key": "half \ud83d"}` is valid JSON; the parsed string cannot be encoded, and
-    sending it to a tool used to kill the run with the call unanswered."""
+    sent on to a tool it would kill the run with the call unanswered."""
     detail = unparseable(call('{"key": "half \\ud83d"}'))
     assert detail.startswith("Tool arguments were refused: the string at $.key holds a lone ")
     assert "lone surrogate \\ud83d at character 5" in detail

@@ -1,4 +1,4 @@
-"""Reading arguments: what mutation testing found no test noticed (issue 14).
+"""Reading arguments: what mutation testing found no test noticed.
 
 Each test was written against a mutant of `steadyloop.stream.arguments` that survived
 `test_arguments.py`: a bound moved by one, a detail that lost the parser's reason or its

@@ -99,8 +99,8 @@ async def test_the_bare_floor_runs_the_same_activities_to_the_same_transcript() 
 
 
 async def test_section_two_reads_every_execution_of_a_continued_run() -> None:
-    """Issue 17: a run that continued-as-new was read from its last execution only, so
-    the benchmark printed "0 of 200 turns done" and handed the floor empty sizes."""
+    """A run that continued-as-new is read from every execution: read from its last one
+    only, the benchmark would print "0 of 200 turns done" and hand the floor empty sizes."""
     async with bench_loop.LoopBench.start() as bench:
         loop = await bench.run_steadyloop(TURNS, CHARS, continue_as_new_after_turns=1)
         floor = await bench.run_floor(TURNS, loop.history.sizes, CHARS)

@@ -1,4 +1,4 @@
-"""A collection over the chunked driver's own stores, memory and local (issue 27 §3):
+"""A collection over the chunked driver's own stores, memory and local:
 what it deletes still reads back for the runs it keeps, a writer in flight during the
 collection loses nothing, and a delete re-reads the age it was planned on. No server."""
 

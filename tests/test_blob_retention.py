@@ -1,4 +1,4 @@
-"""The rules of `steadyloop blobs gc` as pure functions (issue 27 §3): which manifests,
+"""The rules of `steadyloop blobs gc` as pure functions: which manifests,
 owner records and chunks a collection may delete, given what the store and Temporal say.
 """
 

@@ -1,4 +1,4 @@
-"""`steadyloop blobs gc` on a dev server and a local blob store (issue 27 §3).
+"""`steadyloop blobs gc` on a dev server and a local blob store.
 
 Three runs write blobs: A and B close a second apart, C waits in a tool. A collection
 whose retention falls between A's close and B's deletes what only A stored: C still

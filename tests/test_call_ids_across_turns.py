@@ -1,4 +1,4 @@
-"""Call ids a server reuses across the responses of one run (issue 26 §3).
+"""Call ids a server reuses across the responses of one run.
 
 Bedrock's GPT models number the calls of every response from `call_0`. Kept as sent,
 the transcript held two tool messages answering `call_0`, one per turn: a late result,

@@ -1,4 +1,4 @@
-"""Canonical JSON: what mutation testing found no test noticed (issue 14).
+"""Canonical JSON: what mutation testing found no test noticed.
 
 Every depth test nested lists, so an object walk that forgot to count its children
 (`depth - 1`) let a dict of any depth through, to a `RecursionError` further on. The
@@ -51,7 +51,7 @@ def accepted(value: Any) -> bool:
 
 @pytest.mark.parametrize("nest", NESTINGS, ids=lambda n: n.__name__)
 def test_objects_count_toward_the_depth_limit_like_lists(nest: Callable[[int], Any]) -> None:
-    # The repro from issue 14: a 1001-deep dict was accepted, a 2500-deep one raised
+    # A known repro: a 1001-deep dict accepted where a 2500-deep one raises
     # RecursionError. Objects and lists nest alike: MAX_DEPTH containers are accepted,
     # one more is refused, whichever kind they are.
     assert accepted(nest(MAX_DEPTH))

@@ -1,4 +1,4 @@
-"""What a run carries across continue-as-new and `steadyloop resume` (issue 14, items 9, 10).
+"""What a run carries across continue-as-new and `steadyloop resume`.
 
 Time-skipping test server, real HTTP to the scripted provider. Item 9: the receipt ledger
 kept a second copy of every tool result beside the transcript and continue-as-new

@@ -310,7 +310,7 @@ def test_the_package_exports_admission_and_lineage() -> None:
 
 
 # ---------------------------------------------------------------- what the model reads
-# Found by mutation testing (issue 14): a refusal whose defect word became None still
+# Found by mutation testing: a refusal whose defect word became None still
 # refused, and the retry sentence could change without a test noticing.
 
 

@@ -1,5 +1,5 @@
 """A chunk reused by a new payload is made young again, so a collection's grace period
-("nothing younger is deleted") covers the run in flight that now names it (issue 27 §3).
+("nothing younger is deleted") covers the run in flight that now names it.
 
 The case that decides it: a run closed long ago stored a chunk; a new run stores a
 payload with the same bytes (the conditional put finds the chunk there) and has not yet

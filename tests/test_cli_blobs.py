@@ -1,5 +1,5 @@
 """`steadyloop blobs gc`'s flags and settings, refused with one line before anything
-connects (issue 27 §3)."""
+connects."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """A run that names no endpoint asks the one its worker serves.
 
-`steadyloop worker --endpoint scripted=...` then `steadyloop run "..."` used to be refused
+`steadyloop worker --endpoint scripted=...` then `steadyloop run "..."` is not refused
 ("endpoint 'default' is not one the serving worker knows"): the worker's configuration is
 the run's default, so a worker with one endpoint answers for it. With several, the run
 still has to say which (the refusal lists them).

@@ -1,8 +1,8 @@
 """The command line refuses what no run could carry, naming the argument, before it connects.
 
-Issue 14: `steadyloop run --deadline 1e12` started a run whose workflow task failed
-forever; `--deadline inf` silently meant no deadline; `steadyloop run $'caf\\xe9'` (bytes
-that are not UTF-8) printed a traceback. Each is now a usage error (exit 2) that names
+Unchecked, `steadyloop run --deadline 1e12` starts a run whose workflow task fails
+forever; `--deadline inf` silently means no deadline; `steadyloop run $'caf\\xe9'` (bytes
+that are not UTF-8) prints a traceback. Each is a usage error (exit 2) that names
 the flag, and no workflow is started: every command here points at an address where
 nothing listens, so reaching the point of connecting would exit 1 instead.
 

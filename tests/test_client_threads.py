@@ -1,6 +1,6 @@
 """Threads of the client API on a real dev server: first runs, follow-ups, idempotent
 starts, one run at a time (also under a race), and a reused thread id that neither
-repeats an effect nor shows another run's output (issue 25)."""
+repeats an effect nor shows another run's output."""
 
 from __future__ import annotations
 
@@ -211,7 +211,7 @@ async def test_each_run_of_a_thread_has_its_own_events_read_on_from_any_cursor(
         return "".join(e.text for e in events if isinstance(e, TextDeltaEvent))
 
     assert text(first_events) == "echo: alpha"
-    # The same thread id again: its events are the new run's alone (issue 25).
+    # The same thread id again: its events are the new run's alone.
     assert text(second_events) == "echo: beta"
     assert isinstance(second_events[-1], StopEvent)
     assert second_events[-1].final_answer == "echo: beta"

@@ -73,7 +73,7 @@ def test_merged_calls_read_as_truncated() -> None:
 
 
 MALFORMED = [
-    '{"city": Paris}',  # issue 14 item 8
+    '{"city": Paris}',  # an unquoted string, with finish_reason tool_calls
     "{'path': 'a'}",
     '{"a": 1,}',
     '{"a": [1, 2,]}',

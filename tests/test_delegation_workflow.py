@@ -2,9 +2,8 @@
 real delegations, the child's answer as the tool result, and one child per call.
 
 Counting rules are decided by the tenant's admission entity
-(`steadyloop.workflows.chain_admission`), run by the same worker; the visibility
-measurement (`HistoryVisibility` in `delegation_harness`) only serves histories
-recorded before it.
+(`steadyloop.workflows.chain_admission`), run by the same worker; no workflow asks the
+visibility measurement (`HistoryVisibility` in `delegation_harness`).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`steadyloop demo --scenario tour` (issue 16), driven as a user would: the tour runs as a
+"""`steadyloop demo --scenario tour`, driven as a user would: the tour runs as a
 subprocess, and every command it prints (`$ ...`) is run as a subprocess of its own, in
 order, while the tour keeps its server up. What decides the outcome is checked on the
 side effects (one refund, one charge) and on the runs' own words (the resumed run writes

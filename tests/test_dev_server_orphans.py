@@ -1,8 +1,8 @@
-"""A killed launcher takes its embedded dev server with it (issue 25).
+"""A killed launcher takes its embedded dev server with it.
 
-`steadyloop worker --dev` and `steadyloop demo --keep-running` killed with SIGKILL used to
-leave `temporal server start-dev` running under PID 1, holding the port, so the same
-command then failed. These tests kill real processes with a real SIGKILL, then check the
+`steadyloop worker --dev` and `steadyloop demo --keep-running` killed with SIGKILL would
+otherwise leave `temporal server start-dev` running under PID 1, holding the port, so the
+same command would then fail. These tests kill real processes with a real SIGKILL, then check the
 port is free, no server process is left, and (for the worker) that a restart on the same
 `--dev-db` carries on the run that was waiting when the worker died.
 """

@@ -1,4 +1,4 @@
-"""Every embedded dev server steadyloop starts runs with the dynamic config of issue 19.
+"""Every embedded dev server steadyloop starts runs with its dynamic config.
 
 Without `history.transferProcessorMaxPollRPS` raised, the dev server's one shard hands
 out at most 20 new tasks a second after a short burst, and each workflow task of a fast

@@ -252,7 +252,7 @@ async def test_the_namespace_job_registers_them_on_a_real_server_and_can_run_aga
 
 
 def test_the_temporal_service_reads_the_dynamic_config_the_dev_server_gets() -> None:
-    """Issue 19: a real cluster hands tasks out without the per-shard 20-a-second wait,
+    """A real cluster hands tasks out without the per-shard 20-a-second wait,
     with the value the embedded dev server is started with. The file the server is told
     to read is the one compose mounts, and it holds that value."""
     from steadyloop.temporal_binaries import DEV_SERVER_DYNAMIC_CONFIG
@@ -266,7 +266,7 @@ def test_the_temporal_service_reads_the_dynamic_config_the_dev_server_gets() -> 
 
 
 def test_the_image_byte_compiles_what_the_sandbox_re_imports_every_run() -> None:
-    """Issue 19: the image sets PYTHONDONTWRITEBYTECODE, so the running worker never
+    """The image sets PYTHONDONTWRITEBYTECODE, so the running worker never
     writes a .pyc; without one made at build time, Temporal's sandbox compiles the
     workflow module's source for every run. The build compiles the installed package
     after installing it, and the directory it names is the package's."""

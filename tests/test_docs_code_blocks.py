@@ -1,4 +1,4 @@
-"""Every code block of the documentation runs in CI, or says why it does not (issue 29).
+"""Every code block of the documentation runs in CI, or says why it does not.
 
 The README and every page under docs/ are walked block by block. The obvious ways a
 snippet rots, and what here prevents each:

@@ -1,5 +1,5 @@
 """The README stays a landing page whose set-up commands are what CI runs, and every page
-under docs/ is on the site (issue 29).
+under docs/ is on the site.
 
 `.ci/run` builds the site with `mkdocs build --strict` (broken links and API references
 fail there, once per CI run, not here). What that build cannot see, and is checked here:

@@ -151,7 +151,7 @@ async def test_an_outcome_for_another_endpoint_is_rejected_and_not_recorded(
 async def test_reports_at_once_share_updates_and_a_report_sent_twice_counts_once(
     health: Health,
 ) -> None:
-    """Issue 27: outcomes reported at once travel in few updates (`record_many`), each
+    """Outcomes reported at once travel in few updates (`record_many`), each
     counted; a report sent again after its answer was lost (same run and call) is not."""
     await asyncio.gather(*(health.record("a", "failure", detail=f"run {i}") for i in range(12)))
     assert health.activities.records.updates_sent < 12
@@ -239,7 +239,7 @@ async def test_a_health_read_that_fails_reports_healthy_and_is_cached() -> None:
 async def test_a_quiet_endpoint_is_read_once_per_quiet_ttl_and_a_failing_one_per_ttl(
     health: Health,
 ) -> None:
-    # Issue 28: a query is a billed action; a run that finds nothing changed should not
+    # A query is a billed action; a run that finds nothing changed should not
     # have paid one. A quiet copy is kept 30 s, a copy with failures only 2 s.
     now = [0.0]
     activities = EndpointHealthActivities(

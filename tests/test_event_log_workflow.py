@@ -5,7 +5,7 @@ What decides the outcome downstream: a follower reads, with no query of the run,
 text, each tool call once final with the receipt's hash, its one answer (replayed or
 not, and why), an approval waiting and the decision, then the stop, in run order; a
 follower that reconnects after any event's cursor reads exactly the rest; a workflow id
-used again for a new run never shows the old run's text or events (issue 25).
+used again for a new run never shows the old run's text or events.
 """
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ async def test_a_follower_reads_text_calls_results_and_the_stop_in_run_order() -
 
 
 async def test_a_run_not_forwarded_is_followed_from_its_history_in_order() -> None:
-    """Issue 28: the log of a run that does not forward is its history (no host): the
+    """The log of a run that does not forward is its history (no host): the
     same events in run order, the stop with the answer, and a follower back with any
     event's cursor reads exactly the rest."""
     script = [
@@ -277,7 +277,7 @@ async def test_an_ambiguous_receipt_and_its_resolution_are_read_live() -> None:
 
 
 async def test_a_reused_workflow_id_never_shows_the_old_runs_output() -> None:
-    """Issue 25 §1: the host and every follower are keyed to the run, not the id."""
+    """The host and every follower are keyed to the run, not the id."""
     script = [answer("FIRST alpha"), answer("SECOND beta")]
     workflow_id = f"reuse-{uuid.uuid4()}"
     async with running_loop(script) as loop:

@@ -917,7 +917,7 @@ def test_classify_transport_error_reads_a_status_error() -> None:
     ],
 )
 def test_network_reason_from_an_older_failure_message(message: str, reason: str) -> None:
-    """Failures recorded before the reason was a field are still read by their text."""
+    """A failure without the reason field (the older replay fixtures) is read by its text."""
     assert network_reason_from_message(message) == reason
     failure = StreamFailure(kind="network", message=message)
     assert facts_from_stream_failure(failure).network_reason == reason

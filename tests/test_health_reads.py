@@ -1,13 +1,13 @@
-"""A route's endpoint health is read only when it can have changed (issue 19).
+"""A route's endpoint health is read only when it can have changed.
 
 Each read is a local activity: a marker in history (about 700 bytes) and 1-3 ms of
 worker CPU, before every model turn. What decides the outcome downstream is what the
 run recorded: how many reads its history holds for how many model turns. A route of one
 healthy endpoint reads once per execution; a route of two endpoints, or a turn after a
-failure, reads again, so a breaker another run opened is still seen. A history recorded
-before the change (a read per turn) must still replay: `tests/test_replay.py` replays
-`multi_turn_parallel_calls.json`, recorded before, and
-`one_healthy_endpoint_reads_health_once.json`, recorded after.
+failure, reads again, so a breaker another run opened is still seen. A history whose
+reads carry no TTL (a read per turn) must still replay: `tests/test_replay.py` replays
+`multi_turn_parallel_calls.json`, one such, and
+`one_healthy_endpoint_reads_health_once.json`, one with TTLs.
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def test_a_fresh_view_of_one_healthy_endpoint_answers() -> None:
     ("endpoints", "health", "after_s"),
     [
         ([ENDPOINT], _health(), 2.0),  # older than its TTL in workflow time
-        ([ENDPOINT], _health(view_ttl_s=None), 0.1),  # recorded before the TTL existed
+        ([ENDPOINT], _health(view_ttl_s=None), 0.1),  # a read with no TTL stamped
         ([ENDPOINT], _health(view_ttl_s=0.0), 0.1),  # a worker that caches nothing
         ([ENDPOINT, BACKUP], _health(), 0.1),  # more than one endpoint to order
         ([ENDPOINT], _health(known=False), 0.1),  # the entity could not be read

@@ -1,4 +1,4 @@
-"""Hostile values at every boundary, tested as a class (issue 14).
+"""Hostile values at every boundary, tested as a class.
 
 A property test drives ToolLoopWorkflow on the time-skipping test server against the
 scripted provider (real HTTP), with generated hostile values in every position a value

@@ -1,4 +1,4 @@
-"""Issue 28: a run's tools are described by a local activity, in its first workflow task.
+"""A run's tools are described by a local activity, in its first workflow task.
 
 What decides the bill: Temporal Cloud counts the markers of one workflow task as one
 action, so the describe, the first endpoint-health read and the patches cost one action

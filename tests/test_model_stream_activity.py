@@ -431,7 +431,7 @@ async def test_the_sniff_reads_past_a_leading_blank_write(
 async def test_a_short_turn_sends_no_heartbeat(
     server: ScriptedServer, model: ModelActivities
 ) -> None:
-    # Issue 28: a heartbeat that reaches Temporal is a billed action; a tool round whose
+    # A heartbeat that reaches Temporal is a billed action; a tool round whose
     # model turn is short needs none (a lost worker is still found by the timeout).
     calls = [ScriptedCall("add", {"a": 1})]
     server.enqueue(sse_response([*tool_call_chunks(calls), finish_chunk("tool_calls")]))

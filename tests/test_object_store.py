@@ -309,7 +309,7 @@ async def test_a_store_down_past_the_budget_is_a_retryable_named_error() -> None
 async def test_a_small_payload_rides_in_its_claim_while_the_store_is_down() -> None:
     """A tool's result (at most 64 KB) is stored by the SDK after the tool returned,
     inside its attempt's timeout: while the store is down it is kept in the claim, so the
-    attempt completes with the real result (issue 27: a 15 s outage lost one)."""
+    attempt completes with the real result: a 15 s outage loses none."""
     objects = Recording()
     objects.failures_left = 10**6
     policy = RetryPolicy(first_delay_s=0.001, max_delay_s=0.01, budget_s=30)

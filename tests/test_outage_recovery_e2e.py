@@ -1,7 +1,7 @@
-"""Issue 27 §5: many runs hit an outage at once, the provider comes back, every run
+"""Many runs hit an outage at once, the provider comes back, every run
 completes, and the endpoint's health entity is neither wedged nor past its history
-limits. A real dev server (its 10-updates-in-flight ceiling is what wedged the entity
-when each run sent its own update), `RUN_WORKFLOWS` on one worker, a scripted provider.
+limits. A real dev server (its 10-updates-in-flight ceiling wedges the entity
+when each run sends its own update), `RUN_WORKFLOWS` on one worker, a scripted provider.
 
 The provider holds every run's first request until all `RUNS` have asked (so every run
 planned its turn on a closed breaker), answers each with a 503 (the outage), then

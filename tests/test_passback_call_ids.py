@@ -1,4 +1,4 @@
-"""Pass-back items follow a call id the workflow qualified (issue 26 §3).
+"""Pass-back items follow a call id the workflow qualified.
 
 A server that numbers every response's calls from `call_0` gets its reused id qualified
 in the transcript (`call_0` -> `call_0_t2`, `steadyloop.history.call_ids`). A reasoning

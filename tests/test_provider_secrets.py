@@ -1,4 +1,4 @@
-"""Issue 14, items 6 and 7: what a provider sends back never leaks the key, never breaks
+"""What a provider sends back never leaks the key, never breaks
 serialization, and never feeds an absurd number into arithmetic.
 
 The key is read from the worker's environment, as users set it. The property asserted

@@ -1,4 +1,4 @@
-"""Issue 14, items 6 and 7, end to end: a run on the time-skipping server against a
+"""Provider secrets, end to end: a run on the time-skipping server against a
 provider that echoes the API key everywhere it can, with the key set in the worker's
 environment as users set it (`export`; the worker reads `os.environ`).
 

@@ -1,4 +1,4 @@
-"""The Anthropic Messages wire against llama.cpp's real `/v1/messages` (issue 26 §5).
+"""The Anthropic Messages wire against llama.cpp's real `/v1/messages`.
 
 The live tests (marked `realserver`, `slow`) run the model activity against the same
 xllamacpp + SmolLM2 server the chat tests use, and one whole `ToolLoopWorkflow` run

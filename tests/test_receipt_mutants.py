@@ -1,4 +1,4 @@
-"""Receipts: what mutation testing found no test noticed (issue 14, "Tests that would notice").
+"""Receipts: what mutation testing found no test noticed.
 
 Each test here was written against a mutant of `receipt_decision` or `receipt_ledger`
 that survived the rest of the suite: a clock check weakened from `or` to `and`, a
@@ -136,7 +136,7 @@ def completed(result: str, limit: int) -> Receipt:
 
 
 def test_a_cut_inside_a_character_moves_back_never_over_the_limit() -> None:
-    # The repro from issue 14: 800 bytes of two-byte characters under a 300-byte limit.
+    # A known repro: 800 bytes of two-byte characters under a 300-byte limit.
     # The cut (300 minus the longest marker, 51) falls on byte 249, inside a character;
     # moving it forward instead of back stored 301 bytes.
     receipt = completed("é" * 400, 300)

@@ -2,7 +2,7 @@
 separate processes that a test kills with SIGKILL.
 
 Every tool writes one line per side effect to a file outside every worker
-(`receipts_worker_main.py`); each test asserts the exact count. The scenarios (issue 5):
+(`receipts_worker_main.py`); each test asserts the exact count. The scenarios:
 
 1. Killed inside a resumable tool after two of three sub-operations: a new worker
    reclaims it as attempt 2 with the recorded progress and performs only the third.

@@ -1,4 +1,4 @@
-"""Packing and releasing receipts: what mutation testing found no test noticed (issue 14).
+"""Packing and releasing receipts: what mutation testing found no test noticed.
 
 Each test was written against a mutant of `receipt_ledger` (`PackedLedger`,
 `release_leases`, the progress backstop) that survived `test_receipts_packing.py`: a

@@ -1,4 +1,4 @@
-"""A replay answers what the first execution answered (issue 27 §4).
+"""A replay answers what the first execution answered.
 
 Time-skipping test server, real HTTP to the scripted provider. A tool answers up to
 64 KB; the receipt ledger kept 16 KB, so the model asking for a 40 KB result again (or

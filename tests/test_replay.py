@@ -172,7 +172,7 @@ def test_the_recorded_batch_histories_take_the_batched_paths() -> None:
 
 
 def test_the_recorded_late_result_history_holds_the_workers_signal() -> None:
-    """Issue 25: the run whose opaque call ran past its timeout was signalled what the
+    """The run whose opaque call ran past its timeout was signalled what the
     tool returned late, and a person resolved the call with it (so the replay above
     covers the signal handler, the timed-out attempt and the resolution)."""
     history = _load("opaque_timeout_late_result")
@@ -336,10 +336,11 @@ def test_the_recorded_local_pure_tools_history_ran_only_the_opaque_call_as_an_ac
 
 @pytest.mark.parametrize("name", ["event_log_in_history", "event_log_rides_apart"])
 def test_a_run_not_forwarded_keeps_its_log_in_its_history_and_pays_no_publish(name: str) -> None:
-    """Issue 28: recorded with the log in history, the run's events ride on its model and
-    tool activities' inputs (and one marker where it waits for a person), in run order,
-    with no publish, no host and no signal; the forwarded run keeps the host. Recorded
-    before, they are a field of the input; now, its second payload: both read alike."""
+    """Recorded with the log in history, the run's events ride on its model and tool
+    activities' inputs (and one marker where it waits for a person), in run order, with
+    no publish, no host and no signal; the forwarded run keeps the host. In the older
+    fixtures they are a field of the input, in the newer its second payload: both read
+    alike."""
     from steadyloop.client.history_log import _carrier, _events
     from steadyloop.events.models import (
         ApprovalWaitingEvent,

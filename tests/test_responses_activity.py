@@ -1,6 +1,6 @@
 """The model activity on the Responses wire, over loopback HTTP against a scripted server:
 where it posts, what it vetoes, and that the watchdog, the runaway guard, forwarding and
-redaction hold as they do on the chat wire (issue 26 section 4)."""
+redaction hold as they do on the chat wire."""
 
 from __future__ import annotations
 

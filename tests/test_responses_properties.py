@@ -1,10 +1,10 @@
 """Property: whatever a Responses server does to a valid stream's labels, the assembled
 calls are the intended calls, or the turn is a named defect. A wrong call is never
-dispatched (issue 26 section 5).
+dispatched.
 
 The generator writes OpenAI's shape (reasoning items, text, calls with `output_index`,
 `item_id`, `call_id`, deltas, `.done` events, `response.completed`); the quirks are the
-transformations issue 26 names, applied in any combination: labels rotated or missing
+transformations servers are known to apply, applied in any combination: labels rotated or missing
 on deltas, arguments only at `.done`, the first fragment repeated as a delta beside the
 same text in `output_item.added` (vLLM), `output_index` with gaps, frames for an item
 never announced, `event:` lines stripped, ciphertext deltas under a plaintext `.done`

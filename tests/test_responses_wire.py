@@ -4,7 +4,7 @@ folding recorded stream shapes into the same turn the chat wire returns.
 Shapes: OpenAI's own (every event with `output_index`, `sequence_number`, item ids;
 reasoning items with `encrypted_content`), llama.cpp's (recorded from xllamacpp: no
 `output_index`, no `sequence_number`, the delta's `item_id` is the item's `id`), and
-the quirks issue 26 names (arguments only at `.done`, ciphertext deltas, `output: []`
+the quirks servers are known to send (arguments only at `.done`, ciphertext deltas, `output: []`
 in `response.completed`, another `call_id` there, stripped `event:` lines).
 """
 
@@ -387,7 +387,7 @@ def test_llamacpp_shape_without_output_index() -> None:
 
 
 def test_a_delta_labelled_with_the_call_id_continues_its_call() -> None:
-    # The shape issue 26 describes for llama.cpp: the delta's item_id is the call_id.
+    # llama.cpp's documented shape: the delta's item_id is the call_id.
     body = LLAMACPP.replace(b'"item_id":"fc_X"', b'"item_id":"call_X"')
     body = body.replace(
         b'"arguments":"{\\n    \\"city\\": \\"Paris\\"\\n}","call_id"',

@@ -1,4 +1,4 @@
-"""Reasoning pass-back across a route's fallback, end to end (issue 26 §3).
+"""Reasoning pass-back across a route's fallback, end to end.
 
 A Responses reasoning item or an Anthropic thinking block is valid only at the endpoint
 that issued it: another endpoint refuses it ("Invalid signature in thinking block") or,

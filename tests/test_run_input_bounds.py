@@ -1,11 +1,11 @@
 """Run inputs a caller can get wrong: durations, counts and identities are refused where the
 run is built, by name, instead of wedging the workflow task or blaming the model.
 
-Issue 14, items 4 and 5: `deadline_s=1e12` (and `model_timeout_s` / heartbeat 1e300)
-passed validation and then raised `OverflowError` in workflow code, so Temporal retried
-the workflow task forever; `deadline_s=inf` was written as JSON `null` (no deadline);
-`tenant_id=""` made every receipt key invalid, and each tool call was answered "Invalid
-tool arguments". The slow test at the end sends such inputs past the client, on the
+Unchecked, `deadline_s=1e12` (and `model_timeout_s` / heartbeat 1e300) would pass
+validation and then raise `OverflowError` in workflow code, so Temporal would retry the
+workflow task forever; `deadline_s=inf` would be written as JSON `null` (no deadline);
+`tenant_id=""` would make every receipt key invalid, and each tool call would be answered
+"Invalid tool arguments". The slow test at the end sends such inputs past the client, on the
 wire, and reads the history: the workflow fails with the field's name, and no workflow
 task fails.
 """
@@ -169,7 +169,7 @@ def test_every_duration_refuses_what_the_clock_cannot_add(
 # The forwarding batch interval is bounded at 10 s by its own rule, and the output host's
 # idle close at 1 s to 7 days by its own (a host idle longer ends, and the next publish
 # starts it again with its log: nothing is lost).
-# A pure tool runs as a local activity only up to `LOCAL_TOOL_MAX_S` (issue 28): a local
+# A pure tool runs as a local activity only up to `LOCAL_TOOL_MAX_S`: a local
 # activity holds the workflow task while it runs.
 OWN_BOUNDS = {
     "ForwardingOptions.batch_interval_s",
@@ -405,7 +405,7 @@ def test_a_delegated_task_the_childs_prompt_would_refuse_is_answered_to_the_mode
     assert not isinstance(request, ToolOutcome)
 
 
-# -- sampling knobs per wire (issue 26 §1) --------------------------------------------------
+# -- sampling knobs per wire --------------------------------------------------
 
 
 @pytest.mark.parametrize("temperature", [1e300, 2.000001, -0.1, math.inf])

@@ -1,5 +1,5 @@
 """Stats: cost by a price table on each billing basis, retries by reason, folding, and
-stats recorded before these fields existed still loading."""
+stats that lack these fields still loading."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Stop reasons that tell the truth, on the time-skipping server with the scripted provider.
 
-What decides the outcome downstream, per point of issue 16:
+What decides the outcome downstream, point by point:
 - an answer cut by the token limit is not `final_answer`: it stops `max_tokens` with the
   text in `RunResult.partial`, or is continued (when the run asks) into one assistant
   message whose text is every piece joined, and a follower prints each piece once;

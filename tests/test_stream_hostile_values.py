@@ -1,4 +1,4 @@
-"""Hostile values on the model activity's side of the stream (issue 14, items 2, 11, 12).
+"""Hostile values on the model activity's side of the stream.
 
 What decides the outcome downstream: the turn the model activity returns, and every
 piece it forwards, serialize with the pydantic payload converter whatever the model sent

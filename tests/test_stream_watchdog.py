@@ -245,7 +245,7 @@ async def test_reasoning_that_goes_silent_past_the_reasoning_gap_stalls(
     assert (await the_exchange(server)).client_disconnected
 
 
-# Keep-alives a server may send while it hangs (issue 14 item 12): none is content.
+# Keep-alives a server may send while it hangs: none is content.
 KEEP_ALIVES: dict[str, bytes | dict[str, Any]] = {
     "comment": b": ping\n\n",
     "empty data": b"data:\n\n",

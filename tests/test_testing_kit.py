@@ -1,4 +1,4 @@
-"""The test kit for users' own agents (`steadyloop.testing`, issue 18): the pytest plugin
+"""The test kit for users' own agents (`steadyloop.testing`): the pytest plugin
 loads from its entry point in a project that is not this one, the testing page's example
 (docs/testing.md) is the tested file, and each thing a test of an agent needs works
 through `AgentEnv`: faults retried, an ambiguous call resolved, a message and an
@@ -220,7 +220,7 @@ async def test_runs_in_one_env_each_read_their_own_script() -> None:
 async def test_runs_awaited_at_once_each_end_by_their_own_script_with_time_skipped() -> None:
     """Three runs awaited together, one waiting out a minute's Retry-After and one running
     a tool in real time: every workflow task is answered while time skips (awaiting them
-    at once used to release the server's own lock on in-flight tasks: "Workflow timed
+    at once must not release the server's own lock on in-flight tasks: "Workflow timed
     out"), and the minute still passes in workflow time, not in the test's."""
     async with AgentEnv(ledger_tools(Ledger())) as env:
         limits = RunLimits(deadline_s=24 * 3600)  # a run whose tasks time out hits it

@@ -55,8 +55,9 @@ def answers_by_id(transcript: list[ChatMessage]) -> dict[str, str]:
 
 
 async def test_lone_surrogate_in_arguments_is_answered_with_its_path() -> None:
-    """Issue 14 item 1: `{"key": "half \\ud83d"}` (valid JSON) used to fail the run with
-    `PydanticSerializationError ... surrogates not allowed`, the call unanswered."""
+    """`{"key": "half \\ud83d"}` is valid JSON whose lone surrogate no encoder takes: sent
+    on to the tool, it would fail the run with `PydanticSerializationError ...
+    surrogates not allowed`, the call unanswered."""
     script = [
         calls(ScriptedCall("note", '{"key": "half \\ud83d"}', id="c_half")),
         calls(ScriptedCall("note", '{"text": "whole \\ud83d\\ude00"}', id="c_whole")),
@@ -81,8 +82,8 @@ async def test_lone_surrogate_in_arguments_is_answered_with_its_path() -> None:
 
 
 async def test_malformed_arguments_are_answered_without_a_fresh_completion() -> None:
-    """Issue 14 item 8: `{"city": Paris}` with `finish_reason: tool_calls` used to be a
-    truncation defect, retried fresh until the run stopped `failed`."""
+    """`{"city": Paris}` with `finish_reason: tool_calls` is the model's mistake, not a
+    truncation: read as a defect, it would be retried fresh until the run stopped `failed`."""
     script = [
         calls(ScriptedCall("add", '{"city": Paris}', id="c_bad")),
         calls(ScriptedCall("add", {"a": 1, "b": 2}, id="c_good")),
@@ -161,7 +162,7 @@ async def test_arguments_the_converter_cannot_encode_are_answered_not_fatal(
 ) -> None:
     """The net under the reader: should a value it lets through still be unencodable (here
     a reader that no longer refuses lone surrogates), the call is answered and the run
-    goes on; the PydanticSerializationError used to fail the run."""
+    goes on, where the PydanticSerializationError would fail the run."""
     import steadyloop.stream.arguments as arguments
 
     def lenient(call: object) -> arguments.ArgumentsReading:

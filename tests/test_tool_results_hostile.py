@@ -1,4 +1,4 @@
-"""Hostile tool results and heartbeats, through the whole loop (issue 14, items 3 and 14).
+"""Hostile tool results and heartbeats, through the whole loop.
 
 Time-skipping test server, real HTTP to the scripted provider, the worker `steadyloop
 worker` runs. What decides the outcome downstream is asserted, not a projection:

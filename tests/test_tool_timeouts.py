@@ -1,5 +1,5 @@
 """A tool that runs past its timeout is told apart from a lost worker, and what it returns
-late is kept for the person who resolves the call (issue 25).
+late is kept for the person who resolves the call.
 
 The end-to-end test is the issue's own case, scaled down: an opaque tool that writes a
 line, then sleeps past its timeout, on a worker that stays up, against a real dev server

@@ -4,7 +4,7 @@
 every chunk that carries content (answer or reasoning text, a tool-call fragment, usage,
 a finish reason), several kinds in one chunk included, and never on a keep-alive.
 `_count` decides which usage numbers reach the pricing arithmetic in workflow code.
-Each test kills a hand-made or mutmut mutant of those lines (see the report of issue 14).
+Each test kills a hand-made or mutmut mutant of those lines.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The page in Chromium against the whole system: a dev server, a real `steadyloop worker`
 and a real `steadyloop serve`, each its own process, killed with SIGKILL where a check
-says so (issue 24, section 3).
+says so.
 
 What decides each outcome is what a person reads and what happened once: the text the
 page shows against the run's final answer (read from Temporal, not from the server),

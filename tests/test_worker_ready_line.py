@@ -1,5 +1,5 @@
 """The worker's ready line lists every tool it serves, its MCP servers' included, and
-marks the ones whose calls wait for a person (issue 25)."""
+marks the ones whose calls wait for a person."""
 
 from __future__ import annotations
 

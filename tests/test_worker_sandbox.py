@@ -2,7 +2,7 @@
 
 Temporal's sandbox re-imports a workflow's module, and every module it reaches that is
 not passed through, for every run: per run, CPU spent on imports rather than on the
-loop (issue 19). `steadyloop.worker.process.workflow_runner` passes the helper modules of
+loop. `steadyloop.worker.process.workflow_runner` passes the helper modules of
 `ToolLoopWorkflow` through. That is safe only for modules without state of their own,
 so this checks what decides it: every name a passed-through module defines at module
 level is a module, function, class, type variable or an immutable constant, and a

@@ -1,8 +1,8 @@
 """Workflow code reads no clock, no randomness and does no I/O: checked in the source.
 
 The sandbox checks calls such as `datetime.now()` at run time, but only in modules it
-re-imports; the worker passes steadyloop's workflow helper modules through (issue 19,
-see `steadyloop.worker.process`), so the rule of `steadyloop.workflows` is checked here
+re-imports; the worker passes steadyloop's workflow helper modules through (see
+`steadyloop.worker.process`), so the rule of `steadyloop.workflows` is checked here
 as well, for every module of the folder and every code path, not only those a test runs.
 Time comes from `workflow.now()`, randomness from `workflow.random()` / `workflow.uuid4()`,
 and I/O from activities.

@@ -4,8 +4,9 @@ Each `WireShape` is the sequence of `choices[0].delta.tool_calls` values one str
 delivered (one entry per chunk; `None` for a chunk with no tool calls, such as Azure's
 empty-choices prompt-filter chunk or a text chunk) and the exact calls steadyloop must
 dispatch for it. `source` names the public evidence: a provider or peer issue/PR
-(`owner/repo#N`), or the clause of issue 2 that the shape pins ("issue 2 rule N",
-"contract ext (x)" for the extensions agreed where the issue is silent).
+(`owner/repo#N`), or the accumulator rule the shape pins ("accumulator rule N", as
+numbered in `steadyloop.stream.accumulator`; "contract ext (x)" for the extensions made
+where those rules are silent).
 
 `id` in an expected call is the exact wire id where it must be kept, or `MINTED` where
 steadyloop must mint one (absent, blank, malformed or already-used wire id).
@@ -141,7 +142,7 @@ WIRE_SHAPES: tuple[WireShape, ...] = (
     ),
     W(
         case="openai_parallel_interleaved_distinct_indices",
-        source="issue 2 (interleaved parallel calls, OpenAI shape); agno-agi/agno#3826",
+        source="accumulator rules (interleaved parallel calls, OpenAI shape); agno-agi/agno#3826",
         chunks=(
             one(index=0, id="call_r", type="function", name="read_file", arguments='{"pa'),
             one(index=1, id="call_w", type="function", name="write_file", arguments='{"pa'),
@@ -333,7 +334,7 @@ WIRE_SHAPES: tuple[WireShape, ...] = (
     ),
     W(
         case="ollama_four_alternating_calls_index0_no_ids",
-        source="issue 2 rule 2; seed 001 round 4 (four alternating calls lost two)",
+        source="accumulator rule 2; seed 001 round 4 (four alternating calls lost two)",
         chunks=(
             one(index=0, name="read_file", arguments='{"path":"a"}'),
             one(index=0, name="write_file", arguments='{"path":"b"}'),
@@ -406,7 +407,7 @@ WIRE_SHAPES: tuple[WireShape, ...] = (
     ),
     W(
         case="no_index_no_id_two_named_calls",
-        source="ollama/ollama#7881 with empty ids; issue 2 rule 4 (named delta starts a call)",
+        source="ollama/ollama#7881 with empty ids; accumulator rule 4 (named delta starts a call)",
         chunks=(
             one(id="", type="function", name="get_weather", arguments='{"city":"Oslo"}'),
             one(id="", type="function", name="get_time", arguments='{"tz":"CET"}'),
@@ -441,7 +442,7 @@ WIRE_SHAPES: tuple[WireShape, ...] = (
     ),
     W(
         case="dynamo_qwen3_parallel_all_index0_no_ids_split",
-        source="ai-dynamo/dynamo#4723; issue 2 rule 2 (claimant has text, different name)",
+        source="ai-dynamo/dynamo#4723; accumulator rule 2 (claimant has text, different name)",
         chunks=(
             one(index=0, type="function", name="add_numbers", arguments='{"a": 2, '),
             one(index=0, arguments='"b": 2}'),
@@ -502,7 +503,7 @@ WIRE_SHAPES: tuple[WireShape, ...] = (
     ),
     W(
         case="gemini_index_null_continuations_lone_call",
-        source="traceloop/openllmetry#3697; issue 2 rule 4 (lone-call fallback)",
+        source="traceloop/openllmetry#3697; accumulator rule 4 (lone-call fallback)",
         chunks=(
             one(index=None, id="call_g2", type="function", name="lookup", arguments='{"te'),
             one(index=None, id=None, arguments='rm":"x"}'),
@@ -558,8 +559,8 @@ WIRE_SHAPES: tuple[WireShape, ...] = (
         chunks=(one(index=2, name="", arguments='{"city": -7}'),),
         calls=(C("", '{"city": -7}'),),
         notes=(
-            "issue 14 item 11: an index no call holds opens a call whose name may come "
-            "later; still nameless at the end, the turn is `unnamed_tool_call` (was: dropped)"
+            "accumulator rule 4: an index no call holds opens a call whose name may come "
+            "later; still nameless at the end, the turn is `unnamed_tool_call`"
         ),
     ),
     # ------------------------------------------------------------------ LiteLLM / proxies
@@ -612,7 +613,7 @@ WIRE_SHAPES: tuple[WireShape, ...] = (
     ),
     W(
         case="whitespace_id_on_continuations",
-        source="issue 2 rule 1 (blank = whitespace only); seed 001 last round",
+        source="accumulator rule 1 (blank = whitespace only); seed 001 last round",
         chunks=(
             one(index=0, id="call_w1", name="lookup", arguments=""),
             one(index=0, id="   ", arguments='{"q":'),
@@ -647,7 +648,7 @@ WIRE_SHAPES: tuple[WireShape, ...] = (
     ),
     W(
         case="name_split_read_plus_file",
-        source="issue 2 rule 6 (providers split names: read + _file)",
+        source="accumulator rule 6 (providers split names: read + _file)",
         chunks=(
             one(index=0, id="call_n1", name="read", arguments=""),
             one(index=0, name="_file", arguments='{"path":'),
@@ -657,7 +658,7 @@ WIRE_SHAPES: tuple[WireShape, ...] = (
     ),
     W(
         case="name_split_around_an_empty_argument_fragment",
-        source="issue 2 rule 6; BerriAI/litellm#11407 (empty arguments continuation chunks)",
+        source="accumulator rule 6; BerriAI/litellm#11407 (empty arguments continuation chunks)",
         chunks=(
             one(index=0, id="call_ef", name="read", arguments=""),
             one(index=0, arguments=""),
@@ -687,7 +688,7 @@ WIRE_SHAPES: tuple[WireShape, ...] = (
     ),
     W(
         case="name_split_then_repeated_full_name",
-        source="issue 2 rule 6 (split name, then restatements of the full name)",
+        source="accumulator rule 6 (split name, then restatements of the full name)",
         chunks=(
             one(index=0, id="call_sr", name="write", arguments=""),
             one(index=0, name="_file"),
@@ -707,7 +708,7 @@ WIRE_SHAPES: tuple[WireShape, ...] = (
     ),
     W(
         case="blank_name_on_continuation_whitespace",
-        source="issue 2 rule 1 (blank name = absent); seed 001 whitespace round",
+        source="accumulator rule 1 (blank name = absent); seed 001 whitespace round",
         chunks=(
             one(index=0, id="call_b1", name="glob", arguments='{"pattern":'),
             one(index=0, name=" ", arguments='"*.py"}'),
@@ -716,7 +717,7 @@ WIRE_SHAPES: tuple[WireShape, ...] = (
     ),
     W(
         case="blank_name_on_continuation_null_two_calls_index0",
-        source="issue 2 rule 1/2 (null name on continuation never starts a call)",
+        source="accumulator rule 1/2 (null name on continuation never starts a call)",
         chunks=(
             one(index=0, id="call_x1", name="read_file", arguments='{"path":"a"}'),
             one(index=0, id="call_x2", name="write_file", arguments='{"path":'),
@@ -740,19 +741,19 @@ WIRE_SHAPES: tuple[WireShape, ...] = (
     # ------------------------------------------------------------------ zero-argument calls
     W(
         case="zero_arg_call_empty_string_stays_empty",
-        source="issue 2 rule 6 ('' stays ''); seed 000 (juno bind: '' as readily as '{}')",
+        source="accumulator rule 6 ('' stays ''); seed 000 (juno bind: '' as readily as '{}')",
         chunks=(one(index=0, id="call_t", type="function", name="get_time", arguments=""),),
         calls=(C("get_time", "", "call_t"),),
     ),
     W(
         case="zero_arg_call_arguments_field_absent",
-        source="issue 2 rule 6; BerriAI/litellm#11262 (ollama get_time, no parameters)",
+        source="accumulator rule 6; BerriAI/litellm#11262 (ollama get_time, no parameters)",
         chunks=(one(index=0, id="call_t2", type="function", name="get_time"),),
         calls=(C("get_time", "", "call_t2"),),
     ),
     W(
         case="two_zero_arg_calls_distinct_indices",
-        source="issue 2 rule 6 (verbatim concatenation, never assignment)",
+        source="accumulator rule 6 (verbatim concatenation, never assignment)",
         chunks=(
             one(index=0, id="call_z1", name="get_time", arguments=""),
             one(index=0, arguments=""),
@@ -763,7 +764,7 @@ WIRE_SHAPES: tuple[WireShape, ...] = (
     ),
     W(
         case="zero_arg_then_argful_call",
-        source="issue 2 rule 6; seed 001 (second call's args empty vanished silently)",
+        source="accumulator rule 6; seed 001 (second call's args empty vanished silently)",
         chunks=(
             one(index=0, id="call_y1", name="list_files", arguments=""),
             one(index=1, id="call_y2", name="read_file", arguments='{"path":"x"}'),
@@ -800,7 +801,7 @@ WIRE_SHAPES: tuple[WireShape, ...] = (
     ),
     W(
         case="index0_whitespace_ids_different_names",
-        source="seed 001 (whitespace id is blank); issue 2 rule 1",
+        source="seed 001 (whitespace id is blank); accumulator rule 1",
         chunks=(
             one(index=0, id=" ", name="read_file", arguments='{"path":"a"}'),
             one(index=0, id="\n", name="write_file", arguments='{"path":"b"}'),
@@ -846,7 +847,7 @@ WIRE_SHAPES: tuple[WireShape, ...] = (
     ),
     W(
         case="empty_ids_distinct_indices",
-        source="argszero guard (seed 003: empty identity {id:''}); issue 2 rule 7",
+        source="argszero guard (seed 003: empty identity {id:''}); accumulator rule 7",
         chunks=(
             one(index=0, id="", name="a_tool", arguments="{}"),
             one(index=1, id="", name="b_tool", arguments="{}"),
@@ -856,7 +857,7 @@ WIRE_SHAPES: tuple[WireShape, ...] = (
     ),
     W(
         case="wire_id_equal_to_would_be_minted_id",
-        source="issue 2 rule 7 (minted ids never equal any wire id of the turn)",
+        source="accumulator rule 7 (minted ids never equal any wire id of the turn)",
         chunks=(
             one(index=0, name="first", arguments="{}"),
             one(index=1, id="call_sl_1", name="second", arguments="{}"),
@@ -902,7 +903,7 @@ WIRE_SHAPES: tuple[WireShape, ...] = (
     ),
     W(
         case="late_index_then_index_only_continuation_two_calls_open",
-        source="issue 2 rule 3 (index first seen on a continuation is learned)",
+        source="accumulator rule 3 (index first seen on a continuation is learned)",
         chunks=(
             one(id="call_a", name="read_file", arguments=""),
             one(id="call_b", name="write_file", arguments='{"path":"b"}'),
@@ -916,7 +917,7 @@ WIRE_SHAPES: tuple[WireShape, ...] = (
     ),
     W(
         case="late_index_on_newer_call_takes_the_claim",
-        source="issue 2 rule 2/3 (newest claimant wins, aliases learned late count)",
+        source="accumulator rule 2/3 (newest claimant wins, aliases learned late count)",
         chunks=(
             one(index=0, id="call_a", name="read_file", arguments='{"path":"a"}'),
             one(id="call_b", name="write_file", arguments='{"path":'),
@@ -930,7 +931,7 @@ WIRE_SHAPES: tuple[WireShape, ...] = (
     ),
     W(
         case="late_index_on_older_call_does_not_take_a_newer_claim",
-        source="issue 2 rule 2/3 (newest claimant wins, aliases learned late count)",
+        source="accumulator rule 2/3 (newest claimant wins, aliases learned late count)",
         chunks=(
             one(id="call_a", name="read_file", arguments='{"path":"a"}'),
             one(index=0, id="call_b", name="write_file", arguments='{"path":'),
@@ -963,7 +964,7 @@ WIRE_SHAPES: tuple[WireShape, ...] = (
     ),
     W(
         case="bare_fragment_lone_call",
-        source="issue 2 rule 4 (a bare argument fragment continues the lone call)",
+        source="accumulator rule 4 (a bare argument fragment continues the lone call)",
         chunks=(
             one(index=0, id="call_f1", name="lookup", arguments='{"q":'),
             one(arguments='"v"}'),
@@ -977,7 +978,7 @@ WIRE_SHAPES: tuple[WireShape, ...] = (
             one(index=0, id="call_a", name="read_file", arguments='{"path":"a"}'),
             one(index=1, arguments='{"path":"zzz"}'),
         ),
-        # Not absorbed by the lone call; since issue 14 item 11 a new, nameless call.
+        # Not absorbed by the lone call; by rule 4, a new, nameless call.
         calls=(C("read_file", '{"path":"a"}', "call_a"), C("", '{"path":"zzz"}')),
     ),
     W(
@@ -987,7 +988,7 @@ WIRE_SHAPES: tuple[WireShape, ...] = (
             one(index=0, id="call_a", name="read_file", arguments='{"path":"a"}'),
             one(id="call_other", arguments='{"path":"zzz"}'),
         ),
-        # Not absorbed by the lone call; since issue 14 item 11 a new, nameless call.
+        # Not absorbed by the lone call; by rule 4, a new, nameless call.
         calls=(
             C("read_file", '{"path":"a"}', "call_a"),
             C("", '{"path":"zzz"}', "call_other"),
@@ -1005,7 +1006,7 @@ WIRE_SHAPES: tuple[WireShape, ...] = (
     # ------------------------------------------------------------------ dropping (rule 5)
     W(
         case="bare_fragment_two_calls_open_dropped",
-        source="issue 2 rule 5; seed 001 round 1 (bare delta absorbed by the active call)",
+        source="accumulator rule 5; seed 001 round 1 (bare delta absorbed by the active call)",
         chunks=(
             one(index=0, id="call_a", name="read_file", arguments='{"path":"a"}'),
             one(index=1, id="call_b", name="read_file", arguments='{"path":"b"}'),
@@ -1017,14 +1018,14 @@ WIRE_SHAPES: tuple[WireShape, ...] = (
     ),
     W(
         case="unknown_index_fragment_two_calls_open_dropped",
-        source="issue 2 rule 2/5 (an index no call claims is not absorbed)",
+        source="accumulator rule 2/5 (an index no call claims is not absorbed)",
         chunks=(
             one(index=0, id="call_a", name="read_file", arguments='{"path":"a"}'),
             one(index=1, id="call_b", name="read_file", arguments='{"path":"b"}'),
             one(index=7, arguments='{"path":"x"}'),
             one(id="call_zz", arguments='{"path":"y"}'),
         ),
-        # Not absorbed by either call; since issue 14 item 11 two new, nameless calls.
+        # Not absorbed by either call; by rule 4, two new, nameless calls.
         calls=(
             C("read_file", '{"path":"a"}', "call_a"),
             C("read_file", '{"path":"b"}', "call_b"),
@@ -1034,14 +1035,14 @@ WIRE_SHAPES: tuple[WireShape, ...] = (
     ),
     W(
         case="alias_no_call_has_seen_is_not_claimed_by_a_call_without_aliases",
-        source="issue 2 rule 2 (not contradicted is not enough: one alias must match) + rule 5",
+        source="accumulator rule 2 (not contradicted is not enough: one alias must match) + rule 5",
         chunks=(
             one(index=0, id="call_a", name="read_file", arguments='{"path":"a"}'),
             one(name="write_file", arguments='{"path":"b"}'),
             one(index=7, arguments='{"path":"x"}'),
             one(id="call_zz", arguments='{"path":"y"}'),
         ),
-        # Not claimed by the alias-less call; since issue 14 item 11 new, nameless calls.
+        # Not claimed by the alias-less call; by rule 4, new, nameless calls.
         calls=(
             C("read_file", '{"path":"a"}', "call_a"),
             C("write_file", '{"path":"b"}'),
@@ -1049,7 +1050,7 @@ WIRE_SHAPES: tuple[WireShape, ...] = (
             C("", '{"path":"y"}', "call_zz"),
         ),
     ),
-    # ------------------------------------------------------------------ issue 26 section 6
+    # ------------------------------------------------------------------ rule 4a: the open call
     W(
         case="lmstudio_gemma4_new_id_on_every_fragment",
         source="NousResearch/hermes-agent#5254 (LM Studio + Gemma 4: a new id per fragment)",
@@ -1176,7 +1177,7 @@ WIRE_SHAPES: tuple[WireShape, ...] = (
     ),
     W(
         case="name_after_arguments_next_to_a_zero_argument_call",
-        source="issue 14 item 11 with issue 26 section 6 (rule 4a must not take it)",
+        source="accumulator rules 4 and 4a (rule 4a must not take it)",
         chunks=(
             one(index=0, id="call_t", type="function", name="get_time", arguments=""),
             one(index=1, arguments='{"q":"x"}'),
@@ -1186,7 +1187,7 @@ WIRE_SHAPES: tuple[WireShape, ...] = (
     ),
     W(
         case="name_after_arguments_next_to_an_unfinished_call",
-        source="issue 14 item 11 with issue 26 section 6 (the name arrives with the label)",
+        source="accumulator rules 4 and 4a (the name arrives with the label)",
         chunks=(
             one(index=0, id="call_a", type="function", name="read_file", arguments='{"p":'),
             one(index=1, id="call_b", arguments='{"q":"x"}'),
@@ -1228,8 +1229,8 @@ WIRE_SHAPES: tuple[WireShape, ...] = (
         calls=(C("lookup", '{"q":"v"}', "call_ln"),),
     ),
     W(
-        case="issue14_item11_name_after_arguments_on_the_opening_delta",
-        source="issue 14 item 11 (exact repro: arguments on the opening delta, name later)",
+        case="name_after_arguments_on_the_opening_delta",
+        source="accumulator rule 4 (exact repro: arguments on the opening delta, name later)",
         chunks=(
             one(index=0, id="call_nl", arguments='{"q":"x"}'),
             one(index=0, name="search"),
@@ -1237,8 +1238,8 @@ WIRE_SHAPES: tuple[WireShape, ...] = (
         calls=(C("search", '{"q":"x"}', "call_nl"),),
     ),
     W(
-        case="issue14_item11_name_after_arguments_second_call",
-        source="issue 14 item 11, a second call opened by its id before its name",
+        case="name_after_arguments_second_call",
+        source="accumulator rule 4, a second call opened by its id before its name",
         chunks=(
             one(index=0, id="call_a", name="read_file", arguments='{"path":"a"}'),
             one(index=1, id="call_b", arguments='{"path":'),
@@ -1251,8 +1252,8 @@ WIRE_SHAPES: tuple[WireShape, ...] = (
         ),
     ),
     W(
-        case="issue14_item11_name_after_arguments_index_only",
-        source="issue 14 item 11, an index no call holds opens the call (no id at all)",
+        case="name_after_arguments_index_only",
+        source="accumulator rule 4, an index no call holds opens the call (no id at all)",
         chunks=(
             one(index=0, arguments='{"q":"x"}'),
             one(index=0, name="search"),
@@ -1260,14 +1261,14 @@ WIRE_SHAPES: tuple[WireShape, ...] = (
         calls=(C("search", '{"q":"x"}'),),
     ),
     W(
-        case="issue14_item11_still_nameless_at_the_end",
-        source="issue 14 item 11 (a call still nameless at the end of the stream is the defect)",
+        case="still_nameless_at_the_end",
+        source="accumulator rule 4 (a call still nameless at the end of the stream is the defect)",
         chunks=(one(index=0, id="call_nl", arguments='{"q":"x"}'),),
         calls=(C("", '{"q":"x"}', "call_nl"),),
     ),
     W(
         case="ext_a_index_only_opening_named_later",
-        source="contract ext (a), the opening delta carrying an index only; issue 2 rule 4",
+        source="contract ext (a), the opening delta carrying an index only; accumulator rule 4",
         chunks=(
             one(index=0, id="call_a", name="read_file", arguments='{"path":"a"}'),
             one(index=1, type="function"),
@@ -1278,7 +1279,7 @@ WIRE_SHAPES: tuple[WireShape, ...] = (
     ),
     W(
         case="ext_a_id_only_opening_named_later",
-        source="contract ext (a), the opening delta carrying an id only; issue 2 rule 4",
+        source="contract ext (a), the opening delta carrying an id only; accumulator rule 4",
         chunks=(
             one(index=0, id="call_a", name="read_file", arguments='{"path":"a"}'),
             one(id="call_c", type="function"),
@@ -1364,7 +1365,9 @@ WIRE_SHAPES: tuple[WireShape, ...] = (
     ),
     W(
         case="ext_h_arguments_split_inside_surrogate_pair",
-        source="contract ext (h); issue 2 rule 6; openclaw/openclaw#110642 (UTF-16 unsafe slicing)",
+        source=(
+            "contract ext (h); accumulator rule 6; openclaw/openclaw#110642 (UTF-16 unsafe slicing)"
+        ),
         chunks=(
             one(index=0, id="call_s", name="echo", arguments='{"text":"hi \ud83d'),
             one(index=0, arguments='\ude00"}'),
@@ -1383,7 +1386,7 @@ WIRE_SHAPES: tuple[WireShape, ...] = (
     # ------------------------------------------------------------------ malformed index (rule 9)
     W(
         case="index_minus_one_on_lone_call_continuation",
-        source="issue 2 rule 9; seed 001 (negative index made upstream drop the call)",
+        source="accumulator rule 9; seed 001 (negative index made upstream drop the call)",
         chunks=(
             one(index=0, id="call_a", name="lookup", arguments='{"q":'),
             one(index=-1, arguments='"v"}'),
@@ -1394,7 +1397,7 @@ WIRE_SHAPES: tuple[WireShape, ...] = (
     ),
     W(
         case="index_fractional_on_opening_delta_orders_by_creation",
-        source="issue 2 rule 9/8; seed 001 (fractional index dropped the call upstream)",
+        source="accumulator rule 9/8; seed 001 (fractional index dropped the call upstream)",
         chunks=(
             one(index=1.5, id="call_a", name="read_file", arguments='{"path":"a"}'),
             one(index=0, id="call_b", name="write_file", arguments='{"path":"b"}'),
@@ -1405,7 +1408,7 @@ WIRE_SHAPES: tuple[WireShape, ...] = (
     ),
     W(
         case="index_string_digit_ignored_resolves_by_id",
-        source='issue 2 rule 9 ("0" is not an index)',
+        source='accumulator rule 9 ("0" is not an index)',
         chunks=(
             one(index=0, id="call_a", name="read_file", arguments='{"path":'),
             one(index=1, id="call_b", name="write_file", arguments='{"path":"b"}'),
@@ -1417,7 +1420,7 @@ WIRE_SHAPES: tuple[WireShape, ...] = (
     ),
     W(
         case="index_true_ignored_resolves_by_id",
-        source="issue 2 rule 9 (true is not an index, though Python's bool is an int)",
+        source="accumulator rule 9 (true is not an index, though Python's bool is an int)",
         chunks=(
             one(index=0, id="call_a", name="read_file", arguments='{"path":'),
             one(index=1, id="call_b", name="write_file", arguments='{"path":"b"}'),
@@ -1429,7 +1432,7 @@ WIRE_SHAPES: tuple[WireShape, ...] = (
     ),
     W(
         case="index_false_and_minus_one_bare_fragment_two_calls_dropped",
-        source="issue 2 rule 9 + rule 5 (a malformed index leaves a bare fragment)",
+        source="accumulator rule 9 + rule 5 (a malformed index leaves a bare fragment)",
         chunks=(
             one(index=0, id="call_a", name="read_file", arguments='{"path":"a"}'),
             one(index=1, id="call_b", name="write_file", arguments='{"path":"b"}'),
@@ -1443,7 +1446,7 @@ WIRE_SHAPES: tuple[WireShape, ...] = (
     ),
     W(
         case="large_integer_index_is_valid",
-        source="seed 001 (index 1e6 killed the turn upstream); issue 2 rule 9",
+        source="seed 001 (index 1e6 killed the turn upstream); accumulator rule 9",
         chunks=(
             one(index=1_000_000, id="call_big", name="lookup", arguments='{"q":'),
             one(index=1_000_000, arguments='"v"}'),
@@ -1454,7 +1457,7 @@ WIRE_SHAPES: tuple[WireShape, ...] = (
     # ------------------------------------------------------------------ order (rule 8)
     W(
         case="five_calls_arrival_unlike_index_order",
-        source="issue 2 rule 8 (five calls; three cannot catch a broken comparator)",
+        source="accumulator rule 8 (five calls; three cannot catch a broken comparator)",
         chunks=(
             one(index=3, id="call_3", name="t3", arguments='{"n":3}'),
             one(index=0, id="call_0", name="t0", arguments='{"n":0}'),
@@ -1472,7 +1475,7 @@ WIRE_SHAPES: tuple[WireShape, ...] = (
     ),
     W(
         case="five_calls_interleaved_fragments_unlike_index_order",
-        source="issue 2 rule 8; OpenAI parallel shape with distinct indices",
+        source="accumulator rule 8; OpenAI parallel shape with distinct indices",
         chunks=(
             one(index=4, id="call_4", name="t4", arguments='{"n":'),
             one(index=2, id="call_2", name="t2", arguments='{"n":'),
@@ -1495,7 +1498,7 @@ WIRE_SHAPES: tuple[WireShape, ...] = (
     ),
     W(
         case="five_calls_one_index_missing_creation_order",
-        source="issue 2 rule 8 (order by index only when every call supplied one)",
+        source="accumulator rule 8 (order by index only when every call supplied one)",
         chunks=(
             one(index=3, id="call_3", name="t3", arguments='{"n":3}'),
             one(index=0, id="call_0", name="t0", arguments='{"n":0}'),
@@ -1513,7 +1516,7 @@ WIRE_SHAPES: tuple[WireShape, ...] = (
     ),
     W(
         case="five_calls_index_null_creation_order",
-        source="issue 2 rule 8; seed 001 round 4 (index: null must not sort ahead)",
+        source="accumulator rule 8; seed 001 round 4 (index: null must not sort ahead)",
         chunks=(
             one(index=3, id="call_3", name="t3", arguments='{"n":3}'),
             one(index=0, id="call_0", name="t0", arguments='{"n":0}'),
@@ -1531,7 +1534,7 @@ WIRE_SHAPES: tuple[WireShape, ...] = (
     ),
     W(
         case="five_calls_duplicate_index_creation_order",
-        source="issue 2 rule 8 (a duplicated index orders nothing)",
+        source="accumulator rule 8 (a duplicated index orders nothing)",
         chunks=(
             one(index=3, id="call_3", name="t3", arguments='{"n":3}'),
             one(index=0, id="call_0", name="t0", arguments='{"n":0}'),
@@ -1549,7 +1552,7 @@ WIRE_SHAPES: tuple[WireShape, ...] = (
     ),
     W(
         case="five_calls_malformed_index_creation_order",
-        source="issue 2 rule 8 + 9 (a malformed index is no index)",
+        source="accumulator rule 8 + 9 (a malformed index is no index)",
         chunks=(
             one(index=3, id="call_3", name="t3", arguments='{"n":3}'),
             one(index=0, id="call_0", name="t0", arguments='{"n":0}'),
@@ -1574,7 +1577,7 @@ U = UndecidableShape
 UNDECIDABLE_SHAPES: tuple[UndecidableShape, ...] = (
     U(
         case="absorbed_label_naming_another_call_while_unfinished",
-        source="issue 26 section 6 (a wrong call is never dispatched): rule 4a's guard",
+        source="accumulator rule 4a (a wrong call is never dispatched): rule 4a's guard",
         chunks=(
             one(index=0, id="call_0", type="function", name="a", arguments='{"k":1}'),
             one(index=0, id="call_1", type="function", name="b", arguments='{"k":'),

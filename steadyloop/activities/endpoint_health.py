@@ -5,8 +5,8 @@ round trip to Temporal each time. So these activities (run as local activities b
 `steadyloop.workflows.routed_turn`, their results recorded in history) keep a
 short-lived per-process cache (`HealthCache`, `cache_ttl_s`, 2 s by default) in front
 of the entity workflows (`EndpointHealthWorkflow`). A query is a billed action on
-Temporal Cloud (issue 28), and with a 2 s cache nearly every run of a worker that
-starts a run now and then paid one to learn that nothing changed. So a *quiet* copy
+Temporal Cloud, and with a 2 s cache nearly every run of a worker that starts a run
+now and then would pay one to learn that nothing changed. So a *quiet* copy
 (known, closed, no failure in its window) is kept `quiet_cache_ttl_s` (30 s by
 default): a breaker opens only after failures, and this worker's own failures replace
 its copy at once (`record_endpoint_outcome`); what the longer TTL delays is only other

@@ -1,12 +1,18 @@
-"""The model activity: stream one chat completion over httpx and return the assembled turn.
+"""The model activity: stream one model turn over httpx and return the assembled turn.
 
 `ModelActivities(registry).stream_completion` is the Temporal activity
 (`"steadyloop.stream_completion"`). It looks the endpoint up by name in the worker's
-`EndpointRegistry`, reads the API key from the worker's environment at call time (no
-key or URL ever crosses the workflow boundary), POSTs an OpenAI `/chat/completions`
-request with `stream: true`, decodes the body with `SSEDecoder` and folds every `data:`
-payload into `TurnAssembler` until `[DONE]`. `stream_turn` is the same path without
-Temporal, for benchmarks and callers that bring their own client.
+`EndpointRegistry` and reads the API key from the worker's environment at call time (no
+key or URL ever crosses the workflow boundary). The endpoint's wire
+(`steadyloop.stream.wire`: Chat Completions, Responses or Anthropic Messages, as its
+`api` says) builds the streaming request from the one `CompletionRequest` and makes the
+assembler that folds every SSE event of the answer, decoded by `SSEDecoder`, into the
+same `AssembledTurn`, until the wire's terminal event (`[DONE]`, `response.completed`,
+`message_stop`). What this module does around the wire (sniffing the body, the
+watchdog, the runaway guard, forwarding, the token budget, classifying failures,
+redaction) reads only the assembler's counters, so it holds on every wire.
+`stream_turn` is the same path without Temporal, for benchmarks and callers that bring
+their own client.
 
 Every way the exchange can fail becomes one classified `StreamFailure`, raised from the
 activity as an `ApplicationError` whose `type` is the failure kind and whose details are
@@ -28,13 +34,14 @@ the failure (`model_dump`), retryable or not as `steadyloop.routing.provider_err
   retryable: a server that answers with a page or a non-streamed body will do it again.
 - `stream_error`: an `error` object (or an `event: error`) inside the stream;
   retryable unless the provider's code or type says the request itself is at fault.
-- `invalid_chunk`: a `data:` payload that is not a JSON chunk (or a body whose
+- `invalid_chunk`: a `data:` payload that is not a JSON event (or a body whose
   content encoding cannot be decoded); not retryable. An empty `data:` payload is a
   keep-alive, skipped, not a chunk.
-- `truncated_stream`: the body ended cleanly before `[DONE]` and before any
-  `finish_reason` (an unterminated last event is discarded, as the SSE spec says, and
-  the message says it was cut off). Retryable. A body that ends after a
-  `finish_reason` but without `[DONE]` is accepted: some servers never send `[DONE]`.
+- `truncated_stream`: the body ended cleanly before the wire's terminal event (an
+  unterminated last event is discarded, as the SSE spec says, and the message names the
+  terminal that never came). Retryable. On Chat Completions a body that ends after a
+  `finish_reason` but without `[DONE]` is accepted: some servers never send `[DONE]`
+  (`Wire.accepts_end_of_body`).
 - `network`: connect refused, reset, DNS, TLS, a body cut mid-chunk
   (`RemoteProtocolError`) and every httpx timeout. Retryable. Timeouts come from the
   endpoint's configuration, so no read can wait forever.
@@ -55,37 +62,10 @@ redacted before it is cut. An unexpected exception is raised as a redacted
 `ApplicationError` of its class's name, and httpx's own log lines (the status line's
 reason phrase, at DEBUG the response headers) are redacted by a log filter.
 
-Reading stops at `[DONE]` and the response is closed: nothing after it is read, so a
-server that keeps the stream open after `[DONE]` cannot hold the activity (the cost is
+Reading stops at the terminal event and the response is closed: nothing after it is
+read, so a server that keeps the stream open after it cannot hold the activity (the cost is
 that the connection is not reused). Redirects are not followed: a 3xx is reported as
 `http_status` naming the new location, which belongs in the endpoint's `base_url`.
-
-Cancellation is not caught: `asyncio.CancelledError` ends the request, closes the
-connection and propagates, never reported as a stall or an upstream failure.
-Progress is heartbeated only when a chunk arrives (`StreamProgress`), so the heartbeat
-reports stream progress rather than merely that the worker is alive; the stall watchdog
-watches the same progress. A heartbeat that reaches Temporal is a billed action
-(issue 28), so the activity heartbeats only when something needs it:
-
-- A short turn never heartbeats: the first report is due one interval after the
-  stream began, not at its first chunk (the obvious version heartbeated every turn:
-  one action a tool round for nothing). A lost worker is still found by the heartbeat
-  timeout, which Temporal counts from the attempt's start when no heartbeat came.
-- A stream not forwarded to anyone reports at most every `long_stream_heartbeat_s`
-  (30 s), and within a fifth of the attempt's heartbeat timeout, so a live stream is
-  never declared lost (a 60-second turn: at most two heartbeats). The SDK's throttle
-  (the worker's `max_heartbeat_throttle_interval`) only ever delays a heartbeat further.
-- Cancellation reaches an activity only in the answer to a heartbeat, so fewer
-  heartbeats would let an interrupted stream read on (and the provider bill tokens)
-  for up to 30 s. A stream past its first `CANCEL_CHECK_S` therefore describes its own
-  workflow once a second (a describe is not a billed action) and heartbeats at once
-  when its activity is cancel-requested or its workflow is gone; that heartbeat's
-  answer delivers the cancel (`_watch_for_cancel`).
-- A stream that forwards output (a person watching) keeps reporting every
-  `heartbeat_interval_s` (1 s) and the first shown piece at once: the flag
-  `produced_output` must be in the last heartbeat a lost attempt leaves, and an
-  interrupt must settle within the loop's bound; its batches are one signal each
-  anyway (`batch_interval_s`), so these heartbeats are the smaller part of its cost.
 
 The runaway-argument guard (`steadyloop.stream.runaway_guard`) is not a failure: when a tool
 call's arguments pass a limit, reading stops, the connection is closed and the turn
@@ -211,8 +191,8 @@ __all__ = [
 ]
 
 HEARTBEAT_INTERVAL_S = 1.0
-# The longest a stream that forwards nothing goes between heartbeats (issue 28: a
-# 60-second turn costs at most 1 + 60/30 actions), and the share of the attempt's
+# The longest a stream that forwards nothing goes between heartbeats (each is a billed
+# action: a 60-second turn costs at most 1 + 60/30), and the share of the attempt's
 # heartbeat timeout it never exceeds.
 LONG_STREAM_HEARTBEAT_S = 30.0
 HEARTBEAT_TIMEOUT_SHARE = 0.2
@@ -254,7 +234,7 @@ OutputSink = Callable[[OutputDelta, bool], None]
 # -- the request --------------------------------------------------------------------
 #
 # The body, headers and URL are the endpoint's wire's (`steadyloop.stream.wire`); the
-# chat wire's builders are re-exported here, where callers have always found them.
+# chat wire's builders are re-exported for callers that build a chat request by hand.
 
 
 def endpoint_timeout(endpoint: EndpointConfig) -> httpx.Timeout:
@@ -432,7 +412,7 @@ class _TurnReader:
         self.timer = timer if watchdog is not None else None
         # The watchdog's clock is the event loop's, the one `asyncio.timeout` reads.
         self.clock = asyncio.get_running_loop().time if self.timer is not None else time.monotonic
-        # Forwarding: structured output is never forwarded (see `output_forwarding`).
+        # Forwarding: structured output is never forwarded (`steadyloop.output.forwarding`).
         forward = request.forward if sink is not None and not request.wants_json() else None
         self.forward: ForwardTarget | None = forward
         self.sink = sink if forward is not None else None
@@ -823,7 +803,34 @@ class ModelActivities:
     (or `async with`) when the worker stops. `environ` replaces `os.environ` for key
     lookups (tests); it is read at call time either way. `heartbeat_interval_s` is the
     heartbeat cadence of a stream that forwards output, `long_stream_heartbeat_s` the
-    longest gap of one that does not (see the module docstring).
+    longest gap of one that does not.
+
+    Cancellation is not caught: `asyncio.CancelledError` ends the request, closes the
+    connection and propagates, never reported as a stall or an upstream failure.
+    Progress is heartbeated only when a chunk arrives (`StreamProgress`), so the heartbeat
+    reports stream progress rather than merely that the worker is alive; the stall watchdog
+    watches the same progress. A heartbeat that reaches Temporal is a billed action,
+    so the activity heartbeats only when something needs it:
+
+    - A short turn never heartbeats: the first report is due one interval after the
+      stream began, not at its first chunk (the obvious version heartbeated every turn:
+      one action a tool round for nothing). A lost worker is still found by the heartbeat
+      timeout, which Temporal counts from the attempt's start when no heartbeat came.
+    - A stream not forwarded to anyone reports at most every `long_stream_heartbeat_s`
+      (30 s), and within a fifth of the attempt's heartbeat timeout, so a live stream is
+      never declared lost (a 60-second turn: at most two heartbeats). The SDK's throttle
+      (the worker's `max_heartbeat_throttle_interval`) only ever delays a heartbeat further.
+    - Cancellation reaches an activity only in the answer to a heartbeat, so fewer
+      heartbeats would let an interrupted stream read on (and the provider bill tokens)
+      for up to 30 s. A stream past its first `CANCEL_CHECK_S` therefore describes its own
+      workflow once a second (a describe is not a billed action) and heartbeats at once
+      when its activity is cancel-requested or its workflow is gone; that heartbeat's
+      answer delivers the cancel (`_watching_for_cancel`).
+    - A stream that forwards output (a person watching) keeps reporting every
+      `heartbeat_interval_s` (1 s) and the first shown piece at once: the flag
+      `produced_output` must be in the last heartbeat a lost attempt leaves, and an
+      interrupt must settle within the loop's bound; its batches are one signal each
+      anyway (`batch_interval_s`), so these heartbeats are the smaller part of its cost.
     """
 
     def __init__(

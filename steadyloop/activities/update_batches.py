@@ -6,8 +6,8 @@ is prevented:
 
 - **The in-flight ceiling.** Temporal admits at most 10 updates in flight per workflow
   (the dev server's `history.maxInFlightUpdates`); past that it refuses
-  (RESOURCE_EXHAUSTED), and 100 runs reporting an outage at once were refused, retried
-  by the client, aborted and retried again until the entity wedged (issue 27 §5). Here
+  (RESOURCE_EXHAUSTED), and 100 runs reporting an outage at once are refused, retried
+  by the client, aborted and retried again until the entity wedges. Here
   each process sends at most one update per entity at a time (`UpdateBatcher`): callers
   that arrive meanwhile wait in a queue, and the next update carries all of them (up to
   `max_batch` and `max_bytes`), so 500 callers cost a handful of updates, not 500.

@@ -2,11 +2,12 @@
 
 Guarantees: a run's lineage names its chain's root, depth and path (`lineage`); the
 configured limits (depth, chain budget, pair seen, pair cooldown, tenant rate, tenant
-ceiling) become rules over measurements (`limits`) decided by one pure function
-(`rules`); the counts those rules read are authoritative, kept by one admission ledger per
-tenant that records a child before it answers, so two siblings can never both see the old
-count (`admission`, held by `steadyloop.workflows.chain_admission`); the built-in
-`delegate` tool reads its arguments and names the child it starts (`delegation_tool`);
+ceiling) are each the bound half of a rule, paired with a measurement (`limits`) and
+decided by one pure function (`rules`); the counts those rules read are authoritative,
+kept by one admission ledger per tenant that records a child before it answers, so two
+siblings can never both see the old count (`admission`, held by
+`steadyloop.workflows.chain_admission`); the built-in `delegate` tool reads its arguments
+and names the child it starts (`delegation_tool`);
 `queries` and `search_attributes` name the chain's visibility attributes, for listing and
 searching runs, not for counting.
 

@@ -8,7 +8,7 @@ What the obvious versions get wrong, and where it is prevented:
 
 - **Counting through visibility.** Visibility is eventually consistent. Two sibling
   runs that ask at once both see the count from before either started a child, and
-  both admit: a chain budget of 6 ended with 7 runs (issue 15). Serializing one run's
+  both admit: a chain budget of 6 ends with 7 runs. Serializing one run's
   own admissions does not help against a cousin. Here the count and the decision are
   one step of one workflow (`decide`, then `record`), so no two admissions can both
   see the old count. Visibility is left to listing and searching.

@@ -2,7 +2,9 @@
 
 Pure, no I/O. A run's configuration names limits (`DepthLimit`, `ChainBudgetLimit`,
 ...) in the order it wants them checked; at each delegation, `chain_rules` pairs each
-limit with its measurement and hands the rules to `admit_child_run`.
+limit with its measurement and hands the rules to `admit_child_run`. The limits are
+defined in `steadyloop.chains.rules`, each the configured half of its rule, and
+re-exported here.
 
 A measurement is split in two: counts of the *other* runs (`ChainMeasurements`: not
 the asking run, not its own children) and what the asking run is (`ChainPosition`)
@@ -13,10 +15,10 @@ decides whether the rule holds:
   per tenant that decides one admission at a time and counts the child before it
   answers. This is how runs are admitted: the count cannot be stale.
 - **From Temporal visibility** (`MeasureChainInput`, the `measure_chain` activity):
-  how runs recorded before the ledger existed were admitted, kept so their histories
-  replay. Visibility is eventually consistent: siblings that measure at once each see
-  the count from before either started a child, and both admit (issue 15). The
-  visibility path also leaves a rule out when its count failed (`None` fields).
+  unused, since no workflow schedules that activity (the loop checks depth alone, with
+  empty measurements, before it asks the ledger). Visibility is eventually consistent:
+  siblings that measure at once each see the count from before either started a
+  child, and both admit. A rule is left out when its count failed (`None` fields).
 
 A count that came back broken (NaN, negative, ...) is never filled in here: the rule
 receives it and refuses.
@@ -30,22 +32,26 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Annotated, Literal
+from typing import Annotated
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from steadyloop.chains.rules import (
+    ChainBudgetLimit,
     ChainBudgetRule,
     ChainRule,
     ChainRuleKind,
-    Count,
+    DepthLimit,
     DepthRule,
+    PairCooldownLimit,
     PairCooldownRule,
+    PairSeenLimit,
     PairSeenRule,
+    TenantCeilingLimit,
     TenantCeilingRule,
+    TenantRateLimit,
     TenantRateRule,
 )
-from steadyloop.run.bounds import Seconds
 
 __all__ = [
     "DEFAULT_CHAIN_LIMITS",
@@ -68,57 +74,6 @@ __all__ = [
 ]
 
 MEASURE_CHAIN_ACTIVITY = "steadyloop.measure_chain"
-
-_LIMIT_CONFIG = ConfigDict(frozen=True, extra="forbid")
-
-
-class DepthLimit(BaseModel):
-    """Runs at most `max_depth` generations below the root (1: children, no grandchildren)."""
-
-    model_config = _LIMIT_CONFIG
-    kind: Literal["depth"] = "depth"
-    max_depth: Annotated[int, Field(strict=True, ge=0)]
-
-
-class ChainBudgetLimit(BaseModel):
-    """At most `max_runs` runs in one chain, the root included."""
-
-    model_config = _LIMIT_CONFIG
-    kind: Literal["chain_budget"] = "chain_budget"
-    max_runs: Count
-
-
-class PairSeenLimit(BaseModel):
-    """Two agents work together at most once per chain."""
-
-    model_config = _LIMIT_CONFIG
-    kind: Literal["pair_seen"] = "pair_seen"
-
-
-class PairCooldownLimit(BaseModel):
-    """Two agents start a run together at most once every `cooldown_s` within a chain."""
-
-    model_config = _LIMIT_CONFIG
-    kind: Literal["pair_cooldown"] = "pair_cooldown"
-    cooldown_s: Seconds
-
-
-class TenantRateLimit(BaseModel):
-    """A tenant starts at most `max_started` chain runs in any `window_s` seconds."""
-
-    model_config = _LIMIT_CONFIG
-    kind: Literal["tenant_rate"] = "tenant_rate"
-    window_s: Seconds
-    max_started: Count
-
-
-class TenantCeilingLimit(BaseModel):
-    """A tenant has at most `max_active` chain runs active at once."""
-
-    model_config = _LIMIT_CONFIG
-    kind: Literal["tenant_ceiling"] = "tenant_ceiling"
-    max_active: Count
-
 
 ChainLimit = Annotated[
     DepthLimit

@@ -42,6 +42,11 @@ What the obvious implementation gets wrong, and where it is prevented:
 
 `PairCooldownRule.seconds_since_last` is None when the pair never started a run in
 scope: nothing to cool down from. That is a measured answer, not a missing one.
+
+Each configurable rule is its limit plus its measurement: `DepthRule` is a `DepthLimit`
+(the bound a run is configured with, carried in its input) with `parent_depth` added, so
+a bound is defined, typed and validated once, for the configuration and the rule alike.
+`steadyloop.chains.limits` pairs a run's limits with their measurements.
 """
 
 from __future__ import annotations
@@ -52,19 +57,27 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from steadyloop.run.bounds import MAX_COUNT, Seconds
+
 __all__ = [
     "RETRYABLE_KINDS",
     "Admission",
     "Admitted",
+    "ChainBudgetLimit",
     "ChainBudgetRule",
     "ChainRule",
     "ChainRuleKind",
+    "DepthLimit",
     "DepthRule",
     "LedgerBoundRule",
+    "PairCooldownLimit",
     "PairCooldownRule",
+    "PairSeenLimit",
     "PairSeenRule",
     "Refused",
+    "TenantCeilingLimit",
     "TenantCeilingRule",
+    "TenantRateLimit",
     "TenantRateRule",
     "admit_child_run",
 ]
@@ -78,15 +91,65 @@ RETRYABLE_KINDS: frozenset[str] = frozenset(
 
 # A measured value: strict float, so NaN, infinity and 2.5 arrive and are judged.
 Measured = Annotated[float, Field(strict=True)]
-# A configured bound: wrong here is bad configuration, refused when the rule is built.
-Count = Annotated[int, Field(strict=True, ge=1)]
-Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+# A configured bound: wrong here is bad configuration, refused when the limit (or the
+# rule) is built. Strict, so `2.0` or `True` is not taken for a count.
+Count = Annotated[int, Field(strict=True, ge=1, le=MAX_COUNT)]
 
-_RULE_CONFIG = ConfigDict(frozen=True, extra="forbid")
+# A rule passed where its limit is expected is revalidated, and refused: its measurement
+# is no field of the limit.
+_CONFIG = ConfigDict(frozen=True, extra="forbid", revalidate_instances="subclass-instances")
+
+
+class DepthLimit(BaseModel):
+    """Runs at most `max_depth` generations below the root (1: children, no grandchildren)."""
+
+    model_config = _CONFIG
+    kind: Literal["depth"] = "depth"
+    max_depth: Annotated[int, Field(strict=True, ge=0)]
+
+
+class ChainBudgetLimit(BaseModel):
+    """At most `max_runs` runs in one chain, the root included."""
+
+    model_config = _CONFIG
+    kind: Literal["chain_budget"] = "chain_budget"
+    max_runs: Count
+
+
+class PairSeenLimit(BaseModel):
+    """Two agents work together at most once per chain."""
+
+    model_config = _CONFIG
+    kind: Literal["pair_seen"] = "pair_seen"
+
+
+class PairCooldownLimit(BaseModel):
+    """Two agents start a run together at most once every `cooldown_s` within a chain."""
+
+    model_config = _CONFIG
+    kind: Literal["pair_cooldown"] = "pair_cooldown"
+    cooldown_s: Seconds
+
+
+class TenantRateLimit(BaseModel):
+    """A tenant starts at most `max_started` chain runs in any `window_s` seconds."""
+
+    model_config = _CONFIG
+    kind: Literal["tenant_rate"] = "tenant_rate"
+    window_s: Seconds
+    max_started: Count
+
+
+class TenantCeilingLimit(BaseModel):
+    """A tenant has at most `max_active` chain runs active at once."""
+
+    model_config = _CONFIG
+    kind: Literal["tenant_ceiling"] = "tenant_ceiling"
+    max_active: Count
 
 
 class _Rule(BaseModel):
-    model_config = _RULE_CONFIG
+    model_config = _CONFIG
 
     # Measurement fields, each "count" (a whole number) or "seconds".
     _measurements: ClassVar[dict[str, Literal["count", "seconds"]]] = {}
@@ -118,12 +181,10 @@ def _pair(agents: tuple[str, str]) -> str:
     return f"agents {agents[0]!r} and {agents[1]!r}"
 
 
-class DepthRule(_Rule):
+class DepthRule(DepthLimit, _Rule):
     """Children may be at most `max_depth` generations below the root (the root is 0)."""
 
-    kind: Literal["depth"] = "depth"
     parent_depth: Measured
-    max_depth: Annotated[int, Field(strict=True, ge=0)]
     _measurements: ClassVar[dict[str, Literal["count", "seconds"]]] = {"parent_depth": "count"}
 
     def _exceeded(self) -> str | None:
@@ -136,12 +197,10 @@ class DepthRule(_Rule):
         )
 
 
-class ChainBudgetRule(_Rule):
+class ChainBudgetRule(ChainBudgetLimit, _Rule):
     """A chain may hold at most `max_runs` runs in all, the root included."""
 
-    kind: Literal["chain_budget"] = "chain_budget"
     runs_in_chain: Measured
-    max_runs: Count
     _measurements: ClassVar[dict[str, Literal["count", "seconds"]]] = {"runs_in_chain": "count"}
 
     def _exceeded(self) -> str | None:
@@ -153,10 +212,9 @@ class ChainBudgetRule(_Rule):
         )
 
 
-class PairSeenRule(_Rule):
+class PairSeenRule(PairSeenLimit, _Rule):
     """Two agents work together at most once per chain (no handing work back and forth)."""
 
-    kind: Literal["pair_seen"] = "pair_seen"
     agents: tuple[str, str]
     pair_runs: Measured
     _measurements: ClassVar[dict[str, Literal["count", "seconds"]]] = {"pair_runs": "count"}
@@ -170,13 +228,11 @@ class PairSeenRule(_Rule):
         )
 
 
-class PairCooldownRule(_Rule):
+class PairCooldownRule(PairCooldownLimit, _Rule):
     """A pair of agents starts a run together at most once every `cooldown_s` seconds."""
 
-    kind: Literal["pair_cooldown"] = "pair_cooldown"
     agents: tuple[str, str]
     seconds_since_last: Measured | None  # None: the pair never started a run in scope
-    cooldown_s: Seconds
     _measurements: ClassVar[dict[str, Literal["count", "seconds"]]] = {
         "seconds_since_last": "seconds"
     }
@@ -191,13 +247,10 @@ class PairCooldownRule(_Rule):
         )
 
 
-class TenantRateRule(_Rule):
+class TenantRateRule(TenantRateLimit, _Rule):
     """A tenant starts at most `max_started` runs in any `window_s` seconds."""
 
-    kind: Literal["tenant_rate"] = "tenant_rate"
     started_in_window: Measured
-    window_s: Seconds
-    max_started: Count
     _measurements: ClassVar[dict[str, Literal["count", "seconds"]]] = {"started_in_window": "count"}
 
     def _exceeded(self) -> str | None:
@@ -209,12 +262,10 @@ class TenantRateRule(_Rule):
         )
 
 
-class TenantCeilingRule(_Rule):
+class TenantCeilingRule(TenantCeilingLimit, _Rule):
     """A tenant has at most `max_active` runs active at once (this run included)."""
 
-    kind: Literal["tenant_ceiling"] = "tenant_ceiling"
     active: Measured
-    max_active: Count
     _measurements: ClassVar[dict[str, Literal["count", "seconds"]]] = {"active": "count"}
 
     def _exceeded(self) -> str | None:

@@ -1,6 +1,6 @@
 """Reading the command line: every argument is text, every id and duration usable.
 
-Shared by every `steadyloop` subcommand (`cli`, `receipts_cli`, `steering_cli`), so an
+Shared by every `steadyloop` subcommand (`main`, `receipts`, `steering`, ...), so an
 argument no later step could carry (bytes that are not text, an id Temporal or a
 terminal would trip on) is a usage error that names
 the argument (exit 2), never a traceback from wherever it first crossed a boundary.

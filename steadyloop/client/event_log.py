@@ -2,7 +2,7 @@
 
 A run that does not forward its output keeps its log in its own history
 (`steadyloop.client.history_log`); what follows is the host, where a run that forwards
-keeps it (and every run recorded before the log moved).
+keeps it (and every run of the older replay fixtures).
 
 The log is the run's output host (`steadyloop.workflows.output_stream`): the model
 activity publishes its text deltas there (`OUTPUT_TOPIC`) and the loop everything else

@@ -2,7 +2,7 @@
 
 Such a run publishes by recording: a step's batch rides with the next model or tool
 activity it schedules (the input's second payload; `LOG_EVENTS_FIELD` of the input in
-histories recorded before), the last one (the stop) on the run's result, and a step
+the older replay fixtures), the last one (the stop) on the run's result, and a step
 with no such command is one `RECORD_RUN_EVENTS_ACTIVITY` marker. The log is the run's
 history chain (first execution, then each continue-as-new) read in order, so an
 event's position in it is its cursor (`Cursor(0, index)`), and a cursor never expires
@@ -10,8 +10,8 @@ while the history is kept. A history read is no billed action: following costs n
 query and no update per poll.
 
 What the obvious reader gets wrong, and what this one does instead:
-- Asking which log a run keeps by its input: a run that forwards its output, and every
-  run recorded before, keep theirs on the host. The patch's marker in the run's first
+- Asking which log a run keeps by its input: a run that forwards its output, and the
+  older replay fixtures' runs, keep theirs on the host. The patch's marker in the run's first
   workflow task decides (`keeps_log_in_history`), read once that task has completed.
 - Reading the history again from its first event at every poll, skipping what was
   seen: a follower's cost grows with the run's length (a live 4-turn run of 65 events
@@ -21,7 +21,7 @@ What the obvious reader gets wrong, and what this one does instead:
 - Decoding every activity input: the model's carries the transcript, which external
   payload storage keeps as a reference, so a follower fetched every request (11 stored
   payloads for a 10-turn run). Only the input's second payload is read, small, inline;
-  an input of one payload (recorded before) only when it names the field or is not
+  an input of one payload (the older replay fixtures') only when it names the field or is not
   JSON as it stands (a codec's, or stored): that is decoded by the client's data
   converter, so a follower needs the same codec and store as the worker.
 - A payload that does not read as events (another version's, a codec's failure) is
@@ -255,7 +255,7 @@ def _carrier(event: HistoryEvent) -> tuple[Payload | None, str]:
     """The payload of `event` that may carry events, and the field holding them
     (`_WHOLE`: the payload is the list). An input of two payloads carries them in its
     second, and its first (a model request: the transcript) is never read; an input of
-    one, recorded before, in its `LOG_EVENTS_FIELD`."""
+    one (the older replay fixtures') in its `LOG_EVENTS_FIELD`."""
     payloads: Sequence[Payload] = ()
     if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
         scheduled = event.activity_task_scheduled_event_attributes

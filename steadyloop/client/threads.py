@@ -14,7 +14,7 @@ every guarantee below. What the obvious designs get wrong, and where this one pr
 - A retried start after its run already ended starting the same prompt again. Each run
   records its key, and the keys of the thread's earlier runs (`ThreadMemo`, the last
   `MAX_REMEMBERED_KEYS`), in its memo, so a retry finds the run it started and attaches.
-- A reused id showing another run's output or repeating its effects (issue 25). A
+- A reused id showing another run's output or repeating its effects. A
   follow-up is a new workflow id, so its output host and its events are its own
   (`<thread>/n/output`), and it inherits its predecessor's receipts under the thread's
   one key scope, so a call that already took effect replays. A predecessor that left no

@@ -19,8 +19,8 @@ approval or receipt about to wait, before continuing-as-new, a pause) records it
 holds the batch. Followers read the history (`steadyloop.client.event_log`): a history
 read is no billed action, and history is whole, so a cursor there never expires.
 
-Why a payload of its own and not a field of the input (as histories recorded before
-have it, `LOG_EVENTS_FIELD`): with external payload storage a model request (the whole
+Why a payload of its own and not a field of the input (`LOG_EVENTS_FIELD`, read only
+from the older replay fixtures): with external payload storage a model request (the whole
 transcript) is a reference in history, so a follower fetched every request from the
 blob store to read the few events on it; the batch alone is small, under the storage's
 threshold, so it stays inline and the follower reads no blob for it (a batch over the
@@ -68,7 +68,7 @@ RECORD_RUN_EVENTS_ACTIVITY = "steadyloop.record_run_events"
 # a follower that finds its marker there reads the history, not the host.
 HISTORY_LOG_PATCH = "steadyloop-event-log-in-history"
 # The field that carries the events published with it: of the run's result, and of an
-# activity input recorded before the events rode as its second payload.
+# activity input in the older replay fixtures (elsewhere they ride as its second payload).
 LOG_EVENTS_FIELD = "log_events"
 
 

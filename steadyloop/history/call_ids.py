@@ -1,4 +1,4 @@
-"""Call ids qualified per response where a server resets them (issue 26 §3).
+"""Call ids qualified per response where a server resets them.
 
 The accumulator makes a turn's ids unique within its response; a server may still number
 the calls of every response from the start: Bedrock's GPT models answer `call_0` in every

@@ -55,7 +55,7 @@ def output_stream_id(run_workflow_id: str, run_id: str | None = None) -> str:
 
     `run_id` is the run's first execution run id: keyed by it, a workflow id used again
     for a new run gets a new host, so one run's output never shows under another's.
-    Without it (runs recorded before hosts were keyed by run) the host is the id's alone.
+    Without it (only the older replay fixtures hold such runs) the host is the id's alone.
     """
     if run_id is None:
         return f"{run_workflow_id}/output"

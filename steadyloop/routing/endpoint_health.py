@@ -85,9 +85,9 @@ class EndpointHealth(BaseModel):
     as_of: AwareDatetime | None = None
     known: bool = True
     # How long a run may plan from this copy without reading again, in workflow time:
-    # the reading worker's cache TTL, stamped by `read_endpoint_health` (issue 19). None
-    # (every copy recorded before the field existed) means read before every turn, so
-    # histories recorded then replay as they ran.
+    # the reading worker's cache TTL, stamped by `read_endpoint_health`, so a run does not
+    # ask again for a copy that cannot have changed. None (an unstamped copy, as the older
+    # replay fixtures hold) means read before every turn.
     view_ttl_s: float | None = None
 
     def phase(self, now: datetime) -> BreakerPhase:

@@ -21,8 +21,8 @@ refused where the configuration is built, with a message that names the field:
   surrogates.
 
 - Sampling knobs (`Temperature`, `TopP`): each wire's providers take a range, and a
-  value outside it is refused on every attempt (`--temperature 1e300` used to start a
-  run the provider then answered with a 400 per turn). `SAMPLING_RANGES` holds them per
+  value outside it is refused on every attempt (unchecked, `--temperature 1e300` starts
+  a run the provider then answers with a 400 per turn). `SAMPLING_RANGES` holds them per
   wire (OpenAI's chat and Responses: temperature 0..2; Anthropic Messages: 0..1; top_p
   0..1 on all three); a run's `Sampling` is held to the widest range when it is built
   (the run does not know which wire its endpoints speak: the worker does), `steadyloop

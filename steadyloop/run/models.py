@@ -311,20 +311,21 @@ class RunPlugins(BaseModel):
         return self
 
 
-class RunInput(BaseModel):
-    """Start a run from a prompt, a conversation so far, or both (the prompt is appended).
+class RunSettings(BaseModel):
+    """How a run is configured, apart from what it is asked: the fields a caller sets.
+
+    `RunInput` adds the conversation and what only the library sets; the client's
+    `RunOptions` is these fields alone, so the two cannot drift apart. Checked as a whole
+    only by `RunInput`, whose validators see the conversation too.
 
     The model is `endpoint` and `model`, or a `route` of candidates tried in order (then
     `endpoint` and `model` may be left out: they are the route's first candidate).
-    `agent` names the agent this run plays (a root may leave it `main`); `lineage` and
-    `parent_agent` are set by the run that starts a child, never by hand.
+    `agent` names the agent this run plays (a root may leave it `main`).
     """
 
     endpoint: str = ""
     model: str = ""
     route: RouteConfig | None = None
-    prompt: Text | None = None
-    messages: list[ChatMessage] = Field(default_factory=list)
     system_prompt: Text | None = None
     tools: list[Identity] = Field(default_factory=list)
     # Plugins whose tools are offered from the start or once the model activates them.
@@ -363,6 +364,17 @@ class RunInput(BaseModel):
     prices: dict[str, Price] = Field(default_factory=dict)
     agent: AgentName = "main"
     delegation: Delegation | None = None
+
+
+class RunInput(RunSettings):
+    """Start a run from a prompt, a conversation so far, or both (the prompt is appended).
+
+    Its configuration is `RunSettings`'. `lineage` and `parent_agent` are set by the run
+    that starts a child, never by hand.
+    """
+
+    prompt: Text | None = None
+    messages: list[ChatMessage] = Field(default_factory=list)
     lineage: Lineage = Field(default_factory=Lineage)
     parent_agent: AgentName | None = None
     # Set only by the run itself when it continues-as-new.
@@ -491,7 +503,7 @@ class ResolveReceipt(BaseModel):
 class RunStats(BaseModel):
     """A run's numbers, carried across continue-as-new and folded in from children.
 
-    Every field has a default, so stats recorded before a field existed still load.
+    Every field has a default, so stats carried by a run that lacks a field still load.
     `retries` counts retries by reason (a defect kind for a fresh completion, and what
     else spent an attempt); `defect_retries` is the defect part alone. `cost_usd` sums
     the calls that could be priced (reported usage and a price); `unpriced_calls`

@@ -85,7 +85,8 @@ class ApprovalDecision(BaseModel):
     # The binding: the tool, the hash of its arguments and the turn of the call the
     # person reviewed, as `pending_approvals` listed them. A decision whose binding does
     # not match the call waiting under `call_id` is refused (`for_call` fills it in).
-    # Optional in the model only so decisions recorded before the binding still replay.
+    # Optional in the model only so the older replay fixtures' decisions, which carry no
+    # binding, still load.
     tool: str | None = None
     arguments_sha256: str | None = None
     turn: int | None = None

@@ -17,7 +17,7 @@ that each cost a turn or run a tool on input it never asked for:
   so is an integer too long for Python to read (`sys.get_int_max_str_digits()`).
 - `json.loads` turns the escape `"\\ud83d"` (valid JSON: a tokenizer split an emoji) into
   a lone surrogate, which no UTF-8 encoder accepts: the tool's activity input cannot be
-  serialized, and the run used to die there with the call unanswered. A lone surrogate
+  serialized, and the run would die there with the call unanswered. A lone surrogate
   anywhere (a value or an object key, at any depth) is refused with its path (`$.key`),
   so the model can send whole characters. Refused, not replaced with U+FFFD: a tool with
   a side effect would write the replacement into someone's data, and a key would

@@ -62,8 +62,8 @@ class CompletionRequest(BaseModel):
     # What is left of the run's token budget: the stream is cut once this turn's output
     # tokens reach it (`steadyloop.stops.budget`; None: no budget).
     output_budget_tokens: int | None = None
-    # The run's events published with this attempt, in histories recorded before they rode
-    # as the input's second payload (`steadyloop.events.publishing`); now always empty.
+    # Events published with this attempt, present only in the older replay fixtures'
+    # inputs: they are sent as the input's second payload (`steadyloop.events.publishing`).
     log_events: list[JsonValue] = Field(default_factory=list)
 
     def wants_json(self) -> bool:

@@ -133,8 +133,8 @@ class DescribeToolsResult(BaseModel):
 
     `payload_limit_bytes` is the largest activity input the worker's data converter can
     hand Temporal (`steadyloop.history.payload_storage.payload_limit`): far above 2 MB when its
-    external storage takes every large payload out of history. A result recorded before
-    the field existed decodes to the inline limit, the rule those runs were under.
+    external storage takes every large payload out of history. A result without
+    the field (the older replay fixtures) decodes to the inline limit.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -176,8 +176,8 @@ class ToolInvocation(BaseModel):
     # its lease (that attempt may still be running somewhere as a zombie).
     previous_progress: list[JsonValue] = Field(default_factory=list)
     reclaimed: bool = False
-    # The run's events published with this call, in histories recorded before they rode
-    # as the input's second payload (`steadyloop.events.publishing`); now always empty.
+    # Events published with this call, present only in the older replay fixtures' inputs:
+    # they are sent as the input's second payload (`steadyloop.events.publishing`).
     log_events: list[JsonValue] = Field(default_factory=list)
 
 

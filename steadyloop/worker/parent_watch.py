@@ -1,4 +1,4 @@
-"""Run a command that dies with the process that started this one (issue 25).
+"""Run a command that dies with the process that started this one.
 
 `python parent_watch.py PARENT_PID COMMAND [ARGS...]` runs COMMAND as its child and
 ends it when PARENT_PID is gone. It is how the embedded dev server (`temporal server

@@ -80,7 +80,7 @@ RUN_WORKFLOWS = [
 HEARTBEAT_THROTTLE = timedelta(seconds=1)
 # Temporal's sandbox re-imports a workflow's module, and every module it reaches that is
 # not passed through, for every run (and every replay): CPU spent on imports, not on the
-# loop (issue 19). Measured with `benchmarks/bench_loop.py`: re-importing `tool_loop` (a
+# loop. Measured with `benchmarks/bench_loop.py`: re-importing `tool_loop` (a
 # large module with many imports, each checked by the sandbox's importer) was about
 # 13 ms of the 16 ms a steadyloop run cost over the floor. So the helper modules and the
 # per-run workflow modules are passed through: they hold functions, classes and
@@ -136,7 +136,7 @@ class WorkerOptions:
     max_concurrent_activities: int | None = None
     breaker: BreakerPolicy = field(default_factory=BreakerPolicy)
     health_cache_ttl_s: float = DEFAULT_CACHE_TTL_S
-    # A quiet endpoint's copy is kept longer: a query per run is a billed action (issue 28).
+    # A quiet endpoint's copy is kept longer: a query per run is a billed action.
     health_quiet_cache_ttl_s: float | None = DEFAULT_QUIET_CACHE_TTL_S
     # MCP servers whose tools are served beside `tools` (`steadyloop.mcp`).
     mcp: tuple[McpServerConfig, ...] = ()

@@ -166,8 +166,8 @@ class ChainAdmissionWorkflow:
     async def _admit_root(self, request: AdmissionRequest) -> AdmissionAnswer:
         """A root asking to start: admitted (and counted) or refused (and not counted).
 
-        Only requests carrying `root_limits` come here, which no history recorded before
-        they existed holds, so recorded histories replay unchanged.
+        Only requests carrying `root_limits` come here: a root that configured none is
+        not counted.
         """
         ledger = self._ledger
         me = request.run.workflow_id

@@ -1,9 +1,9 @@
 """Tool attempts that timed out, told apart from lost ones, and results that came late.
 
-Deterministic workflow state, no commands (issue 25). A tool that runs past its timeout
-on a live worker used to read exactly like a crashed worker ("lost its lease ... without
-recording an outcome"), and when its function did return, Temporal refused the
-completion and the result was gone, while a person was asked whether the call happened.
+Deterministic workflow state, no commands. Told apart from nothing, a tool that runs past
+its timeout on a live worker reads exactly like a crashed worker ("lost its lease ...
+without recording an outcome"), and when its function does return, Temporal refuses the
+completion and the result is gone, while a person is asked whether the call happened.
 
 - What Temporal says ended the attempt decides the words (`lost_text`): a start-to-close
   timeout is a tool that "ran past its 30 s timeout; the worker may still finish it"; a

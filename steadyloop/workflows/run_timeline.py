@@ -138,7 +138,7 @@ def earlier_call(
 def cut_copy_text(stored: str, first_bytes: int | None) -> str:
     """What a replay from a cut receipt gives the model, for the timeline: the receipt
     kept a bounded copy (no blob storage, or a carried state that had to shrink), so
-    the replayed answer is not the first one byte for byte (issue 27 §4)."""
+    the replayed answer is not the first one byte for byte."""
     kept = len(stored.encode("utf-8"))
     whole = "" if first_bytes is None else f" of the first answer's {first_bytes:,}"
     return (
