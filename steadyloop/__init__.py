@@ -1,16 +1,22 @@
 """steadyloop: an LLM agent's tool loop as a Temporal workflow.
 
-The pure primitives are importable from here without a Temporal server: streamed
-tool-call assembly, the tool-call argument reader, completion-defect detection,
-canonical JSON, receipt decisions, the receipt ledger, transcript healing and tool-schema
-sanitizing, chain rules for child runs (`admit_child_run`) and lineage (`descend_chain`),
-and routing: the failure taxonomy, `plan_route`, `failure_disposition` and the circuit
-breaker.
-Workflows live under `steadyloop.workflows` (deterministic), activities under
-`steadyloop.activities` (all I/O).
+What a user builds and catches is exported here: a run's input and the options it is
+made of (`RunInput`, `RunOptions`, `RunLimits`, `RouteConfig`, `Delegation` and its
+limits, ...), the messages of a transcript, the client entry points (`connect`,
+`Thread`, `RunHandle`) and the errors they raise.
 
-The client API starts, follows and steers runs from your own code (`steadyloop.client`):
-`connect`, `Thread`, `RunHandle`, `RunOptions` and its typed errors.
+The public modules, each with its own `__all__`:
+
+- `steadyloop`: this page.
+- `steadyloop.client`: start, follow and steer runs from your own code.
+- `steadyloop.events`: the typed items of a run's event log, and its cursors.
+- `steadyloop.tools`: define tools (`@tool`, `ToolRegistry`, `ToolPlugin`).
+- `steadyloop.testing`: run your agent against a scripted model, without a cluster.
+- `steadyloop.telemetry`: install OpenTelemetry in your own worker.
+
+Every other module is private (its path has a leading underscore: `steadyloop._stream`,
+`steadyloop._workflows`, `steadyloop.tools._registry`, ...): it can change in any
+release without notice.
 """
 
 from temporalio import workflow
@@ -23,27 +29,13 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from steadyloop.chains.limits import (
         ChainBudgetLimit,
-        ChainLimit,
         DepthLimit,
         PairCooldownLimit,
         PairSeenLimit,
         TenantCeilingLimit,
         TenantRateLimit,
     )
-    from steadyloop.chains.lineage import Lineage, descend_chain
-    from steadyloop.chains.rules import (
-        Admitted,
-        ChainBudgetRule,
-        ChainRule,
-        DepthRule,
-        PairCooldownRule,
-        PairSeenRule,
-        Refused,
-        TenantCeilingRule,
-        TenantRateRule,
-        admit_child_run,
-    )
-    from steadyloop.chat import ChatMessage, FunctionCall, ToolCall, ToolSpec
+    from steadyloop.chat import ChatMessage, FunctionCall, ToolCall
     from steadyloop.client import (
         ClientError,
         ConfigError,
@@ -67,174 +59,67 @@ with workflow.unsafe.imports_passed_through():
         ThreadCannotContinue,
         connect,
     )
-    from steadyloop.history.healing import (
-        Healing,
-        TranscriptProfile,
-        TranscriptRules,
-        validate_and_heal,
+    from steadyloop.history.compaction import CompactionPolicy
+    from steadyloop.output.forwarding import ForwardingOptions
+    from steadyloop.routing.pricing import Price
+    from steadyloop.routing.route_plan import Backoff, RouteCandidate, RouteConfig
+    from steadyloop.run.models import (
+        AgentProfile,
+        ContinuationOptions,
+        Delegation,
+        RunInput,
+        RunLimits,
+        RunPlugins,
+        RunResult,
+        Sampling,
     )
-    from steadyloop.receipts.canonical_json import CanonicalJsonError, canonical_json
-    from steadyloop.receipts.decision import (
-        Ambiguous,
-        Effect,
-        Execute,
-        NaiveDatetimeError,
-        Receipt,
-        ReceiptDecision,
-        ReceiptKey,
-        Replay,
-        Wait,
-        decide_tool_call_receipt,
-        receipt_key,
-        tool_call_args_hash,
-    )
-    from steadyloop.receipts.ledger import (
-        AmbiguityResolution,
-        DidNotHappen,
-        GiveUp,
-        Happened,
-        LedgerWrite,
-        ReceiptLedger,
-        WriteApplied,
-        WriteIgnored,
-    )
-    from steadyloop.routing.circuit_breaker import BreakerPolicy, BreakerState
-    from steadyloop.routing.disposition import AttemptContext, Disposition, failure_disposition
-    from steadyloop.routing.endpoint_health import EndpointHealth
-    from steadyloop.routing.route_plan import (
-        Backoff,
-        RouteCandidate,
-        RouteConfig,
-        RoutePlan,
-        RouteRequest,
-        plan_route,
-    )
-    from steadyloop.routing.taxonomy import FailureFacts, facts_from_stream_failure
-    from steadyloop.run.models import AgentProfile, Delegation
-    from steadyloop.stream.accumulator import AssemblyDefect, ToolCallAccumulator
-    from steadyloop.stream.arguments import (
-        ArgumentsReading,
-        ParsedArguments,
-        UnparseableArguments,
-        UnsupportedToolCallType,
-        parse_tool_call_arguments,
-        tool_call_arguments_absent,
-    )
-    from steadyloop.stream.completion import AssembledTurn, CompletionRequest, StreamStats, Usage
-    from steadyloop.stream.defects import (
-        DEFECT_RETRY_BUDGETS,
-        CompletionDefect,
-        detect_completion_defect,
-        detect_completion_defects,
-    )
-    from steadyloop.stream.failures import StreamFailed, StreamFailure
-    from steadyloop.tools.schema_profiles import SchemaProfile, sanitize_tool_schema
+    from steadyloop.run.resume import NothingToResume, resume_input
 
 __all__ = [
-    "DEFECT_RETRY_BUDGETS",
-    "Admitted",
     "AgentProfile",
-    "AmbiguityResolution",
-    "Ambiguous",
-    "ArgumentsReading",
-    "AssembledTurn",
-    "AssemblyDefect",
-    "AttemptContext",
     "Backoff",
-    "BreakerPolicy",
-    "BreakerState",
-    "CanonicalJsonError",
     "ChainBudgetLimit",
-    "ChainBudgetRule",
-    "ChainLimit",
-    "ChainRule",
     "ChatMessage",
     "ClientError",
-    "CompletionDefect",
-    "CompletionRequest",
+    "CompactionPolicy",
     "ConfigError",
+    "ContinuationOptions",
     "CursorExpired",
     "Delegation",
     "DepthLimit",
-    "DepthRule",
-    "DidNotHappen",
-    "Disposition",
-    "Effect",
-    "EndpointHealth",
-    "Execute",
-    "FailureFacts",
+    "ForwardingOptions",
     "FunctionCall",
-    "GiveUp",
-    "Happened",
-    "Healing",
     "InvalidCursor",
-    "LedgerWrite",
-    "Lineage",
-    "NaiveDatetimeError",
     "NoWorkerAnswered",
     "NotTheCallReviewed",
+    "NothingToResume",
     "PairCooldownLimit",
-    "PairCooldownRule",
     "PairSeenLimit",
-    "PairSeenRule",
-    "ParsedArguments",
-    "Receipt",
-    "ReceiptDecision",
-    "ReceiptKey",
-    "ReceiptLedger",
-    "Refused",
-    "Replay",
+    "Price",
     "RequestRefused",
     "RouteCandidate",
     "RouteConfig",
-    "RoutePlan",
-    "RouteRequest",
     "RunEnded",
     "RunEventItem",
     "RunFailed",
     "RunHandle",
+    "RunInput",
+    "RunLimits",
     "RunNotFound",
     "RunOptions",
+    "RunPlugins",
+    "RunResult",
     "RunSnapshot",
-    "SchemaProfile",
+    "Sampling",
     "SteadyloopClient",
     "StopUnread",
-    "StreamFailed",
-    "StreamFailure",
-    "StreamStats",
     "TemporalUnreachable",
     "TenantCeilingLimit",
-    "TenantCeilingRule",
     "TenantRateLimit",
-    "TenantRateRule",
     "Thread",
     "ThreadBusy",
     "ThreadCannotContinue",
     "ToolCall",
-    "ToolCallAccumulator",
-    "ToolSpec",
-    "TranscriptProfile",
-    "TranscriptRules",
-    "UnparseableArguments",
-    "UnsupportedToolCallType",
-    "Usage",
-    "Wait",
-    "WriteApplied",
-    "WriteIgnored",
-    "admit_child_run",
-    "canonical_json",
     "connect",
-    "decide_tool_call_receipt",
-    "descend_chain",
-    "detect_completion_defect",
-    "detect_completion_defects",
-    "facts_from_stream_failure",
-    "failure_disposition",
-    "parse_tool_call_arguments",
-    "plan_route",
-    "receipt_key",
-    "sanitize_tool_schema",
-    "tool_call_args_hash",
-    "tool_call_arguments_absent",
-    "validate_and_heal",
+    "resume_input",
 ]

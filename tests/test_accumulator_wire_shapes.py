@@ -36,7 +36,6 @@ from wire_shapes import (
     tc,
 )
 
-import steadyloop
 from steadyloop.chat import ToolCall
 from steadyloop.stream.accumulator import AssemblyDefect, ToolCallAccumulator
 from steadyloop.stream.defects import detect_completion_defects
@@ -180,11 +179,6 @@ def test_undecidable_shape_mid_stream_ids_stay_unique(shape: UndecidableShape) -
 
 
 # ---------------------------------------------------------------- the API itself
-
-
-def test_exported_at_the_package_top_level() -> None:
-    assert steadyloop.ToolCallAccumulator is ToolCallAccumulator
-    assert steadyloop.AssemblyDefect is AssemblyDefect
 
 
 @pytest.mark.parametrize("chunk", [None, [], [{}], [{"type": "function"}]])
@@ -339,7 +333,7 @@ def test_assembled_calls_are_the_payload_type_with_function_type() -> None:
 
 
 def test_type_is_the_wires_own_so_the_reader_can_refuse_it() -> None:
-    from steadyloop import parse_tool_call_arguments
+    from steadyloop.stream.arguments import parse_tool_call_arguments
 
     acc = ToolCallAccumulator()
     acc.observe([{"index": 0, "type": "custom", "function": {"name": "f", "arguments": "{}"}}])

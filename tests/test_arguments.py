@@ -19,7 +19,6 @@ from openai.types.chat.chat_completion_message_function_tool_call import (
     Function,
 )
 
-import steadyloop
 from steadyloop.chat import ToolCall
 from steadyloop.stream.arguments import (
     EXCERPT_CHARS,
@@ -86,7 +85,6 @@ def test_reader_and_defect_detection_share_the_predicate() -> None:
     import steadyloop.stream.defects as defects
 
     assert vars(defects)["tool_call_arguments_absent"] is tool_call_arguments_absent
-    assert steadyloop.tool_call_arguments_absent is tool_call_arguments_absent
 
 
 # ---------------------------------------------------------------- parsed
@@ -296,13 +294,6 @@ def test_readings_are_immutable_values() -> None:
     reading = parse_tool_call_arguments(call("{}"))
     with pytest.raises(AttributeError):
         reading.kind = "unparseable"  # type: ignore[misc]
-
-
-def test_exported_at_the_package_top_level() -> None:
-    assert steadyloop.parse_tool_call_arguments is parse_tool_call_arguments
-    assert steadyloop.ParsedArguments is ParsedArguments
-    assert steadyloop.UnparseableArguments is UnparseableArguments
-    assert steadyloop.UnsupportedToolCallType is UnsupportedToolCallType
 
 
 @settings(max_examples=300, deadline=None)

@@ -302,11 +302,11 @@ def test_admissions_round_trip_as_json() -> None:
         assert adapter.validate_json(adapter.dump_json(admission)) == admission
 
 
-def test_the_package_exports_admission_and_lineage() -> None:
-    assert steadyloop.admit_child_run is admit_child_run
-    assert steadyloop.Refused is Refused
-    for name in ("descend_chain", "Lineage", "DepthRule", "TenantCeilingRule", "Delegation"):
+def test_the_package_exports_what_a_delegation_is_built_from_not_the_rules() -> None:
+    for name in ("Delegation", "AgentProfile", "DepthLimit", "TenantCeilingLimit"):
         assert name in steadyloop.__all__
+    for name in ("admit_child_run", "Refused", "DepthRule", "descend_chain", "Lineage"):
+        assert name not in steadyloop.__all__
 
 
 # ---------------------------------------------------------------- what the model reads

@@ -9,7 +9,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import steadyloop
 from steadyloop.chat import ToolCall
 from steadyloop.stream.defects import (
     CUT_FINISH_REASONS,
@@ -453,10 +452,3 @@ def test_each_defect_carries_its_kinds_budget() -> None:
     # (tests/test_runaway_guard.py checks their budgets).
     guard_kinds = {k for k in get_args(DefectKind) if k.startswith("TOOL_CALL_ARGUMENTS_")}
     assert seen == set(get_args(DefectKind)) - guard_kinds
-
-
-def test_exported_at_the_package_top_level() -> None:
-    assert steadyloop.detect_completion_defect is detect_completion_defect
-    assert steadyloop.detect_completion_defects is detect_completion_defects
-    assert steadyloop.DEFECT_RETRY_BUDGETS is DEFECT_RETRY_BUDGETS
-    assert steadyloop.CompletionDefect is CompletionDefect

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from steadyloop import failure_disposition
 from steadyloop.routing.disposition import (
     RETRIED_WHEN_LAST,
     ROWS,
@@ -12,6 +11,7 @@ from steadyloop.routing.disposition import (
     AttemptContext,
     Disposition,
     Row,
+    failure_disposition,
     failure_row,
 )
 from steadyloop.routing.route_plan import Backoff

@@ -10,10 +10,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from steadyloop import RouteConfig, RouteRequest, plan_route
 from steadyloop.routing.circuit_breaker import BreakerState
 from steadyloop.routing.endpoint_health import DegradedParameter, EndpointHealth
-from steadyloop.routing.route_plan import Backoff, PlannedCandidate, RouteCandidate
+from steadyloop.routing.route_plan import (
+    Backoff,
+    PlannedCandidate,
+    RouteCandidate,
+    RouteConfig,
+    RouteRequest,
+    plan_route,
+)
 
 NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
 CONFIG = RouteConfig(

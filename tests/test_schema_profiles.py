@@ -15,7 +15,6 @@ import pytest
 from provider_schema_rules import CHECKERS
 from pydantic import BaseModel, Field, ValidationError
 
-from steadyloop import sanitize_tool_schema
 from steadyloop.activities.tool_execution import ToolActivities
 from steadyloop.tools import (
     SCHEMA_PROFILES,
@@ -25,6 +24,7 @@ from steadyloop.tools import (
     drop_absent_nulls,
     tool,
 )
+from steadyloop.tools.schema_profiles import sanitize_tool_schema
 
 
 class Address(BaseModel):

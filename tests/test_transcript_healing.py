@@ -15,7 +15,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from provider_transcript_rules import CHECKERS, object_arguments
 
-from steadyloop import validate_and_heal
 from steadyloop.chat import ChatMessage, ToolCall
 from steadyloop.history.healing import (
     ASSISTANT_TURN_PLACEHOLDER,
@@ -26,6 +25,7 @@ from steadyloop.history.healing import (
     Healing,
     TranscriptRules,
     tool_call_id_ok,
+    validate_and_heal,
 )
 
 

@@ -27,7 +27,6 @@ from steadyloop.events import (
     ToolCallEvent,
     ToolResultEvent,
 )
-from steadyloop.run.models import RunResult
 
 TOOLS = ["lookup_order", "refund", "send_email"]
 
@@ -37,7 +36,7 @@ async def follow_and_approve(
     *,
     approve: Callable[[ApprovalWaitingEvent], bool] = lambda event: True,
     out: TextIO = sys.stdout,
-) -> RunResult:
+) -> steadyloop.RunResult:
     """Print every event of `run`; decide each waiting call with `approve`."""
     async for event in run.events():
         if isinstance(event, TextDeltaEvent):

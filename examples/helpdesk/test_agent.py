@@ -3,7 +3,7 @@
 from datetime import timedelta
 
 from examples.helpdesk.agent import Desk
-from steadyloop.run.models import RunLimits
+from steadyloop import RunLimits
 from steadyloop.testing import AgentEnv, ScriptedModel
 
 

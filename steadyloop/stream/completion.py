@@ -98,7 +98,7 @@ class StreamStats(BaseModel):
     dropped_deltas: int = 0
     malformed_aliases: int = 0
     ignored_choices: int = 0
-    # The runaway-argument guard's code when it cut this stream (`steadyloop.stream.runaway_guard`).
+    # The runaway-argument guard's code when it cut this stream (`runaway_guard`).
     cut_by_guard: str | None = None
     # Whether output was forwarded to people watching, and how many characters of it.
     produced_output: bool = False

@@ -51,6 +51,18 @@ from steadyloop.tools.context import current_progress
 from steadyloop.tools.definition import tool
 from steadyloop.tools.registry import ToolRegistry
 
+__all__ = [
+    "EXAMPLE_TOOLS",
+    "add",
+    "append_note",
+    "calculate",
+    "current_time",
+    "example_registry",
+    "list_notes",
+    "read_file",
+    "send_batch",
+]
+
 SANDBOX_DIR_ENV = "STEADYLOOP_SANDBOX_DIR"
 OUTBOX_DIR_ENV = "STEADYLOOP_OUTBOX_DIR"
 DEFAULT_SANDBOX_DIR = Path("~/.steadyloop/sandbox")
