@@ -117,7 +117,9 @@ def test_resuming_continues_from_the_partial_answer_with_the_same_configuration(
 async def test_follow_prints_the_answer_as_it_streams_and_a_resumed_run_completes() -> None:
     stalls = sse_response([*text_chunks("Half an"), Pause(3.0)], done=False)
     script = [stalls, slow_answer("answer, finished.")]
-    async with running_loop(script, inter_chunk_s=0.3) as loop:
+    # A watchdog well above the answer's own gaps, so a loaded machine cannot make the
+    # resumed answer look stalled; the first stream's pause still trips it.
+    async with running_loop(script, inter_chunk_s=1.0) as loop:
         out = io.StringIO()
         first = await loop.start(forwarding_run())
         stopped = await follow(loop.client, first, ProgressDisplay(out, live=False))
