@@ -160,7 +160,7 @@ async def run_events(
         return await run_completed(client, workflow_id, run_id)
 
     position = parse_cursor(after) if after is not None else None
-    if await keeps_log_in_history(client, workflow_id, run_id, over=over, poll_s=poll_s):
+    if await keeps_log_in_history(client, workflow_id, run_id):
         last, read = after, False
         async for event in history_events(client, workflow_id, run_id, position, poll_s=poll_s):
             yield event
@@ -330,10 +330,7 @@ async def latest_cursor(client: Client, workflow_id: str, run_id: str) -> str | 
     by query.
     """
 
-    async def over() -> bool:
-        return await run_over(client, workflow_id, run_id)
-
-    if await keeps_log_in_history(client, workflow_id, run_id, over=over, poll_s=DEFAULT_POLL_S):
+    if await keeps_log_in_history(client, workflow_id, run_id):
         return await history_latest_cursor(client, workflow_id, run_id)
     host = client.get_workflow_handle(output_stream_id(workflow_id, run_id))
     described = await _describe(host)
