@@ -53,7 +53,7 @@ from steadyloop.cli.progress import (
     status_line,
 )
 from steadyloop.cli.receipts import late_lines, waiting_lines
-from steadyloop.output.follow import first_run_id, follow_output
+from steadyloop.client.event_log import first_run_id, follow_output
 from steadyloop.run.models import AmbiguousCall, RunProgress, RunResult
 from steadyloop.run.steering import PendingApproval
 from steadyloop.stream.completion import STREAM_COMPLETION_ACTIVITY
