@@ -1,9 +1,9 @@
 """Reading the event log of a run that keeps it in its own history (`log_in_history`).
 
 Such a run publishes by recording: a step's batch rides with the next model or tool
-activity it schedules (the input's second payload; `LOG_EVENTS_FIELD` of the input in
-histories recorded before), the last one (the stop) on the run's result, and a step
-with no such command is one `RECORD_RUN_EVENTS_ACTIVITY` marker. The log is the run's
+activity it schedules (the input's second payload), the last one (the stop) on the
+run's result (its `LOG_EVENTS_FIELD`), and a step with no such command is one
+`RECORD_RUN_EVENTS_ACTIVITY` marker. The log is the run's
 history chain (first execution, then each continue-as-new) read in order, so an
 event's position in it is its cursor (`Cursor(0, index)`), and a cursor never expires
 while the history is kept. A history read is no billed action: following costs no
@@ -22,9 +22,9 @@ What the obvious reader gets wrong, and what this one does instead:
 - Decoding every activity input: the model's carries the transcript, which external
   payload storage keeps as a reference, so a follower fetched every request (11 stored
   payloads for a 10-turn run). Only the input's second payload is read, small, inline;
-  an input of one payload (recorded before) only when it names the field or is not
-  JSON as it stands (a codec's, or stored): that is decoded by the client's data
-  converter, so a follower needs the same codec and store as the worker.
+  the run's result only when it names the field or is not JSON as it stands (a codec's,
+  or stored): that is decoded by the client's data converter, so a follower needs the
+  same codec and store as the worker.
 - A payload that does not read as events (another version's, a codec's failure) is
   skipped, the same way on every read, so cursors stay consistent.
 """
@@ -34,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator
 from typing import Any
 
 from temporalio.api.common.v1 import Payload, WorkflowExecution
@@ -249,21 +249,21 @@ async def _answers_long_polls(client: Client) -> bool:
 
 def _carrier(event: HistoryEvent) -> tuple[Payload | None, str]:
     """The payload of `event` that may carry events, and the field holding them
-    (`_WHOLE`: the payload is the list). An input of two payloads carries them in its
-    second, and its first (a model request: the transcript) is never read; an input of
-    one, recorded before, in its `LOG_EVENTS_FIELD`."""
-    payloads: Sequence[Payload] = ()
+    (`_WHOLE`: the payload is the list): a model or tool input's second payload (its
+    first, a model request, holds the transcript and is never read), the run's result
+    (`LOG_EVENTS_FIELD`), or a `RECORD_RUN_EVENTS_ACTIVITY` marker's result."""
     if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
         scheduled = event.activity_task_scheduled_event_attributes
         payloads = scheduled.input.payloads
         if len(payloads) == 2 and scheduled.activity_type.name in _RIDDEN:
             return payloads[1], _WHOLE  # the input, then the events riding with it
-    elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
-        payloads = event.workflow_execution_completed_event_attributes.result.payloads
-    if payloads:
-        if _FIELD in payloads[0].data or not _plain(payloads[0]):
-            return payloads[0], LOG_EVENTS_FIELD
-    elif event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
+        return None, ""
+    if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
+        result = event.workflow_execution_completed_event_attributes.result.payloads
+        if result and (_FIELD in result[0].data or not _plain(result[0])):
+            return result[0], LOG_EVENTS_FIELD
+        return None, ""
+    if event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
         marker = event.marker_recorded_event_attributes
         if marker.marker_name != _LOCAL_ACTIVITY_MARKER or "result" not in marker.details:
             return None, ""

@@ -19,12 +19,11 @@ approval or receipt about to wait, before continuing-as-new, a pause) records it
 holds the batch. Followers read the history (`steadyloop.client.event_log`): a history
 read is no billed action, and history is whole, so a cursor there never expires.
 
-Why a payload of its own and not a field of the input (as histories recorded before
-have it, `LOG_EVENTS_FIELD`): with external payload storage a model request (the whole
-transcript) is a reference in history, so a follower fetched every request from the
-blob store to read the few events on it; the batch alone is small, under the storage's
-threshold, so it stays inline and the follower reads no blob for it (a batch over the
-threshold is stored, and fetched alone).
+Why a payload of its own and not a field of the input: with external payload storage
+a model request (the whole transcript) is a reference in history, so a follower would
+fetch every request from the blob store to read the few events on it; the batch alone
+is small, under the storage's threshold, so it stays inline and the follower reads no
+blob for it (a batch over the threshold is stored, and fetched alone).
 
 The SDK decodes an activity's input with the definition's type hints only when the
 payload count matches its parameters (temporalio 1.35, checked here): the activities
@@ -75,8 +74,7 @@ RECORD_RUN_EVENTS_ACTIVITY = "steadyloop.record_run_events"
 LOG_MODE_MEMO = "steadyloop.event_log"
 # Where a run keeps its event log: its own history, or its output host.
 LogMode = Literal["history", "host"]
-# The field that carries the events published with it: of the run's result, and of an
-# activity input recorded before the events rode as its second payload.
+# The field of the run's result that carries the last events (the stop among them).
 LOG_EVENTS_FIELD = "log_events"
 
 
