@@ -65,8 +65,8 @@ from bench_loop import bench_services, versions
 
 from steadyloop.activities.endpoint_health import EndpointHealthActivities
 from steadyloop.activities.output_publisher import read_forwarded
-from steadyloop.output import follow as output_follow
-from steadyloop.output.follow import DEFAULT_POLL_S, follow_output
+from steadyloop.client import event_log
+from steadyloop.client.event_log import DEFAULT_POLL_S, follow_output
 from steadyloop.output.forwarding import (
     ForwardedOutput,
     ForwardingOptions,
@@ -295,7 +295,7 @@ class ResumeCounter(logging.Handler):
     def __init__(self) -> None:
         super().__init__(logging.INFO)
         self.count = 0
-        self._logger = logging.getLogger(output_follow.__name__)
+        self._logger = logging.getLogger(event_log.__name__)
         self._level = self._logger.level
 
     def emit(self, record: logging.LogRecord) -> None:

@@ -16,6 +16,10 @@ before it is printed first: a tool's answer never lands after the next turn's te
 and a retry is said before the attempt that follows it. Attaching to a run under way
 prints what happened so far from the transcript, then streams only the turn in flight.
 
+The loop answers no `timeline` query any more (what the guarantees did is on its event
+log): this follower still sends it where it did, so its cost stays the baseline's, and
+reads the refusal as no events (`RunEvent` is that query's old answer, kept here).
+
 Queries need a worker to answer them. Until one does (none running, or busy) the
 status says so and following goes on: a query failing never ends the follow; only
 the workflow's result (or its failure, raised as `WorkflowFailureError`) does.
@@ -28,6 +32,7 @@ import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 
+from pydantic import BaseModel
 from temporalio.api.common.v1 import Payload
 from temporalio.client import (
     Client,
@@ -48,12 +53,24 @@ from steadyloop.cli.progress import (
     status_line,
 )
 from steadyloop.cli.receipts import late_lines, waiting_lines
-from steadyloop.output.follow import first_run_id, follow_output
+from steadyloop.client.event_log import first_run_id, follow_output
 from steadyloop.run.models import AmbiguousCall, RunProgress, RunResult
 from steadyloop.run.steering import PendingApproval
-from steadyloop.run.timeline import RunEvent
 from steadyloop.stream.completion import STREAM_COMPLETION_ACTIVITY
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
+
+
+class RunEvent(BaseModel):
+    """One entry of the `timeline` query as the loop answered it."""
+
+    seq: int
+    turn: int
+    at: int = 0
+    phase: str
+    kind: str
+    text: str
+    call_id: str | None = None
+
 
 DEFAULT_POLL_INTERVAL_S = 0.3
 # After the run's result, how long its forwarded text may take to finish printing.
@@ -152,8 +169,7 @@ async def follow(
             with contextlib.suppress(asyncio.TimeoutError, Exception):
                 await asyncio.wait_for(asyncio.shield(tokens), OUTPUT_DRAIN_S)
         async with lock:
-            events = [e for e in outcome.timeline if e.seq > reader.last_event]
-            lines = reader.new_lines(outcome.transcript, events, force=True)
+            lines = reader.new_lines(outcome.transcript, [], force=True)
             for line in [*lines, *reader.flush()]:
                 display.event(line)
         display.answer_shown = reader.answer_printed or display.showed(outcome.final_answer or "")
@@ -226,7 +242,10 @@ async def _transcript(handle: RunHandle) -> list[ChatMessage] | None:
 
 async def _timeline(handle: RunHandle, after: int) -> list[RunEvent]:
     try:
-        return await handle.query(ToolLoopWorkflow.timeline, after, rpc_timeout=QUERY_TIMEOUT)
+        events: list[RunEvent] = await handle.query(
+            "timeline", after, result_type=list[RunEvent], rpc_timeout=QUERY_TIMEOUT
+        )
+        return events
     except _QUERY_ERRORS:
         return []
 

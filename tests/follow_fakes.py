@@ -1,15 +1,14 @@
 """What `steadyloop run` and `show` print of a given event log, with no server.
 
 `printed(events, ...)` runs the command line's own follower (`steadyloop.cli.follow`)
-over `events` as the run's log, and over a run that answers its `transcript` and
-`timeline` queries (and its result) from the messages and timeline given: the lines a
-person sees, in the order they see them, with nothing reimplemented here.
+over `events` as the run's log, and over a run whose result holds the messages given:
+the lines a person sees, in the order they see them, with nothing reimplemented here.
 """
 
 from __future__ import annotations
 
 import io
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import cast
 
 import pytest
@@ -21,37 +20,25 @@ from steadyloop.cli.follow import RunHandle, follow
 from steadyloop.cli.progress import ProgressDisplay
 from steadyloop.events import RunEventItem, TextDeltaEvent, ToolCallEvent
 from steadyloop.run.models import RunResult, RunStats
-from steadyloop.run.timeline import RunEvent
 
 RUN_ID = "run-1"
 
 
 class _Run:
-    """A run that has ended: its result holds `transcript` and `timeline`, and its
-    queries answer from them, as a worker would have."""
+    """A run that has ended: its result holds `transcript` (following sends no query)."""
 
     id = RUN_ID
 
-    def __init__(self, transcript: Sequence[ChatMessage], timeline: Sequence[RunEvent]) -> None:
+    def __init__(self, transcript: Sequence[ChatMessage]) -> None:
         self._result = RunResult(
             final_answer=None,
             stop_reason="final_answer",
             transcript=list(transcript),
-            timeline=list(timeline),
             stats=RunStats(),
         )
 
     async def result(self) -> RunResult:
         return self._result
-
-    async def query(self, query: Callable[..., object], *args: object, **_: object) -> object:
-        name = getattr(query, "__name__", "")
-        if name == "transcript":
-            return self._result.transcript
-        if name == "timeline":
-            after = cast(int, args[0]) if args else 0
-            return [entry for entry in self._result.timeline if entry.seq > after]
-        return []
 
 
 def _as_published(
@@ -92,7 +79,6 @@ async def printed(
     monkeypatch: pytest.MonkeyPatch,
     events: Sequence[RunEventItem],
     transcript: Sequence[ChatMessage] = (),
-    timeline: Sequence[RunEvent] = (),
     *,
     ended: bool = True,
 ) -> list[str]:
@@ -102,7 +88,7 @@ async def printed(
         steadyloop.cli.follow, "ClientRunHandle", _log_of(_as_published(events, transcript))
     )
     out = io.StringIO()
-    run = _Run(transcript, timeline)
+    run = _Run(transcript)
     await follow(
         cast(Client, None), cast(RunHandle, run), ProgressDisplay(out, live=False), ended=ended
     )

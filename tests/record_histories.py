@@ -56,9 +56,9 @@ from steadyloop.chains.limits import (
     TenantCeilingLimit,
 )
 from steadyloop.chat import ChatMessage, ToolCall
+from steadyloop.client.event_log import follow_output
 from steadyloop.history.compaction import CompactionPolicy
 from steadyloop.history.payload_storage import DEFAULT_THRESHOLD_BYTES
-from steadyloop.output.follow import follow_output
 from steadyloop.output.forwarding import ForwardingOptions, OutputDelta
 from steadyloop.receipts.decision import receipt_key
 from steadyloop.receipts.ledger import Happened, PackedLedger, ReceiptLedger

@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 from loop_harness import assert_every_call_answered, run_input, running_loop, tool_messages
 
+from steadyloop.client import RunHandle
 from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
 from steadyloop.testing.scripted_server import ScriptedResponse, sse_response
 
@@ -70,9 +71,11 @@ async def test_the_rename_is_on_the_timeline() -> None:
         sse_response([*text_chunks("done"), finish_chunk("stop")]),
     ]
     async with running_loop(script) as loop:
-        result = await loop.run(run_input())
-    [event] = [e for e in result.timeline if "earlier turn used" in e.text]
+        handle = await loop.start(run_input())
+        await handle.result()
+        timeline = await RunHandle(loop.client, handle.id).timeline()
+    [event] = [e for e in timeline if "earlier turn used" in e.text]
     assert (event.turn, event.kind) == (2, "healed")
     assert "'call_0' as 'call_0_t2'" in event.text
     # Nothing left for the healing before the third request to rename.
-    assert not [e for e in result.timeline if "replaced by" in e.text]
+    assert not [e for e in timeline if "replaced by" in e.text]

@@ -16,7 +16,6 @@ from steadyloop.events import (
     ToolCallEvent,
     ToolResultEvent,
 )
-from steadyloop.run.timeline import RunEvent
 
 
 def call(call_id: str, arguments: str = '{"a":2,"b":3}', turn: int = 1) -> ToolCallEvent:
@@ -70,13 +69,11 @@ def test_an_ended_run_offers_no_command_for_what_waited() -> None:
     assert printer.lines(ApprovalWaitingEvent(turn=1, call_id="a", tool="add", sha="ab")) == []
 
 
-def test_model_events_print_at_once_and_never_twice() -> None:
+def test_model_events_print_at_once() -> None:
     printer = EventPrinter("run-1")
-    retry = RunEvent(
-        seq=1, turn=1, phase="model", kind="model_retry", text="attempt 1 failed", at=1
-    )
-    assert printer.timeline_lines([retry]) == ["turn 1  ! attempt 1 failed"]
-    assert printer.lines(note(1, "attempt 1 failed", None, phase="model")) == []  # read ahead
+    assert printer.lines(note(1, "attempt 1 failed", None, phase="model")) == [
+        "turn 1  ! attempt 1 failed"
+    ]
     assert printer.lines(note(2, "breaker opened", None, phase="model")) == [
         "turn 1  ! breaker opened"
     ]

@@ -38,7 +38,6 @@ from steadyloop.routing.route_plan import (
 )
 from steadyloop.routing.taxonomy import FailureFacts
 from steadyloop.run.models import RunProgress, RunResult, RunStats
-from steadyloop.run.timeline import MAX_EVENTS, RunEvent, Timeline
 from steadyloop.workflows.routed_turn import RouteAttempt
 from steadyloop.workflows.run_timeline import (
     attempt_events,
@@ -147,25 +146,29 @@ def test_an_earlier_call_is_found_by_content_not_by_id() -> None:
     assert earlier_call(transcript[:2], key.text, "t", "run") is None
 
 
-def test_the_timeline_keeps_the_newest_and_never_renumbers() -> None:
-    timeline = Timeline()
-    for n in range(MAX_EVENTS + 5):
-        timeline.add(1, "model", "model_retry", f"retry {n}", at=2)
-    assert timeline.count == MAX_EVENTS + 5
-    assert len(timeline.events) == MAX_EVENTS
-    assert timeline.events[0].seq == 6
-    assert [e.seq for e in timeline.after(MAX_EVENTS + 3)] == [MAX_EVENTS + 4, MAX_EVENTS + 5]
-    long = timeline.add(1, "model", "healed", "x" * 1000, at=2)
-    assert len(long.text) == 240 and long.text.endswith("...")
+def test_timeline_events_go_on_the_log_numbered_across_the_run_and_bounded() -> None:
+    from steadyloop.workflows.event_log import EventLog
+    from steadyloop.workflows.run_events import RunEventNotes
+
+    log = EventLog()
+    log.in_history = True  # so `carried()` hands over what was noted
+    notes = RunEventNotes(log)
+    notes.timeline_count = 7  # as carried from the execution before
+    notes.timeline(1, "model", "model_retry", "retry")
+    notes.timeline(1, "tools", "healed", "x" * 1000, "c1")
+    first, second = [TimelineEntryEvent.model_validate(e) for e in log.carried() or []]
+    assert (first.seq, second.seq, notes.timeline_count) == (8, 9, 9)
+    assert len(second.text) == 240 and second.text.endswith("...")
+    assert second.call_id == "c1" and second.phase == "tools"
 
 
 # -- where the CLI puts it -------------------------------------------------------------
 
 
-def event(seq: int, text: str, *, at: int = 2, call_id: str | None = None) -> RunEvent:
+def event(seq: int, text: str, *, call_id: str | None = None) -> TimelineEntryEvent:
     phase = "tools" if call_id else "model"
     kind = "replay" if call_id else "model_retry"
-    return RunEvent(seq=seq, turn=1, at=at, phase=phase, kind=kind, text=text, call_id=call_id)
+    return TimelineEntryEvent(seq=seq, turn=1, phase=phase, kind=kind, text=text, call_id=call_id)
 
 
 def two_turns() -> list[ChatMessage]:
@@ -185,11 +188,6 @@ def two_turns() -> list[ChatMessage]:
     ]
 
 
-def logged(entry: RunEvent) -> TimelineEntryEvent:
-    """`entry` as the run's event log carries it."""
-    return TimelineEntryEvent.model_validate(entry.model_dump(exclude={"at"}))
-
-
 def add(call_id: str, turn: int = 1) -> list[RunEventItem]:
     return [ToolCallEvent(turn=turn, call_id=call_id, name="add", arguments='{"a":1}')]
 
@@ -197,32 +195,31 @@ def add(call_id: str, turn: int = 1) -> list[RunEventItem]:
 async def test_events_are_printed_where_they_happened_and_never_twice(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    retry = event(1, "model attempt 1 failed, network (cut); retrying in 1 s", at=1)
+    retry = event(1, "model attempt 1 failed, network (cut); retrying in 1 s")
     replay = event(2, "replayed, not run: same call twice in this batch (a's answer)", call_id="b")
-    late = RunEvent(
+    late = TimelineEntryEvent(
         seq=3,
         turn=2,
-        at=4,
         phase="model",
         kind="model_retry",
         text="model attempt 3 failed, network (reset); retrying now",
     )
     orphan = event(4, "replayed, not run: receipt already complete", call_id="gone")
     log: list[RunEventItem] = [
-        logged(retry),  # the turn in flight: its retry is said before anything of it
+        retry,  # the turn in flight: its retry is said before anything of it
         *add("a"),
         *add("b"),
         ToolResultEvent(turn=1, call_id="a", name="add", text="1"),
-        logged(replay),  # it lands on its call's answer
+        replay,  # it lands on its call's answer
         ToolResultEvent(turn=1, call_id="b", name="add", text="1", replayed=True),
         # A retried attempt: the loop publishes its retry before the attempt runs, so the
         # retry is said before the attempt's text.
-        logged(late),
+        late,
         TextDeltaEvent(turn=2, attempt=3, text="One."),
-        logged(orphan),  # its call's answer never comes: printed at the end
+        orphan,  # its call's answer never comes: printed at the end
         StopEvent(turn=2, reason="final_answer", final_answer="One."),
     ]
-    lines = await printed(monkeypatch, log, two_turns(), [retry, replay, late, orphan])
+    lines = await printed(monkeypatch, log, two_turns())
     assert lines == [
         "turn 1  ! model attempt 1 failed, network (cut); retrying in 1 s",
         "turn 1  model: Adding.",
@@ -358,16 +355,6 @@ def test_an_unknown_endpoint_says_how_to_add_it_on_the_command_line() -> None:
     assert "knows: 'cloud', 'local'" in said
     assert "steadyloop worker --endpoint nowhere=BASE_URL" in said
     assert "EndpointRegistry" not in said
-
-
-def test_a_full_timeline_stays_small_beside_the_payload_limit() -> None:
-    """It rides in every continue-as-new input and the result (2 MB limit)."""
-    timeline = Timeline()
-    for n in range(MAX_EVENTS * 2):
-        timeline.add(n, "tools", "replay", "é" * 1000, at=n, call_id=f"call_{n:040d}")
-    size = len(timeline.model_dump_json().encode())
-    print(f"a full timeline: {size:,} bytes")
-    assert size < 100_000
 
 
 async def test_a_resumed_run_does_not_print_the_conversation_it_carries_on(

@@ -1,13 +1,16 @@
 """`EventFanout`: followers of one run in one process share one reader of its log, and
-each still reads every event after its own cursor, in order, once. No server: the
-reader is a stand-in fed by the test."""
+each still reads every event after its own cursor, in order, once, with bounded memory
+and no loss for a follower that falls behind or reconnects. No server: the reader is a
+stand-in fed by the test (the run's log, or a web backend's stream of it)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import pytest
+from web_fake_backend import FakeRun
+from web_fake_backend import cursor as web_cursor
 
 from steadyloop.client.fanout import EventFanout
 from steadyloop.events import (
@@ -18,6 +21,7 @@ from steadyloop.events import (
     TextDeltaEvent,
     format_cursor,
 )
+from steadyloop.web.backend import StreamEvent
 
 
 def delta(offset: int) -> TextDeltaEvent:
@@ -155,3 +159,118 @@ async def test_runs_do_not_share_readers_and_a_garbled_cursor_is_refused() -> No
     with pytest.raises(ValueError, match="EPOCH-OFFSET"):
         async for _ in fanout.follow("run", "r1", "not-a-cursor", log.read):
             pass
+
+
+# -- bounded: one feed per run, a buffer, catch-up alone -------------------------------
+
+
+def source_of(run: FakeRun) -> Callable[[str | None], AsyncIterator[StreamEvent]]:
+    async def source(after: str | None) -> AsyncIterator[StreamEvent]:
+        run.reads += 1
+        index = 0 if after is None else int(after[7:]) + 1
+        while True:
+            while index < len(run.events):
+                yield run.events[index]
+                index += 1
+            if run.ended:
+                return
+            run.changed.clear()
+            await run.changed.wait()
+
+    return source
+
+
+async def cursors(fanout: EventFanout, run: FakeRun, after: str | None) -> list[str]:
+    got = []
+    async for event in fanout.follow("run", "r1", after, source_of(run)):
+        got.append(event.cursor)
+    return got
+
+
+async def test_many_clients_of_one_run_share_one_read_of_its_log() -> None:
+    run = FakeRun("r", "hi")
+    fanout = EventFanout(buffer=64)
+    clients = [asyncio.create_task(cursors(fanout, run, None)) for _ in range(20)]
+    await asyncio.sleep(0.01)
+    for n in range(30):
+        run.publish("text_delta", turn=0, attempt=0, text=str(n))
+        await asyncio.sleep(0)
+    run.publish("stop", turn=0, reason="final_answer")
+    results = await asyncio.gather(*clients)
+    assert all(result == [web_cursor(n) for n in range(31)] for result in results)
+    assert run.reads == 1
+    assert fanout.readers("run", "r1") == 0  # forgotten once the last client left
+
+
+async def test_a_client_joining_late_within_the_buffer_reads_from_it() -> None:
+    run = FakeRun("r", "hi")
+    fanout = EventFanout(buffer=64)
+    first = asyncio.create_task(cursors(fanout, run, None))
+    await asyncio.sleep(0.01)
+    for n in range(10):
+        run.publish("text_delta", turn=0, attempt=0, text=str(n))
+    await asyncio.sleep(0.01)
+    late = asyncio.create_task(cursors(fanout, run, web_cursor(4)))
+    await asyncio.sleep(0.01)
+    run.publish("stop", turn=0, reason="final_answer")
+    assert await first == [web_cursor(n) for n in range(11)]
+    assert await late == [web_cursor(n) for n in range(5, 11)]
+    assert run.reads == 1
+
+
+async def test_a_cursor_out_of_the_buffers_reach_catches_up_alone_then_joins() -> None:
+    run = FakeRun("r", "hi")
+    fanout = EventFanout(buffer=4)
+    first = asyncio.create_task(cursors(fanout, run, None))
+    await asyncio.sleep(0.01)
+    for n in range(12):
+        run.publish("text_delta", turn=0, attempt=0, text=str(n))
+    await asyncio.sleep(0.01)
+    behind = asyncio.create_task(cursors(fanout, run, web_cursor(1)))
+    await asyncio.sleep(0.01)
+    for n in range(12, 20):
+        run.publish("text_delta", turn=0, attempt=0, text=str(n))
+        await asyncio.sleep(0)
+    run.publish("stop", turn=0, reason="final_answer")
+    assert await first == [web_cursor(n) for n in range(21)]
+    assert await behind == [web_cursor(n) for n in range(2, 21)]
+    assert run.reads == 2  # its own catch-up; nobody else's read
+    assert fanout.readers("run", "r1") == 0
+
+
+async def test_a_client_that_stops_reading_holds_nothing_and_resumes_without_loss() -> None:
+    run = FakeRun("r", "hi")
+    fanout = EventFanout(buffer=8)
+    steady = asyncio.create_task(cursors(fanout, run, None))
+    stalled = fanout.follow("run", "r1", None, source_of(run))
+    await asyncio.sleep(0.01)
+    run.publish("text_delta", turn=0, attempt=0, text="0")
+    seen = [(await anext(stalled)).cursor]  # it reads one, then stops reading
+    for n in range(1, 40):
+        run.publish("text_delta", turn=0, attempt=0, text=str(n))
+        await asyncio.sleep(0)
+    (feed,) = fanout._feeds.values()
+    assert len(feed.events) <= 8  # the run's memory stays bounded, however far it lags
+    assert run.reads == 1
+    run.publish("stop", turn=0, reason="final_answer")
+
+    async def drain() -> None:
+        async for event in stalled:
+            seen.append(event.cursor)
+
+    await asyncio.wait_for(drain(), 5)  # it reads on: from the log alone, then the feed
+    assert seen == [web_cursor(n) for n in range(41)]
+    assert await steady == [web_cursor(n) for n in range(41)]
+    assert run.reads == 2 and fanout.own_reads == 1
+
+
+async def test_a_burst_larger_than_the_buffer_loses_nothing_for_any_client() -> None:
+    run = FakeRun("r", "hi")
+    fanout = EventFanout(buffer=4)
+    clients = [asyncio.create_task(cursors(fanout, run, None)) for _ in range(5)]
+    await asyncio.sleep(0.01)
+    for n in range(200):  # published with no pause: a poll that brought many events
+        run.publish("text_delta", turn=0, attempt=0, text=str(n))
+    run.publish("stop", turn=0, reason="final_answer")
+    results = await asyncio.wait_for(asyncio.gather(*clients), 10)
+    assert all(result == [web_cursor(n) for n in range(201)] for result in results)

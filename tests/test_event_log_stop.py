@@ -29,14 +29,13 @@ from temporalio.contrib.workflow_streams import WorkflowStreamItem
 
 import steadyloop.client.event_log as event_log
 from steadyloop.client import StopUnread
-from steadyloop.client.event_log import OwedStop, host_events
+from steadyloop.client.event_log import OwedStop, host_events, run_completed
 from steadyloop.events import (
     EVENTS_TOPIC,
     RunEventItem,
     StopEvent,
     TextDeltaEvent,
 )
-from steadyloop.output.follow import run_completed
 from steadyloop.output.forwarding import OUTPUT_TOPIC, OutputDelta
 from steadyloop.workflows.output_stream import OutputStreamSummary
 

@@ -22,7 +22,7 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError
 
 from steadyloop.client import StopUnread
-from steadyloop.client.event_log import latest_cursor, run_events
+from steadyloop.client.event_log import follow_output, latest_cursor, run_events
 from steadyloop.events import (
     AmbiguousReceiptEvent,
     ApprovalWaitingEvent,
@@ -35,7 +35,6 @@ from steadyloop.events import (
     ToolResultEvent,
     parse_cursor,
 )
-from steadyloop.output.follow import follow_output
 from steadyloop.output.forwarding import ForwardingOptions, output_stream_id
 from steadyloop.receipts.decision import tool_call_args_hash
 from steadyloop.receipts.ledger import Happened

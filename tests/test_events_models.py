@@ -165,3 +165,38 @@ def test_a_turn_s_text_rides_on_its_first_call_only_bounded() -> None:
     assert first.said is not None and first.said.startswith("Adding\ufffd")
     assert first.said_truncated and len(first.said) == MAX_RESULT_CHARS
     assert second.said is None
+
+
+@pytest.mark.parametrize("forwarding", [False, True])
+@pytest.mark.parametrize("continued", [None, False, True])
+def test_where_a_log_is_reads_the_same_from_the_memo_and_from_the_input(
+    forwarding: bool, continued: bool | None
+) -> None:
+    """In history unless the run forwards; a continued execution keeps its predecessor's
+    mode. The starters' memo and a follower reading the input apply the loop's one rule."""
+    from steadyloop.events.publishing import (
+        LOG_MODE_MEMO,
+        log_in_history,
+        log_mode_memo,
+        log_mode_of_input,
+    )
+    from steadyloop.output.forwarding import ForwardingOptions
+    from steadyloop.run.models import CarriedState, RunInput, RunStats
+
+    carried = (
+        None
+        if continued is None
+        else CarriedState(transcript=[], stats=RunStats(), turn=1, log_in_history=continued)
+    )
+    run = RunInput(
+        endpoint="local",
+        model="m",
+        prompt="hi",
+        forwarding=ForwardingOptions(enabled=forwarding),
+        carried=carried,
+    )
+    expected = (not forwarding) if continued is None else continued
+    assert log_in_history(forwarding, continued) is expected
+    assert log_mode_memo(run) == {LOG_MODE_MEMO: "history" if expected else "host"}
+    assert log_mode_of_input(run.model_dump(mode="json")) is expected
+    assert log_mode_of_input("not an input") is False

@@ -23,7 +23,6 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client
 
-from steadyloop.events.publishing import HISTORY_LOG_PATCH
 from steadyloop.routing.circuit_breaker import BreakerState
 from steadyloop.routing.endpoint_health import READ_ENDPOINT_HEALTH_ACTIVITY, EndpointHealth
 from steadyloop.routing.route_plan import RouteCandidate, RouteConfig
@@ -45,23 +44,13 @@ def _answer() -> ScriptedResponse:
     return sse_response([*text_chunks("done"), finish_chunk("stop")])
 
 
-def _names(attrs: Any, patch_id: str) -> bool:
-    """Whether a patch marker is the one of `patch_id`."""
-    return any(
-        patch_id.encode() in payload.data
-        for payloads in attrs.details.values()
-        for payload in payloads.payloads
-    )
-
-
 def _counts(events: list[HistoryEvent]) -> tuple[int, int, int]:
     """(health reads, patch markers, model activities) recorded in a history."""
     reads = patches = models = 0
     for event in events:
         if event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
             attrs = event.marker_recorded_event_attributes
-            # The log-in-history marker is one per execution, whatever the turns.
-            if attrs.marker_name == "core_patch" and not _names(attrs, HISTORY_LOG_PATCH):
+            if attrs.marker_name == "core_patch":
                 patches += 1
             for payload in attrs.details["data"].payloads if "data" in attrs.details else []:
                 if json.loads(payload.data).get("activity_type") == READ_ENDPOINT_HEALTH_ACTIVITY:

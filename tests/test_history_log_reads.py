@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -39,8 +40,10 @@ from temporalio.service import RPCError, RPCStatusCode
 from steadyloop.client.event_log import run_events
 from steadyloop.client.history_log import history_events
 from steadyloop.events import ApprovalWaitingEvent, RunEventItem, StopEvent, ToolResultEvent
+from steadyloop.events.publishing import log_mode_memo
 from steadyloop.history.payload_storage import LocalFileStorageDriver, steadyloop_data_converter
 from steadyloop.testing.chunks import ScriptedCall
+from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 pytestmark = pytest.mark.slow
 
@@ -227,17 +230,25 @@ class CountingDriver(LocalFileStorageDriver):
 
 
 async def blob_reads_of_a_follower(
-    tmp_path: Path, turns: int
+    tmp_path: Path, turns: int, *, memo: bool = True
 ) -> tuple[int, int, list[RunEventItem]]:
-    """A `turns`-turn run with every model request in the blob store, read to its end by
-    a follower with a client of its own: (stored payloads it fetched, model requests
-    stored, its events)."""
+    """A `turns`-turn run with every model request (and its input) in the blob store, read
+    to its end by a follower with a client of its own: (stored payloads it fetched, model
+    requests stored, its events). `memo`: started as the library starts a run (with the
+    memo naming where its log is), or by a client of its own, without it."""
     script = [
         *(calls(ScriptedCall("add", {"a": n, "b": 1}, id=f"c{n}")) for n in range(turns - 1)),
         answer("done"),
     ]
     async with running_loop(script, blob_threshold=1_000, blob_dir=tmp_path) as loop:
-        handle = await loop.start(run_input("add"))
+        run = run_input("add")
+        handle = await loop.client.start_workflow(
+            ToolLoopWorkflow.run,
+            run,
+            id=f"loop-{uuid.uuid4()}",
+            task_queue=loop.task_queue,
+            memo=log_mode_memo(run) if memo else None,
+        )
         await handle.result()
         history = await handle.fetch_history()
         driver = CountingDriver(str(tmp_path))
@@ -261,8 +272,11 @@ async def blob_reads_of_a_follower(
     return driver.fetched, stored_requests, events
 
 
-async def test_a_follower_of_a_stored_run_fetches_no_model_request(tmp_path: Path) -> None:
-    fetched, stored_requests, events = await blob_reads_of_a_follower(tmp_path, turns=10)
+@pytest.mark.parametrize("memo", [True, False], ids=["memo", "no_memo"])
+async def test_a_follower_of_a_stored_run_fetches_no_model_request(
+    tmp_path: Path, memo: bool
+) -> None:
+    fetched, stored_requests, events = await blob_reads_of_a_follower(tmp_path, turns=10, memo=memo)
     print(f"follower of a 10-turn run: {fetched} stored payload(s) fetched of", end=" ")
     print(f"{stored_requests} stored requests")
 
@@ -271,4 +285,6 @@ async def test_a_follower_of_a_stored_run_fetches_no_model_request(tmp_path: Pat
         f"c{n}" for n in range(9)
     ]
     assert isinstance(events[-1], StopEvent)
-    assert fetched <= 1  # the result, which carries the stop; never a request
+    # The result, which carries the stop; never a request. A run started without the
+    # memo costs its input once more: where its log is, read by the loop's own rule.
+    assert fetched <= (1 if memo else 2)

@@ -22,7 +22,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHandle
 
 from steadyloop.activities.output_publisher import OutputPublisher
-from steadyloop.output.follow import follow_output
+from steadyloop.client.event_log import follow_output
 from steadyloop.output.forwarding import (
     READ_FORWARDED_OUTPUT_ACTIVITY,
     ForwardingOptions,

@@ -41,7 +41,6 @@ TEMPORAL_ADAPTERS = frozenset(
     {
         "steadyloop.chains.search_attributes",
         "steadyloop.history.payload_storage",
-        "steadyloop.output.follow",
     }
 )
 

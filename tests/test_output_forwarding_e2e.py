@@ -20,7 +20,7 @@ import pytest
 from receipts_e2e_harness import answer, e2e_run, eventually
 from temporalio.client import Client, WorkflowHandle
 
-from steadyloop.output.follow import follow_output
+from steadyloop.client.event_log import follow_output
 from steadyloop.output.forwarding import ForwardingOptions, OutputDelta
 from steadyloop.stream.completion import STREAM_COMPLETION_ACTIVITY
 from steadyloop.testing.chunks import text_chunks

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from loop_harness import Loop, assert_every_call_answered, run_input, running_loop, tool_messages
 
+from steadyloop.client import RunHandle
 from steadyloop.receipts.ledger import DEFAULT_RESULT_LIMIT_BYTES
 from steadyloop.run.models import RunInput, RunPlugins, RunResult
 from steadyloop.run.resume import resume_input
@@ -48,8 +49,13 @@ def big_file(loop: Loop) -> str:
     return text
 
 
-def replay_events(result: RunResult, call_id: str) -> list[str]:
-    return [e.text for e in result.timeline if e.call_id == call_id and e.kind == "replay"]
+async def run_and_replays(loop: Loop, run: RunInput, call_id: str) -> tuple[RunResult, list[str]]:
+    """The run's result, and what its timeline (a view of its log) says of `call_id`'s
+    replays."""
+    handle = await loop.start(run)
+    result: RunResult = await asyncio.wait_for(handle.result(), 60)
+    timeline = await RunHandle(loop.client, handle.id).timeline()
+    return result, [e.text for e in timeline if e.call_id == call_id and e.kind == "replay"]
 
 
 async def test_with_blob_storage_the_model_asking_again_reads_the_first_answer_byte_for_byte() -> (
@@ -57,13 +63,13 @@ async def test_with_blob_storage_the_model_asking_again_reads_the_first_answer_b
 ):
     async with running_loop([read("r1"), read("r2"), answer("read it twice")]) as loop:
         text = big_file(loop)
-        result = await asyncio.wait_for(loop.run(files_run()), 60)
+        result, replays = await run_and_replays(loop, files_run(), "r2")
     assert_every_call_answered(result.transcript)
     first, again = tool_messages(result.transcript)
     assert first.content == text
     assert again.content == first.content  # not the receipt's 16 KB copy
     assert result.stats.tool_replays == 1
-    (said,) = replay_events(result, "r2")
+    (said,) = replays
     assert "cut copy" not in said
 
 
@@ -71,7 +77,7 @@ async def test_without_blob_storage_the_replay_is_the_cut_copy_and_says_so() -> 
     script = [read("r1"), read("r2"), answer("read it twice")]
     async with running_loop(script, blob_storage=False) as loop:
         text = big_file(loop)
-        result = await asyncio.wait_for(loop.run(files_run()), 60)
+        result, replays = await run_and_replays(loop, files_run(), "r2")
     assert_every_call_answered(result.transcript)
     first, again = tool_messages(result.transcript)
     assert first.content == text
@@ -83,7 +89,7 @@ async def test_without_blob_storage_the_replay_is_the_cut_copy_and_says_so() -> 
     head = replayed.split("\n[steadyloop: result truncated", 1)[0]
     assert head and text.startswith(head)
     assert f"of {size} bytes]" in replayed
-    (said,) = replay_events(result, "r2")
+    (said,) = replays
     assert f"{kept:,}-byte cut copy of the first answer's {size:,} bytes" in said
     assert "STEADYLOOP_BLOB_DIR" in said
 

@@ -8,6 +8,7 @@ instead of in a running cluster. Fixtures are written by `tests/record_histories
 
 from __future__ import annotations
 
+import json
 import tempfile
 from pathlib import Path
 
@@ -265,16 +266,13 @@ def _markers(history: WorkflowHistory) -> list[tuple[str, bytes]]:
     ]
 
 
-def test_no_recorded_run_asks_a_patch_but_the_log_in_history() -> None:
+def test_no_recorded_run_asks_a_patch() -> None:
     """The 0.x baseline: workflow code asks no patch (one asked after a local activity
-    can land in another task on replay), but the marker followers read to find a log
-    kept in history, asked in the run's first activation."""
-    from steadyloop.events.publishing import HISTORY_LOG_PATCH
-
+    can land in another task on replay; where a run keeps its log is a rule of its
+    input, written in its memo by its starter)."""
     for path in HISTORIES:
-        for name, data in _markers(_load(path.stem)):
-            if name == "core_patch":
-                assert HISTORY_LOG_PATCH.encode() in data, path.stem
+        names = [name for name, _ in _markers(_load(path.stem))]
+        assert "core_patch" not in names, path.stem
 
 
 def test_the_event_log_history_publishes_per_step() -> None:
@@ -349,7 +347,7 @@ def test_a_run_not_forwarded_keeps_its_log_in_its_history_and_pays_no_publish(na
         ToolCallEvent,
         ToolResultEvent,
     )
-    from steadyloop.events.publishing import HISTORY_LOG_PATCH
+    from steadyloop.events.publishing import log_mode_of_input
 
     def read(history: WorkflowHistory) -> tuple[list[object], int]:
         events: list[object] = []
@@ -362,18 +360,14 @@ def test_a_run_not_forwarded_keeps_its_log_in_its_history_and_pays_no_publish(na
                 events += found
         return events, riding
 
-    def has_patch(history: WorkflowHistory) -> bool:
-        return any(
-            HISTORY_LOG_PATCH.encode() in p.data
-            for e in history.events
-            if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
-            for d in e.marker_recorded_event_attributes.details.values()
-            for p in d.payloads
-        )
+    def mode_of_input(history: WorkflowHistory) -> bool:
+        started = history.events[0].workflow_execution_started_event_attributes
+        return log_mode_of_input(json.loads(started.input.payloads[0].data))
 
     history = _load(name)
     kinds = {e.event_type for e in history.events}
-    assert has_patch(history)
+    # What a follower of a run started without the memo reads: the loop's own rule.
+    assert mode_of_input(history) and not mode_of_input(_load("event_log_approval_and_replay"))
     assert EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED not in kinds
     assert not any(
         PUBLISH_RUN_EVENTS_ACTIVITY.encode() in p.data
@@ -396,7 +390,6 @@ def test_a_run_not_forwarded_keeps_its_log_in_its_history_and_pays_no_publish(na
         for e in events[:-1]
         if type(e).__name__ != "TimelineEntryEvent"
     )
-    assert not has_patch(_load("event_log_approval_and_replay"))  # forwarded: the host
 
 
 def test_the_events_ride_apart_so_a_follower_never_reads_the_request() -> None:

@@ -7,8 +7,8 @@ later task live and finds none on replay; a `workflow.now()` read there differs;
 branch on either is a nondeterminism error that Temporal retries forever, and the run
 and its queries are wedged. So:
 
-- the one patch (`HISTORY_LOG_PATCH`, the marker followers read to find the log) is
-  asked in `EventLog.begin`, which `ToolLoopWorkflow.run` calls before its first await;
+- no patch is asked at all (where a run keeps its log is a rule of its input, which
+  `EventLog.begin` reads before the run's first await);
 - `workflow.now()` is read only where the reading cannot decide a branch after a local
   activity: `durable_time` (the clock and the deadline timer), workflows that run no
   local activity, the run's first activation, and lengths or texts (a timer's length, a
@@ -115,14 +115,14 @@ def test_the_workflows_trusted_with_the_clock_run_no_local_activity() -> None:
         assert _calls(modules[module], "start_local_activity") == [], module
 
 
-def test_the_patch_and_the_deadline_read_the_run_only_in_its_first_activation() -> None:
+def test_no_patch_and_the_deadline_read_the_run_only_in_its_first_activation() -> None:
     modules = _modules()
     patches = {
         (module, function)
         for module, tree in modules.items()
         for function, _ in _calls(tree, "patched")
     }
-    assert patches == {("event_log", "begin")}
+    assert patches == set()
     run = next(
         node
         for node in ast.walk(modules["tool_loop"])

@@ -24,12 +24,12 @@ import pytest
 from anthropic_streams import MESSAGE_STOP, delta, message_delta, message_start, sse, start, stop
 from wire_loop_harness import Provider, WireLoop, text_answer, wire_loop
 
+from steadyloop.client import RunHandle
+from steadyloop.events import TimelineEntryEvent
 from steadyloop.routing.route_plan import RouteCandidate, RouteConfig
 from steadyloop.run.bounds import WireApi
 from steadyloop.run.models import RunInput, RunResult
-from steadyloop.run.timeline import RunEvent
 from steadyloop.testing.scripted_server import ScriptedResponse, error_response, raw_response
-from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 pytestmark = pytest.mark.slow
 
@@ -175,16 +175,15 @@ def issued_raws(result: RunResult) -> list[str]:
     return [i.raw for i in message.passback]
 
 
-def dropped_notes(events: list[RunEvent]) -> list[RunEvent]:
+def dropped_notes(events: list[TimelineEntryEvent]) -> list[TimelineEntryEvent]:
     return [e for e in events if "not passed back" in e.text]
 
 
-async def run_with_timeline(loop: WireLoop) -> tuple[RunResult, list[RunEvent]]:
-    """The run's result and its `timeline` query once it ended (what a follower reads)."""
+async def run_with_timeline(loop: WireLoop) -> tuple[RunResult, list[TimelineEntryEvent]]:
+    """The run's result and its timeline once it ended (what a follower reads)."""
     handle = await loop.start(routed_run())
     result = await handle.result()
-    queried: list[RunEvent] = await handle.query(ToolLoopWorkflow.timeline)
-    return result, queried
+    return result, await RunHandle(loop.client, handle.id).timeline()
 
 
 @pytest.mark.parametrize("wire", WIRES, ids=lambda w: w.api)
@@ -198,7 +197,7 @@ async def test_a_fallback_sends_none_of_the_issuers_items_and_the_timeline_count
         FALLBACK: Provider(wire.api, [wire.answer(FALLBACK)]),
     }
     async with wire_loop(providers) as loop:
-        result, queried = await run_with_timeline(loop)
+        result, timeline = await run_with_timeline(loop)
     assert result.stop_reason == "final_answer", result.detail
     assert result.final_answer == ANSWER.format(endpoint=FALLBACK)
     raws = issued_raws(result)
@@ -219,10 +218,9 @@ async def test_a_fallback_sends_none_of_the_issuers_items_and_the_timeline_count
         f"{wire.items} reasoning item(s) issued by endpoint {ISSUER!r} not passed back "
         f"to endpoint {FALLBACK!r} (they go back only to the endpoint that issued them)"
     )
-    for events in (result.timeline, queried):
-        [note] = dropped_notes(events)
-        assert note.text == expected
-        assert (note.turn, note.phase, note.kind) == (2, "model", "healed")
+    [note] = dropped_notes(timeline)
+    assert note.text == expected
+    assert (note.turn, note.phase, note.kind) == (2, "model", "healed")
 
 
 @pytest.mark.parametrize("wire", WIRES, ids=lambda w: w.api)
@@ -233,7 +231,7 @@ async def test_turn_two_on_the_issuer_gets_its_items_back_byte_exact(wire: Wire)
         FALLBACK: Provider(wire.api),
     }
     async with wire_loop(providers) as loop:
-        result, queried = await run_with_timeline(loop)
+        result, timeline = await run_with_timeline(loop)
     assert result.stop_reason == "final_answer", result.detail
     assert result.final_answer == ANSWER.format(endpoint=ISSUER)
     raws = issued_raws(result)
@@ -249,4 +247,4 @@ async def test_turn_two_on_the_issuer_gets_its_items_back_byte_exact(wire: Wire)
     assert call_at > at[-1]
     assert len(wire.sent_passback(second.json)) == wire.items
     assert wire.sent_calls(second.json) == [CALL_ID]
-    assert dropped_notes(result.timeline) == [] and dropped_notes(queried) == []
+    assert dropped_notes(timeline) == []

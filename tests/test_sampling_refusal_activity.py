@@ -27,6 +27,7 @@ from wire_loop_harness import Provider, text_answer, wire_loop
 
 from steadyloop.activities import ModelActivities
 from steadyloop.chat import ChatMessage
+from steadyloop.client import RunHandle
 from steadyloop.routing.endpoints import SAMPLING_OUT_OF_RANGE_ERROR_TYPE, EndpointRegistry
 from steadyloop.routing.route_plan import RouteCandidate, RouteConfig
 from steadyloop.run.bounds import WireApi
@@ -115,7 +116,9 @@ async def test_a_route_goes_past_the_endpoint_that_refuses_the_knob_and_finishes
     )
     run = RunInput(route=route, prompt="hi", sampling=Sampling(temperature=1.5))
     async with wire_loop(providers) as loop:
-        result = await loop.run(run)
+        handle = await loop.start(run)
+        result = await handle.result()
+        timeline = await RunHandle(loop.client, handle.id).timeline()
     assert result.stop_reason == "final_answer", result.detail
     assert result.final_answer == "answered by gpt"
     assert loop.servers["claude"].requests == []
@@ -123,6 +126,6 @@ async def test_a_route_goes_past_the_endpoint_that_refuses_the_knob_and_finishes
     assert sent.json["model"] == "gpt-model" and sent.json["temperature"] == 1.5
     # One refusal, not retried on claude (a retry would be refused the same way).
     assert result.stats.model_attempts == 2
-    [refused] = [e for e in result.timeline if e.kind == "model_retry"]
+    [refused] = [e for e in timeline if e.kind == "model_retry"]
     assert "configuration" in refused.text and "'claude'" in refused.text
     assert "next endpoint" in refused.text

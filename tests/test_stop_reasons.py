@@ -22,7 +22,7 @@ from loop_harness import Loop, run_input, running_loop
 from steering_harness import GUARD_S, trickle
 
 from steadyloop.chat import ChatMessage
-from steadyloop.output.follow import follow_output
+from steadyloop.client.event_log import follow_output
 from steadyloop.output.forwarding import ForwardingOptions, OutputDelta
 from steadyloop.run.models import ContinuationOptions, RunInput, RunResult
 from steadyloop.stops.continuation import continue_prompt

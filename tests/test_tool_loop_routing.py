@@ -19,7 +19,7 @@ import pytest
 from loop_harness import ENDPOINT, MODEL, Loop, run_input, running_loop
 from routing_harness import endpoint_health
 
-from steadyloop.output.follow import follow_output
+from steadyloop.client.event_log import follow_output
 from steadyloop.output.forwarding import ForwardingOptions, OutputDelta
 from steadyloop.routing.endpoint_health import EndpointOutcome
 from steadyloop.routing.pricing import Price

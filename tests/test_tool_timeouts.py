@@ -280,19 +280,18 @@ async def test_a_tool_past_its_timeout_on_a_live_worker_keeps_its_late_result(
             (still,) = await handle.query(ToolLoopWorkflow.ambiguous_receipts)
             assert still.late_result == waiting.late_result
 
-            events = await handle.query(ToolLoopWorkflow.timeline)
-            kinds = [(e.kind, e.call_id) for e in events]
-            assert ("tool_timeout", "n1") in kinds and ("tool_late", "n1") in kinds
-            (late_event,) = [e for e in events if e.kind == "tool_late"]
-            assert "with this result: noted: hi" in late_event.text
-
             accepted = waiting.late_result.outcome.content
             await handle.execute_update(
                 ToolLoopWorkflow.resolve_receipt,
                 ResolveReceipt(key=waiting.key, resolution=Happened(result=accepted)),
             )
             result = await asyncio.wait_for(handle.result(), GUARD_S)
+            events = await RunHandle(temporal.client, handle.id).timeline()
     assert result.stop_reason == "final_answer"
+    kinds = [(e.kind, e.call_id) for e in events]
+    assert ("tool_timeout", "n1") in kinds and ("tool_late", "n1") in kinds
+    (late_event,) = [e for e in events if e.kind == "tool_late"]
+    assert "with this result: noted: hi" in late_event.text
     answers = [m.content for m in result.transcript if m.role == "tool"]
     assert answers == ["noted: hi"]
     assert notes.read_text(encoding="utf-8").splitlines() == ["hi"]  # run once, not again

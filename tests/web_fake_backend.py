@@ -8,7 +8,7 @@ the real flow runs in `test_web_devserver.py`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -75,6 +75,7 @@ class FakeBackend:
     on_decide: Callable[[FakeRun], None] | None = None
     minted: int = 0
     calls: int = 0
+    open_reads: int = 0  # reads of a run's log not yet closed
 
     def run(self, tenant: str, thread_id: str, run_id: str) -> FakeRun:
         runs = self.threads.get((tenant, thread_id))
@@ -133,7 +134,7 @@ class FakeBackend:
 
     async def events(
         self, tenant: str, thread_id: str, run_id: str, after: str | None
-    ) -> AsyncIterator[StreamEvent]:
+    ) -> AsyncGenerator[StreamEvent, None]:
         run = self.run(tenant, thread_id, run_id)
         run.reads += 1
         if after is None:
@@ -144,16 +145,20 @@ class FakeBackend:
             index = int(after[7:]) + 1
         if index < run.oldest:
             raise CursorExpired(f"events after {after} are gone", cursor(run.oldest))
-        while True:
-            while index < len(run.events):
-                if run.read_gap_s:
-                    await asyncio.sleep(run.read_gap_s)
-                yield run.events[index]
-                index += 1
-            if run.ended:
-                return
-            run.changed.clear()
-            await run.changed.wait()
+        self.open_reads += 1  # reads of a log not yet closed (a stream let go closes it)
+        try:
+            while True:
+                while index < len(run.events):
+                    if run.read_gap_s:
+                        await asyncio.sleep(run.read_gap_s)
+                    yield run.events[index]
+                    index += 1
+                if run.ended:
+                    return
+                run.changed.clear()
+                await run.changed.wait()
+        finally:
+            self.open_reads -= 1
 
     async def snapshot(self, tenant: str, thread_id: str, run_id: str) -> dict[str, Any]:
         run = self.run(tenant, thread_id, run_id)

@@ -35,6 +35,7 @@ from steadyloop.cli.demo_conversation import (
 )
 from steadyloop.cli.follow import follow
 from steadyloop.cli.progress import ProgressDisplay, result_lines
+from steadyloop.events.publishing import log_mode_memo
 from steadyloop.history.payload_storage import steadyloop_data_converter
 from steadyloop.routing.endpoints import EndpointRegistry
 from steadyloop.run.models import RunInput, RunLimits
@@ -88,18 +89,20 @@ async def run_demo(
             )
             workflow_id = f"steadyloop-demo-{uuid.uuid4().hex[:8]}"
             async with running_worker(server.client, options):
+                run = RunInput(
+                    endpoint=DEMO_ENDPOINT,
+                    model=DEMO_MODEL,
+                    prompt=PROMPT,
+                    system_prompt=SYSTEM_PROMPT,
+                    tools=DEMO_TOOLS,
+                    limits=RunLimits(max_turns=8),
+                )
                 await server.client.start_workflow(
                     ToolLoopWorkflow.run,
-                    RunInput(
-                        endpoint=DEMO_ENDPOINT,
-                        model=DEMO_MODEL,
-                        prompt=PROMPT,
-                        system_prompt=SYSTEM_PROMPT,
-                        tools=DEMO_TOOLS,
-                        limits=RunLimits(max_turns=8),
-                    ),
+                    run,
                     id=workflow_id,
                     task_queue=options.task_queue,
+                    memo=log_mode_memo(run),
                 )
                 say(f"run {workflow_id} started")
                 say(f"user: {PROMPT}")

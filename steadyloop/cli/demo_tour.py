@@ -48,6 +48,7 @@ from steadyloop.cli.demo_tour_tools import CHARGES_FILE, CRASH_ENV, REFUNDS_FILE
 from steadyloop.cli.invocation import program_name
 from steadyloop.cli.progress import arguments_text, one_line
 from steadyloop.cli.receipts import short_key
+from steadyloop.events.publishing import log_mode_memo
 from steadyloop.history.payload_storage import steadyloop_data_converter
 from steadyloop.output.forwarding import ForwardingOptions
 from steadyloop.routing.endpoints import EndpointRegistry
@@ -112,7 +113,11 @@ class Tour:
     async def start(self, run: RunInput, stem: str, task_queue: str | None = None) -> RunHandle:
         workflow_id = f"tour-{stem}-{uuid.uuid4().hex[:6]}"
         return await self.client.start_workflow(
-            ToolLoopWorkflow.run, run, id=workflow_id, task_queue=task_queue or self.task_queue
+            ToolLoopWorkflow.run,
+            run,
+            id=workflow_id,
+            task_queue=task_queue or self.task_queue,
+            memo=log_mode_memo(run),
         )
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -36,7 +35,6 @@ from steadyloop.events import (
 from steadyloop.output.forwarding import OutputDelta
 from steadyloop.run.models import RunProgress, RunResult, RunStats
 from steadyloop.run.steering import PendingApproval
-from steadyloop.run.timeline import RunEvent
 from steadyloop.stops.stop_text import next_step, partial_intro, stop_reason_text
 
 EVENT_WIDTH = 110
@@ -142,22 +140,10 @@ class EventPrinter:
         self._calls: dict[str, ToolCallEvent] = {}
         self._notes: dict[str, list[tuple[bool, str]]] = {}  # call id -> (decided, text)
         self._receipt_calls: dict[str, list[str]] = {}  # ambiguous receipt key -> call ids
-        self._printed_seqs: set[int] = set()
         self._waiting: set[str] = set()  # calls waiting for approval, not answered yet
         self._ambiguous: set[str] = set()  # receipt keys waiting for a person
         self.tool_calls = 0
         self.replays = 0
-        self.last_seq = 0
-
-    def timeline_lines(self, entries: Sequence[RunEvent]) -> list[str]:
-        """Model events read ahead of the log (a retried attempt's text is about to
-        print: its retry is said first); each is then not printed again from the log."""
-        lines = []
-        for entry in entries:
-            if entry.phase == "model" and entry.seq not in self._printed_seqs:
-                self._printed_seqs.add(entry.seq)
-                lines.append(_timeline_line(entry.turn, entry.text))
-        return lines
 
     def lines(self, event: RunEventItem) -> list[str]:
         """The lines `event` prints now (none for text: the display prints it)."""
@@ -166,10 +152,6 @@ class EventPrinter:
             self.phase = "model"
             return []
         if isinstance(event, TimelineEntryEvent):
-            self.last_seq = max(self.last_seq, event.seq)
-            if event.seq in self._printed_seqs:
-                return []
-            self._printed_seqs.add(event.seq)
             if event.phase == "tools" and event.call_id:
                 self._notes.setdefault(event.call_id, []).append((False, event.text))
                 return []

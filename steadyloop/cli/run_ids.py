@@ -24,6 +24,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
 from steadyloop.cli.invocation import command
+from steadyloop.events.publishing import log_mode_memo
 from steadyloop.run.models import RunInput, RunResult
 from steadyloop.stops.stop_text import status_header
 from steadyloop.worker.config import ConfigError
@@ -65,6 +66,7 @@ async def start_run(
             id=workflow_id,
             task_queue=task_queue,
             id_reuse_policy=reuse_policy(reuse),
+            memo=log_mode_memo(run),
         )
     except WorkflowAlreadyStartedError:
         raise ConfigError(await taken_id_text(client, workflow_id)) from None

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from temporalio.client import Client
 
-from steadyloop.client.fanout import EventFanout
+from steadyloop.client.fanout import DEFAULT_BUFFER, EventFanout
 from steadyloop.client.runs import DEFAULT_WORKER_BOUND, RunHandle
 from steadyloop.client.threads import Thread, check_id
 from steadyloop.worker.config import DEFAULT_TASK_QUEUE, load_config, temporal_settings
@@ -44,13 +44,15 @@ class SteadyloopClient:
         *,
         task_queue: str = DEFAULT_TASK_QUEUE,
         worker_bound: timedelta = DEFAULT_WORKER_BOUND,
+        fanout_buffer: int = DEFAULT_BUFFER,
     ) -> None:
         self.temporal = temporal
         self.task_queue = task_queue
         # How long a query or update waits for a worker before `NoWorkerAnswered`.
         self.worker_bound = worker_bound
-        # Followers of one run through this client share one reader of its event log.
-        self.fanout = EventFanout()
+        # Followers of one run through this client (a web server's clients among them)
+        # share one reader of its event log, which keeps `fanout_buffer` events for them.
+        self.fanout = EventFanout(buffer=fanout_buffer)
 
     def thread(self, thread_id: str | None = None) -> Thread:
         """The thread named `thread_id`, or a new one with a minted id (`thread.id`).

@@ -1,5 +1,9 @@
 """Reading one run's event log from outside: `run_events(client, workflow_id, run_id, after)`.
 
+This is the one reader of a run's log: the client's `RunHandle.events()` (and through it
+the command line, the web server's streams and AG-UI) read it, and `follow_output` is
+its text alone.
+
 A run that does not forward its output keeps its log in its own history
 (`steadyloop.client.history_log`); what follows is the host, where a run that forwards
 keeps it (and every run of the older replay fixtures).
@@ -52,10 +56,13 @@ from datetime import timedelta
 from typing import Any, TypeVar, cast
 
 from temporalio.api.common.v1 import Payload
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import (
     Client,
     WorkflowExecutionDescription,
     WorkflowExecutionStatus,
+    WorkflowHandle,
+    WorkflowHistoryEventFilterType,
     WorkflowUpdateRPCTimeoutOrCancelledError,
 )
 from temporalio.common import RawValue
@@ -78,7 +85,6 @@ from steadyloop.events.models import (
     TextDeltaEvent,
     parse_event,
 )
-from steadyloop.output.follow import run_completed, run_over
 from steadyloop.output.forwarding import (
     HOST_EPOCH_MEMO,
     OUTPUT_TOPIC,
@@ -92,9 +98,13 @@ __all__ = [
     "MAX_POLL_FAILURES",
     "STOP_PATIENCE_S",
     "OwedStop",
+    "first_run_id",
+    "follow_output",
     "host_events",
     "latest_cursor",
+    "run_completed",
     "run_events",
+    "run_over",
 ]
 
 logger = logging.getLogger(__name__)
@@ -145,7 +155,7 @@ async def run_events(
     then its stop.
 
     `run_id` is the run's first execution run id (`WorkflowHandle.first_execution_run_id`,
-    or `steadyloop.output.follow.first_run_id(handle)`): it stays the run's across
+    or `first_run_id(handle)`): it stays the run's across
     continue-as-new. Raises `InvalidCursor` for a cursor this library did not write,
     `CursorExpired` when what follows `after` is no longer held, and `StopUnread` (naming
     the cursor to follow again after) when the run completed but its stop could not be
@@ -160,7 +170,7 @@ async def run_events(
         return await run_completed(client, workflow_id, run_id)
 
     position = parse_cursor(after) if after is not None else None
-    if await keeps_log_in_history(client, workflow_id, run_id, over=over, poll_s=poll_s):
+    if await keeps_log_in_history(client, workflow_id, run_id):
         last, read = after, False
         async for event in history_events(client, workflow_id, run_id, position, poll_s=poll_s):
             yield event
@@ -330,10 +340,7 @@ async def latest_cursor(client: Client, workflow_id: str, run_id: str) -> str | 
     by query.
     """
 
-    async def over() -> bool:
-        return await run_over(client, workflow_id, run_id)
-
-    if await keeps_log_in_history(client, workflow_id, run_id, over=over, poll_s=DEFAULT_POLL_S):
+    if await keeps_log_in_history(client, workflow_id, run_id):
         return await history_latest_cursor(client, workflow_id, run_id)
     host = client.get_workflow_handle(output_stream_id(workflow_id, run_id))
     described = await _describe(host)
@@ -510,3 +517,79 @@ async def _describe(handle: Any) -> WorkflowExecutionDescription | None:
             return None
         raise
     return description
+
+
+async def follow_output(
+    client: Client,
+    run_workflow_id: str,
+    run_id: str | None = None,
+    *,
+    poll_s: float = DEFAULT_POLL_S,
+) -> AsyncIterator[OutputDelta]:
+    """The text and reasoning the run forwards, in order, until its stop: its event log
+    (`run_events`) with every other event left out, so what follows holds for it too.
+
+    `run_id`: the run's first execution run id (None: the latest run of the id)."""
+    if run_id is None:
+        run_id = await first_run_id(client.get_workflow_handle(run_workflow_id))
+    async for event in run_events(client, run_workflow_id, run_id, poll_s=poll_s):
+        if isinstance(event, TextDeltaEvent | ReasoningDeltaEvent):
+            kind = "text" if isinstance(event, TextDeltaEvent) else "reasoning"
+            yield OutputDelta(turn=event.turn, attempt=event.attempt, kind=kind, text=event.text)
+
+
+async def first_run_id(run: WorkflowHandle[Any, Any]) -> str:
+    """The first execution run id of the run `run` names: with the workflow id, the key of
+    its log (a workflow id used again names another run).
+
+    A handle from `start_workflow` knows it; otherwise the execution is described (the
+    latest run of the id, when the handle names no run).
+    """
+    if run.first_execution_run_id:
+        return run.first_execution_run_id
+    info = (await run.describe()).raw_description.workflow_execution_info
+    return info.first_run_id or info.execution.run_id
+
+
+async def run_over(client: Client, run_workflow_id: str, run_id: str) -> bool:
+    """Whether the run that began as execution `run_id` has ended.
+
+    The id's latest execution answers, unless the id was used again since: then that is
+    another run, and this one is over.
+    """
+    described = await client.get_workflow_handle(run_workflow_id).describe()
+    first = described.raw_description.workflow_execution_info.first_run_id
+    if first and first != run_id:
+        return True
+    return described.status is not None and described.status != WorkflowExecutionStatus.RUNNING
+
+
+async def run_completed(client: Client, run_workflow_id: str, run_id: str) -> bool:
+    """Whether the run that began as execution `run_id` completed: returned its result.
+
+    A run returns only after publishing its stop, so its followers are owed one; False
+    while it runs, or when it closed otherwise (failed, terminated, timed out, canceled).
+    """
+    described = await client.get_workflow_handle(run_workflow_id).describe()
+    first = described.raw_description.workflow_execution_info.first_run_id
+    if not first or first == run_id:
+        return described.status == WorkflowExecutionStatus.COMPLETED
+    return await _chain_completed(client, run_workflow_id, run_id)
+
+
+async def _chain_completed(client: Client, run_workflow_id: str, run_id: str) -> bool:
+    """Whether the chain from execution `run_id` completed, read from the close event of
+    each execution in it: the id was used again since, so describing it names another run."""
+    execution = run_id
+    while True:
+        handle = client.get_workflow_handle(run_workflow_id, run_id=execution)
+        events = handle.fetch_history_events(
+            event_filter_type=WorkflowHistoryEventFilterType.CLOSE_EVENT
+        )
+        close = await anext(aiter(events), None)
+        if close is None:
+            return False  # no close event: the chain still runs
+        if close.event_type != EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
+            return close.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED
+        attributes = close.workflow_execution_continued_as_new_event_attributes
+        execution = attributes.new_execution_run_id

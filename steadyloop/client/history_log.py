@@ -1,18 +1,19 @@
-"""Reading the event log of a run that keeps it in its own history (`HISTORY_LOG_PATCH`).
+"""Reading the event log of a run that keeps it in its own history (`log_in_history`).
 
 Such a run publishes by recording: a step's batch rides with the next model or tool
-activity it schedules (the input's second payload; `LOG_EVENTS_FIELD` of the input in
-the older replay fixtures), the last one (the stop) on the run's result, and a step
-with no such command is one `RECORD_RUN_EVENTS_ACTIVITY` marker. The log is the run's
+activity it schedules (the input's second payload), the last one (the stop) on the
+run's result (its `LOG_EVENTS_FIELD`), and a step with no such command is one
+`RECORD_RUN_EVENTS_ACTIVITY` marker. The log is the run's
 history chain (first execution, then each continue-as-new) read in order, so an
 event's position in it is its cursor (`Cursor(0, index)`), and a cursor never expires
 while the history is kept. A history read is no billed action: following costs no
 query and no update per poll.
 
 What the obvious reader gets wrong, and what this one does instead:
-- Asking which log a run keeps by its input: a run that forwards its output, and the
-  older replay fixtures' runs, keep theirs on the host. The patch's marker in the run's first
-  workflow task decides (`keeps_log_in_history`), read once that task has completed.
+- Asking the running workflow which log it keeps (a query: a billed action, and a
+  worker must answer): the run's start event says it, in the memo its starter set
+  (`LOG_MODE_MEMO`), or else in its input, by the loop's own rule
+  (`keeps_log_in_history`). One history read, answered by the server alone.
 - Reading the history again from its first event at every poll, skipping what was
   seen: a follower's cost grows with the run's length (a live 4-turn run of 65 events
   sent it 649). Each read goes on from the page token the last one returned, with the
@@ -21,9 +22,9 @@ What the obvious reader gets wrong, and what this one does instead:
 - Decoding every activity input: the model's carries the transcript, which external
   payload storage keeps as a reference, so a follower fetched every request (11 stored
   payloads for a 10-turn run). Only the input's second payload is read, small, inline;
-  an input of one payload (the older replay fixtures') only when it names the field or is not
-  JSON as it stands (a codec's, or stored): that is decoded by the client's data
-  converter, so a follower needs the same codec and store as the worker.
+  the run's result only when it names the field or is not JSON as it stands (a codec's,
+  or stored): that is decoded by the client's data converter, so a follower needs the
+  same codec and store as the worker.
 - A payload that does not read as events (another version's, a codec's failure) is
   skipped, the same way on every read, so cursors stay consistent.
 """
@@ -33,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator
 from typing import Any
 
 from temporalio.api.common.v1 import Payload, WorkflowExecution
@@ -49,9 +50,10 @@ from temporalio.service import RPCError
 from steadyloop.events.cursor import Cursor, format_cursor
 from steadyloop.events.models import RunEventItem, StopEvent, parse_event
 from steadyloop.events.publishing import (
-    HISTORY_LOG_PATCH,
     LOG_EVENTS_FIELD,
+    LOG_MODE_MEMO,
     RECORD_RUN_EVENTS_ACTIVITY,
+    log_mode_of_input,
 )
 from steadyloop.stream.completion import STREAM_COMPLETION_ACTIVITY
 from steadyloop.tools.payloads import RUN_TOOL_ACTIVITY
@@ -66,7 +68,6 @@ _WHOLE = ""
 # The activities whose second payload is the events riding with them.
 _RIDDEN = frozenset({STREAM_COMPLETION_ACTIVITY, RUN_TOOL_ACTIVITY})
 _LOCAL_ACTIVITY_MARKER = "core_local_activity"
-_PATCH_MARKER = "core_patch"
 # Failed history reads in a row before reading gives up.
 MAX_READ_FAILURES = 10
 # The longest pause before reading again after a failed read.
@@ -86,31 +87,26 @@ _CLOSED = frozenset(
 )
 
 
-async def keeps_log_in_history(
-    client: Client,
-    workflow_id: str,
-    run_id: str,
-    *,
-    over: Callable[[], Awaitable[bool]],
-    poll_s: float,
-) -> bool:
-    """Whether the run keeps its log in history: its first workflow task asked the patch.
-    Waits for that task to complete; a run over before it did has no such log."""
+async def keeps_log_in_history(client: Client, workflow_id: str, run_id: str) -> bool:
+    """Whether the run that began as execution `run_id` keeps its log in its history.
+
+    Read from that execution's start event, known from the moment the run exists (no
+    wait for its first workflow task): the memo every starter in this library sets
+    (`log_mode_memo`: the client, the CLI, the web server, a delegated child, the test
+    kit), or, for a run started without it, the input's forwarding flag by the loop's
+    rule (`log_mode_of_input`), decoded by the client's data converter, so a follower
+    needs the worker's codec and payload store (as it does to read the log itself)."""
     handle = client.get_workflow_handle(workflow_id, run_id=run_id)
-    while True:
-        completed = False
-        async for event in handle.fetch_history_events():
-            if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
-                if completed:
-                    break  # past the first task: its markers were all before this
-                completed = True
-            elif event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED and _is_patch(event):
-                return True
-        if completed:
+    async for event in handle.fetch_history_events(page_size=1):
+        started = event.workflow_execution_started_event_attributes
+        memo = started.memo.fields.get(LOG_MODE_MEMO)
+        if memo is not None:
+            return bool((await client.data_converter.decode([memo]))[0] == "history")
+        if not started.input.payloads:
             return False
-        if await over():
-            return False
-        await asyncio.sleep(poll_s)
+        value = (await client.data_converter.decode([started.input.payloads[0]]))[0]
+        return log_mode_of_input(value)
+    return False
 
 
 async def history_events(
@@ -253,21 +249,21 @@ async def _answers_long_polls(client: Client) -> bool:
 
 def _carrier(event: HistoryEvent) -> tuple[Payload | None, str]:
     """The payload of `event` that may carry events, and the field holding them
-    (`_WHOLE`: the payload is the list). An input of two payloads carries them in its
-    second, and its first (a model request: the transcript) is never read; an input of
-    one (the older replay fixtures') in its `LOG_EVENTS_FIELD`."""
-    payloads: Sequence[Payload] = ()
+    (`_WHOLE`: the payload is the list): a model or tool input's second payload (its
+    first, a model request, holds the transcript and is never read), the run's result
+    (`LOG_EVENTS_FIELD`), or a `RECORD_RUN_EVENTS_ACTIVITY` marker's result."""
     if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
         scheduled = event.activity_task_scheduled_event_attributes
         payloads = scheduled.input.payloads
         if len(payloads) == 2 and scheduled.activity_type.name in _RIDDEN:
             return payloads[1], _WHOLE  # the input, then the events riding with it
-    elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
-        payloads = event.workflow_execution_completed_event_attributes.result.payloads
-    if payloads:
-        if _FIELD in payloads[0].data or not _plain(payloads[0]):
-            return payloads[0], LOG_EVENTS_FIELD
-    elif event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
+        return None, ""
+    if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
+        result = event.workflow_execution_completed_event_attributes.result.payloads
+        if result and (_FIELD in result[0].data or not _plain(result[0])):
+            return result[0], LOG_EVENTS_FIELD
+        return None, ""
+    if event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
         marker = event.marker_recorded_event_attributes
         if marker.marker_name != _LOCAL_ACTIVITY_MARKER or "result" not in marker.details:
             return None, ""
@@ -298,15 +294,3 @@ def _events(payload: Payload, field: str, value: Any = None) -> list[RunEventIte
     except ValueError as error:  # JSON, or pydantic's ValidationError
         logger.warning("a history payload did not read as run events (skipped): %s", error)
         return []
-
-
-def _is_patch(event: HistoryEvent) -> bool:
-    marker = event.marker_recorded_event_attributes
-    if marker.marker_name != _PATCH_MARKER or "patch-data" not in marker.details:
-        return False
-    data = marker.details["patch-data"].payloads
-    try:
-        patch = json.loads(data[0].data) if data else None
-    except ValueError:
-        return False
-    return isinstance(patch, dict) and patch.get("id") == HISTORY_LOG_PATCH

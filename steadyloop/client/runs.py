@@ -57,7 +57,7 @@ from steadyloop.client.errors import (
 )
 from steadyloop.client.event_log import latest_cursor, run_events
 from steadyloop.client.fanout import EventFanout
-from steadyloop.events import RunEventItem
+from steadyloop.events import RunEventItem, TimelineEntryEvent
 from steadyloop.receipts.ledger import AmbiguityResolution
 from steadyloop.run.models import AmbiguousCall, ResolveReceipt, RunProgress, RunResult
 from steadyloop.run.steering import ApprovalDecision, PendingApproval, UserMessage
@@ -188,6 +188,12 @@ class RunHandle:
 
         async for event in self._fanout.follow(self.workflow_id, run_id, after, source):
             yield event
+
+    async def timeline(self) -> list[TimelineEntryEvent]:
+        """What the guarantees did in the run (replays and why, retries, stalls, breakers,
+        healing), in run order, once the run has stopped: a view of its event log (the
+        run's one record), read from the first event to the stop, so it waits for that."""
+        return [event async for event in self.events() if isinstance(event, TimelineEntryEvent)]
 
     async def status(self) -> RunStatus:
         """ "running", or how the run's workflow closed; `RunNotFound` for no such run."""

@@ -59,6 +59,7 @@ from steadyloop.client.runs import (
     _status_name,
     mint_key,
 )
+from steadyloop.events.publishing import log_mode_memo
 from steadyloop.run.bounds import identity_problem, text_problem
 from steadyloop.run.models import RunInput, RunResult
 from steadyloop.run.resume import resume_input
@@ -305,7 +306,7 @@ class Thread:
                 task_queue=self._task_queue,
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                 id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
-                memo={THREAD_MEMO: memo.model_dump(mode="json")},
+                memo={THREAD_MEMO: memo.model_dump(mode="json"), **log_mode_memo(run)},
                 result_type=RunResult,
             )
         except WorkflowAlreadyStartedError:

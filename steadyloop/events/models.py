@@ -17,8 +17,8 @@ What a follower can rely on, kind by kind:
 - `approval_waiting` / `ambiguous_receipt`: the run waits for a person about this call;
   an ambiguous receipt carries the call's arguments, how its attempt was lost and, once
   it arrives, the late result (the receipt is published again then).
-- `timeline`: what a guarantee did (retry, stall, breaker, healing), the run's
-  `RunEvent` as recorded.
+- `timeline`: what a guarantee did (a replay, a retry, a stall, a breaker, healing),
+  numbered (`seq`) across the whole run; the run's timeline is these events of its log.
 - `decision`: what a person decided, as the run applied it.
 - `stop`: the run's last event: why it stopped, what was shown of an unfinished answer.
 
@@ -32,17 +32,19 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
-from steadyloop.run.timeline import EventKind, EventPhase
 from steadyloop.stream.surrogates import rejoin_surrogates
 
 __all__ = [
     "EVENTS_TOPIC",
     "MAX_ARGUMENTS_CHARS",
     "MAX_RESULT_CHARS",
+    "MAX_TIMELINE_CHARS",
     "AmbiguousReceiptEvent",
     "ApprovalWaitingEvent",
     "DecisionEvent",
     "DecisionKind",
+    "EventKind",
+    "EventPhase",
     "LateResult",
     "ReasoningDeltaEvent",
     "RunEventItem",
@@ -62,6 +64,8 @@ EVENTS_TOPIC = "events"
 MAX_RESULT_CHARS = 4_000
 # The longest arguments text an event carries.
 MAX_ARGUMENTS_CHARS = 16_000
+# The longest text of a timeline event: a line a person reads, not a log.
+MAX_TIMELINE_CHARS = 240
 _CUT_MARK = "..."
 
 
@@ -180,8 +184,37 @@ class AmbiguousReceiptEvent(_Event):
     late: LateResult | None = None
 
 
+EventKind = Literal[
+    # A tool call answered from its receipt instead of running again.
+    "replay",
+    # A tool attempt ended without an outcome (timed out, worker lost) and ran again.
+    "tool_retry",
+    # An opaque tool's attempt ran past its timeout (or went silent): no outcome yet.
+    "tool_timeout",
+    # A timed-out opaque attempt's tool returned after all; its result is kept.
+    "tool_late",
+    # A model attempt failed and the route tried again (same endpoint or the next).
+    "model_retry",
+    # A model attempt failed and the route stopped (no retry).
+    "model_failed",
+    # A candidate endpoint skipped (breaker open, probe taken) or a failure recorded on
+    # an endpoint's breaker.
+    "breaker",
+    # A usable-looking completion was defective and replaced by a fresh one.
+    "defect_retry",
+    # The transcript was changed before a request so the provider accepts it.
+    "healed",
+]
+EventPhase = Literal["model", "tools"]
+
+
 class TimelineEntryEvent(_Event):
-    """One `steadyloop.run.timeline.RunEvent` (`seq` numbers them across the run)."""
+    """What a guarantee did, where the transcript cannot show it: a call answered from
+    its receipt looks like one that ran, a model attempt cut and retried leaves no trace
+    there, nor does a healed transcript or a skipped endpoint. `phase`: a `model` event
+    explains the turn's model call (said before its text), a `tools` event the answer
+    to `call_id` (said with it). `seq` numbers them across the run (continue-as-new
+    included)."""
 
     type: Literal["timeline"] = "timeline"
     seq: int = Field(ge=1)

@@ -10,7 +10,7 @@ publisher id of the loop's execution and a sequence counted by it, so a publish 
 duplicate, and batches land in the order the loop made them.
 
 A run that does not forward its output keeps its log in its own history instead
-(`HISTORY_LOG_PATCH`): no host, no signal. A step's batch rides on the command that
+(`log_in_history`): no host, no signal. A step's batch rides on the command that
 follows it anyway: the next model or tool activity's input, as its second payload
 (`args=[request, events]`, which history records and the activity ignores), or the
 run's result for the stop (`LOG_EVENTS_FIELD`); only a step with no such command (an
@@ -19,12 +19,11 @@ approval or receipt about to wait, before continuing-as-new, a pause) records it
 holds the batch. Followers read the history (`steadyloop.client.event_log`): a history
 read is no billed action, and history is whole, so a cursor there never expires.
 
-Why a payload of its own and not a field of the input (`LOG_EVENTS_FIELD`, read only
-from the older replay fixtures): with external payload storage a model request (the whole
-transcript) is a reference in history, so a follower fetched every request from the
-blob store to read the few events on it; the batch alone is small, under the storage's
-threshold, so it stays inline and the follower reads no blob for it (a batch over the
-threshold is stored, and fetched alone).
+Why a payload of its own and not a field of the input: with external payload storage
+a model request (the whole transcript) is a reference in history, so a follower would
+fetch every request from the blob store to read the few events on it; the batch alone
+is small, under the storage's threshold, so it stays inline and the follower reads no
+blob for it (a batch over the threshold is stored, and fetched alone).
 
 The SDK decodes an activity's input with the definition's type hints only when the
 payload count matches its parameters (temporalio 1.35, checked here): the activities
@@ -42,21 +41,28 @@ stopped before the new start), or start the new version on a task queue of its o
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import BaseModel, Field
 
 from steadyloop.events.models import RunEventItem
 from steadyloop.output.forwarding import HOST_IDLE_CLOSE_S
 
+if TYPE_CHECKING:
+    from steadyloop.run.models import RunInput
+
 __all__ = [
-    "HISTORY_LOG_PATCH",
     "LOG_EVENTS_FIELD",
+    "LOG_MODE_MEMO",
     "PUBLISH_RUN_EVENTS_ACTIVITY",
     "RECORD_RUN_EVENTS_ACTIVITY",
+    "LogMode",
     "PublishRunEvents",
     "RecordRunEvents",
     "activity_input",
+    "log_in_history",
+    "log_mode_memo",
+    "log_mode_of_input",
     "publisher_id",
 ]
 
@@ -64,12 +70,48 @@ M = TypeVar("M", bound=BaseModel)
 
 PUBLISH_RUN_EVENTS_ACTIVITY = "steadyloop.publish_run_events"
 RECORD_RUN_EVENTS_ACTIVITY = "steadyloop.record_run_events"
-# The patch (asked once, in the run's first workflow task) that keeps the log in history;
-# a follower that finds its marker there reads the history, not the host.
-HISTORY_LOG_PATCH = "steadyloop-event-log-in-history"
-# The field that carries the events published with it: of the run's result, and of an
-# activity input in the older replay fixtures (elsewhere they ride as its second payload).
+# The memo key, set by whoever starts a run, naming where its log is (`log_mode_memo`).
+LOG_MODE_MEMO = "steadyloop.event_log"
+# Where a run keeps its event log: its own history, or its output host.
+LogMode = Literal["history", "host"]
+# The field of the run's result that carries the last events (the stop among them).
 LOG_EVENTS_FIELD = "log_events"
+
+
+def log_in_history(forwarding: bool, continued: bool | None = None) -> bool:
+    """Where a run keeps its log, decided once from its input: in its own history unless
+    it forwards its output (then beside the output, on the host). `continued`: what the
+    execution before this one decided (None: this is the run's first), kept as it is, so
+    the log never moves mid-run. The loop (`EventLog.begin`), the starters' memo and a
+    follower reading a run's input all ask this one rule, so they cannot disagree."""
+    return continued if continued is not None else not forwarding
+
+
+def log_mode_memo(run: RunInput) -> dict[str, Any]:
+    """The memo every start of the loop sets (merged into its own memo, if any): where
+    the run keeps its log, so a follower learns it from the run's start event.
+
+    A memo, not a patch marker or a command of the run's first task: a memo is part of
+    the start request (no billed action, nothing in workflow code to keep on replay),
+    and the start event holds it inline beside the input, however large the input is."""
+    carried = run.carried
+    continued = None if carried is None else carried.log_in_history
+    mode: LogMode = "history" if log_in_history(run.forwarding.enabled, continued) else "host"
+    return {LOG_MODE_MEMO: mode}
+
+
+def log_mode_of_input(value: Any) -> bool:
+    """Whether the run whose input (`RunInput`, as decoded plain JSON values) is `value`
+    keeps its log in history: for a run started without `log_mode_memo` (by a client of
+    its own), read by the same rule as the loop reads it. Read without validating the
+    whole input, so a field of another version does not hide the two it needs."""
+    if not isinstance(value, dict):
+        return False
+    carried = value.get("carried")
+    continued = carried.get("log_in_history") if isinstance(carried, dict) else None
+    forwarding = value.get("forwarding")
+    enabled = isinstance(forwarding, dict) and bool(forwarding.get("enabled", False))
+    return log_in_history(enabled, None if continued is None else bool(continued))
 
 
 def activity_input(model: type[M], value: M | object) -> M:

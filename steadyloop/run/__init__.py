@@ -3,8 +3,8 @@
 `models` holds `RunInput` and `RunResult` and the stop reasons; `steering` what people say
 to a running run (messages, interrupts, approval decisions); `resume` how a stopped run is
 resumed as a new run; `bounds` what a caller may put in a run's configuration (durations,
-counts, identities), checked before it reaches workflow code; `timeline` the events a run
-records as they happen (replays and why, retries, stalls, healing) for `run` and `show`.
+counts, identities), checked before it reaches workflow code. What a run did as it
+went (replays and why, retries, stalls, healing) is its event log (`steadyloop.events`).
 
 Guarantees: every value here is a payload that crosses Temporal's data converter and is
 refused with a reason that names it when out of bounds. Pure: nothing in this package

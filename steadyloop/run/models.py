@@ -42,7 +42,6 @@ from steadyloop.run.bounds import (
     identity_problem,
 )
 from steadyloop.run.steering import SteeringState
-from steadyloop.run.timeline import RunEvent, Timeline
 from steadyloop.stream.completion import Usage
 from steadyloop.tools.payloads import LateToolResult
 
@@ -638,7 +637,7 @@ class RunProgress(BaseModel):
     # on-demand plugins the model has not activated.
     active_plugins: list[str] = Field(default_factory=list)
     activatable_plugins: list[str] = Field(default_factory=list)
-    events: int = 0  # timeline events so far: a follower reads `timeline` when it moves
+    events: int = 0  # timeline events of the run's log so far
     tool_replays: int = 0  # of `tool_calls`, answered from a receipt without running
 
 
@@ -677,7 +676,7 @@ class CarriedState(BaseModel):
     children: list[ChildRecord] = Field(default_factory=list)  # for chain admissions
     steering: SteeringState = Field(default_factory=SteeringState)
     activated_plugins: list[str] = Field(default_factory=list)  # in activation order
-    timeline: Timeline = Field(default_factory=Timeline)  # the run's events so far
+    timeline_count: int = 0  # timeline events noted so far (their `seq` goes on from it)
     # Whether the run's event log is in its history (decided by its first execution and
     # kept: followers read the mode from the first one; `steadyloop.events.publishing`).
     log_in_history: bool = False
@@ -705,8 +704,6 @@ class RunResult(BaseModel):
     # this was recorded, or when they did not fit the result (`detail` then says so).
     receipt_scope: str | None = None
     receipts: PackedLedger | None = None
-    # What the guarantees did (replays, retries, healing...), for `steadyloop show`.
-    timeline: list[RunEvent] = Field(default_factory=list)
     # The run's last events (its stop among them) when its event log is in its history
     # (`steadyloop.events.publishing`): recorded with the result instead of a marker.
     log_events: list[JsonValue] = Field(default_factory=list)

@@ -70,6 +70,7 @@ from steadyloop.events import (
     RunEventItem,
     ToolResultEvent,
 )
+from steadyloop.events.publishing import log_mode_memo
 from steadyloop.history.payload_storage import steadyloop_data_converter
 from steadyloop.receipts.ledger import AmbiguityResolution
 from steadyloop.routing.endpoints import EndpointRegistry
@@ -275,6 +276,7 @@ class AgentEnv:
             run,
             id=workflow_id or f"agent-test-{uuid.uuid4().hex[:12]}",
             task_queue=self.task_queue,
+            memo=log_mode_memo(run),
         )
         run_handle = self.steadyloop.run(handle.id)
         return RunningAgent(handle=handle, model=model, run=run, env=self, run_handle=run_handle)

@@ -5,8 +5,9 @@ through the client API), so processes behind a load balancer are interchangeable
 every event carries its cursor as the SSE `id:`, and a client that reconnects with it
 misses and repeats nothing; a tenant comes from its bearer token only, and another
 tenant's thread is 404 everywhere; bad input is a 4xx naming the field, and starts
-nothing. Routes: `steadyloop.web.app`. AG-UI: `steadyloop.web.agui`. Fan-out:
-`steadyloop.web.fanout`. Settings and tokens: `steadyloop.web.settings`. The page at
+nothing. Routes: `steadyloop.web.app`. AG-UI: `steadyloop.web.agui`. Clients of one
+run share one read of its log: the client's (`steadyloop.client.fanout`), whose buffer is
+`run_buffer`. Settings and tokens: `steadyloop.web.settings`. The page at
 `/`: `steadyloop.web.page_routes`, its files in `steadyloop/web/page/`.
 
 Needs the `web` extra (`pip install 'steadyloop[web]'`); importing this package does not

@@ -45,7 +45,6 @@ from steadyloop.web.backend import (
     WaitingForWorker,
 )
 from steadyloop.web.errors import ApiError
-from steadyloop.web.fanout import FeedRegistry
 from steadyloop.web.requests import checked_id, read_json
 from steadyloop.web.settings import WebSettings
 from steadyloop.web.sse import frame
@@ -61,7 +60,6 @@ def install_agui(
     backend: RunBackend,
     settings: WebSettings,
     tenant_of: Callable[[Request], str],
-    feeds: FeedRegistry,
     stream_response: Callable[..., Response],
 ) -> None:
     @app.post(
@@ -110,11 +108,7 @@ def install_agui(
         await backend.check_run(tenant, thread, run_id)
         slots = app.state.slots
         slots.take(tenant, settings.limits(tenant).max_streams)
-        stream = feeds.events(
-            (tenant, thread, run_id),
-            lambda cursor: backend.events(tenant, thread, run_id, cursor),
-            None,
-        )
+        stream = backend.events(tenant, thread, run_id, None)
         tracker = Tracker(thread_id=given.thread_id, run_id=given.run_id)
 
         async def waiting(event: ApprovalWaitingEvent) -> bool:

@@ -86,7 +86,6 @@ from steadyloop.web.backend import (
     WaitingForWorker,
 )
 from steadyloop.web.errors import ApiError, from_backend, install_error_handlers
-from steadyloop.web.fanout import FeedRegistry
 from steadyloop.web.openapi_page import openapi_page
 from steadyloop.web.page_routes import install_page
 from steadyloop.web.requests import checked_id, idempotency_key, read_model
@@ -200,11 +199,9 @@ def create_app(backend: RunBackend, settings: WebSettings) -> FastAPI:
             allow_methods=["GET", "POST"],
             allow_headers=["Authorization", "Content-Type", "Idempotency-Key", "Last-Event-ID"],
         )
-    feeds = FeedRegistry(buffer=settings.run_buffer)
     slots = StreamSlots()
     app.state.backend = backend
     app.state.settings = settings
-    app.state.feeds = feeds
     app.state.slots = slots
     limit = settings.max_body_bytes
 
@@ -297,11 +294,9 @@ def create_app(backend: RunBackend, settings: WebSettings) -> FastAPI:
             checked_id(after, "query.after")
         await backend.check_run(tenant, thread_id, run_id)
         slots.take(tenant, settings.limits(tenant).max_streams)
-        stream = feeds.events(
-            (tenant, thread_id, run_id),
-            lambda cursor: backend.events(tenant, thread_id, run_id, cursor),
-            after,
-        )
+        # Clients of one run share one read of its log: the backend's (a
+        # `SteadyloopClient`'s `EventFanout`), not one per connection.
+        stream = backend.events(tenant, thread_id, run_id, after)
 
         first: asyncio.Future[StreamEvent] | None = None
 
@@ -419,7 +414,7 @@ def create_app(backend: RunBackend, settings: WebSettings) -> FastAPI:
 
     from steadyloop.web.agui import install_agui  # the AG-UI route, on the same runs
 
-    install_agui(app, backend, settings, tenant_of, feeds, _StreamResponse)
+    install_agui(app, backend, settings, tenant_of, _StreamResponse)
     app.state.tenant_of = tenant_of
     install_page(app)
     return app

@@ -13,7 +13,7 @@ errors` holds the mapping), so the raising site and the answering site cannot dr
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -166,7 +166,7 @@ class RunBackend(Protocol):
 
     def events(
         self, tenant: str, thread_id: str, run_id: str, after: str | None
-    ) -> AsyncIterator[StreamEvent]: ...
+    ) -> AsyncGenerator[StreamEvent, None]: ...
 
     async def check_run(self, tenant: str, thread_id: str, run_id: str) -> None: ...
 

@@ -193,7 +193,7 @@ async def _serve_http(
         )
 
     backend = ClientBackend(
-        SteadyloopClient(client, task_queue=temporal.task_queue),
+        SteadyloopClient(client, task_queue=temporal.task_queue, fanout_buffer=web.run_buffer),
         defaults=RunDefaults(endpoint=endpoint, model=model, tools=args.tool),
         admission=RootAdmission(client, task_queue=temporal.task_queue, settings=web),
         describe=describe,

@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -237,7 +237,7 @@ class ClientBackend:
 
     async def events(
         self, tenant: str, thread_id: str, run_id: str, after: str | None
-    ) -> AsyncIterator[StreamEvent]:
+    ) -> AsyncGenerator[StreamEvent, None]:
         handle, _ = await self._handle(tenant, thread_id, run_id)
         try:
             async for event in handle.events(after):

@@ -101,6 +101,7 @@ with workflow.unsafe.imports_passed_through():
     from steadyloop.chains.queries import quotable
     from steadyloop.chains.rules import Refused, admit_child_run
     from steadyloop.chains.search_attributes import chain_search_attributes
+    from steadyloop.events.publishing import log_mode_memo
     from steadyloop.receipts.decision import Execute, ReceiptKey
     from steadyloop.receipts.ledger import ReceiptLedger
     from steadyloop.routing.provider_profiles import schema_profile
@@ -380,6 +381,7 @@ class ChildRuns:
                     pair=pair_key(self._run.agent, request.agent),
                 ),
                 static_summary=f"{request.agent}: {request.task[:120]}",
+                memo=log_mode_memo(child),  # where its followers find its log
             )
         except WorkflowAlreadyStartedError:
             return self._attach(child_id, horizon)

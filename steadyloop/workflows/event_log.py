@@ -20,11 +20,12 @@ before continuing-as-new). What the obvious version gets wrong:
   activity's input as its second payload (`carried`, `flush(carried=True)`), and a
   step with no such command records it with one local activity
   (`RECORD_RUN_EVENTS_ACTIVITY`).
-- Marking which log a run keeps with a patch asked anywhere but the first activation:
-  a `workflow.patched` asked after a local activity can land one workflow task later
-  live than on replay, and the replay then fails forever. `HISTORY_LOG_PATCH`'s marker
-  (what followers read to find the log) is asked in `begin`, synchronously at the
-  start of `run`, before any await: the same task live and on replay, by construction.
+- Marking which log a run keeps with a patch, or any command of its own: a patch's
+  marker costs a billed action unless another marker shares its task, and one asked
+  after a local activity can land one workflow task later live than on replay, which
+  then fails forever. The mode is a rule of the run's input (`log_in_history`), which
+  the starter also writes in the run's memo (`log_mode_memo`) for followers: nothing
+  is recorded for it, and the loop reads it without asking Temporal anything.
 """
 
 from __future__ import annotations
@@ -41,11 +42,11 @@ with workflow.unsafe.imports_passed_through():
 
     from steadyloop.events.models import RunEventItem
     from steadyloop.events.publishing import (
-        HISTORY_LOG_PATCH,
         PUBLISH_RUN_EVENTS_ACTIVITY,
         RECORD_RUN_EVENTS_ACTIVITY,
         PublishRunEvents,
         RecordRunEvents,
+        log_in_history,
         publisher_id,
     )
     from steadyloop.output.forwarding import HOST_IDLE_CLOSE_S, output_stream_id
@@ -82,21 +83,17 @@ class EventLog:
     ) -> None:
         """Decide, once at the start of the execution, whether this run keeps the log.
 
-        Decided once, not at each publish, so a run's log never moves mid-run. The host
-        is keyed to the run's first execution (a workflow id used again gets a new
-        host). A run that does not forward keeps the log in its history (asked here, in
-        the first workflow task, where followers look for the patch's marker); one that
-        forwards keeps it beside its output on the host.
+        Decided once, not at each publish, so a run's log never moves mid-run, and by
+        the rule followers read from the run's memo or input (`log_in_history`): in
+        history unless the run forwards. The host is keyed to the run's first execution
+        (a workflow id used again gets a new host).
         `continued`: what the execution before this one decided (None: this is the run's
-        first), kept without asking again, so the mode never changes mid-run.
+        first), kept without deciding again.
         """
         info = workflow.info()
         self.host_max_events = host_max_events
         self.host_idle_close_s = host_idle_close_s
-        if continued:
-            self.in_history = True
-        elif continued is None and not forwarding:
-            self.in_history = workflow.patched(HISTORY_LOG_PATCH)
+        self.in_history = log_in_history(forwarding, continued)
         self.stream_id = output_stream_id(info.workflow_id, info.first_execution_run_id)
 
     def note(self, event: RunEventItem) -> None:

@@ -2,8 +2,11 @@
 
 Deterministic and command-free: each method builds one event from workflow state and
 notes it on the run's `EventLog`; publishing is the log's job, at the loop's steps.
-Text is bounded here (`MAX_RESULT_CHARS`, `MAX_ARGUMENTS_CHARS`), so one event stays
-a line a person reads; the transcript keeps all of it.
+Text is bounded here (`MAX_RESULT_CHARS`, `MAX_ARGUMENTS_CHARS`, `MAX_TIMELINE_CHARS`),
+so one event stays a line a person reads; the transcript keeps all of it.
+
+The log is the run's one record of what happened: what the guarantees did (its
+timeline) is noted here as `TimelineEntryEvent`s, kept nowhere else.
 """
 
 from __future__ import annotations
@@ -18,10 +21,13 @@ with workflow.unsafe.imports_passed_through():
     from steadyloop.events.models import (
         MAX_ARGUMENTS_CHARS,
         MAX_RESULT_CHARS,
+        MAX_TIMELINE_CHARS,
         AmbiguousReceiptEvent,
         ApprovalWaitingEvent,
         DecisionEvent,
         DecisionKind,
+        EventKind,
+        EventPhase,
         LateResult,
         StopEvent,
         TimelineEntryEvent,
@@ -32,7 +38,6 @@ with workflow.unsafe.imports_passed_through():
     from steadyloop.output.forwarding import PartialOutput
     from steadyloop.receipts.decision import ReceiptKey
     from steadyloop.run.models import AmbiguousCall
-    from steadyloop.run.timeline import RunEvent
     from steadyloop.tools.payloads import LateToolResult, ToolDescription, ToolOutcome
     from steadyloop.workflows.late_results import never_returned
 
@@ -47,18 +52,28 @@ class RunEventNotes:
     def __init__(self, log: EventLog) -> None:
         self._log = log
         self._replays: dict[str, str] = {}  # call id -> why it was answered from its receipt
+        # Timeline events noted in the run so far: the next one's `seq` (carried across
+        # continue-as-new, so the numbering goes on).
+        self.timeline_count = 0
 
-    def timeline(self, event: RunEvent) -> None:
-        if event.kind == "decision":
-            return  # a person's decision is its own typed event (`decision`)
+    def timeline(
+        self,
+        turn: int,
+        phase: EventPhase,
+        kind: EventKind,
+        text: str,
+        call_id: str | None = None,
+    ) -> None:
+        """What a guarantee did, numbered across the run (`seq`)."""
+        self.timeline_count += 1
         self._log.note(
             TimelineEntryEvent(
-                seq=event.seq,
-                turn=event.turn,
-                phase=event.phase,
-                kind=event.kind,
-                text=event.text,
-                call_id=event.call_id,
+                seq=self.timeline_count,
+                turn=turn,
+                phase=phase,
+                kind=kind,
+                text=bounded(text, MAX_TIMELINE_CHARS)[0],
+                call_id=call_id,
             )
         )
 

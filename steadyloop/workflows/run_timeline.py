@@ -1,7 +1,8 @@
-"""The sentences the run's timeline holds: a route's attempts, breaker skips, healing, replays.
+"""The sentences of the run's timeline events: a route's attempts, breaker skips, healing,
+replays (`steadyloop.events.TimelineEntryEvent`, noted on the event log).
 
 Pure functions of values the workflow already has (`RouteAttempt`, `RoutePlan`,
-`Healing`), so `ToolLoopWorkflow` records an event where the fact arises without a
+`Healing`), so `ToolLoopWorkflow` notes an event where the fact arises without a
 command of its own, and the wording is tested without a server.
 """
 
@@ -11,11 +12,11 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from steadyloop.chat import ChatMessage
+    from steadyloop.events.models import EventKind
     from steadyloop.history.healing import Healing
     from steadyloop.receipts.decision import receipt_key
     from steadyloop.routing.route_plan import RoutePlan
     from steadyloop.routing.taxonomy import FailureFacts
-    from steadyloop.run.timeline import EventKind
     from steadyloop.stream.arguments import parse_tool_call_arguments
     from steadyloop.stream.passback import foreign_passback
     from steadyloop.workflows.routed_turn import RouteAttempt

@@ -82,6 +82,7 @@ with workflow.unsafe.imports_passed_through():
 
     from steadyloop.chains.delegation_tool import DELEGATE_TOOL
     from steadyloop.chat import ChatMessage, ToolCall
+    from steadyloop.events.models import EventKind, EventPhase
     from steadyloop.history.budget import (
         MAX_INLINE_PAYLOAD_BYTES,
         ContinueAsNewReason,
@@ -125,7 +126,6 @@ with workflow.unsafe.imports_passed_through():
         UserMessage,
         interrupted_outcome,
     )
-    from steadyloop.run.timeline import EventKind, EventPhase, RunEvent, Timeline
     from steadyloop.stops.budget import CHARS_PER_TOKEN, estimate_tokens
     from steadyloop.stream.arguments import parse_tool_call_arguments
     from steadyloop.stream.completion import AssembledTurn, CompletionRequest
@@ -234,7 +234,6 @@ class ToolLoopWorkflow:
         self._health_view = HealthView()  # endpoint health read by earlier turns
         # (turn, endpoint) pairs whose dropped pass-back items the timeline already told.
         self._passback_noted: set[tuple[int, str]] = set()
-        self._timeline = Timeline()  # what the guarantees did, for people (`timeline`)
         self._tenant = "default"  # the run's tenant, for receipt keys (set by `run`)
         self._local_pure_tools_s: float | None = None  # set by `run`
         self._events = EventLog()  # the run's events for followers, published per step
@@ -259,15 +258,9 @@ class ToolLoopWorkflow:
             paused=self._steering.paused,
             pending_approvals=len(self._approvals.pending()),
             pending_messages=self._steering.messages_waiting,
-            events=self._timeline.count,
+            events=self._notes.timeline_count,
             tool_replays=self._stats.tool_replays,
         )
-
-    @workflow.query
-    def timeline(self, after: int = 0) -> list[RunEvent]:
-        """What the guarantees did so far (replays, retries, stalls, breakers, healing),
-        numbered; only the events after `after`."""
-        return self._timeline.after(after)
 
     @workflow.query
     def transcript(self) -> list[ChatMessage]:
@@ -290,9 +283,6 @@ class ToolLoopWorkflow:
             raise ApplicationError(f"not applied: {written}", type="ReceiptResolution")
         del self._ambiguous[request.key]
         said = resolution_text(request.resolution, view.attempt)
-        if said is not None:  # what a person decided, for `show` (state only: no command)
-            for call_id in view.call_ids:
-                self._event("tools", "decision", said, call_id=call_id)
         self._late.settled(request.key)
         self._notes.decision(
             self._turn, "resolved", key=request.key, detail=said or request.resolution.kind
@@ -347,10 +337,6 @@ class ToolLoopWorkflow:
         reads the reason)."""
         self._updates += 1
         answer = self._approvals.decide(decision)
-        said = "approved by a person" if decision.approved else "rejected by a person"
-        if not decision.approved and decision.reason:
-            said += f": {decision.reason}"
-        self._event("tools", "decision", said, call_id=decision.call_id)  # state only
         self._notes.decision(
             self._turn,
             "approved" if decision.approved else "rejected",
@@ -501,7 +487,6 @@ class ToolLoopWorkflow:
                     activatable_plugins=self._disclosure.activatable_plugins,
                     receipt_scope=self._receipt_scope,
                     receipts=PackedLedger.pack(self._receipts, self._transcript),
-                    timeline=self._timeline.events,
                     log_events=tail,
                 )
             )
@@ -517,9 +502,8 @@ class ToolLoopWorkflow:
         """
         size = payload_bytes(result)
         limit = await self._ceiling.limit_for(size)
-        if size > limit and (result.timeline or result.log_events):  # for people only:
-            result.timeline = []  # the first thing to go (followers then raise StopUnread)
-            result.log_events = []
+        if size > limit and result.log_events:  # for people only: the first thing to go
+            result.log_events = []  # (followers then raise StopUnread)
             size = payload_bytes(result)
         if size <= limit or result.receipts is None:
             return result
@@ -580,7 +564,7 @@ class ToolLoopWorkflow:
         self._steering = Steering(carried.steering)
         self._stats = carried.stats
         self._turn = carried.turn
-        self._timeline = carried.timeline
+        self._notes.timeline_count = carried.timeline_count
         return None if carried.deadline is None else datetime.fromisoformat(carried.deadline)
 
     @staticmethod
@@ -693,8 +677,6 @@ class ToolLoopWorkflow:
         if size > limit:
             carried = successor.carried
             assert carried is not None and carried.packed_receipts is not None
-            # The timeline is for people only: it goes first (its numbering goes on).
-            carried.timeline = Timeline(count=carried.timeline.count)
             cut = carried.packed_receipts.shrink_results(MIN_RESULT_LIMIT_BYTES)
             carried.stats.compactions["receipt_results"] = (
                 carried.stats.compactions.get("receipt_results", 0) + cut
@@ -727,7 +709,7 @@ class ToolLoopWorkflow:
             children=[] if self._child_runs is None else self._child_runs.children,
             activated_plugins=self._disclosure.activated,
             steering=self._steering.state,
-            timeline=self._timeline,
+            timeline_count=self._notes.timeline_count,
             log_in_history=self._events.in_history,
         )
         return run.model_copy(
@@ -1063,12 +1045,9 @@ class ToolLoopWorkflow:
     def _event(
         self, phase: EventPhase, kind: EventKind, text: str, call_id: str | None = None
     ) -> None:
-        """Record one timeline event of the current turn (workflow state, no command)."""
-        self._notes.timeline(
-            self._timeline.add(
-                self._turn, phase, kind, text, at=len(self._transcript), call_id=call_id
-            )
-        )
+        """Note what a guarantee did in the current turn on the event log (workflow
+        state, no command): the run's one record of it."""
+        self._notes.timeline(self._turn, phase, kind, text, call_id)
 
     def _observe_route(self, seen: RoutePlan | RouteAttempt) -> None:
         """The route's plan and log lines as they happen, as timeline events."""
