@@ -4,8 +4,8 @@ The run's events come from `steadyloop.client.RunHandle.events()`, one ordered l
 (text deltas, tool calls, their answers, approvals waiting, ambiguous receipts, the
 timeline, people's decisions, the stop), read from the run's history (a run that does
 not forward) or by long polls on its output host: following costs no query per poll,
-and a run that ended is read with no worker. `EventPrinter` (`progress`) turns each event into its lines; nothing is
-merged here.
+and a run that ended is read with no worker. `EventPrinter` (`progress`) turns each
+event into its lines; nothing is merged here.
 
 The log holds every fact printed, so following sends no query: the text of a turn
 that forwarded none (`--no-stream`) rides on its first tool call (`ToolCallEvent.said`);
