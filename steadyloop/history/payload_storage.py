@@ -359,9 +359,7 @@ class ChunkedStorageDriver(StorageDriver):
         key = hashlib.sha256(manifest).hexdigest()
         # Last, and only after every chunk is stored: a manifest never names a lost chunk.
         await self._write(MANIFEST_PREFIX + key, manifest, objects)
-        return StorageDriverClaim(
-            claim_data={"manifest": key, "size": str(len(data))}
-        )
+        return StorageDriverClaim(claim_data={"manifest": key, "size": str(len(data))})
 
     async def _write(self, key: str, content: bytes, objects: RetryingStore) -> None:
         if self.cache.known_present(key):
@@ -397,7 +395,9 @@ class ChunkedStorageDriver(StorageDriver):
         )
         data = b"".join(parts)
         if len(data) != size:
-            raise self._corrupt(f"manifest {MANIFEST_PREFIX}{key} names {size} bytes, got {len(data)}")
+            raise self._corrupt(
+                f"manifest {MANIFEST_PREFIX}{key} names {size} bytes, got {len(data)}"
+            )
         payload = Payload()
         payload.ParseFromString(base64.b64decode(manifest["head"]))
         payload.data = data
