@@ -83,8 +83,8 @@ async def ensure_stream_host(
 
     An ended host that returned its retained log (an idle close) is continued: the new
     execution starts from that state, same epoch. One that left no log (terminated or
-    failed) is replaced by a new epoch at offset 0, so
-    a cursor into the old one is refused as expired, never read as the new offsets.
+    failed) is replaced by a new epoch at offset 0, so a cursor into the old one is
+    refused as expired, never read as the new offsets.
     Two starters racing both start the same input; `USE_EXISTING` keeps one.
     """
     params = OutputStreamInput(max_events=max_events, idle_close_s=idle_close_s)

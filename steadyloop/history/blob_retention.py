@@ -106,7 +106,7 @@ def is_sha256(key: str) -> bool:
 
 
 def read_manifest(content: bytes) -> Manifest | None:
-    """What manifest `content` says, or None when it is not one this version can read.
+    """What manifest `content` says, or None when it does not read as one.
 
     Chunk names become store keys (`chunks/<sha256>`)."""
     if not content.startswith(b'{"v":'):
