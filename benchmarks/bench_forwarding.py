@@ -418,6 +418,7 @@ class ForwardingBench:
         except Exception as error:
             problems.append(f"the subscriber stopped: {type(error).__name__}: {error}")
         wall = time.perf_counter() - started
+        assert handle.first_execution_run_id is not None  # a handle from the start
         host_id = output_stream_id(handle.id, handle.first_execution_run_id)
         host = await self._host(host_id, problems) if stream.forwarding else None
         if not stream.forwarding and await self._host_text(host_id):

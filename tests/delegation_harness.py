@@ -9,15 +9,10 @@ Admission: chain rules are decided by the tenant's admission workflow
 (`steadyloop.workflows.chain_admission`), run by the same worker with its activities
 (`real_admission`; a test may pass stand-ins as `admission`).
 
-Visibility (registered, though no workflow schedules the measurement activity): the
-time-skipping server (V1) stores custom search attributes once they are registered,
-but implements no list or count of workflows. `HistoryVisibility` stands in for the
-measurement activity, registered under its name: it walks the
-chains from the roots a test started (each run's history names the children it
-started, each description gives status, start time and search attributes) and applies
-the same predicates as the real queries (other runs of the chain, not this run nor its
-children, by pair, by tenant, running, started in a window). The real queries are run
-against the dev server in `test_chain_measurement.py`.
+Listing a chain's runs: the time-skipping server (V1) stores custom search attributes
+once they are registered, but implements no list or count of workflows. `ChainWalk`
+walks the chains from the roots a test started instead (each run's history names the
+children it started, each description gives status, start time and search attributes).
 """
 
 from __future__ import annotations
@@ -31,7 +26,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from loop_harness import ALL_TOOLS, MODEL, Effects, Loop, build_tools
-from temporalio import activity
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
@@ -40,27 +34,13 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from steadyloop.activities.chain_admission import ChainAdmissionActivities
-from steadyloop.activities.chain_measurement import await_child_run
+from steadyloop.activities.child_runs import await_child_run
 from steadyloop.activities.endpoint_health import EndpointHealthActivities
 from steadyloop.activities.model_stream import ModelActivities
 from steadyloop.activities.tool_execution import ToolActivities
 from steadyloop.chains.delegation_tool import DELEGATE_TOOL
-from steadyloop.chains.limits import (
-    MEASURE_CHAIN_ACTIVITY,
-    ChainLimit,
-    ChainMeasurements,
-    DepthLimit,
-    MeasureChainInput,
-    PairRecency,
-)
-from steadyloop.chains.queries import (
-    AGENT,
-    CHAIN_ROOT,
-    CHAIN_SEARCH_ATTRIBUTES,
-    PAIR,
-    PARENT,
-    TENANT,
-)
+from steadyloop.chains.limits import ChainLimit, DepthLimit
+from steadyloop.chains.queries import AGENT, CHAIN_SEARCH_ATTRIBUTES
 from steadyloop.routing.endpoints import EndpointRegistry
 from steadyloop.run.models import AgentProfile, Delegation, RunInput, RunLimits, RunResult
 from steadyloop.temporal_binaries import time_skipping_server_path
@@ -181,7 +161,7 @@ def chain_input(
     )
 
 
-# -- visibility over the time-skipping server ---------------------------------------------
+# -- a chain's runs on the time-skipping server -------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -193,13 +173,10 @@ class RunView:
 
 
 @dataclass
-class HistoryVisibility:
-    """Chain measurements computed from the histories of the chains a test started."""
+class ChainWalk:
+    """The runs of the chains a test started, read from their histories."""
 
     roots: list[str] = field(default_factory=list)
-    requests: list[MeasureChainInput] = field(default_factory=list)
-    unavailable: bool = False  # every measurement fails, as when visibility is down
-    hold: asyncio.Event | None = None  # when set, measurements wait for it
 
     async def runs(self, client: Client) -> list[RunView]:
         views: list[RunView] = []
@@ -222,42 +199,6 @@ class HistoryVisibility:
                         frontier.append(started.workflow_execution.workflow_id)
         # A re-attached child appears in two histories; count it once.
         return list({view.workflow_id: view for view in views}.values())
-
-    async def measure(self, client: Client, request: MeasureChainInput) -> ChainMeasurements:
-        self.requests.append(request)
-        if self.hold is not None:
-            await self.hold.wait()
-        if self.unavailable:
-            raise RuntimeError("visibility is unavailable")
-        me = request.run
-        others = [
-            v
-            for v in await self.runs(client)
-            if v.workflow_id != me and v.attributes.get(PARENT) != me
-        ]
-        chain = [v for v in others if v.attributes.get(CHAIN_ROOT) == request.chain_root]
-        pair = [v for v in chain if v.attributes.get(PAIR) == request.pair]
-        tenant = [v for v in others if v.attributes.get(TENANT) == request.tenant]
-        kinds = set(request.kinds)
-        window_start = request.window_start
-        return ChainMeasurements(
-            runs_in_chain=len(chain) if "chain_budget" in kinds else None,
-            pair_runs=len(pair) if "pair_seen" in kinds else None,
-            pair_recency=PairRecency(last_started=max((v.started_at for v in pair), default=None))
-            if "pair_cooldown" in kinds
-            else None,
-            tenant_started_in_window=sum(v.started_at >= window_start for v in tenant)
-            if "tenant_rate" in kinds and window_start is not None
-            else None,
-            tenant_active=sum(v.running for v in tenant) if "tenant_ceiling" in kinds else None,
-        )
-
-    def activity(self) -> Callable[[MeasureChainInput], Awaitable[ChainMeasurements]]:
-        @activity.defn(name=MEASURE_CHAIN_ACTIVITY)
-        async def measure_chain(request: MeasureChainInput) -> ChainMeasurements:
-            return await self.measure(activity.client(), request)
-
-        return measure_chain
 
 
 # -- the environment ---------------------------------------------------------------------
@@ -288,17 +229,17 @@ class Gate:
 
 @dataclass
 class Chains(Loop):
-    """A `Loop` whose roots are walked by `HistoryVisibility`."""
+    """A `Loop` whose roots are walked by `ChainWalk`."""
 
-    visibility: HistoryVisibility = field(default_factory=HistoryVisibility)
+    walk: ChainWalk = field(default_factory=ChainWalk)
     gate: Gate = field(default_factory=Gate)
 
     async def start(
         self, run: RunInput, workflow_id: str | None = None
     ) -> WorkflowHandle[ToolLoopWorkflow, RunResult]:
         workflow_id = workflow_id or f"root-{uuid.uuid4().hex[:8]}"
-        if workflow_id not in self.visibility.roots:
-            self.visibility.roots.append(workflow_id)
+        if workflow_id not in self.walk.roots:
+            self.walk.roots.append(workflow_id)
         return await super().start(run, workflow_id)
 
     def turns(self, agent: str | None = None) -> list[Turn]:
@@ -307,7 +248,7 @@ class Chains(Loop):
         return [t for t in seen if agent is None or t.agent == agent]
 
     async def runs(self) -> list[RunView]:
-        return await self.visibility.runs(self.client)
+        return await self.walk.runs(self.client)
 
 
 async def register_chain_search_attributes(client: Client, namespace: str = "default") -> None:
@@ -338,7 +279,7 @@ async def running_chains(
             return produced
         return await produced
 
-    visibility = HistoryVisibility()
+    walk = ChainWalk()
     effects = Effects()
     gate = Gate()
     async with ScriptedServer(respond) as server:
@@ -358,16 +299,13 @@ async def running_chains(
                     activities=[
                         *model.activities(),
                         *ToolActivities(gate.tools(effects)).activities(),
-                        visibility.activity(),
                         await_child_run,
                         *EndpointHealthActivities(env.client, task_queue=task_queue).activities(),
                         *admission(env.client, task_queue),
                     ],
                 ):
                     try:
-                        yield Chains(
-                            env, server, task_queue, effects, visibility=visibility, gate=gate
-                        )
+                        yield Chains(env, server, task_queue, effects, walk=walk, gate=gate)
                     finally:
                         gate.released.set()  # a held call must not keep the worker open
 

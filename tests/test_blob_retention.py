@@ -105,7 +105,7 @@ def test_a_run_temporal_does_not_know_is_kept_unless_asked_to_forget_it() -> Non
 
 
 def test_a_manifest_that_names_no_workflow_is_kept_with_its_chunks() -> None:
-    # m was written by an earlier version (no workflow id), or for no workflow.
+    # m was stored for no workflow (no workflow id).
     manifests = {**MANIFESTS, "m": (None, ["a", "b"])}
     assert collect(OBJECTS, manifests, {"new": closed(30 * DAY)}) == ({"n"}, {"c"}, ["new"])
 
@@ -142,8 +142,8 @@ def test_only_a_well_formed_manifest_is_read_as_one() -> None:
     name = "a" * 64
     good = b'{"v":1,"head":"","size":3,"chunks":["' + name.encode() + b'"],"workflow_id":"w/1"}'
     assert read_manifest(good) == Manifest(["chunks/" + name], "w/1")
-    legacy = b'{"v":1,"head":"","size":3,"chunks":["' + name.encode() + b'"]}'
-    assert read_manifest(legacy) == Manifest(["chunks/" + name], None)
+    unowned = b'{"v":1,"head":"","size":3,"chunks":["' + name.encode() + b'"]}'
+    assert read_manifest(unowned) == Manifest(["chunks/" + name], None)
     for chunk in (b"", b"\x00\xff", b'{"v":1,"chunks":["nope"]}', b'{"v":', b"[1]", good[1:]):
         assert read_manifest(chunk) is None
 

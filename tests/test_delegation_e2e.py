@@ -1,10 +1,10 @@
 """Delegation end to end on a real Temporal dev server: the worker steadyloop ships
-(`build_worker`, with the real `measure_chain` activity), the dev server steadyloop
-starts (which registers the chain search attributes), and chain rules decided by real
-visibility counts of the attributes the workflows set themselves.
+(`build_worker`, with the admission entity's activities), the dev server steadyloop
+starts (which registers the chain search attributes), chain rules decided by the
+tenant's admission entity, and the attributes the workflows set counted by visibility.
 
-The time-skipping tests (`test_delegation_workflow.py`) stand in for visibility; this is
-the one place the workflow, the activity and the visibility store meet.
+The time-skipping server cannot list or count workflows; this is the one place the
+workflow, the admission entity and the visibility store meet.
 """
 
 from __future__ import annotations
@@ -46,10 +46,10 @@ def brain(turn: Turn) -> ScriptedResponse:
     return answer(f"{turn.agent}: {turn.results[-1]}")
 
 
-async def test_a_chain_budget_is_decided_by_real_visibility_counts() -> None:
-    # Budget three runs. The critic (third) sees the root and the writer in visibility,
-    # set there by the root's upsert and the writer's start; its own delegation would be
-    # the fourth run and is refused. A failed count would leave the rule out and admit.
+async def test_a_chain_budget_is_decided_by_the_entity_and_visibility_shows_the_chain() -> None:
+    # Budget three runs. The entity counted the root and the writer; the critic's own
+    # delegation would be the fourth run and is refused. Visibility holds the three runs
+    # under the chain's root, set there by the root's upsert and the children's starts.
     agents = {
         "writer": profile("writer", delegates_to=["critic"]),
         "critic": profile("critic", delegates_to=["writer"]),

@@ -137,6 +137,7 @@ async def test_a_run_not_forwarded_is_followed_from_its_history_in_order() -> No
         result = await handle.result()
         events = await live
         resumed = [await read_all(loop.client, handle, event.cursor) for event in events]
+        assert handle.first_execution_run_id is not None
         host = loop.client.get_workflow_handle(
             output_stream_id(handle.id, handle.first_execution_run_id)
         )

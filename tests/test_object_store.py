@@ -1,13 +1,11 @@
 """The object store under the chunked payload store (`steadyloop.history.object_store`),
 and the driver's use of it: conditional puts, parallel chunks with the manifest last,
-retries, the bounded chunk cache, the typed errors, today's directory layout."""
+retries, the bounded chunk cache, the typed errors, the local directory layout."""
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
-import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -39,7 +37,6 @@ from steadyloop.history.payload_storage import (
     blob_settings,
 )
 
-FIXTURES = Path(__file__).parent / "blob_fixtures"
 CHUNK = 1024
 
 
@@ -168,28 +165,10 @@ async def test_two_writers_of_one_key_both_succeed_and_one_writes(tmp_path: Path
     assert [p.name for p in tmp_path.rglob("*")] == ["ab", "ab99"]  # no temporary left
 
 
-# -- today's layout --------------------------------------------------------------------------
+# -- the local layout --------------------------------------------------------------------------
 
 
-async def test_a_directory_written_by_the_earlier_driver_is_read(tmp_path: Path) -> None:
-    """tests/blob_fixtures/legacy_layout was written by the driver before the object
-    store (every blob at <dir>/<2 hex>/<sha256>, a claim naming only the manifest)."""
-    directory = tmp_path / "blobs"
-    shutil.copytree(FIXTURES / "legacy_layout", directory)
-    recorded = json.loads((FIXTURES / "legacy_layout_claim.json").read_text())
-    (back,) = await retrieve(
-        LocalFileStorageDriver(directory), StorageDriverClaim(claim_data=recorded["claim"])
-    )
-    assert hashlib.sha256(back.data).hexdigest() == recorded["data_sha256"]
-    assert len(back.data) == recorded["data_bytes"]
-    assert {k: v.hex() if k == "note" else v.decode() for k, v in back.metadata.items()} == (
-        recorded["metadata"]
-    )
-    keys = {info.key async for info in LocalDirectoryStore(directory).list("chunks/")}
-    assert f"chunks/{recorded['claim']['manifest']}" in keys and len(keys) == 5
-
-
-async def test_new_chunks_keep_the_old_layout_and_manifests_have_a_folder(tmp_path: Path) -> None:
+async def test_chunks_sit_in_a_folder_per_prefix_and_manifests_in_their_own(tmp_path: Path) -> None:
     driver = LocalFileStorageDriver(tmp_path, chunk_bytes=CHUNK)
     (claim,) = await store(driver, payload(transcript(4)))
     chunks = [p for p in tmp_path.glob("??/*") if p.is_file()]
@@ -326,7 +305,7 @@ async def test_a_small_payload_rides_in_its_claim_while_the_store_is_down() -> N
 
 
 async def test_an_altered_inline_claim_is_corrupt_not_a_crash() -> None:
-    claim = StorageDriverClaim(claim_data={"inline": "not base64!", "layout": "2"})
+    claim = StorageDriverClaim(claim_data={"inline": "not base64!"})
     with pytest.raises(ApplicationError) as raised:
         await retrieve(ChunkedStorageDriver(MemoryStore()), claim)
     assert raised.value.type == "PayloadBlobCorrupt" and raised.value.non_retryable

@@ -13,6 +13,7 @@ from steadyloop.activities.tool_execution import ToolActivities
 from steadyloop.chat import ChatMessage
 from steadyloop.cli.progress import result_lines, status_line
 from steadyloop.cli.run_command import ServingWorker, run_tools
+from steadyloop.history.budget import MAX_INLINE_PAYLOAD_BYTES
 from steadyloop.run.models import RunInput, RunPlugins, RunProgress, RunResult, RunStats
 from steadyloop.run.resume import resume_input
 from steadyloop.tools import (
@@ -135,6 +136,7 @@ def disclosure(
     described = DescribeToolsResult(
         tools=tools.describe(["add", *(n for p in plugins.named for n in tools.plugin_tools(p))]),
         plugins=tools.describe_plugins(plugins.named),
+        payload_limit_bytes=MAX_INLINE_PAYLOAD_BYTES,
     )
     return PluginDisclosure(
         tools=["add"], plugins=plugins, described=described, activated=activated or [], **kw

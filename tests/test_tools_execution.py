@@ -342,7 +342,9 @@ def test_activity_names_are_stable() -> None:
         ToolOutcome(status="tool_error", content="x", error_type="RuntimeError", truncated=True),
         order.describe(),
         DescribeToolsInput(names=None),
-        DescribeToolsResult(tools=[echo.describe()], unknown=["x"], available=["echo"]),
+        DescribeToolsResult(
+            tools=[echo.describe()], unknown=["x"], available=["echo"], payload_limit_bytes=1
+        ),
     ],
     ids=lambda value: type(value).__name__,
 )

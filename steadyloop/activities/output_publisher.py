@@ -82,9 +82,9 @@ async def ensure_stream_host(
     """Start host `stream_id`, go on with the one that ended, or attach to the running one.
 
     An ended host that returned its retained log (an idle close) is continued: the new
-    execution starts from that state, same epoch. One that left no log (terminated,
-    failed, or from before hosts returned it) is replaced by a new epoch at offset 0, so
-    a cursor into the old one is refused as expired, never read as the new offsets.
+    execution starts from that state, same epoch. One that left no log (terminated or
+    failed) is replaced by a new epoch at offset 0, so a cursor into the old one is
+    refused as expired, never read as the new offsets.
     Two starters racing both start the same input; `USE_EXISTING` keeps one.
     """
     params = OutputStreamInput(max_events=max_events, idle_close_s=idle_close_s)

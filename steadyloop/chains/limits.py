@@ -8,17 +8,12 @@ re-exported here.
 
 A measurement is split in two: counts of the *other* runs (`ChainMeasurements`: not
 the asking run, not its own children) and what the asking run is (`ChainPosition`)
-and started (`ChildRecord`), which `chain_rules` adds. Where the counts come from
-decides whether the rule holds:
-
-- **From the admission ledger** (`steadyloop.chains.admission`), kept by one workflow
-  per tenant that decides one admission at a time and counts the child before it
-  answers. This is how runs are admitted: the count cannot be stale.
-- **From Temporal visibility** (`MeasureChainInput`, the `measure_chain` activity):
-  unused, since no workflow schedules that activity (the loop checks depth alone, with
-  empty measurements, before it asks the ledger). Visibility is eventually consistent:
-  siblings that measure at once each see the count from before either started a
-  child, and both admit. A rule is left out when its count failed (`None` fields).
+and started (`ChildRecord`), which `chain_rules` adds. The counts come from the
+admission ledger (`steadyloop.chains.admission`), kept by one workflow per tenant that
+decides one admission at a time and counts the child before it answers, so the count
+cannot be stale: siblings counted from Temporal visibility, which is eventually
+consistent, would each see the count from before either started a child, and both
+admit. The loop checks depth alone, with empty measurements, before it asks the ledger.
 
 A count that came back broken (NaN, negative, ...) is never filled in here: the rule
 receives it and refuses.
@@ -55,7 +50,6 @@ from steadyloop.chains.rules import (
 
 __all__ = [
     "DEFAULT_CHAIN_LIMITS",
-    "MEASURE_CHAIN_ACTIVITY",
     "VISIBILITY_KINDS",
     "ChainBudgetLimit",
     "ChainLimit",
@@ -63,7 +57,6 @@ __all__ = [
     "ChainPosition",
     "ChildRecord",
     "DepthLimit",
-    "MeasureChainInput",
     "PairCooldownLimit",
     "PairRecency",
     "PairSeenLimit",
@@ -72,8 +65,6 @@ __all__ = [
     "chain_rules",
     "pair_key",
 ]
-
-MEASURE_CHAIN_ACTIVITY = "steadyloop.measure_chain"
 
 ChainLimit = Annotated[
     DepthLimit
@@ -90,7 +81,7 @@ DEFAULT_CHAIN_LIMITS: tuple[ChainLimit, ...] = (
     DepthLimit(max_depth=3),
     ChainBudgetLimit(max_runs=16),
 )
-# Every kind but depth needs a count from Temporal visibility.
+# Every kind but depth needs a count of other runs, which only the admission ledger keeps.
 VISIBILITY_KINDS: frozenset[ChainRuleKind] = frozenset(
     {"chain_budget", "pair_seen", "pair_cooldown", "tenant_rate", "tenant_ceiling"}
 )
@@ -136,29 +127,12 @@ class PairRecency(BaseModel):
     last_started: AwareDatetime | None = None
 
 
-class MeasureChainInput(BaseModel):
-    """What the measurement activity counts for one delegation by run `run`.
-
-    `kinds` are the limits configured (only those are measured); `pair` is the pair the
-    delegation would form; `window_start` begins the tenant-rate window.
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    tenant: str
-    chain_root: str
-    run: str
-    kinds: list[ChainRuleKind]
-    pair: str | None = None
-    window_start: AwareDatetime | None = None
-
-
 class ChainMeasurements(BaseModel):
     """Counts of runs *other than* the measuring run and its own children.
 
-    A field is None when it was not asked for or its query failed; `failed` says which
-    failed and why, for logs. Counts exclude executions that continued-as-new (one run,
-    one count).
+    A field is None when it was not counted (its limit is not configured, or only depth
+    is checked yet); the rule it feeds is then left out. A run that continued-as-new is
+    one run, one count.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -168,7 +142,6 @@ class ChainMeasurements(BaseModel):
     pair_recency: PairRecency | None = None
     tenant_started_in_window: int | None = None
     tenant_active: int | None = None
-    failed: dict[str, str] = Field(default_factory=dict)
 
 
 def chain_rules(
@@ -182,7 +155,7 @@ def chain_rules(
 ) -> list[ChainRule]:
     """The rules for delegating to agent `target` now, in the order of `limits`.
 
-    A limit whose visibility measurement is missing is left out (it admits).
+    A limit whose count is missing is left out (it admits).
     """
     pair = pair_key(position.agent, target)
     agents = (position.agent, target)

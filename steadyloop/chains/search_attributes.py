@@ -1,11 +1,10 @@
 """The chain search attributes as Temporal keys, and the attributes of one run.
 
 No I/O. The workflow sets them (a child at its start, a delegating root by upserting
-them once); names, types and the queries that count them live in the pure
-`steadyloop.chains.queries`. A Temporal namespace must have them registered before a
-run that delegates starts: the embedded dev server (`CHAIN_SEARCH_ATTRIBUTE_KEYS`) and
-docker-compose.yml register them, other clusters with
-`temporal operator search-attribute create` (see `CHAIN_SEARCH_ATTRIBUTES`).
+them once); names and types live in the pure `steadyloop.chains.queries`. A Temporal
+namespace must have them registered before a run that delegates starts: the embedded
+dev server (`CHAIN_SEARCH_ATTRIBUTE_KEYS`) and docker-compose.yml register them, other
+clusters with `temporal operator search-attribute create` (see `CHAIN_SEARCH_ATTRIBUTES`).
 """
 
 from __future__ import annotations

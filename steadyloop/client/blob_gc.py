@@ -141,22 +141,16 @@ async def temporal_states(client: Client, workflow_ids: Iterable[str]) -> dict[s
 
 
 async def store_listing(
-    store: ObjectStore, *, legacy: bool | None = None, known: Mapping[str, Manifest] | None = None
+    store: ObjectStore, *, known: Mapping[str, Manifest] | None = None
 ) -> tuple[list[StoredObject], dict[str, Manifest]]:
-    """Every object of `store`, and what each manifest says (`known`: already read).
-
-    `legacy`: also read each chunk for a manifest an earlier version kept among the
-    chunks (default: on a local directory only, the one place they were written)."""
-    if legacy is None:
-        legacy = isinstance(store, LocalDirectoryStore)
+    """Every object of `store`, and what each manifest says (`known`: already read)."""
     objects: list[StoredObject] = []
     manifests: dict[str, Manifest] = {}
     async for info in store.list():
         if not (info.key.startswith(CHUNK_PREFIX) or info.key.startswith(MANIFEST_PREFIX)):
             continue
         objects.append(StoredObject(info.key, info.size, info.last_modified))
-        is_manifest = info.key.startswith(MANIFEST_PREFIX)
-        if not (is_manifest or legacy):
+        if not info.key.startswith(MANIFEST_PREFIX):
             continue
         if known is not None and info.key in known:
             manifests[info.key] = known[info.key]
@@ -165,7 +159,7 @@ async def store_listing(
         read = None if content is None else read_manifest(content)
         if read is not None:
             manifests[info.key] = read
-        elif is_manifest and content is not None:  # unreadable: keep all it could name
+        elif content is not None:  # unreadable: keep all it could name
             manifests[info.key] = Manifest(chunks=[], workflow_id=None)
     return objects, manifests
 
@@ -217,7 +211,7 @@ async def collect(
             came_back.add(stored.key)
             report.skipped_young += 1
     # Manifests written since the first listing (runs in flight) keep what they name.
-    _, now_listed = await store_listing(store, legacy=False, known=manifests)
+    _, now_listed = await store_listing(store, known=manifests)
     still_named = {c for key, m in now_listed.items() for c in m.chunks if key not in manifests}
     still_named.update(c for key in came_back for c in manifests[key].chunks)
     for stored in decided.chunks:

@@ -27,9 +27,8 @@ The obvious collector is wrong in these ways, each prevented where named:
   namespace would find no run at all and delete everything. A workflow Temporal does
   not know is kept and counted (`unknown_runs`), unless the caller says to reclaim those
   too (`forget_unknown`, for runs Temporal's own retention already removed).
-- **Manifests nobody owns** (written by earlier versions, which kept manifests among the
-  chunks, or stored for no workflow): nothing says when they may go, so they are kept
-  with their chunks and counted (`unowned_manifests`).
+- **Manifests nobody owns** (stored for no workflow, or unreadable): nothing says when
+  they may go, so they are kept with their chunks and counted (`unowned_manifests`).
 - **Order**: manifests are deleted before chunks, and chunks are marked from every
   manifest that remains, so a collection cut short leaves nothing dangling and the next
   one finishes the job.
@@ -107,10 +106,9 @@ def is_sha256(key: str) -> bool:
 
 
 def read_manifest(content: bytes) -> Manifest | None:
-    """What `content` says if it is a manifest, else None (it is a chunk).
+    """What manifest `content` says, or None when it does not read as one.
 
-    Chunk names become store keys (`chunks/<sha256>`). A chunk that happens to read like
-    a manifest only keeps more chunks alive: the safe way to be wrong."""
+    Chunk names become store keys (`chunks/<sha256>`)."""
     if not content.startswith(b'{"v":'):
         return None
     try:

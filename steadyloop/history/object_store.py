@@ -5,16 +5,14 @@ manifest; this module is where those bytes live. Seven operations, all async, al
 by a `/`-separated name relative to the store's root: `get`, `put_if_absent` (a
 conditional put), `put`, `freshen` (make an existing object's last-modified time now),
 `head`, `list` (by prefix, with size and last-modified, which retention needs) and
-`delete`. Backends: `LocalDirectoryStore` (today's blob
-directory, read and written in today's layout), `MemoryStore` (tests), and
-`steadyloop.history.bucket_store.S3Store` (any S3-compatible service). `RetryingStore`
-wraps any of them with retries.
+`delete`. Backends: `LocalDirectoryStore` (the blob directory), `MemoryStore` (tests),
+and `steadyloop.history.bucket_store.S3Store` (any S3-compatible service).
+`RetryingStore` wraps any of them with retries.
 
 Key names (what `payload_storage` writes and a garbage collector walks):
 `chunks/<sha256>` for chunks and `manifests/<sha256>` for manifests. The local
-backend keeps `chunks/<sha256>` at `<dir>/<first two hex digits>/<sha256>`, the path
-every blob had before this module, so a directory written by earlier code stays
-readable (and a manifest named by an older claim is found there, under `chunks/`).
+backend keeps `chunks/<sha256>` at `<dir>/<first two hex digits>/<sha256>`: a store holds
+far more chunks than manifests, and 256 folders keep each one small enough to list.
 
 The obvious implementations are wrong in these ways, and this is what prevents each:
 

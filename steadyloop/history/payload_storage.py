@@ -15,12 +15,12 @@ chunks its new messages touched plus a small manifest. Whole-payload addressing 
 again, quadratic in bytes uploaded and stored. Identical payloads share one manifest.
 
 Where the bytes live is an `ObjectStore` (`steadyloop.history.object_store`): a local
-directory (the default, `$STEADYLOOP_HOME/blobs`, in the layout every earlier version
-wrote), S3-compatible object storage (`STEADYLOOP_BLOB_DIR=s3://bucket/prefix`,
-`steadyloop.history.bucket_store`), or memory for tests. Workflow code is unchanged:
-Temporal's external storage calls this driver (a coroutine, on the worker's event loop)
-when it encodes and decodes payloads, on the worker (workflow and activity side), the
-client and the `Replayer`; all of them must name the same store.
+directory (the default, `$STEADYLOOP_HOME/blobs`), S3-compatible object storage
+(`STEADYLOOP_BLOB_DIR=s3://bucket/prefix`, `steadyloop.history.bucket_store`), or memory
+for tests. Workflow code is unchanged: Temporal's external storage calls this driver (a
+coroutine, on the worker's event loop) when it encodes and decodes payloads, on the
+worker (workflow and activity side), the client and the `Replayer`; all of them must
+name the same store.
 
 The obvious implementation is wrong in these ways, and this is what prevents each:
 
@@ -61,9 +61,9 @@ The obvious implementation is wrong in these ways, and this is what prevents eac
   payloads only while the store is down (logged as a warning). A larger payload waits
   under the full budget and then fails retryably, as above.
 
-The driver's name (`steadyloop-local-files`) and type are those recorded in every
-history written so far; they name the chunk format, not the backend, so a history
-recorded against one backend replays against another that holds the same keys.
+The driver's name (`steadyloop-local-files`) and type, which every claim in history
+records, name the chunk format, not the backend, so a history recorded against one
+backend replays against another that holds the same keys.
 """
 
 from __future__ import annotations
@@ -150,9 +150,6 @@ KNOWN_PRESENT_S = 600.0
 INLINE_FALLBACK_BYTES = 192 * 1024
 INLINE_AFTER_S = 2.0
 MANIFEST_VERSION = 1
-# Claims written by this module carry it; a claim without it (every earlier version)
-# names a manifest kept among the chunks.
-_LAYOUT = "2"
 # With external storage history keeps a reference, so Temporal's limit no longer bounds
 # a payload; this does, so a runaway transcript (sent whole to the model every turn, held
 # in memory by every worker that decodes it) still stops with a reason.
@@ -334,7 +331,6 @@ class ChunkedStorageDriver(StorageDriver):
                 claim_data={
                     "inline": base64.b64encode(payload.SerializeToString()).decode("ascii"),
                     "size": str(len(payload.data)),
-                    "layout": _LAYOUT,
                 }
             )
 
@@ -363,9 +359,7 @@ class ChunkedStorageDriver(StorageDriver):
         key = hashlib.sha256(manifest).hexdigest()
         # Last, and only after every chunk is stored: a manifest never names a lost chunk.
         await self._write(MANIFEST_PREFIX + key, manifest, objects)
-        return StorageDriverClaim(
-            claim_data={"manifest": key, "size": str(len(data)), "layout": _LAYOUT}
-        )
+        return StorageDriverClaim(claim_data={"manifest": key, "size": str(len(data))})
 
     async def _write(self, key: str, content: bytes, objects: RetryingStore) -> None:
         if self.cache.known_present(key):
@@ -384,25 +378,26 @@ class ChunkedStorageDriver(StorageDriver):
         if inline is not None:
             return self._inline(inline)
         key = claim.get("manifest", "")
-        prefix = MANIFEST_PREFIX if claim.get("layout") == _LAYOUT else CHUNK_PREFIX
-        raw = await self._read(key, prefix, "manifest")
+        raw = await self._read(key, MANIFEST_PREFIX, "manifest")
         try:
             manifest = json.loads(raw)
             version = manifest.get("v")
         except (ValueError, AttributeError):
-            raise self._corrupt(f"manifest {prefix}{key} is not a JSON object") from None
+            raise self._corrupt(f"manifest {MANIFEST_PREFIX}{key} is not a JSON object") from None
         if version != MANIFEST_VERSION:
-            raise self._corrupt(f"manifest {prefix}{key} has version {version!r}")
+            raise self._corrupt(f"manifest {MANIFEST_PREFIX}{key} has version {version!r}")
         chunks = manifest.get("chunks")
         size = manifest.get("size")
         if not isinstance(chunks, list) or not isinstance(size, int):
-            raise self._corrupt(f"manifest {prefix}{key} has no chunk list or size")
+            raise self._corrupt(f"manifest {MANIFEST_PREFIX}{key} has no chunk list or size")
         parts = await asyncio.gather(
             *(self._read(str(chunk), CHUNK_PREFIX, "chunk") for chunk in chunks)
         )
         data = b"".join(parts)
         if len(data) != size:
-            raise self._corrupt(f"manifest {prefix}{key} names {size} bytes, got {len(data)}")
+            raise self._corrupt(
+                f"manifest {MANIFEST_PREFIX}{key} names {size} bytes, got {len(data)}"
+            )
         payload = Payload()
         payload.ParseFromString(base64.b64decode(manifest["head"]))
         payload.data = data
@@ -451,9 +446,8 @@ class ChunkedStorageDriver(StorageDriver):
 
 
 class LocalFileStorageDriver(ChunkedStorageDriver):
-    """The chunked store on a local directory, in the layout every version wrote:
-    `<directory>/<first two hex digits>/<sha256>` for chunks (and for the manifests that
-    earlier versions' claims name), `<directory>/manifests/<sha256>` for new manifests."""
+    """The chunked store on a local directory: `<directory>/<first two hex digits>/<sha256>`
+    for chunks, `<directory>/manifests/<sha256>` for manifests (`LocalDirectoryStore`)."""
 
     def __init__(
         self,

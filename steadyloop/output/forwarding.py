@@ -50,15 +50,12 @@ HOST_IDLE_CLOSE_S = 3_600.0
 HOST_EPOCH_MEMO = "steadyloop_epoch"
 
 
-def output_stream_id(run_workflow_id: str, run_id: str | None = None) -> str:
+def output_stream_id(run_workflow_id: str, run_id: str) -> str:
     """The companion workflow's id: one per run, stable across continue-as-new.
 
     `run_id` is the run's first execution run id: keyed by it, a workflow id used again
     for a new run gets a new host, so one run's output never shows under another's.
-    Without it (only the older replay fixtures hold such runs) the host is the id's alone.
     """
-    if run_id is None:
-        return f"{run_workflow_id}/output"
     return f"{run_workflow_id}/output/{run_id}"
 
 

@@ -86,8 +86,8 @@ class EndpointHealth(BaseModel):
     known: bool = True
     # How long a run may plan from this copy without reading again, in workflow time:
     # the reading worker's cache TTL, stamped by `read_endpoint_health`, so a run does not
-    # ask again for a copy that cannot have changed. None (an unstamped copy, as the older
-    # replay fixtures hold) means read before every turn.
+    # ask again for a copy that cannot have changed. None (an unstamped copy: the entity's
+    # own, before a read stamps it) means read before every turn.
     view_ttl_s: float | None = None
 
     def phase(self, now: datetime) -> BreakerPhase:

@@ -68,7 +68,7 @@ class PendingApproval(BaseModel):
     # What a decision binds to: the sha256 of the canonical JSON of `arguments` (the
     # receipt key's hash). Providers that number calls per turn reuse `call_0` every
     # turn, so a call id alone could approve a different call than the one reviewed.
-    arguments_sha256: str = ""
+    arguments_sha256: str
 
 
 class ApprovalDecision(BaseModel):
@@ -85,8 +85,10 @@ class ApprovalDecision(BaseModel):
     # The binding: the tool, the hash of its arguments and the turn of the call the
     # person reviewed, as `pending_approvals` listed them. A decision whose binding does
     # not match the call waiting under `call_id` is refused (`for_call` fills it in).
-    # Optional in the model only so the older replay fixtures' decisions, which carry no
-    # binding, still load.
+    # Optional in the model so an unbound decision reaches the run's validator, which
+    # refuses it naming the call that waits, instead of failing to decode; `RunHandle`
+    # sends one unbound on purpose when nothing waits under its SHA, so Temporal answers
+    # a repeat of its update id from the record.
     tool: str | None = None
     arguments_sha256: str | None = None
     turn: int | None = None

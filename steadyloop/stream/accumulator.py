@@ -104,9 +104,7 @@ from typing import Any, Literal
 from pydantic import TypeAdapter
 
 from steadyloop.chat import ToolCall
-
-# Re-exported: the stream's other modules imported it from here before it had a home.
-from steadyloop.stream.surrogates import rejoin_surrogates as rejoin_surrogates
+from steadyloop.stream.surrogates import rejoin_surrogates
 
 DefectKind = Literal[
     "dropped_delta", "malformed_index", "malformed_id", "malformed_name", "malformed_arguments"

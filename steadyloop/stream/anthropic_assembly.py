@@ -79,7 +79,7 @@ from typing import Any
 import orjson
 
 from steadyloop.chat import PassbackItem, ToolCall
-from steadyloop.stream.accumulator import ToolCallAccumulator, rejoin_surrogates
+from steadyloop.stream.accumulator import ToolCallAccumulator
 from steadyloop.stream.completion import AssembledTurn
 from steadyloop.stream.defects import (
     DEFECT_RETRY_BUDGETS,
@@ -88,6 +88,7 @@ from steadyloop.stream.defects import (
 )
 from steadyloop.stream.failures import StreamFailed, StreamFailure, excerpt
 from steadyloop.stream.sse import MessageData, ServerSentEvent
+from steadyloop.stream.surrogates import rejoin_surrogates
 from steadyloop.stream.turn_assembly import (
     TurnProgress,
     count_of,

@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from steadyloop.history.budget import MAX_INLINE_PAYLOAD_BYTES
 from steadyloop.run.models import RunPlugins
 from steadyloop.tools.payloads import (
     DescribeToolsResult,
@@ -128,7 +129,8 @@ class PluginDisclosure:
     @classmethod
     def none(cls) -> PluginDisclosure:
         """No tools at all (a run before its tools are described, or one without tools)."""
-        nothing = cls(tools=[], plugins=RunPlugins(), described=DescribeToolsResult(tools=[]))
+        described = DescribeToolsResult(tools=[], payload_limit_bytes=MAX_INLINE_PAYLOAD_BYTES)
+        nothing = cls(tools=[], plugins=RunPlugins(), described=described)
         nothing.payload_limit_bytes = None
         return nothing
 

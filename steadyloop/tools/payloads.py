@@ -26,7 +26,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from steadyloop.chat import ChatMessage, ToolSpec
-from steadyloop.history.budget import MAX_INLINE_PAYLOAD_BYTES
 from steadyloop.run.bounds import Seconds
 from steadyloop.tools.schema_profiles import SchemaProfile
 
@@ -133,8 +132,7 @@ class DescribeToolsResult(BaseModel):
 
     `payload_limit_bytes` is the largest activity input the worker's data converter can
     hand Temporal (`steadyloop.history.payload_storage.payload_limit`): far above 2 MB when its
-    external storage takes every large payload out of history. A result without
-    the field (the older replay fixtures) decodes to the inline limit.
+    external storage takes every large payload out of history.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -145,7 +143,7 @@ class DescribeToolsResult(BaseModel):
     plugins: list[PluginDescription] = Field(default_factory=list)
     unknown_plugins: list[str] = Field(default_factory=list)
     available_plugins: list[str] = Field(default_factory=list)
-    payload_limit_bytes: int = MAX_INLINE_PAYLOAD_BYTES
+    payload_limit_bytes: int
 
 
 class ToolInvocation(BaseModel):

@@ -41,7 +41,7 @@ from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from steadyloop.activities.chain_admission import ChainAdmissionActivities
-from steadyloop.activities.chain_measurement import await_child_run, measure_chain
+from steadyloop.activities.child_runs import await_child_run
 from steadyloop.activities.endpoint_health import (
     DEFAULT_CACHE_TTL_S,
     DEFAULT_QUIET_CACHE_TTL_S,
@@ -160,7 +160,6 @@ def build_worker(client: Client, options: WorkerOptions, model: ModelActivities)
             *model.activities(),
             *tools.activities(),
             *WorkerDescriptionActivities(options.endpoints, options.tools).activities(),
-            measure_chain,
             await_child_run,
             *health.activities(),
             *ChainAdmissionActivities(client, task_queue=options.task_queue).activities(),
