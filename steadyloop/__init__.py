@@ -10,7 +10,8 @@ Workflows live under `steadyloop.workflows` (deterministic), activities under
 `steadyloop.activities` (all I/O).
 
 The client API starts, follows and steers runs from your own code (`steadyloop.client`):
-`connect`, `Thread`, `RunHandle`, `RunOptions` and its typed errors.
+`connect`, `Thread`, `RunHandle`, `RunOptions` and its typed errors. Every exception
+steadyloop raises is a `SteadyloopError` (`steadyloop.errors` draws the family).
 """
 
 from temporalio import workflow
@@ -67,6 +68,7 @@ with workflow.unsafe.imports_passed_through():
         ThreadCannotContinue,
         connect,
     )
+    from steadyloop.errors import SteadyloopError
     from steadyloop.history.healing import (
         Healing,
         TranscriptProfile,
@@ -198,6 +200,7 @@ __all__ = [
     "RunSnapshot",
     "SchemaProfile",
     "SteadyloopClient",
+    "SteadyloopError",
     "StopUnread",
     "StreamFailed",
     "StreamFailure",

@@ -22,12 +22,8 @@ from temporalio.testing import ActivityEnvironment
 
 from steadyloop.activities import STREAM_COMPLETION_ACTIVITY, ModelActivities, StreamProgress
 from steadyloop.chat import ChatMessage, ToolSpec
-from steadyloop.routing.endpoints import (
-    MISSING_API_KEY_ERROR_TYPE,
-    UNKNOWN_ENDPOINT_ERROR_TYPE,
-    EndpointConfig,
-    EndpointRegistry,
-)
+from steadyloop.errors import MISSING_API_KEY, UNKNOWN_ENDPOINT
+from steadyloop.routing.endpoints import EndpointConfig, EndpointRegistry
 from steadyloop.routing.provider_errors import (
     failure_is_retryable,
     parse_retry_after,
@@ -862,7 +858,7 @@ async def test_an_unknown_endpoint_is_named_and_not_retried(
 ) -> None:
     error = await fail(model, request("nowhere"))
 
-    assert error.type == UNKNOWN_ENDPOINT_ERROR_TYPE
+    assert error.type == UNKNOWN_ENDPOINT
     assert error.non_retryable is True
     assert "'nowhere'" in str(error) and "'scripted'" in str(error)
     assert error.details[0] == {
@@ -879,7 +875,7 @@ async def test_a_missing_key_is_named_and_nothing_is_sent(
 
     error = await fail(model, request())
 
-    assert error.type == MISSING_API_KEY_ERROR_TYPE
+    assert error.type == MISSING_API_KEY
     assert error.non_retryable is True
     assert KEY_ENV in str(error)
     assert server.requests == []

@@ -38,9 +38,9 @@ from temporalio.testing import ActivityEnvironment
 from steadyloop.activities.model_stream import ModelActivities
 from steadyloop.activities.output_publisher import OutputPublisher, ensure_host, read_forwarded
 from steadyloop.chat import ChatMessage
+from steadyloop.errors import OUTPUT_ALREADY_FORWARDED
 from steadyloop.output.follow import follow_output
 from steadyloop.output.forwarding import (
-    OUTPUT_ALREADY_FORWARDED,
     OUTPUT_TOPIC,
     ForwardingOptions,
     ForwardTarget,

@@ -35,6 +35,7 @@ from steadyloop.chains.limits import (
     PairRecency,
 )
 from steadyloop.chains.queries import others_in_chain, others_of_tenant
+from steadyloop.errors import CHILD_RUN_FAILED
 from steadyloop.run.models import RunResult
 
 # More starts of one pair than this in one chain would be a runaway anyway; the latest
@@ -113,7 +114,7 @@ async def await_child_run(request: AwaitChildRunInput) -> RunResult:
     except WorkflowFailureError as error:
         raise ApplicationError(
             f"run {request.workflow_id} ended without a result: {error.cause or error}",
-            type="ChildRunFailed",
+            type=CHILD_RUN_FAILED,
             non_retryable=True,
         ) from None
     finally:

@@ -136,6 +136,11 @@ from steadyloop.activities.output_publisher import (
     publish_events,
     read_forwarded,
 )
+from steadyloop.errors import (
+    OUTPUT_ALREADY_FORWARDED,
+    OUTPUT_HOST_UNAVAILABLE,
+    SAMPLING_OUT_OF_RANGE,
+)
 from steadyloop.events.publishing import (
     PUBLISH_RUN_EVENTS_ACTIVITY,
     RECORD_RUN_EVENTS_ACTIVITY,
@@ -144,7 +149,6 @@ from steadyloop.events.publishing import (
     activity_input,
 )
 from steadyloop.output.forwarding import (
-    OUTPUT_ALREADY_FORWARDED,
     READ_FORWARDED_OUTPUT_ACTIVITY,
     ForwardedOutput,
     ForwardTarget,
@@ -154,7 +158,6 @@ from steadyloop.output.forwarding import (
 )
 from steadyloop.redaction import KeyRedactingFilter, Secrets, safe_text
 from steadyloop.routing.endpoints import (
-    SAMPLING_OUT_OF_RANGE_ERROR_TYPE,
     EndpointConfig,
     EndpointRegistry,
     MissingApiKeyError,
@@ -224,7 +227,6 @@ PENDING_ACTIVITY_STATE_CANCEL_REQUESTED = (
 )
 # How long a new attempt keeps asking the output host what earlier attempts showed.
 HOST_READ_BUDGET_S = 60.0
-OUTPUT_HOST_UNAVAILABLE = "output_host_unavailable"
 logger = logging.getLogger(__name__)
 
 # How much of a non-2xx or non-SSE body is read for the message and the excerpt.
@@ -936,7 +938,7 @@ class ModelActivities:
                 f"model endpoint {endpoint.name!r} (api={endpoint.api!r}) cannot take this "
                 f"run's sampling: {'; '.join(refused)}",
                 {"endpoint": endpoint.name, "api": endpoint.api, "problems": refused},
-                type=SAMPLING_OUT_OF_RANGE_ERROR_TYPE,
+                type=SAMPLING_OUT_OF_RANGE,
                 non_retryable=True,
             )
         forward = request.forward if not request.wants_json() else None

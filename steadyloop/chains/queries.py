@@ -31,6 +31,8 @@ import re
 from datetime import datetime
 from typing import Literal
 
+from steadyloop.errors import SteadyloopError
+
 __all__ = [
     "AGENT",
     "CHAIN_ROOT",
@@ -67,7 +69,7 @@ CHAIN_SEARCH_ATTRIBUTES: dict[str, Literal["Keyword", "Int"]] = {
 }
 
 
-class UnquotableValue(ValueError):
+class UnquotableValue(SteadyloopError, ValueError):
     """A value no visibility query can match exactly (see the module docstring)."""
 
 

@@ -23,6 +23,7 @@ from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
+from steadyloop.errors import SteadyloopError
 from steadyloop.redaction import Secrets, safe_text
 
 FailureKind = Literal[
@@ -124,7 +125,7 @@ class StreamFailure(BaseModel):
         return ": ".join(parts)
 
 
-class StreamFailed(Exception):
+class StreamFailed(SteadyloopError):
     """Raised by the stream reader; carries the classified failure as a value.
 
     `shown_text` and `shown_reasoning` are what the attempt had forwarded to people

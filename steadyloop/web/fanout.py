@@ -30,6 +30,7 @@ from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Hashable
 from dataclasses import dataclass, field
 
+from steadyloop.errors import SteadyloopError
 from steadyloop.web.backend import StreamEvent
 
 __all__ = ["FeedRegistry", "FellBehind", "RunFeed"]
@@ -37,7 +38,7 @@ __all__ = ["FeedRegistry", "FellBehind", "RunFeed"]
 Source = Callable[[str | None], AsyncIterator[StreamEvent]]
 
 
-class FellBehind(Exception):
+class FellBehind(SteadyloopError):
     """The client's next event left the feed's buffer before it was read."""
 
 

@@ -79,6 +79,7 @@ if TYPE_CHECKING:  # annotations only: no module-level object the sandbox test c
 with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 
+    from steadyloop.errors import CONFIGURATION_ERROR_TYPES
     from steadyloop.output.forwarding import (
         READ_FORWARDED_OUTPUT_ACTIVITY,
         ForwardedOutput,
@@ -94,12 +95,6 @@ with workflow.unsafe.imports_passed_through():
         ProbeGrant,
         ProbeRequest,
         ReadHealthInput,
-    )
-    from steadyloop.routing.endpoints import (
-        MISSING_API_KEY_ERROR_TYPE,
-        SAMPLING_OUT_OF_RANGE_ERROR_TYPE,
-        UNKNOWN_ENDPOINT_ERROR_TYPE,
-        UNSUPPORTED_WIRE_ERROR_TYPE,
     )
     from steadyloop.routing.route_plan import (
         PlannedCandidate,
@@ -634,12 +629,7 @@ def facts_from_activity_error(error: ActivityError) -> FailureFacts:
     if not isinstance(cause, ApplicationError):
         return FailureFacts(kind="lost", message=str(cause or error))
     produced = _flag(cause.details)
-    if cause.type in (
-        UNKNOWN_ENDPOINT_ERROR_TYPE,
-        MISSING_API_KEY_ERROR_TYPE,
-        SAMPLING_OUT_OF_RANGE_ERROR_TYPE,
-        UNSUPPORTED_WIRE_ERROR_TYPE,
-    ):
+    if cause.type in CONFIGURATION_ERROR_TYPES:
         return FailureFacts(kind="configuration", message=cause.message, produced_output=produced)
     first = cause.details[0] if cause.details else None
     try:
