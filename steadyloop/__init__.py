@@ -111,7 +111,7 @@ with workflow.unsafe.imports_passed_through():
         RouteRequest,
         plan_route,
     )
-    from steadyloop.routing.taxonomy import FailureFacts, facts_from_stream_failure
+    from steadyloop.routing.taxonomy import StreamFailed, StreamFailure
     from steadyloop.run.models import AgentProfile, Delegation
     from steadyloop.stream.accumulator import AssemblyDefect, ToolCallAccumulator
     from steadyloop.stream.arguments import (
@@ -129,7 +129,6 @@ with workflow.unsafe.imports_passed_through():
         detect_completion_defect,
         detect_completion_defects,
     )
-    from steadyloop.stream.failures import StreamFailed, StreamFailure
     from steadyloop.tools.schema_profiles import SchemaProfile, sanitize_tool_schema
 
 __all__ = [
@@ -164,7 +163,6 @@ __all__ = [
     "Effect",
     "EndpointHealth",
     "Execute",
-    "FailureFacts",
     "FunctionCall",
     "GiveUp",
     "Happened",
@@ -231,7 +229,6 @@ __all__ = [
     "descend_chain",
     "detect_completion_defect",
     "detect_completion_defects",
-    "facts_from_stream_failure",
     "failure_disposition",
     "parse_tool_call_arguments",
     "plan_route",

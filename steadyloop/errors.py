@@ -46,7 +46,7 @@ still an `AssertionError` (pytest reports it as a failed assertion, not a crash)
     ├── UnknownEndpointError (LookupError)
     ├── MissingApiKeyError (LookupError)
     ├── UnsupportedWireError (LookupError)
-    ├── StreamFailed                     steadyloop.stream: one classified model failure
+    ├── StreamFailed                     steadyloop.routing: a model attempt's failure
     ├── ToolDefinitionError (ValueError) steadyloop.tools: a tool that cannot be offered
     ├── SchemaError (ValueError)
     ├── DuplicateToolError (ValueError)
@@ -74,7 +74,7 @@ Workflow and activity code fails with Temporal's `ApplicationError` instead, who
 `type` is a string that crosses the server: the constants below are every such type
 steadyloop writes, so a raising site and a handling site (a `.type ==` check, a test,
 a user's dashboard) read the same name. A model attempt's classified failures are typed
-by their kind (`steadyloop.stream.failures.FailureKind`), which lives with that model.
+by their kind (`steadyloop.routing.taxonomy.FailureKind`), which lives with that model.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from wire_activity_harness import activity_error
 from steadyloop.activities.model_stream import StreamProgress, failure_to_application_error
 from steadyloop.errors import MISSING_API_KEY
 from steadyloop.routing.disposition import AttemptContext, failure_disposition
-from steadyloop.stream.failures import StreamFailure
+from steadyloop.routing.taxonomy import StreamFailure
 from steadyloop.workflows.routed_turn import facts_from_activity_error
 
 
