@@ -159,7 +159,7 @@ class StreamFailure(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _classified(cls, data: Any) -> Any:
-        return classified(data) if isinstance(data, dict) else data
+        return _classify(data) if isinstance(data, dict) else data
 
     @field_validator("retry_after_s")
     @classmethod
@@ -433,7 +433,7 @@ def network_reason_from_message(message: str) -> NetworkReason:
     return "other"
 
 
-def classified(facts: dict[str, Any]) -> dict[str, Any]:
+def _classify(facts: dict[str, Any]) -> dict[str, Any]:
     """`facts` (a failure's fields) with what they mean filled in where not given: a
     network failure's reason (from its text when the reader did not say; a truncated
     body is a cut), and a provider error's category and refused parameter. A failure
