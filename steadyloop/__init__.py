@@ -13,6 +13,8 @@ The public modules, each with its own `__all__`:
 - `steadyloop.tools`: define tools (`@tool`, `ToolRegistry`, `ToolPlugin`).
 - `steadyloop.testing`: run your agent against a scripted model, without a cluster.
 - `steadyloop.telemetry`: install OpenTelemetry in your own worker.
+- `steadyloop.errors`: every exception steadyloop raises is a `SteadyloopError`; the
+  module draws the family and names the `ApplicationError` types a run fails with.
 
 Every other module is private (its path has a leading underscore: `steadyloop._stream`,
 `steadyloop._workflows`, `steadyloop.tools._registry`, ...): it can change in any
@@ -59,6 +61,7 @@ with workflow.unsafe.imports_passed_through():
         ThreadCannotContinue,
         connect,
     )
+    from steadyloop.errors import SteadyloopError
     from steadyloop.history.compaction import CompactionPolicy
     from steadyloop.output.forwarding import ForwardingOptions
     from steadyloop.routing.pricing import Price
@@ -112,6 +115,7 @@ __all__ = [
     "RunSnapshot",
     "Sampling",
     "SteadyloopClient",
+    "SteadyloopError",
     "StopUnread",
     "TemporalUnreachable",
     "TenantCeilingLimit",

@@ -17,6 +17,8 @@ import shutil
 import sys
 from pathlib import Path
 
+from steadyloop.errors import SteadyloopError
+
 # Dynamic config for every dev server steadyloop starts. The history service
 # reads each shard's transfer queue (the queue that hands new workflow and activity tasks
 # to matching) at most `transferProcessorMaxPollRPS` times a second, 20 by default after
@@ -44,7 +46,7 @@ def dev_server_args() -> list[str]:
     return args
 
 
-class TemporalBinaryMissing(RuntimeError):
+class TemporalBinaryMissing(SteadyloopError, RuntimeError):
     """The binary is not installed; the message names the package that provides it."""
 
 

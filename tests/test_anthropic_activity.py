@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Sequence
-from datetime import timedelta
 from typing import Literal
 
 import httpx
@@ -39,9 +38,8 @@ from steadyloop.output.forwarding import ForwardedOutput, ForwardTarget, OutputD
 from steadyloop.routing.disposition import AttemptContext, Disposition, failure_disposition
 from steadyloop.routing.pricing import Price, cost_of
 from steadyloop.routing.route_plan import Backoff
-from steadyloop.routing.taxonomy import FailureFacts
+from steadyloop.routing.taxonomy import StreamFailed, StreamFailure
 from steadyloop.stream.argument_limits import ArgumentLimits
-from steadyloop.stream.failures import StreamFailed, StreamFailure
 from steadyloop.stream.runaway_guard import TOOL_CALL_ARGUMENTS_TOO_LARGE
 from steadyloop.testing import Pause, ScriptedResponse, ScriptedServer, json_response, raw_response
 from steadyloop.workflows.routed_turn import facts_from_activity_error
@@ -62,12 +60,12 @@ CLAUDE = WireEndpoint("claude", "anthropic", "claude-sonnet-4-5", KEY_ENV, KEY)
 request, activity, failed = CLAUDE.request, CLAUDE.activity, CLAUDE.failed
 
 
-def seen_by_workflow(error: ApplicationError) -> FailureFacts:
+def seen_by_workflow(error: ApplicationError) -> StreamFailure:
     """The facts the routed-turn workflow reads from this activity failure."""
     return facts_from_activity_error(activity_error(error))
 
 
-def decided(facts: FailureFacts, *, later_candidates: bool = True) -> Disposition:
+def decided(facts: StreamFailure, *, later_candidates: bool = True) -> Disposition:
     """The route table's decision for a first attempt of three, with `BACKOFF`."""
     context = AttemptContext(
         attempt=1, attempts=3, backoff=BACKOFF, later_candidates=later_candidates
@@ -130,7 +128,7 @@ async def test_pings_and_empty_deltas_do_not_keep_a_silent_stream_alive(
 
     failure = StreamFailure.model_validate(error.details[0])
     assert (error.type, failure.stall_phase, failure.budget) == ("stall", phase, budget)
-    assert not error.non_retryable
+    assert error.non_retryable  # the route table decides, not Temporal
     facts = seen_by_workflow(error)
     assert (facts.kind, facts.stall_phase) == ("stall", phase)
     # Silent from the start: go elsewhere; silent mid-answer: the same endpoint again.
@@ -277,7 +275,7 @@ async def test_forwarded_thinking_is_output_only_where_reasoning_counts(
     assert failed.failure.produced_output is reasoning_is_output
     assert failed.shown_reasoning == ("Let me see" if reasoning_is_output else "")
     error = raised(failed)
-    assert error.non_retryable is reasoning_is_output
+    assert error.non_retryable
     assert decided(seen_by_workflow(error)).action == ("stop" if reasoning_is_output else "retry")
 
 
@@ -302,7 +300,7 @@ async def test_an_overload_is_a_server_error_retried_after_the_backoff(
 
     error = await failed(server, monkeypatch)
 
-    assert not error.non_retryable and error.next_retry_delay is None
+    assert error.non_retryable and error.next_retry_delay is None
     facts = seen_by_workflow(error)
     assert (facts.category, facts.provider_type) == ("server_error", "overloaded_error")
     assert facts.kind == ("http_status" if error.type == "http_status" else "stream_error")
@@ -315,7 +313,7 @@ async def test_a_rate_limit_waits_as_long_as_retry_after_says(
     server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A 429 `rate_limit_error` is retried no sooner than its `retry-after` (here longer
-    than the backoff): as Temporal's next retry delay and as the route table's wait."""
+    than the backoff): the route table's wait."""
     body = {
         "type": "error",
         "error": {
@@ -328,8 +326,7 @@ async def test_a_rate_limit_waits_as_long_as_retry_after_says(
 
     error = await failed(server, monkeypatch)
 
-    assert not error.non_retryable
-    assert error.next_retry_delay == timedelta(seconds=17)
+    assert error.non_retryable and error.next_retry_delay is None
     facts = seen_by_workflow(error)
     assert (facts.category, facts.retry_after_s) == ("rate_limit", 17.0)
     disposition = decided(facts)

@@ -19,10 +19,9 @@ from anthropic_streams import (
     text_delta,
 )
 
-from steadyloop.routing.taxonomy import http_category
+from steadyloop.routing.taxonomy import StreamFailed, http_category
 from steadyloop.stream.anthropic_assembly import AnthropicAssembler
 from steadyloop.stream.anthropic_wire import ANTHROPIC_WIRE
-from steadyloop.stream.failures import StreamFailed
 
 # What llama.cpp's /v1/messages sent (xllamacpp, SmolLM2, tool_choice any, prefill):
 # the tool_use start has no `input` member at all.

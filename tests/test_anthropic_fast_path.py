@@ -21,8 +21,8 @@ from anthropic_streams import (
     text_delta,
 )
 
+from steadyloop.routing.taxonomy import StreamFailed
 from steadyloop.stream.anthropic_assembly import AnthropicAssembler
-from steadyloop.stream.failures import StreamFailed
 from steadyloop.stream.sse import MessageData
 
 TOOL = {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}}

@@ -25,8 +25,9 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from steadyloop.activities.model_stream import stream_turn
 from steadyloop.chat import ChatMessage
 from steadyloop.routing.endpoints import EndpointConfig
+from steadyloop.routing.taxonomy import StreamFailed
 from steadyloop.stream.completion import AssembledTurn, CompletionRequest
-from steadyloop.stream.failures import TEXT_FIELDS, StreamFailed
+from steadyloop.stream.failures import TEXT_FIELDS
 
 HOSTILE_TEXT = st.sampled_from(
     [

@@ -13,9 +13,9 @@ from temporalio.exceptions import (
 from wire_activity_harness import activity_error
 
 from steadyloop.activities.model_stream import StreamProgress, failure_to_application_error
+from steadyloop.errors import MISSING_API_KEY
 from steadyloop.routing.disposition import AttemptContext, failure_disposition
-from steadyloop.routing.endpoints import MISSING_API_KEY_ERROR_TYPE
-from steadyloop.stream.failures import StreamFailure
+from steadyloop.routing.taxonomy import StreamFailure
 from steadyloop.workflows.routed_turn import facts_from_activity_error
 
 
@@ -95,9 +95,7 @@ def test_a_lost_attempt_that_forwarded_nothing_is_retried() -> None:
 
 
 def test_configuration_errors_and_cancellation() -> None:
-    missing = ApplicationError(
-        "no key", {"endpoint": "a", "variable": "K"}, type=MISSING_API_KEY_ERROR_TYPE
-    )
+    missing = ApplicationError("no key", {"endpoint": "a", "variable": "K"}, type=MISSING_API_KEY)
     assert facts_from_activity_error(activity_error(missing)).kind == "configuration"
     assert facts_from_activity_error(activity_error(CancelledError("cancelled"))).kind == (
         "aborted"

@@ -23,6 +23,7 @@ from temporalio.exceptions import ApplicationError
 
 from steadyloop.client import blob_gc
 from steadyloop.client.blob_gc import collect
+from steadyloop.errors import PAYLOAD_BLOB_MISSING
 from steadyloop.history.blob_retention import RunState
 from steadyloop.history.object_store import LocalDirectoryStore, MemoryStore, ObjectStore
 from steadyloop.history.payload_storage import ChunkedStorageDriver
@@ -79,7 +80,7 @@ async def test_a_collection_deletes_only_what_the_expired_run_alone_named(
     assert await read_back(store, nobody) == "stored for no workflow"
     with pytest.raises(ApplicationError) as gone:
         await read_back(store, old)
-    assert gone.value.type == "PayloadBlobMissing"
+    assert gone.value.type == PAYLOAD_BLOB_MISSING
     assert any("expired: old" in line for line in report.lines())
 
 

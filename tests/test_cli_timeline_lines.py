@@ -36,7 +36,7 @@ from steadyloop.routing.route_plan import (
     RoutePlan,
     SkippedCandidate,
 )
-from steadyloop.routing.taxonomy import FailureFacts
+from steadyloop.routing.taxonomy import StreamFailure
 from steadyloop.run.models import RunProgress, RunResult, RunStats
 from steadyloop.workflows.routed_turn import RouteAttempt
 from steadyloop.workflows.run_timeline import (
@@ -49,7 +49,7 @@ from steadyloop.workflows.run_timeline import (
 NOWHERE = "127.0.0.1:1"
 
 
-def failed(facts: FailureFacts, **fields: object) -> RouteAttempt:
+def failed(facts: StreamFailure, **fields: object) -> RouteAttempt:
     return RouteAttempt.model_validate(
         {
             "endpoint": "local",
@@ -67,7 +67,7 @@ def failed(facts: FailureFacts, **fields: object) -> RouteAttempt:
 
 
 def test_a_retry_names_the_failure_kind_first_and_what_happens_next() -> None:
-    cut = FailureFacts(kind="network", network_reason="cut", message="peer closed")
+    cut = StreamFailure(kind="network", network_reason="cut", message="peer closed")
     assert attempt_events(failed(cut, action="retry", delay_s=2.0, rule="network")) == [
         (
             "model_retry",
@@ -75,14 +75,14 @@ def test_a_retry_names_the_failure_kind_first_and_what_happens_next() -> None:
             "peer closed",
         )
     ]
-    stall = FailureFacts(kind="stall", stall_phase="before_first_token", message="30 s")
+    stall = StreamFailure(kind="stall", stall_phase="before_first_token", message="30 s")
     ((kind, text),) = attempt_events(failed(stall, action="traverse", rule="stall"))
     assert kind == "model_retry"
     assert text.startswith(
         "model attempt 1 failed, stalled before first token; not retried on endpoint 'local', "
         "the route's next endpoint (if any) is tried"
     )
-    limited = FailureFacts(kind="http_status", category="rate_limit", status=429)
+    limited = StreamFailure(kind="http_status", category="rate_limit", status=429)
     said = attempt_events(
         failed(limited, action="stop", rule="produced_output", breaker_recorded=True)
     )

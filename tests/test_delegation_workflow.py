@@ -48,6 +48,7 @@ from steadyloop.chains.limits import (
     PairSeenLimit,
     TenantCeilingLimit,
 )
+from steadyloop.errors import RESERVED_TOOL_NAME, UNUSABLE_WORKFLOW_ID
 from steadyloop.run.models import RunInput, RunLimits
 from steadyloop.testing.chunks import ScriptedCall
 from steadyloop.testing.scripted_server import ScriptedResponse, error_response
@@ -537,7 +538,7 @@ async def test_a_run_whose_own_tool_is_named_delegate_fails_with_a_clear_error()
         with pytest.raises(WorkflowFailureError) as failed:
             await handle.result()
     cause = failed.value.cause
-    assert isinstance(cause, ApplicationError) and cause.type == "ReservedToolName"
+    assert isinstance(cause, ApplicationError) and cause.type == RESERVED_TOOL_NAME
     assert "rename the tool" in str(cause)
 
 
@@ -549,7 +550,7 @@ async def test_a_delegating_run_under_an_id_visibility_cannot_match_fails_clearl
             await handle.result()
         asked = chains.turns()
     cause = failed.value.cause
-    assert isinstance(cause, ApplicationError) and cause.type == "UnusableWorkflowId"
+    assert isinstance(cause, ApplicationError) and cause.type == UNUSABLE_WORKFLOW_ID
     assert "order 'B'" in str(cause)
     assert asked == []
 

@@ -15,35 +15,35 @@ from steadyloop.routing.disposition import (
     failure_row,
 )
 from steadyloop.routing.route_plan import Backoff
-from steadyloop.routing.taxonomy import FailureFacts
+from steadyloop.routing.taxonomy import StreamFailure
 
 # One failure per row, as the classifier would report it.
-EXAMPLES: dict[Row, FailureFacts] = {
-    "aborted": FailureFacts(kind="aborted"),
-    "configuration": FailureFacts(kind="configuration", message="no key"),
-    "context_length": FailureFacts(kind="http_status", status=400, category="context_length"),
-    "unsupported_parameter": FailureFacts(
+EXAMPLES: dict[Row, StreamFailure] = {
+    "aborted": StreamFailure(kind="aborted"),
+    "configuration": StreamFailure(kind="configuration", message="no key"),
+    "context_length": StreamFailure(kind="http_status", status=400, category="context_length"),
+    "unsupported_parameter": StreamFailure(
         kind="http_status",
         status=400,
         category="request_rejected",
         unsupported_parameter="parallel_tool_calls",
     ),
-    "request_rejected": FailureFacts(kind="http_status", status=400, category="request_rejected"),
-    "content_filter": FailureFacts(kind="http_status", status=400, category="content_filter"),
-    "not_found": FailureFacts(kind="http_status", status=404, category="not_found"),
-    "auth": FailureFacts(kind="http_status", status=401, category="auth"),
-    "quota": FailureFacts(kind="http_status", status=429, category="quota"),
-    "rate_limit": FailureFacts(kind="http_status", status=429, category="rate_limit"),
-    "server_error": FailureFacts(kind="http_status", status=500, category="server_error"),
-    "transient": FailureFacts(kind="http_status", status=408, category="transient"),
-    "unreachable": FailureFacts(kind="network", network_reason="refused"),
-    "interrupted": FailureFacts(kind="network", network_reason="reset"),
-    "stall_before_first_token": FailureFacts(kind="stall", stall_phase="before_first_token"),
-    "stall_mid_stream": FailureFacts(kind="stall", stall_phase="between_chunks"),
-    "protocol": FailureFacts(kind="protocol"),
-    "lost": FailureFacts(kind="lost"),
-    "completion_defect": FailureFacts(kind="completion_defect"),
-    "other": FailureFacts(kind="http_status", status=307, category="other"),
+    "request_rejected": StreamFailure(kind="http_status", status=400, category="request_rejected"),
+    "content_filter": StreamFailure(kind="http_status", status=400, category="content_filter"),
+    "not_found": StreamFailure(kind="http_status", status=404, category="not_found"),
+    "auth": StreamFailure(kind="http_status", status=401, category="auth"),
+    "quota": StreamFailure(kind="http_status", status=429, category="quota"),
+    "rate_limit": StreamFailure(kind="http_status", status=429, category="rate_limit"),
+    "server_error": StreamFailure(kind="http_status", status=500, category="server_error"),
+    "transient": StreamFailure(kind="http_status", status=408, category="transient"),
+    "unreachable": StreamFailure(kind="network", network_reason="refused"),
+    "interrupted": StreamFailure(kind="network", network_reason="reset"),
+    "stall_before_first_token": StreamFailure(kind="stall", stall_phase="before_first_token"),
+    "stall_mid_stream": StreamFailure(kind="stall", stall_phase="between_chunks"),
+    "protocol": StreamFailure(kind="not_sse"),
+    "lost": StreamFailure(kind="lost"),
+    "completion_defect": StreamFailure(kind="completion_defect"),
+    "other": StreamFailure(kind="http_status", status=307, category="other"),
 }
 
 # The table as the issue states it: (action on a first attempt, breaker records).
@@ -102,7 +102,7 @@ def test_produced_output_is_never_retried_nor_traversed(row: Row) -> None:
 
 
 def test_a_stall_after_output_was_forwarded_stops_and_records() -> None:
-    late = FailureFacts(kind="stall", stall_phase="between_chunks", produced_output=True)
+    late = StreamFailure(kind="stall", stall_phase="between_chunks", produced_output=True)
     decided = failure_disposition(late, FIRST)
     assert (decided.action, decided.rule, decided.record_failure) == (
         "stop",
@@ -231,7 +231,7 @@ def test_a_momentary_failure_after_output_still_stops_on_the_last_candidate() ->
     assert failure_disposition(facts, last).rule == "produced_output"
 
 
-def _example_for(rule: str) -> tuple[FailureFacts, AttemptContext]:
+def _example_for(rule: str) -> tuple[StreamFailure, AttemptContext]:
     """Facts and a context that make the table name `rule`."""
     last = FIRST.model_copy(update={"later_candidates": False})
     if rule.endswith("_last_candidate"):

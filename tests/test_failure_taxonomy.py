@@ -1,8 +1,9 @@
 """The classifier: real provider error bodies and real httpx failures become the right facts.
 
 Every body goes through the path a model call really takes: the scripted server answers
-over loopback, the model activity's reader classifies it (`StreamFailure`), and the
-workflow side reads facts from that (`facts_from_stream_failure`). Network failures are
+over loopback, and the model activity's reader classifies it (`StreamFailure`, the one
+model the workflow's route table reads as it is; `route_kind` names it in the route's
+words). Network failures are
 produced for real (a closed port, an unresolvable name, TLS spoken to a plain socket, a
 reset, a body cut mid-chunk), not constructed.
 """
@@ -20,11 +21,12 @@ import pytest
 
 from steadyloop.activities.model_stream import stream_turn
 from steadyloop.chat import ChatMessage
+from steadyloop.routing.disposition import failure_row
 from steadyloop.routing.endpoints import EndpointConfig
 from steadyloop.routing.taxonomy import (
-    FailureFacts,
+    StreamFailed,
+    StreamFailure,
     degradable_parameter,
-    facts_from_stream_failure,
     http_category,
     network_reason_from_message,
 )
@@ -34,7 +36,6 @@ from steadyloop.routing.transport_errors import (
     network_reason,
 )
 from steadyloop.stream.completion import CompletionRequest
-from steadyloop.stream.failures import StreamFailed, StreamFailure
 from steadyloop.testing import (
     Pause,
     ScriptedResponse,
@@ -54,13 +55,13 @@ def _request() -> CompletionRequest:
     )
 
 
-async def _facts(endpoint: EndpointConfig) -> FailureFacts:
+async def _facts(endpoint: EndpointConfig) -> StreamFailure:
     """Send one request to `endpoint` and classify the failure."""
     async with httpx.AsyncClient() as client:
         try:
             await stream_turn(client, endpoint, _request(), api_key=None)
         except StreamFailed as failed:
-            return facts_from_stream_failure(failed.failure)
+            return failed.failure
     raise AssertionError("the request did not fail")
 
 
@@ -70,7 +71,7 @@ async def server() -> AsyncIterator[ScriptedServer]:
         yield running
 
 
-async def _answer(server: ScriptedServer, response: ScriptedResponse) -> FailureFacts:
+async def _answer(server: ScriptedServer, response: ScriptedResponse) -> StreamFailure:
     server.enqueue(response)
     return await _facts(server.endpoint("scripted", first_token_s=0.3))
 
@@ -742,7 +743,7 @@ async def test_provider_error_bodies_through_the_model_activity(
 ) -> None:
     facts = await _answer(server, _error(status, body, headers))
 
-    assert facts.kind == "http_status"
+    assert facts.route_kind == "http_status"
     assert facts.status == status
     assert facts.category == category
     assert facts.unsupported_parameter == parameter
@@ -804,19 +805,19 @@ async def test_errors_inside_the_stream(server: ScriptedServer, error: Any, cate
     facts = await _answer(
         server, sse_response([*text_chunks("partial "), {"error": error}], done=False)
     )
-    assert (facts.kind, facts.category, facts.status) == ("stream_error", category, None)
+    assert (facts.route_kind, facts.category, facts.status) == ("stream_error", category, None)
 
 
 async def test_a_json_error_answered_with_200_is_a_provider_error(server: ScriptedServer) -> None:
     body = {"error": {"message": "Too many requests", "type": "rate_limit_error"}}
     facts = await _answer(server, json_response(body))
-    assert (facts.kind, facts.category) == ("stream_error", "rate_limit")
+    assert (facts.route_kind, facts.category) == ("stream_error", "rate_limit")
 
 
 async def test_an_html_page_is_a_protocol_failure(server: ScriptedServer) -> None:
     page = raw_response(b"<html><body>Bad gateway</body></html>", content_type="text/html")
     facts = await _answer(server, page)
-    assert (facts.kind, facts.category) == ("protocol", None)
+    assert (facts.route_kind, facts.category) == ("protocol", None)
 
 
 # -- below HTTP ------------------------------------------------------------------------
@@ -825,13 +826,13 @@ async def test_an_html_page_is_a_protocol_failure(server: ScriptedServer) -> Non
 async def test_a_refused_connection() -> None:
     endpoint = EndpointConfig(name="down", base_url=refused_base_url())
     facts = await _facts(endpoint)
-    assert (facts.kind, facts.network_reason) == ("network", "refused")
+    assert (facts.route_kind, facts.network_reason) == ("network", "refused")
 
 
 async def test_a_name_that_does_not_resolve() -> None:
     endpoint = EndpointConfig(name="nowhere", base_url="http://steadyloop-test.invalid/v1")
     facts = await _facts(endpoint)
-    assert (facts.kind, facts.network_reason) == ("network", "dns")
+    assert (facts.route_kind, facts.network_reason) == ("network", "dns")
 
 
 async def test_tls_spoken_to_a_plain_http_server() -> None:
@@ -846,34 +847,34 @@ async def test_tls_spoken_to_a_plain_http_server() -> None:
         facts = await _facts(EndpointConfig(name="tls", base_url=f"https://127.0.0.1:{port}/v1"))
     finally:
         tcp.close()
-    assert (facts.kind, facts.network_reason) == ("network", "tls")
+    assert (facts.route_kind, facts.network_reason) == ("network", "tls")
 
 
 async def test_a_reset_mid_stream(server: ScriptedServer) -> None:
     reset = raw_response([b'data: {"choices": []}\n\n', Pause(0.05), b"data: {"], ending="reset")
     facts = await _answer(server, reset)
-    assert (facts.kind, facts.network_reason) == ("network", "reset")
+    assert (facts.route_kind, facts.network_reason) == ("network", "reset")
 
 
 async def test_a_server_that_hangs_up_without_answering(server: ScriptedServer) -> None:
     facts = await _answer(server, disconnect())
-    assert (facts.kind, facts.network_reason) == ("network", "reset")
+    assert (facts.route_kind, facts.network_reason) == ("network", "reset")
 
 
 async def test_a_body_cut_mid_chunk(server: ScriptedServer) -> None:
     facts = await _answer(server, sse_response(text_chunks("hello there"), cut_after_bytes=40))
-    assert (facts.kind, facts.network_reason) == ("network", "cut")
+    assert (facts.route_kind, facts.network_reason) == ("network", "cut")
 
 
 async def test_a_read_timeout(server: ScriptedServer) -> None:
     server.enqueue(raw_response([Pause(1.0), b"data: [DONE]\n\n"]))
     facts = await _facts(server.endpoint("scripted", read_timeout_s=0.2, first_token_s=None))
-    assert (facts.kind, facts.network_reason) == ("network", "timeout")
+    assert (facts.route_kind, facts.network_reason) == ("network", "timeout")
 
 
 async def test_a_stall_before_the_first_token(server: ScriptedServer) -> None:
     facts = await _answer(server, sse_response([Pause(2.0), *text_chunks("late")]))
-    assert (facts.kind, facts.stall_phase) == ("stall", "before_first_token")
+    assert (facts.route_kind, facts.stall_phase) == ("stall", "before_first_token")
 
 
 async def test_network_reason_reads_real_httpx_exceptions(server: ScriptedServer) -> None:
@@ -901,7 +902,11 @@ def test_classify_transport_error_reads_a_status_error() -> None:
     facts = classify_transport_error(
         httpx.HTTPStatusError("429", request=request, response=response)
     )
-    assert (facts.kind, facts.category, facts.retry_after_s) == ("http_status", "rate_limit", 3.0)
+    assert (facts.route_kind, facts.category, facts.retry_after_s) == (
+        "http_status",
+        "rate_limit",
+        3.0,
+    )
 
 
 @pytest.mark.parametrize(
@@ -919,22 +924,25 @@ def test_classify_transport_error_reads_a_status_error() -> None:
 def test_network_reason_from_an_older_failure_message(message: str, reason: str) -> None:
     """A failure without the reason field (the older replay fixtures) is read by its text."""
     assert network_reason_from_message(message) == reason
-    failure = StreamFailure(kind="network", message=message)
-    assert facts_from_stream_failure(failure).network_reason == reason
+    assert StreamFailure(kind="network", message=message).network_reason == reason
 
 
 # -- pure rules ------------------------------------------------------------------------
 
 
-def test_produced_output_is_carried_into_the_facts() -> None:
-    stall = StreamFailure(kind="stall", message="stalled", stall_phase="between_chunks")
-    assert facts_from_stream_failure(stall, produced_output=True).produced_output is True
-    assert facts_from_stream_failure(stall).produced_output is False
-
-
 def test_a_truncated_stream_is_a_cut_network_failure() -> None:
-    facts = facts_from_stream_failure(StreamFailure(kind="truncated_stream", message="ended"))
-    assert (facts.kind, facts.network_reason) == ("network", "cut")
+    facts = StreamFailure(kind="truncated_stream", message="ended")
+    assert (facts.route_kind, facts.network_reason) == ("network", "cut")
+    assert failure_row(facts) == "interrupted"
+
+
+def test_a_given_classification_is_kept_and_a_missing_one_is_read() -> None:
+    given = StreamFailure(kind="http_status", status=429, category="quota")
+    assert given.category == "quota"  # the provider's own words, read where it was raised
+    read = StreamFailure(kind="http_status", status=429, provider_code="insufficient_quota")
+    assert read.category == "quota"
+    again = StreamFailure.model_validate(read.model_dump(mode="json"))
+    assert again == read  # what the workflow reads back is what the activity raised
 
 
 @pytest.mark.parametrize(

@@ -18,9 +18,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from steadyloop.routing.taxonomy import StreamFailed, StreamFailure
 from steadyloop.stream import turn_assembly
 from steadyloop.stream.completion import AssembledTurn
-from steadyloop.stream.failures import StreamFailed, StreamFailure
 from steadyloop.stream.sse import MessageData
 from steadyloop.stream.turn_assembly import TurnAssembler
 

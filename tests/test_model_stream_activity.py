@@ -22,19 +22,15 @@ from temporalio.testing import ActivityEnvironment
 
 from steadyloop.activities import STREAM_COMPLETION_ACTIVITY, ModelActivities, StreamProgress
 from steadyloop.chat import ChatMessage, ToolSpec
-from steadyloop.routing.endpoints import (
-    MISSING_API_KEY_ERROR_TYPE,
-    UNKNOWN_ENDPOINT_ERROR_TYPE,
-    EndpointConfig,
-    EndpointRegistry,
-)
+from steadyloop.errors import MISSING_API_KEY, UNKNOWN_ENDPOINT
+from steadyloop.routing.disposition import failure_row
+from steadyloop.routing.endpoints import EndpointConfig, EndpointRegistry
 from steadyloop.routing.provider_errors import (
-    failure_is_retryable,
     parse_retry_after,
     provider_error,
 )
+from steadyloop.routing.taxonomy import StreamFailure
 from steadyloop.stream.completion import AssembledTurn, CompletionRequest
-from steadyloop.stream.failures import StreamFailure
 from steadyloop.testing import (
     Pause,
     ScriptedCall,
@@ -506,7 +502,7 @@ async def test_http_400_carries_the_provider_message_and_is_not_retried(
     assert failure.provider_code == "context_length_exceeded"
     assert failure.provider_type == "invalid_request_error"
     assert "maximum context length" in failure.body_excerpt
-    assert error.non_retryable is True
+    assert error.non_retryable
 
 
 @pytest.mark.parametrize("status", [401, 403, 404, 422])
@@ -518,7 +514,7 @@ async def test_client_fault_statuses_are_not_retried(
     error = await fail(model, request())
 
     assert failure_of(error).status == status
-    assert error.non_retryable is True
+    assert error.non_retryable
 
 
 async def test_http_429_is_retried_after_retry_after(
@@ -534,8 +530,8 @@ async def test_http_429_is_retried_after_retry_after(
 
     failure = failure_of(error)
     assert (failure.kind, failure.status, failure.retry_after_s) == ("http_status", 429, 7.0)
-    assert error.non_retryable is False
-    assert error.next_retry_delay == timedelta(seconds=7)
+    assert error.non_retryable and error.next_retry_delay is None
+    assert failure_row(failure) == "rate_limit"
 
 
 async def test_http_429_for_an_exhausted_quota_is_not_retried(
@@ -553,7 +549,7 @@ async def test_http_429_for_an_exhausted_quota_is_not_retried(
     error = await fail(model, request())
 
     assert failure_of(error).status == 429
-    assert error.non_retryable is True
+    assert error.non_retryable
 
 
 async def test_http_503_with_an_html_body_is_retried(
@@ -568,7 +564,7 @@ async def test_http_503_with_an_html_body_is_retried(
     assert failure.message == "HTTP 503 Service Unavailable"
     assert failure.provider_code is None
     assert "<h1>503 Service Unavailable</h1>" in failure.body_excerpt
-    assert error.non_retryable is False
+    assert error.non_retryable  # every failure: the route table decides
 
 
 async def test_ollama_and_gemini_error_shapes(
@@ -612,7 +608,7 @@ async def test_a_redirect_is_a_configuration_error(
 
     failure = failure_of(error)
     assert failure.status == 301 and "https://api.example.com/v1" in failure.message
-    assert error.non_retryable is True
+    assert error.non_retryable
 
 
 async def test_the_key_is_redacted_from_an_echoed_error(
@@ -639,7 +635,7 @@ async def test_a_non_streamed_json_body_is_not_sse(
     assert failure.kind == "not_sse" and failure.status == 200
     assert "application/json" in failure.message
     assert '"chat.completion"' in failure.body_excerpt
-    assert error.non_retryable is True
+    assert error.non_retryable
 
 
 async def test_an_html_page_is_not_sse(server: ScriptedServer, model: ModelActivities) -> None:
@@ -690,7 +686,7 @@ async def test_an_error_object_inside_the_stream(
     assert failure.kind == "stream_error"
     assert failure.message == "The server had an error while processing your request."
     assert failure.provider_type == "server_error"
-    assert error.non_retryable is False
+    assert error.non_retryable  # every failure: the route table decides
 
 
 async def test_an_in_stream_error_that_blames_the_request_is_not_retried(
@@ -706,7 +702,7 @@ async def test_an_in_stream_error_that_blames_the_request_is_not_retried(
     error = await fail(model, request())
 
     assert failure_of(error).kind == "stream_error"
-    assert error.non_retryable is True
+    assert error.non_retryable
 
 
 async def test_an_error_event(server: ScriptedServer, model: ModelActivities) -> None:
@@ -733,7 +729,7 @@ async def test_a_chunk_that_is_not_json(server: ScriptedServer, model: ModelActi
     failure = failure_of(error)
     assert failure.kind == "invalid_chunk"
     assert '{"choices": [ {"delta": ' in failure.body_excerpt
-    assert error.non_retryable is True
+    assert error.non_retryable
 
 
 async def test_a_body_that_ends_early_is_truncated(
@@ -747,7 +743,7 @@ async def test_a_body_that_ends_early_is_truncated(
     failure = failure_of(error)
     assert failure.kind == "truncated_stream"
     assert "without [DONE] or a finish_reason" in failure.message
-    assert error.non_retryable is False
+    assert error.non_retryable  # every failure: the route table decides
 
 
 async def test_a_body_cut_inside_an_event_is_truncated(
@@ -773,7 +769,7 @@ async def test_a_connection_cut_mid_stream_is_a_network_failure(
 
     failure = failure_of(error)
     assert failure.kind == "network" and "RemoteProtocolError" in failure.message
-    assert error.non_retryable is False
+    assert error.non_retryable  # every failure: the route table decides
 
 
 async def test_a_connection_reset_mid_stream_is_a_network_failure(
@@ -784,7 +780,7 @@ async def test_a_connection_reset_mid_stream_is_a_network_failure(
     error = await fail(model, request())
 
     assert failure_of(error).kind == "network"
-    assert error.non_retryable is False
+    assert error.non_retryable  # every failure: the route table decides
 
 
 async def test_a_server_that_hangs_up_without_answering(
@@ -807,7 +803,7 @@ async def test_connection_refused_is_a_network_failure() -> None:
 
     failure = failure_of(error)
     assert failure.kind == "network" and "ConnectError" in failure.message
-    assert error.non_retryable is False
+    assert error.non_retryable  # every failure: the route table decides
 
 
 async def test_a_silent_server_hits_the_read_timeout(
@@ -832,7 +828,7 @@ async def test_a_body_that_cannot_be_decoded_is_an_invalid_chunk(
     error = await fail(model, request())
 
     assert failure_of(error).kind == "invalid_chunk"
-    assert error.non_retryable is True
+    assert error.non_retryable
 
 
 async def test_cancellation_propagates_and_is_not_a_failure(server: ScriptedServer) -> None:
@@ -862,8 +858,8 @@ async def test_an_unknown_endpoint_is_named_and_not_retried(
 ) -> None:
     error = await fail(model, request("nowhere"))
 
-    assert error.type == UNKNOWN_ENDPOINT_ERROR_TYPE
-    assert error.non_retryable is True
+    assert error.type == UNKNOWN_ENDPOINT
+    assert error.non_retryable
     assert "'nowhere'" in str(error) and "'scripted'" in str(error)
     assert error.details[0] == {
         "endpoint": "nowhere",
@@ -879,8 +875,8 @@ async def test_a_missing_key_is_named_and_nothing_is_sent(
 
     error = await fail(model, request())
 
-    assert error.type == MISSING_API_KEY_ERROR_TYPE
-    assert error.non_retryable is True
+    assert error.type == MISSING_API_KEY
+    assert error.non_retryable
     assert KEY_ENV in str(error)
     assert server.requests == []
 
@@ -926,22 +922,22 @@ def test_provider_error_shapes() -> None:
 
 
 @pytest.mark.parametrize(
-    ("failure", "retryable"),
+    ("failure", "row"),
     [
-        (StreamFailure(kind="http_status", message="", status=500), True),
-        (StreamFailure(kind="http_status", message="", status=408), True),
-        (StreamFailure(kind="http_status", message="", status=400), False),
-        (StreamFailure(kind="http_status", message="", status=413), False),
-        (StreamFailure(kind="stream_error", message=""), True),
-        (StreamFailure(kind="stream_error", message="", provider_code="502"), True),
-        (StreamFailure(kind="stream_error", message="", provider_code="400"), False),
-        (StreamFailure(kind="stream_error", message="", provider_code="429"), True),
-        (StreamFailure(kind="stream_error", message="", provider_code="invalid_api_key"), False),
-        (StreamFailure(kind="not_sse", message=""), False),
-        (StreamFailure(kind="invalid_chunk", message=""), False),
-        (StreamFailure(kind="truncated_stream", message=""), True),
-        (StreamFailure(kind="network", message=""), True),
+        (StreamFailure(kind="http_status", message="", status=500), "server_error"),
+        (StreamFailure(kind="http_status", message="", status=408), "transient"),
+        (StreamFailure(kind="http_status", message="", status=400), "request_rejected"),
+        (StreamFailure(kind="http_status", message="", status=413), "request_rejected"),
+        (StreamFailure(kind="stream_error", message=""), "server_error"),
+        (StreamFailure(kind="stream_error", message="", provider_code="502"), "server_error"),
+        (StreamFailure(kind="stream_error", message="", provider_code="400"), "request_rejected"),
+        (StreamFailure(kind="stream_error", message="", provider_code="429"), "rate_limit"),
+        (StreamFailure(kind="stream_error", message="", provider_code="invalid_api_key"), "auth"),
+        (StreamFailure(kind="not_sse", message=""), "protocol"),
+        (StreamFailure(kind="invalid_chunk", message=""), "protocol"),
+        (StreamFailure(kind="truncated_stream", message=""), "interrupted"),
+        (StreamFailure(kind="network", message=""), "interrupted"),
     ],
 )
-def test_retryability(failure: StreamFailure, retryable: bool) -> None:
-    assert failure_is_retryable(failure) is retryable
+def test_the_route_table_row_each_failure_selects(failure: StreamFailure, row: str) -> None:
+    assert failure_row(failure) == row

@@ -3,8 +3,8 @@
 `ActivityEnvironment` tests call the activity as a function; these prove what only a
 server shows: the request and the assembled turn survive the pydantic data converter,
 a failure reaches the workflow as `ActivityError` caused by an `ApplicationError` that
-carries the classified failure, and `non_retryable` really stops Temporal's retries
-while a retryable failure is retried.
+carries the classified failure, and `non_retryable` really stops Temporal's retries,
+whatever failed: the workflow's route table is the one retry decider.
 """
 
 from __future__ import annotations
@@ -23,9 +23,10 @@ from temporalio.worker import Worker
 
 from steadyloop.activities import ModelActivities
 from steadyloop.chat import ChatMessage
+from steadyloop.routing.disposition import failure_row
 from steadyloop.routing.endpoints import EndpointRegistry
+from steadyloop.routing.taxonomy import StreamFailure
 from steadyloop.stream.completion import AssembledTurn, CompletionRequest
-from steadyloop.stream.failures import StreamFailure
 from steadyloop.temporal_binaries import time_skipping_server_path
 from steadyloop.testing import (
     ScriptedCall,
@@ -136,12 +137,22 @@ async def test_a_non_retryable_failure_arrives_with_its_details_and_is_not_retri
     assert len(harness.server.requests) == 1  # non_retryable stopped Temporal's retries
 
 
-async def test_a_retryable_failure_is_retried_by_temporal(harness: Harness) -> None:
+async def test_a_failure_worth_retrying_is_still_not_retried_by_temporal(
+    harness: Harness,
+) -> None:
+    """A 503 is a retry row of the route table, and only the route table retries it: under
+    a policy of three attempts, Temporal sends the request once."""
     harness.server.enqueue(
         error_response(503, "overloaded", type="server_error", retry_after="0.05"), answer()
     )
 
-    turn = await harness.run(request(), max_attempts=3)
+    with pytest.raises(WorkflowFailureError) as info:
+        await harness.run(request(), max_attempts=3)
 
-    assert [call.name for call in turn.tool_calls] == ["add", "note"]
-    assert len(harness.server.requests) == 2
+    activity_error = info.value.cause
+    assert isinstance(activity_error, ActivityError)
+    cause = activity_error.cause
+    assert isinstance(cause, ApplicationError) and cause.non_retryable is True
+    failure = StreamFailure.model_validate(cause.details[0])
+    assert (failure.category, failure_row(failure)) == ("server_error", "server_error")
+    assert len(harness.server.requests) == 1

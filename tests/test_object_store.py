@@ -19,6 +19,7 @@ from temporalio.converter import (
 )
 from temporalio.exceptions import ApplicationError
 
+from steadyloop.errors import PAYLOAD_BLOB_CORRUPT, PAYLOAD_BLOB_MISSING, PAYLOAD_STORE_UNAVAILABLE
 from steadyloop.history.object_store import (
     LocalDirectoryStore,
     MemoryStore,
@@ -237,7 +238,7 @@ async def test_a_missing_chunk_is_typed_non_retryable_and_names_key_and_store() 
     del objects.objects[gone]
     with pytest.raises(ApplicationError) as raised:
         await retrieve(ChunkedStorageDriver(objects, chunk_bytes=CHUNK), claim)
-    assert raised.value.type == "PayloadBlobMissing" and raised.value.non_retryable
+    assert raised.value.type == PAYLOAD_BLOB_MISSING and raised.value.non_retryable
     assert gone in str(raised.value) and "memory" in str(raised.value)
 
 
@@ -248,7 +249,7 @@ async def test_a_corrupt_chunk_is_typed_non_retryable() -> None:
     objects.objects[altered] = (b"not what was stored", objects.objects[altered][1])
     with pytest.raises(ApplicationError) as raised:
         await retrieve(ChunkedStorageDriver(objects, chunk_bytes=CHUNK), claim)
-    assert raised.value.type == "PayloadBlobCorrupt" and raised.value.non_retryable
+    assert raised.value.type == PAYLOAD_BLOB_CORRUPT and raised.value.non_retryable
     assert altered in str(raised.value)
 
 
@@ -281,7 +282,7 @@ async def test_a_store_down_past_the_budget_is_a_retryable_named_error() -> None
     driver = ChunkedStorageDriver(RetryingStore(objects, policy), chunk_bytes=CHUNK)
     with pytest.raises(ApplicationError) as raised:  # too large to ride in history
         await store(driver, payload(b"x" * (INLINE_FALLBACK_BYTES + 1)))
-    assert raised.value.type == "PayloadStoreUnavailable" and not raised.value.non_retryable
+    assert raised.value.type == PAYLOAD_STORE_UNAVAILABLE and not raised.value.non_retryable
     assert "recording memory" in str(raised.value) and "retries" in str(raised.value)
 
 
@@ -308,7 +309,7 @@ async def test_an_altered_inline_claim_is_corrupt_not_a_crash() -> None:
     claim = StorageDriverClaim(claim_data={"inline": "not base64!"})
     with pytest.raises(ApplicationError) as raised:
         await retrieve(ChunkedStorageDriver(MemoryStore()), claim)
-    assert raised.value.type == "PayloadBlobCorrupt" and raised.value.non_retryable
+    assert raised.value.type == PAYLOAD_BLOB_CORRUPT and raised.value.non_retryable
 
 
 async def test_a_refusal_is_not_retried() -> None:

@@ -29,9 +29,9 @@ from steadyloop.output.forwarding import (
     ForwardTarget,
     OutputDelta,
 )
-from steadyloop.routing.provider_errors import failure_is_retryable
+from steadyloop.routing.disposition import AttemptContext, Disposition, failure_disposition
+from steadyloop.routing.taxonomy import StreamFailed, StreamFailure
 from steadyloop.stream.completion import AssembledTurn, CompletionRequest
-from steadyloop.stream.failures import StreamFailed
 from steadyloop.testing import (
     Pause,
     ScriptedResponse,
@@ -42,6 +42,11 @@ from steadyloop.testing import (
     text_chunks,
 )
 from steadyloop.testing.chunks import ScriptedCall, tool_call_chunks
+
+
+def decided(failure: StreamFailure) -> Disposition:
+    """What the route table does with the failure: the one decider of a model attempt."""
+    return failure_disposition(failure, AttemptContext())
 
 
 @pytest.fixture
@@ -152,7 +157,7 @@ async def test_a_json_stream_that_fails_midway_stays_retryable(server: ScriptedS
             inter_chunk_s=0.2,
         )
     assert not info.value.failure.produced_output
-    assert failure_is_retryable(info.value.failure)
+    assert decided(info.value.failure).action == "retry"
 
 
 async def test_reasoning_is_forwarded_but_is_not_output_by_default(server: ScriptedServer) -> None:
@@ -221,7 +226,7 @@ async def test_a_stall_after_output_was_shown_is_not_retryable_and_keeps_the_tex
         )
     failure = info.value.failure
     assert failure.kind == "stall" and failure.produced_output
-    assert not failure_is_retryable(failure)
+    assert (decided(failure).action, decided(failure).rule) == ("stop", "produced_output")
     [exchange] = server.exchanges
     await asyncio.wait_for(exchange.ended.wait(), 2.0)
     assert exchange.client_disconnected  # the stalled connection was released
@@ -242,7 +247,7 @@ async def test_a_stall_before_any_output_stays_retryable(server: ScriptedServer)
         )
     failure = info.value.failure
     assert failure.kind == "stall" and not failure.produced_output
-    assert failure_is_retryable(failure)
+    assert decided(failure).rule == "stall_before_first_token"  # not barred by output
     assert info.value.shown_text == ""
 
 
@@ -276,7 +281,7 @@ async def test_a_disconnect_after_output_is_not_retryable(server: ScriptedServer
         )
     assert info.value.failure.kind in ("network", "truncated_stream")
     assert info.value.failure.produced_output
-    assert not failure_is_retryable(info.value.failure)
+    assert decided(info.value.failure).rule == "produced_output"
     assert info.value.shown_text == "Partial answ"
 
 

@@ -39,8 +39,8 @@ from steadyloop.activities.model_stream import ModelActivities
 from steadyloop.activities.output_publisher import OutputPublisher, ensure_host, read_forwarded
 from steadyloop.chat import ChatMessage
 from steadyloop.client.event_log import follow_output
+from steadyloop.errors import OUTPUT_ALREADY_FORWARDED
 from steadyloop.output.forwarding import (
-    OUTPUT_ALREADY_FORWARDED,
     OUTPUT_TOPIC,
     ForwardingOptions,
     ForwardTarget,

@@ -19,6 +19,7 @@ from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Replayer
 
+from steadyloop.errors import PAYLOAD_TOO_LARGE
 from steadyloop.history.budget import MAX_INLINE_PAYLOAD_BYTES
 from steadyloop.history.payload_storage import steadyloop_data_converter
 from steadyloop.run.models import RunInput
@@ -118,7 +119,7 @@ async def test_the_same_request_without_payload_storage_stops_naming_the_limit(
         assert loop.server.requests == []
     cause = failure.value.cause
     assert isinstance(cause, ApplicationError)
-    assert cause.type == "PayloadTooLarge" and "2 MB" in cause.message
+    assert cause.type == PAYLOAD_TOO_LARGE and "2 MB" in cause.message
     assert "1,900,000-byte limit" in cause.message and "STEADYLOOP_BLOB_DIR" in cause.message
 
 
@@ -130,5 +131,5 @@ async def test_stored_payloads_still_have_an_upper_bound() -> None:
         assert loop.server.requests == []
     cause = failure.value.cause
     assert isinstance(cause, ApplicationError)
-    assert cause.type == "PayloadTooLarge"
+    assert cause.type == PAYLOAD_TOO_LARGE
     assert "2,500,000-byte limit the worker sets on one stored activity input" in cause.message

@@ -16,6 +16,7 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from steadyloop.chat import ChatMessage
+from steadyloop.errors import PAYLOAD_BLOB_CORRUPT, PAYLOAD_BLOB_MISSING
 from steadyloop.history.budget import MAX_INLINE_PAYLOAD_BYTES
 from steadyloop.history.payload_storage import (
     DEFAULT_THRESHOLD_BYTES,
@@ -78,7 +79,7 @@ async def test_a_missing_blob_is_a_clear_non_retryable_error(tmp_path: Path) -> 
     chunk.unlink()
     with pytest.raises(ApplicationError) as raised:  # read as another worker would
         await retrieve(LocalFileStorageDriver(tmp_path), claim)
-    assert raised.value.type == "PayloadBlobMissing"
+    assert raised.value.type == PAYLOAD_BLOB_MISSING
     assert raised.value.non_retryable
     assert str(chunk) in str(raised.value) and "STEADYLOOP_BLOB_DIR" in str(raised.value)
 
@@ -90,7 +91,7 @@ async def test_an_altered_blob_is_refused(tmp_path: Path) -> None:
     chunk.write_bytes(b"r" * CHUNK)
     with pytest.raises(ApplicationError) as raised:
         await retrieve(LocalFileStorageDriver(tmp_path), claim)
-    assert raised.value.type == "PayloadBlobCorrupt" and raised.value.non_retryable
+    assert raised.value.type == PAYLOAD_BLOB_CORRUPT and raised.value.non_retryable
 
 
 async def test_the_converter_offloads_only_payloads_over_the_threshold(tmp_path: Path) -> None:
@@ -146,7 +147,7 @@ async def test_a_run_whose_input_blob_the_worker_cannot_read_fails_naming_it(
                 )
     cause = failed.value.cause
     assert isinstance(cause, ApplicationError), cause
-    assert cause.type == "PayloadBlobMissing" and cause.non_retryable
+    assert cause.type == PAYLOAD_BLOB_MISSING and cause.non_retryable
     assert str(tmp_path / "worker") in str(cause)
 
 

@@ -34,17 +34,10 @@ from steadyloop.routing.disposition import AttemptContext, failure_disposition
 from steadyloop.routing.endpoints import EndpointConfig, EndpointRegistry
 from steadyloop.routing.pricing import Price, cost_of
 from steadyloop.routing.provider_errors import RETRY_AFTER_CEILING_S, parse_retry_after
-from steadyloop.routing.taxonomy import FailureFacts, facts_from_stream_failure
+from steadyloop.routing.taxonomy import StreamFailed, StreamFailure, redact_failure
 from steadyloop.routing.transport_errors import classify_http_error, classify_transport_error
 from steadyloop.stream.completion import AssembledTurn, CompletionRequest, Usage
-from steadyloop.stream.failures import (
-    BODY_EXCERPT_CHARS,
-    MESSAGE_CHARS,
-    TEXT_FIELDS,
-    StreamFailed,
-    StreamFailure,
-    redact_failure,
-)
+from steadyloop.stream.failures import BODY_EXCERPT_CHARS, MESSAGE_CHARS, TEXT_FIELDS
 from steadyloop.testing import (
     ScriptedServer,
     error_object,
@@ -485,7 +478,7 @@ async def test_retry_after_1e300_is_a_too_long_retry_after_not_a_lost_attempt(
     failure = failure_of(raised)
     assert (raised.type, failure.status) == ("http_status", 429)
     assert failure.retry_after_s == RETRY_AFTER_CEILING_S
-    facts = facts_from_stream_failure(failure)
+    facts = failure
     # Even a candidate that would wait a day (a run without a route) traverses, as for
     # any Retry-After longer than it waits; so does one with absurd patience.
     for patience in (86_400.0, 1e12):
@@ -498,7 +491,9 @@ async def test_retry_after_1e300_is_a_too_long_retry_after_not_a_lost_attempt(
 
 @pytest.mark.parametrize("value", [math.nan, -5.0, math.inf, 1e300])
 def test_failure_facts_bound_any_retry_after(value: float) -> None:
-    facts = FailureFacts(kind="http_status", category="rate_limit", status=429, retry_after_s=value)
+    facts = StreamFailure(
+        kind="http_status", category="rate_limit", status=429, retry_after_s=value
+    )
     assert facts.retry_after_s is None or facts.retry_after_s <= RETRY_AFTER_CEILING_S
     disposition = failure_disposition(facts, AttemptContext())
     timedelta(seconds=disposition.delay_s)

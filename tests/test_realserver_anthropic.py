@@ -40,9 +40,9 @@ from wire_capture import Exchange, RecordingTransport, ReplayTransport
 from steadyloop.activities.model_stream import ModelActivities
 from steadyloop.chat import ChatMessage, ToolSpec
 from steadyloop.routing.endpoints import EndpointConfig, EndpointRegistry
+from steadyloop.routing.taxonomy import StreamFailure
 from steadyloop.run.models import RunInput, RunLimits, Sampling
 from steadyloop.stream.completion import AssembledTurn, CompletionRequest
-from steadyloop.stream.failures import StreamFailure
 from steadyloop.tools import ToolRegistry, tool
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
@@ -128,7 +128,7 @@ def check_stream_error(outcome: Outcome, exchange: Exchange) -> None:
     assert exchange.status == 200 and "type" in last and last["type"] == "server_error"
     assert (failure.kind, failure.provider_type) == ("stream_error", "server_error")
     assert failure.message == last["message"]
-    assert not outcome.non_retryable  # a server error: retried
+    assert failure.category == "server_error" and outcome.non_retryable  # the route retries
 
 
 def _case(

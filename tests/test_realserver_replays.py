@@ -22,8 +22,8 @@ from realserver_cases import (
 from sse_reference import read_sse
 from wire_capture import Exchange, ReplayTransport
 
+from steadyloop.routing.taxonomy import StreamFailed
 from steadyloop.stream.completion import AssembledTurn
-from steadyloop.stream.failures import StreamFailed
 from steadyloop.stream.sse import SSEDecoder
 from steadyloop.stream.turn_assembly import TurnAssembler
 

@@ -14,6 +14,7 @@ from temporalio.testing import ActivityEnvironment
 
 from steadyloop.activities.model_stream import ModelActivities, build_request_body
 from steadyloop.chat import ChatMessage, ToolCall, ToolSpec
+from steadyloop.errors import MISSING_API_KEY
 from steadyloop.redaction import MIN_FRAGMENT
 from steadyloop.routing.endpoints import EndpointConfig, EndpointRegistry, MissingApiKeyError
 from steadyloop.run.models import RunInput, Sampling
@@ -147,7 +148,7 @@ async def test_an_unset_header_variable_fails_the_call_without_a_request(
     async with ModelActivities(EndpointRegistry([endpoint]), environ={}) as model:
         with pytest.raises(ApplicationError) as info:
             await ActivityEnvironment().run(model.stream_completion, request)
-    assert info.value.type == "missing_api_key" and info.value.non_retryable
+    assert info.value.type == MISSING_API_KEY and info.value.non_retryable
     assert "GW_KEY_UNSET_HERE" in info.value.message
     assert scripted.requests == []
 

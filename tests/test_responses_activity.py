@@ -14,8 +14,9 @@ from wire_activity_harness import WireEndpoint
 
 from steadyloop.activities.model_stream import stream_turn
 from steadyloop.output.forwarding import ForwardTarget, OutputDelta
+from steadyloop.routing.disposition import failure_row
+from steadyloop.routing.taxonomy import StreamFailed, StreamFailure
 from steadyloop.stream.argument_limits import ArgumentLimits
-from steadyloop.stream.failures import StreamFailed, StreamFailure
 from steadyloop.testing import Pause, ScriptedServer, raw_response
 
 KEY_ENV = "STEADYLOOP_TEST_RESPONSES_KEY"
@@ -72,7 +73,8 @@ async def test_a_body_ending_without_its_terminal_is_a_retryable_cut(
 ) -> None:
     server.enqueue(raw_response(call_events()))  # every call done, no response.completed
     error = await failed(server, monkeypatch)
-    assert error.type == "truncated_stream" and not error.non_retryable
+    assert error.type == "truncated_stream" and error.non_retryable
+    assert failure_row(StreamFailure.model_validate(error.details[0])) == "interrupted"
     assert "response.completed" in str(error)
 
 

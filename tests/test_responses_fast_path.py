@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from steadyloop.stream.failures import StreamFailed
+from steadyloop.routing.taxonomy import StreamFailed
 from steadyloop.stream.responses_assembly import ResponsesAssembler
 from steadyloop.stream.sse import MessageData
 

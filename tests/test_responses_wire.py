@@ -19,9 +19,8 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 
 from steadyloop.chat import ChatMessage, PassbackItem, ToolCall, ToolSpec
 from steadyloop.routing.endpoints import EndpointConfig
-from steadyloop.routing.provider_errors import failure_is_retryable
+from steadyloop.routing.taxonomy import StreamFailed
 from steadyloop.stream.completion import AssembledTurn, CompletionRequest
-from steadyloop.stream.failures import StreamFailed
 from steadyloop.stream.responses_assembly import ResponsesAssembler
 from steadyloop.stream.responses_request import build_responses_body
 from steadyloop.stream.sse import SSEDecoder
@@ -579,7 +578,7 @@ def test_text_only_incomplete_is_cut_by_length() -> None:
 
 
 @pytest.mark.parametrize(
-    ("payload", "code", "retryable"),
+    ("payload", "code", "category"),
     [
         # OpenAI nests the fields under `error`.
         (
@@ -592,12 +591,12 @@ def test_text_only_incomplete_is_cut_by_length() -> None:
                 },
             },
             "insufficient_quota",
-            False,
+            "quota",
         ),
         (
             {"type": "error", "code": "rate_limit_exceeded", "message": "slow down"},
             "rate_limit_exceeded",
-            True,
+            "rate_limit",
         ),
         (
             {
@@ -609,7 +608,7 @@ def test_text_only_incomplete_is_cut_by_length() -> None:
                 },
             },
             "invalid_api_key",
-            False,
+            "auth",
         ),
         (
             {
@@ -620,18 +619,21 @@ def test_text_only_incomplete_is_cut_by_length() -> None:
                 },
             },
             "server_error",
-            True,
+            "server_error",
         ),
     ],
 )
 def test_errors_after_200_are_classified_stream_errors(
-    payload: dict[str, Any], code: str, retryable: bool
+    payload: dict[str, Any], code: str, category: str
 ) -> None:
     with pytest.raises(StreamFailed) as info:
         assemble(sse({"type": "response.output_text.delta", "delta": "hi"}, payload))
     failure = info.value.failure
-    assert (failure.kind, failure.provider_code) == ("stream_error", code)
-    assert failure_is_retryable(failure) is retryable
+    assert (failure.kind, failure.provider_code, failure.category) == (
+        "stream_error",
+        code,
+        category,
+    )
 
 
 def test_a_body_ending_before_its_terminal_is_not_accepted() -> None:

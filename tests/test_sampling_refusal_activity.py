@@ -28,7 +28,8 @@ from wire_loop_harness import Provider, text_answer, wire_loop
 from steadyloop.activities import ModelActivities
 from steadyloop.chat import ChatMessage
 from steadyloop.client import RunHandle
-from steadyloop.routing.endpoints import SAMPLING_OUT_OF_RANGE_ERROR_TYPE, EndpointRegistry
+from steadyloop.errors import SAMPLING_OUT_OF_RANGE
+from steadyloop.routing.endpoints import EndpointRegistry
 from steadyloop.routing.route_plan import RouteCandidate, RouteConfig
 from steadyloop.run.bounds import WireApi
 from steadyloop.run.models import RunInput, Sampling
@@ -73,7 +74,7 @@ async def test_a_knob_the_endpoints_wire_refuses_is_refused_before_any_request(
         await stream(server, api, **{knob: value})
     error = info.value
     assert server.requests == []
-    assert error.type == SAMPLING_OUT_OF_RANGE_ERROR_TYPE
+    assert error.type == SAMPLING_OUT_OF_RANGE
     assert error.non_retryable
     # The knob, the value, the range, and which endpoint of which wire.
     assert f"{knob} must be a number {bounds}" in error.message

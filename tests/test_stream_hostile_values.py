@@ -30,9 +30,9 @@ from steadyloop.activities.model_stream import (
 from steadyloop.activities.output_publisher import OutputPublisher
 from steadyloop.chat import ChatMessage
 from steadyloop.output.forwarding import ForwardedOutput, ForwardTarget, OutputDelta
+from steadyloop.routing.taxonomy import StreamFailed
 from steadyloop.stream.anthropic_assembly import AnthropicAssembler
 from steadyloop.stream.completion import AssembledTurn, CompletionRequest
-from steadyloop.stream.failures import StreamFailed
 from steadyloop.stream.responses_assembly import ResponsesAssembler
 from steadyloop.stream.turn_assembly import TurnAssembler
 from steadyloop.testing import (

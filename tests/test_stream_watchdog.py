@@ -21,10 +21,10 @@ from temporalio.testing import ActivityEnvironment
 
 from steadyloop.activities import ModelActivities
 from steadyloop.chat import ChatMessage
+from steadyloop.routing.disposition import failure_row
 from steadyloop.routing.endpoints import EndpointConfig, EndpointConfigError, EndpointRegistry
-from steadyloop.routing.provider_errors import failure_is_retryable
+from steadyloop.routing.taxonomy import StreamFailure
 from steadyloop.stream.completion import AssembledTurn, CompletionRequest
-from steadyloop.stream.failures import StreamFailure
 from steadyloop.stream.watchdog import (
     DEFAULT_FIRST_TOKEN_S,
     DEFAULT_INTER_CHUNK_S,
@@ -106,7 +106,8 @@ async def test_a_stall_before_the_first_token(server: ScriptedServer) -> None:
     assert (failure.budget, failure.budget_s) == ("first_token_s", 0.3)
     assert "first_token_s=0.3" in failure.message
     assert 0.3 <= elapsed < 2.0
-    assert error.non_retryable is False and failure_is_retryable(failure)
+    assert error.non_retryable  # the workflow's route table decides, not Temporal
+    assert failure_row(failure) == "stall_before_first_token"
     exchange = await the_exchange(server)
     assert exchange.client_disconnected and not exchange.finished
     assert len(server.exchanges) == 1  # the activity itself does not retry
@@ -128,7 +129,7 @@ async def test_a_stall_before_the_response_headers(server: ScriptedServer) -> No
         "first_token_s",
     )
     assert elapsed < 0.6 + 0.5
-    assert error.non_retryable is False
+    assert error.non_retryable  # every failure: the route table decides
     assert exchange.client_disconnected
 
 
@@ -161,7 +162,7 @@ async def test_a_stall_between_chunks(server: ScriptedServer) -> None:
         0.3,
     )
     assert elapsed < 1.5
-    assert error.non_retryable is False
+    assert error.non_retryable  # every failure: the route table decides
     exchange = await the_exchange(server)
     assert exchange.client_disconnected and not exchange.finished
 
@@ -199,7 +200,7 @@ async def test_an_endless_stream_hits_the_total_cap(server: ScriptedServer) -> N
         0.6,
     )
     assert 0.6 <= elapsed < 2.0
-    assert error.non_retryable is False
+    assert error.non_retryable  # every failure: the route table decides
     exchange = await the_exchange(server)
     assert exchange.client_disconnected and not exchange.finished
 
@@ -241,7 +242,7 @@ async def test_reasoning_that_goes_silent_past_the_reasoning_gap_stalls(
         0.4,
     )
     assert 0.4 <= elapsed < 1.5
-    assert error.non_retryable is False
+    assert error.non_retryable  # every failure: the route table decides
     assert (await the_exchange(server)).client_disconnected
 
 
@@ -274,7 +275,7 @@ async def test_keep_alives_after_the_first_token_do_not_hold_a_hung_stream(
 
     assert (failure.stall_phase, failure.budget) == ("between_chunks", "inter_chunk_s")
     assert elapsed < 1.5  # not held until the pings stop, nor until total_s
-    assert error.non_retryable is False
+    assert error.non_retryable  # every failure: the route table decides
     assert (await the_exchange(server)).client_disconnected
 
 
@@ -392,7 +393,7 @@ async def test_a_disconnect_mid_stream_is_a_network_failure_not_a_stall(
 
     assert failure.kind == "network"
     assert failure.stall_phase is None and failure.budget is None
-    assert error.non_retryable is False
+    assert error.non_retryable  # every failure: the route table decides
     exchange = await the_exchange(server)
     assert exchange.finished  # the server closed it, as scripted
 
@@ -552,6 +553,7 @@ def test_no_budgets_no_deadline() -> None:
     assert dog.deadline is None
 
 
-def test_a_stall_is_retryable() -> None:
+def test_a_stall_selects_a_stall_row() -> None:
     failure = StreamWatchdog(started=0.0).stall(120.0)
-    assert failure.kind == "stall" and failure_is_retryable(failure)
+    assert failure.kind == "stall"
+    assert failure_row(failure) in ("stall_before_first_token", "stall_mid_stream")

@@ -28,8 +28,8 @@ from steadyloop.temporal_binaries import TemporalBinaryMissing
 from steadyloop.testing import (
     AgentEnv,
     Happened,
+    NothingWaits,
     Pause,
-    RunEnded,
     ScriptedModel,
     ScriptExhausted,
     UnknownToolWarning,
@@ -266,15 +266,15 @@ async def test_approving_a_run_that_has_ended_says_so_at_once(
     async with AgentEnv(ledger_tools(Ledger())) as env:
         running = await env.start(ScriptedModel().calls("balance").says("100"), "balance?")
         await running.result()
-        with pytest.raises(RunEnded, match=r"^nothing waits: the run ended final_answer;"):
+        with pytest.raises(NothingWaits, match=r"^nothing waits: the run ended final_answer;"):
             await running.approve()
-        with pytest.raises(RunEnded, match=r"^nothing waits: the run ended final_answer;"):
+        with pytest.raises(NothingWaits, match=r"^nothing waits: the run ended final_answer;"):
             await running.ambiguous()
         assert await running.ended() == "final_answer"
         # Ended from outside before its log began: said at once too.
         gone = await env.start(ScriptedModel().calls("balance").says("100"), "balance?")
         await gone.handle.terminate("the test ends it")
-        with pytest.raises(RunEnded, match=r"^nothing waits: the run ended failed: "):
+        with pytest.raises(NothingWaits, match=r"^nothing waits: the run ended failed: "):
             await gone.approvals()
         # A run stopped by an unscripted request: the script is what to fix.
         unscripted = await env.start(ScriptedModel().calls("balance"), "balance?")
@@ -437,5 +437,6 @@ async def test_a_run_ended_from_outside_mid_log_ends_a_wait_at_once(
         running = await env.start(ScriptedModel().calls("slow").says("done"), "go")
         await started.wait()  # its log holds the call, and the run goes on
         await running.handle.terminate("the test ends it")
-        with pytest.raises(RunEnded, match=r"^nothing waits: the run ended failed: .*terminated"):
+        ended = r"^nothing waits: the run ended failed: .*terminated"
+        with pytest.raises(NothingWaits, match=ended):
             await running.approvals()

@@ -13,6 +13,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
 from steadyloop.chat import ChatMessage
+from steadyloop.errors import UNKNOWN_PLUGINS
 from steadyloop.run.models import RunInput, RunPlugins, RunProgress
 from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
 from steadyloop.testing.scripted_server import Pause, ScriptedResponse, sse_response
@@ -191,7 +192,7 @@ async def test_a_plugin_the_worker_lacks_fails_the_run_before_any_model_call() -
             await loop.run(run)
         assert loop.server.requests == []
     cause = caught.value.cause
-    assert isinstance(cause, ApplicationError) and cause.type == "UnknownPlugins"
+    assert isinstance(cause, ApplicationError) and cause.type == UNKNOWN_PLUGINS
     assert "['nope']" in cause.message and "available: ['files', 'search']" in cause.message
 
 

@@ -19,6 +19,7 @@ from temporalio.exceptions import ApplicationError
 
 from steadyloop.chat import ChatMessage
 from steadyloop.cli.progress import result_lines
+from steadyloop.errors import UNKNOWN_TOOLS
 from steadyloop.run.models import RunInput, RunProgress
 from steadyloop.testing.chunks import (
     ScriptedCall,
@@ -276,7 +277,7 @@ async def test_unknown_configured_tool_fails_the_run_with_a_clear_error() -> Non
             await handle.result()
     cause = failure.value.cause
     assert isinstance(cause, ApplicationError)
-    assert cause.type == "UnknownTools" and "missing" in cause.message
+    assert cause.type == UNKNOWN_TOOLS and "missing" in cause.message
 
 
 def test_run_input_refuses_bad_input() -> None:

@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 from test_accumulator_properties import JUNK, JUNK_DELTA, MODES, plans
 from wire_shapes import UNDECIDABLE_SHAPES, WIRE_SHAPES, UndecidableShape, WireShape, tc
 
+from steadyloop.routing.taxonomy import StreamFailed, StreamFailure
 from steadyloop.stream.completion import AssembledTurn, Usage
-from steadyloop.stream.failures import StreamFailed, StreamFailure
 from steadyloop.stream.sse import MessageData, ServerSentEvent, SSEDecoder
 from steadyloop.stream.turn_assembly import TurnAssembler
 

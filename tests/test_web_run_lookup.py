@@ -18,7 +18,7 @@ from steadyloop.chains.search_attributes import CHAIN_SEARCH_ATTRIBUTE_KEYS
 from steadyloop.client import SteadyloopClient
 from steadyloop.history.payload_storage import steadyloop_data_converter
 from steadyloop.temporal_binaries import dev_server_args, dev_server_path
-from steadyloop.web.backend import RunNotFound, RunRequest, ThreadNotFound
+from steadyloop.web.backend import RunRequest, ThreadNotFound, UnknownRun
 from steadyloop.web.client_backend import ClientBackend, RunDefaults
 
 pytestmark = pytest.mark.slow
@@ -48,7 +48,7 @@ async def test_a_run_is_described_once_however_many_clients_check_it(
             defaults=RunDefaults(endpoint="scripted", model="m", tools=[]),
         )
         thread = await backend.create_thread("acme", "orders")
-        with pytest.raises(RunNotFound):  # not started yet: not remembered as missing
+        with pytest.raises(UnknownRun):  # not started yet: not remembered as missing
             await backend.check_run("acme", thread, "1")
         started = await backend.start("acme", thread, RunRequest(prompt="go"), "k-1")
         run_id = f"web/acme/orders/{started.run_id}"

@@ -15,13 +15,9 @@ from temporalio.testing import ActivityEnvironment
 
 from steadyloop.activities import ModelActivities
 from steadyloop.chat import ChatMessage, PassbackItem, ToolCall
+from steadyloop.errors import UNSUPPORTED_WIRE
 from steadyloop.history.payload_storage import steadyloop_data_converter
-from steadyloop.routing.endpoints import (
-    UNSUPPORTED_WIRE_ERROR_TYPE,
-    EndpointConfig,
-    EndpointConfigError,
-    EndpointRegistry,
-)
+from steadyloop.routing.endpoints import EndpointConfig, EndpointConfigError, EndpointRegistry
 from steadyloop.stream.completion import AssembledTurn, CompletionRequest
 from steadyloop.stream.passback import foreign_passback, passback_for
 from steadyloop.stream.wire import CHAT_WIRE, UnsupportedWireError, wire_for
@@ -217,7 +213,7 @@ async def test_a_wire_the_worker_does_not_speak_is_refused_before_any_request(
                     endpoint="claude", model="m", messages=[ChatMessage(role="user", content="x")]
                 ),
             )
-    assert info.value.type == UNSUPPORTED_WIRE_ERROR_TYPE
+    assert info.value.type == UNSUPPORTED_WIRE
     assert info.value.non_retryable
     assert "'claude'" in str(info.value) and "api='soap'" in str(info.value)
     assert "'chat', 'responses', 'anthropic'" in str(info.value)

@@ -14,18 +14,18 @@ from typing import Any, Literal
 
 from steadyloop.web.backend import (
     BadCursor,
-    CursorExpired,
+    CursorTooOld,
     Decision,
     NotTheCall,
-    RunEnded,
+    RunClosed,
     RunInFlight,
-    RunNotFound,
     RunRequest,
     Started,
     StreamEvent,
     ThreadNotFound,
     TooManyRuns,
     UnknownCall,
+    UnknownRun,
     WaitingForWorker,
 )
 
@@ -84,7 +84,7 @@ class FakeBackend:
         for run in runs:
             if run.run_id == run_id:
                 return run
-        raise RunNotFound(f"no run {run_id!r} on thread {thread_id!r}")
+        raise UnknownRun(f"no run {run_id!r} on thread {thread_id!r}")
 
     async def create_thread(self, tenant: str, thread_id: str | None) -> str:
         self.calls += 1
@@ -144,7 +144,7 @@ class FakeBackend:
                 raise BadCursor(f"invalid event cursor {after!r}")
             index = int(after[7:]) + 1
         if index < run.oldest:
-            raise CursorExpired(f"events after {after} are gone", cursor(run.oldest))
+            raise CursorTooOld(f"events after {after} are gone", cursor(run.oldest))
         self.open_reads += 1  # reads of a log not yet closed (a stream let go closes it)
         try:
             while True:
@@ -190,7 +190,7 @@ class FakeBackend:
         if idempotency_key in run.decisions:
             return run.decisions[idempotency_key]
         if run.ended:
-            raise RunEnded(f"run {run_id} has ended")
+            raise RunClosed(f"run {run_id} has ended")
         if call_id not in run.pending:
             raise UnknownCall(f"no call {call_id!r} waits for a decision")
         if run.pending[call_id] != sha256:
@@ -221,7 +221,7 @@ class FakeBackend:
         self.calls += 1
         run = self.run(tenant, thread_id, run_id)
         if run.ended:
-            raise RunEnded(f"run {run_id} has ended")
+            raise RunClosed(f"run {run_id} has ended")
         if action == "send" and text is not None:
             run.messages.append(text)
         return Decision(status="recorded", detail=action)

@@ -17,6 +17,7 @@ from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
 from steadyloop.chains.delegation_tool import AWAIT_CHILD_RUN_ACTIVITY, AwaitChildRunInput
+from steadyloop.errors import CHILD_RUN_FAILED
 from steadyloop.run.models import RunResult
 
 AWAIT_HEARTBEAT_S = 10.0
@@ -36,7 +37,7 @@ async def await_child_run(request: AwaitChildRunInput) -> RunResult:
     except WorkflowFailureError as error:
         raise ApplicationError(
             f"run {request.workflow_id} ended without a result: {error.cause or error}",
-            type="ChildRunFailed",
+            type=CHILD_RUN_FAILED,
             non_retryable=True,
         ) from None
     finally:

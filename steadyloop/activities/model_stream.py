@@ -16,43 +16,43 @@ their own client.
 
 Every way the exchange can fail becomes one classified `StreamFailure`, raised from the
 activity as an `ApplicationError` whose `type` is the failure kind and whose details are
-the failure (`model_dump`), retryable or not as `steadyloop.routing.provider_errors` decides:
+the failure (`model_dump`). Every one is raised non-retryable: the workflow runs this
+activity with one attempt and its route table (`steadyloop.routing.disposition`) alone
+decides whether a failure is retried, sent to the next endpoint, or ends the turn.
 
 - `http_status`: a non-2xx answer before the stream. The provider's message, `error.code`
   and `error.type` are read from a JSON body when there is one (OpenAI's
   `{"error": {...}}`, Ollama's `{"error": "..."}`, vLLM's top-level `message`, Gemini's
   list-wrapped error), with a body excerpt and `Retry-After` (`retry-after-ms`, seconds
-  or an HTTP date). 408/409/425/429 and 5xx are retryable, with `next_retry_delay` from
-  `Retry-After`; other statuses (400, 401, 403, 404, 422, a redirect) are not, and
-  neither is a 429 whose code is `insufficient_quota` (waiting does not refill a quota).
+  or an HTTP date); the failure's `category` says what the status and code mean (a 429
+  whose code is `insufficient_quota` is `quota`: waiting does not refill a quota).
 - `not_sse`: a 2xx body that is not an event stream. The content type alone does not
   decide: servers send SSE as `text/plain`, `application/json` or with no content type
   at all, and some send a JSON error or an HTML page labelled `text/event-stream`. So
   the first non-blank bytes are sniffed. A body labelled `text/event-stream` is SSE
   unless it starts like a document (`{`, `[`, `<`); any other body is SSE only if it
-  starts like SSE (`data:`, `event:`, `id:`, `retry:` or a `:` comment). Not
-  retryable: a server that answers with a page or a non-streamed body will do it again.
-- `stream_error`: an `error` object (or an `event: error`) inside the stream;
-  retryable unless the provider's code or type says the request itself is at fault.
+  starts like SSE (`data:`, `event:`, `id:`, `retry:` or a `:` comment).
+- `stream_error`: an `error` object (or an `event: error`) inside the stream, with a
+  `category` as for a status.
 - `invalid_chunk`: a `data:` payload that is not a JSON event (or a body whose
-  content encoding cannot be decoded); not retryable. An empty `data:` payload is a
-  keep-alive, skipped, not a chunk.
+  content encoding cannot be decoded). An empty `data:` payload is a keep-alive,
+  skipped, not a chunk.
 - `truncated_stream`: the body ended cleanly before the wire's terminal event (an
   unterminated last event is discarded, as the SSE spec says, and the message names the
-  terminal that never came). Retryable. On Chat Completions a body that ends after a
+  terminal that never came). On Chat Completions a body that ends after a
   `finish_reason` but without `[DONE]` is accepted: some servers never send `[DONE]`
   (`Wire.accepts_end_of_body`).
 - `network`: connect refused, reset, DNS, TLS, a body cut mid-chunk
-  (`RemoteProtocolError`) and every httpx timeout. Retryable. Timeouts come from the
+  (`RemoteProtocolError`) and every httpx timeout. Timeouts come from the
   endpoint's configuration, so no read can wait forever.
 - `stall`: the stall watchdog (`steadyloop.stream.watchdog`) ended the stream: no
   token within `first_token_s` of the request, nothing for `reasoning_gap_s` while
   the model reasons or for `inter_chunk_s` once it answers, or the call past
   `total_s`. The failure names the phase and the budget; the connection is closed,
-  not reused. Retryable.
+  not reused.
 
-Two configuration errors are raised before any request, both not retryable:
-`unknown_endpoint` and `missing_api_key` (types from `steadyloop.routing.endpoints`). The key is
+Two configuration errors are raised before any request: `unknown_endpoint` and
+`missing_api_key` (types from `steadyloop.errors`). The key is
 redacted from every message and excerpt that leaves the activity: every text field of a
 failure (the provider's message, code, type and param, a body excerpt, a reason phrase
 or `Location` header quoted in the message) passes through
@@ -83,8 +83,8 @@ Forwarding (`steadyloop.output.forwarding`): when the request names a `forward` 
 the text of every read is published to the run's output host as it arrives, in whole
 characters (half of a surrogate pair split across chunks waits for the other half).
 From the first forwarded piece on, the attempt has `produced_output`: it is heartbeated
-at once (not at the next interval), every failure after it is raised non-retryable with
-the text that was shown, and a later attempt of the same turn refuses to stream
+at once (not at the next interval), every failure after it carries the text that was
+shown, and a later attempt of the same turn refuses to stream
 (`output_already_forwarded`) when the host or the previous attempt's last heartbeat
 shows that this one already showed something.
 """
@@ -98,7 +98,6 @@ import math
 import os
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
-from datetime import timedelta
 from types import TracebackType
 from typing import Any
 
@@ -116,6 +115,11 @@ from steadyloop.activities.output_publisher import (
     publish_events,
     read_forwarded,
 )
+from steadyloop.errors import (
+    OUTPUT_ALREADY_FORWARDED,
+    OUTPUT_HOST_UNAVAILABLE,
+    SAMPLING_OUT_OF_RANGE,
+)
 from steadyloop.events.publishing import (
     PUBLISH_RUN_EVENTS_ACTIVITY,
     RECORD_RUN_EVENTS_ACTIVITY,
@@ -124,7 +128,6 @@ from steadyloop.events.publishing import (
     activity_input,
 )
 from steadyloop.output.forwarding import (
-    OUTPUT_ALREADY_FORWARDED,
     READ_FORWARDED_OUTPUT_ACTIVITY,
     ForwardedOutput,
     ForwardTarget,
@@ -134,7 +137,6 @@ from steadyloop.output.forwarding import (
 )
 from steadyloop.redaction import KeyRedactingFilter, Secrets, safe_text
 from steadyloop.routing.endpoints import (
-    SAMPLING_OUT_OF_RANGE_ERROR_TYPE,
     EndpointConfig,
     EndpointRegistry,
     MissingApiKeyError,
@@ -142,10 +144,10 @@ from steadyloop.routing.endpoints import (
 )
 from steadyloop.routing.provider_errors import (
     blamed_parameter,
-    failure_is_retryable,
     parse_retry_after,
     provider_error,
 )
+from steadyloop.routing.taxonomy import StreamFailed, StreamFailure, redact_failure
 from steadyloop.routing.transport_errors import network_reason
 from steadyloop.run.bounds import sampling_problems
 from steadyloop.stops.budget import StreamMeter
@@ -156,13 +158,7 @@ from steadyloop.stream.completion import (
     AssembledTurn,
     CompletionRequest,
 )
-from steadyloop.stream.failures import (
-    MESSAGE_CHARS,
-    StreamFailed,
-    StreamFailure,
-    excerpt,
-    redact_failure,
-)
+from steadyloop.stream.failures import MESSAGE_CHARS, excerpt
 from steadyloop.stream.runaway_guard import RunawayGuard, apply_breach
 from steadyloop.stream.sse import ServerSentEvent, SSEDecoder
 from steadyloop.stream.surrogates import rejoin_surrogates
@@ -204,7 +200,6 @@ PENDING_ACTIVITY_STATE_CANCEL_REQUESTED = (
 )
 # How long a new attempt keeps asking the output host what earlier attempts showed.
 HOST_READ_BUDGET_S = 60.0
-OUTPUT_HOST_UNAVAILABLE = "output_host_unavailable"
 logger = logging.getLogger(__name__)
 
 # How much of a non-2xx or non-SSE body is read for the message and the excerpt.
@@ -757,27 +752,25 @@ def failure_to_application_error(
 ) -> ApplicationError:
     """The `ApplicationError` the activity raises: type = kind, details = the failure.
 
-    A failure after output was forwarded is not retryable and carries, as its second
-    detail, the output that was shown (`ForwardedOutput`), for the run's result. Every
-    provider-controlled field is redacted of `secret` (and its fragments) and bounded,
-    and so of `also_secret` (the values of the endpoint's `${VARIABLE}` headers).
+    Non-retryable whatever failed: the workflow runs the model activity with one attempt
+    and decides in its route table (`steadyloop.routing.disposition`) what the failure
+    leads to, so Temporal's retry policy must never repeat an attempt behind its back.
+    A failure after output was forwarded carries, as its second detail, the output that
+    was shown (`ForwardedOutput`), for the run's result. Every provider-controlled field
+    is redacted of `secret` (and its fragments) and bounded, and so of `also_secret` (the
+    values of the endpoint's `${VARIABLE}` headers).
     """
     failure = redact_failure(failure, Secrets([secret, *also_secret]))
-    retryable = failure_is_retryable(failure)
-    delay = (
-        timedelta(seconds=failure.retry_after_s) if retryable and failure.retry_after_s else None
-    )
     details: list[Any] = [failure.model_dump(mode="json")]
     if failure.produced_output:
         details.append((shown or ForwardedOutput()).model_dump(mode="json"))
     return ApplicationError(
         # Temporal prints the type before the message: naming the kind again would read
         # `http_status: http_status: HTTP 500 ...` in every log line.
-        failure.describe().removeprefix(f"{failure.kind}: "),
+        failure.reported().removeprefix(f"{failure.kind}: "),
         *details,
         type=failure.kind,
-        non_retryable=not retryable,
-        next_retry_delay=delay,
+        non_retryable=True,
     )
 
 
@@ -943,7 +936,7 @@ class ModelActivities:
                 f"model endpoint {endpoint.name!r} (api={endpoint.api!r}) cannot take this "
                 f"run's sampling: {'; '.join(refused)}",
                 {"endpoint": endpoint.name, "api": endpoint.api, "problems": refused},
-                type=SAMPLING_OUT_OF_RANGE_ERROR_TYPE,
+                type=SAMPLING_OUT_OF_RANGE,
                 non_retryable=True,
             )
         forward = request.forward if not request.wants_json() else None

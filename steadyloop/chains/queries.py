@@ -22,6 +22,8 @@ from __future__ import annotations
 import re
 from typing import Literal
 
+from steadyloop.errors import SteadyloopError
+
 __all__ = [
     "AGENT",
     "CHAIN_ROOT",
@@ -56,7 +58,7 @@ CHAIN_SEARCH_ATTRIBUTES: dict[str, Literal["Keyword", "Int"]] = {
 }
 
 
-class UnquotableValue(ValueError):
+class UnquotableValue(SteadyloopError, ValueError):
     """A value no visibility query can match exactly (see the module docstring)."""
 
 

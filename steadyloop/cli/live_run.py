@@ -42,6 +42,7 @@ from steadyloop.client.errors import (
     RequestRefused,
     RunEnded,
 )
+from steadyloop.errors import SteadyloopError
 from steadyloop.run.models import RunResult
 from steadyloop.stops.stop_text import status_header
 from steadyloop.worker.config import (
@@ -60,7 +61,7 @@ QUERY_ERRORS = (RPCError, WorkflowQueryFailedError, WorkflowQueryRejectedError)
 RunHandle = WorkflowHandle[ToolLoopWorkflow, RunResult]
 
 
-class RunCommandFailure(Exception):
+class RunCommandFailure(SteadyloopError):
     """The command could not do what was asked, through no fault of its flags (exit 1)."""
 
 

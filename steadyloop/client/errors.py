@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from steadyloop.errors import SteadyloopError
 from steadyloop.run.steering import PendingApproval
 
 __all__ = [
@@ -42,7 +43,7 @@ __all__ = [
 ]
 
 
-class ClientError(Exception):
+class ClientError(SteadyloopError):
     """Base of every error the client API raises about a thread or a run."""
 
     def __init__(self, message: str, *, workflow_id: str) -> None:

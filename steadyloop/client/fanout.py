@@ -36,6 +36,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
+from steadyloop.errors import SteadyloopError
 from steadyloop.events import parse_cursor
 
 __all__ = ["DEFAULT_BUFFER", "EventFanout", "EventSource", "FellBehind"]
@@ -55,7 +56,7 @@ E = TypeVar("E", bound=_Cursored)
 EventSource = Callable[[str | None], AsyncIterator[E]]
 
 
-class FellBehind(Exception):
+class FellBehind(SteadyloopError):
     """The follower's next event left the feed's buffer before it was read."""
 
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from steadyloop.errors import SteadyloopError
+
 __all__ = ["CursorExpired", "InvalidCursor"]
 
 
-class InvalidCursor(ValueError):
+class InvalidCursor(SteadyloopError, ValueError):
     """A cursor that is not one this library wrote (garbled, truncated, hostile)."""
 
     def __init__(self, value: str, reason: str) -> None:
@@ -14,7 +16,7 @@ class InvalidCursor(ValueError):
         self.reason = reason
 
 
-class CursorExpired(Exception):
+class CursorExpired(SteadyloopError):
     """The events right after `cursor` are no longer held by the run's output host.
 
     Reading on would skip them silently, so the reader stops here. `oldest` is the

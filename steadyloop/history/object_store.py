@@ -56,6 +56,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
 
+from steadyloop.errors import SteadyloopError
+
 __all__ = [
     "CHUNK_PREFIX",
     "MANIFEST_PREFIX",
@@ -76,7 +78,7 @@ MANIFEST_PREFIX = "manifests/"
 _T = TypeVar("_T")
 
 
-class ObjectStoreError(Exception):
+class ObjectStoreError(SteadyloopError):
     """The store refused an operation for a reason waiting will not fix (permissions,
     no such bucket, a malformed answer). The message names the store and the key."""
 

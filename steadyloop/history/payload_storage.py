@@ -94,6 +94,12 @@ from temporalio.converter import (
 )
 from temporalio.exceptions import ApplicationError
 
+from steadyloop.errors import (
+    PAYLOAD_BLOB_CORRUPT,
+    PAYLOAD_BLOB_MISSING,
+    PAYLOAD_STORE_ERROR,
+    PAYLOAD_STORE_UNAVAILABLE,
+)
 from steadyloop.failure_details import TolerantFailureConverter
 from steadyloop.history.budget import MAX_INLINE_PAYLOAD_BYTES
 from steadyloop.history.object_store import (
@@ -290,14 +296,14 @@ class ChunkedStorageDriver(StorageDriver):
             raise ApplicationError(
                 f"payload blob store {self.objects.description} is unavailable: {exc}. "
                 "Temporal retries this task; nothing was lost.",
-                type="PayloadStoreUnavailable",
+                type=PAYLOAD_STORE_UNAVAILABLE,
             ) from None
         except ObjectStoreError as exc:
             # Retryable too: a refused credential or a missing bucket is fixed by
             # configuration, and a run should outlive a misconfigured worker.
             raise ApplicationError(
                 f"payload blob store {self.objects.description} refused a request: {exc}",
-                type="PayloadStoreError",
+                type=PAYLOAD_STORE_ERROR,
             ) from None
 
     def _limiter(self) -> asyncio.Semaphore:
@@ -419,7 +425,7 @@ class ChunkedStorageDriver(StorageDriver):
                 f"{self.objects.description}). Every "
                 f"worker, client and replayer of this run must use the same store "
                 f"({BLOB_DIR_ENV}); a deleted blob cannot be recovered by retrying.",
-                type="PayloadBlobMissing",
+                type=PAYLOAD_BLOB_MISSING,
                 non_retryable=True,
             )
         if hashlib.sha256(content).hexdigest() != name:
@@ -440,7 +446,7 @@ class ChunkedStorageDriver(StorageDriver):
     def _corrupt(self, detail: str) -> ApplicationError:
         return ApplicationError(
             f"payload blob store {self.objects.description}: {detail}",
-            type="PayloadBlobCorrupt",
+            type=PAYLOAD_BLOB_CORRUPT,
             non_retryable=True,
         )
 

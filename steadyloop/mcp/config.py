@@ -49,6 +49,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from steadyloop.errors import SteadyloopError
 from steadyloop.run.bounds import seconds_problem
 
 DEFAULT_MCP_TIMEOUT_S = 30.0
@@ -63,7 +64,7 @@ McpEffect = Literal["pure", "opaque"]
 PrefixRule = Literal["auto", "always"]
 
 
-class McpConfigError(ValueError):
+class McpConfigError(SteadyloopError, ValueError):
     """An MCP server setting that cannot work; the message names the server and the fix."""
 
 

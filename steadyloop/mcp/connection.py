@@ -58,6 +58,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.session import ProgressFnT
 from pydantic import ValidationError
 
+from steadyloop.errors import SteadyloopError
 from steadyloop.mcp.catalog import ListedTool
 from steadyloop.mcp.config import McpServerConfig, resolve_env, resolve_headers
 from steadyloop.mcp.startup import start_problem
@@ -102,7 +103,7 @@ for _name, _prefixes in _SDK_PARSE_ERRORS.items():
 ProgressHandler = ProgressFnT
 
 
-class McpServerError(Exception):
+class McpServerError(SteadyloopError):
     """The server gave no usable answer (died, hung, answered garbage, unreachable).
 
     The message is written for the model and the worker's log alike: it names the server

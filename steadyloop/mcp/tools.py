@@ -36,6 +36,7 @@ from typing import Any
 from pydantic import RootModel
 from temporalio import activity
 
+from steadyloop.errors import SteadyloopError
 from steadyloop.mcp.catalog import ListedTool
 from steadyloop.mcp.config import McpEffect, McpServerConfig
 from steadyloop.mcp.connection import McpConnection
@@ -50,7 +51,7 @@ HEARTBEAT_EVERY_S = 1.0
 DEADLINE_MARGIN_S = 2.0
 
 
-class McpToolError(Exception):
+class McpToolError(SteadyloopError):
     """The server answered the call with `isError: true`; the message is its answer."""
 
 

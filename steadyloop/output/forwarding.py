@@ -36,9 +36,6 @@ OUTPUT_TOPIC = "output"
 OUTPUT_STREAM_WORKFLOW = "steadyloop.OutputStream"
 CLOSE_OUTPUT_STREAM_SIGNAL = "close"
 READ_FORWARDED_OUTPUT_ACTIVITY = "steadyloop.read_forwarded_output"
-# `ApplicationError.type` of an attempt refused because an earlier attempt of the same
-# turn already forwarded output (found on the host before streaming again).
-OUTPUT_ALREADY_FORWARDED = "output_already_forwarded"
 
 OutputKind = Literal["text", "reasoning"]
 # How long a run's output host stays open with nothing published (`ForwardingOptions`).

@@ -74,6 +74,8 @@ import re
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from steadyloop.errors import SteadyloopError
+
 __all__ = ["MAX_DEPTH", "CanonicalJsonError", "canonical_json"]
 
 MAX_DEPTH = 64
@@ -97,7 +99,7 @@ _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PATH_ENDS = 8  # a refusal's path shows this many segments at each end
 
 
-class CanonicalJsonError(ValueError):
+class CanonicalJsonError(SteadyloopError, ValueError):
     """A value has no faithful canonical text. `path` says where (`$.a[2]`)."""
 
     def __init__(self, path: str, reason: str) -> None:

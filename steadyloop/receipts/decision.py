@@ -71,6 +71,7 @@ from pydantic import (
     model_validator,
 )
 
+from steadyloop.errors import SteadyloopError
 from steadyloop.receipts.canonical_json import canonical_json
 
 __all__ = [
@@ -99,7 +100,7 @@ _EFFECTS: frozenset[str] = frozenset(get_args(Effect))
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 
 
-class NaiveDatetimeError(ValueError):
+class NaiveDatetimeError(SteadyloopError, ValueError):
     """A datetime without a UTC offset where workflow time (tz-aware) is required."""
 
 

@@ -1,11 +1,14 @@
 """One table decides what a failed attempt leads to: retry it, traverse, or stop.
 
-`failure_disposition(failure, attempt)` reads the facts of a failure
-(`steadyloop.routing.taxonomy.FailureFacts`) and where the attempt stands on its
+`failure_disposition(failure, attempt)` reads a failed attempt
+(`steadyloop.routing.taxonomy.StreamFailure`, as the model activity raised it or the
+workflow built it) and where the attempt stands on its
 candidate (`AttemptContext`), and returns a `Disposition`: the action, the rule that
 decided it (a stable name, so a log line or a test can say which row fired), how long
 to wait before a retry, whether the endpoint's breaker records a failure, and which
-parameter to drop for a degraded retry. Pure; workflow code calls it.
+parameter to drop for a degraded retry. Pure; workflow code calls it. It is the one
+decider: the model activity raises every failure non-retryable and runs with one
+attempt, so nothing else retries a model call.
 
 The table (`ROWS`): a row is chosen from the facts (`failure_row`), and its action and
 whether it counts against the endpoint are fixed per row.
@@ -66,7 +69,7 @@ from typing import Final, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from steadyloop.routing.route_plan import Backoff
-from steadyloop.routing.taxonomy import DegradableParameter, FailureFacts
+from steadyloop.routing.taxonomy import DegradableParameter, StreamFailure
 from steadyloop.stream.failures import RETRY_AFTER_CEILING_S
 
 __all__ = [
@@ -175,11 +178,15 @@ class Disposition(BaseModel):
     drop_parameter: DegradableParameter | None = None
 
 
-def failure_row(failure: FailureFacts, omitted: list[DegradableParameter] | None = None) -> Row:
+def failure_row(failure: StreamFailure, omitted: list[DegradableParameter] | None = None) -> Row:
     """The table row the facts select (`omitted`: parameters already left out)."""
     kind = failure.kind
-    if kind in ("aborted", "configuration", "protocol", "lost", "completion_defect"):
+    if kind in ("aborted", "configuration", "lost", "completion_defect"):
         return kind
+    if kind == "truncated_stream":  # the body ended early: a cut, as a reset is
+        return "interrupted"
+    if kind in ("not_sse", "invalid_chunk") and failure.category is None:
+        return "protocol"  # not the wire's protocol, and no provider error in it
     if kind == "network":
         if failure.network_reason in ("refused", "dns", "tls"):
             return "unreachable"
@@ -197,7 +204,7 @@ def failure_row(failure: FailureFacts, omitted: list[DegradableParameter] | None
     return category
 
 
-def failure_disposition(failure: FailureFacts, attempt: AttemptContext) -> Disposition:
+def failure_disposition(failure: StreamFailure, attempt: AttemptContext) -> Disposition:
     """Retry the same candidate, traverse to the next, or stop; and the rule that decided."""
     row = failure_row(failure, attempt.omitted)
     action, records, waits = ROWS[row]

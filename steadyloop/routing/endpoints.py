@@ -64,6 +64,7 @@ from pydantic import (
     model_validator,
 )
 
+from steadyloop.errors import MISSING_API_KEY, UNKNOWN_ENDPOINT, SteadyloopError
 from steadyloop.run.bounds import identity_problem, seconds_problem
 from steadyloop.stream.argument_limits import ArgumentLimits
 from steadyloop.stream.watchdog import (
@@ -93,14 +94,6 @@ API_PATHS: dict[str, str] = {
 }
 DEFAULT_ANTHROPIC_VERSION = "2023-06-01"
 
-# ApplicationError types the model activity raises for configuration problems.
-UNKNOWN_ENDPOINT_ERROR_TYPE = "unknown_endpoint"
-MISSING_API_KEY_ERROR_TYPE = "missing_api_key"
-# The endpoint's `api` names a wire this version does not speak (`steadyloop.stream.wire`).
-UNSUPPORTED_WIRE_ERROR_TYPE = "unsupported_wire"
-# A request whose sampling knobs the endpoint's wire refuses (`steadyloop.run.bounds.
-# SAMPLING_RANGES`): a configuration problem of this endpoint, found before any request.
-SAMPLING_OUT_OF_RANGE_ERROR_TYPE = "sampling_out_of_range"
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # RFC 9110 token characters for header names.
@@ -121,14 +114,14 @@ RESERVED_WIRE_BODY_FIELDS: dict[str, frozenset[str]] = {
 }
 
 
-class EndpointConfigError(ValueError):
+class EndpointConfigError(SteadyloopError, ValueError):
     """The endpoint configuration is unusable; the message names the cause and the fix."""
 
 
-class UnknownEndpointError(LookupError):
+class UnknownEndpointError(SteadyloopError, LookupError):
     """A request named an endpoint this worker has no configuration for."""
 
-    error_type = UNKNOWN_ENDPOINT_ERROR_TYPE
+    error_type = UNKNOWN_ENDPOINT
 
     def __init__(self, name: str, known: Iterable[str]) -> None:
         names = sorted(known)
@@ -143,10 +136,10 @@ class UnknownEndpointError(LookupError):
         self.known = names
 
 
-class MissingApiKeyError(LookupError):
+class MissingApiKeyError(SteadyloopError, LookupError):
     """The endpoint's key variable is unset, blank or unusable in the worker's environment."""
 
-    error_type = MISSING_API_KEY_ERROR_TYPE
+    error_type = MISSING_API_KEY
 
     def __init__(
         self,

@@ -1,8 +1,7 @@
-"""What a provider's error says: its message, code and type, when to retry, and why.
+"""What a provider's error says: its message, code and type, and how long it asks to wait.
 
-Pure functions over a response body, headers and a `StreamFailure`, with no I/O and no
-Temporal import, so the model activity and the workflow's route executor read
-failures the same way.
+Pure functions over a response body and headers, with no I/O and no Temporal import,
+so the model activity and any caller with its own HTTP client read errors the same way.
 
 What the obvious implementation gets wrong:
 
@@ -19,10 +18,10 @@ What the obvious implementation gets wrong:
   request to wait longer than anyone will: it becomes `RETRY_AFTER_CEILING_S`, which
   the disposition table treats as any too-long Retry-After (traverse), instead of a
   number that overflows the first `timedelta` it meets. A date in the past is no wait.
-- "429 means retry" is wrong for `insufficient_quota`: waiting does not refill a quota,
-  so an unlimited retry policy would spin forever. Likewise a 4xx is the request's
-  fault and a retry repeats it; only 408/409/425/429 and 5xx are worth another attempt.
-  An error inside a stream is retryable unless its code or type blames the request.
+
+What a failure leads to (retry, traverse, stop) is decided once, by the route table
+(`steadyloop.routing.disposition`) over the failure's category
+(`steadyloop.routing.taxonomy`), not here.
 """
 
 from __future__ import annotations
@@ -35,44 +34,17 @@ from typing import Any
 
 import orjson
 
-from steadyloop.stream.failures import RETRY_AFTER_CEILING_S, StreamFailure, bounded_retry_after
+from steadyloop.stream.failures import RETRY_AFTER_CEILING_S, bounded_retry_after
 
 __all__ = [
     "RETRY_AFTER_CEILING_S",
     "blamed_parameter",
-    "failure_is_retryable",
     "parse_retry_after",
     "provider_error",
 ]
 
 # A header value longer than this is not a number or a date anyone sends on purpose.
 _RETRY_AFTER_CHARS = 64
-
-# Statuses worth another attempt: timeouts, conflicts, too-early, rate limits, 5xx.
-_RETRYABLE_STATUSES = frozenset({408, 409, 425, 429})
-# Provider codes and types that say the request is at fault, not the moment.
-_CLIENT_FAULT_TYPES = frozenset(
-    {
-        "invalid_request_error",
-        "authentication_error",
-        "permission_error",
-        "permission_denied",
-        "not_found_error",
-        "invalid_argument",
-        "unauthenticated",
-    }
-)
-_CLIENT_FAULT_CODES = frozenset(
-    {
-        "insufficient_quota",
-        "invalid_api_key",
-        "context_length_exceeded",
-        "model_not_found",
-        "invalid_request_error",
-        "unsupported_parameter",
-        "unsupported_value",
-    }
-)
 
 
 def provider_error(body: bytes) -> tuple[str | None, str | None, str | None]:
@@ -202,30 +174,3 @@ def _date_delay(value: str, now: datetime | None) -> float | None:
     except (TypeError, ValueError, IndexError, OverflowError):
         return None
     return bounded_retry_after(max(0.0, delay))
-
-
-def failure_is_retryable(failure: StreamFailure) -> bool:
-    """Whether another attempt at the same request can succeed (and may be made).
-
-    An attempt that already forwarded output is never repeated, whatever failed: a
-    second attempt would show a person a second answer after the first.
-    """
-    if failure.produced_output:
-        return False
-    if failure.kind in ("network", "truncated_stream", "stall"):
-        return True
-    if failure.kind in ("not_sse", "invalid_chunk"):
-        return False
-    code = (failure.provider_code or "").lower()
-    kind = (failure.provider_type or "").lower()
-    if code == "insufficient_quota":
-        return False
-    if failure.kind == "http_status":
-        status = failure.status or 0
-        return status in _RETRYABLE_STATUSES or status >= 500
-    # stream_error: the provider's own words decide; unknown errors are worth a retry.
-    if code.isdigit():
-        status = int(code)
-        if 400 <= status < 500:
-            return status in _RETRYABLE_STATUSES
-    return code not in _CLIENT_FAULT_CODES and kind not in _CLIENT_FAULT_TYPES

@@ -1,12 +1,15 @@
 """What happened to one attempt at a model call, as facts a route table can decide on.
 
-Transports report facts, not decisions. `FailureFacts` says what kind of thing went
-wrong (the attempt was aborted or lost, the completion was defective, the network
-failed and how, the provider answered with an error status or an in-stream error and
-what category it falls in, the stream stalled and in which phase), whether the attempt
-had already produced output a user saw, and what the provider asked for (`Retry-After`).
-`steadyloop.routing.disposition` turns facts into retry / traverse / stop. Pure: no
-I/O, no httpx, no Temporal, so workflow code imports it freely.
+Transports report facts, not decisions. `StreamFailure` is the one model of a failed
+attempt, built where the failure is seen (the model activity's stream reader, or the
+workflow for an attempt that raised nothing classified) and read as it is by the route
+table: what kind of thing went wrong (the attempt was aborted or lost, the completion
+was defective, the network failed and how, the provider answered with an error status
+or an in-stream error and what category it falls in, the stream stalled and in which
+phase), whether the attempt had already produced output a user saw, and what the
+provider asked for (`Retry-After`). `steadyloop.routing.disposition` is the one decider:
+it turns a failure into retry / traverse / stop. Pure: no I/O, no httpx, no Temporal,
+so workflow code imports it freely.
 
 What the obvious classification gets wrong, and where this module prevents it:
 
@@ -38,31 +41,48 @@ What the obvious classification gets wrong, and where this module prevents it:
 from __future__ import annotations
 
 import re
-from typing import Final, Literal, get_args
+from typing import Any, Final, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
-from steadyloop.stream.failures import (
-    NetworkReason,
-    StallPhase,
-    StreamFailure,
-    bounded_retry_after,
-)
+from steadyloop.errors import SteadyloopError
+from steadyloop.redaction import Secrets, safe_text
+from steadyloop.stream.failures import TEXT_FIELDS, NetworkReason, StallPhase, bounded_retry_after
 
 __all__ = [
     "DEGRADABLE_PARAMETERS",
     "DegradableParameter",
-    "FailureFacts",
     "FailureKind",
     "HttpCategory",
     "NetworkReason",
+    "StreamFailed",
+    "StreamFailure",
     "degradable_parameter",
-    "facts_from_stream_failure",
     "http_category",
     "network_reason_from_message",
+    "redact_failure",
 ]
 
 FailureKind = Literal[
+    # -- what the model activity's stream reader saw (the `ApplicationError` type it raises)
+    # A non-2xx status before the stream started; `category` says what it means.
+    "http_status",
+    # A JSON `error` object inside an otherwise well-formed stream; `category` as for a
+    # status.
+    "stream_error",
+    # A 2xx answer whose body is not an event stream (an HTML page, a JSON body: a
+    # provider's error object when `category` is set), or one httpx could not decode.
+    "not_sse",
+    # An SSE `data:` payload that is not JSON, or JSON that is not a chunk object.
+    "invalid_chunk",
+    # The body ended before `[DONE]` or a finish reason: the turn may be partial.
+    "truncated_stream",
+    # Connect refused, reset, DNS, TLS, read error: no HTTP answer, or one cut off;
+    # `network_reason` says how.
+    "network",
+    # The stall watchdog ended the stream; `stall_phase` says when.
+    "stall",
+    # -- what the workflow saw of an attempt that raised no classified failure
     # The attempt was cancelled from outside (the run was cancelled or is shutting down).
     "aborted",
     # The attempt ended without an outcome: the worker died, or the activity timed out.
@@ -71,16 +91,6 @@ FailureKind = Literal[
     "completion_defect",
     # This worker cannot call the endpoint: unknown endpoint name, missing API key.
     "configuration",
-    # No HTTP answer, or one cut off; `network_reason` says how.
-    "network",
-    # A non-2xx status before the stream; `category` says what it means.
-    "http_status",
-    # An error object inside a stream (or as a 2xx body); `category` as for a status.
-    "stream_error",
-    # A 2xx answer that is not a chat-completions event stream.
-    "protocol",
-    # The stream watchdog ended a silent stream; `stall_phase` says when.
-    "stall",
 ]
 
 HttpCategory = Literal[
@@ -103,24 +113,53 @@ DegradableParameter = Literal[
 DEGRADABLE_PARAMETERS: Final[tuple[DegradableParameter, ...]] = get_args(DegradableParameter)
 
 
-class FailureFacts(BaseModel):
-    """One failed attempt, as facts. `produced_output`: the attempt had already forwarded
-    output to a user, so it must be neither retried nor sent elsewhere."""
+class StreamFailure(BaseModel):
+    """One failed attempt at a model call: the one model of it, from the stream reader
+    that saw it to the route table that decides on it.
+
+    The model activity raises it as its `ApplicationError`'s first detail (its type is
+    `kind`); the workflow reads it back from there as it is, or builds one for an attempt
+    that raised none (aborted, lost, a defect, a worker's configuration). What a
+    provider's error means (`category`, `unsupported_parameter`) and how a network
+    failure broke (`network_reason`) are read from the facts when the failure is built,
+    unless given, so every reader of a failure sees the same classification, and
+    `steadyloop.routing.disposition` alone decides what it leads to.
+
+    Every provider-controlled text is hostile until `redact_failure` has passed it
+    through `steadyloop.redaction.safe_text`; `retry_after_s` is bounded on construction.
+    `produced_output`: the attempt had already forwarded output to a user, so it must be
+    neither retried nor sent elsewhere.
+    """
 
     model_config = ConfigDict(frozen=True)
 
     kind: FailureKind
     message: str = ""
-    category: HttpCategory | None = None
     status: int | None = None
-    network_reason: NetworkReason | None = None
-    stall_phase: StallPhase | None = None
-    retry_after_s: float | None = None
-    produced_output: bool = False
     provider_code: str | None = None
     provider_type: str | None = None
-    # `request_rejected` only: the degradable parameter the provider refused.
+    body_excerpt: str = ""
+    retry_after_s: float | None = None
+    # `stall` only: the phase, the budget that ran out (its configuration field name,
+    # e.g. `inter_chunk_s`) and its value in seconds.
+    stall_phase: StallPhase | None = None
+    budget: str | None = None
+    budget_s: float | None = None
+    # `network` (and `truncated_stream`: a cut): what broke.
+    network_reason: NetworkReason | None = None
+    # The request parameter the provider's error body blamed (`error.param`, a
+    # validation error's `loc`), when it named one.
+    parameter: str | None = None
+    produced_output: bool = False
+    # A provider's error (`http_status`, `stream_error`, a `not_sse` error body): what
+    # it means, and for `request_rejected` the degradable parameter it refused.
+    category: HttpCategory | None = None
     unsupported_parameter: DegradableParameter | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _classified(cls, data: Any) -> Any:
+        return _classify(data) if isinstance(data, dict) else data
 
     @field_validator("retry_after_s")
     @classmethod
@@ -129,8 +168,22 @@ class FailureFacts(BaseModel):
         # so no rule downstream computes with a value a `timedelta` cannot hold.
         return bounded_retry_after(value)
 
+    @property
+    def route_kind(self) -> str:
+        """The kind in the route's words, as the timeline and a decision's reason say it:
+        a body cut short is a `network` cut, an answer that is not the wire's protocol is
+        `protocol` (or the provider's `stream_error` when it sent an error object)."""
+        if self.kind == "truncated_stream":
+            return "network"
+        if self.kind == "not_sse" and self.category is not None:
+            return "stream_error"
+        if self.kind in ("not_sse", "invalid_chunk"):
+            return "protocol"
+        return self.kind
+
     def describe(self) -> str:
-        parts: list[str] = [self.kind]
+        """The failure as a decision's reason or a stop's detail states it."""
+        parts: list[str] = [self.route_kind]
         if self.category is not None:
             parts.append(self.category)
         if self.status is not None:
@@ -144,6 +197,49 @@ class FailureFacts(BaseModel):
         if self.message:
             parts.append(self.message)
         return ": ".join(parts)
+
+    def reported(self) -> str:
+        """The failure as the stream reader reports it (the raised error's text)."""
+        parts: list[str] = [self.kind]
+        if self.status is not None:
+            parts.append(f"HTTP {self.status}")
+        if self.provider_code:
+            parts.append(f"code={self.provider_code}")
+        parts.append(self.message)
+        return ": ".join(parts)
+
+
+class StreamFailed(SteadyloopError):
+    """Raised by the stream reader; carries the classified failure as a value.
+
+    `shown_text` and `shown_reasoning` are what the attempt had forwarded to people
+    watching before it failed (empty when it forwarded nothing).
+    """
+
+    def __init__(
+        self, failure: StreamFailure, *, shown_text: str = "", shown_reasoning: str = ""
+    ) -> None:
+        super().__init__(failure.reported())
+        self.failure = failure
+        self.shown_text = shown_text
+        self.shown_reasoning = shown_reasoning
+
+
+def redact_failure(failure: StreamFailure, secrets: Secrets | None) -> StreamFailure:
+    """`failure` with every provider-controlled text field cleaned, redacted and bounded
+    (`TEXT_FIELDS`): what may leave the activity, be logged or be recorded. What the
+    error means is read again from the redacted text, as any later reader will read it."""
+    update: dict[str, str] = {}
+    for name, limit in TEXT_FIELDS.items():
+        value = getattr(failure, name)
+        if isinstance(value, str):
+            safe = safe_text(value, secrets, limit)
+            if safe != value:
+                update[name] = safe
+    if not update:
+        return failure
+    fields = failure.model_dump() | update | {"category": None, "unsupported_parameter": None}
+    return type(failure).model_validate(fields)
 
 
 # -- HTTP and provider errors ---------------------------------------------------------
@@ -304,7 +400,7 @@ def degradable_parameter(
     return named[0] if len(named) == 1 else None
 
 
-# -- from the model activity's classified failure ---------------------------------------
+# -- a failure's meaning, read when it is built ------------------------------------------
 
 _NETWORK_MESSAGES: tuple[tuple[re.Pattern[str], NetworkReason], ...] = (
     (re.compile(r"Timeout\b|timed out", re.IGNORECASE), "timeout"),
@@ -337,40 +433,32 @@ def network_reason_from_message(message: str) -> NetworkReason:
     return "other"
 
 
-def facts_from_stream_failure(
-    failure: StreamFailure, *, produced_output: bool = False
-) -> FailureFacts:
-    """The facts of a failure the model activity classified (`StreamFailure`)."""
-    common = {
-        "message": failure.message,
-        "status": failure.status,
-        "provider_code": failure.provider_code,
-        "provider_type": failure.provider_type,
-        "retry_after_s": failure.retry_after_s,
-        "produced_output": produced_output,
-    }
-    kind = failure.kind
-    if kind == "stall":
-        return FailureFacts(kind="stall", stall_phase=failure.stall_phase, **common)
-    if kind == "truncated_stream":
-        return FailureFacts(kind="network", network_reason="cut", **common)
-    if kind == "network":
-        reason = failure.network_reason or network_reason_from_message(failure.message)
-        return FailureFacts(kind="network", network_reason=reason, **common)
-    has_provider_error = failure.provider_code is not None or failure.provider_type is not None
-    if kind == "invalid_chunk" or (kind == "not_sse" and not has_provider_error):
-        return FailureFacts(kind="protocol", **common)
-    # http_status, stream_error, or a 2xx body that was a provider's error object.
-    status = failure.status if kind == "http_status" else None
-    category = http_category(status, failure.provider_code, failure.provider_type, failure.message)
-    unsupported = None
-    if category == "request_rejected":
-        unsupported = degradable_parameter(
-            failure.parameter, failure.provider_code, failure.message
-        )
-    return FailureFacts(
-        kind="http_status" if kind == "http_status" else "stream_error",
-        category=category,
-        unsupported_parameter=unsupported,
-        **common,
+def _classify(facts: dict[str, Any]) -> dict[str, Any]:
+    """`facts` (a failure's fields) with what they mean filled in where not given: a
+    network failure's reason (from its text when the reader did not say; a truncated
+    body is a cut), and a provider error's category and refused parameter. A failure
+    read back from history is classified by the same rules it was raised under."""
+    kind = facts.get("kind")
+    if kind in ("network", "truncated_stream") and facts.get("network_reason") is None:
+        reason = "cut" if kind == "truncated_stream" else None
+        facts = {**facts, "network_reason": reason or _reason_of(facts.get("message"))}
+    has_provider_error = facts.get("provider_code") is not None or (
+        facts.get("provider_type") is not None
     )
+    provider_error = kind in ("http_status", "stream_error") or (
+        kind == "not_sse" and has_provider_error
+    )
+    if not provider_error or facts.get("category") is not None:
+        return facts
+    message = facts.get("message")
+    code = facts.get("provider_code")
+    status = facts.get("status") if kind == "http_status" else None
+    category = http_category(status, code, facts.get("provider_type"), message)
+    unsupported = facts.get("unsupported_parameter")
+    if category == "request_rejected" and unsupported is None:
+        unsupported = degradable_parameter(facts.get("parameter"), code, message)
+    return {**facts, "category": category, "unsupported_parameter": unsupported}
+
+
+def _reason_of(message: Any) -> NetworkReason:
+    return network_reason_from_message(message if isinstance(message, str) else "")

@@ -1,4 +1,4 @@
-"""httpx exceptions and raw HTTP error answers, classified as `FailureFacts`.
+"""httpx exceptions and raw HTTP error answers, classified as `StreamFailure`.
 
 The model activity calls `network_reason` when a request fails below HTTP, and callers
 that talk to a provider with their own httpx client can classify what they got with
@@ -29,12 +29,12 @@ import httpx
 from steadyloop.redaction import Secrets, safe_text
 from steadyloop.routing.provider_errors import blamed_parameter, parse_retry_after, provider_error
 from steadyloop.routing.taxonomy import (
-    FailureFacts,
     NetworkReason,
-    facts_from_stream_failure,
+    StreamFailure,
     network_reason_from_message,
+    redact_failure,
 )
-from steadyloop.stream.failures import MESSAGE_CHARS, StreamFailure, excerpt, redact_failure
+from steadyloop.stream.failures import MESSAGE_CHARS, excerpt
 
 __all__ = ["classify_http_error", "classify_transport_error", "network_reason"]
 
@@ -77,12 +77,13 @@ def classify_http_error(
     *,
     produced_output: bool = False,
     secrets: Iterable[str | None] = (),
-) -> FailureFacts:
+) -> StreamFailure:
     """A non-2xx answer: its category, the provider's code and type, Retry-After."""
     message, code, kind = provider_error(body)
     redactor = Secrets(secrets)
     failure = StreamFailure(
         kind="http_status",
+        produced_output=produced_output,
         message=message or f"HTTP {status}",
         status=status,
         provider_code=code,
@@ -91,13 +92,12 @@ def classify_http_error(
         retry_after_s=parse_retry_after(headers),
         parameter=blamed_parameter(body),
     )
-    failure = redact_failure(failure, redactor)
-    return facts_from_stream_failure(failure, produced_output=produced_output)
+    return redact_failure(failure, redactor)
 
 
 def classify_transport_error(
     exc: httpx.HTTPError, *, secrets: Iterable[str | None] = ()
-) -> FailureFacts:
+) -> StreamFailure:
     """Any httpx exception: a status error by its response, the rest as network facts."""
     if isinstance(exc, httpx.HTTPStatusError):
         response = exc.response
@@ -109,5 +109,5 @@ def classify_transport_error(
     text = safe_text(str(exc), Secrets(secrets), MESSAGE_CHARS)
     message = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
     if isinstance(exc, httpx.DecodingError):
-        return FailureFacts(kind="protocol", message=message)
-    return FailureFacts(kind="network", network_reason=network_reason(exc), message=message)
+        return StreamFailure(kind="not_sse", message=message)
+    return StreamFailure(kind="network", network_reason=network_reason(exc), message=message)

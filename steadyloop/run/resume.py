@@ -34,6 +34,7 @@ from enum import Enum
 from typing import Final, Literal
 
 from steadyloop.chat import ChatMessage
+from steadyloop.errors import SteadyloopError
 from steadyloop.run.models import InheritedReceipts, RunInput, RunPlugins, RunResult
 from steadyloop.stops.stop_text import resume_prompt
 
@@ -46,7 +47,7 @@ class _Truthful(Enum):
 TRUTHFUL: Final = _Truthful.TRUTHFUL
 
 
-class NothingToResume(ValueError):
+class NothingToResume(SteadyloopError, ValueError):
     """The run ended with a final answer: there is nothing to go on from, only a
     follow-up question a person must write."""
 

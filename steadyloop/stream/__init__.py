@@ -6,7 +6,8 @@ arguments are read into a value or a refusal that names the place, never an exce
 (`arguments`); a finished stream that must not be dispatched as it is becomes a defect
 (`defects`); arguments that grow without bound are cut (`runaway_guard`, under the limits
 in `argument_limits`); a silent stream is a stall under a phase deadline (`watchdog`);
-every failure is a value that crosses Temporal (`failures`). `completion` holds the
+every failure is one value that crosses Temporal, made of the words and bounds in
+`failures` (the model itself is routing's `StreamFailure`). `completion` holds the
 payloads of one model turn. An endpoint's wire (`wire`: Chat Completions through
 `chat_request` and `turn_assembly`; OpenAI Responses through `responses_request` and
 `responses_assembly`; Anthropic Messages, `anthropic_wire`, through `anthropic_request`

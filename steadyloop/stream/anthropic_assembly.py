@@ -79,6 +79,7 @@ from typing import Any
 import orjson
 
 from steadyloop.chat import PassbackItem, ToolCall
+from steadyloop.routing.taxonomy import StreamFailed, StreamFailure
 from steadyloop.stream.accumulator import ToolCallAccumulator
 from steadyloop.stream.completion import AssembledTurn
 from steadyloop.stream.defects import (
@@ -86,7 +87,7 @@ from steadyloop.stream.defects import (
     CompletionDefect,
     detect_completion_defects,
 )
-from steadyloop.stream.failures import StreamFailed, StreamFailure, excerpt
+from steadyloop.stream.failures import excerpt
 from steadyloop.stream.sse import MessageData, ServerSentEvent
 from steadyloop.stream.surrogates import rejoin_surrogates
 from steadyloop.stream.turn_assembly import (

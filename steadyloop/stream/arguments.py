@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any, Literal, NamedTuple
 
+from steadyloop.errors import SteadyloopError
 from steadyloop.receipts.canonical_json import MAX_DEPTH
 
 EXCERPT_CHARS = 200
@@ -101,7 +102,7 @@ def tool_call_arguments_absent(arguments: str | None) -> bool:
     return arguments is None or arguments.strip() == ""
 
 
-class _Refused(ValueError):
+class _Refused(SteadyloopError, ValueError):
     pass
 
 

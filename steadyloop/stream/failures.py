@@ -1,13 +1,10 @@
-"""Classified failures of one streamed completion, as values that cross Temporal.
+"""The words and bounds of a streamed completion's failure.
 
-Every way a stream can go wrong becomes one `StreamFailure`: never an unhandled
-exception, never a hang. The kinds are facts about the transport, not decisions:
-routing (what to retry, where to fall back) reads them later. Each carries the HTTP
-status when there was one, the provider's own message and error code when it sent
-them, and a short excerpt of the body so a person can see what actually arrived.
-
-The kind names live here, in one module, so the raising site (the stream reader) and
-the handling site (the activity, later the router) cannot drift apart.
+Every way a stream can go wrong becomes one `StreamFailure` (`steadyloop.routing.
+taxonomy`, the one model of a failed attempt), raised by the stream reader inside
+`StreamFailed`: never an unhandled exception, never a hang. This module holds what that
+model is made of and kept within: where a stream stalled, how a network failure broke,
+how long a provider's text and `Retry-After` may be, and a body's printable excerpt.
 
 Every field a provider controls is hostile: it may echo the API key, hold lone
 surrogates or NUL, or be megabytes long. `redact_failure` passes each of them through
@@ -21,26 +18,7 @@ from __future__ import annotations
 import math
 from typing import Final, Literal
 
-from pydantic import BaseModel, ConfigDict, field_validator
-
 from steadyloop.redaction import Secrets, safe_text
-
-FailureKind = Literal[
-    # A non-2xx status before the stream started.
-    "http_status",
-    # A JSON `error` object sent inside an otherwise well-formed stream.
-    "stream_error",
-    # A 2xx response whose body is not `text/event-stream` (an HTML page, a JSON body).
-    "not_sse",
-    # An SSE `data:` payload that is not JSON, or JSON that is not a chunk object.
-    "invalid_chunk",
-    # The body ended before `[DONE]` or a finish reason: the turn may be partial.
-    "truncated_stream",
-    # Connect refused, reset, DNS, TLS, read error: no HTTP answer, or one cut off.
-    "network",
-    # The stall watchdog ended the stream: no first token, no chunk, or no end in time.
-    "stall",
-]
 
 # Where a stream stalled: waiting for its first token, between two chunks (the
 # inter-chunk budget once the answer started, the reasoning gap before), or past the
@@ -83,63 +61,6 @@ def bounded_retry_after(value: float | None) -> float | None:
     return min(value, RETRY_AFTER_CEILING_S)
 
 
-class StreamFailure(BaseModel):
-    """One classified failure of a streamed completion."""
-
-    model_config = ConfigDict(frozen=True)
-
-    kind: FailureKind
-    message: str
-    status: int | None = None
-    provider_code: str | None = None
-    provider_type: str | None = None
-    body_excerpt: str = ""
-    retry_after_s: float | None = None
-    # `stall` only: the phase, the budget that ran out (its configuration field name,
-    # e.g. `inter_chunk_s`) and its value in seconds.
-    stall_phase: StallPhase | None = None
-    budget: str | None = None
-    budget_s: float | None = None
-    # `network` only: what broke (None from a reader that did not say).
-    network_reason: NetworkReason | None = None
-    # The request parameter the provider's error body blamed (`error.param`, a
-    # validation error's `loc`), when it named one.
-    parameter: str | None = None
-    # True when the attempt had already forwarded output to a person when it failed:
-    # such an attempt is never repeated (`steadyloop.output.forwarding`).
-    produced_output: bool = False
-
-    @field_validator("retry_after_s")
-    @classmethod
-    def _bounded_retry_after(cls, value: float | None) -> float | None:
-        return bounded_retry_after(value)
-
-    def describe(self) -> str:
-        parts: list[str] = [self.kind]
-        if self.status is not None:
-            parts.append(f"HTTP {self.status}")
-        if self.provider_code:
-            parts.append(f"code={self.provider_code}")
-        parts.append(self.message)
-        return ": ".join(parts)
-
-
-class StreamFailed(Exception):
-    """Raised by the stream reader; carries the classified failure as a value.
-
-    `shown_text` and `shown_reasoning` are what the attempt had forwarded to people
-    watching before it failed (empty when it forwarded nothing).
-    """
-
-    def __init__(
-        self, failure: StreamFailure, *, shown_text: str = "", shown_reasoning: str = ""
-    ) -> None:
-        super().__init__(failure.describe())
-        self.failure = failure
-        self.shown_text = shown_text
-        self.shown_reasoning = shown_reasoning
-
-
 def excerpt(
     body: str | bytes, limit: int = BODY_EXCERPT_CHARS, *, secrets: Secrets | None = None
 ) -> str:
@@ -147,16 +68,3 @@ def excerpt(
     UTF-8, lone surrogates and NUL replaced, the `secrets` redacted *before* the cut."""
     text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
     return safe_text(text, secrets, limit)
-
-
-def redact_failure(failure: StreamFailure, secrets: Secrets | None) -> StreamFailure:
-    """`failure` with every provider-controlled text field cleaned, redacted and bounded
-    (`TEXT_FIELDS`): what may leave the activity, be logged or be recorded."""
-    update: dict[str, str] = {}
-    for name, limit in TEXT_FIELDS.items():
-        value = getattr(failure, name)
-        if isinstance(value, str):
-            safe = safe_text(value, secrets, limit)
-            if safe != value:
-                update[name] = safe
-    return failure.model_copy(update=update) if update else failure

@@ -63,6 +63,7 @@ from typing import Any
 import orjson
 
 from steadyloop.chat import PassbackItem, ToolCall
+from steadyloop.routing.taxonomy import StreamFailed, StreamFailure
 from steadyloop.stream.completion import (
     MAX_STREAM_NOTES,
     STREAM_NOTE_CHARS,
@@ -75,7 +76,7 @@ from steadyloop.stream.defects import (
     CompletionDefect,
     detect_completion_defects,
 )
-from steadyloop.stream.failures import StreamFailed, StreamFailure, excerpt
+from steadyloop.stream.failures import excerpt
 from steadyloop.stream.sse import MessageData, ServerSentEvent
 from steadyloop.stream.surrogates import rejoin_surrogates
 

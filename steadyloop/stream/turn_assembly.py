@@ -66,10 +66,11 @@ from typing import Any, Protocol
 
 import orjson
 
+from steadyloop.routing.taxonomy import StreamFailed, StreamFailure
 from steadyloop.stream.accumulator import ToolCallAccumulator
 from steadyloop.stream.completion import AssembledTurn, StreamStats, Usage
 from steadyloop.stream.defects import detect_completion_defects
-from steadyloop.stream.failures import StreamFailed, StreamFailure, excerpt
+from steadyloop.stream.failures import excerpt
 from steadyloop.stream.sse import MessageData, ServerSentEvent
 from steadyloop.stream.surrogates import rejoin_surrogates
 

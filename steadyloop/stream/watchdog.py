@@ -53,7 +53,8 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-from steadyloop.stream.failures import StallPhase, StreamFailure
+from steadyloop.routing.taxonomy import StreamFailure
+from steadyloop.stream.failures import StallPhase
 
 __all__ = [
     "DEFAULT_FIRST_TOKEN_S",

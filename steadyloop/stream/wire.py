@@ -30,7 +30,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from steadyloop.routing.endpoints import API_CHOICES, UNSUPPORTED_WIRE_ERROR_TYPE, EndpointConfig
+from steadyloop.errors import UNSUPPORTED_WIRE, SteadyloopError
+from steadyloop.routing.endpoints import API_CHOICES, EndpointConfig
 from steadyloop.stream.anthropic_wire import ANTHROPIC_WIRE
 from steadyloop.stream.chat_request import build_headers, build_request_body
 from steadyloop.stream.completion import AssembledTurn, CompletionRequest
@@ -43,7 +44,6 @@ from steadyloop.stream.turn_assembly import TurnAssembler
 __all__ = [
     "CHAT_WIRE",
     "RESPONSES_WIRE",
-    "UNSUPPORTED_WIRE_ERROR_TYPE",
     "WIRES",
     "CallProgress",
     "ChatWire",
@@ -206,10 +206,10 @@ WIRES: dict[str, Wire] = {
 }
 
 
-class UnsupportedWireError(LookupError):
+class UnsupportedWireError(SteadyloopError, LookupError):
     """The endpoint's `api` names a wire this version of steadyloop does not speak."""
 
-    error_type = UNSUPPORTED_WIRE_ERROR_TYPE
+    error_type = UNSUPPORTED_WIRE
 
     def __init__(self, endpoint: str, api: str) -> None:
         spoken = ", ".join(repr(name) for name in API_CHOICES if name in WIRES)

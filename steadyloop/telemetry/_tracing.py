@@ -307,8 +307,9 @@ class _Attempt:
         span.set_attribute(a.ATTEMPT_OUTCOME, outcome)
         failure = entry.failure
         if failure is not None:
-            span.set_status(Status(StatusCode.ERROR, str(failure.kind)))
-            span.set_attribute(a.ERROR_TYPE, str(failure.kind))
+            # In the route's words (a cut body is `network`), as the timeline says it.
+            span.set_status(Status(StatusCode.ERROR, str(failure.route_kind)))
+            span.set_attribute(a.ERROR_TYPE, str(failure.route_kind))
             if failure.stall_phase is not None:
                 span.set_attribute(a.STALL_PHASE, str(failure.stall_phase))
         elif outcome == "failed":  # cancelled by the caller: no facts

@@ -21,10 +21,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from steadyloop.errors import SteadyloopError
 from steadyloop.telemetry.settings import TelemetrySettings
 
 
-class TelemetryUnavailable(RuntimeError):
+class TelemetryUnavailable(SteadyloopError, RuntimeError):
     """Telemetry was asked for but OpenTelemetry's SDK is not installed."""
 
 

@@ -14,7 +14,7 @@ provider that is deterministic and needs no key.
 """
 
 from steadyloop.receipts.ledger import DidNotHappen, GiveUp, Happened
-from steadyloop.testing.agent_env import AgentEnv, RunEnded, RunningAgent
+from steadyloop.testing.agent_env import AgentEnv, NothingWaits, RunningAgent
 from steadyloop.testing.agent_run import AgentRun, ReceiptRecord, ToolCallRecord
 from steadyloop.testing.chunks import (
     ScriptedCall,
@@ -60,10 +60,10 @@ __all__ = [
     "Exchange",
     "GiveUp",
     "Happened",
+    "NothingWaits",
     "Pause",
     "ReceiptRecord",
     "RecordedRequest",
-    "RunEnded",
     "RunningAgent",
     "ScriptExhausted",
     "ScriptedCall",

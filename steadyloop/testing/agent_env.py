@@ -63,6 +63,7 @@ from temporalio.worker import Worker
 from steadyloop.activities.model_stream import ModelActivities
 from steadyloop.chains.delegation_tool import DELEGATE_TOOL
 from steadyloop.client import RunFailed, RunHandle, RunOptions, SteadyloopClient
+from steadyloop.errors import SteadyloopError
 from steadyloop.events import (
     AmbiguousReceiptEvent,
     ApprovalWaitingEvent,
@@ -346,7 +347,7 @@ class AgentEnv:
         return model.respond(request)
 
 
-class RunEnded(AssertionError):
+class NothingWaits(SteadyloopError, AssertionError):
     """A test waited for a run's state (an approval, an ambiguous call) but the run had
     already ended: the message says how."""
 
@@ -405,7 +406,7 @@ class RunningAgent:
 
     async def approvals(self, at_least: int = 1) -> list[PendingApproval]:
         """The calls waiting for a person's approval, once at least `at_least` wait.
-        Raises `RunEnded` at once when the run has ended without them."""
+        Raises `NothingWaits` at once when the run has ended without them."""
         return await self._wait_for(
             lambda waiting: len(waiting.approvals),
             self.run_handle.pending_approvals,
@@ -502,7 +503,7 @@ class RunningAgent:
         """Follow the run's event log until `count` of what it says waits reaches
         `at_least`, then return the run's own list (`listed`: the calls as the run holds
         them, arguments and all). The log's end (its `stop`) means nothing more will
-        wait: `RunEnded` at once, or `ScriptExhausted` when an unscripted request
+        wait: `NothingWaits` at once, or `ScriptExhausted` when an unscripted request
         stopped the run (the script is what to fix, not the wait). Anything else fails
         after `WAIT_GUARD_S`. With `step`, the clock is moved whenever the log is quiet.
 
@@ -543,7 +544,7 @@ class RunningAgent:
                             reader.result()
                         how = await self._how_it_ended()
                         self.model.check_script()
-                        raise RunEnded(
+                        raise NothingWaits(
                             f"nothing waits: the run ended {how}; the test waited for {what}"
                         )
                     # A run's state and its log are read apart: look again soon.

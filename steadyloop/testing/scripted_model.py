@@ -30,6 +30,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from steadyloop.errors import SteadyloopError
 from steadyloop.testing.chunks import (
     ScriptedCall,
     finish_chunk,
@@ -71,11 +72,11 @@ def call(tool: str, /, *, raw: str | None = None, **arguments: Any) -> Call:
 UNSCRIPTED = "no turn scripted for request"
 
 
-class ScriptExhausted(AssertionError):
+class ScriptExhausted(SteadyloopError, AssertionError):
     """The run asked the scripted model for more turns than were scripted."""
 
 
-class UnknownToolWarning(UserWarning):
+class UnknownToolWarning(SteadyloopError, UserWarning):
     """The script calls a tool the run does not offer (a misspelt name, most often).
 
     The run answers such a call with an error the model reads and goes on, so the test

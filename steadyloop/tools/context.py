@@ -66,6 +66,7 @@ from contextvars import ContextVar
 
 from pydantic import JsonValue
 
+from steadyloop.errors import SteadyloopError
 from steadyloop.receipts.canonical_json import MAX_DEPTH, canonical_json
 from steadyloop.receipts.ledger import DEFAULT_PROGRESS_LIMIT_BYTES
 from steadyloop.tools.payloads import ToolInvocation
@@ -84,7 +85,7 @@ _current: ContextVar[ToolInvocation | None] = ContextVar("steadyloop_tool_invoca
 _progress: ContextVar[ToolProgress | None] = ContextVar("steadyloop_tool_progress", default=None)
 
 
-class ProgressTooLarge(ValueError):
+class ProgressTooLarge(SteadyloopError, ValueError):
     """The recorded trail would exceed what the receipt ledger keeps for it."""
 
 

@@ -40,6 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel, create_model
 from pydantic.fields import FieldInfo
 
 from steadyloop.chat import ToolSpec
+from steadyloop.errors import SteadyloopError
 from steadyloop.run.bounds import seconds_problem
 from steadyloop.tools.payloads import EFFECTS, Effect, ToolDescription
 from steadyloop.tools.schema import SchemaError, arguments_schema
@@ -54,7 +55,7 @@ DEFAULT_TOOL_TIMEOUT = timedelta(seconds=30)
 _PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
 
 
-class ToolDefinitionError(ValueError):
+class ToolDefinitionError(SteadyloopError, ValueError):
     """A tool declaration that cannot work; raised when the function is decorated."""
 
 

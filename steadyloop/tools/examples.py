@@ -47,6 +47,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from steadyloop.errors import SteadyloopError
 from steadyloop.tools.context import current_progress
 from steadyloop.tools.definition import tool
 from steadyloop.tools.registry import ToolRegistry
@@ -81,7 +82,7 @@ MAX_MAGNITUDE = 10**300
 Number = int | float
 
 
-class SandboxEscape(PermissionError):
+class SandboxEscape(SteadyloopError, PermissionError):
     """A path that resolves outside the sandbox directory."""
 
 

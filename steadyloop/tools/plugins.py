@@ -24,10 +24,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from steadyloop.errors import SteadyloopError
 from steadyloop.tools.definition import TOOL_NAME_PATTERN, ToolDefinition
 
 
-class PluginError(ValueError):
+class PluginError(SteadyloopError, ValueError):
     """A plugin declaration the registry cannot serve."""
 
 

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from steadyloop.chat import ToolSpec
+from steadyloop.errors import SteadyloopError
 from steadyloop.tools.definition import ToolDefinition
 from steadyloop.tools.payloads import PluginDescription, ToolDescription
 from steadyloop.tools.plugins import PluginError, ToolPlugin
@@ -31,11 +32,11 @@ from steadyloop.tools.schema_profiles import SchemaProfile
 AnyTool = ToolDefinition[..., Any]
 
 
-class DuplicateToolError(ValueError):
+class DuplicateToolError(SteadyloopError, ValueError):
     """A second tool was registered under a name already taken."""
 
 
-class UnknownToolError(LookupError):
+class UnknownToolError(SteadyloopError, LookupError):
     """No tool of that name is registered."""
 
     def __init__(self, name: str, available: list[str]) -> None:

@@ -32,6 +32,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from steadyloop.errors import SteadyloopError
+
 # Keywords whose value is a map of name -> subschema.
 _SCHEMA_MAPS = frozenset({"properties", "patternProperties", "dependentSchemas"})
 # Keywords whose value is one subschema (or, for old-style `items`, a list of them).
@@ -58,7 +60,7 @@ _DROPPED = frozenset({"title", "discriminator", "$defs", "definitions", "$schema
 _REF_PREFIXES = ("#/$defs/", "#/definitions/")
 
 
-class SchemaError(ValueError):
+class SchemaError(SteadyloopError, ValueError):
     """A schema that cannot be made provider-safe (recursive, external `$ref`, not an object)."""
 
 

@@ -9,6 +9,10 @@ tell a foreign id from an unknown one.
 
 The errors here are the typed outcomes a route turns into a status (`steadyloop.web.
 errors` holds the mapping), so the raising site and the answering site cannot drift.
+They are the HTTP layer's own refusals, not the client API's errors under another
+name: each carries a message safe to show the tenant (thread ids and run numbers, never
+a workflow id or a namespace) and maps to one status, and one may stand for several
+client errors (`RunClosed` is both `RunEnded` and `ThreadCannotContinue`).
 """
 
 from __future__ import annotations
@@ -19,20 +23,22 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import SkipJsonSchema
 
+from steadyloop.errors import SteadyloopError
+
 __all__ = [
-    "CursorExpired",
+    "CursorTooOld",
     "Decision",
     "NoWorkerToRead",
     "NotTheCall",
     "RunBackend",
-    "RunEnded",
+    "RunClosed",
     "RunInFlight",
-    "RunNotFound",
     "Started",
     "StreamEvent",
     "ThreadNotFound",
     "TooManyRuns",
     "UnknownCall",
+    "UnknownRun",
     "WaitingForWorker",
 ]
 
@@ -72,7 +78,7 @@ class Decision(BaseModel):
     detail: str = ""
 
 
-class BackendError(Exception):
+class BackendError(SteadyloopError):
     """A request the backend refused; the message is safe to show the caller."""
 
 
@@ -80,8 +86,9 @@ class ThreadNotFound(BackendError):
     """No such thread for this tenant (another tenant's thread included)."""
 
 
-class RunNotFound(BackendError):
-    """No such run on this thread."""
+class UnknownRun(BackendError):
+    """No such run on this thread (404 `run_not_found`; the client API's `RunNotFound`
+    names a workflow id and a namespace, which a tenant is not shown)."""
 
 
 class RunInFlight(BackendError):
@@ -92,8 +99,9 @@ class RunInFlight(BackendError):
         self.run_id = run_id
 
 
-class RunEnded(BackendError):
-    """The run has ended: it can no longer be steered."""
+class RunClosed(BackendError):
+    """The run the request needs has ended and can change nothing (409 `run_ended`): the
+    client API's `RunEnded` for a decision, `ThreadCannotContinue` for a new message."""
 
 
 class UnknownCall(BackendError):
@@ -118,8 +126,9 @@ class NoWorkerToRead(BackendError):
     turn needs no read, and is kept for a worker."""
 
 
-class CursorExpired(BackendError):
-    """The cursor is older than what the log retains; `oldest` is the oldest held."""
+class CursorTooOld(BackendError):
+    """The cursor is older than what the log retains; `oldest` is the oldest held (410
+    `cursor_expired`: the event log's `CursorExpired`, as a route answers it)."""
 
     def __init__(self, message: str, oldest: str | None) -> None:
         super().__init__(message)

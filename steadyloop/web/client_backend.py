@@ -36,6 +36,7 @@ from steadyloop.client import (
     NotTheCallReviewed,
     NoWorkerAnswered,
     RequestRefused,
+    RunEnded,
     RunHandle,
     RunOptions,
     SteadyloopClient,
@@ -44,7 +45,6 @@ from steadyloop.client import (
     ThreadBusy,
     ThreadCannotContinue,
 )
-from steadyloop.client import RunEnded as ClientRunEnded
 from steadyloop.client.event_log import run_events
 from steadyloop.events import ApprovalWaitingEvent, CursorExpired, InvalidCursor
 from steadyloop.receipts.ledger import AmbiguityResolution
@@ -54,20 +54,20 @@ from steadyloop.web.admission import RootAdmission
 from steadyloop.web.backend import (
     BackendError,
     BadCursor,
+    CursorTooOld,
     Decision,
     NotTheCall,
     NoWorkerToRead,
-    RunEnded,
+    RunClosed,
     RunInFlight,
-    RunNotFound,
     RunRequest,
     Started,
     StreamEvent,
     ThreadNotFound,
     UnknownCall,
+    UnknownRun,
     WaitingForWorker,
 )
-from steadyloop.web.backend import CursorExpired as HttpCursorExpired
 
 __all__ = ["ClientBackend", "RunDefaults", "thread_tag"]
 
@@ -128,7 +128,7 @@ class ClientBackend:
 
     def _number(self, run_id: str) -> int:
         if not run_id.isdigit() or len(run_id) > 9 or int(run_id) < 1:
-            raise RunNotFound(f"no run {run_id!r}: a run id is its number on the thread")
+            raise UnknownRun(f"no run {run_id!r}: a run id is its number on the thread")
         return int(run_id)
 
     async def _handle(self, tenant: str, thread_id: str, run_id: str) -> tuple[RunHandle, str]:
@@ -151,7 +151,7 @@ class ClientBackend:
             described = await handle.temporal_handle.describe()
         except RPCError as error:
             if error.status == RPCStatusCode.NOT_FOUND:
-                raise RunNotFound(f"no run {run_id!r} on thread {thread_id!r}") from None
+                raise UnknownRun(f"no run {run_id!r} on thread {thread_id!r}") from None
             raise
         first = described.raw_description.workflow_execution_info.first_run_id
         self._known[key] = first
@@ -195,7 +195,7 @@ class ClientBackend:
         except ThreadBusy as busy:
             raise RunInFlight(str(busy), busy.workflow_id.rpartition("/")[2]) from None
         except ThreadCannotContinue as stuck:
-            raise RunEnded(str(stuck)) from None
+            raise RunClosed(str(stuck)) from None
         except NoWorkerAnswered as waiting:
             raise WaitingForWorker(str(waiting)) from None
         except ValueError as exc:
@@ -247,7 +247,7 @@ class ClientBackend:
         except InvalidCursor as exc:
             raise BadCursor(str(exc)) from None
         except CursorExpired as exc:
-            raise HttpCursorExpired(str(exc), exc.oldest) from None
+            raise CursorTooOld(str(exc), exc.oldest) from None
         except StopUnread as exc:  # a cut: the client reconnects after its last cursor
             raise NoWorkerToRead(str(exc)) from None
 
@@ -390,8 +390,8 @@ def _listed(call: PendingApproval) -> dict[str, Any]:
 
 def _steering_error(exc: BaseException) -> BaseException:
     """The backend error for what the client API raised (anything else is re-raised)."""
-    if isinstance(exc, ClientRunEnded):
-        return RunEnded(str(exc))
+    if isinstance(exc, RunEnded):
+        return RunClosed(str(exc))
     if isinstance(exc, NoWorkerAnswered):
         return WaitingForWorker(str(exc))
     if isinstance(exc, RequestRefused):

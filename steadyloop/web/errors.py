@@ -17,25 +17,26 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from steadyloop.errors import SteadyloopError
 from steadyloop.web.backend import (
     BackendError,
     BadCursor,
-    CursorExpired,
+    CursorTooOld,
     NotTheCall,
     NoWorkerToRead,
-    RunEnded,
+    RunClosed,
     RunInFlight,
-    RunNotFound,
     ThreadNotFound,
     TooManyRuns,
     UnknownCall,
+    UnknownRun,
     WaitingForWorker,
 )
 
 logger = logging.getLogger(__name__)
 
 
-class ApiError(Exception):
+class ApiError(SteadyloopError):
     """A refusal: status, a stable code, a message a person can act on, the field at fault."""
 
     def __init__(
@@ -69,7 +70,7 @@ def from_backend(exc: BackendError) -> ApiError:
     message = str(exc)
     if isinstance(exc, ThreadNotFound):
         return ApiError(404, "thread_not_found", message, field="path.thread_id")
-    if isinstance(exc, RunNotFound):
+    if isinstance(exc, UnknownRun):
         return ApiError(404, "run_not_found", message, field="path.run_id")
     if isinstance(exc, UnknownCall):
         return ApiError(404, "call_not_found", message, field="path.call_id")
@@ -79,9 +80,9 @@ def from_backend(exc: BackendError) -> ApiError:
         return ApiError(
             409, "not_the_call", message, field="body.sha256", extra={"waiting": exc.waiting}
         )
-    if isinstance(exc, RunEnded):
+    if isinstance(exc, RunClosed):
         return ApiError(409, "run_ended", message)
-    if isinstance(exc, CursorExpired):
+    if isinstance(exc, CursorTooOld):
         return ApiError(
             410, "cursor_expired", message, field="query.after", extra={"oldest": exc.oldest}
         )

@@ -54,6 +54,7 @@ from temporalio.client import Client
 from temporalio.converter import DataConverter
 from temporalio.envconfig import ClientConfig
 
+from steadyloop.errors import SteadyloopError
 from steadyloop.history.payload_storage import (
     BlobSettings,
     blob_settings,
@@ -86,11 +87,11 @@ ENDPOINT_ENV = "STEADYLOOP_ENDPOINT"
 MODEL_ENV = "STEADYLOOP_MODEL"
 
 
-class ConfigError(Exception):
+class ConfigError(SteadyloopError):
     """A setting is unusable; the message names the source, the cause and the fix."""
 
 
-class TemporalUnreachable(Exception):
+class TemporalUnreachable(SteadyloopError):
     """Temporal did not answer at the configured address; the message says where."""
 
 

@@ -42,6 +42,7 @@ from temporalio.converter import DataConverter
 from temporalio.testing import WorkflowEnvironment
 
 from steadyloop.chains.search_attributes import CHAIN_SEARCH_ATTRIBUTE_KEYS
+from steadyloop.errors import SteadyloopError
 from steadyloop.temporal_binaries import (
     TemporalBinaryMissing,
     dev_server_args,
@@ -55,7 +56,7 @@ DEFAULT_DEV_IP = "127.0.0.1"
 UI_PORT_OFFSET = 1000  # the Temporal CLI's own convention: 7233 -> UI on 8233
 
 
-class DevServerError(Exception):
+class DevServerError(SteadyloopError):
     """The dev server could not start; the message says why and what to try."""
 
 

@@ -101,6 +101,7 @@ with workflow.unsafe.imports_passed_through():
     from steadyloop.chains.queries import quotable
     from steadyloop.chains.rules import Refused, admit_child_run
     from steadyloop.chains.search_attributes import chain_search_attributes
+    from steadyloop.errors import RECEIPT_CLAIM, RESERVED_TOOL_NAME, UNUSABLE_WORKFLOW_ID
     from steadyloop.events.publishing import log_mode_memo
     from steadyloop.receipts.decision import Execute, ReceiptKey
     from steadyloop.receipts.ledger import ReceiptLedger
@@ -165,7 +166,7 @@ class ChildRuns:
                 f"workflow id {workflow.info().workflow_id!r}: a run that delegates is counted "
                 "by its id in Temporal visibility, which cannot match quotes, backslashes or "
                 "control characters; start it under an id without them",
-                type="UnusableWorkflowId",
+                type=UNUSABLE_WORKFLOW_ID,
                 non_retryable=True,
             )
         carried = run.carried
@@ -207,7 +208,7 @@ class ChildRuns:
             raise ApplicationError(
                 f"the run has a tool named {DELEGATE_TOOL!r}, which is reserved for delegation "
                 "when the run carries a Delegation; rename the tool",
-                type="ReservedToolName",
+                type=RESERVED_TOOL_NAME,
                 non_retryable=True,
             )
         profile = schema_profile(self._run.provider_profile)
@@ -249,7 +250,7 @@ class ChildRuns:
             )
             if not claimed.applied:  # cannot happen in one workflow; say so, do not guess
                 raise ApplicationError(
-                    f"receipt claim refused for a delegation: {claimed}", type="ReceiptClaim"
+                    f"receipt claim refused for a delegation: {claimed}", type=RECEIPT_CLAIM
                 )
             answer = await self._start(child_id, child, request, horizon)
             record = ChildRecord(workflow_id=child_id, agent=request.agent, started_at=now)

@@ -32,6 +32,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
+    from steadyloop.errors import PAYLOAD_TOO_LARGE
     from steadyloop.history.budget import MAX_INLINE_PAYLOAD_BYTES
     from steadyloop.tools.payloads import (
         DESCRIBE_TOOLS_ACTIVITY,
@@ -39,7 +40,6 @@ with workflow.unsafe.imports_passed_through():
         DescribeToolsResult,
     )
 
-PAYLOAD_TOO_LARGE = "PayloadTooLarge"
 ASK_TIMEOUT = timedelta(seconds=30)
 ASK_ATTEMPTS = 3
 

@@ -79,6 +79,7 @@ if TYPE_CHECKING:  # annotations only: no module-level object the sandbox test c
 with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 
+    from steadyloop.errors import CONFIGURATION_ERROR_TYPES
     from steadyloop.output.forwarding import (
         READ_FORWARDED_OUTPUT_ACTIVITY,
         ForwardedOutput,
@@ -95,12 +96,6 @@ with workflow.unsafe.imports_passed_through():
         ProbeRequest,
         ReadHealthInput,
     )
-    from steadyloop.routing.endpoints import (
-        MISSING_API_KEY_ERROR_TYPE,
-        SAMPLING_OUT_OF_RANGE_ERROR_TYPE,
-        UNKNOWN_ENDPOINT_ERROR_TYPE,
-        UNSUPPORTED_WIRE_ERROR_TYPE,
-    )
     from steadyloop.routing.route_plan import (
         PlannedCandidate,
         RouteConfig,
@@ -110,15 +105,13 @@ with workflow.unsafe.imports_passed_through():
     )
     from steadyloop.routing.taxonomy import (
         DegradableParameter,
-        FailureFacts,
-        facts_from_stream_failure,
+        StreamFailure,
     )
     from steadyloop.stream.completion import (
         STREAM_COMPLETION_ACTIVITY,
         AssembledTurn,
         CompletionRequest,
     )
-    from steadyloop.stream.failures import StreamFailure
     from steadyloop.telemetry.workflow import attempt_trace
 
 __all__ = [
@@ -205,7 +198,7 @@ class RouteAttempt(BaseModel):
     rule: str = ""
     action: Action | None = None
     delay_s: float = 0.0
-    failure: FailureFacts | None = None
+    failure: StreamFailure | None = None
     # The failure as Temporal reported it: the activity's error type (the stream
     # failure's kind, `unknown_endpoint`, ...) or `timeout_<type>` for a lost attempt.
     error_type: str = ""
@@ -230,7 +223,7 @@ class RouteStop(BaseModel):
     reason: Literal["rule", "exhausted", "no_candidate", "deadline"]
     rule: str = ""
     detail: str = ""
-    failure: FailureFacts | None = None
+    failure: StreamFailure | None = None
     next_open_at: datetime | None = None
     sequence: int | None = None
     shown: ForwardedOutput | None = None
@@ -527,7 +520,7 @@ async def _run_candidate(
             # Whatever the attempt ended with once its cancellation was asked for (a
             # stall it was in, a timeout of a dead worker, even its answer), the caller
             # gave up on the turn: not the endpoint's failure, nothing to retry.
-            facts = FailureFacts(kind="aborted", message="the turn was cancelled by its caller")
+            facts = StreamFailure(kind="aborted", message="the turn was cancelled by its caller")
         elif failed is None:
             log.append(
                 RouteAttempt(
@@ -613,7 +606,7 @@ async def _run_candidate(
                 )
 
 
-def facts_from_activity_error(error: ActivityError) -> FailureFacts:
+def facts_from_activity_error(error: ActivityError) -> StreamFailure:
     """The facts of a failed model activity, as the workflow receives them.
 
     The model activity raises an `ApplicationError` whose type is the failure kind and
@@ -623,33 +616,27 @@ def facts_from_activity_error(error: ActivityError) -> FailureFacts:
     """
     cause = error.cause
     if isinstance(cause, CancelledError):
-        return FailureFacts(kind="aborted", message=str(cause) or "the attempt was cancelled")
+        return StreamFailure(kind="aborted", message=str(cause) or "the attempt was cancelled")
     if isinstance(cause, TimeoutError):
-        return FailureFacts(
+        return StreamFailure(
             kind="lost",
             message=f"the attempt timed out ({cause.type.name if cause.type else 'timeout'}) "
             "without an outcome",
             produced_output=_flag(cause.last_heartbeat_details),
         )
     if not isinstance(cause, ApplicationError):
-        return FailureFacts(kind="lost", message=str(cause or error))
+        return StreamFailure(kind="lost", message=str(cause or error))
     produced = _flag(cause.details)
-    if cause.type in (
-        UNKNOWN_ENDPOINT_ERROR_TYPE,
-        MISSING_API_KEY_ERROR_TYPE,
-        SAMPLING_OUT_OF_RANGE_ERROR_TYPE,
-        UNSUPPORTED_WIRE_ERROR_TYPE,
-    ):
-        return FailureFacts(kind="configuration", message=cause.message, produced_output=produced)
+    if cause.type in CONFIGURATION_ERROR_TYPES:
+        return StreamFailure(kind="configuration", message=cause.message, produced_output=produced)
     first = cause.details[0] if cause.details else None
     try:
-        failure = StreamFailure.model_validate(first)
+        return StreamFailure.model_validate(first)
     except ValidationError:
         # Not a classified stream failure (an unexpected error in the activity).
-        return FailureFacts(
+        return StreamFailure(
             kind="lost", message=f"{cause.type}: {cause.message}", produced_output=produced
         )
-    return facts_from_stream_failure(failure, produced_output=produced)
 
 
 async def _shown_output(

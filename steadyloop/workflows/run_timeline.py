@@ -16,7 +16,7 @@ with workflow.unsafe.imports_passed_through():
     from steadyloop.history.healing import Healing
     from steadyloop.receipts.decision import receipt_key
     from steadyloop.routing.route_plan import RoutePlan
-    from steadyloop.routing.taxonomy import FailureFacts
+    from steadyloop.routing.taxonomy import StreamFailure
     from steadyloop.stream.arguments import parse_tool_call_arguments
     from steadyloop.stream.passback import foreign_passback
     from steadyloop.workflows.routed_turn import RouteAttempt
@@ -25,7 +25,7 @@ with workflow.unsafe.imports_passed_through():
 FAILURE_CHARS = 160
 
 
-def failure_words(facts: FailureFacts | None, error_type: str = "") -> tuple[str, str]:
+def failure_words(facts: StreamFailure | None, error_type: str = "") -> tuple[str, str]:
     """The failure's kind (`stalled before first token`, `network (cut)`, `http_status
     (rate_limit, HTTP 429)`) and its message, apart, so the kind is never cut off."""
     if facts is None:
@@ -36,7 +36,7 @@ def failure_words(facts: FailureFacts | None, error_type: str = "") -> tuple[str
     extra: list[str] = [part for part in (facts.category, facts.network_reason) if part]
     if facts.status is not None:
         extra.append(f"HTTP {facts.status}")
-    head = facts.kind + (f" ({', '.join(extra)})" if extra else "")
+    head = facts.route_kind + (f" ({', '.join(extra)})" if extra else "")
     return head, _quoted(facts.message)
 
 

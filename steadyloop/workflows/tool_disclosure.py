@@ -25,6 +25,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 
 with workflow.unsafe.imports_passed_through():
     from steadyloop.chains.delegation_tool import DELEGATE_TOOL
+    from steadyloop.errors import RESERVED_TOOL_NAME, UNKNOWN_PLUGINS, UNKNOWN_TOOLS
     from steadyloop.routing.provider_profiles import schema_profile
     from steadyloop.run.models import RunInput
     from steadyloop.tools.disclosure import ACTIVATE_PLUGIN_TOOL, PluginDisclosure
@@ -64,14 +65,14 @@ async def disclose_tools(run: RunInput, *, locally: bool) -> PluginDisclosure:
         raise ApplicationError(
             f"the run asks for tools the worker does not have: {described.unknown}; "
             f"available: {described.available}",
-            type="UnknownTools",
+            type=UNKNOWN_TOOLS,
             non_retryable=True,
         )
     if described.unknown_plugins:
         raise ApplicationError(
             f"the run asks for plugins the worker does not have: {described.unknown_plugins}; "
             f"available: {described.available_plugins}",
-            type="UnknownPlugins",
+            type=UNKNOWN_PLUGINS,
             non_retryable=True,
         )
     disclosure = PluginDisclosure(
@@ -90,7 +91,7 @@ async def disclose_tools(run: RunInput, *, locally: bool) -> PluginDisclosure:
             f"the run has tools named {taken}, reserved for the run's built-in tools "
             f"({ACTIVATE_PLUGIN_TOOL!r} when it has on-demand plugins, {DELEGATE_TOOL!r} when "
             "it may delegate); rename the tools",
-            type="ReservedToolName",
+            type=RESERVED_TOOL_NAME,
             non_retryable=True,
         )
     return disclosure

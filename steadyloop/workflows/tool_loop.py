@@ -82,6 +82,7 @@ with workflow.unsafe.imports_passed_through():
 
     from steadyloop.chains.delegation_tool import DELEGATE_TOOL
     from steadyloop.chat import ChatMessage, ToolCall
+    from steadyloop.errors import RECEIPT_CLAIM, RECEIPT_RESOLUTION, SteadyloopError
     from steadyloop.events.models import EventKind, EventPhase
     from steadyloop.history.budget import (
         MAX_INLINE_PAYLOAD_BYTES,
@@ -192,7 +193,7 @@ INTERRUPT_READ = timedelta(seconds=15)
 T = TypeVar("T")
 
 
-class _Stop(Exception):
+class _Stop(SteadyloopError):
     """Ends the loop at a turn boundary with a named stop reason."""
 
     def __init__(self, reason: StopReason, detail: str) -> None:
@@ -280,7 +281,7 @@ class ToolLoopWorkflow:
             ReceiptKey.from_text(request.key), view.attempt, request.resolution
         )
         if not written.applied:
-            raise ApplicationError(f"not applied: {written}", type="ReceiptResolution")
+            raise ApplicationError(f"not applied: {written}", type=RECEIPT_RESOLUTION)
         del self._ambiguous[request.key]
         said = resolution_text(request.resolution, view.attempt)
         self._late.settled(request.key)
@@ -1508,7 +1509,7 @@ class ToolLoopWorkflow:
             if not claimed.applied:  # cannot happen in one workflow; say so, do not guess
                 raise ApplicationError(
                     f"receipt claim refused for {description.name!r}: {claimed}",
-                    type="ReceiptClaim",
+                    type=RECEIPT_CLAIM,
                 )
             sent = invocation.model_copy(
                 update={
