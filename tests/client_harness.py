@@ -27,13 +27,16 @@ from temporalio.worker import Worker
 from steadyloop.client import RunOptions, SteadyloopClient
 from steadyloop.history.payload_storage import steadyloop_data_converter
 from steadyloop.routing.endpoints import EndpointRegistry
-from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
-from steadyloop.testing.scripted_server import (
+from steadyloop.testing import (
     RecordedRequest,
     Responder,
+    ScriptedCall,
     ScriptedResponse,
     ScriptedServer,
+    finish_chunk,
     sse_response,
+    text_chunks,
+    tool_call_chunks,
 )
 from steadyloop.tools import ToolRegistry, tool
 from steadyloop.worker.dev_server import DevServer, dev_server

@@ -64,19 +64,17 @@ from steadyloop.chains.queries import (
 from steadyloop.routing.endpoints import EndpointRegistry
 from steadyloop.run.models import AgentProfile, Delegation, RunInput, RunLimits, RunResult
 from steadyloop.temporal_binaries import time_skipping_server_path
-from steadyloop.testing.chunks import (
+from steadyloop.testing import (
     Chunk,
+    RecordedRequest,
     ScriptedCall,
+    ScriptedResponse,
+    ScriptedServer,
     finish_chunk,
+    sse_response,
     text_chunks,
     tool_call_chunks,
     usage_chunk,
-)
-from steadyloop.testing.scripted_server import (
-    RecordedRequest,
-    ScriptedResponse,
-    ScriptedServer,
-    sse_response,
 )
 from steadyloop.tools import ToolRegistry, tool
 from steadyloop.worker.process import RUN_WORKFLOWS

@@ -66,12 +66,13 @@ from steadyloop.history.payload_storage import steadyloop_data_converter
 from steadyloop.routing.endpoints import EndpointRegistry
 from steadyloop.run.models import RunInput, RunProgress, RunResult, StopReason
 from steadyloop.temporal_binaries import time_skipping_server_path
-from steadyloop.testing.chunks import finish_chunk, text_chunks
-from steadyloop.testing.scripted_server import (
+from steadyloop.testing import (
     RecordedRequest,
     ScriptedResponse,
     ScriptedServer,
+    finish_chunk,
     sse_response,
+    text_chunks,
 )
 from steadyloop.tools import ToolRegistry, tool
 from steadyloop.worker.process import HEARTBEAT_THROTTLE, RUN_WORKFLOWS

@@ -41,7 +41,7 @@ from steadyloop.temporal_binaries import (
     dev_server_path,
     time_skipping_server_path,
 )
-from steadyloop.testing.scripted_server import ScriptedResponse, ScriptedServer
+from steadyloop.testing import ScriptedResponse, ScriptedServer
 from steadyloop.tools import ToolPlugin, ToolRegistry, current_progress, tool
 from steadyloop.tools.registry import AnyTool
 from steadyloop.worker.process import HEARTBEAT_THROTTLE, RUN_WORKFLOWS

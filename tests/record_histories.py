@@ -75,18 +75,16 @@ from steadyloop.run.models import (
 )
 from steadyloop.run.steering import ApprovalDecision, UserMessage
 from steadyloop.temporal_binaries import time_skipping_server_path
-from steadyloop.testing.chunks import (
+from steadyloop.testing import (
+    Pause,
     ScriptedCall,
+    ScriptedResponse,
+    error_response,
     finish_chunk,
+    sse_response,
     text_chunks,
     tool_call_chunks,
     usage_chunk,
-)
-from steadyloop.testing.scripted_server import (
-    Pause,
-    ScriptedResponse,
-    error_response,
-    sse_response,
 )
 from steadyloop.workflows.chain_admission import ChainAdmissionWorkflow
 from steadyloop.workflows.endpoint_health import EndpointHealthWorkflow

@@ -36,12 +36,15 @@ from temporalio.testing import WorkflowEnvironment
 from steadyloop.history.payload_storage import steadyloop_data_converter
 from steadyloop.run.models import RunInput, RunResult
 from steadyloop.temporal_binaries import dev_server_args, dev_server_path
-from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
-from steadyloop.testing.scripted_server import (
+from steadyloop.testing import (
     RecordedRequest,
+    ScriptedCall,
     ScriptedResponse,
     ScriptedServer,
+    finish_chunk,
     sse_response,
+    text_chunks,
+    tool_call_chunks,
 )
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 

@@ -15,15 +15,17 @@ from steadyloop.cli.follow import follow
 from steadyloop.cli.progress import ProgressDisplay
 from steadyloop.run.models import RunInput, RunProgress, RunResult
 from steadyloop.run.steering import PendingApproval
-from steadyloop.testing.chunks import (
+from steadyloop.testing import (
+    Pause,
     ScriptedCall,
+    ScriptedResponse,
     chunk,
     finish_chunk,
     role_chunk,
+    sse_response,
     text_chunks,
     tool_call_chunks,
 )
-from steadyloop.testing.scripted_server import Pause, ScriptedResponse, sse_response
 
 GUARD_S = 60  # how long a wait may take before the test gives up: a guard, not a measure
 

@@ -22,8 +22,7 @@ from temporalio.client import WorkflowUpdateFailedError
 from test_cli_worker import cli_environment, start_worker, steadyloop
 
 from steadyloop.receipts.decision import tool_call_args_hash
-from steadyloop.testing.chunks import ScriptedCall
-from steadyloop.testing.scripted_server import ScriptedServer
+from steadyloop.testing import ScriptedCall, ScriptedServer
 from steadyloop.worker.dev_server import DevServer, dev_server
 
 pytestmark = pytest.mark.slow

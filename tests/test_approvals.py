@@ -16,7 +16,7 @@ from steering_harness import answer, calls, people_run, progress, shown, wait_fo
 from temporalio.client import WorkflowUpdateFailedError
 
 from steadyloop.run.steering import ApprovalDecision, PendingApproval
-from steadyloop.testing.chunks import ScriptedCall
+from steadyloop.testing import ScriptedCall
 from steadyloop.tools import tool
 
 pytestmark = pytest.mark.slow

@@ -25,8 +25,14 @@ from steadyloop.client.blob_gc import collect
 from steadyloop.history.object_store import LocalDirectoryStore, ObjectStore
 from steadyloop.history.payload_storage import steadyloop_data_converter
 from steadyloop.run.models import RunInput, RunPlugins, RunResult
-from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
-from steadyloop.testing.scripted_server import ScriptedResponse, sse_response
+from steadyloop.testing import (
+    ScriptedCall,
+    ScriptedResponse,
+    finish_chunk,
+    sse_response,
+    text_chunks,
+    tool_call_chunks,
+)
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 pytestmark = pytest.mark.slow

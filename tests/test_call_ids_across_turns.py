@@ -12,8 +12,14 @@ from __future__ import annotations
 import pytest
 from loop_harness import assert_every_call_answered, run_input, running_loop, tool_messages
 
-from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
-from steadyloop.testing.scripted_server import ScriptedResponse, sse_response
+from steadyloop.testing import (
+    ScriptedCall,
+    ScriptedResponse,
+    finish_chunk,
+    sse_response,
+    text_chunks,
+    tool_call_chunks,
+)
 
 pytestmark = pytest.mark.slow
 

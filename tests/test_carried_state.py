@@ -30,8 +30,14 @@ from steadyloop.run.models import (
     RunStats,
 )
 from steadyloop.run.resume import resume_input
-from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
-from steadyloop.testing.scripted_server import ScriptedResponse, sse_response
+from steadyloop.testing import (
+    ScriptedCall,
+    ScriptedResponse,
+    finish_chunk,
+    sse_response,
+    text_chunks,
+    tool_call_chunks,
+)
 
 pytestmark = pytest.mark.slow
 

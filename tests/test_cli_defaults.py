@@ -26,18 +26,16 @@ from temporalio.api.workflowservice.v1 import GetSystemInfoRequest
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from steadyloop.testing.chunks import (
+from steadyloop.testing import (
+    RecordedRequest,
     ScriptedCall,
+    ScriptedResponse,
+    ScriptedServer,
     finish_chunk,
+    sse_response,
     text_chunks,
     tool_call_chunks,
     usage_chunk,
-)
-from steadyloop.testing.scripted_server import (
-    RecordedRequest,
-    ScriptedResponse,
-    ScriptedServer,
-    sse_response,
 )
 from steadyloop.worker.dev_server import DevServer, dev_server, free_port
 

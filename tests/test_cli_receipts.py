@@ -38,8 +38,13 @@ from steadyloop.cli.receipts import (
 from steadyloop.receipts.decision import receipt_key
 from steadyloop.receipts.ledger import DidNotHappen, GiveUp, Happened
 from steadyloop.run.models import AmbiguousCall
-from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
-from steadyloop.testing.scripted_server import sse_response
+from steadyloop.testing import (
+    ScriptedCall,
+    finish_chunk,
+    sse_response,
+    text_chunks,
+    tool_call_chunks,
+)
 from steadyloop.worker.config import ConfigError
 from steadyloop.worker.dev_server import free_port
 

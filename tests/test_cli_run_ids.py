@@ -22,7 +22,7 @@ from steadyloop.cli.demo_conversation import ORDER_PATH, ORDER_TEXT, DemoProvide
 from steadyloop.cli.invocation import Invocation, command, from_arguments, invoked, program_name
 from steadyloop.cli.main import EXIT_USAGE, build_parser, run_cli
 from steadyloop.cli.run_ids import reuse_policy
-from steadyloop.testing.scripted_server import ScriptedServer
+from steadyloop.testing import ScriptedServer
 from steadyloop.worker.dev_server import DevServer, dev_server, free_port
 
 # -- how a printed command is spelled ----------------------------------------------------

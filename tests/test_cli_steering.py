@@ -47,8 +47,7 @@ from steadyloop.client import (
 from steadyloop.receipts.decision import tool_call_args_hash
 from steadyloop.run.models import RunProgress
 from steadyloop.run.steering import PendingApproval
-from steadyloop.testing.chunks import ScriptedCall
-from steadyloop.testing.scripted_server import ScriptedServer
+from steadyloop.testing import ScriptedCall, ScriptedServer
 from steadyloop.worker.config import ConfigError
 from steadyloop.worker.dev_server import DevServer, dev_server, free_port
 

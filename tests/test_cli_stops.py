@@ -23,8 +23,16 @@ from test_cli_worker import (
     workspace,  # noqa: F401  (the fixture)
 )
 
-from steadyloop.testing.chunks import chunk, finish_chunk, role_chunk, text_chunks
-from steadyloop.testing.scripted_server import Pause, ScriptedResponse, ScriptedServer, sse_response
+from steadyloop.testing import (
+    Pause,
+    ScriptedResponse,
+    ScriptedServer,
+    chunk,
+    finish_chunk,
+    role_chunk,
+    sse_response,
+    text_chunks,
+)
 from steadyloop.worker.dev_server import DevServer
 
 pytestmark = pytest.mark.slow

@@ -24,8 +24,16 @@ from temporalio.api.enums.v1 import EventType
 from steadyloop.cli.demo_conversation import ORDER_PATH, ORDER_TEXT, DemoProvider
 from steadyloop.cli.invocation import program_name
 from steadyloop.run.models import RunInput
-from steadyloop.testing.chunks import Chunk, finish_chunk, role_chunk, text_chunks, usage_chunk
-from steadyloop.testing.scripted_server import Pause, ScriptedServer, sse_response
+from steadyloop.testing import (
+    Chunk,
+    Pause,
+    ScriptedServer,
+    finish_chunk,
+    role_chunk,
+    sse_response,
+    text_chunks,
+    usage_chunk,
+)
 from steadyloop.worker.dev_server import DevServer, dev_server, free_port
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 

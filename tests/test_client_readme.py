@@ -20,8 +20,15 @@ from docs_pages import section
 from examples.helpdesk.agent import Desk, build_registry
 from examples.helpdesk.follow import TOOLS, follow_and_approve
 from steadyloop.client import RunOptions
-from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
-from steadyloop.testing.scripted_server import RecordedRequest, ScriptedResponse, sse_response
+from steadyloop.testing import (
+    RecordedRequest,
+    ScriptedCall,
+    ScriptedResponse,
+    finish_chunk,
+    sse_response,
+    text_chunks,
+    tool_call_chunks,
+)
 from steadyloop.tools.examples import example_registry
 
 pytestmark = pytest.mark.slow

@@ -27,7 +27,7 @@ from loop_harness import ENDPOINT, Effects, tool_messages
 from steadyloop.chains.limits import ChainBudgetLimit, ChainLimit, TenantCeilingLimit
 from steadyloop.chains.queries import CHAIN_ROOT, quoted
 from steadyloop.routing.endpoints import EndpointRegistry
-from steadyloop.testing.scripted_server import RecordedRequest, ScriptedResponse, ScriptedServer
+from steadyloop.testing import RecordedRequest, ScriptedResponse, ScriptedServer
 from steadyloop.worker.dev_server import dev_server
 from steadyloop.worker.process import WorkerOptions, running_worker
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow

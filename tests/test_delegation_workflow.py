@@ -51,8 +51,7 @@ from steadyloop.chains.limits import (
     TenantCeilingLimit,
 )
 from steadyloop.run.models import RunInput, RunLimits
-from steadyloop.testing.chunks import ScriptedCall
-from steadyloop.testing.scripted_server import ScriptedResponse, error_response
+from steadyloop.testing import ScriptedCall, ScriptedResponse, error_response
 
 pytestmark = pytest.mark.slow
 

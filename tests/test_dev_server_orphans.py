@@ -26,14 +26,15 @@ from temporalio.client import Client
 from steadyloop.history.payload_storage import steadyloop_data_converter
 from steadyloop.run.models import RunInput, RunResult
 from steadyloop.run.steering import ApprovalDecision, PendingApproval
-from steadyloop.testing.chunks import (
+from steadyloop.testing import (
     ScriptedCall,
+    ScriptedServer,
     finish_chunk,
+    sse_response,
     text_chunks,
     tool_call_chunks,
     usage_chunk,
 )
-from steadyloop.testing.scripted_server import ScriptedServer, sse_response
 from steadyloop.worker.dev_server import free_port
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 

@@ -27,12 +27,13 @@ from steadyloop.events import (
     ToolResultEvent,
 )
 from steadyloop.output.forwarding import ForwardingOptions
-from steadyloop.testing.chunks import ScriptedCall, text_chunks
-from steadyloop.testing.scripted_server import (
+from steadyloop.testing import (
     Pause,
     RecordedRequest,
+    ScriptedCall,
     ScriptedResponse,
     sse_response,
+    text_chunks,
 )
 
 pytestmark = pytest.mark.slow

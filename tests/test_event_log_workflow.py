@@ -41,7 +41,7 @@ from steadyloop.receipts.decision import tool_call_args_hash
 from steadyloop.receipts.ledger import Happened
 from steadyloop.run.models import AmbiguousCall, ResolveReceipt, RunInput
 from steadyloop.run.steering import ApprovalDecision, PendingApproval
-from steadyloop.testing.chunks import ScriptedCall
+from steadyloop.testing import ScriptedCall
 
 pytestmark = pytest.mark.slow
 

@@ -27,8 +27,15 @@ from steadyloop.events.publishing import HISTORY_LOG_PATCH
 from steadyloop.routing.circuit_breaker import BreakerState
 from steadyloop.routing.endpoint_health import READ_ENDPOINT_HEALTH_ACTIVITY, EndpointHealth
 from steadyloop.routing.route_plan import RouteCandidate, RouteConfig
-from steadyloop.testing import ScriptedResponse, error_response, finish_chunk, sse_response
-from steadyloop.testing.chunks import ScriptedCall, text_chunks, tool_call_chunks
+from steadyloop.testing import (
+    ScriptedCall,
+    ScriptedResponse,
+    error_response,
+    finish_chunk,
+    sse_response,
+    text_chunks,
+    tool_call_chunks,
+)
 from steadyloop.workflows.routed_turn import HealthView
 
 HISTORIES = Path(__file__).parent / "histories"

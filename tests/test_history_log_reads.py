@@ -40,7 +40,7 @@ from steadyloop.client.event_log import run_events
 from steadyloop.client.history_log import history_events
 from steadyloop.events import ApprovalWaitingEvent, RunEventItem, StopEvent, ToolResultEvent
 from steadyloop.history.payload_storage import LocalFileStorageDriver, steadyloop_data_converter
-from steadyloop.testing.chunks import ScriptedCall
+from steadyloop.testing import ScriptedCall
 
 pytestmark = pytest.mark.slow
 

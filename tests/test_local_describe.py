@@ -20,8 +20,14 @@ from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
 from steadyloop.stream.completion import STREAM_COMPLETION_ACTIVITY
-from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
-from steadyloop.testing.scripted_server import ScriptedResponse, sse_response
+from steadyloop.testing import (
+    ScriptedCall,
+    ScriptedResponse,
+    finish_chunk,
+    sse_response,
+    text_chunks,
+    tool_call_chunks,
+)
 from steadyloop.tools.payloads import DESCRIBE_TOOLS_ACTIVITY
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))

@@ -23,12 +23,7 @@ from steadyloop.history.compaction import (
 from steadyloop.history.healing import NO_RESULT
 from steadyloop.routing.pricing import Price
 from steadyloop.run.models import RunLimits
-from steadyloop.testing.chunks import (
-    ScriptedCall,
-    finish_chunk,
-    tool_call_chunks,
-)
-from steadyloop.testing.scripted_server import sse_response
+from steadyloop.testing import ScriptedCall, finish_chunk, sse_response, tool_call_chunks
 
 pytestmark = pytest.mark.slow
 

@@ -298,8 +298,7 @@ async def test_interrupting_a_run_cancels_its_mcp_request_on_the_server(tmp_path
     from steadyloop.routing.endpoints import EndpointConfig, EndpointRegistry
     from steadyloop.run.models import RunInput
     from steadyloop.temporal_binaries import dev_server_path
-    from steadyloop.testing.chunks import ScriptedCall
-    from steadyloop.testing.scripted_server import RecordedRequest, ScriptedResponse, ScriptedServer
+    from steadyloop.testing import RecordedRequest, ScriptedCall, ScriptedResponse, ScriptedServer
     from steadyloop.worker.process import WorkerOptions, running_worker
     from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 

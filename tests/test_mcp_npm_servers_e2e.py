@@ -28,8 +28,7 @@ from steadyloop.mcp.config import McpServerConfig
 from steadyloop.routing.endpoints import EndpointConfig, EndpointRegistry
 from steadyloop.run.models import RunInput
 from steadyloop.temporal_binaries import dev_server_path
-from steadyloop.testing.chunks import ScriptedCall
-from steadyloop.testing.scripted_server import RecordedRequest, ScriptedResponse, ScriptedServer
+from steadyloop.testing import RecordedRequest, ScriptedCall, ScriptedResponse, ScriptedServer
 from steadyloop.tools.registry import ToolRegistry
 from steadyloop.worker.process import WorkerOptions, running_worker
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow

@@ -41,8 +41,7 @@ from steadyloop.mcp.serving import serving_mcp
 from steadyloop.routing.endpoints import EndpointConfig, EndpointRegistry
 from steadyloop.run.models import AmbiguousCall, RunInput, RunResult
 from steadyloop.temporal_binaries import dev_server_path
-from steadyloop.testing.chunks import ScriptedCall
-from steadyloop.testing.scripted_server import RecordedRequest, ScriptedResponse, ScriptedServer
+from steadyloop.testing import RecordedRequest, ScriptedCall, ScriptedResponse, ScriptedServer
 from steadyloop.tools.payloads import RUN_TOOL_ACTIVITY, ToolInvocation
 from steadyloop.tools.registry import ToolRegistry
 from steadyloop.worker.process import WorkerOptions, running_worker

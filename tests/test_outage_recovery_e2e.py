@@ -37,9 +37,15 @@ from steadyloop.routing.endpoint_health import EndpointHealth, EndpointOutcome, 
 from steadyloop.routing.endpoints import EndpointRegistry
 from steadyloop.run.models import RunResult
 from steadyloop.temporal_binaries import dev_server_args, dev_server_path
-from steadyloop.testing import ScriptedResponse, error_response, finish_chunk, sse_response
-from steadyloop.testing.chunks import text_chunks
-from steadyloop.testing.scripted_server import RecordedRequest, ScriptedServer
+from steadyloop.testing import (
+    RecordedRequest,
+    ScriptedResponse,
+    ScriptedServer,
+    error_response,
+    finish_chunk,
+    sse_response,
+    text_chunks,
+)
 from steadyloop.worker.process import RUN_WORKFLOWS
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 

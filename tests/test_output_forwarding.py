@@ -34,14 +34,15 @@ from steadyloop.stream.completion import AssembledTurn, CompletionRequest
 from steadyloop.stream.failures import StreamFailed
 from steadyloop.testing import (
     Pause,
+    ScriptedCall,
     ScriptedResponse,
     ScriptedServer,
     finish_chunk,
     reasoning_chunks,
     sse_response,
     text_chunks,
+    tool_call_chunks,
 )
-from steadyloop.testing.chunks import ScriptedCall, tool_call_chunks
 
 
 @pytest.fixture
@@ -283,7 +284,7 @@ async def test_a_disconnect_after_output_is_not_retryable(server: ScriptedServer
 async def test_each_call_repaired_for_an_empty_identity_is_logged_once(
     server: ScriptedServer, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from steadyloop.testing.chunks import tool_call_delta, tool_calls_chunk
+    from steadyloop.testing import tool_call_delta, tool_calls_chunk
 
     calls = [
         tool_calls_chunk([tool_call_delta(index=0, id="", name="add", arguments='{"a": 1}')]),

@@ -23,13 +23,7 @@ from temporalio.client import Client, WorkflowHandle
 from steadyloop.output.follow import follow_output
 from steadyloop.output.forwarding import ForwardingOptions, OutputDelta
 from steadyloop.stream.completion import STREAM_COMPLETION_ACTIVITY
-from steadyloop.testing.chunks import text_chunks
-from steadyloop.testing.scripted_server import (
-    Pause,
-    RecordedRequest,
-    ScriptedResponse,
-    sse_response,
-)
+from steadyloop.testing import Pause, RecordedRequest, ScriptedResponse, sse_response, text_chunks
 
 pytestmark = pytest.mark.slow
 

@@ -27,7 +27,7 @@ from anthropic_streams import MESSAGE_STOP, message_delta, message_start, sse, s
 from anthropic_streams import delta as block_delta
 from loop_harness import assert_every_call_answered, run_input, running_loop, tool_messages
 
-from steadyloop.testing.scripted_server import ScriptedResponse, raw_response
+from steadyloop.testing import ScriptedResponse, raw_response
 
 pytestmark = pytest.mark.slow
 

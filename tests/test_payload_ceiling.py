@@ -22,8 +22,14 @@ from temporalio.worker import Replayer
 from steadyloop.history.budget import MAX_INLINE_PAYLOAD_BYTES
 from steadyloop.history.payload_storage import steadyloop_data_converter
 from steadyloop.run.models import RunInput
-from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
-from steadyloop.testing.scripted_server import ScriptedResponse, sse_response
+from steadyloop.testing import (
+    ScriptedCall,
+    ScriptedResponse,
+    finish_chunk,
+    sse_response,
+    text_chunks,
+    tool_call_chunks,
+)
 from steadyloop.tools.payloads import DESCRIBE_TOOLS_ACTIVITY
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 

@@ -41,8 +41,7 @@ from temporalio.client import Client, WorkflowHandle
 
 from steadyloop.receipts.ledger import Happened
 from steadyloop.run.models import AmbiguousCall, ResolveReceipt
-from steadyloop.testing.chunks import ScriptedCall
-from steadyloop.testing.scripted_server import RecordedRequest, ScriptedResponse
+from steadyloop.testing import RecordedRequest, ScriptedCall, ScriptedResponse
 from steadyloop.tools.payloads import RUN_TOOL_ACTIVITY, ToolInvocation
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 

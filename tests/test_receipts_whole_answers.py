@@ -18,8 +18,14 @@ from loop_harness import Loop, assert_every_call_answered, run_input, running_lo
 from steadyloop.receipts.ledger import DEFAULT_RESULT_LIMIT_BYTES
 from steadyloop.run.models import RunInput, RunPlugins, RunResult
 from steadyloop.run.resume import resume_input
-from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
-from steadyloop.testing.scripted_server import ScriptedResponse, sse_response
+from steadyloop.testing import (
+    ScriptedCall,
+    ScriptedResponse,
+    finish_chunk,
+    sse_response,
+    text_chunks,
+    tool_call_chunks,
+)
 
 pytestmark = pytest.mark.slow
 

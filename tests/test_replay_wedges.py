@@ -44,8 +44,14 @@ from steadyloop.run.models import (
     RunResult,
 )
 from steadyloop.temporal_binaries import dev_server_args, dev_server_path
-from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
-from steadyloop.testing.scripted_server import ScriptedServer, sse_response
+from steadyloop.testing import (
+    ScriptedCall,
+    ScriptedServer,
+    finish_chunk,
+    sse_response,
+    text_chunks,
+    tool_call_chunks,
+)
 from steadyloop.worker.process import HEARTBEAT_THROTTLE, RUN_WORKFLOWS
 
 pytestmark = pytest.mark.slow

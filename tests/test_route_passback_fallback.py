@@ -28,7 +28,7 @@ from steadyloop.routing.route_plan import RouteCandidate, RouteConfig
 from steadyloop.run.bounds import WireApi
 from steadyloop.run.models import RunInput, RunResult
 from steadyloop.run.timeline import RunEvent
-from steadyloop.testing.scripted_server import ScriptedResponse, error_response, raw_response
+from steadyloop.testing import ScriptedResponse, error_response, raw_response
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 pytestmark = pytest.mark.slow

@@ -46,8 +46,7 @@ from steadyloop.run.models import (
     RunLimits,
     Sampling,
 )
-from steadyloop.testing.chunks import finish_chunk, text_chunks
-from steadyloop.testing.scripted_server import sse_response
+from steadyloop.testing import finish_chunk, sse_response, text_chunks
 from steadyloop.tools.payloads import ToolDescription, ToolOutcome
 
 # What the workflow is handed: the run (with everything inside it), a tool's description,

@@ -7,9 +7,15 @@ from __future__ import annotations
 import pytest
 from loop_harness import run_input, running_loop
 
-from steadyloop.testing import Pause, sse_response, text_chunks
-from steadyloop.testing.chunks import ScriptedCall, finish_chunk, tool_call_chunks
-from steadyloop.testing.scripted_server import ScriptedResponse
+from steadyloop.testing import (
+    Pause,
+    ScriptedCall,
+    ScriptedResponse,
+    finish_chunk,
+    sse_response,
+    text_chunks,
+    tool_call_chunks,
+)
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 

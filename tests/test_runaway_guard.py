@@ -33,6 +33,7 @@ from steadyloop.stream.runaway_guard import (
     RunawayGuard,
 )
 from steadyloop.testing import (
+    Exchange,
     Pause,
     ScriptedCall,
     ScriptedServer,
@@ -42,7 +43,6 @@ from steadyloop.testing import (
     tool_call_delta,
     tool_calls_chunk,
 )
-from steadyloop.testing.scripted_server import Exchange
 
 GUARD_CODES = (
     TOOL_CALL_ARGUMENTS_TOO_LARGE,

@@ -35,11 +35,9 @@ from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 from steadyloop.history.compaction import CompactionPolicy, CompactionReply, CompactionRequest
 from steadyloop.routing.provider_profiles import ProviderProfile
 from steadyloop.run.steering import UserMessage
-from steadyloop.testing.chunks import ScriptedCall
-from steadyloop.testing.scripted_server import error_response
+from steadyloop.testing import ScriptedCall, error_response
 
 pytestmark = pytest.mark.slow
-
 
 
 def roles(body: object) -> list[str]:

@@ -29,6 +29,7 @@ from steadyloop.stops.continuation import continue_prompt
 from steadyloop.testing import (
     Pause,
     ScriptedCall,
+    ScriptedResponse,
     chunk,
     finish_chunk,
     role_chunk,
@@ -37,7 +38,6 @@ from steadyloop.testing import (
     tool_call_chunks,
     usage_chunk,
 )
-from steadyloop.testing.scripted_server import ScriptedResponse
 
 pytestmark = pytest.mark.slow
 

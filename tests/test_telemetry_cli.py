@@ -18,8 +18,7 @@ from test_telemetry_otlp import Receiver, values
 
 from steadyloop.telemetry import attributes as a
 from steadyloop.telemetry.settings import TelemetrySettings, settings_from
-from steadyloop.testing.chunks import finish_chunk, text_chunks
-from steadyloop.testing.scripted_server import ScriptedServer, sse_response
+from steadyloop.testing import ScriptedServer, finish_chunk, sse_response, text_chunks
 from steadyloop.worker.dev_server import DevServer, dev_server
 
 

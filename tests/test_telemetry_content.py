@@ -18,8 +18,16 @@ from steadyloop.chat import ChatMessage
 from steadyloop.routing.endpoints import EndpointRegistry
 from steadyloop.stream.completion import CompletionRequest
 from steadyloop.telemetry import attributes as a
-from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
-from steadyloop.testing.scripted_server import Pause, ScriptedServer, error_response, sse_response
+from steadyloop.testing import (
+    Pause,
+    ScriptedCall,
+    ScriptedServer,
+    error_response,
+    finish_chunk,
+    sse_response,
+    text_chunks,
+    tool_call_chunks,
+)
 
 KEY = "sk-live-Zq8Xw3Rt7Yp2Lm9Kd4Vb"
 PROMPT = "summarize the merger memo for ACME-4471"

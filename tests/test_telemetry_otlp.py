@@ -25,9 +25,14 @@ from steadyloop.telemetry import attributes as a
 from steadyloop.telemetry import worker_plugins
 from steadyloop.telemetry.install import install
 from steadyloop.telemetry.settings import TelemetrySettings
-from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
-from steadyloop.testing.chunks import usage_chunk as usage
-from steadyloop.testing.scripted_server import sse_response
+from steadyloop.testing import (
+    ScriptedCall,
+    finish_chunk,
+    sse_response,
+    text_chunks,
+    tool_call_chunks,
+)
+from steadyloop.testing import usage_chunk as usage
 
 pytestmark = pytest.mark.slow
 

@@ -34,8 +34,15 @@ from steadyloop.mcp.serving import serving_mcp
 from steadyloop.run.models import RunInput
 from steadyloop.telemetry import attributes as a
 from steadyloop.telemetry import worker_plugins
-from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
-from steadyloop.testing.scripted_server import ScriptedResponse, error_response, sse_response
+from steadyloop.testing import (
+    ScriptedCall,
+    ScriptedResponse,
+    error_response,
+    finish_chunk,
+    sse_response,
+    text_chunks,
+    tool_call_chunks,
+)
 from steadyloop.tools.registry import ToolRegistry
 
 pytestmark = pytest.mark.slow

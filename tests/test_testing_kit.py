@@ -37,10 +37,11 @@ from steadyloop.testing import (
     sse_response,
     text_chunks,
 )
-from steadyloop.testing import agent_env as agent_env_module
 from steadyloop.tools import ToolRegistry, tool
 
 ROOT = Path(__file__).resolve().parents[1]
+# Where AgentEnv's module-level settings are patched: its own module, by whatever name.
+agent_env_module = sys.modules[AgentEnv.__module__]
 EXAMPLE = ROOT / "examples" / "helpdesk" / "test_agent.py"
 
 

@@ -14,8 +14,15 @@ from temporalio.service import RPCError
 
 from steadyloop.chat import ChatMessage
 from steadyloop.run.models import RunInput, RunPlugins, RunProgress
-from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
-from steadyloop.testing.scripted_server import Pause, ScriptedResponse, sse_response
+from steadyloop.testing import (
+    Pause,
+    ScriptedCall,
+    ScriptedResponse,
+    finish_chunk,
+    sse_response,
+    text_chunks,
+    tool_call_chunks,
+)
 from steadyloop.tools.disclosure import ACTIVATE_PLUGIN_TOOL
 
 pytestmark = pytest.mark.slow

@@ -16,14 +16,15 @@ from temporalio.api.enums.v1 import EventType
 from steadyloop.chat import ChatMessage
 from steadyloop.run.models import RunInput, RunResult
 from steadyloop.stream.arguments import MAX_ARGUMENT_DEPTH
-from steadyloop.testing.chunks import (
+from steadyloop.testing import (
     ScriptedCall,
+    ScriptedResponse,
     finish_chunk,
+    sse_response,
     text_chunks,
     tool_call_chunks,
     usage_chunk,
 )
-from steadyloop.testing.scripted_server import ScriptedResponse, sse_response
 
 pytestmark = pytest.mark.slow
 

@@ -32,8 +32,8 @@ from steadyloop.testing import (
     finish_chunk,
     sse_response,
     text_chunks,
+    usage_chunk,
 )
-from steadyloop.testing.chunks import usage_chunk
 
 pytestmark = pytest.mark.slow
 

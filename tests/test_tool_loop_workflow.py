@@ -20,14 +20,17 @@ from temporalio.exceptions import ApplicationError
 from steadyloop.chat import ChatMessage
 from steadyloop.cli.progress import result_lines
 from steadyloop.run.models import RunInput, RunProgress
-from steadyloop.testing.chunks import (
+from steadyloop.testing import (
+    Pause,
     ScriptedCall,
+    ScriptedResponse,
+    error_response,
     finish_chunk,
+    sse_response,
     text_chunks,
     tool_call_chunks,
     usage_chunk,
 )
-from steadyloop.testing.scripted_server import Pause, ScriptedResponse, error_response, sse_response
 
 pytestmark = pytest.mark.slow
 

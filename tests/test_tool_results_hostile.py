@@ -50,8 +50,15 @@ from steadyloop.receipts.ledger import DEFAULT_RESULT_LIMIT_BYTES
 from steadyloop.routing.endpoints import EndpointRegistry
 from steadyloop.run.models import RunInput, RunResult
 from steadyloop.temporal_binaries import time_skipping_server_path
-from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
-from steadyloop.testing.scripted_server import ScriptedResponse, ScriptedServer, sse_response
+from steadyloop.testing import (
+    ScriptedCall,
+    ScriptedResponse,
+    ScriptedServer,
+    finish_chunk,
+    sse_response,
+    text_chunks,
+    tool_call_chunks,
+)
 from steadyloop.tools import ToolRegistry, tool
 from steadyloop.tools.content import MAX_TOOL_CONTENT_BYTES
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow

@@ -36,14 +36,16 @@ from steadyloop.receipts.decision import Receipt
 from steadyloop.receipts.ledger import Happened
 from steadyloop.routing.endpoints import EndpointRegistry
 from steadyloop.run.models import AmbiguousCall, ResolveReceipt, RunInput, RunResult
-from steadyloop.testing.chunks import (
+from steadyloop.testing import (
     ScriptedCall,
+    ScriptedResponse,
+    ScriptedServer,
     finish_chunk,
+    sse_response,
     text_chunks,
     tool_call_chunks,
     usage_chunk,
 )
-from steadyloop.testing.scripted_server import ScriptedResponse, ScriptedServer, sse_response
 from steadyloop.tools import ToolRegistry, tool
 from steadyloop.tools.definition import DEFAULT_TOOL_TIMEOUT
 from steadyloop.tools.payloads import (

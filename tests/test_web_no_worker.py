@@ -19,12 +19,15 @@ from steadyloop.client import SteadyloopClient
 from steadyloop.history.payload_storage import steadyloop_data_converter
 from steadyloop.routing.endpoints import EndpointConfig, EndpointRegistry
 from steadyloop.temporal_binaries import dev_server_args, dev_server_path
-from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
-from steadyloop.testing.scripted_server import (
+from steadyloop.testing import (
     RecordedRequest,
+    ScriptedCall,
     ScriptedResponse,
     ScriptedServer,
+    finish_chunk,
     sse_response,
+    text_chunks,
+    tool_call_chunks,
 )
 from steadyloop.tools.examples import OUTBOX_DIR_ENV
 from steadyloop.web.app import create_app

@@ -31,13 +31,15 @@ from web_harness import (
 from steadyloop.events import parse_cursor
 from steadyloop.output.forwarding import ForwardingOptions
 from steadyloop.run.models import RunInput, RunResult
-from steadyloop.testing.chunks import (
+from steadyloop.testing import (
+    RecordedRequest,
     ScriptedCall,
+    ScriptedResponse,
     finish_chunk,
     reasoning_chunks,
+    sse_response,
     tool_call_chunks,
 )
-from steadyloop.testing.scripted_server import RecordedRequest, ScriptedResponse, sse_response
 from steadyloop.workflows.output_stream import OutputStreamSummary
 
 pytestmark = pytest.mark.slow

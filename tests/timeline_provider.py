@@ -15,20 +15,18 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from steadyloop.testing.chunks import (
+from steadyloop.testing import (
     Chunk,
+    Pause,
     ScriptedCall,
+    ScriptedResponse,
+    ScriptedServer,
     finish_chunk,
     role_chunk,
+    sse_response,
     text_chunks,
     tool_call_chunks,
     usage_chunk,
-)
-from steadyloop.testing.scripted_server import (
-    Pause,
-    ScriptedResponse,
-    ScriptedServer,
-    sse_response,
 )
 
 FINAL_ANSWER = "2 + 3 = 5, and 1 + 1 = 2."

@@ -32,13 +32,16 @@ from steadyloop.history.payload_storage import BLOB_DIR_ENV, steadyloop_data_con
 from steadyloop.output.forwarding import ForwardingOptions
 from steadyloop.run.models import RunLimits
 from steadyloop.temporal_binaries import dev_server_args, dev_server_path
-from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
-from steadyloop.testing.scripted_server import (
+from steadyloop.testing import (
     Pause,
     RecordedRequest,
+    ScriptedCall,
     ScriptedResponse,
     ScriptedServer,
+    finish_chunk,
     sse_response,
+    text_chunks,
+    tool_call_chunks,
 )
 from steadyloop.tools.examples import OUTBOX_DIR_ENV
 from steadyloop.web.client_backend import thread_tag

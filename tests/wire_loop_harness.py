@@ -27,12 +27,13 @@ from steadyloop.history.payload_storage import steadyloop_data_converter
 from steadyloop.routing.endpoints import EndpointRegistry
 from steadyloop.run.bounds import WireApi
 from steadyloop.run.models import RunInput, RunResult
-from steadyloop.testing.chunks import finish_chunk, text_chunks
-from steadyloop.testing.scripted_server import (
+from steadyloop.testing import (
     ScriptedResponse,
     ScriptedServer,
+    finish_chunk,
     raw_response,
     sse_response,
+    text_chunks,
 )
 from steadyloop.tools import ToolRegistry
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
