@@ -33,10 +33,8 @@ from steadyloop.testing import (
     ScriptedCall,
     ScriptedResponse,
     ScriptedServer,
-    finish_chunk,
-    sse_response,
-    text_chunks,
-    tool_call_chunks,
+    text_response,
+    tool_calls_response,
 )
 from steadyloop.tools import ToolRegistry, tool
 from steadyloop.worker.dev_server import DevServer, dev_server
@@ -73,24 +71,20 @@ class ClientEnv:
         return [r.json["messages"] for r in self.provider.requests]
 
 
-def _answer(text: str) -> ScriptedResponse:
-    return sse_response([*text_chunks(text), finish_chunk("stop")])
-
-
 def _responder(env_release: asyncio.Event) -> Any:
     async def respond(request: RecordedRequest) -> ScriptedResponse:
         last = request.json["messages"][-1]
         content = last.get("content") or ""
         if last["role"] == "tool":
-            return _answer(f"done: {content}")
+            return text_response(f"done: {content}")
         if content.startswith("WAIT "):
             await asyncio.wait_for(env_release.wait(), 60)
             content = content.removeprefix("WAIT ")
         if content.startswith("CALL "):
             _, name, arguments = content.split(" ", 2)
             calls = [ScriptedCall(name, json.loads(arguments), id="call_0")]
-            return sse_response([*tool_call_chunks(calls), finish_chunk("tool_calls")])
-        return _answer(f"echo: {content}")
+            return tool_calls_response(*calls)
+        return text_response(f"echo: {content}")
 
     return respond
 

@@ -65,16 +65,10 @@ from steadyloop.routing.endpoints import EndpointRegistry
 from steadyloop.run.models import AgentProfile, Delegation, RunInput, RunLimits, RunResult
 from steadyloop.temporal_binaries import time_skipping_server_path
 from steadyloop.testing import (
-    Chunk,
     RecordedRequest,
     ScriptedCall,
     ScriptedResponse,
     ScriptedServer,
-    finish_chunk,
-    sse_response,
-    text_chunks,
-    tool_call_chunks,
-    usage_chunk,
 )
 from steadyloop.tools import ToolRegistry, tool
 from steadyloop.worker.process import RUN_WORKFLOWS
@@ -112,21 +106,6 @@ def read_turn(request: RecordedRequest) -> Turn:
 
 def delegate(agent: str, task: str, call_id: str | None = None) -> ScriptedCall:
     return ScriptedCall(DELEGATE_TOOL, {"agent": agent, "task": task}, id=call_id)
-
-
-def _used(tokens: int | None) -> list[Chunk]:
-    """A usage chunk reporting `tokens` (all prompt), so a test sets what a turn costs."""
-    return [] if tokens is None else [usage_chunk(prompt_tokens=tokens, completion_tokens=0)]
-
-
-def calls(*scripted: ScriptedCall, tokens: int | None = None) -> ScriptedResponse:
-    return sse_response(
-        [*tool_call_chunks(list(scripted)), finish_chunk("tool_calls"), *_used(tokens)]
-    )
-
-
-def answer(text: str, *, tokens: int | None = None) -> ScriptedResponse:
-    return sse_response([*text_chunks(text), finish_chunk("stop"), *_used(tokens)])
 
 
 async def run_inputs(client: Client, runs: Sequence[RunView]) -> list[RunInput]:

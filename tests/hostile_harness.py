@@ -70,9 +70,7 @@ from steadyloop.testing import (
     RecordedRequest,
     ScriptedResponse,
     ScriptedServer,
-    finish_chunk,
-    sse_response,
-    text_chunks,
+    text_response,
 )
 from steadyloop.tools import ToolRegistry, tool
 from steadyloop.worker.process import HEARTBEAT_THROTTLE, RUN_WORKFLOWS
@@ -109,7 +107,7 @@ def done_answer(path: str = "/v1/chat/completions") -> ScriptedResponse:
     api = api_of_path(path)
     if api != "chat":
         return wire_answer(api)
-    return sse_response([*text_chunks("done"), finish_chunk("stop")])
+    return text_response("done")
 
 
 class Unprintable:

@@ -41,10 +41,8 @@ from steadyloop.testing import (
     ScriptedCall,
     ScriptedResponse,
     ScriptedServer,
-    finish_chunk,
-    sse_response,
-    text_chunks,
-    tool_call_chunks,
+    text_response,
+    tool_calls_response,
 )
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
@@ -67,8 +65,8 @@ def responder(pages: int) -> ScriptedServer:
         done = sum(1 for m in body["messages"] if m.get("role") == "tool")
         if done < pages:
             call = ScriptedCall("read_page", {"n": done + 1}, id=f"call-{done + 1}")
-            return sse_response([*tool_call_chunks([call]), finish_chunk("tool_calls")])
-        return sse_response([*text_chunks(answer_text(pages)), finish_chunk("stop")])
+            return tool_calls_response(call)
+        return text_response(answer_text(pages))
 
     return ScriptedServer(respond)
 

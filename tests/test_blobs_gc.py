@@ -28,10 +28,8 @@ from steadyloop.run.models import RunInput, RunPlugins, RunResult
 from steadyloop.testing import (
     ScriptedCall,
     ScriptedResponse,
-    finish_chunk,
-    sse_response,
-    text_chunks,
-    tool_call_chunks,
+    text_response,
+    tool_calls_response,
 )
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
@@ -40,11 +38,7 @@ pytestmark = pytest.mark.slow
 
 def call(name: str, arguments: dict[str, str], call_id: str) -> ScriptedResponse:
     scripted = ScriptedCall(name, arguments, id=call_id)
-    return sse_response([*tool_call_chunks([scripted]), finish_chunk("tool_calls")])
-
-
-def answer(text: str) -> ScriptedResponse:
-    return sse_response([*text_chunks(text), finish_chunk("stop")])
+    return tool_calls_response(scripted)
 
 
 def files_run() -> RunInput:
@@ -84,11 +78,11 @@ async def test_gc_reclaims_a_closed_runs_blobs_and_keeps_open_and_retained_runs_
     monkeypatch.setenv("STEADYLOOP_HOME", str(tmp_path / "home"))
     script = [
         call("read_scratch", {"path": "a"}, "ra"),
-        answer("A done"),
+        text_response("A done"),
         call("read_scratch", {"path": "b"}, "rb"),
-        answer("B done"),
+        text_response("B done"),
         call("long_hold", {"label": "c"}, "lc"),
-        answer("C done"),
+        text_response("C done"),
     ]
     async with running_loop(script, blob_threshold=1024, blob_dir=blobs) as loop:
         loop.effects.files["a"] = "".join(f"a{i:06d} " for i in range(5_000))
@@ -141,7 +135,7 @@ async def test_gc_with_a_long_grace_deletes_nothing_even_of_expired_runs(
 ) -> None:
     monkeypatch.setattr(loop_harness, "start_environment", loop_harness.dev_server_environment)
     blobs = tmp_path / "blobs"
-    script = [call("read_scratch", {"path": "a"}, "ra"), answer("A done")]
+    script = [call("read_scratch", {"path": "a"}, "ra"), text_response("A done")]
     async with running_loop(script, blob_threshold=1024, blob_dir=blobs) as loop:
         loop.effects.files["a"] = "x" * 30_000
         await loop.run(files_run())

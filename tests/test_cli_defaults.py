@@ -31,11 +31,8 @@ from steadyloop.testing import (
     ScriptedCall,
     ScriptedResponse,
     ScriptedServer,
-    finish_chunk,
-    sse_response,
-    text_chunks,
-    tool_call_chunks,
-    usage_chunk,
+    text_response,
+    tool_calls_response,
 )
 from steadyloop.worker.dev_server import DevServer, dev_server, free_port
 
@@ -66,11 +63,9 @@ def shouting_provider(request: RecordedRequest) -> ScriptedResponse:
     messages: list[dict[str, Any]] = request.json["messages"]
     last = messages[-1]
     if last["role"] == "tool":
-        return sse_response(
-            [*text_chunks(f"It says {last['content']}"), finish_chunk("stop"), usage_chunk()]
-        )
+        return text_response(f"It says {last['content']}", usage=(10, 5))
     call = ScriptedCall("shout", {"text": "hello"}, id="call_shout")
-    return sse_response([*tool_call_chunks([call]), finish_chunk("tool_calls"), usage_chunk()])
+    return tool_calls_response(call, usage=(10, 5))
 
 
 def environment(**extra: str) -> dict[str, str]:

@@ -32,6 +32,7 @@ from steadyloop.testing import (
     role_chunk,
     sse_response,
     text_chunks,
+    text_response,
     usage_chunk,
 )
 from steadyloop.worker.dev_server import DevServer, dev_server, free_port
@@ -306,7 +307,7 @@ async def test_run_prints_the_answer_as_it_streams_and_resume_carries_on_after_i
     connection = ["--address", temporal.address, "--task-queue", queue]
     environ = cli_environment(STEADYLOOP_MODEL="scripted-model")
     cut = sse_response([*text_chunks("The first half,"), Pause(5.0)], done=False)
-    rest = sse_response([*text_chunks("and the second half."), finish_chunk("stop")])
+    rest = text_response("and the second half.")
     async with ScriptedServer([cut, rest]) as provider:
         worker = await start_worker(
             *connection,

@@ -24,10 +24,8 @@ from steadyloop.testing import (
     RecordedRequest,
     ScriptedCall,
     ScriptedResponse,
-    finish_chunk,
-    sse_response,
-    text_chunks,
-    tool_call_chunks,
+    text_response,
+    tool_calls_response,
 )
 from steadyloop.tools.examples import example_registry
 
@@ -42,28 +40,24 @@ def readme_block() -> str:
     return block.group(1)
 
 
-def _answer(text: str) -> ScriptedResponse:
-    return sse_response([*text_chunks(text), finish_chunk("stop")])
-
-
 def _call(name: str, arguments: dict[str, Any]) -> ScriptedResponse:
     calls = [ScriptedCall(name, arguments, id="call_0")]
-    return sse_response([*tool_call_chunks(calls), finish_chunk("tool_calls")])
+    return tool_calls_response(*calls)
 
 
 def readme_provider(request: RecordedRequest) -> ScriptedResponse:
     last = request.json["messages"][-1]
     if last["role"] == "tool":
-        return _answer(f"2 + 3 = {last['content']}")
+        return text_response(f"2 + 3 = {last['content']}")
     if last["content"] == "What is 2 + 3?":
         return _call("add", {"a": 2, "b": 3})
-    return _answer("20")
+    return text_response("20")
 
 
 def helpdesk_provider(request: RecordedRequest) -> ScriptedResponse:
     last = request.json["messages"][-1]
     if last["role"] == "tool":
-        return _answer(f"Done: {last['content']}")
+        return text_response(f"Done: {last['content']}")
     return _call("refund", {"order_id": "A-17", "cents": 3450})
 
 

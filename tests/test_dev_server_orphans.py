@@ -29,11 +29,8 @@ from steadyloop.run.steering import ApprovalDecision, PendingApproval
 from steadyloop.testing import (
     ScriptedCall,
     ScriptedServer,
-    finish_chunk,
-    sse_response,
-    text_chunks,
-    tool_call_chunks,
-    usage_chunk,
+    text_response,
+    tool_calls_response,
 )
 from steadyloop.worker.dev_server import free_port
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
@@ -218,14 +215,10 @@ async def _sigkill(process: asyncio.subprocess.Process) -> None:
 
 def _pay_then_answer() -> list[object]:
     return [
-        sse_response(
-            [
-                *tool_call_chunks([ScriptedCall("wire", {"amount": 5, "to": "bob"}, id="w1")]),
-                finish_chunk("tool_calls"),
-                usage_chunk(10, 5),
-            ]
+        tool_calls_response(
+            ScriptedCall("wire", {"amount": 5, "to": "bob"}, id="w1"), usage=(10, 5)
         ),
-        sse_response([*text_chunks("paid"), finish_chunk("stop"), usage_chunk(12, 1)]),
+        text_response("paid", usage=(12, 1)),
     ]
 
 

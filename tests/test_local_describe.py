@@ -23,10 +23,8 @@ from steadyloop.stream.completion import STREAM_COMPLETION_ACTIVITY
 from steadyloop.testing import (
     ScriptedCall,
     ScriptedResponse,
-    finish_chunk,
-    sse_response,
-    text_chunks,
-    tool_call_chunks,
+    text_response,
+    tool_calls_response,
 )
 from steadyloop.tools.payloads import DESCRIBE_TOOLS_ACTIVITY
 
@@ -37,13 +35,8 @@ from bench_actions import history_kinds
 
 def script() -> list[ScriptedResponse]:
     return [
-        sse_response(
-            [
-                *tool_call_chunks([ScriptedCall("add", {"a": 1, "b": 2}, id="d1")]),
-                finish_chunk("tool_calls"),
-            ]
-        ),
-        sse_response([*text_chunks("three"), finish_chunk("stop")]),
+        tool_calls_response(ScriptedCall("add", {"a": 1, "b": 2}, id="d1")),
+        text_response("three"),
     ]
 
 

@@ -41,7 +41,7 @@ from steadyloop.testing import (
     reasoning_chunks,
     sse_response,
     text_chunks,
-    tool_call_chunks,
+    tool_calls_response,
 )
 
 
@@ -183,9 +183,7 @@ async def test_tool_call_arguments_are_never_forwarded(server: ScriptedServer) -
     sink = Sink()
     turn = await read(
         server,
-        sse_response(
-            [*tool_call_chunks([ScriptedCall("search", {"q": "x"})]), finish_chunk("tool_calls")]
-        ),
+        tool_calls_response(ScriptedCall("search", {"q": "x"})),
         sink,
     )
     assert turn.tool_calls and sink.deltas == [] and not turn.stats.produced_output

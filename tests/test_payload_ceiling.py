@@ -25,10 +25,8 @@ from steadyloop.run.models import RunInput
 from steadyloop.testing import (
     ScriptedCall,
     ScriptedResponse,
-    finish_chunk,
-    sse_response,
-    text_chunks,
-    tool_call_chunks,
+    text_response,
+    tool_calls_response,
 )
 from steadyloop.tools.payloads import DESCRIBE_TOOLS_ACTIVITY
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
@@ -49,16 +47,11 @@ NOTE_CHARS = 20_000  # under the runaway guard's 24 KiB of arguments
 
 
 def calls_note(call_id: str, text: str) -> ScriptedResponse:
-    return sse_response(
-        [
-            *tool_call_chunks([ScriptedCall("note", {"text": text}, id=call_id)]),
-            finish_chunk("tool_calls"),
-        ]
-    )
+    return tool_calls_response(ScriptedCall("note", {"text": text}, id=call_id))
 
 
 def done() -> list[ScriptedResponse]:
-    return [sse_response([*text_chunks("read it all"), finish_chunk("stop")])]
+    return [text_response("read it all")]
 
 
 @WITH_AND_WITHOUT_TOOLS

@@ -21,10 +21,8 @@ from steadyloop.run.resume import resume_input
 from steadyloop.testing import (
     ScriptedCall,
     ScriptedResponse,
-    finish_chunk,
-    sse_response,
-    text_chunks,
-    tool_call_chunks,
+    text_response,
+    tool_calls_response,
 )
 
 pytestmark = pytest.mark.slow
@@ -34,11 +32,7 @@ ANSWER_CHARS = 40_000  # over the ledger's 16 KiB, under a tool message's 64 KiB
 
 def read(call_id: str) -> ScriptedResponse:
     call = ScriptedCall("read_scratch", {"path": "big"}, id=call_id)
-    return sse_response([*tool_call_chunks([call]), finish_chunk("tool_calls")])
-
-
-def answer(text: str) -> ScriptedResponse:
-    return sse_response([*text_chunks(text), finish_chunk("stop")])
+    return tool_calls_response(call)
 
 
 def files_run(**limits: Any) -> RunInput:
@@ -61,7 +55,7 @@ def replay_events(result: RunResult, call_id: str) -> list[str]:
 async def test_with_blob_storage_the_model_asking_again_reads_the_first_answer_byte_for_byte() -> (
     None
 ):
-    async with running_loop([read("r1"), read("r2"), answer("read it twice")]) as loop:
+    async with running_loop([read("r1"), read("r2"), text_response("read it twice")]) as loop:
         text = big_file(loop)
         result = await asyncio.wait_for(loop.run(files_run()), 60)
     assert_every_call_answered(result.transcript)
@@ -74,7 +68,7 @@ async def test_with_blob_storage_the_model_asking_again_reads_the_first_answer_b
 
 
 async def test_without_blob_storage_the_replay_is_the_cut_copy_and_says_so() -> None:
-    script = [read("r1"), read("r2"), answer("read it twice")]
+    script = [read("r1"), read("r2"), text_response("read it twice")]
     async with running_loop(script, blob_storage=False) as loop:
         text = big_file(loop)
         result = await asyncio.wait_for(loop.run(files_run()), 60)
@@ -98,7 +92,7 @@ async def test_a_resumed_run_replays_its_predecessors_whole_answer_across_contin
     # The predecessor reads the file and stops; the file changes; the resumed run hands
     # over every turn (the ledger packed against the transcript each time) and then asks
     # again: the answer is the predecessor's, whole, not a new read and not a cut copy.
-    script = [read("r1"), read("r2"), answer("done")]
+    script = [read("r1"), read("r2"), text_response("done")]
     async with running_loop(script) as loop:
         text = big_file(loop)
         original = files_run(max_turns=1)

@@ -40,11 +40,8 @@ from steadyloop.testing import (
     ScriptedCall,
     ScriptedResponse,
     ScriptedServer,
-    finish_chunk,
-    sse_response,
-    text_chunks,
-    tool_call_chunks,
-    usage_chunk,
+    text_response,
+    tool_calls_response,
 )
 from steadyloop.tools import ToolRegistry, tool
 from steadyloop.tools.definition import DEFAULT_TOOL_TIMEOUT
@@ -205,14 +202,8 @@ def _registry(notes: Path) -> ToolRegistry:
 
 def _one_call(tool_name: str) -> list[ScriptedResponse]:
     return [
-        sse_response(
-            [
-                *tool_call_chunks([ScriptedCall(tool_name, {"text": "hi"}, id="n1")]),
-                finish_chunk("tool_calls"),
-                usage_chunk(10, 5),
-            ]
-        ),
-        sse_response([*text_chunks("done"), finish_chunk("stop"), usage_chunk(12, 1)]),
+        tool_calls_response(ScriptedCall(tool_name, {"text": "hi"}, id="n1"), usage=(10, 5)),
+        text_response("done", usage=(12, 1)),
     ]
 
 

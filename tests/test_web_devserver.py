@@ -32,7 +32,8 @@ from steadyloop.testing import (
     finish_chunk,
     sse_response,
     text_chunks,
-    tool_call_chunks,
+    text_response,
+    tool_calls_response,
 )
 
 pytestmark = pytest.mark.slow
@@ -48,8 +49,8 @@ def model(request: RecordedRequest) -> ScriptedResponse:
         return sse_response([*text_chunks(ANSWER), Pause(0.05), finish_chunk("stop")])
     if "refund" in str(messages[-1].get("content")):
         call = ScriptedCall("refund", {"order_id": "A1", "cents": 500}, id="call_0")
-        return sse_response([*tool_call_chunks([call]), finish_chunk("tool_calls")])
-    return sse_response([*text_chunks("Hello there."), finish_chunk("stop")])
+        return tool_calls_response(call)
+    return text_response("Hello there.")
 
 
 @pytest.fixture

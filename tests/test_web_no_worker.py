@@ -24,10 +24,8 @@ from steadyloop.testing import (
     ScriptedCall,
     ScriptedResponse,
     ScriptedServer,
-    finish_chunk,
-    sse_response,
-    text_chunks,
-    tool_call_chunks,
+    text_response,
+    tool_calls_response,
 )
 from steadyloop.tools.examples import OUTBOX_DIR_ENV
 from steadyloop.web.app import create_app
@@ -40,9 +38,9 @@ pytestmark = pytest.mark.slow
 
 def model(request: RecordedRequest) -> ScriptedResponse:
     if any(m.get("role") == "tool" for m in request.json["messages"]):
-        return sse_response([*text_chunks("Refunded."), finish_chunk("stop")])
+        return text_response("Refunded.")
     call = ScriptedCall("refund", {"order_id": "A1", "cents": 500}, id="call_0")
-    return sse_response([*tool_call_chunks([call]), finish_chunk("tool_calls")])
+    return tool_calls_response(call)
 
 
 async def test_an_approval_without_a_worker_is_kept_and_the_tool_runs_once(

@@ -25,6 +25,7 @@ from steadyloop.testing import (
     role_chunk,
     sse_response,
     text_chunks,
+    text_response,
     tool_call_chunks,
     usage_chunk,
 )
@@ -64,7 +65,7 @@ def retried_and_replayed(pause_s: float = 0.0) -> list[ScriptedResponse]:
                 pause_s=pause_s,
             )
         ),
-        sse_response([*text_chunks(FINAL_ANSWER), finish_chunk("stop"), usage_chunk(30, 8)]),
+        text_response(FINAL_ANSWER, usage=(30, 8)),
     ]
 
 

@@ -14,14 +14,14 @@ import asyncio
 import json
 import os
 import sys
-import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
+from polling import eventually
 from process_signals import kill_process, stop_process
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
@@ -35,13 +35,11 @@ from steadyloop.temporal_binaries import dev_server_args, dev_server_path
 from steadyloop.testing import (
     Pause,
     RecordedRequest,
-    ScriptedCall,
     ScriptedResponse,
     ScriptedServer,
     finish_chunk,
     sse_response,
     text_chunks,
-    tool_call_chunks,
 )
 from steadyloop.tools.examples import OUTBOX_DIR_ENV
 from steadyloop.web.client_backend import thread_tag
@@ -55,8 +53,6 @@ TOKENS = {"tenant-a": "token-a-7f3c9d", "tenant-b": "token-b-41e0aa"}
 START_GUARD_S = 30.0
 STOP_GUARD_S = 10.0
 
-T = TypeVar("T")
-
 
 # -- the scripted model --------------------------------------------------------------
 
@@ -67,14 +63,6 @@ def paced_answer(words: list[str], pace_s: float) -> ScriptedResponse:
     for chunk in text_chunks(words):
         parts += [chunk, Pause(pace_s)]
     return sse_response([*parts, finish_chunk("stop")])
-
-
-def calls(*scripted: ScriptedCall) -> ScriptedResponse:
-    return sse_response([*tool_call_chunks(list(scripted)), finish_chunk("tool_calls")])
-
-
-def answer(text: str) -> ScriptedResponse:
-    return sse_response([*text_chunks(text), finish_chunk("stop")])
 
 
 def tool_answers(request: RecordedRequest) -> list[dict[str, object]]:
@@ -257,20 +245,6 @@ async def web_stack(
             finally:
                 for process in stack.processes:
                     await process.stop()
-
-
-async def eventually(
-    probe: Callable[[], Awaitable[T | None]], *, timeout_s: float, what: str, every_s: float = 0.05
-) -> T:
-    """Poll `probe` until it returns something other than None."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = await probe()
-        if value is not None:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
-        await asyncio.sleep(every_s)
 
 
 def decoded(line: str) -> object:

@@ -30,10 +30,8 @@ from steadyloop.run.models import RunInput, RunResult
 from steadyloop.testing import (
     ScriptedResponse,
     ScriptedServer,
-    finish_chunk,
     raw_response,
-    sse_response,
-    text_chunks,
+    text_response,
 )
 from steadyloop.tools import ToolRegistry
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
@@ -42,7 +40,7 @@ from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 def text_answer(api: WireApi, text: str) -> ScriptedResponse:
     """A final answer of `text` (no tool call) as `api`'s wire streams it."""
     if api == "chat":
-        return sse_response([*text_chunks(text), finish_chunk("stop")])
+        return text_response(text)
     if api == "anthropic":
         events = [
             message_start(),
