@@ -68,12 +68,12 @@ class ClientEnv:
 
     def request_messages(self) -> list[list[dict[str, Any]]]:
         """The messages each model request carried, in order."""
-        return [r.json["messages"] for r in self.provider.requests]
+        return [r.messages for r in self.provider.requests]
 
 
 def _responder(env_release: asyncio.Event) -> Any:
     async def respond(request: RecordedRequest) -> ScriptedResponse:
-        last = request.json["messages"][-1]
+        last = request.messages[-1]
         content = last.get("content") or ""
         if last["role"] == "tool":
             return text_response(f"done: {content}")

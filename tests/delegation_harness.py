@@ -95,7 +95,7 @@ Brain = Callable[[Turn], "ScriptedResponse | Awaitable[ScriptedResponse]"]
 
 
 def read_turn(request: RecordedRequest) -> Turn:
-    messages: list[dict[str, Any]] = request.json["messages"]
+    messages: list[dict[str, Any]] = request.messages
     system = next(m["content"] for m in messages if m["role"] == "system")
     agent = system.removeprefix("You are agent ").removesuffix(".")
     task = next(m["content"] for m in messages if m["role"] == "user")

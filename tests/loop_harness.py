@@ -35,7 +35,7 @@ from steadyloop.history.payload_storage import (
     steadyloop_data_converter,
 )
 from steadyloop.routing.endpoints import EndpointRegistry
-from steadyloop.run.models import RunInput, RunLimits, RunResult
+from steadyloop.run.models import RunInput, RunLimits, RunPlugins, RunResult
 from steadyloop.temporal_binaries import (
     dev_server_args,
     dev_server_path,
@@ -239,6 +239,11 @@ def run_input(prompt: str = "help me", **limits: Any) -> RunInput:
         tools=ALL_TOOLS,
         limits=RunLimits(**limits),
     )
+
+
+def files_run(**limits: Any) -> RunInput:
+    """`run_input` with the core `files` plugin on: scratch files to write and read."""
+    return run_input(**limits).model_copy(update={"plugins": RunPlugins(core=["files"])})
 
 
 @asynccontextmanager

@@ -54,17 +54,9 @@ def stall(seconds: float) -> ScriptedResponse:
     return text_response("too late", pause_s=seconds)
 
 
-def sent_messages(request: RecordedRequest) -> list[dict[str, Any]]:
-    body = request.json
-    assert isinstance(body, dict), request.body[:200]
-    messages = body["messages"]
-    assert isinstance(messages, list)
-    return messages
-
-
 def tool_answers(request: RecordedRequest) -> list[dict[str, Any]]:
     """The tool messages of the transcript a request carries, in order."""
-    return [m for m in sent_messages(request) if m.get("role") == "tool"]
+    return [m for m in request.messages if m.get("role") == "tool"]
 
 
 # -- side effects, counted outside every worker ------------------------------------------

@@ -13,7 +13,14 @@ import asyncio
 from typing import Any
 
 import pytest
-from loop_harness import Loop, assert_every_call_answered, run_input, running_loop, tool_messages
+from loop_harness import (
+    Loop,
+    assert_every_call_answered,
+    files_run,
+    run_input,
+    running_loop,
+    tool_messages,
+)
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 
@@ -24,8 +31,6 @@ from steadyloop.run.models import (
     AmbiguousCall,
     CarriedState,
     ResolveReceipt,
-    RunInput,
-    RunPlugins,
     RunResult,
     RunStats,
 )
@@ -54,11 +59,6 @@ def reads(turns: int) -> list[ScriptedResponse]:
 def scratch_files(loop: Loop, turns: int, chars: int = RESULT_CHARS) -> None:
     for turn in range(turns):
         loop.effects.files[f"f{turn}"] = f"{turn:05d}" + "x" * (chars - 5)
-
-
-def files_run(**limits: Any) -> RunInput:
-    run = run_input(**limits)
-    return run.model_copy(update={"plugins": RunPlugins(core=["files"])})
 
 
 async def chain_histories(loop: Loop, workflow_id: str, first_run_id: str) -> list[Any]:

@@ -60,7 +60,7 @@ registry = ToolRegistry([shout, whisper])
 def shouting_provider(request: RecordedRequest) -> ScriptedResponse:
     """Calls `shout` when the last message is the user's (or a prefill), else answers
     with what the tool said: decided from the transcript, so a retry gets the same."""
-    messages: list[dict[str, Any]] = request.json["messages"]
+    messages: list[dict[str, Any]] = request.messages
     last = messages[-1]
     if last["role"] == "tool":
         return text_response(f"It says {last['content']}", usage=(10, 5))

@@ -292,7 +292,7 @@ async def test_the_commands_as_a_person_runs_them(temporal: DevServer, tmp_path:
             ) in shown_out
             assert "turn 1  <- wire (approved by a person): wired 5 to ana" in shown_out
             assert "Wired, and logged." in shown_out
-            assert provider.requests[1].json["messages"][-1]["content"] == "and log it"
+            assert provider.requests[1].messages[-1]["content"] == "and log it"
 
             code, out = await steadyloop(*run, "--detach", environ=environ)
             second_id = out.strip()

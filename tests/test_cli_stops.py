@@ -85,7 +85,7 @@ async def test_an_answer_cut_by_the_token_limit_stops_max_tokens_and_resumes(
             print(out)
             assert code == 0, out
             assert "run cut-resumed-1 resumes cut (max_tokens)" in out
-            sent = provider.requests[-1].json["messages"]
+            sent = provider.requests[-1].messages
             assert sent[-2] == {"role": "assistant", "content": "The first half of a long ans"}
             assert sent[-1]["role"] == "user"
             assert "cut off by the output token limit" in sent[-1]["content"]
@@ -192,7 +192,7 @@ async def test_continue_stalled_goes_on_from_the_shown_text_on_the_same_line(
             assert code == 0, out
             assert "turn 1  model: Half answer, finished.\n" in out  # the rest, same line
             assert "answers continued: stream_failure 1" in out
-            sent = provider.requests[-1].json["messages"]
+            sent = provider.requests[-1].messages
             assert sent[-2] == {"role": "assistant", "content": "Half an"}
         finally:
             assert await worker.stop() == 0, worker.output

@@ -331,7 +331,7 @@ async def test_run_prints_the_answer_as_it_streams_and_resume_carries_on_after_i
             assert code == 0, out
             assert "run cut-run-resumed-1 resumes cut-run (output_interrupted)" in out
             assert "turn 1  model: and the second half.\n" in out
-            sent = provider.requests[-1].json["messages"]
+            sent = provider.requests[-1].messages
             assert [m["role"] for m in sent][-2:] == ["assistant", "user"]
             assert sent[-2]["content"] == "The first half,"
         finally:

@@ -46,7 +46,7 @@ def _call(name: str, arguments: dict[str, Any]) -> ScriptedResponse:
 
 
 def readme_provider(request: RecordedRequest) -> ScriptedResponse:
-    last = request.json["messages"][-1]
+    last = request.messages[-1]
     if last["role"] == "tool":
         return text_response(f"2 + 3 = {last['content']}")
     if last["content"] == "What is 2 + 3?":
@@ -55,7 +55,7 @@ def readme_provider(request: RecordedRequest) -> ScriptedResponse:
 
 
 def helpdesk_provider(request: RecordedRequest) -> ScriptedResponse:
-    last = request.json["messages"][-1]
+    last = request.messages[-1]
     if last["role"] == "tool":
         return text_response(f"Done: {last['content']}")
     return _call("refund", {"order_id": "A-17", "cents": 3450})

@@ -10,7 +10,6 @@ import pytest
 from loop_harness import ENDPOINT, assert_every_call_answered, run_input, running_loop, summarize
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
-from test_tool_loop_workflow import sent_messages as sent
 
 from steadyloop.chat import ChatMessage, ToolCall
 from steadyloop.history.compaction import (
@@ -51,7 +50,7 @@ async def test_a_broken_conversation_is_healed_before_the_first_request() -> Non
     run = run_input("what did you get?").model_copy(update={"messages": history})
     async with running_loop([text_response("3 and unknown", usage=(10, 5))]) as loop:
         result = await loop.run(run)
-        first = sent(loop.server.requests[0].json)
+        first = loop.server.requests[0].messages
     assert [(m["role"], m.get("tool_call_id")) for m in first] == [
         ("system", None),
         ("user", None),
@@ -80,8 +79,8 @@ async def test_the_mistral_profile_sends_nine_character_ids_on_both_sides() -> N
     run = run_input().model_copy(update={"provider_profile": "mistral"})
     async with running_loop(script) as loop:
         result = await loop.run(run)
-        second = sent(loop.server.requests[1].json)
-    call_ids = [c["id"] for m in second for c in m.get("tool_calls") or []]  # type: ignore[attr-defined]
+        second = loop.server.requests[1].messages
+    call_ids = [c["id"] for m in second for c in m.get("tool_calls") or []]
     answer_ids = [m["tool_call_id"] for m in second if m["role"] == "tool"]
     assert len(call_ids) == 1 and re.fullmatch(r"[A-Za-z0-9]{9}", call_ids[0])
     assert answer_ids == call_ids
@@ -99,7 +98,7 @@ async def test_old_tool_results_are_elided_at_a_turn_boundary_and_stay_answered(
     run = run_input().model_copy(update={"limits": RunLimits(compaction=policy)})
     async with running_loop(script) as loop:
         result = await loop.run(run)
-        last = sent(loop.server.requests[-1].json)
+        last = loop.server.requests[-1].messages
     assert result.stop_reason == "final_answer"
     assert_every_call_answered(result.transcript)
     answers = [m["content"] for m in last if m["role"] == "tool"]

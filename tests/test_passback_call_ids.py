@@ -156,7 +156,7 @@ async def test_an_interleaved_thinking_block_stays_before_its_call_when_qualifie
     ]
     async with running_loop(script, api="anthropic") as loop:
         result = await loop.run(run_input())
-        last = loop.server.requests[-1].json["messages"]
+        last = loop.server.requests[-1].messages
     assert result.stop_reason == "final_answer", result.detail
     assert_every_call_answered(result.transcript)
     second = [m for m in last if m["role"] == "assistant"][1]["content"]

@@ -66,7 +66,7 @@ async def test_a_request_over_the_inline_limit_completes_with_payload_storage(
     assert result.stop_reason == "final_answer" and result.final_answer == "read it all"
     # The provider received the whole transcript, the big message intact.
     assert len(requests) == 1
-    messages = requests[0].json["messages"]
+    messages = requests[0].messages
     assert messages[-1] == {"role": "user", "content": "y" * BIG}
     assert len(requests[0].body) > MAX_INLINE_PAYLOAD_BYTES
     # History holds references: far less than the one request it scheduled.

@@ -10,13 +10,18 @@ receipt keeps the whole answer: byte for byte the same. Without, the cut copy st
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import pytest
-from loop_harness import Loop, assert_every_call_answered, run_input, running_loop, tool_messages
+from loop_harness import (
+    Loop,
+    assert_every_call_answered,
+    files_run,
+    running_loop,
+    tool_messages,
+)
 
 from steadyloop.receipts.ledger import DEFAULT_RESULT_LIMIT_BYTES
-from steadyloop.run.models import RunInput, RunPlugins, RunResult
+from steadyloop.run.models import RunResult
 from steadyloop.run.resume import resume_input
 from steadyloop.testing import (
     ScriptedCall,
@@ -33,11 +38,6 @@ ANSWER_CHARS = 40_000  # over the ledger's 16 KiB, under a tool message's 64 KiB
 def read(call_id: str) -> ScriptedResponse:
     call = ScriptedCall("read_scratch", {"path": "big"}, id=call_id)
     return tool_calls_response(call)
-
-
-def files_run(**limits: Any) -> RunInput:
-    run = run_input(**limits)
-    return run.model_copy(update={"plugins": RunPlugins(core=["files"])})
 
 
 def big_file(loop: Loop) -> str:

@@ -90,9 +90,7 @@ async def run_and_follow(loop: Loop, run: RunInput) -> tuple[RunResult, list[Out
 
 
 def sent_messages(loop: Loop, number: int) -> list[dict[str, Any]]:
-    body = loop.server.requests[number].json
-    messages: list[dict[str, Any]] = body["messages"]
-    return messages
+    return loop.server.requests[number].messages
 
 
 # -- max_tokens -----------------------------------------------------------------------

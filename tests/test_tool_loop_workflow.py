@@ -33,13 +33,6 @@ from steadyloop.testing import (
 pytestmark = pytest.mark.slow
 
 
-def sent_messages(body: object) -> list[dict[str, object]]:
-    assert isinstance(body, dict)
-    messages = body["messages"]
-    assert isinstance(messages, list)
-    return messages
-
-
 async def test_multi_turn_run_with_parallel_ollama_shaped_calls() -> None:
     script = [
         tool_calls_response(
@@ -64,7 +57,7 @@ async def test_multi_turn_run_with_parallel_ollama_shaped_calls() -> None:
     assert result.stats.turns == 3 and result.stats.model_attempts == 3
     # Each request carried the whole transcript so far, with every call answered.
     assert len(requests) == 3
-    second = sent_messages(requests[1])
+    second = loop.server.requests[1].messages
     assert [m["role"] for m in second] == ["system", "user", "assistant", "tool", "tool", "tool"]
     assert [t["function"]["name"] for t in requests[0]["tools"]] == [
         "add",
@@ -114,7 +107,7 @@ async def test_unparseable_arguments_are_answered_and_corrected_next_turn() -> N
     ]
     async with running_loop(script) as loop:
         result = await loop.run(run_input())
-        second_request = sent_messages(loop.server.requests[1].json)
+        second_request = loop.server.requests[1].messages
     assert result.stop_reason == "final_answer"
     assert_every_call_answered(result.transcript)
     first, second = tool_messages(result.transcript)
@@ -158,7 +151,7 @@ async def test_defective_completion_is_retried_fresh_and_never_appended() -> Non
     ]
     async with running_loop(script) as loop:
         result = await loop.run(run_input())
-        second_request = sent_messages(loop.server.requests[1].json)
+        second_request = loop.server.requests[1].messages
     assert result.stop_reason == "final_answer"
     assert result.stats.defect_retries == {"truncated_tool_call": 1}
     assert_every_call_answered(result.transcript)

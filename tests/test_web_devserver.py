@@ -44,7 +44,7 @@ ANSWER = "Refunded 500 cents on order A1."
 
 
 def model(request: RecordedRequest) -> ScriptedResponse:
-    messages = request.json["messages"]
+    messages = request.messages
     if any(m.get("role") == "tool" for m in messages):
         return sse_response([*text_chunks(ANSWER), Pause(0.05), finish_chunk("stop")])
     if "refund" in str(messages[-1].get("content")):

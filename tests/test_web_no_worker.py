@@ -37,7 +37,7 @@ pytestmark = pytest.mark.slow
 
 
 def model(request: RecordedRequest) -> ScriptedResponse:
-    if any(m.get("role") == "tool" for m in request.json["messages"]):
+    if any(m.get("role") == "tool" for m in request.messages):
         return text_response("Refunded.")
     call = ScriptedCall("refund", {"order_id": "A1", "cents": 500}, id="call_0")
     return tool_calls_response(call)

@@ -66,9 +66,7 @@ def paced_answer(words: list[str], pace_s: float) -> ScriptedResponse:
 
 
 def tool_answers(request: RecordedRequest) -> list[dict[str, object]]:
-    body = request.json
-    assert isinstance(body, dict), request.body[:200]
-    return [m for m in body["messages"] if m.get("role") == "tool"]
+    return [m for m in request.messages if m.get("role") == "tool"]
 
 
 # -- processes -----------------------------------------------------------------------

@@ -36,8 +36,9 @@ def text_response(
     `usage` adds a usage chunk reporting `(prompt_tokens, completion_tokens)`, so the
     run counts what the turn cost; without it the turn reports no usage, as a server
     not asked for `include_usage` does. `pause_s` holds the stream that long before
-    its first chunk: a slow first token, or a window in which a test acts while the
-    turn is streaming.
+    its first chunk, in real time (the server waits; the test server's clock does not
+    skip it): a slow first token, or a window in which a test acts while the turn is
+    streaming.
     """
     return sse_response([*_pause(pause_s), *text_chunks(text), *_finish("stop", usage)])
 
@@ -54,11 +55,12 @@ def tool_calls_response(
 ) -> ScriptedResponse:
     """A turn of tool calls (finish reason `tool_calls`), run by the loop as one batch.
 
-    A call without an id gets `call_<n>`, its position in this turn: give ids
-    (`ScriptedCall(..., id="c1")`) when a run makes calls over several turns. `text`
-    streams before the calls, as a model that says what it is about to do. `usage` and
-    `pause_s` are `text_response`'s. `fragment_size`, `index`, `id_on` and `parallel`
-    shape the deltas the way gateways do (see `tool_call_chunks`).
+    A call without an id gets `call_<n>`, its position in this turn, so ids repeat
+    from one turn to the next (as some servers' do): give each call its own id
+    (`ScriptedCall(..., id="c1")`) to assert on a call by id. `text` streams before the
+    calls, as from a model that says what it is about to do. `usage` and `pause_s` are
+    `text_response`'s. `fragment_size`, `index`, `id_on` and `parallel` shape the
+    deltas the way gateways do (see `tool_call_chunks`).
     """
     head = text_chunks(text) if text is not None else []
     deltas = tool_call_chunks(
