@@ -79,13 +79,16 @@ from steadyloop.output.forwarding import ForwardingOptions
 from steadyloop.receipts.ledger import DidNotHappen, Happened
 from steadyloop.run.models import AmbiguousCall, RunLimits, RunResult
 from steadyloop.temporal_binaries import dev_server_args, dev_server_path
-from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
-from steadyloop.testing.scripted_server import (
+from steadyloop.testing import (
     Pause,
     RecordedRequest,
+    ScriptedCall,
     ScriptedResponse,
     ScriptedServer,
+    finish_chunk,
     sse_response,
+    text_chunks,
+    tool_call_chunks,
 )
 from steadyloop.worker.dev_server import _is_free, free_port
 from steadyloop.worker.process import RUN_WORKFLOWS, workflow_runner

@@ -27,13 +27,14 @@ from temporalio.worker import Worker
 from steadyloop.client import RunOptions, SteadyloopClient
 from steadyloop.history.payload_storage import steadyloop_data_converter
 from steadyloop.routing.endpoints import EndpointRegistry
-from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
-from steadyloop.testing.scripted_server import (
+from steadyloop.testing import (
     RecordedRequest,
     Responder,
+    ScriptedCall,
     ScriptedResponse,
     ScriptedServer,
-    sse_response,
+    text_response,
+    tool_calls_response,
 )
 from steadyloop.tools import ToolRegistry, tool
 from steadyloop.worker.dev_server import DevServer, dev_server
@@ -67,27 +68,23 @@ class ClientEnv:
 
     def request_messages(self) -> list[list[dict[str, Any]]]:
         """The messages each model request carried, in order."""
-        return [r.json["messages"] for r in self.provider.requests]
-
-
-def _answer(text: str) -> ScriptedResponse:
-    return sse_response([*text_chunks(text), finish_chunk("stop")])
+        return [r.messages for r in self.provider.requests]
 
 
 def _responder(env_release: asyncio.Event) -> Any:
     async def respond(request: RecordedRequest) -> ScriptedResponse:
-        last = request.json["messages"][-1]
+        last = request.messages[-1]
         content = last.get("content") or ""
         if last["role"] == "tool":
-            return _answer(f"done: {content}")
+            return text_response(f"done: {content}")
         if content.startswith("WAIT "):
             await asyncio.wait_for(env_release.wait(), 60)
             content = content.removeprefix("WAIT ")
         if content.startswith("CALL "):
             _, name, arguments = content.split(" ", 2)
             calls = [ScriptedCall(name, json.loads(arguments), id="call_0")]
-            return sse_response([*tool_call_chunks(calls), finish_chunk("tool_calls")])
-        return _answer(f"echo: {content}")
+            return tool_calls_response(*calls)
+        return text_response(f"echo: {content}")
 
     return respond
 

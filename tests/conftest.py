@@ -24,7 +24,7 @@ import pytest
 from real_servers import ServerProcess, start_llamacpp, start_llmock
 from temporalio.runtime import Runtime
 
-from steadyloop.testing.core_logs import time_skipping_runtime
+from steadyloop.testing import time_skipping_runtime
 
 # Every in-process client of the suite uses the runtime `AgentEnv` uses: the time-skipping
 # test server's workers would otherwise each print core's "Temporal Server 1.16.0 or newer

@@ -44,19 +44,11 @@ from steadyloop.chains.queries import AGENT, CHAIN_SEARCH_ATTRIBUTES
 from steadyloop.routing.endpoints import EndpointRegistry
 from steadyloop.run.models import AgentProfile, Delegation, RunInput, RunLimits, RunResult
 from steadyloop.temporal_binaries import time_skipping_server_path
-from steadyloop.testing.chunks import (
-    Chunk,
-    ScriptedCall,
-    finish_chunk,
-    text_chunks,
-    tool_call_chunks,
-    usage_chunk,
-)
-from steadyloop.testing.scripted_server import (
+from steadyloop.testing import (
     RecordedRequest,
+    ScriptedCall,
     ScriptedResponse,
     ScriptedServer,
-    sse_response,
 )
 from steadyloop.tools import ToolRegistry, tool
 from steadyloop.worker.process import RUN_WORKFLOWS
@@ -83,7 +75,7 @@ Brain = Callable[[Turn], "ScriptedResponse | Awaitable[ScriptedResponse]"]
 
 
 def read_turn(request: RecordedRequest) -> Turn:
-    messages: list[dict[str, Any]] = request.json["messages"]
+    messages: list[dict[str, Any]] = request.messages
     system = next(m["content"] for m in messages if m["role"] == "system")
     agent = system.removeprefix("You are agent ").removesuffix(".")
     task = next(m["content"] for m in messages if m["role"] == "user")
@@ -94,21 +86,6 @@ def read_turn(request: RecordedRequest) -> Turn:
 
 def delegate(agent: str, task: str, call_id: str | None = None) -> ScriptedCall:
     return ScriptedCall(DELEGATE_TOOL, {"agent": agent, "task": task}, id=call_id)
-
-
-def _used(tokens: int | None) -> list[Chunk]:
-    """A usage chunk reporting `tokens` (all prompt), so a test sets what a turn costs."""
-    return [] if tokens is None else [usage_chunk(prompt_tokens=tokens, completion_tokens=0)]
-
-
-def calls(*scripted: ScriptedCall, tokens: int | None = None) -> ScriptedResponse:
-    return sse_response(
-        [*tool_call_chunks(list(scripted)), finish_chunk("tool_calls"), *_used(tokens)]
-    )
-
-
-def answer(text: str, *, tokens: int | None = None) -> ScriptedResponse:
-    return sse_response([*text_chunks(text), finish_chunk("stop"), *_used(tokens)])
 
 
 async def run_inputs(client: Client, runs: Sequence[RunView]) -> list[RunInput]:

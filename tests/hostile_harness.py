@@ -66,12 +66,11 @@ from steadyloop.history.payload_storage import steadyloop_data_converter
 from steadyloop.routing.endpoints import EndpointRegistry
 from steadyloop.run.models import RunInput, RunProgress, RunResult, StopReason
 from steadyloop.temporal_binaries import time_skipping_server_path
-from steadyloop.testing.chunks import finish_chunk, text_chunks
-from steadyloop.testing.scripted_server import (
+from steadyloop.testing import (
     RecordedRequest,
     ScriptedResponse,
     ScriptedServer,
-    sse_response,
+    text_response,
 )
 from steadyloop.tools import ToolRegistry, tool
 from steadyloop.worker.process import HEARTBEAT_THROTTLE, RUN_WORKFLOWS
@@ -108,7 +107,7 @@ def done_answer(path: str = "/v1/chat/completions") -> ScriptedResponse:
     api = api_of_path(path)
     if api != "chat":
         return wire_answer(api)
-    return sse_response([*text_chunks("done"), finish_chunk("stop")])
+    return text_response("done")
 
 
 class Unprintable:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from steadyloop.testing.scripted_server import Pause, ScriptedResponse, sse_response
+from steadyloop.testing import Pause, ScriptedResponse, sse_response
 
 Api = Literal["chat", "responses", "anthropic"]
 Part = dict[str, Any] | bytes | str | Pause

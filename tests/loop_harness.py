@@ -35,13 +35,13 @@ from steadyloop.history.payload_storage import (
     steadyloop_data_converter,
 )
 from steadyloop.routing.endpoints import EndpointRegistry
-from steadyloop.run.models import RunInput, RunLimits, RunResult
+from steadyloop.run.models import RunInput, RunLimits, RunPlugins, RunResult
 from steadyloop.temporal_binaries import (
     dev_server_args,
     dev_server_path,
     time_skipping_server_path,
 )
-from steadyloop.testing.scripted_server import ScriptedResponse, ScriptedServer
+from steadyloop.testing import ScriptedResponse, ScriptedServer
 from steadyloop.tools import ToolPlugin, ToolRegistry, current_progress, tool
 from steadyloop.tools.registry import AnyTool
 from steadyloop.worker.process import HEARTBEAT_THROTTLE, RUN_WORKFLOWS
@@ -239,6 +239,11 @@ def run_input(prompt: str = "help me", **limits: Any) -> RunInput:
         tools=ALL_TOOLS,
         limits=RunLimits(**limits),
     )
+
+
+def files_run(**limits: Any) -> RunInput:
+    """`run_input` with the core `files` plugin on: scratch files to write and read."""
+    return run_input(**limits).model_copy(update={"plugins": RunPlugins(core=["files"])})
 
 
 @asynccontextmanager

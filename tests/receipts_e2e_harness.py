@@ -10,14 +10,13 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-import time
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from process_signals import kill_process, stop_process
 from temporalio.api.enums.v1 import EventType
@@ -27,17 +26,14 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer
 
-from steadyloop.chat import ChatMessage
 from steadyloop.output.forwarding import ForwardingOptions
 from steadyloop.run.models import RunInput, RunLimits, RunResult
 from steadyloop.temporal_binaries import dev_server_args, dev_server_path
-from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
-from steadyloop.testing.scripted_server import (
-    Pause,
+from steadyloop.testing import (
     RecordedRequest,
     ScriptedResponse,
     ScriptedServer,
-    sse_response,
+    text_response,
 )
 from steadyloop.worker.process import RUN_WORKFLOWS, workflow_runner
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
@@ -49,36 +45,18 @@ TOOLS = ["deliver", "charge", "notify"]
 START_GUARD_S = 20.0
 STOP_GUARD_S = 10.0
 
-T = TypeVar("T")
-
 
 # -- the scripted model --------------------------------------------------------------
 
 
-def calls(*scripted: ScriptedCall) -> ScriptedResponse:
-    return sse_response([*tool_call_chunks(list(scripted)), finish_chunk("tool_calls")])
-
-
-def answer(text: str) -> ScriptedResponse:
-    return sse_response([*text_chunks(text), finish_chunk("stop")])
-
-
 def stall(seconds: float) -> ScriptedResponse:
     """A stream that sends nothing for `seconds` (the worker is killed meanwhile)."""
-    return sse_response([Pause(seconds), *text_chunks("too late"), finish_chunk("stop")])
-
-
-def sent_messages(request: RecordedRequest) -> list[dict[str, Any]]:
-    body = request.json
-    assert isinstance(body, dict), request.body[:200]
-    messages = body["messages"]
-    assert isinstance(messages, list)
-    return messages
+    return text_response("too late", pause_s=seconds)
 
 
 def tool_answers(request: RecordedRequest) -> list[dict[str, Any]]:
     """The tool messages of the transcript a request carries, in order."""
-    return [m for m in sent_messages(request) if m.get("role") == "tool"]
+    return [m for m in request.messages if m.get("role") == "tool"]
 
 
 # -- side effects, counted outside every worker ------------------------------------------
@@ -289,20 +267,6 @@ def event_line(event: HistoryEvent) -> str:
     return f"{event.event_id} {event.event_time.ToJsonString()} {kind} {name}".rstrip()
 
 
-async def eventually(
-    probe: Callable[[], Awaitable[T | None]], *, timeout_s: float, what: str, every_s: float = 0.05
-) -> T:
-    """Poll `probe` until it returns something other than None."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = await probe()
-        if value is not None:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
-        await asyncio.sleep(every_s)
-
-
 async def pending_heartbeat(
     client: Client, handle: WorkflowHandle[Any, Any], activity_type: str
 ) -> list[Any] | None:
@@ -317,7 +281,3 @@ async def pending_heartbeat(
         first = details[0]
         return first if isinstance(first, list) else None
     return None
-
-
-def tool_messages(transcript: list[ChatMessage]) -> list[ChatMessage]:
-    return [m for m in transcript if m.role == "tool"]

@@ -22,13 +22,11 @@ import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from delegation_harness import (
     Brain,
     Turn,
-    answer,
-    calls,
     chain_input,
     delegate,
     profile,
@@ -81,18 +79,17 @@ from steadyloop.run.models import (
 )
 from steadyloop.run.steering import ApprovalDecision, UserMessage
 from steadyloop.temporal_binaries import time_skipping_server_path
-from steadyloop.testing.chunks import (
-    ScriptedCall,
-    finish_chunk,
-    text_chunks,
-    tool_call_chunks,
-    usage_chunk,
-)
-from steadyloop.testing.scripted_server import (
+from steadyloop.testing import (
     Pause,
+    ScriptedCall,
     ScriptedResponse,
     error_response,
+    finish_chunk,
     sse_response,
+    text_chunks,
+    text_response,
+    tool_call_chunks,
+    tool_calls_response,
 )
 from steadyloop.workflows.chain_admission import ChainAdmissionWorkflow
 from steadyloop.workflows.endpoint_health import EndpointHealthWorkflow
@@ -100,14 +97,16 @@ from steadyloop.workflows.endpoint_health import EndpointHealthWorkflow
 HISTORIES = Path(__file__).parent / "histories"
 
 
-def _calls(*calls: ScriptedCall, index: str = "distinct") -> ScriptedResponse:
-    return sse_response(
-        [*tool_call_chunks(list(calls), index=index, fragment_size=5), finish_chunk("tool_calls")]  # type: ignore[arg-type]
-    )
+def _calls(
+    *calls: ScriptedCall, index: Literal["distinct", "zero", "omit"] = "distinct"
+) -> ScriptedResponse:
+    """Tool calls in five-byte fragments: every fixture exercises argument assembly."""
+    return tool_calls_response(*calls, index=index, fragment_size=5)
 
 
 def _answer(text: str) -> ScriptedResponse:
-    return sse_response([*text_chunks(text), finish_chunk("stop"), usage_chunk(12, 3)])
+    """A final answer that reports usage, so the fixtures record a run's token counts."""
+    return text_response(text, usage=(12, 3))
 
 
 SCENARIOS: dict[str, list[ScriptedResponse]] = {
@@ -482,10 +481,10 @@ def _child_budget_brain(turn: Turn) -> ScriptedResponse:
     """A child given what is left of its parent's token budget (it spends 800 of the
     900), then a delegation with nothing left (refused), and the parent's budget stop."""
     if turn.agent == "writer":
-        return answer(f"wrote {turn.task}", tokens=800)
+        return text_response(f"wrote {turn.task}", usage=(800, 0))
     if turn.turn == 1:
-        return calls(delegate("writer", "first"), tokens=100)
-    return calls(delegate("writer", "second"), tokens=150)
+        return tool_calls_response(delegate("writer", "first"), usage=(100, 0))
+    return tool_calls_response(delegate("writer", "second"), usage=(150, 0))
 
 
 # Delegation scenarios: the root's history, recorded with chain measurements and a child

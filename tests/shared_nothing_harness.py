@@ -36,12 +36,13 @@ from temporalio.testing import WorkflowEnvironment
 from steadyloop.history.payload_storage import steadyloop_data_converter
 from steadyloop.run.models import RunInput, RunResult
 from steadyloop.temporal_binaries import dev_server_args, dev_server_path
-from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
-from steadyloop.testing.scripted_server import (
+from steadyloop.testing import (
     RecordedRequest,
+    ScriptedCall,
     ScriptedResponse,
     ScriptedServer,
-    sse_response,
+    text_response,
+    tool_calls_response,
 )
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
@@ -64,8 +65,8 @@ def responder(pages: int) -> ScriptedServer:
         done = sum(1 for m in body["messages"] if m.get("role") == "tool")
         if done < pages:
             call = ScriptedCall("read_page", {"n": done + 1}, id=f"call-{done + 1}")
-            return sse_response([*tool_call_chunks([call]), finish_chunk("tool_calls")])
-        return sse_response([*text_chunks(answer_text(pages)), finish_chunk("stop")])
+            return tool_calls_response(call)
+        return text_response(answer_text(pages))
 
     return ScriptedServer(respond)
 

@@ -15,15 +15,14 @@ from steadyloop.cli.follow import follow
 from steadyloop.cli.progress import ProgressDisplay
 from steadyloop.run.models import RunInput, RunProgress, RunResult
 from steadyloop.run.steering import PendingApproval
-from steadyloop.testing.chunks import (
-    ScriptedCall,
+from steadyloop.testing import (
+    Pause,
+    ScriptedResponse,
     chunk,
     finish_chunk,
     role_chunk,
-    text_chunks,
-    tool_call_chunks,
+    sse_response,
 )
-from steadyloop.testing.scripted_server import Pause, ScriptedResponse, sse_response
 
 GUARD_S = 60  # how long a wait may take before the test gives up: a guard, not a measure
 
@@ -31,16 +30,6 @@ GUARD_S = 60  # how long a wait may take before the test gives up: a guard, not 
 def people_run(**limits: Any) -> RunInput:
     """A run offered the people-in-the-loop tools as well as the usual ones."""
     return run_input(**limits).model_copy(update={"tools": [*ALL_TOOLS, *PEOPLE_TOOLS]})
-
-
-def calls(*scripted: ScriptedCall, pause_s: float = 0.0) -> ScriptedResponse:
-    """Tool calls, optionally after a pause (so a person can act while the turn streams)."""
-    head: list[Any] = [Pause(pause_s)] if pause_s else []
-    return sse_response([*head, *tool_call_chunks(list(scripted)), finish_chunk("tool_calls")])
-
-
-def answer(text: str) -> ScriptedResponse:
-    return sse_response([*text_chunks(text), finish_chunk("stop")])
 
 
 def trickle(words: int, gap_s: float = 0.05) -> ScriptedResponse:

@@ -15,12 +15,18 @@ import asyncio
 import uuid
 
 import pytest
-from delegation_harness import Gate, Turn, answer, calls, chain_input, delegate, profile, read_turn
+from delegation_harness import Gate, Turn, chain_input, delegate, profile, read_turn
 from loop_harness import ENDPOINT, Effects, tool_messages
 
 from steadyloop.chains.limits import ChainBudgetLimit, ChainLimit, DepthLimit
 from steadyloop.routing.endpoints import EndpointRegistry
-from steadyloop.testing.scripted_server import RecordedRequest, ScriptedResponse, ScriptedServer
+from steadyloop.testing import (
+    RecordedRequest,
+    ScriptedResponse,
+    ScriptedServer,
+    text_response,
+    tool_calls_response,
+)
 from steadyloop.worker.dev_server import dev_server
 from steadyloop.worker.process import WorkerOptions, running_worker
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
@@ -46,7 +52,7 @@ class Barrier:
 
 
 def fan_out(task: str) -> ScriptedResponse:
-    return calls(*(delegate("worker", f"{task}/{part}") for part in "abc"))
+    return tool_calls_response(*(delegate("worker", f"{task}/{part}") for part in "abc"))
 
 
 async def test_siblings_admitting_at_once_cannot_overshoot_the_chain_budget() -> None:
@@ -54,7 +60,7 @@ async def test_siblings_admitting_at_once_cannot_overshoot_the_chain_budget() ->
 
     async def brain(turn: Turn) -> ScriptedResponse:
         if turn.turn > 1:
-            return answer(f"{turn.task} done")
+            return text_response(f"{turn.task} done")
         if turn.task.count("/") == 1:  # a child of the root: its siblings ask at once
             await barrier.wait()
         return fan_out(turn.task)

@@ -35,7 +35,7 @@ from steadyloop.chat import ChatMessage, PassbackItem, ToolCall
 from steadyloop.routing.endpoints import EndpointConfig
 from steadyloop.stream.anthropic_wire import ANTHROPIC_WIRE
 from steadyloop.stream.completion import CompletionRequest
-from steadyloop.testing.scripted_server import ScriptedResponse, raw_response
+from steadyloop.testing import ScriptedResponse, raw_response
 
 Block = dict[str, Any]
 

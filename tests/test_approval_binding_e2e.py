@@ -17,13 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from steering_harness import answer, calls, eventually
+from steering_harness import eventually
 from temporalio.client import WorkflowUpdateFailedError
 from test_cli_worker import cli_environment, start_worker, steadyloop
 
 from steadyloop.receipts.decision import tool_call_args_hash
-from steadyloop.testing.chunks import ScriptedCall
-from steadyloop.testing.scripted_server import ScriptedServer
+from steadyloop.testing import ScriptedCall, ScriptedServer, text_response, tool_calls_response
 from steadyloop.worker.dev_server import DevServer, dev_server
 
 pytestmark = pytest.mark.slow
@@ -43,9 +42,9 @@ async def test_an_approval_of_a_reviewed_call_does_not_run_another_call_reusing_
     connection = ["--address", temporal.address, "--task-queue", queue]
     wires = tmp_path / "wires.txt"
     script = [
-        calls(ScriptedCall("wire", {"amount": 100, "to": "acme"}, id="call_0")),
-        calls(ScriptedCall("wire", {"amount": 999, "to": "evil"}, id="call_0")),
-        answer("done"),
+        tool_calls_response(ScriptedCall("wire", {"amount": 100, "to": "acme"}, id="call_0")),
+        tool_calls_response(ScriptedCall("wire", {"amount": 999, "to": "evil"}, id="call_0")),
+        text_response("done"),
     ]
     async with ScriptedServer(script) as provider:
         worker = await start_worker(

@@ -12,11 +12,11 @@ from loop_harness import (
     running_loop,
     tool_messages,
 )
-from steering_harness import answer, calls, people_run, progress, shown, wait_for_approvals
+from steering_harness import people_run, progress, shown, wait_for_approvals
 from temporalio.client import WorkflowUpdateFailedError
 
 from steadyloop.run.steering import ApprovalDecision, PendingApproval
-from steadyloop.testing.chunks import ScriptedCall
+from steadyloop.testing import ScriptedCall, text_response, tool_calls_response
 from steadyloop.tools import tool
 
 pytestmark = pytest.mark.slow
@@ -26,10 +26,10 @@ TRANSFER = ScriptedCall("transfer", {"amount": 5, "to": "ana"}, id="x1")
 
 async def test_an_approved_call_runs_once_while_the_rest_of_its_batch_went_on() -> None:
     script = [
-        calls(TRANSFER, ScriptedCall("note", {"text": "meanwhile"}, id="n1")),
+        tool_calls_response(TRANSFER, ScriptedCall("note", {"text": "meanwhile"}, id="n1")),
         # Asked again next turn: the receipt replays it, so nobody is asked again.
-        calls(ScriptedCall("transfer", {"amount": 5, "to": "ana"}, id="x2")),
-        answer("sent"),
+        tool_calls_response(ScriptedCall("transfer", {"amount": 5, "to": "ana"}, id="x2")),
+        text_response("sent"),
     ]
     async with running_loop(script) as loop:
         handle = await loop.start(people_run())
@@ -64,7 +64,7 @@ async def test_an_approved_call_runs_once_while_the_rest_of_its_batch_went_on() 
 
 
 async def test_a_rejected_call_never_runs_and_the_model_reads_the_reason() -> None:
-    async with running_loop([calls(TRANSFER), answer("understood")]) as loop:
+    async with running_loop([tool_calls_response(TRANSFER), text_response("understood")]) as loop:
         handle = await loop.start(people_run())
         (waiting,) = await wait_for_approvals(handle)
         decision = ApprovalDecision.for_call(
@@ -94,9 +94,9 @@ async def test_a_rejected_call_never_runs_and_the_model_reads_the_reason() -> No
 async def test_a_decision_is_bound_to_the_call_reviewed_not_to_a_reused_call_id() -> None:
     """llama.cpp-style servers number calls per turn: `call_0` in turn 1 and in turn 2."""
     script = [
-        calls(ScriptedCall("transfer", {"amount": 100, "to": "acme"}, id="call_0")),
-        calls(ScriptedCall("transfer", {"amount": 999, "to": "evil"}, id="call_0")),
-        answer("done"),
+        tool_calls_response(ScriptedCall("transfer", {"amount": 100, "to": "acme"}, id="call_0")),
+        tool_calls_response(ScriptedCall("transfer", {"amount": 999, "to": "evil"}, id="call_0")),
+        text_response("done"),
     ]
     async with running_loop(script) as loop:
         handle = await loop.start(people_run())
@@ -142,7 +142,7 @@ async def test_a_decision_is_bound_to_the_call_reviewed_not_to_a_reused_call_id(
 
 
 async def test_an_interrupt_answers_a_call_still_waiting_for_approval() -> None:
-    async with running_loop([calls(TRANSFER)]) as loop:
+    async with running_loop([tool_calls_response(TRANSFER)]) as loop:
         handle = await loop.start(people_run())
         await wait_for_approvals(handle)
         await handle.signal("interrupt", "going home")
@@ -157,7 +157,7 @@ async def test_an_interrupt_answers_a_call_still_waiting_for_approval() -> None:
 
 
 async def test_nobody_deciding_before_the_deadline_stops_the_run_at_it() -> None:
-    async with running_loop([calls(TRANSFER)]) as loop:
+    async with running_loop([tool_calls_response(TRANSFER)]) as loop:
         handle = await loop.start(people_run(deadline_s=3600))
         await wait_for_approvals(handle)
         result = await handle.result()  # workflow time skips to the deadline

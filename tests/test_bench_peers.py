@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 import pytest
 
-from steadyloop.testing.scripted_server import RecordedRequest, ScriptedResponse
+from steadyloop.testing import RecordedRequest, ScriptedResponse
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import loop_harness
 import pytest
-from loop_harness import Loop, run_input, running_loop
+from loop_harness import Loop, files_run, running_loop
 from temporalio.client import WorkflowHandle
 from temporalio.worker import Replayer
 
@@ -24,9 +24,13 @@ from steadyloop.cli.main import run_cli
 from steadyloop.client.blob_gc import collect
 from steadyloop.history.object_store import LocalDirectoryStore, ObjectStore
 from steadyloop.history.payload_storage import steadyloop_data_converter
-from steadyloop.run.models import RunInput, RunPlugins, RunResult
-from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
-from steadyloop.testing.scripted_server import ScriptedResponse, sse_response
+from steadyloop.run.models import RunInput, RunResult
+from steadyloop.testing import (
+    ScriptedCall,
+    ScriptedResponse,
+    text_response,
+    tool_calls_response,
+)
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 pytestmark = pytest.mark.slow
@@ -34,15 +38,11 @@ pytestmark = pytest.mark.slow
 
 def call(name: str, arguments: dict[str, str], call_id: str) -> ScriptedResponse:
     scripted = ScriptedCall(name, arguments, id=call_id)
-    return sse_response([*tool_call_chunks([scripted]), finish_chunk("tool_calls")])
+    return tool_calls_response(scripted)
 
 
-def answer(text: str) -> ScriptedResponse:
-    return sse_response([*text_chunks(text), finish_chunk("stop")])
-
-
-def files_run() -> RunInput:
-    run = run_input().model_copy(update={"plugins": RunPlugins(core=["files"])})
+def files_and_hold_run() -> RunInput:
+    run = files_run()
     return run.model_copy(update={"tools": [*run.tools, "long_hold"]})
 
 
@@ -78,21 +78,21 @@ async def test_gc_reclaims_a_closed_runs_blobs_and_keeps_open_and_retained_runs_
     monkeypatch.setenv("STEADYLOOP_HOME", str(tmp_path / "home"))
     script = [
         call("read_scratch", {"path": "a"}, "ra"),
-        answer("A done"),
+        text_response("A done"),
         call("read_scratch", {"path": "b"}, "rb"),
-        answer("B done"),
+        text_response("B done"),
         call("long_hold", {"label": "c"}, "lc"),
-        answer("C done"),
+        text_response("C done"),
     ]
     async with running_loop(script, blob_threshold=1024, blob_dir=blobs) as loop:
         loop.effects.files["a"] = "".join(f"a{i:06d} " for i in range(5_000))
         loop.effects.files["b"] = "".join(f"b{i:06d} " for i in range(5_000))
-        a = await loop.start(files_run())
+        a = await loop.start(files_and_hold_run())
         await a.result()
         await asyncio.sleep(1.5)  # B closes well after A: a retention can fall between
-        b = await loop.start(files_run())
+        b = await loop.start(files_and_hold_run())
         await b.result()
-        c = await loop.start(files_run())
+        c = await loop.start(files_and_hold_run())
         while not loop.effects.started["long_hold"]:
             await asyncio.sleep(0.05)
         closed_a = (await a.describe()).close_time
@@ -135,10 +135,10 @@ async def test_gc_with_a_long_grace_deletes_nothing_even_of_expired_runs(
 ) -> None:
     monkeypatch.setattr(loop_harness, "start_environment", loop_harness.dev_server_environment)
     blobs = tmp_path / "blobs"
-    script = [call("read_scratch", {"path": "a"}, "ra"), answer("A done")]
+    script = [call("read_scratch", {"path": "a"}, "ra"), text_response("A done")]
     async with running_loop(script, blob_threshold=1024, blob_dir=blobs) as loop:
         loop.effects.files["a"] = "x" * 30_000
-        await loop.run(files_run())
+        await loop.run(files_and_hold_run())
         store = LocalDirectoryStore(blobs)
         stored = await bytes_in(store)
         report = await collect(store, loop.client, retention=timedelta(0), grace=timedelta(hours=1))

@@ -13,25 +13,24 @@ import pytest
 from loop_harness import assert_every_call_answered, run_input, running_loop, tool_messages
 
 from steadyloop.client import RunHandle
-from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
-from steadyloop.testing.scripted_server import ScriptedResponse, sse_response
+from steadyloop.testing import (
+    ScriptedCall,
+    text_response,
+    tool_calls_response,
+)
 
 pytestmark = pytest.mark.slow
 
 
-def calls(*scripted: ScriptedCall) -> ScriptedResponse:
-    return sse_response([*tool_call_chunks(list(scripted)), finish_chunk("tool_calls")])
-
-
 async def test_a_wire_id_reused_by_a_later_response_is_qualified_in_the_transcript() -> None:
     script = [
-        calls(ScriptedCall("add", {"a": 1, "b": 2}, id="call_0")),
-        calls(
+        tool_calls_response(ScriptedCall("add", {"a": 1, "b": 2}, id="call_0")),
+        tool_calls_response(
             ScriptedCall("add", {"a": 3, "b": 4}, id="call_0"),
             ScriptedCall("add", {"a": 5, "b": 6}, id="call_1"),
         ),
-        calls(ScriptedCall("add", {"a": 7, "b": 8}, id="call_0")),
-        sse_response([*text_chunks("done"), finish_chunk("stop")]),
+        tool_calls_response(ScriptedCall("add", {"a": 7, "b": 8}, id="call_0")),
+        text_response("done"),
     ]
     async with running_loop(script) as loop:
         result = await loop.run(run_input())
@@ -54,8 +53,8 @@ async def test_a_run_that_stops_after_the_batch_keeps_no_reused_id() -> None:
     """Healing before the next request renamed a reused id, but a run that stops after
     the batch (its turn budget spent) sent no next request: its transcript kept both."""
     script = [
-        calls(ScriptedCall("add", {"a": 1, "b": 2}, id="call_0")),
-        calls(ScriptedCall("add", {"a": 3, "b": 4}, id="call_0")),
+        tool_calls_response(ScriptedCall("add", {"a": 1, "b": 2}, id="call_0")),
+        tool_calls_response(ScriptedCall("add", {"a": 3, "b": 4}, id="call_0")),
     ]
     async with running_loop(script) as loop:
         result = await loop.run(run_input(max_turns=2))
@@ -66,9 +65,9 @@ async def test_a_run_that_stops_after_the_batch_keeps_no_reused_id() -> None:
 
 async def test_the_rename_is_on_the_timeline() -> None:
     script = [
-        calls(ScriptedCall("add", {"a": 1, "b": 2}, id="call_0")),
-        calls(ScriptedCall("add", {"a": 3, "b": 4}, id="call_0")),
-        sse_response([*text_chunks("done"), finish_chunk("stop")]),
+        tool_calls_response(ScriptedCall("add", {"a": 1, "b": 2}, id="call_0")),
+        tool_calls_response(ScriptedCall("add", {"a": 3, "b": 4}, id="call_0")),
+        text_response("done"),
     ]
     async with running_loop(script) as loop:
         handle = await loop.start(run_input())

@@ -13,7 +13,14 @@ import asyncio
 from typing import Any
 
 import pytest
-from loop_harness import Loop, assert_every_call_answered, run_input, running_loop, tool_messages
+from loop_harness import (
+    Loop,
+    assert_every_call_answered,
+    files_run,
+    run_input,
+    running_loop,
+    tool_messages,
+)
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 
@@ -24,45 +31,34 @@ from steadyloop.run.models import (
     AmbiguousCall,
     CarriedState,
     ResolveReceipt,
-    RunInput,
-    RunPlugins,
     RunResult,
     RunStats,
 )
 from steadyloop.run.resume import resume_input
-from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
-from steadyloop.testing.scripted_server import ScriptedResponse, sse_response
+from steadyloop.testing import (
+    ScriptedCall,
+    ScriptedResponse,
+    text_response,
+    tool_calls_response,
+)
 
 pytestmark = pytest.mark.slow
 
 RESULT_CHARS = 16_000  # under the ledger's 16 KiB bound: every result stored whole
 
 
-def calls(*scripted: ScriptedCall) -> ScriptedResponse:
-    return sse_response([*tool_call_chunks(list(scripted)), finish_chunk("tool_calls")])
-
-
-def answer(text: str) -> ScriptedResponse:
-    return sse_response([*text_chunks(text), finish_chunk("stop")])
-
-
 def reads(turns: int) -> list[ScriptedResponse]:
     """One `read_scratch` of a distinct file a turn, then a final answer."""
     script = [
-        calls(ScriptedCall("read_scratch", {"path": f"f{turn}"}, id=f"r{turn}"))
+        tool_calls_response(ScriptedCall("read_scratch", {"path": f"f{turn}"}, id=f"r{turn}"))
         for turn in range(turns)
     ]
-    return [*script, answer("read them all")]
+    return [*script, text_response("read them all")]
 
 
 def scratch_files(loop: Loop, turns: int, chars: int = RESULT_CHARS) -> None:
     for turn in range(turns):
         loop.effects.files[f"f{turn}"] = f"{turn:05d}" + "x" * (chars - 5)
-
-
-def files_run(**limits: Any) -> RunInput:
-    run = run_input(**limits)
-    return run.model_copy(update={"plugins": RunPlugins(core=["files"])})
 
 
 async def chain_histories(loop: Loop, workflow_id: str, first_run_id: str) -> list[Any]:
@@ -129,7 +125,10 @@ async def test_item_9_a_carried_state_that_cannot_fit_stops_with_a_named_reason(
     # A conversation just under the limit: the first request fits, but with the tool
     # result the turn adds (tools return at most 64 KiB), the state the run would carry
     # to its next execution cannot, whatever the receipts do.
-    script = [calls(ScriptedCall("read_scratch", {"path": "f0"}, id="r0")), answer("never")]
+    script = [
+        tool_calls_response(ScriptedCall("read_scratch", {"path": "f0"}, id="r0")),
+        text_response("never"),
+    ]
     async with running_loop(script, blob_storage=False) as loop:
         scratch_files(loop, 1, chars=60_000)
         run = files_run(continue_as_new_after_turns=1)
@@ -152,7 +151,10 @@ async def test_item_9_a_carried_state_that_cannot_fit_stops_with_a_named_reason(
 async def test_item_9_with_external_storage_the_same_state_is_carried_under_its_limit() -> None:
     # The same run with the workers' blob storage on: the worker reports its larger
     # limit, so the state over 2 MB is carried (as a reference) and the run goes on.
-    script = [calls(ScriptedCall("read_scratch", {"path": "f0"}, id="r0")), answer("done")]
+    script = [
+        tool_calls_response(ScriptedCall("read_scratch", {"path": "f0"}, id="r0")),
+        text_response("done"),
+    ]
     async with running_loop(script) as loop:
         scratch_files(loop, 1, chars=60_000)
         run = files_run(continue_as_new_after_turns=1)
@@ -193,7 +195,10 @@ async def test_item_9_state_carried_by_the_previous_version_still_restores() -> 
     }
     carried = CarriedState.model_validate(old_form)
     assert carried.packed_receipts is None and len(carried.receipts) == 1
-    script = [calls(ScriptedCall("note", {"text": "old"}, id="n1")), answer("done")]
+    script = [
+        tool_calls_response(ScriptedCall("note", {"text": "old"}, id="n1")),
+        text_response("done"),
+    ]
     async with running_loop(script) as loop:
         run = run_input().model_copy(update={"carried": carried, "prompt": None})
         handle = await loop.start(run, workflow_id=workflow_id)
@@ -220,9 +225,9 @@ async def test_item_10_a_resumed_run_replays_what_its_predecessor_completed() ->
     # The predecessor performs the opaque effect and stops at max_turns; the resumed
     # run's model asks for the same call: it replays, the effect counter stays 1.
     script = [
-        calls(ScriptedCall("note", {"text": "pay invoice"}, id="n1")),
-        calls(ScriptedCall("note", {"text": "pay invoice"}, id="n2")),
-        answer("paid once"),
+        tool_calls_response(ScriptedCall("note", {"text": "pay invoice"}, id="n1")),
+        tool_calls_response(ScriptedCall("note", {"text": "pay invoice"}, id="n2")),
+        text_response("paid once"),
     ]
     async with running_loop(script) as loop:
         original = run_input(max_turns=1)
@@ -249,10 +254,10 @@ async def test_item_10_an_ambiguous_call_of_the_predecessor_shows_in_the_resumed
     # its start (while its first turn runs another tool, before the model asks again),
     # a person resolves it there, and the model's repeat replays that answer.
     script = [
-        calls(ScriptedCall("slow_note", {"text": "pay invoice"}, id="s1")),
-        calls(ScriptedCall("hold", {"label": "meanwhile"}, id="h1")),
-        calls(ScriptedCall("slow_note", {"text": "pay invoice"}, id="s2")),
-        answer("ok"),
+        tool_calls_response(ScriptedCall("slow_note", {"text": "pay invoice"}, id="s1")),
+        tool_calls_response(ScriptedCall("hold", {"label": "meanwhile"}, id="h1")),
+        tool_calls_response(ScriptedCall("slow_note", {"text": "pay invoice"}, id="s2")),
+        text_response("ok"),
     ]
     async with running_loop(script) as loop:
         original = run_input()
@@ -288,9 +293,9 @@ async def test_item_10_a_call_interrupted_mid_attempt_is_ambiguous_at_once_after
     # That attempt can never report to the resumed run, so the resumed run does not wait
     # out the lease: the call is listed, resolvable, and not run again.
     script = [
-        calls(ScriptedCall("long_note", {"text": "wire money"}, id="l1")),
-        calls(ScriptedCall("long_note", {"text": "wire money"}, id="l2")),
-        answer("ok"),
+        tool_calls_response(ScriptedCall("long_note", {"text": "wire money"}, id="l1")),
+        tool_calls_response(ScriptedCall("long_note", {"text": "wire money"}, id="l2")),
+        text_response("ok"),
     ]
     async with running_loop(script) as loop:
         original = run_input().model_copy(update={"tools": ["long_note"]})

@@ -26,18 +26,13 @@ from temporalio.api.workflowservice.v1 import GetSystemInfoRequest
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from steadyloop.testing.chunks import (
-    ScriptedCall,
-    finish_chunk,
-    text_chunks,
-    tool_call_chunks,
-    usage_chunk,
-)
-from steadyloop.testing.scripted_server import (
+from steadyloop.testing import (
     RecordedRequest,
+    ScriptedCall,
     ScriptedResponse,
     ScriptedServer,
-    sse_response,
+    text_response,
+    tool_calls_response,
 )
 from steadyloop.worker.dev_server import DevServer, dev_server, free_port
 
@@ -65,14 +60,12 @@ registry = ToolRegistry([shout, whisper])
 def shouting_provider(request: RecordedRequest) -> ScriptedResponse:
     """Calls `shout` when the last message is the user's (or a prefill), else answers
     with what the tool said: decided from the transcript, so a retry gets the same."""
-    messages: list[dict[str, Any]] = request.json["messages"]
+    messages: list[dict[str, Any]] = request.messages
     last = messages[-1]
     if last["role"] == "tool":
-        return sse_response(
-            [*text_chunks(f"It says {last['content']}"), finish_chunk("stop"), usage_chunk()]
-        )
+        return text_response(f"It says {last['content']}", usage=(10, 5))
     call = ScriptedCall("shout", {"text": "hello"}, id="call_shout")
-    return sse_response([*tool_call_chunks([call]), finish_chunk("tool_calls"), usage_chunk()])
+    return tool_calls_response(call, usage=(10, 5))
 
 
 def environment(**extra: str) -> dict[str, str]:

@@ -39,8 +39,11 @@ from steadyloop.cli.receipts import (
 from steadyloop.receipts.decision import receipt_key
 from steadyloop.receipts.ledger import DidNotHappen, GiveUp, Happened
 from steadyloop.run.models import AmbiguousCall
-from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
-from steadyloop.testing.scripted_server import sse_response
+from steadyloop.testing import (
+    ScriptedCall,
+    text_response,
+    tool_calls_response,
+)
 from steadyloop.worker.config import ConfigError
 from steadyloop.worker.dev_server import free_port
 
@@ -276,10 +279,6 @@ def test_an_unknown_or_too_short_prefix_is_refused(capsys: pytest.CaptureFixture
 # -- against a real run -----------------------------------------------------------------
 
 
-def calls_turn(*scripted: ScriptedCall) -> Any:
-    return sse_response([*tool_call_chunks(list(scripted)), finish_chunk("tool_calls")])
-
-
 async def receipts(loop: Loop, *argv: str) -> tuple[int, str]:
     """`steadyloop receipts ARGV` through the command's own path, on the test's client."""
     out = io.StringIO()
@@ -312,13 +311,13 @@ async def test_list_then_resolve_lets_the_run_finish_with_each_effect_once() -> 
     # for a person. The model asks for both calls in two turns.
     pay, other = ({"text": "pay invoice"}, {"text": "file receipt"})
     script = [
-        calls_turn(
+        tool_calls_response(
             ScriptedCall("slow_note", pay, id="s1"), ScriptedCall("slow_note", other, id="o1")
         ),
-        calls_turn(
+        tool_calls_response(
             ScriptedCall("slow_note", pay, id="s2"), ScriptedCall("slow_note", other, id="o2")
         ),
-        sse_response([*text_chunks("The invoice is paid."), finish_chunk("stop")]),
+        text_response("The invoice is paid."),
     ]
     async with running_loop(script) as loop:
         with pytest.raises(ConfigError, match="no workflow 'no-such-run'"):

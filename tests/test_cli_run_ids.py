@@ -23,7 +23,7 @@ from steadyloop.cli.invocation import Invocation, command, from_arguments, invok
 from steadyloop.cli.main import build_parser, run_cli
 from steadyloop.cli.outcome import EXIT_USAGE
 from steadyloop.cli.run_ids import reuse_policy
-from steadyloop.testing.scripted_server import ScriptedServer
+from steadyloop.testing import ScriptedServer
 from steadyloop.worker.dev_server import DevServer, dev_server, free_port
 
 # -- how a printed command is spelled ----------------------------------------------------

@@ -14,15 +14,7 @@ from typing import cast
 
 import pytest
 from loop_harness import Loop, running_loop
-from steering_harness import (
-    answer,
-    calls,
-    eventually,
-    people_run,
-    trickle,
-    wait_for_approvals,
-    wait_for_phase,
-)
+from steering_harness import eventually, people_run, trickle, wait_for_approvals, wait_for_phase
 from temporalio.client import Client
 from test_cli_worker import cli_environment, start_worker, steadyloop, typed
 
@@ -48,8 +40,7 @@ from steadyloop.client import (
 from steadyloop.receipts.decision import tool_call_args_hash
 from steadyloop.run.models import RunProgress
 from steadyloop.run.steering import PendingApproval
-from steadyloop.testing.chunks import ScriptedCall
-from steadyloop.testing.scripted_server import ScriptedServer
+from steadyloop.testing import ScriptedCall, ScriptedServer, text_response, tool_calls_response
 from steadyloop.worker.config import ConfigError
 from steadyloop.worker.dev_server import DevServer, dev_server, free_port
 
@@ -167,7 +158,10 @@ async def steer(loop: Loop, *argv: str) -> str:
 @pytest.mark.slow
 async def test_each_command_steers_a_run_through_its_own_path() -> None:
     transfer = ScriptedCall("transfer", {"amount": 5, "to": "ana"}, id="x1")
-    script = [calls(transfer), calls(ScriptedCall("add", {"a": 1, "b": 1}), pause_s=0.3)]
+    script = [
+        tool_calls_response(transfer),
+        tool_calls_response(ScriptedCall("add", {"a": 1, "b": 1}), pause_s=0.3),
+    ]
     async with running_loop([*script, trickle(400)]) as loop:
         with pytest.raises(ConfigError, match="no workflow 'nope'"):
             await steer(loop, "pause", "nope")
@@ -259,7 +253,7 @@ async def test_the_commands_as_a_person_runs_them(temporal: DevServer, tmp_path:
     connection = ["--address", temporal.address, "--task-queue", queue]
     wires = tmp_path / "wires.txt"
     wire = ScriptedCall("wire", {"amount": 5, "to": "ana"}, id="w1")
-    script = [calls(wire), answer("Wired, and logged."), trickle(2000)]
+    script = [tool_calls_response(wire), text_response("Wired, and logged."), trickle(2000)]
     async with ScriptedServer(script) as provider:
         worker = await start_worker(
             *connection,
@@ -299,7 +293,7 @@ async def test_the_commands_as_a_person_runs_them(temporal: DevServer, tmp_path:
             ) in shown_out
             assert "turn 1  <- wire (approved by a person): wired 5 to ana" in shown_out
             assert "Wired, and logged." in shown_out
-            assert provider.requests[1].json["messages"][-1]["content"] == "and log it"
+            assert provider.requests[1].messages[-1]["content"] == "and log it"
 
             code, out = await steadyloop(*run, "--detach", environ=environ)
             second_id = out.strip()

@@ -23,8 +23,17 @@ from test_cli_worker import (
     workspace,  # noqa: F401  (the fixture)
 )
 
-from steadyloop.testing.chunks import chunk, finish_chunk, role_chunk, text_chunks
-from steadyloop.testing.scripted_server import Pause, ScriptedResponse, ScriptedServer, sse_response
+from steadyloop.testing import (
+    Pause,
+    ScriptedResponse,
+    ScriptedServer,
+    chunk,
+    finish_chunk,
+    role_chunk,
+    sse_response,
+    text_chunks,
+    text_response,
+)
 from steadyloop.worker.dev_server import DevServer
 
 pytestmark = pytest.mark.slow
@@ -32,10 +41,6 @@ pytestmark = pytest.mark.slow
 
 def cut(text: str) -> ScriptedResponse:
     return sse_response([*text_chunks(text), finish_chunk("length")])
-
-
-def answer(text: str) -> ScriptedResponse:
-    return sse_response([*text_chunks(text), finish_chunk("stop")])
 
 
 def runaway(words: int) -> ScriptedResponse:
@@ -51,7 +56,7 @@ async def test_an_answer_cut_by_the_token_limit_stops_max_tokens_and_resumes(
     queue = f"q-{uuid.uuid4().hex[:8]}"
     connection = ["--address", temporal.address, "--task-queue", queue]
     environ = cli_environment(STEADYLOOP_MODEL="scripted-model")
-    script = [cut("The first half of a long ans"), answer("wer, and the end.")]
+    script = [cut("The first half of a long ans"), text_response("wer, and the end.")]
     async with ScriptedServer(script) as provider:
         worker = await start_worker(
             *connection,
@@ -80,7 +85,7 @@ async def test_an_answer_cut_by_the_token_limit_stops_max_tokens_and_resumes(
             print(out)
             assert code == 0, out
             assert "run cut-resumed-1 resumes cut (max_tokens)" in out
-            sent = provider.requests[-1].json["messages"]
+            sent = provider.requests[-1].messages
             assert sent[-2] == {"role": "assistant", "content": "The first half of a long ans"}
             assert sent[-1]["role"] == "user"
             assert "cut off by the output token limit" in sent[-1]["content"]
@@ -103,7 +108,7 @@ async def test_continue_cut_goes_on_by_itself_and_prints_the_answer_once(
     queue = f"q-{uuid.uuid4().hex[:8]}"
     connection = ["--address", temporal.address, "--task-queue", queue]
     environ = cli_environment(STEADYLOOP_MODEL="scripted-model")
-    async with ScriptedServer([cut("Part one, "), answer("and the end.")]) as provider:
+    async with ScriptedServer([cut("Part one, "), text_response("and the end.")]) as provider:
         worker = await start_worker(
             *connection,
             "--endpoint",
@@ -170,7 +175,7 @@ async def test_continue_stalled_goes_on_from_the_shown_text_on_the_same_line(
     connection = ["--address", temporal.address, "--task-queue", queue]
     environ = cli_environment(STEADYLOOP_MODEL="scripted-model")
     stalls = sse_response([*text_chunks("Half an"), Pause(5.0)], done=False)
-    async with ScriptedServer([stalls, answer("swer, finished.")]) as provider:
+    async with ScriptedServer([stalls, text_response("swer, finished.")]) as provider:
         worker = await start_worker(
             *connection,
             "--endpoint",
@@ -187,7 +192,7 @@ async def test_continue_stalled_goes_on_from_the_shown_text_on_the_same_line(
             assert code == 0, out
             assert "turn 1  model: Half answer, finished.\n" in out  # the rest, same line
             assert "answers continued: stream_failure 1" in out
-            sent = provider.requests[-1].json["messages"]
+            sent = provider.requests[-1].messages
             assert sent[-2] == {"role": "assistant", "content": "Half an"}
         finally:
             assert await worker.stop() == 0, worker.output

@@ -132,7 +132,7 @@ async def test_follow_prints_the_answer_as_it_streams_and_a_resumed_run_complete
         )
         out = io.StringIO()
         done = await follow(loop.client, handle, ProgressDisplay(out, live=False))
-        sent = loop.server.requests[-1].json["messages"]
+        sent = loop.server.requests[-1].messages
 
     assert done.stop_reason == "final_answer" and done.final_answer == "answer, finished."
     assert "turn 1  model: answer, finished.\n" in out.getvalue()

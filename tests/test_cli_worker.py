@@ -24,8 +24,17 @@ from temporalio.api.enums.v1 import EventType
 from steadyloop.cli.demo_conversation import ORDER_PATH, ORDER_TEXT, DemoProvider
 from steadyloop.cli.invocation import program_name
 from steadyloop.run.models import RunInput
-from steadyloop.testing.chunks import Chunk, finish_chunk, role_chunk, text_chunks, usage_chunk
-from steadyloop.testing.scripted_server import Pause, ScriptedServer, sse_response
+from steadyloop.testing import (
+    Chunk,
+    Pause,
+    ScriptedServer,
+    finish_chunk,
+    role_chunk,
+    sse_response,
+    text_chunks,
+    text_response,
+    usage_chunk,
+)
 from steadyloop.worker.dev_server import DevServer, dev_server, free_port
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
@@ -298,7 +307,7 @@ async def test_run_prints_the_answer_as_it_streams_and_resume_carries_on_after_i
     connection = ["--address", temporal.address, "--task-queue", queue]
     environ = cli_environment(STEADYLOOP_MODEL="scripted-model")
     cut = sse_response([*text_chunks("The first half,"), Pause(5.0)], done=False)
-    rest = sse_response([*text_chunks("and the second half."), finish_chunk("stop")])
+    rest = text_response("and the second half.")
     async with ScriptedServer([cut, rest]) as provider:
         worker = await start_worker(
             *connection,
@@ -322,7 +331,7 @@ async def test_run_prints_the_answer_as_it_streams_and_resume_carries_on_after_i
             assert code == 0, out
             assert "run cut-run-resumed-1 resumes cut-run (output_interrupted)" in out
             assert "turn 1  model: and the second half.\n" in out
-            sent = provider.requests[-1].json["messages"]
+            sent = provider.requests[-1].messages
             assert [m["role"] for m in sent][-2:] == ["assistant", "user"]
             assert sent[-2]["content"] == "The first half,"
         finally:

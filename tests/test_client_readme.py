@@ -20,8 +20,13 @@ from docs_pages import section
 from examples.helpdesk.agent import Desk, build_registry
 from examples.helpdesk.follow import TOOLS, follow_and_approve
 from steadyloop.client import RunOptions
-from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
-from steadyloop.testing.scripted_server import RecordedRequest, ScriptedResponse, sse_response
+from steadyloop.testing import (
+    RecordedRequest,
+    ScriptedCall,
+    ScriptedResponse,
+    text_response,
+    tool_calls_response,
+)
 from steadyloop.tools.examples import example_registry
 
 pytestmark = pytest.mark.slow
@@ -35,28 +40,24 @@ def readme_block() -> str:
     return block.group(1)
 
 
-def _answer(text: str) -> ScriptedResponse:
-    return sse_response([*text_chunks(text), finish_chunk("stop")])
-
-
 def _call(name: str, arguments: dict[str, Any]) -> ScriptedResponse:
     calls = [ScriptedCall(name, arguments, id="call_0")]
-    return sse_response([*tool_call_chunks(calls), finish_chunk("tool_calls")])
+    return tool_calls_response(*calls)
 
 
 def readme_provider(request: RecordedRequest) -> ScriptedResponse:
-    last = request.json["messages"][-1]
+    last = request.messages[-1]
     if last["role"] == "tool":
-        return _answer(f"2 + 3 = {last['content']}")
+        return text_response(f"2 + 3 = {last['content']}")
     if last["content"] == "What is 2 + 3?":
         return _call("add", {"a": 2, "b": 3})
-    return _answer("20")
+    return text_response("20")
 
 
 def helpdesk_provider(request: RecordedRequest) -> ScriptedResponse:
-    last = request.json["messages"][-1]
+    last = request.messages[-1]
     if last["role"] == "tool":
-        return _answer(f"Done: {last['content']}")
+        return text_response(f"Done: {last['content']}")
     return _call("refund", {"order_id": "A-17", "cents": 3450})
 
 

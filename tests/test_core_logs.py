@@ -8,7 +8,9 @@ import logging
 
 import pytest
 
-from steadyloop.testing.core_logs import CORE_LOGGER, time_skipping_runtime
+from steadyloop.testing import time_skipping_runtime
+
+CORE_LOGGER = "temporalio.sdk_core"  # where the runtime's docstring says core's logs go
 
 FALSE_ALARM = (
     "[sdk_core::temporalio_sdk_core::worker] Temporal Server 1.16.0 or newer is required to "

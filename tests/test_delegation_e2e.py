@@ -12,22 +12,19 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from delegation_harness import (
-    Gate,
-    Turn,
-    answer,
-    calls,
-    chain_input,
-    delegate,
-    profile,
-    read_turn,
-)
+from delegation_harness import Gate, Turn, chain_input, delegate, profile, read_turn
 from loop_harness import ENDPOINT, Effects, tool_messages
 
 from steadyloop.chains.limits import ChainBudgetLimit, ChainLimit, TenantCeilingLimit
 from steadyloop.chains.queries import CHAIN_ROOT, quoted
 from steadyloop.routing.endpoints import EndpointRegistry
-from steadyloop.testing.scripted_server import RecordedRequest, ScriptedResponse, ScriptedServer
+from steadyloop.testing import (
+    RecordedRequest,
+    ScriptedResponse,
+    ScriptedServer,
+    text_response,
+    tool_calls_response,
+)
 from steadyloop.worker.dev_server import dev_server
 from steadyloop.worker.process import WorkerOptions, running_worker
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
@@ -38,12 +35,12 @@ pytestmark = pytest.mark.slow
 def brain(turn: Turn) -> ScriptedResponse:
     """main -> writer -> critic; the critic tries to bring in another writer."""
     if turn.turn == 1 and turn.agent == "main":
-        return calls(delegate("writer", "draft"))
+        return tool_calls_response(delegate("writer", "draft"))
     if turn.turn == 1 and turn.agent == "writer":
-        return calls(delegate("critic", "review the draft"))
+        return tool_calls_response(delegate("critic", "review the draft"))
     if turn.turn == 1 and turn.agent == "critic":
-        return calls(delegate("writer", "rewrite it"))
-    return answer(f"{turn.agent}: {turn.results[-1]}")
+        return tool_calls_response(delegate("writer", "rewrite it"))
+    return text_response(f"{turn.agent}: {turn.results[-1]}")
 
 
 async def test_a_chain_budget_is_decided_by_the_entity_and_visibility_shows_the_chain() -> None:

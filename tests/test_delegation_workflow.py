@@ -17,8 +17,6 @@ import pytest
 from delegation_harness import (
     Turn,
     agent_of,
-    answer,
-    calls,
     chain_input,
     delegate,
     eventually,
@@ -50,8 +48,13 @@ from steadyloop.chains.limits import (
 )
 from steadyloop.errors import RESERVED_TOOL_NAME, UNUSABLE_WORKFLOW_ID
 from steadyloop.run.models import RunInput, RunLimits
-from steadyloop.testing.chunks import ScriptedCall
-from steadyloop.testing.scripted_server import ScriptedResponse, error_response
+from steadyloop.testing import (
+    ScriptedCall,
+    ScriptedResponse,
+    error_response,
+    text_response,
+    tool_calls_response,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -90,8 +93,8 @@ def to_writer(task: str, *limits: ChainLimit) -> RunInput:
 async def test_recursive_delegation_stops_at_the_depth_cap() -> None:
     def brain(turn: Turn) -> ScriptedResponse:
         if turn.turn == 1:  # every agent hands the task one level down
-            return calls(delegate("researcher", f"{turn.task} deeper"))
-        return answer(f"[{turn.agent}: {turn.results[-1]}]")
+            return tool_calls_response(delegate("researcher", f"{turn.task} deeper"))
+        return text_response(f"[{turn.agent}: {turn.results[-1]}]")
 
     agents = {"researcher": profile("researcher", delegates_to=["researcher"])}
     run = chain_input("dig", to=["researcher"], agents=agents, limits=[DepthLimit(max_depth=2)])
@@ -121,10 +124,10 @@ async def test_a_fan_out_in_one_batch_is_held_to_the_chain_budget() -> None:
     # already started, which visibility of other runs does not show.
     def brain(turn: Turn) -> ScriptedResponse:
         if turn.agent == "main" and turn.turn == 1:
-            return calls(*(delegate("writer", f"part {p}", f"c{p}") for p in "abcd"))
+            return tool_calls_response(*(delegate("writer", f"part {p}", f"c{p}") for p in "abcd"))
         if turn.agent == "main":
-            return answer("assembled")
-        return answer(f"wrote {turn.task}")
+            return text_response("assembled")
+        return text_response(f"wrote {turn.task}")
 
     run = to_writer("write", ChainBudgetLimit(max_runs=3))
     async with running_chains(brain) as chains:
@@ -147,12 +150,12 @@ async def test_a_pair_works_together_once_per_chain_in_either_direction() -> Non
     # (refused in the writer's run); planner asking writer again is refused too.
     def brain(turn: Turn) -> ScriptedResponse:
         if (turn.agent, turn.turn) == ("planner", 1):
-            return calls(delegate("writer", "draft"))
+            return tool_calls_response(delegate("writer", "draft"))
         if (turn.agent, turn.turn) == ("writer", 1):
-            return calls(delegate("planner", "plan it for me"))
+            return tool_calls_response(delegate("planner", "plan it for me"))
         if (turn.agent, turn.turn) == ("planner", 2):
-            return calls(delegate("writer", "draft again"))
-        return answer(f"{turn.agent} done: {turn.results[-1][:60]}")
+            return tool_calls_response(delegate("writer", "draft again"))
+        return text_response(f"{turn.agent} done: {turn.results[-1][:60]}")
 
     agents = {
         "planner": profile("planner", delegates_to=["writer"]),
@@ -185,17 +188,19 @@ async def test_a_cooldown_refuses_then_admits_once_workflow_time_has_passed() ->
     def brain(turn: Turn) -> ScriptedResponse:
         nonlocal asked_after_refusal
         if turn.agent == "writer":
-            return answer(f"wrote {turn.task}")
+            return text_response(f"wrote {turn.task}")
         if turn.turn == 1:
-            return calls(delegate("writer", "first draft"))
+            return tool_calls_response(delegate("writer", "first draft"))
         if turn.turn == 2:
-            return calls(delegate("writer", "second draft"))
+            return tool_calls_response(delegate("writer", "second draft"))
         if turn.turn == 3:
             asked_after_refusal += 1
             if asked_after_refusal == 1:
                 return overloaded
-            return calls(delegate("writer", "second draft"))  # the refused call, again
-        return answer("both drafts done")
+            return tool_calls_response(
+                delegate("writer", "second draft")
+            )  # the refused call, again
+        return text_response("both drafts done")
 
     run = to_writer("write twice", PairCooldownLimit(cooldown_s=600))
     async with running_chains(brain) as chains:
@@ -226,15 +231,15 @@ async def test_a_tenant_ceiling_counts_runs_in_flight_and_clears_when_they_finis
             if turn.task == "other chain":
                 other_waiting.set()
             await other_release.wait()
-            return answer("other done")
+            return text_response("other done")
         if turn.agent == "writer":
-            return answer(f"wrote {turn.task}")
+            return text_response(f"wrote {turn.task}")
         if turn.turn == 1:
-            return calls(delegate("writer", "draft"))
+            return tool_calls_response(delegate("writer", "draft"))
         if turn.turn == 2:
             await other_done.wait()
-            return calls(delegate("writer", "draft now"))
-        return answer("done")
+            return tool_calls_response(delegate("writer", "draft now"))
+        return text_response("done")
 
     agents = {"writer": profile("writer")}
     limits = [TenantCeilingLimit(max_active=2)]
@@ -278,13 +283,13 @@ async def test_a_delegation_asked_again_reattaches_to_the_same_child() -> None:
     # what it asked before): one child, every call answered with its answer.
     def brain(turn: Turn) -> ScriptedResponse:
         if turn.agent == "writer":
-            return answer(f"wrote {turn.task}")
+            return text_response(f"wrote {turn.task}")
         if turn.turn == 1:
             twice = [delegate("writer", "the report", call_id) for call_id in "ab"]
-            return calls(*twice)
+            return tool_calls_response(*twice)
         if turn.turn == 2:
-            return calls(delegate("writer", "the report", "c"))
-        return answer("done")
+            return tool_calls_response(delegate("writer", "the report", "c"))
+        return text_response("done")
 
     run = to_writer("report")
     async with running_chains(brain) as chains:
@@ -305,10 +310,10 @@ async def test_a_restarted_parent_reattaches_to_the_child_that_already_answered(
     # second run of it.
     def brain(turn: Turn) -> ScriptedResponse:
         if turn.agent == "writer":
-            return answer(f"wrote {turn.task}")
+            return text_response(f"wrote {turn.task}")
         if turn.turn == 1:
-            return calls(delegate("writer", "the report"))
-        return answer(f"got: {turn.results[-1]}")
+            return tool_calls_response(delegate("writer", "the report"))
+        return text_response(f"got: {turn.results[-1]}")
 
     run = to_writer("report")
     async with running_chains(brain) as chains:
@@ -331,8 +336,8 @@ async def test_a_failed_child_is_a_tool_message_and_a_retry_runs_it_anew() -> No
     # a new child under the same id (a failed child does not block its id).
     def brain(turn: Turn) -> ScriptedResponse:
         if turn.turn <= 2:
-            return calls(delegate("broken", "try", f"t{turn.turn}"))
-        return answer("gave up")
+            return tool_calls_response(delegate("broken", "try", f"t{turn.turn}"))
+        return text_response("gave up")
 
     agents = {"broken": profile("broken", tools=["no_such_tool"])}
     run = chain_input("go", to=["broken"], agents=agents, limits=[DepthLimit(max_depth=1)])
@@ -358,8 +363,16 @@ async def test_cancelling_the_parent_cancels_its_child_and_both_end_cancelled() 
     # The child is inside a tool call when its parent is cancelled.
     def brain(turn: Turn) -> ScriptedResponse:
         if turn.agent == "writer":
-            return calls(ScriptedCall("wait_for_release", {})) if turn.turn == 1 else answer("x")
-        return calls(delegate("writer", "hold on")) if turn.turn == 1 else answer("y")
+            return (
+                tool_calls_response(ScriptedCall("wait_for_release", {}))
+                if turn.turn == 1
+                else text_response("x")
+            )
+        return (
+            tool_calls_response(delegate("writer", "hold on"))
+            if turn.turn == 1
+            else text_response("y")
+        )
 
     agents = {"writer": profile("writer", tools=["wait_for_release"])}
     run = chain_input("go", to=["writer"], agents=agents, limits=[DepthLimit(max_depth=1)])
@@ -386,7 +399,7 @@ async def test_a_child_cancelled_during_its_model_turn_closes_with_its_parent() 
         if turn.agent == "writer":
             child_asked.set()
             await never.wait()
-        return calls(delegate("writer", "forever"))
+        return tool_calls_response(delegate("writer", "forever"))
 
     run = to_writer("go")
     async with running_chains(brain) as chains:
@@ -410,7 +423,11 @@ async def test_a_parent_cancelled_while_waiting_for_admission_starts_no_child() 
     # The cancelled admission is not "no answer" (a tool message): no child is
     # started, and the parent ends cancelled at once.
     def brain(turn: Turn) -> ScriptedResponse:
-        return calls(delegate("writer", "draft")) if turn.agent == "main" else answer("x")
+        return (
+            tool_calls_response(delegate("writer", "draft"))
+            if turn.agent == "main"
+            else text_response("x")
+        )
 
     run = to_writer("go", ChainBudgetLimit(max_runs=5))
     stand_in = StandIn(hold=asyncio.Event())
@@ -434,12 +451,12 @@ async def test_children_and_lineage_are_carried_across_continue_as_new() -> None
     # so only carried state can count it); a child that continues-as-new keeps its depth.
     def brain(turn: Turn) -> ScriptedResponse:
         if turn.agent == "writer" and turn.turn <= 2:
-            return calls(delegate("writer", f"{turn.task} / sub {turn.turn}"))
+            return tool_calls_response(delegate("writer", f"{turn.task} / sub {turn.turn}"))
         if turn.agent == "writer":
-            return answer(f"wrote {turn.task}")
+            return text_response(f"wrote {turn.task}")
         if turn.turn <= 2:
-            return calls(delegate("writer", f"part {turn.turn}"))
-        return answer("done")
+            return tool_calls_response(delegate("writer", f"part {turn.turn}"))
+        return text_response("done")
 
     agents = {
         "writer": profile(
@@ -472,8 +489,8 @@ async def test_when_the_admission_entity_cannot_answer_the_call_is_refused_as_re
     # checked in the run, refuses without asking the entity at all.
     def brain(turn: Turn) -> ScriptedResponse:
         if turn.turn == 1:
-            return calls(*(delegate("writer", f"part {p}") for p in "ab"))
-        return answer("done")
+            return tool_calls_response(*(delegate("writer", f"part {p}") for p in "ab"))
+        return text_response("done")
 
     limits: list[ChainLimit] = [DepthLimit(max_depth=1), ChainBudgetLimit(max_runs=9)]
     too_deep: list[ChainLimit] = [DepthLimit(max_depth=0), ChainBudgetLimit(max_runs=9)]
@@ -496,11 +513,11 @@ async def test_when_the_admission_entity_cannot_answer_the_call_is_refused_as_re
 async def test_arguments_the_model_got_wrong_start_nothing() -> None:
     def brain(turn: Turn) -> ScriptedResponse:
         if turn.turn == 1:
-            return calls(
+            return tool_calls_response(
                 delegate("ghost", "x", "g"),
                 ScriptedCall(DELEGATE_TOOL, {"agent": "writer"}, id="m"),
             )
-        return answer("ok")
+        return text_response("ok")
 
     run = to_writer("go")
     async with running_chains(brain) as chains:
@@ -519,7 +536,7 @@ async def test_a_gemini_run_is_offered_delegate_without_the_keyword_gemini_refus
     offered: dict[str, dict[str, Any]] = {}
 
     def brain(turn: Turn) -> ScriptedResponse:
-        return answer("ok")
+        return text_response("ok")
 
     run = to_writer("go").model_copy(update={"provider_profile": "gemini"})
     async with running_chains(brain) as chains:
@@ -533,7 +550,7 @@ async def test_a_gemini_run_is_offered_delegate_without_the_keyword_gemini_refus
 async def test_a_run_whose_own_tool_is_named_delegate_fails_with_a_clear_error() -> None:
     run = to_writer("go")
     run = run.model_copy(update={"tools": ["add", DELEGATE_TOOL]})
-    async with running_chains(lambda turn: answer("unused")) as chains:
+    async with running_chains(lambda turn: text_response("unused")) as chains:
         handle = await chains.start(run)
         with pytest.raises(WorkflowFailureError) as failed:
             await handle.result()
@@ -544,7 +561,7 @@ async def test_a_run_whose_own_tool_is_named_delegate_fails_with_a_clear_error()
 
 async def test_a_delegating_run_under_an_id_visibility_cannot_match_fails_clearly() -> None:
     run = to_writer("go")
-    async with running_chains(lambda turn: answer("unused")) as chains:
+    async with running_chains(lambda turn: text_response("unused")) as chains:
         handle = await chains.start(run, workflow_id="order 'B'")
         with pytest.raises(WorkflowFailureError) as failed:
             await handle.result()
@@ -574,11 +591,11 @@ async def test_a_child_gets_what_the_parent_has_left_and_the_parent_counts_what_
     def brain(turn: Turn) -> ScriptedResponse:
         if turn.agent == "writer":
             if turn.turn == 1:
-                return calls(ScriptedCall("add", {"a": 1, "b": 2}), tokens=700)
-            return answer("wrote it", tokens=10)
+                return tool_calls_response(ScriptedCall("add", {"a": 1, "b": 2}), usage=(700, 0))
+            return text_response("wrote it", usage=(10, 0))
         if turn.turn == 1:
-            return calls(delegate("writer", "draft"), tokens=400)
-        return answer("done", tokens=10)
+            return tool_calls_response(delegate("writer", "draft"), usage=(400, 0))
+        return text_response("done", usage=(10, 0))
 
     async with running_chains(brain) as chains:
         result = await (await chains.start(budgeted("go", 1000))).result()
@@ -603,12 +620,12 @@ async def test_a_delegation_with_nothing_left_of_the_budget_is_refused_and_start
     # for another child: nothing is left, so the call is answered with a refusal.
     def brain(turn: Turn) -> ScriptedResponse:
         if turn.agent == "writer":
-            return answer(f"wrote {turn.task}", tokens=800)
+            return text_response(f"wrote {turn.task}", usage=(800, 0))
         if turn.turn == 1:
-            return calls(delegate("writer", "first"), tokens=100)
+            return tool_calls_response(delegate("writer", "first"), usage=(100, 0))
         if turn.turn == 2:
-            return calls(delegate("writer", "second", "again"), tokens=150)
-        return answer("done", tokens=10)
+            return tool_calls_response(delegate("writer", "second", "again"), usage=(150, 0))
+        return text_response("done", usage=(10, 0))
 
     async with running_chains(brain) as chains:
         result = await (await chains.start(budgeted("go", 1000))).result()
@@ -632,10 +649,12 @@ async def test_a_delegation_with_nothing_left_of_the_budget_is_refused_and_start
 async def test_a_parent_without_a_budget_leaves_its_children_their_own() -> None:
     def brain(turn: Turn) -> ScriptedResponse:
         if turn.agent != "main":
-            return answer(f"{turn.agent} done", tokens=5_000)
+            return text_response(f"{turn.agent} done", usage=(5_000, 0))
         if turn.turn == 1:
-            return calls(delegate("writer", "w"), delegate("critic", "c"), tokens=5_000)
-        return answer("done")
+            return tool_calls_response(
+                delegate("writer", "w"), delegate("critic", "c"), usage=(5_000, 0)
+            )
+        return text_response("done")
 
     agents = {
         "writer": profile("writer"),
@@ -658,12 +677,14 @@ async def test_after_continue_as_new_the_parent_still_counts_its_earlier_childre
     # the parent stops on the sum.
     def brain(turn: Turn) -> ScriptedResponse:
         if turn.agent == "writer":
-            return answer(f"wrote {turn.task}", tokens=700 if turn.task == "first" else 60)
+            return text_response(
+                f"wrote {turn.task}", usage=(700 if turn.task == "first" else 60, 0)
+            )
         if turn.turn == 1:
-            return calls(delegate("writer", "first"), tokens=100)
+            return tool_calls_response(delegate("writer", "first"), usage=(100, 0))
         if turn.turn == 2:
-            return calls(delegate("writer", "second"), tokens=150)
-        return answer("done", tokens=10)
+            return tool_calls_response(delegate("writer", "second"), usage=(150, 0))
+        return text_response("done", usage=(10, 0))
 
     run = budgeted("go", 1000, continue_as_new_after_turns=1)
     async with running_chains(brain) as chains:

@@ -17,7 +17,7 @@ from steadyloop.cli.demo_conversation import ORDER_PATH, ORDER_TEXT, PROMPT, Dem
 from steadyloop.stream.completion import AssembledTurn
 from steadyloop.stream.sse import ServerSentEvent, SSEDecoder
 from steadyloop.stream.turn_assembly import TurnAssembler
-from steadyloop.testing.scripted_server import RecordedRequest, ScriptedResponse
+from steadyloop.testing import RecordedRequest, ScriptedResponse
 
 TOTAL = "121.22"  # 12 * 4.50 + 3 * 19.99 + 1 * 7.25
 

@@ -26,7 +26,7 @@ from steadyloop.cli.demo_tour_conversation import (
     TourProvider,
     report_word,
 )
-from steadyloop.testing.scripted_server import RecordedRequest
+from steadyloop.testing import RecordedRequest
 
 TOUR_GUARD_S = 300.0  # a hang guard, not a speed assertion
 COMMAND_GUARD_S = 120.0

@@ -26,14 +26,12 @@ from temporalio.client import Client
 from steadyloop.history.payload_storage import steadyloop_data_converter
 from steadyloop.run.models import RunInput, RunResult
 from steadyloop.run.steering import ApprovalDecision, PendingApproval
-from steadyloop.testing.chunks import (
+from steadyloop.testing import (
     ScriptedCall,
-    finish_chunk,
-    text_chunks,
-    tool_call_chunks,
-    usage_chunk,
+    ScriptedServer,
+    text_response,
+    tool_calls_response,
 )
-from steadyloop.testing.scripted_server import ScriptedServer, sse_response
 from steadyloop.worker.dev_server import free_port
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
@@ -217,14 +215,10 @@ async def _sigkill(process: asyncio.subprocess.Process) -> None:
 
 def _pay_then_answer() -> list[object]:
     return [
-        sse_response(
-            [
-                *tool_call_chunks([ScriptedCall("wire", {"amount": 5, "to": "bob"}, id="w1")]),
-                finish_chunk("tool_calls"),
-                usage_chunk(10, 5),
-            ]
+        tool_calls_response(
+            ScriptedCall("wire", {"amount": 5, "to": "bob"}, id="w1"), usage=(10, 5)
         ),
-        sse_response([*text_chunks("paid"), finish_chunk("stop"), usage_chunk(12, 1)]),
+        text_response("paid", usage=(12, 1)),
     ]
 
 

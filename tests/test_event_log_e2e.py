@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from receipts_e2e_harness import calls, e2e_run, eventually
+from polling import eventually
+from receipts_e2e_harness import e2e_run
 from temporalio.client import Client, WorkflowHandle
 
 from steadyloop.client.event_log import run_events
@@ -27,12 +28,14 @@ from steadyloop.events import (
     ToolResultEvent,
 )
 from steadyloop.output.forwarding import ForwardingOptions
-from steadyloop.testing.chunks import ScriptedCall, text_chunks
-from steadyloop.testing.scripted_server import (
+from steadyloop.testing import (
     Pause,
     RecordedRequest,
+    ScriptedCall,
     ScriptedResponse,
     sse_response,
+    text_chunks,
+    tool_calls_response,
 )
 
 pytestmark = pytest.mark.slow
@@ -70,7 +73,7 @@ async def test_a_follower_reads_every_event_up_to_a_sigkill_then_the_stop(
     def model(request: RecordedRequest) -> ScriptedResponse:
         requests.append(request)
         if len(requests) == 1:
-            return calls(ScriptedCall("notify", {"text": "hello"}, id="n1"))
+            return tool_calls_response(ScriptedCall("notify", {"text": "hello"}, id="n1"))
         # Half an answer, then silence (the worker streaming it is killed meanwhile).
         return sse_response([*text_chunks(HALF), Pause(120)], done=False)
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from loop_harness import run_input, running_loop
-from steering_harness import answer, calls, people_run
+from steering_harness import people_run
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError
@@ -40,7 +40,7 @@ from steadyloop.receipts.decision import tool_call_args_hash
 from steadyloop.receipts.ledger import Happened
 from steadyloop.run.models import AmbiguousCall, ResolveReceipt, RunInput
 from steadyloop.run.steering import ApprovalDecision, PendingApproval
-from steadyloop.testing.chunks import ScriptedCall
+from steadyloop.testing import ScriptedCall, text_response, tool_calls_response
 
 pytestmark = pytest.mark.slow
 
@@ -93,10 +93,10 @@ def summary(events: list[RunEventItem]) -> list[str]:
 
 async def test_a_follower_reads_text_calls_results_and_the_stop_in_run_order() -> None:
     script = [
-        calls(ScriptedCall("add", {"a": 2, "b": 3}, id="c1")),
+        tool_calls_response(ScriptedCall("add", {"a": 2, "b": 3}, id="c1")),
         # The same call again: answered from its receipt, and the event says why.
-        calls(ScriptedCall("add", {"a": 2, "b": 3}, id="c2")),
-        answer("the sum is five"),
+        tool_calls_response(ScriptedCall("add", {"a": 2, "b": 3}, id="c2")),
+        text_response("the sum is five"),
     ]
     async with running_loop(script) as loop:
         handle = await loop.start(forwarded(run_input("add 2 and 3")))
@@ -127,9 +127,9 @@ async def test_a_run_not_forwarded_is_followed_from_its_history_in_order() -> No
     same events in run order, the stop with the answer, and a follower back with any
     event's cursor reads exactly the rest."""
     script = [
-        calls(ScriptedCall("add", {"a": 2, "b": 3}, id="c1")),
-        calls(ScriptedCall("add", {"a": 2, "b": 3}, id="c2")),
-        answer("the sum is five"),
+        tool_calls_response(ScriptedCall("add", {"a": 2, "b": 3}, id="c1")),
+        tool_calls_response(ScriptedCall("add", {"a": 2, "b": 3}, id="c2")),
+        text_response("the sum is five"),
     ]
     async with running_loop(script) as loop:
         handle = await loop.start(run_input("add 2 and 3"))
@@ -155,9 +155,9 @@ async def test_a_run_not_forwarded_is_followed_across_continue_as_new() -> None:
     """The history log spans the run's chain: a run that continues as new after each
     turn is read whole, each call once with its one answer, then the stop."""
     script = [
-        calls(ScriptedCall("add", {"a": 1, "b": 1}, id="c1")),
-        calls(ScriptedCall("add", {"a": 2, "b": 2}, id="c2")),
-        answer("done"),
+        tool_calls_response(ScriptedCall("add", {"a": 1, "b": 1}, id="c1")),
+        tool_calls_response(ScriptedCall("add", {"a": 2, "b": 2}, id="c2")),
+        text_response("done"),
     ]
     async with running_loop(script) as loop:
         handle = await loop.start(run_input("add", continue_as_new_after_turns=1))
@@ -183,9 +183,9 @@ async def test_a_history_log_riding_on_stored_payloads_is_read_through_the_store
     in history: the follower still reads every event, from the small payload riding
     beside it (what it fetches from the store: `test_history_log_reads.py`)."""
     script = [
-        calls(ScriptedCall("add", {"a": 2, "b": 3}, id="c1")),
-        calls(ScriptedCall("add", {"a": 2, "b": 3}, id="c2")),
-        answer("the sum is five"),
+        tool_calls_response(ScriptedCall("add", {"a": 2, "b": 3}, id="c1")),
+        tool_calls_response(ScriptedCall("add", {"a": 2, "b": 3}, id="c2")),
+        text_response("the sum is five"),
     ]
     async with running_loop(script, blob_threshold=1_000) as loop:
         handle = await loop.start(run_input("add 2 and 3"))
@@ -206,8 +206,8 @@ async def test_a_history_log_riding_on_stored_payloads_is_read_through_the_store
 
 async def test_an_approval_waiting_and_the_decision_are_read_live() -> None:
     script = [
-        calls(ScriptedCall("transfer", {"amount": 5, "to": "ana"}, id="x1")),
-        answer("sent"),
+        tool_calls_response(ScriptedCall("transfer", {"amount": 5, "to": "ana"}, id="x1")),
+        text_response("sent"),
     ]
     async with running_loop(script) as loop:
         handle = await loop.start(people_run())
@@ -245,7 +245,10 @@ async def test_an_approval_waiting_and_the_decision_are_read_live() -> None:
 
 
 async def test_an_ambiguous_receipt_and_its_resolution_are_read_live() -> None:
-    script = [calls(ScriptedCall("slow_note", {"text": "pay invoice"}, id="s1")), answer("ok")]
+    script = [
+        tool_calls_response(ScriptedCall("slow_note", {"text": "pay invoice"}, id="s1")),
+        text_response("ok"),
+    ]
     async with running_loop(script) as loop:
         handle = await loop.start(run_input())
         assert handle.first_execution_run_id is not None
@@ -278,7 +281,7 @@ async def test_an_ambiguous_receipt_and_its_resolution_are_read_live() -> None:
 
 async def test_a_reused_workflow_id_never_shows_the_old_runs_output() -> None:
     """The host and every follower are keyed to the run, not the id."""
-    script = [answer("FIRST alpha"), answer("SECOND beta")]
+    script = [text_response("FIRST alpha"), text_response("SECOND beta")]
     workflow_id = f"reuse-{uuid.uuid4()}"
     async with running_loop(script) as loop:
         first = await loop.start(forwarded(run_input("first")), workflow_id=workflow_id)
@@ -299,7 +302,7 @@ async def test_a_reused_workflow_id_never_shows_the_old_runs_output() -> None:
 
 
 async def test_a_cursor_not_written_by_the_library_is_refused_by_name() -> None:
-    async with running_loop([answer("hi")]) as loop:
+    async with running_loop([text_response("hi")]) as loop:
         handle = await loop.start(forwarded(run_input("hi")))
         await handle.result()
         for garbage in ["", "0", "12-34", "000000-00000000000x", "000000-000000000001\n"]:
@@ -315,7 +318,10 @@ async def test_a_log_in_history_whose_result_left_the_stop_out_raises_naming_why
     carried by the transcript and again by the stop) leaves a follower no stop to read:
     it raises `StopUnread` saying so, never ends as if the log were whole."""
     big = "x" * 1_200_000
-    script = [calls(ScriptedCall("add", {"a": 1, "b": 2}, id="c1")), answer(big)]
+    script = [
+        tool_calls_response(ScriptedCall("add", {"a": 1, "b": 2}, id="c1")),
+        text_response(big),
+    ]
     async with running_loop(script, blob_storage=False) as loop:
         handle = await loop.start(run_input("add"))
         result = await handle.result()

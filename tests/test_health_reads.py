@@ -26,8 +26,13 @@ from temporalio.client import Client
 from steadyloop.routing.circuit_breaker import BreakerState
 from steadyloop.routing.endpoint_health import READ_ENDPOINT_HEALTH_ACTIVITY, EndpointHealth
 from steadyloop.routing.route_plan import RouteCandidate, RouteConfig
-from steadyloop.testing import ScriptedResponse, error_response, finish_chunk, sse_response
-from steadyloop.testing.chunks import ScriptedCall, text_chunks, tool_call_chunks
+from steadyloop.testing import (
+    ScriptedCall,
+    ScriptedResponse,
+    error_response,
+    text_response,
+    tool_calls_response,
+)
 from steadyloop.workflows.routed_turn import HealthView
 
 HISTORIES = Path(__file__).parent / "histories"
@@ -37,11 +42,7 @@ BACKUP = "backup"
 
 def _call(turn: int) -> ScriptedResponse:
     call = ScriptedCall("add", {"a": turn, "b": 1}, id=f"t{turn}")
-    return sse_response([*tool_call_chunks([call]), finish_chunk("tool_calls")])
-
-
-def _answer() -> ScriptedResponse:
-    return sse_response([*text_chunks("done"), finish_chunk("stop")])
+    return tool_calls_response(call)
 
 
 def _counts(events: list[HistoryEvent]) -> tuple[int, int, int]:
@@ -153,7 +154,7 @@ def test_the_recorded_one_endpoint_run_read_health_once_for_four_turns() -> None
 
 @pytest.mark.slow
 async def test_a_route_of_one_healthy_endpoint_schedules_no_health_read_per_turn() -> None:
-    script = [_call(1), _call(2), _call(3), _call(4), _answer()]
+    script = [_call(1), _call(2), _call(3), _call(4), text_response("done")]
     async with running_loop(script) as loop:
         handle = await loop.start(run_input("add things"))
         result = await handle.result()
@@ -172,13 +173,18 @@ async def test_two_endpoints_or_a_failure_read_again() -> None:
             RouteCandidate(endpoint=BACKUP, model=MODEL),
         ]
     )
-    script = [_call(1), _call(2), _answer()]
+    script = [_call(1), _call(2), text_response("done")]
     async with running_loop(script, more_endpoints={BACKUP: []}) as loop:
         handle = await loop.start(run_input("add").model_copy(update={"route": two}))
         assert (await handle.result()).stop_reason == "final_answer"
         assert _counts(await _history(loop.client, handle.id)) == (3, 0, 3)
 
-    failing = [_call(1), error_response(500, "boom", type="server_error"), _call(2), _answer()]
+    failing = [
+        _call(1),
+        error_response(500, "boom", type="server_error"),
+        _call(2),
+        text_response("done"),
+    ]
     async with running_loop(failing) as loop:
         handle = await loop.start(run_input("add", model_retry_initial_s=0.1))
         assert (await handle.result()).stop_reason == "final_answer"

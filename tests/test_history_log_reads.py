@@ -22,7 +22,7 @@ from typing import Any
 import loop_harness
 import pytest
 from loop_harness import run_input, running_loop
-from steering_harness import answer, calls, people_run
+from steering_harness import people_run
 from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import HistoryEventFilterType
 from temporalio.api.workflowservice.v1 import (
@@ -42,7 +42,7 @@ from steadyloop.client.history_log import history_events
 from steadyloop.events import ApprovalWaitingEvent, RunEventItem, StopEvent, ToolResultEvent
 from steadyloop.events.publishing import log_mode_memo
 from steadyloop.history.payload_storage import LocalFileStorageDriver, steadyloop_data_converter
-from steadyloop.testing.chunks import ScriptedCall
+from steadyloop.testing import ScriptedCall, text_response, tool_calls_response
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 pytestmark = pytest.mark.slow
@@ -105,10 +105,10 @@ def slow_turns(count: int) -> list[Any]:
     """`count` tool turns, each streamed after a pause (a run followed while it goes)."""
     return [
         *(
-            calls(ScriptedCall("add", {"a": n, "b": 1}, id=f"c{n}"), pause_s=0.2)
+            tool_calls_response(ScriptedCall("add", {"a": n, "b": 1}, id=f"c{n}"), pause_s=0.2)
             for n in range(count)
         ),
-        answer("done"),
+        text_response("done"),
     ]
 
 
@@ -186,7 +186,10 @@ async def test_a_failed_read_is_taken_up_again_from_the_same_token(
 async def test_a_follower_that_stops_while_its_long_poll_waits_leaves_nothing_running(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    script = [calls(ScriptedCall("transfer", {"amount": 5, "to": "ana"}, id="x1")), answer("sent")]
+    script = [
+        tool_calls_response(ScriptedCall("transfer", {"amount": 5, "to": "ana"}, id="x1")),
+        text_response("sent"),
+    ]
     async with running_loop(script) as loop:
         handle = await loop.start(people_run())
         before = asyncio.all_tasks()
@@ -237,8 +240,11 @@ async def blob_reads_of_a_follower(
     requests stored, its events). `memo`: started as the library starts a run (with the
     memo naming where its log is), or by a client of its own, without it."""
     script = [
-        *(calls(ScriptedCall("add", {"a": n, "b": 1}, id=f"c{n}")) for n in range(turns - 1)),
-        answer("done"),
+        *(
+            tool_calls_response(ScriptedCall("add", {"a": n, "b": 1}, id=f"c{n}"))
+            for n in range(turns - 1)
+        ),
+        text_response("done"),
     ]
     async with running_loop(script, blob_threshold=1_000, blob_dir=tmp_path) as loop:
         run = run_input("add")

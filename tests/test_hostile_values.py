@@ -51,13 +51,15 @@ from temporalio.api.history.v1 import History, HistoryEvent
 from steadyloop.chat import ChatMessage, ToolCall
 from steadyloop.output.forwarding import ForwardingOptions
 from steadyloop.run.models import RunInput, RunLimits
-from steadyloop.testing.chunks import chunk, finish_chunk, usage_chunk
-from steadyloop.testing.scripted_server import (
+from steadyloop.testing import (
     Pause,
     ScriptedResponse,
+    chunk,
+    finish_chunk,
     json_response,
     raw_response,
     sse_response,
+    usage_chunk,
 )
 
 pytestmark = pytest.mark.slow

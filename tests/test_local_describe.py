@@ -20,8 +20,12 @@ from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
 from steadyloop.stream.completion import STREAM_COMPLETION_ACTIVITY
-from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
-from steadyloop.testing.scripted_server import ScriptedResponse, sse_response
+from steadyloop.testing import (
+    ScriptedCall,
+    ScriptedResponse,
+    text_response,
+    tool_calls_response,
+)
 from steadyloop.tools.payloads import DESCRIBE_TOOLS_ACTIVITY
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
@@ -31,13 +35,8 @@ from bench_actions import history_kinds
 
 def script() -> list[ScriptedResponse]:
     return [
-        sse_response(
-            [
-                *tool_call_chunks([ScriptedCall("add", {"a": 1, "b": 2}, id="d1")]),
-                finish_chunk("tool_calls"),
-            ]
-        ),
-        sse_response([*text_chunks("three"), finish_chunk("stop")]),
+        tool_calls_response(ScriptedCall("add", {"a": 1, "b": 2}, id="d1")),
+        text_response("three"),
     ]
 
 

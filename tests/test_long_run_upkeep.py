@@ -10,8 +10,6 @@ import pytest
 from loop_harness import ENDPOINT, assert_every_call_answered, run_input, running_loop, summarize
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
-from test_tool_loop_workflow import answer, calls
-from test_tool_loop_workflow import sent_messages as sent
 
 from steadyloop.chat import ChatMessage, ToolCall
 from steadyloop.history.compaction import (
@@ -23,12 +21,14 @@ from steadyloop.history.compaction import (
 from steadyloop.history.healing import NO_RESULT
 from steadyloop.routing.pricing import Price
 from steadyloop.run.models import RunLimits
-from steadyloop.testing.chunks import (
+from steadyloop.testing import (
     ScriptedCall,
     finish_chunk,
+    sse_response,
+    text_response,
     tool_call_chunks,
+    tool_calls_response,
 )
-from steadyloop.testing.scripted_server import sse_response
 
 pytestmark = pytest.mark.slow
 
@@ -48,9 +48,9 @@ async def test_a_broken_conversation_is_healed_before_the_first_request() -> Non
         ChatMessage(role="system", content="Be brief."),
     ]
     run = run_input("what did you get?").model_copy(update={"messages": history})
-    async with running_loop([answer("3 and unknown")]) as loop:
+    async with running_loop([text_response("3 and unknown", usage=(10, 5))]) as loop:
         result = await loop.run(run)
-        first = sent(loop.server.requests[0].json)
+        first = loop.server.requests[0].messages
     assert [(m["role"], m.get("tool_call_id")) for m in first] == [
         ("system", None),
         ("user", None),
@@ -72,12 +72,15 @@ async def test_a_broken_conversation_is_healed_before_the_first_request() -> Non
 
 
 async def test_the_mistral_profile_sends_nine_character_ids_on_both_sides() -> None:
-    script = [calls(ScriptedCall("add", {"a": 1, "b": 2}, id="call_abc_123")), answer("3")]
+    script = [
+        tool_calls_response(ScriptedCall("add", {"a": 1, "b": 2}, id="call_abc_123")),
+        text_response("3", usage=(10, 5)),
+    ]
     run = run_input().model_copy(update={"provider_profile": "mistral"})
     async with running_loop(script) as loop:
         result = await loop.run(run)
-        second = sent(loop.server.requests[1].json)
-    call_ids = [c["id"] for m in second for c in m.get("tool_calls") or []]  # type: ignore[attr-defined]
+        second = loop.server.requests[1].messages
+    call_ids = [c["id"] for m in second for c in m.get("tool_calls") or []]
     answer_ids = [m["tool_call_id"] for m in second if m["role"] == "tool"]
     assert len(call_ids) == 1 and re.fullmatch(r"[A-Za-z0-9]{9}", call_ids[0])
     assert answer_ids == call_ids
@@ -86,13 +89,16 @@ async def test_the_mistral_profile_sends_nine_character_ids_on_both_sides() -> N
 
 async def test_old_tool_results_are_elided_at_a_turn_boundary_and_stay_answered() -> None:
     texts = [f"{i}" + "y" * 600 for i in range(3)]
-    script = [calls(ScriptedCall("note", {"text": t}, id=f"n{i}")) for i, t in enumerate(texts)]
-    script.append(answer("done"))
+    script = [
+        tool_calls_response(ScriptedCall("note", {"text": t}, id=f"n{i}"))
+        for i, t in enumerate(texts)
+    ]
+    script.append(text_response("done", usage=(10, 5)))
     policy = CompactionPolicy(max_chars=2500, keep_recent_turns=1, min_result_chars=100)
     run = run_input().model_copy(update={"limits": RunLimits(compaction=policy)})
     async with running_loop(script) as loop:
         result = await loop.run(run)
-        last = sent(loop.server.requests[-1].json)
+        last = loop.server.requests[-1].messages
     assert result.stop_reason == "final_answer"
     assert_every_call_answered(result.transcript)
     answers = [m["content"] for m in last if m["role"] == "tool"]
@@ -114,8 +120,11 @@ async def test_a_compaction_activity_runs_instead_of_elision_and_a_failing_one_f
     name: str, kind: str
 ) -> None:
     texts = [f"{i}" + "z" * 600 for i in range(3)]
-    script = [calls(ScriptedCall("note", {"text": t}, id=f"n{i}")) for i, t in enumerate(texts)]
-    script.append(answer("done"))
+    script = [
+        tool_calls_response(ScriptedCall("note", {"text": t}, id=f"n{i}"))
+        for i, t in enumerate(texts)
+    ]
+    script.append(text_response("done", usage=(10, 5)))
     policy = CompactionPolicy(
         max_chars=2500, keep_recent_turns=1, min_result_chars=100, activity=name
     )
@@ -135,7 +144,7 @@ async def test_a_compaction_activity_runs_instead_of_elision_and_a_failing_one_f
 
 async def test_the_openai_strict_profile_offers_strict_schemas() -> None:
     run = run_input().model_copy(update={"provider_profile": "openai_strict"})
-    async with running_loop([answer("hi")]) as loop:
+    async with running_loop([text_response("hi", usage=(10, 5))]) as loop:
         await loop.run(run)
         tools = loop.server.requests[0].json["tools"]
     add = next(t["function"] for t in tools if t["function"]["name"] == "add")
@@ -148,7 +157,11 @@ async def test_cost_is_summed_from_reported_usage_and_unreported_calls_are_count
     truncated = sse_response(
         [*tool_call_chunks([ScriptedCall("add", '{"a": 1, "b"')]), finish_chunk("length")]
     )
-    script = [truncated, calls(ScriptedCall("add", {"a": 1, "b": 1}, id="ok")), answer("2")]
+    script = [
+        truncated,
+        tool_calls_response(ScriptedCall("add", {"a": 1, "b": 1}, id="ok")),
+        text_response("2", usage=(10, 5)),
+    ]
     prices = {ENDPOINT: Price(input=1000.0, output=2000.0)}
     run = run_input().model_copy(update={"prices": prices})
     async with running_loop(script) as loop:

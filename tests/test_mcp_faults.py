@@ -291,15 +291,21 @@ async def test_a_header_is_read_from_the_variable_it_names_and_an_unset_one_is_n
 async def test_interrupting_a_run_cancels_its_mcp_request_on_the_server(tmp_path: Path) -> None:
     """Through Temporal: the interrupt cancels the tool activity, the worker learns it at
     the call's next heartbeat, and the server gets `notifications/cancelled`."""
-    from receipts_e2e_harness import answer, calls, tool_answers
+    from receipts_e2e_harness import tool_answers
     from temporalio.contrib.pydantic import pydantic_data_converter
     from temporalio.testing import WorkflowEnvironment
 
     from steadyloop.routing.endpoints import EndpointConfig, EndpointRegistry
     from steadyloop.run.models import RunInput
     from steadyloop.temporal_binaries import dev_server_path
-    from steadyloop.testing.chunks import ScriptedCall
-    from steadyloop.testing.scripted_server import RecordedRequest, ScriptedResponse, ScriptedServer
+    from steadyloop.testing import (
+        RecordedRequest,
+        ScriptedCall,
+        ScriptedResponse,
+        ScriptedServer,
+        text_response,
+        tool_calls_response,
+    )
     from steadyloop.worker.process import WorkerOptions, running_worker
     from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
@@ -307,8 +313,8 @@ async def test_interrupting_a_run_cancels_its_mcp_request_on_the_server(tmp_path
 
     def model(request: RecordedRequest) -> ScriptedResponse:
         if not tool_answers(request):
-            return calls(ScriptedCall("hang", {}, id="h1"))
-        return answer("unreachable")
+            return tool_calls_response(ScriptedCall("hang", {}, id="h1"))
+        return text_response("unreachable")
 
     async with ScriptedServer(model) as provider:
         env = await WorkflowEnvironment.start_local(

@@ -20,7 +20,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from receipts_e2e_harness import answer, calls, tool_answers
+from receipts_e2e_harness import tool_answers
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
@@ -28,8 +28,14 @@ from steadyloop.mcp.config import McpServerConfig
 from steadyloop.routing.endpoints import EndpointConfig, EndpointRegistry
 from steadyloop.run.models import RunInput
 from steadyloop.temporal_binaries import dev_server_path
-from steadyloop.testing.chunks import ScriptedCall
-from steadyloop.testing.scripted_server import RecordedRequest, ScriptedResponse, ScriptedServer
+from steadyloop.testing import (
+    RecordedRequest,
+    ScriptedCall,
+    ScriptedResponse,
+    ScriptedServer,
+    text_response,
+    tool_calls_response,
+)
 from steadyloop.tools.registry import ToolRegistry
 from steadyloop.worker.process import WorkerOptions, running_worker
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
@@ -79,7 +85,7 @@ async def test_a_file_read_through_the_filesystem_server_reaches_the_model_once(
     ]
 
     def model(request: RecordedRequest) -> ScriptedResponse:
-        return answer("read them") if tool_answers(request) else calls(*reads)
+        return text_response("read them") if tool_answers(request) else tool_calls_response(*reads)
 
     async with ScriptedServer(model) as provider:
         env = await WorkflowEnvironment.start_local(

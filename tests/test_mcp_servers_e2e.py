@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from receipts_e2e_harness import answer, calls, eventually, tool_answers
+from polling import eventually
+from receipts_e2e_harness import tool_answers
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -41,8 +42,14 @@ from steadyloop.mcp.serving import serving_mcp
 from steadyloop.routing.endpoints import EndpointConfig, EndpointRegistry
 from steadyloop.run.models import AmbiguousCall, RunInput, RunResult
 from steadyloop.temporal_binaries import dev_server_path
-from steadyloop.testing.chunks import ScriptedCall
-from steadyloop.testing.scripted_server import RecordedRequest, ScriptedResponse, ScriptedServer
+from steadyloop.testing import (
+    RecordedRequest,
+    ScriptedCall,
+    ScriptedResponse,
+    ScriptedServer,
+    text_response,
+    tool_calls_response,
+)
 from steadyloop.tools.payloads import RUN_TOOL_ACTIVITY, ToolInvocation
 from steadyloop.tools.registry import ToolRegistry
 from steadyloop.worker.process import WorkerOptions, running_worker
@@ -179,8 +186,10 @@ async def test_sqlite_insert_killed_right_after_is_ambiguous_never_rerun_and_exi
     def model(request: RecordedRequest) -> ScriptedResponse:
         answers = tool_answers(request)
         if len(answers) < 2:  # the second ask of the same insert must replay
-            return calls(ScriptedCall("write_query", {"query": INSERT}, id=f"c{len(answers) + 1}"))
-        return answer("inserted")
+            return tool_calls_response(
+                ScriptedCall("write_query", {"query": INSERT}, id=f"c{len(answers) + 1}")
+            )
+        return text_response("inserted")
 
     async with temporal_and_model(model) as (env, provider):
         task_queue = f"mcp-{uuid.uuid4().hex[:8]}"
@@ -250,8 +259,8 @@ async def test_a_read_only_time_call_killed_before_its_answer_is_simply_run_agai
 
     def model(request: RecordedRequest) -> ScriptedResponse:
         if not tool_answers(request):
-            return calls(ScriptedCall("get_current_time", now, id="t1"))
-        return answer("it is now")
+            return tool_calls_response(ScriptedCall("get_current_time", now, id="t1"))
+        return text_response("it is now")
 
     async with temporal_and_model(model) as (env, provider):
         task_queue = f"mcp-{uuid.uuid4().hex[:8]}"
@@ -326,12 +335,12 @@ async def test_git_commit_happens_once_and_time_and_git_effects_come_from_annota
     def model(request: RecordedRequest) -> ScriptedResponse:
         answers = tool_answers(request)
         if not answers:
-            return calls(add, now)
+            return tool_calls_response(add, now)
         if len(answers) == 2:
-            return calls(ScriptedCall("git_commit", commit, id="c1"))
+            return tool_calls_response(ScriptedCall("git_commit", commit, id="c1"))
         if len(answers) == 3:  # asks again: one commit, the receipt replays
-            return calls(ScriptedCall("git_commit", commit, id="c2"))
-        return answer("committed")
+            return tool_calls_response(ScriptedCall("git_commit", commit, id="c2"))
+        return text_response("committed")
 
     servers = (
         McpServerConfig(

@@ -47,6 +47,7 @@ from steadyloop.testing import (
     sse_response,
     text_chunks,
     tool_call_chunks,
+    tool_calls_response,
     usage_chunk,
 )
 
@@ -264,14 +265,7 @@ async def test_parallel_tool_calls_are_assembled(
         ScriptedCall("read_file", {"path": "notes/a.txt"}, id="call_a"),
         ScriptedCall("add", {"a": 2, "b": 40}, id="call_b"),
     ]
-    server.enqueue(
-        sse_response(
-            [
-                *tool_call_chunks(calls, fragment_size=4, parallel=True),
-                finish_chunk("tool_calls"),
-            ]
-        )
-    )
+    server.enqueue(tool_calls_response(*calls, fragment_size=4, parallel=True))
 
     turn = await complete(model, request())
 
@@ -291,11 +285,7 @@ async def test_ollama_labels_every_call_index_zero(
         ScriptedCall("write", {"path": "b", "text": "x"}),
         ScriptedCall("read", {"path": "c"}),
     ]
-    server.enqueue(
-        sse_response(
-            [*tool_call_chunks(calls, index="zero", fragment_size=5), finish_chunk("tool_calls")]
-        )
-    )
+    server.enqueue(tool_calls_response(*calls, index="zero", fragment_size=5))
 
     turn = await complete(model, request())
 
@@ -311,9 +301,7 @@ async def test_ollama_labels_every_call_index_zero(
 async def test_a_zero_argument_call_sent_as_empty_string(
     server: ScriptedServer, model: ModelActivities
 ) -> None:
-    server.enqueue(
-        sse_response([*tool_call_chunks([ScriptedCall("now", "")]), finish_chunk("tool_calls")])
-    )
+    server.enqueue(tool_calls_response(ScriptedCall("now", "")))
 
     turn = await complete(model, request())
 
@@ -430,7 +418,7 @@ async def test_a_short_turn_sends_no_heartbeat(
     # A heartbeat that reaches Temporal is a billed action; a tool round whose
     # model turn is short needs none (a lost worker is still found by the timeout).
     calls = [ScriptedCall("add", {"a": 1})]
-    server.enqueue(sse_response([*tool_call_chunks(calls), finish_chunk("tool_calls")]))
+    server.enqueue(tool_calls_response(*calls))
     heartbeats: list[Any] = []
 
     turn = await complete(model, request(), heartbeats)

@@ -33,11 +33,7 @@ from steadyloop.testing import (
     ScriptedResponse,
     ScriptedServer,
     error_response,
-    finish_chunk,
-    sse_response,
-    text_chunks,
-    tool_call_chunks,
-    usage_chunk,
+    tool_calls_response,
 )
 
 
@@ -88,13 +84,8 @@ def request() -> CompletionRequest:
 
 def answer() -> ScriptedResponse:
     calls = [ScriptedCall("add", {"a": 2, "b": 40}), ScriptedCall("note", "")]
-    return sse_response(
-        [
-            *text_chunks("Let me add."),
-            *tool_call_chunks(calls, index="zero", fragment_size=3, role=False),
-            finish_chunk("tool_calls"),
-            usage_chunk(20, 9),
-        ]
+    return tool_calls_response(
+        *calls, text="Let me add.", index="zero", fragment_size=3, usage=(20, 9)
     )
 
 

@@ -37,9 +37,13 @@ from steadyloop.routing.endpoint_health import EndpointHealth, EndpointOutcome, 
 from steadyloop.routing.endpoints import EndpointRegistry
 from steadyloop.run.models import RunResult
 from steadyloop.temporal_binaries import dev_server_args, dev_server_path
-from steadyloop.testing import ScriptedResponse, error_response, finish_chunk, sse_response
-from steadyloop.testing.chunks import text_chunks
-from steadyloop.testing.scripted_server import RecordedRequest, ScriptedServer
+from steadyloop.testing import (
+    RecordedRequest,
+    ScriptedResponse,
+    ScriptedServer,
+    error_response,
+    text_response,
+)
 from steadyloop.worker.process import RUN_WORKFLOWS
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
@@ -67,7 +71,7 @@ class Outage:
                 self.all_down.set()
             await asyncio.wait_for(self.all_down.wait(), 60)
             return error_response(503, "overloaded", type="server_error")
-        return sse_response([*text_chunks("back"), finish_chunk("stop")])
+        return text_response("back")
 
 
 async def test_runs_hit_by_one_outage_all_complete_and_the_entity_stays_within_its_limits() -> None:

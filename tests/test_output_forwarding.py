@@ -34,14 +34,15 @@ from steadyloop.routing.taxonomy import StreamFailed, StreamFailure
 from steadyloop.stream.completion import AssembledTurn, CompletionRequest
 from steadyloop.testing import (
     Pause,
+    ScriptedCall,
     ScriptedResponse,
     ScriptedServer,
     finish_chunk,
     reasoning_chunks,
     sse_response,
     text_chunks,
+    tool_calls_response,
 )
-from steadyloop.testing.chunks import ScriptedCall, tool_call_chunks
 
 
 def decided(failure: StreamFailure) -> Disposition:
@@ -187,9 +188,7 @@ async def test_tool_call_arguments_are_never_forwarded(server: ScriptedServer) -
     sink = Sink()
     turn = await read(
         server,
-        sse_response(
-            [*tool_call_chunks([ScriptedCall("search", {"q": "x"})]), finish_chunk("tool_calls")]
-        ),
+        tool_calls_response(ScriptedCall("search", {"q": "x"})),
         sink,
     )
     assert turn.tool_calls and sink.deltas == [] and not turn.stats.produced_output
@@ -288,7 +287,7 @@ async def test_a_disconnect_after_output_is_not_retryable(server: ScriptedServer
 async def test_each_call_repaired_for_an_empty_identity_is_logged_once(
     server: ScriptedServer, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from steadyloop.testing.chunks import tool_call_delta, tool_calls_chunk
+    from steadyloop.testing import tool_call_delta, tool_calls_chunk
 
     calls = [
         tool_calls_chunk([tool_call_delta(index=0, id="", name="add", arguments='{"a": 1}')]),

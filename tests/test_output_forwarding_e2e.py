@@ -17,18 +17,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from receipts_e2e_harness import answer, e2e_run, eventually
+from polling import eventually
+from receipts_e2e_harness import e2e_run
 from temporalio.client import Client, WorkflowHandle
 
 from steadyloop.client.event_log import follow_output
 from steadyloop.output.forwarding import ForwardingOptions, OutputDelta
 from steadyloop.stream.completion import STREAM_COMPLETION_ACTIVITY
-from steadyloop.testing.chunks import text_chunks
-from steadyloop.testing.scripted_server import (
+from steadyloop.testing import (
     Pause,
     RecordedRequest,
     ScriptedResponse,
     sse_response,
+    text_chunks,
+    text_response,
 )
 
 pytestmark = pytest.mark.slow
@@ -108,7 +110,7 @@ async def test_a_worker_killed_before_any_output_is_retried_and_the_run_complete
         requests.append(request)
         if len(requests) == 1:
             return sse_response([Pause(120), *text_chunks("too late")], done=False)
-        return answer("all done")
+        return text_response("all done")
 
     async with e2e_run(model, tmp_path) as e2e:
         first = await e2e.start_worker()

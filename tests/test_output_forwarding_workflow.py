@@ -50,8 +50,15 @@ from steadyloop.output.forwarding import (
 from steadyloop.routing.endpoints import EndpointRegistry
 from steadyloop.run.models import RunInput, RunResult
 from steadyloop.stream.completion import CompletionRequest
-from steadyloop.testing import Pause, ScriptedResponse, finish_chunk, sse_response, text_chunks
-from steadyloop.testing.chunks import ScriptedCall, tool_call_chunks
+from steadyloop.testing import (
+    Pause,
+    ScriptedCall,
+    ScriptedResponse,
+    finish_chunk,
+    sse_response,
+    text_chunks,
+    tool_call_chunks,
+)
 from steadyloop.workflows.output_stream import OutputStreamSummary
 
 PER_TOKEN_EVENTS = {

@@ -27,7 +27,7 @@ from anthropic_streams import MESSAGE_STOP, message_delta, message_start, sse, s
 from anthropic_streams import delta as block_delta
 from loop_harness import assert_every_call_answered, run_input, running_loop, tool_messages
 
-from steadyloop.testing.scripted_server import ScriptedResponse, raw_response
+from steadyloop.testing import ScriptedResponse, raw_response
 
 pytestmark = pytest.mark.slow
 
@@ -156,7 +156,7 @@ async def test_an_interleaved_thinking_block_stays_before_its_call_when_qualifie
     ]
     async with running_loop(script, api="anthropic") as loop:
         result = await loop.run(run_input())
-        last = loop.server.requests[-1].json["messages"]
+        last = loop.server.requests[-1].messages
     assert result.stop_reason == "final_answer", result.detail
     assert_every_call_answered(result.transcript)
     second = [m for m in last if m["role"] == "assistant"][1]["content"]

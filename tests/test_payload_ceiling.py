@@ -23,8 +23,12 @@ from steadyloop.errors import PAYLOAD_TOO_LARGE
 from steadyloop.history.budget import MAX_INLINE_PAYLOAD_BYTES
 from steadyloop.history.payload_storage import steadyloop_data_converter
 from steadyloop.run.models import RunInput
-from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
-from steadyloop.testing.scripted_server import ScriptedResponse, sse_response
+from steadyloop.testing import (
+    ScriptedCall,
+    ScriptedResponse,
+    text_response,
+    tool_calls_response,
+)
 from steadyloop.tools.payloads import DESCRIBE_TOOLS_ACTIVITY
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
@@ -44,16 +48,11 @@ NOTE_CHARS = 20_000  # under the runaway guard's 24 KiB of arguments
 
 
 def calls_note(call_id: str, text: str) -> ScriptedResponse:
-    return sse_response(
-        [
-            *tool_call_chunks([ScriptedCall("note", {"text": text}, id=call_id)]),
-            finish_chunk("tool_calls"),
-        ]
-    )
+    return tool_calls_response(ScriptedCall("note", {"text": text}, id=call_id))
 
 
 def done() -> list[ScriptedResponse]:
-    return [sse_response([*text_chunks("read it all"), finish_chunk("stop")])]
+    return [text_response("read it all")]
 
 
 @WITH_AND_WITHOUT_TOOLS
@@ -68,7 +67,7 @@ async def test_a_request_over_the_inline_limit_completes_with_payload_storage(
     assert result.stop_reason == "final_answer" and result.final_answer == "read it all"
     # The provider received the whole transcript, the big message intact.
     assert len(requests) == 1
-    messages = requests[0].json["messages"]
+    messages = requests[0].messages
     assert messages[-1] == {"role": "user", "content": "y" * BIG}
     assert len(requests[0].body) > MAX_INLINE_PAYLOAD_BYTES
     # History holds references: far less than the one request it scheduled.

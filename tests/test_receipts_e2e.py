@@ -22,18 +22,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from loop_harness import assert_every_call_answered
+from loop_harness import assert_every_call_answered, tool_messages
+from polling import eventually
 from receipts_e2e_harness import (
-    answer,
-    calls,
     e2e_run,
     effect_counts,
-    eventually,
     pending_heartbeat,
     read_effects,
     stall,
     tool_answers,
-    tool_messages,
 )
 from temporalio.api.enums.v1 import EventType, TimeoutType
 from temporalio.api.history.v1 import HistoryEvent
@@ -41,8 +38,13 @@ from temporalio.client import Client, WorkflowHandle
 
 from steadyloop.receipts.ledger import Happened
 from steadyloop.run.models import AmbiguousCall, ResolveReceipt
-from steadyloop.testing.chunks import ScriptedCall
-from steadyloop.testing.scripted_server import RecordedRequest, ScriptedResponse
+from steadyloop.testing import (
+    RecordedRequest,
+    ScriptedCall,
+    ScriptedResponse,
+    text_response,
+    tool_calls_response,
+)
 from steadyloop.tools.payloads import RUN_TOOL_ACTIVITY, ToolInvocation
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
@@ -86,8 +88,8 @@ async def test_a_killed_resumable_tool_is_reclaimed_and_performs_only_what_is_le
     def model(request: RecordedRequest) -> ScriptedResponse:
         answers = tool_answers(request)
         if not answers:
-            return calls(ScriptedCall("deliver", {"recipients": recipients}, id="d1"))
-        return answer(f"done: {answers[-1]['content']}")
+            return tool_calls_response(ScriptedCall("deliver", {"recipients": recipients}, id="d1"))
+        return text_response(f"done: {answers[-1]['content']}")
 
     async with e2e_run(model, tmp_path) as e2e:
         first = await e2e.start_worker("deliver:2")
@@ -146,10 +148,10 @@ async def test_a_killed_opaque_tool_is_ambiguous_not_rerun_and_resolving_it_cont
     def model(request: RecordedRequest) -> ScriptedResponse:
         answers = tool_answers(request)
         if not answers:
-            return calls(ScriptedCall("charge", arguments, id="c1"))
+            return tool_calls_response(ScriptedCall("charge", arguments, id="c1"))
         if "timed out" in answers[-1]["content"]:  # if the loop ever answers it as lost
-            return calls(ScriptedCall("charge", arguments, id=f"c{len(answers) + 1}"))
-        return answer(f"done: {answers[-1]['content']}")
+            return tool_calls_response(ScriptedCall("charge", arguments, id=f"c{len(answers) + 1}"))
+        return text_response(f"done: {answers[-1]['content']}")
 
     async with e2e_run(model, tmp_path) as e2e:
         first = await e2e.start_worker("charge")
@@ -207,7 +209,7 @@ async def test_a_retried_model_turn_asking_again_replays_each_effect_exactly_onc
     def model(request: RecordedRequest) -> ScriptedResponse:
         answers = tool_answers(request)
         if not answers:
-            return calls(
+            return tool_calls_response(
                 ScriptedCall("notify", {"text": "a"}, id="n1"),
                 ScriptedCall("notify", {"text": "b"}, id="n2"),
             )
@@ -216,11 +218,11 @@ async def test_a_retried_model_turn_asking_again_replays_each_effect_exactly_onc
             if len(turn_two_requests) == 1:
                 return stall(30)  # the worker streaming this is killed
             # The retried completion asks for the same calls again (new ids, same args).
-            return calls(
+            return tool_calls_response(
                 ScriptedCall("notify", {"text": "b"}, id="n3"),
                 ScriptedCall("notify", '{ "text" : "a" }', id="n4"),
             )
-        return answer("both sent")
+        return text_response("both sent")
 
     async with e2e_run(model, tmp_path) as e2e:
         first = await e2e.start_worker()
@@ -263,11 +265,11 @@ async def test_the_same_call_twice_in_one_batch_has_one_effect_and_two_answers(
 ) -> None:
     def model(request: RecordedRequest) -> ScriptedResponse:
         if not tool_answers(request):
-            return calls(
+            return tool_calls_response(
                 ScriptedCall("notify", {"text": "x"}, id="a"),
                 ScriptedCall("notify", '{"text":  "\\u0078"}', id="b"),  # same value
             )
-        return answer("notified")
+        return text_response("notified")
 
     async with e2e_run(model, tmp_path) as e2e:
         await e2e.start_worker()
@@ -295,8 +297,10 @@ async def test_receipts_survive_continue_as_new_and_a_repeated_call_replays(
     def model(request: RecordedRequest) -> ScriptedResponse:
         answers = tool_answers(request)
         if len(answers) < 2:
-            return calls(ScriptedCall("notify", {"text": "once"}, id=f"c{len(answers) + 1}"))
-        return answer("sent once")
+            return tool_calls_response(
+                ScriptedCall("notify", {"text": "once"}, id=f"c{len(answers) + 1}")
+            )
+        return text_response("sent once")
 
     async with e2e_run(model, tmp_path) as e2e:
         await e2e.start_worker()

@@ -10,17 +10,26 @@ receipt keeps the whole answer: byte for byte the same. Without, the cut copy st
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import pytest
-from loop_harness import Loop, assert_every_call_answered, run_input, running_loop, tool_messages
+from loop_harness import (
+    Loop,
+    assert_every_call_answered,
+    files_run,
+    running_loop,
+    tool_messages,
+)
 
 from steadyloop.client import RunHandle
 from steadyloop.receipts.ledger import DEFAULT_RESULT_LIMIT_BYTES
-from steadyloop.run.models import RunInput, RunPlugins, RunResult
+from steadyloop.run.models import RunInput, RunResult
 from steadyloop.run.resume import resume_input
-from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
-from steadyloop.testing.scripted_server import ScriptedResponse, sse_response
+from steadyloop.testing import (
+    ScriptedCall,
+    ScriptedResponse,
+    text_response,
+    tool_calls_response,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -29,16 +38,7 @@ ANSWER_CHARS = 40_000  # over the ledger's 16 KiB, under a tool message's 64 KiB
 
 def read(call_id: str) -> ScriptedResponse:
     call = ScriptedCall("read_scratch", {"path": "big"}, id=call_id)
-    return sse_response([*tool_call_chunks([call]), finish_chunk("tool_calls")])
-
-
-def answer(text: str) -> ScriptedResponse:
-    return sse_response([*text_chunks(text), finish_chunk("stop")])
-
-
-def files_run(**limits: Any) -> RunInput:
-    run = run_input(**limits)
-    return run.model_copy(update={"plugins": RunPlugins(core=["files"])})
+    return tool_calls_response(call)
 
 
 def big_file(loop: Loop) -> str:
@@ -61,7 +61,7 @@ async def run_and_replays(loop: Loop, run: RunInput, call_id: str) -> tuple[RunR
 async def test_with_blob_storage_the_model_asking_again_reads_the_first_answer_byte_for_byte() -> (
     None
 ):
-    async with running_loop([read("r1"), read("r2"), answer("read it twice")]) as loop:
+    async with running_loop([read("r1"), read("r2"), text_response("read it twice")]) as loop:
         text = big_file(loop)
         result, replays = await run_and_replays(loop, files_run(), "r2")
     assert_every_call_answered(result.transcript)
@@ -74,7 +74,7 @@ async def test_with_blob_storage_the_model_asking_again_reads_the_first_answer_b
 
 
 async def test_without_blob_storage_the_replay_is_the_cut_copy_and_says_so() -> None:
-    script = [read("r1"), read("r2"), answer("read it twice")]
+    script = [read("r1"), read("r2"), text_response("read it twice")]
     async with running_loop(script, blob_storage=False) as loop:
         text = big_file(loop)
         result, replays = await run_and_replays(loop, files_run(), "r2")
@@ -98,7 +98,7 @@ async def test_a_resumed_run_replays_its_predecessors_whole_answer_across_contin
     # The predecessor reads the file and stops; the file changes; the resumed run hands
     # over every turn (the ledger packed against the transcript each time) and then asks
     # again: the answer is the predecessor's, whole, not a new read and not a cut copy.
-    script = [read("r1"), read("r2"), answer("done")]
+    script = [read("r1"), read("r2"), text_response("done")]
     async with running_loop(script) as loop:
         text = big_file(loop)
         original = files_run(max_turns=1)

@@ -44,8 +44,12 @@ from steadyloop.run.models import (
     RunResult,
 )
 from steadyloop.temporal_binaries import dev_server_args, dev_server_path
-from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
-from steadyloop.testing.scripted_server import ScriptedServer, sse_response
+from steadyloop.testing import (
+    ScriptedCall,
+    ScriptedServer,
+    text_response,
+    tool_calls_response,
+)
 from steadyloop.worker.process import HEARTBEAT_THROTTLE, RUN_WORKFLOWS
 
 pytestmark = pytest.mark.slow
@@ -136,13 +140,8 @@ async def test_a_run_waiting_on_an_ambiguous_call_answers_queries_and_is_resolve
     run: RunInput,
 ) -> None:
     script = [
-        sse_response(
-            [
-                *tool_call_chunks([ScriptedCall("slow_note", {"text": "pay"}, id="p1")]),
-                finish_chunk("tool_calls"),
-            ]
-        ),
-        sse_response([*text_chunks("paid once"), finish_chunk("stop")]),
+        tool_calls_response(ScriptedCall("slow_note", {"text": "pay"}, id="p1")),
+        text_response("paid once"),
     ]
     async with uncached_worker(script) as worker:
         handle = await worker.client.start_workflow(

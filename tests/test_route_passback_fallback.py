@@ -29,7 +29,7 @@ from steadyloop.events import TimelineEntryEvent
 from steadyloop.routing.route_plan import RouteCandidate, RouteConfig
 from steadyloop.run.bounds import WireApi
 from steadyloop.run.models import RunInput, RunResult
-from steadyloop.testing.scripted_server import ScriptedResponse, error_response, raw_response
+from steadyloop.testing import ScriptedResponse, error_response, raw_response
 
 pytestmark = pytest.mark.slow
 

@@ -18,19 +18,15 @@ from steadyloop.routing.endpoint_health import EndpointOutcome
 from steadyloop.routing.route_plan import Backoff
 from steadyloop.testing import (
     Pause,
-    ScriptedResponse,
     error_response,
     finish_chunk,
     sse_response,
     text_chunks,
+    text_response,
 )
 from steadyloop.workflows.routed_turn import RoutedTurn
 
 pytestmark = pytest.mark.slow
-
-
-def answer(text: str = "4") -> ScriptedResponse:
-    return sse_response([*text_chunks(text), finish_chunk("stop")])
 
 
 @pytest.fixture
@@ -45,7 +41,7 @@ def steps(result: RoutedTurn) -> list[tuple[str, str, str]]:
 
 async def test_a_429_is_retried_on_the_same_endpoint_after_its_retry_after(env: Routing) -> None:
     env.a.enqueue(error_response(429, "slow down", code="rate_limit_exceeded", retry_after=7))
-    env.a.enqueue(answer())
+    env.a.enqueue(text_response("4"))
 
     handle = await env.start(route("a", "b"))
     result = await handle.result()
@@ -70,7 +66,7 @@ async def test_a_429_is_retried_on_the_same_endpoint_after_its_retry_after(env: 
 async def test_a_500_at_the_header_is_retried_then_traversed(env: Routing) -> None:
     env.a.enqueue(error_response(500, "boom", type="server_error"))
     env.a.enqueue(error_response(500, "boom again", type="server_error"))
-    env.b.enqueue(answer("from b"))
+    env.b.enqueue(text_response("from b"))
 
     result = await env.run(route(candidate("a", attempts=2), "b"))
 
@@ -87,7 +83,7 @@ async def test_a_500_at_the_header_is_retried_then_traversed(env: Routing) -> No
 
 
 async def test_a_refused_connection_goes_straight_to_the_next(env: Routing) -> None:
-    env.b.enqueue(answer())
+    env.b.enqueue(text_response("4"))
 
     result = await env.run(route("down", "b"))
 
@@ -101,7 +97,7 @@ async def test_a_refused_connection_goes_straight_to_the_next(env: Routing) -> N
 
 async def test_a_stall_before_the_first_token_traverses(env: Routing) -> None:
     env.a.enqueue(sse_response([Pause(FIRST_TOKEN_S * 8), *text_chunks("too late")]))
-    env.b.enqueue(answer("from b"))
+    env.b.enqueue(text_response("from b"))
 
     result = await env.run(route("a", "b"))
 
@@ -115,7 +111,7 @@ async def test_a_stall_before_the_first_token_traverses(env: Routing) -> None:
 
 async def test_a_400_traverses_and_the_breaker_records_nothing(env: Routing) -> None:
     env.a.enqueue(error_response(400, "Invalid 'messages[0].content'", code="invalid_value"))
-    env.b.enqueue(answer())
+    env.b.enqueue(text_response("4"))
 
     result = await env.run(route("a", "b"))
 
@@ -130,7 +126,7 @@ async def test_an_unsupported_parameter_is_dropped_remembered_and_not_sent_again
     env: Routing, caplog: pytest.LogCaptureFixture
 ) -> None:
     env.a.unsupported_parameters.add("parallel_tool_calls")
-    env.a.enqueue(answer("first"), answer("second"))
+    env.a.enqueue(text_response("first"), text_response("second"))
 
     with caplog.at_level(logging.WARNING):
         first = await env.run(route("a", "b"))
@@ -164,7 +160,7 @@ async def test_an_open_breaker_is_skipped_then_a_half_open_one_admits_one_probe(
     quick = candidate("a", backoff=Backoff(initial_s=0.05, max_s=0.1))  # real-time sleeps
     # Three server errors on `a` within the window open its breaker.
     env.a.enqueue(*[error_response(503, "overloaded", type="server_error")] * 3)
-    env.b.enqueue(answer("b1"), answer("b2"))
+    env.b.enqueue(text_response("b1"), text_response("b2"))
     opened = await env.run(route(quick, "b"), skip_time=False)
     assert [s[2] for s in steps(opened)] == [
         "server_error",
@@ -188,7 +184,7 @@ async def test_an_open_breaker_is_skipped_then_a_half_open_one_admits_one_probe(
     env.a.enqueue(
         sse_response([*text_chunks("pro"), Pause(1.0), *text_chunks("be"), finish_chunk("stop")])
     )
-    env.b.enqueue(answer("b3"))
+    env.b.enqueue(text_response("b3"))
     runs = [await env.start(route(quick, "b")) for _ in range(2)]
     results = await asyncio.gather(*(env.result(run, skip_time=False) for run in runs))
 
@@ -238,7 +234,7 @@ async def test_a_context_length_error_stops_instead_of_trying_everyone(env: Rout
 
 async def test_a_context_length_error_goes_on_to_a_larger_window(env: Routing) -> None:
     env.a.enqueue(error_response(400, "prompt is too long: 9000 tokens > 8192 maximum"))
-    env.b.enqueue(answer())
+    env.b.enqueue(text_response("4"))
 
     config = route(candidate("a", context_tokens=8192), candidate("b", context_tokens=200_000))
     result = await env.run(config)
@@ -269,7 +265,7 @@ async def test_a_backoff_past_the_deadline_stops_there_and_never_retries(env: Ro
 
 async def test_health_reads_are_served_from_the_worker_cache() -> None:
     async with routing(cache_ttl_s=60.0) as env:
-        env.a.enqueue(answer(), answer(), answer())
+        env.a.enqueue(text_response("4"), text_response("4"), text_response("4"))
         for _ in range(3):
             assert (await env.run(route("a", "b"))).endpoint == "a"
         # One query per endpoint for three turns; the rest came from the cache.

@@ -46,8 +46,7 @@ from steadyloop.run.models import (
     RunLimits,
     Sampling,
 )
-from steadyloop.testing.chunks import finish_chunk, text_chunks
-from steadyloop.testing.scripted_server import sse_response
+from steadyloop.testing import text_response
 from steadyloop.tools.payloads import ToolDescription, ToolOutcome
 
 # What the workflow is handed: the run (with everything inside it), a tool's description,
@@ -375,7 +374,7 @@ def _run_json(limits: str = "{}", tenant: str = '"default"') -> str:
 async def test_an_input_refused_in_the_workflow_fails_the_run_and_never_its_task(
     body: str, named: str
 ) -> None:
-    answer = sse_response([*text_chunks("hello"), finish_chunk("stop")])
+    answer = text_response("hello")
     async with running_loop([answer]) as loop:
         handle = await loop.client.start_workflow(
             "ToolLoopWorkflow",

@@ -9,23 +9,20 @@ from loop_harness import run_input, running_loop
 
 from steadyloop.client import RunHandle
 from steadyloop.events import TimelineEntryEvent
-from steadyloop.testing import Pause, sse_response, text_chunks
-from steadyloop.testing.chunks import ScriptedCall, finish_chunk, tool_call_chunks
-from steadyloop.testing.scripted_server import ScriptedResponse
+from steadyloop.testing import (
+    Pause,
+    ScriptedCall,
+    sse_response,
+    text_chunks,
+    text_response,
+    tool_calls_response,
+)
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
-
-
-def calls(*scripted: ScriptedCall) -> ScriptedResponse:
-    return sse_response([*tool_call_chunks(list(scripted)), finish_chunk("tool_calls")])
-
-
-def answer(text: str = "Done.") -> ScriptedResponse:
-    return sse_response([*text_chunks(text), finish_chunk("stop")])
 
 
 async def test_a_stall_is_recorded_with_its_phase_and_the_retry() -> None:
     stalled = sse_response([Pause(3.0), *text_chunks("late")])
-    async with running_loop([stalled, answer()], first_token_s=0.5) as loop:
+    async with running_loop([stalled, text_response("Done.")], first_token_s=0.5) as loop:
         handle = await loop.start(run_input())
         result = await handle.result()
         timeline = await RunHandle(loop.client, handle.id).timeline()
@@ -39,9 +36,9 @@ async def test_a_stall_is_recorded_with_its_phase_and_the_retry() -> None:
 async def test_replays_say_why_and_the_timeline_survives_continue_as_new() -> None:
     same = {"a": 2, "b": 3}
     script = [
-        calls(ScriptedCall("add", same, id="c1"), ScriptedCall("add", same, id="c2")),
-        calls(ScriptedCall("add", same, id="c3")),
-        answer(),
+        tool_calls_response(ScriptedCall("add", same, id="c1"), ScriptedCall("add", same, id="c2")),
+        tool_calls_response(ScriptedCall("add", same, id="c3")),
+        text_response("Done."),
     ]
     async with running_loop(script) as loop:
         # A hand-over after every turn: turn 2's replay is decided by a later execution.
@@ -64,7 +61,7 @@ async def test_replays_say_why_and_the_timeline_survives_continue_as_new() -> No
 
 
 async def test_a_lost_tool_attempt_run_again_is_said_on_its_call() -> None:
-    script = [calls(ScriptedCall("slow", {}, id="s1")), answer()]
+    script = [tool_calls_response(ScriptedCall("slow", {}, id="s1")), text_response("Done.")]
     async with running_loop(script) as loop:
         handle = await loop.start(run_input())
         result = await handle.result()

@@ -33,6 +33,7 @@ from steadyloop.stream.runaway_guard import (
     RunawayGuard,
 )
 from steadyloop.testing import (
+    Exchange,
     Pause,
     ScriptedCall,
     ScriptedServer,
@@ -41,8 +42,8 @@ from steadyloop.testing import (
     tool_call_chunks,
     tool_call_delta,
     tool_calls_chunk,
+    tool_calls_response,
 )
-from steadyloop.testing.scripted_server import Exchange
 
 GUARD_CODES = (
     TOOL_CALL_ARGUMENTS_TOO_LARGE,
@@ -163,14 +164,8 @@ async def test_calls_are_counted_per_resolved_call_not_per_wire_index(
     server: ScriptedServer,
 ) -> None:
     # Ollama labels every call `index: 0`: three 3 KB calls must not count as one 9 KB call.
-    calls = [
-        ScriptedCall("write", {"path": f"f{n}", "text": "x" * 3000}) for n in range(3)
-    ]
-    server.enqueue(
-        sse_response(
-            [*tool_call_chunks(calls, index="zero", fragment_size=50), finish_chunk("tool_calls")]
-        )
-    )
+    calls = [ScriptedCall("write", {"path": f"f{n}", "text": "x" * 3000}) for n in range(3)]
+    server.enqueue(tool_calls_response(*calls, index="zero", fragment_size=50))
 
     turn = await run(guarded(server, max_args_bytes=4096))
 
@@ -180,8 +175,7 @@ async def test_calls_are_counted_per_resolved_call_not_per_wire_index(
 
 async def test_the_turn_total_limit(server: ScriptedServer) -> None:
     calls = [
-        ScriptedCall("write", {"path": f"f{n}", "text": "x" * 3000}, id=f"c{n}")
-        for n in range(3)
+        ScriptedCall("write", {"path": f"f{n}", "text": "x" * 3000}, id=f"c{n}") for n in range(3)
     ]
     server.enqueue(
         sse_response(
@@ -281,9 +275,7 @@ async def test_observe_only_cuts_the_stream_and_finishes_normally(
 async def test_a_request_can_override_the_endpoints_limits(server: ScriptedServer) -> None:
     server.enqueue(sse_response(endless_call(fragments=200)))  # 20 KB: under the default
 
-    turn = await run(
-        server.endpoint("guarded"), request(ArgumentLimits(max_args_fragments=100))
-    )
+    turn = await run(server.endpoint("guarded"), request(ArgumentLimits(max_args_fragments=100)))
 
     assert_enforced(turn, TOOL_CALL_ARGUMENTS_TOO_MANY_FRAGMENTS)
 

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import httpx
+import pytest
 
 from steadyloop.testing import (
     RecordedRequest,
@@ -32,7 +33,7 @@ def payloads(raw: bytes) -> list[Any]:
 
 async def test_a_responder_function_sees_the_recorded_request() -> None:
     def answer(request: RecordedRequest) -> ScriptedResponse:
-        question = request.json["messages"][-1]["content"]
+        question = request.messages[-1]["content"]
         return sse_response(text_chunks(f"You said {question}"))
 
     async with ScriptedServer(answer) as server, httpx.AsyncClient() as client:
@@ -49,6 +50,14 @@ async def test_a_responder_function_sees_the_recorded_request() -> None:
     [recorded] = server.requests
     assert recorded.header("AUTHORIZATION") == "Bearer k"
     assert server.exchanges[0].finished
+
+
+def test_a_request_that_sent_no_messages_has_no_transcript_to_assert_on() -> None:
+    chat = RecordedRequest("POST", "/chat/completions", (), b'{"messages": []}')
+    assert chat.messages == []
+    for body in (b"not json", b"[]", b'{"input": "hi"}', b'{"messages": "hi"}'):
+        with pytest.raises(ValueError, match="not a chat request"):
+            RecordedRequest("POST", "/chat/completions", (), body).messages  # noqa: B018
 
 
 async def test_an_async_responder_and_keep_alive_connections() -> None:

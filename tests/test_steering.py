@@ -18,16 +18,7 @@ from loop_harness import (
     running_loop,
     tool_messages,
 )
-from steering_harness import (
-    GUARD_S,
-    answer,
-    calls,
-    eventually,
-    people_run,
-    progress,
-    trickle,
-    wait_for_phase,
-)
+from steering_harness import GUARD_S, eventually, people_run, progress, trickle, wait_for_phase
 from temporalio import activity
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
@@ -35,11 +26,9 @@ from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 from steadyloop.history.compaction import CompactionPolicy, CompactionReply, CompactionRequest
 from steadyloop.routing.provider_profiles import ProviderProfile
 from steadyloop.run.steering import UserMessage
-from steadyloop.testing.chunks import ScriptedCall
-from steadyloop.testing.scripted_server import error_response
+from steadyloop.testing import ScriptedCall, error_response, text_response, tool_calls_response
 
 pytestmark = pytest.mark.slow
-
 
 
 def roles(body: object) -> list[str]:
@@ -80,13 +69,13 @@ async def test_interrupt_while_tools_run_answers_each_call_by_what_happened_to_i
     # heartbeats, so the cancellation reaches it; `long_hold` (pure) and `long_note`
     # (opaque) never heartbeat, so they run on in the background: the run must not wait
     # for them, and must not tell the model that the opaque one did not happen.
-    batch = calls(
+    batch = tool_calls_response(
         ScriptedCall("ticker", {"steps": 1000}, id="t1"),
         ScriptedCall("long_note", {"text": "maybe sent"}, id="o1"),
         ScriptedCall("long_hold", {"label": "x"}, id="p1"),
         ScriptedCall("note", {"text": "queued"}, id="q1"),
     )
-    async with running_loop([batch, answer("never asked")]) as loop:
+    async with running_loop([batch, text_response("never asked")]) as loop:
         handle = await loop.start(people_run(tool_concurrency=3))
         effects = loop.effects
         await eventually(
@@ -115,7 +104,7 @@ async def test_interrupt_while_tools_run_answers_each_call_by_what_happened_to_i
 
 async def test_interrupt_during_a_retry_backoff_stops_without_another_request() -> None:
     overloaded = error_response(503, "overloaded", type="server_error", retry_after=3600)
-    async with running_loop([overloaded, answer("too late")]) as loop:
+    async with running_loop([overloaded, text_response("too late")]) as loop:
         handle = await loop.start(run_input())
         await eventually(
             lambda: _events(handle, EventType.EVENT_TYPE_TIMER_STARTED),
@@ -135,7 +124,10 @@ async def _events(handle: WorkflowHandle[Any, Any], kind: EventType.ValueType) -
 
 
 async def test_interrupt_between_turns_while_paused() -> None:
-    script = [calls(ScriptedCall("add", {"a": 1, "b": 2}, id="a1"), pause_s=0.3), answer("3")]
+    script = [
+        tool_calls_response(ScriptedCall("add", {"a": 1, "b": 2}, id="a1"), pause_s=0.3),
+        text_response("3"),
+    ]
     async with running_loop(script) as loop:
         handle = await loop.start(run_input())
         await eventually(lambda: loop.server.exchanges, "turn 1 streams")
@@ -163,7 +155,10 @@ async def test_an_interrupt_during_a_compaction_starts_no_model_turn() -> None:
         return CompactionReply(messages=request.messages)
 
     policy = CompactionPolicy(max_chars=1, keep_recent_turns=0, activity="test.held_summarize")
-    script = [calls(ScriptedCall("add", {"a": 1, "b": 2}, id="a1")), answer("3")]
+    script = [
+        tool_calls_response(ScriptedCall("add", {"a": 1, "b": 2}, id="a1")),
+        text_response("3"),
+    ]
     async with running_loop(script, [held_summarize]) as loop:
         handle = await loop.start(run_input(compaction=policy))
         await eventually(lambda: len(compactions) == 2, "the turn-2 compaction runs")
@@ -190,7 +185,10 @@ async def _scheduled(handle: WorkflowHandle[Any, Any], activity_type: str) -> in
 
 
 async def test_pause_holds_the_run_at_the_next_boundary_with_nothing_in_flight() -> None:
-    script = [calls(ScriptedCall("add", {"a": 1, "b": 2}, id="a1"), pause_s=0.3), answer("3")]
+    script = [
+        tool_calls_response(ScriptedCall("add", {"a": 1, "b": 2}, id="a1"), pause_s=0.3),
+        text_response("3"),
+    ]
     async with running_loop(script) as loop:
         handle = await loop.start(run_input())
         await eventually(lambda: loop.server.exchanges, "turn 1 streams")
@@ -215,7 +213,10 @@ async def test_pause_holds_the_run_at_the_next_boundary_with_nothing_in_flight()
 async def test_the_deadline_still_fires_while_paused() -> None:
     # Nothing runs while paused, but workflow time does: awaiting the result lets the
     # test server skip an hour to the deadline.
-    script = [calls(ScriptedCall("add", {"a": 1, "b": 2}, id="a1"), pause_s=0.3), answer("3")]
+    script = [
+        tool_calls_response(ScriptedCall("add", {"a": 1, "b": 2}, id="a1"), pause_s=0.3),
+        text_response("3"),
+    ]
     async with running_loop(script) as loop:
         handle = await loop.start(run_input(deadline_s=3600))
         await eventually(lambda: loop.server.exchanges, "turn 1 streams")
@@ -241,7 +242,10 @@ async def test_the_deadline_still_fires_while_paused() -> None:
 async def test_a_message_sent_mid_turn_is_in_the_next_request(
     profile: ProviderProfile, sent_roles: list[str]
 ) -> None:
-    script = [calls(ScriptedCall("add", {"a": 1, "b": 2}, id="a1"), pause_s=0.5), answer("ok")]
+    script = [
+        tool_calls_response(ScriptedCall("add", {"a": 1, "b": 2}, id="a1"), pause_s=0.5),
+        text_response("ok"),
+    ]
     async with running_loop(script) as loop:
         run = run_input().model_copy(update={"provider_profile": profile})
         handle = await loop.start(run)
@@ -260,7 +264,10 @@ async def test_a_message_sent_mid_turn_is_in_the_next_request(
 
 
 async def test_a_message_waiting_at_a_hand_over_goes_out_from_the_next_run() -> None:
-    script = [calls(ScriptedCall("add", {"a": 1, "b": 2}, id="a1"), pause_s=0.5), answer("ok")]
+    script = [
+        tool_calls_response(ScriptedCall("add", {"a": 1, "b": 2}, id="a1"), pause_s=0.5),
+        text_response("ok"),
+    ]
     async with running_loop(script) as loop:
         handle = await loop.start(run_input(continue_as_new_after_turns=1))
         await eventually(lambda: loop.server.exchanges, "turn 1 streams")
@@ -275,7 +282,7 @@ async def test_a_message_waiting_at_a_hand_over_goes_out_from_the_next_run() -> 
 
 
 async def test_a_message_sent_during_the_final_answer_gets_answered_too() -> None:
-    async with running_loop([trickle(20), answer("second answer")]) as loop:
+    async with running_loop([trickle(20), text_response("second answer")]) as loop:
         handle = await loop.start(run_input())
         await eventually(lambda: loop.server.exchanges, "the answer streams")
         await handle.execute_update("send_message", UserMessage(content="and in French?"))
@@ -300,7 +307,7 @@ async def test_a_message_for_a_stopping_run_is_refused_and_a_blank_one_never_sen
 
 
 async def test_messages_sent_while_the_run_stops_at_a_limit_are_kept_in_its_transcript() -> None:
-    script = [calls(ScriptedCall("add", {"a": 1, "b": 2}, id="a1"), pause_s=0.5)]
+    script = [tool_calls_response(ScriptedCall("add", {"a": 1, "b": 2}, id="a1"), pause_s=0.5)]
     async with running_loop(script) as loop:
         handle = await loop.start(run_input(max_turns=1))
         await eventually(lambda: loop.server.exchanges, "turn 1 streams")

@@ -29,15 +29,16 @@ from steadyloop.stops.continuation import continue_prompt
 from steadyloop.testing import (
     Pause,
     ScriptedCall,
+    ScriptedResponse,
     chunk,
     finish_chunk,
     role_chunk,
     sse_response,
     text_chunks,
-    tool_call_chunks,
+    text_response,
+    tool_calls_response,
     usage_chunk,
 )
-from steadyloop.testing.scripted_server import ScriptedResponse
 
 pytestmark = pytest.mark.slow
 
@@ -45,10 +46,6 @@ pytestmark = pytest.mark.slow
 def cut(text: str) -> ScriptedResponse:
     """An answer the token limit ended."""
     return sse_response([*text_chunks(text), finish_chunk("length")])
-
-
-def answer(text: str) -> ScriptedResponse:
-    return sse_response([*text_chunks(text), finish_chunk("stop")])
 
 
 def stalls_after(text: str) -> ScriptedResponse:
@@ -93,9 +90,7 @@ async def run_and_follow(loop: Loop, run: RunInput) -> tuple[RunResult, list[Out
 
 
 def sent_messages(loop: Loop, number: int) -> list[dict[str, Any]]:
-    body = loop.server.requests[number].json
-    messages: list[dict[str, Any]] = body["messages"]
-    return messages
+    return loop.server.requests[number].messages
 
 
 # -- max_tokens -----------------------------------------------------------------------
@@ -114,7 +109,7 @@ async def test_an_answer_cut_by_the_token_limit_is_not_a_final_answer() -> None:
 
 
 async def test_a_cut_answer_is_continued_into_one_message_up_to_the_bound() -> None:
-    script = [cut("Part one, "), cut("part two, "), answer("and the end.")]
+    script = [cut("Part one, "), cut("part two, "), text_response("and the end.")]
     async with running_loop(script) as loop:
         result = await loop.run(with_options(run_input(), after_max_tokens=2))
         second, third = sent_messages(loop, 1), sent_messages(loop, 2)
@@ -142,7 +137,7 @@ async def test_continuations_stop_at_their_bound_with_every_piece_as_partial() -
 
 
 async def test_a_prefill_continuation_sends_only_the_text_so_far() -> None:
-    async with running_loop([cut("Part one, "), answer("the end.")]) as loop:
+    async with running_loop([cut("Part one, "), text_response("the end.")]) as loop:
         run = with_options(run_input(), after_max_tokens=1, prefill=True)
         result = await loop.run(run)
         second = sent_messages(loop, 1)
@@ -151,7 +146,7 @@ async def test_a_prefill_continuation_sends_only_the_text_so_far() -> None:
 
 
 async def test_a_follower_reads_a_continued_answer_exactly_once() -> None:
-    script = [cut("Part one, "), answer("and the end.")]
+    script = [cut("Part one, "), text_response("and the end.")]
     async with running_loop(script) as loop:
         run = forwarding(with_options(run_input(), after_max_tokens=1))
         result, seen = await run_and_follow(loop, run)
@@ -194,13 +189,7 @@ async def test_a_token_budget_cut_counts_the_provider_s_usage_where_sent() -> No
 async def test_the_workflow_passes_what_is_left_of_the_budget() -> None:
     # Turn 1 spends 250 of 300 tokens (usage reported); turn 2 runs away and is cut near
     # the 50 left, not near 300.
-    first = sse_response(
-        [
-            *tool_call_chunks([ScriptedCall("add", {"a": 1, "b": 2}, id="c1")]),
-            finish_chunk("tool_calls"),
-            usage_chunk(240, 10),
-        ]
-    )
+    first = tool_calls_response(ScriptedCall("add", {"a": 1, "b": 2}, id="c1"), usage=(240, 10))
     async with running_loop([first, words(3000)]) as loop:
         result = await loop.run(run_input(token_budget=300))
     assert result.stop_reason == "token_budget"
@@ -225,7 +214,7 @@ async def test_a_deadline_mid_stream_keeps_what_the_follower_received() -> None:
 
 
 async def test_a_stalled_stream_is_continued_from_the_shown_text() -> None:
-    script = [stalls_after("Half an"), answer("swer, finished.")]
+    script = [stalls_after("Half an"), text_response("swer, finished.")]
     async with running_loop(script, inter_chunk_s=0.3) as loop:
         run = forwarding(with_options(run_input(), after_stream_failure=1))
         result, seen = await run_and_follow(loop, run)

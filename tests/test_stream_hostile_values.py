@@ -36,14 +36,16 @@ from steadyloop.stream.completion import AssembledTurn, CompletionRequest
 from steadyloop.stream.responses_assembly import ResponsesAssembler
 from steadyloop.stream.turn_assembly import TurnAssembler
 from steadyloop.testing import (
+    Chunk,
     Pause,
     ScriptedResponse,
     ScriptedServer,
+    chunk,
     finish_chunk,
+    role_chunk,
+    sse_event,
     sse_response,
 )
-from steadyloop.testing.chunks import Chunk, chunk, role_chunk
-from steadyloop.testing.scripted_server import sse_event
 
 
 def split_emoji_answer() -> ScriptedResponse:

@@ -34,6 +34,7 @@ from steadyloop.stream.watchdog import (
     StreamWatchdog,
 )
 from steadyloop.testing import (
+    Exchange,
     Pause,
     RecordedRequest,
     ScriptedResponse,
@@ -44,7 +45,6 @@ from steadyloop.testing import (
     sse_response,
     text_chunks,
 )
-from steadyloop.testing.scripted_server import Exchange
 
 BUDGETS = ("first_token_s", "reasoning_gap_s", "inter_chunk_s", "total_s")
 

@@ -18,8 +18,10 @@ from test_telemetry_otlp import Receiver, values
 
 from steadyloop.telemetry import attributes as a
 from steadyloop.telemetry.settings import TelemetrySettings, settings_from
-from steadyloop.testing.chunks import finish_chunk, text_chunks
-from steadyloop.testing.scripted_server import ScriptedServer, sse_response
+from steadyloop.testing import (
+    ScriptedServer,
+    text_response,
+)
 from steadyloop.worker.dev_server import DevServer, dev_server
 
 
@@ -51,7 +53,7 @@ async def test_worker_otel_flag_exports_the_run_it_served(
     }
     queue = f"q-{uuid.uuid4().hex[:8]}"
     connection = ["--address", temporal_server.address, "--task-queue", queue]
-    answer = sse_response([*text_chunks("Paris."), finish_chunk("stop")])
+    answer = text_response("Paris.")
     async with ScriptedServer([answer]) as provider:
         worker = await start_worker(
             *connection,

@@ -18,8 +18,16 @@ from steadyloop.chat import ChatMessage
 from steadyloop.routing.endpoints import EndpointRegistry
 from steadyloop.stream.completion import CompletionRequest
 from steadyloop.telemetry import attributes as a
-from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
-from steadyloop.testing.scripted_server import Pause, ScriptedServer, error_response, sse_response
+from steadyloop.testing import (
+    ScriptedCall,
+    ScriptedServer,
+    error_response,
+    finish_chunk,
+    sse_response,
+    text_chunks,
+    text_response,
+    tool_call_chunks,
+)
 
 KEY = "sk-live-Zq8Xw3Rt7Yp2Lm9Kd4Vb"
 PROMPT = "summarize the merger memo for ACME-4471"
@@ -83,8 +91,8 @@ async def test_a_stall_is_counted_by_phase_with_time_to_first_token_for_answers(
     for telemetry in recorded():
         # The budget holds both calls: 1.5 s, not less, so the one on time is on time on a
         # loaded machine too (0.3 s was missed once in CI: "0 chunks and 0 bytes").
-        stalled = sse_response([Pause(4.0), *text_chunks("late"), finish_chunk("stop")])
-        fine = sse_response([*text_chunks("on time"), finish_chunk("stop")])
+        stalled = text_response("late", pause_s=4.0)
+        fine = text_response("on time")
         async with ScriptedServer([stalled, fine]) as server:
             registry = EndpointRegistry([server.endpoint("s", first_token_s=1.5)])
             async with ModelActivities(registry, environ={}) as model:

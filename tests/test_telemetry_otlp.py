@@ -25,9 +25,11 @@ from steadyloop.telemetry import attributes as a
 from steadyloop.telemetry import worker_plugins
 from steadyloop.telemetry.install import install
 from steadyloop.telemetry.settings import TelemetrySettings
-from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
-from steadyloop.testing.chunks import usage_chunk as usage
-from steadyloop.testing.scripted_server import sse_response
+from steadyloop.testing import (
+    ScriptedCall,
+    text_response,
+    tool_calls_response,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -93,20 +95,8 @@ async def test_a_run_reaches_an_otlp_http_receiver(
             loop_harness, "Worker", functools.partial(Worker, plugins=worker_plugins())
         )
         script = [
-            sse_response(
-                [
-                    *tool_call_chunks([ScriptedCall("add", {"a": 2, "b": 3}, id="c1")]),
-                    finish_chunk("tool_calls"),
-                    usage(prompt_tokens=21, completion_tokens=4),
-                ]
-            ),
-            sse_response(
-                [
-                    *text_chunks("5"),
-                    finish_chunk("stop"),
-                    usage(prompt_tokens=30, completion_tokens=1),
-                ]
-            ),
+            tool_calls_response(ScriptedCall("add", {"a": 2, "b": 3}, id="c1"), usage=(21, 4)),
+            text_response("5", usage=(30, 1)),
         ]
         async with running_loop(script) as loop:
             result = await loop.run(run_input("what is 2 + 3?"))

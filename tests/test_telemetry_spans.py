@@ -15,15 +15,7 @@ from typing import Any
 import delegation_harness
 import loop_harness
 import pytest
-from delegation_harness import (
-    Turn,
-    answer,
-    calls,
-    chain_input,
-    delegate,
-    profile,
-    running_chains,
-)
+from delegation_harness import Turn, chain_input, delegate, profile, running_chains
 from loop_harness import run_input, running_loop
 from opentelemetry.sdk.trace import ReadableSpan
 from telemetry_fixtures import Recorded, recorded
@@ -34,8 +26,16 @@ from steadyloop.mcp.serving import serving_mcp
 from steadyloop.run.models import RunInput
 from steadyloop.telemetry import attributes as a
 from steadyloop.telemetry import worker_plugins
-from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
-from steadyloop.testing.scripted_server import ScriptedResponse, error_response, sse_response
+from steadyloop.testing import (
+    ScriptedCall,
+    ScriptedResponse,
+    error_response,
+    finish_chunk,
+    sse_response,
+    text_chunks,
+    text_response,
+    tool_calls_response,
+)
 from steadyloop.tools.registry import ToolRegistry
 
 pytestmark = pytest.mark.slow
@@ -76,18 +76,20 @@ async def run_chain(telemetry: Recorded) -> tuple[list[ReadableSpan], str]:
     def brain(turn: Turn) -> ScriptedResponse:
         asked[(turn.agent, turn.turn)] += 1
         if turn.agent == "helper":
-            return answer("the venue is booked", tokens=7)
+            return text_response("the venue is booked", usage=(7, 0))
         if turn.turn == 1 and asked[("main", 1)] == 1:
             return error_response(503, "overloaded", type="server_error")  # retried
         if turn.turn == 1:
-            return calls(
+            return tool_calls_response(
                 ScriptedCall("note", {"text": SECRET_NOTE}, id="n1"),
                 delegate("helper", "book a venue", "d1"),
-                tokens=11,
+                usage=(11, 0),
             )
         if turn.turn == 2:  # the same note again: its receipt replays it
-            return calls(ScriptedCall("note", {"text": SECRET_NOTE}, id="n2"), tokens=13)
-        return answer("done", tokens=17)
+            return tool_calls_response(
+                ScriptedCall("note", {"text": SECRET_NOTE}, id="n2"), usage=(13, 0)
+            )
+        return text_response("done", usage=(17, 0))
 
     run = chain_input(
         PROMPT,
@@ -209,8 +211,8 @@ async def test_a_run_replayed_on_every_task_is_still_one_whole_trace(
     )
     monkeypatch.setattr(loop_harness, "start_environment", loop_harness.dev_server_environment)
     script = [
-        tool_turn(ScriptedCall("note", {"text": SECRET_NOTE}, id="c1")),
-        tool_turn(ScriptedCall("note", {"text": SECRET_NOTE}, id="c2")),
+        tool_calls_response(ScriptedCall("note", {"text": SECRET_NOTE}, id="c1")),
+        tool_calls_response(ScriptedCall("note", {"text": SECRET_NOTE}, id="c2")),
         sse_response([*text_chunks("done"), finish_chunk()]),
     ]
     async with running_loop(script) as loop:
@@ -229,17 +231,13 @@ async def test_a_run_replayed_on_every_task_is_still_one_whole_trace(
     assert [attr(s, a.RECEIPT_DECISION) for s in notes] == ["executed", "replayed"]
 
 
-def tool_turn(call: ScriptedCall) -> ScriptedResponse:
-    return sse_response([*tool_call_chunks([call]), finish_chunk("tool_calls")])
-
-
 async def test_continue_as_new_keeps_the_run_in_one_trace(
     telemetry: Recorded, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(loop_harness, "Worker", functools.partial(Worker, plugins=worker_plugins()))
     script = [
-        tool_turn(ScriptedCall("add", {"a": 1, "b": 1}, id="c1")),
-        tool_turn(ScriptedCall("add", {"a": 1, "b": 2}, id="c2")),
+        tool_calls_response(ScriptedCall("add", {"a": 1, "b": 1}, id="c1")),
+        tool_calls_response(ScriptedCall("add", {"a": 1, "b": 2}, id="c2")),
         sse_response([*text_chunks("3"), finish_chunk()]),
     ]
     async with running_loop(script) as loop:
@@ -287,7 +285,7 @@ async def test_a_lost_opaque_call_shows_every_receipt_decision_it_went_through(
 
     monkeypatch.setattr(loop_harness, "Worker", functools.partial(Worker, plugins=worker_plugins()))
     script = [
-        tool_turn(ScriptedCall("slow_note", {"text": "pay invoice"}, id="s1")),
+        tool_calls_response(ScriptedCall("slow_note", {"text": "pay invoice"}, id="s1")),
         sse_response([*text_chunks("ok"), finish_chunk()]),
     ]
     async with running_loop(script) as loop:
@@ -324,7 +322,7 @@ async def test_an_mcp_tools_span_names_the_server_it_is_served_from(
     )
     monkeypatch.setattr(loop_harness, "Worker", functools.partial(Worker, plugins=worker_plugins()))
     script = [
-        tool_turn(ScriptedCall("get_current_time", {"timezone": "UTC"}, id="t1")),
+        tool_calls_response(ScriptedCall("get_current_time", {"timezone": "UTC"}, id="t1")),
         sse_response([*text_chunks("now"), finish_chunk()]),
     ]
     async with serving_mcp(ToolRegistry(), [server]) as tools:

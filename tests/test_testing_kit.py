@@ -30,17 +30,24 @@ from steadyloop.testing import (
     Happened,
     NothingWaits,
     Pause,
+    ScriptedCall,
     ScriptedModel,
     ScriptExhausted,
     UnknownToolWarning,
     call,
+    finish_chunk,
     sse_response,
     text_chunks,
+    text_response,
+    tool_call_chunks,
+    tool_calls_response,
+    usage_chunk,
 )
-from steadyloop.testing import agent_env as agent_env_module
 from steadyloop.tools import ToolRegistry, tool
 
 ROOT = Path(__file__).resolve().parents[1]
+# Where AgentEnv's module-level settings are patched: its own module, by whatever name.
+agent_env_module = sys.modules[AgentEnv.__module__]
 EXAMPLE = ROOT / "examples" / "helpdesk" / "test_agent.py"
 
 
@@ -135,6 +142,25 @@ def test_a_new_project_made_of_the_readmes_files_passes(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_the_pages_stream_example_passes_beside_the_new_projects_conftest(
+    tmp_path: Path,
+) -> None:
+    section = docs_section("testing.md", "Script the stream itself")
+    block = re.search(r"```python\n(.*?)```", section.split("<!-- tested:", 1)[1], re.DOTALL)
+    assert block is not None
+    name, _, text = block.group(1).partition("\n")
+    assert name == "# test_gateway.py"
+    _, files = readme_new_project()
+    project = tmp_path / "gateway"
+    project.mkdir()
+    (project / "conftest.py").write_text(files["conftest.py"], encoding="utf-8")
+    (project / "test_gateway.py").write_text(text.lstrip("\n"), encoding="utf-8")
+    mine = pytest_in(project)
+    assert mine.returncode == 0, mine.stdout + mine.stderr
+    assert "1 passed" in mine.stdout
+
+
+@pytest.mark.slow
 def test_a_project_without_the_tools_fixture_is_told_to_define_it(tmp_path: Path) -> None:
     bare = tmp_path / "forgot"
     bare.mkdir()
@@ -142,6 +168,36 @@ def test_a_project_without_the_tools_fixture_is_told_to_define_it(tmp_path: Path
     forgot = pytest_in(bare)
     assert forgot.returncode != 0
     assert "define a fixture named `steadyloop_tools`" in forgot.stdout + forgot.stderr
+
+
+# -- whole answers ------------------------------------------------------------------------
+
+
+def test_a_text_response_is_the_stream_its_chunks_make() -> None:
+    assert text_response("It is done.") == sse_response(
+        [*text_chunks("It is done."), finish_chunk("stop")]
+    )
+    assert text_response("late", usage=(12, 3), pause_s=2.5) == sse_response(
+        [Pause(2.5), *text_chunks("late"), finish_chunk("stop"), usage_chunk(12, 3)]
+    )
+
+
+def test_a_tool_calls_response_is_the_stream_its_chunks_make() -> None:
+    calls = [ScriptedCall("add", {"a": 1, "b": 2}, id="c1"), ScriptedCall("now", "")]
+    assert tool_calls_response(*calls) == sse_response(
+        [*tool_call_chunks(calls), finish_chunk("tool_calls")]
+    )
+    shaped = tool_calls_response(
+        *calls, text="Adding.", usage=(20, 9), index="zero", fragment_size=3, id_on="last"
+    )
+    assert shaped == sse_response(
+        [
+            *text_chunks("Adding."),  # the role once, before the text: none before the calls
+            *tool_call_chunks(calls, index="zero", fragment_size=3, id_on="last", role=False),
+            finish_chunk("tool_calls"),
+            usage_chunk(20, 9),
+        ]
+    )
 
 
 # -- AgentEnv, driven directly ------------------------------------------------------------

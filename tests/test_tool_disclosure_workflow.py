@@ -15,20 +15,14 @@ from temporalio.service import RPCError
 from steadyloop.chat import ChatMessage
 from steadyloop.errors import UNKNOWN_PLUGINS
 from steadyloop.run.models import RunInput, RunPlugins, RunProgress
-from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
-from steadyloop.testing.scripted_server import Pause, ScriptedResponse, sse_response
+from steadyloop.testing import (
+    ScriptedCall,
+    text_response,
+    tool_calls_response,
+)
 from steadyloop.tools.disclosure import ACTIVATE_PLUGIN_TOOL
 
 pytestmark = pytest.mark.slow
-
-
-def calls(*scripted: ScriptedCall) -> ScriptedResponse:
-    return sse_response([*tool_call_chunks(list(scripted)), finish_chunk("tool_calls")])
-
-
-def answer(text: str, *, pause_s: float = 0.0) -> ScriptedResponse:
-    head = [Pause(pause_s)] if pause_s else []
-    return sse_response([*head, *text_chunks(text), finish_chunk("stop")])
 
 
 def activate(plugin: Any, call_id: str) -> ScriptedCall:
@@ -51,9 +45,9 @@ def answers(transcript: list[ChatMessage]) -> dict[str, str]:
 
 async def test_a_plugin_is_offered_from_the_turn_after_its_activation() -> None:
     script = [
-        calls(activate("files", "act")),
-        calls(ScriptedCall("write_scratch", {"path": "a", "text": "hi"}, id="w")),
-        answer("written"),
+        tool_calls_response(activate("files", "act")),
+        tool_calls_response(ScriptedCall("write_scratch", {"path": "a", "text": "hi"}, id="w")),
+        text_response("written"),
     ]
     async with running_loop(script) as loop:
         result = await loop.run(plugin_run())
@@ -87,13 +81,13 @@ async def test_a_plugin_is_offered_from_the_turn_after_its_activation() -> None:
 
 async def test_a_tool_of_an_inactive_plugin_is_unknown_and_names_the_activation_call() -> None:
     script = [
-        calls(
+        tool_calls_response(
             ScriptedCall("write_scratch", {"path": "a", "text": "early"}, id="w1"),
             activate("files", "act"),
             ScriptedCall("write_scratch", {"path": "b", "text": "same turn"}, id="w2"),
             ScriptedCall("no_such_tool", {}, id="x"),
         ),
-        answer("gave up"),
+        text_response("gave up"),
     ]
     async with running_loop(script) as loop:
         result = await loop.run(plugin_run())
@@ -117,9 +111,11 @@ async def test_a_tool_of_an_inactive_plugin_is_unknown_and_names_the_activation_
 
 async def test_activating_twice_or_an_unknown_plugin_is_answered_and_changes_nothing() -> None:
     script = [
-        calls(activate("search", "s1"), activate("search", "s2"), activate("web", "u")),
-        calls(activate("search", "s3"), activate(7, "bad")),
-        answer("done"),
+        tool_calls_response(
+            activate("search", "s1"), activate("search", "s2"), activate("web", "u")
+        ),
+        tool_calls_response(activate("search", "s3"), activate(7, "bad")),
+        text_response("done"),
     ]
     async with running_loop(script) as loop:
         result = await loop.run(plugin_run())
@@ -141,11 +137,11 @@ async def test_activating_twice_or_an_unknown_plugin_is_answered_and_changes_not
 
 async def test_activation_is_carried_across_continue_as_new_and_listed_in_progress() -> None:
     script = [
-        calls(activate("search", "s")),
-        calls(activate("files", "f")),
+        tool_calls_response(activate("search", "s")),
+        tool_calls_response(activate("files", "f")),
         # The third turn streams slowly, so the run is queried while it waits for it (a
         # window wide enough for a query on a loaded machine: 1.5 s was missed).
-        answer("done", pause_s=5),
+        text_response("done", pause_s=5),
     ]
     async with running_loop(script) as loop:
         handle = await loop.start(plugin_run(continue_as_new_after_turns=1))
@@ -171,7 +167,7 @@ async def test_activation_is_carried_across_continue_as_new_and_listed_in_progre
 
 async def test_core_plugins_are_offered_from_the_start_without_an_activation_tool() -> None:
     run = run_input().model_copy(update={"tools": [], "plugins": RunPlugins(core=["search"])})
-    async with running_loop([answer("ok")]) as loop:
+    async with running_loop([text_response("ok")]) as loop:
         result = await loop.run(run)
         first = loop.server.requests[0].json
     assert offered(first) == ["find_note"]
@@ -179,7 +175,7 @@ async def test_core_plugins_are_offered_from_the_start_without_an_activation_too
 
 
 async def test_a_run_without_plugins_offers_exactly_its_tools() -> None:
-    async with running_loop([answer("ok")]) as loop:
+    async with running_loop([text_response("ok")]) as loop:
         await loop.run(run_input())
         first = loop.server.requests[0].json
     assert offered(first) == ALL_TOOLS
@@ -187,7 +183,7 @@ async def test_a_run_without_plugins_offers_exactly_its_tools() -> None:
 
 async def test_a_plugin_the_worker_lacks_fails_the_run_before_any_model_call() -> None:
     run = run_input().model_copy(update={"plugins": RunPlugins(on_demand=["files", "nope"])})
-    async with running_loop([answer("ok")]) as loop:
+    async with running_loop([text_response("ok")]) as loop:
         with pytest.raises(WorkflowFailureError) as caught:
             await loop.run(run)
         assert loop.server.requests == []

@@ -16,24 +16,15 @@ from temporalio.api.enums.v1 import EventType
 from steadyloop.chat import ChatMessage
 from steadyloop.run.models import RunInput, RunResult
 from steadyloop.stream.arguments import MAX_ARGUMENT_DEPTH
-from steadyloop.testing.chunks import (
+from steadyloop.testing import (
     ScriptedCall,
-    finish_chunk,
-    text_chunks,
+    sse_response,
+    text_response,
     tool_call_chunks,
-    usage_chunk,
+    tool_calls_response,
 )
-from steadyloop.testing.scripted_server import ScriptedResponse, sse_response
 
 pytestmark = pytest.mark.slow
-
-
-def calls(*scripted: ScriptedCall) -> ScriptedResponse:
-    return sse_response([*tool_call_chunks(list(scripted)), finish_chunk("tool_calls")])
-
-
-def answer(text: str) -> ScriptedResponse:
-    return sse_response([*text_chunks(text), finish_chunk("stop"), usage_chunk(10, 5)])
 
 
 async def run_clean(loop: Loop, run: RunInput) -> RunResult:
@@ -59,9 +50,9 @@ async def test_lone_surrogate_in_arguments_is_answered_with_its_path() -> None:
     on to the tool, it would fail the run with `PydanticSerializationError ...
     surrogates not allowed`, the call unanswered."""
     script = [
-        calls(ScriptedCall("note", '{"key": "half \\ud83d"}', id="c_half")),
-        calls(ScriptedCall("note", '{"text": "whole \\ud83d\\ude00"}', id="c_whole")),
-        answer("noted"),
+        tool_calls_response(ScriptedCall("note", '{"key": "half \\ud83d"}', id="c_half")),
+        tool_calls_response(ScriptedCall("note", '{"text": "whole \\ud83d\\ude00"}', id="c_whole")),
+        text_response("noted", usage=(10, 5)),
     ]
     async with running_loop(script) as loop:
         result = await run_clean(loop, run_input())
@@ -85,9 +76,9 @@ async def test_malformed_arguments_are_answered_without_a_fresh_completion() -> 
     """`{"city": Paris}` with `finish_reason: tool_calls` is the model's mistake, not a
     truncation: read as a defect, it would be retried fresh until the run stopped `failed`."""
     script = [
-        calls(ScriptedCall("add", '{"city": Paris}', id="c_bad")),
-        calls(ScriptedCall("add", {"a": 1, "b": 2}, id="c_good")),
-        answer("3"),
+        tool_calls_response(ScriptedCall("add", '{"city": Paris}', id="c_bad")),
+        tool_calls_response(ScriptedCall("add", {"a": 1, "b": 2}, id="c_good")),
+        text_response("3", usage=(10, 5)),
     ]
     async with running_loop(script) as loop:
         result = await run_clean(loop, run_input())
@@ -113,7 +104,11 @@ async def test_malformed_arguments_are_answered_without_a_fresh_completion() -> 
 async def test_arguments_cut_by_the_stream_end_are_still_retried_fresh() -> None:
     """The other half of item 8: a prefix of a document is a cut, not a mistake."""
     cut = sse_response([*tool_call_chunks([ScriptedCall("add", '{"a": 1, "b": 2')])])
-    script = [cut, calls(ScriptedCall("add", {"a": 1, "b": 2}, id="c_ok")), answer("3")]
+    script = [
+        cut,
+        tool_calls_response(ScriptedCall("add", {"a": 1, "b": 2}, id="c_ok")),
+        text_response("3", usage=(10, 5)),
+    ]
     async with running_loop(script) as loop:
         result = await run_clean(loop, run_input())
         second = loop.server.requests[1].json
@@ -137,7 +132,9 @@ async def test_every_hostile_parsed_value_reaches_the_tool_or_is_refused_cleanly
         ScriptedCall("add", '{"a": 1' + "0" * 5000 + ', "b": 1}', id="c_digits"),
         ScriptedCall("note", '{"text": "x", "\\udc00": 1}', id="c_key"),
     ]
-    async with running_loop([calls(*hostile), answer("done")]) as loop:
+    async with running_loop(
+        [tool_calls_response(*hostile), text_response("done", usage=(10, 5))]
+    ) as loop:
         result = await run_clean(loop, run_input())
         requests = len(loop.server.requests)
     assert result.stop_reason == "final_answer"
@@ -170,7 +167,10 @@ async def test_arguments_the_converter_cannot_encode_are_answered_not_fatal(
 
     # The sandbox imports the workflow module afresh, from this passed-through module.
     monkeypatch.setattr(arguments, "parse_tool_call_arguments", lenient)
-    script = [calls(ScriptedCall("note", '{"key": "half \\ud83d"}', id="c_half")), answer("ok")]
+    script = [
+        tool_calls_response(ScriptedCall("note", '{"key": "half \\ud83d"}', id="c_half")),
+        text_response("ok", usage=(10, 5)),
+    ]
     async with running_loop(script) as loop:
         result = await run_clean(loop, run_input())
     assert result.stop_reason == "final_answer"

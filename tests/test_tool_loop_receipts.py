@@ -33,26 +33,21 @@ from steadyloop.run.models import (
     RunProgress,
     RunStats,
 )
-from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
-from steadyloop.testing.scripted_server import ScriptedResponse, sse_response
+from steadyloop.testing import (
+    ScriptedCall,
+    text_response,
+    tool_calls_response,
+)
 
 pytestmark = pytest.mark.slow
-
-
-def calls(*scripted: ScriptedCall) -> ScriptedResponse:
-    return sse_response([*tool_call_chunks(list(scripted)), finish_chunk("tool_calls")])
-
-
-def answer(text: str) -> ScriptedResponse:
-    return sse_response([*text_chunks(text), finish_chunk("stop")])
 
 
 async def test_a_call_asked_again_next_turn_replays_instead_of_repeating_the_effect() -> None:
     # The spelling differs: identity is the parsed arguments, not their text.
     script = [
-        calls(ScriptedCall("note", '{"text": "ship it"}', id="n1")),
-        calls(ScriptedCall("note", '{ "text":"ship\\u0020it" }', id="n2")),
-        answer("noted"),
+        tool_calls_response(ScriptedCall("note", '{"text": "ship it"}', id="n1")),
+        tool_calls_response(ScriptedCall("note", '{ "text":"ship\\u0020it" }', id="n2")),
+        text_response("noted"),
     ]
     async with running_loop(script) as loop:
         handle = await loop.start(run_input())
@@ -69,12 +64,12 @@ async def test_a_call_asked_again_next_turn_replays_instead_of_repeating_the_eff
 
 async def test_the_same_call_twice_in_one_batch_runs_once_and_is_answered_twice() -> None:
     script = [
-        calls(
+        tool_calls_response(
             ScriptedCall("note", {"text": "once"}, id="a"),
             ScriptedCall("note", {"text": "other"}, id="b"),
             ScriptedCall("note", {"text": "once"}, id="c"),
         ),
-        answer("done"),
+        text_response("done"),
     ]
     async with running_loop(script) as loop:
         handle = await loop.start(run_input())
@@ -91,9 +86,9 @@ async def test_the_same_call_twice_in_one_batch_runs_once_and_is_answered_twice(
 
 async def test_a_tool_error_the_model_saw_is_replayed_not_rerun() -> None:
     script = [
-        calls(ScriptedCall("boom", {"reason": "disk full"}, id="b1")),
-        calls(ScriptedCall("boom", {"reason": "disk full"}, id="b2")),
-        answer("gave up"),
+        tool_calls_response(ScriptedCall("boom", {"reason": "disk full"}, id="b1")),
+        tool_calls_response(ScriptedCall("boom", {"reason": "disk full"}, id="b2")),
+        text_response("gave up"),
     ]
     async with running_loop(script) as loop:
         result = await loop.run(run_input())
@@ -147,7 +142,10 @@ async def test_an_opaque_call_lost_mid_attempt_is_suspended_until_a_person_resol
     # The attempt times out with its outcome unknown (it finishes later, in the
     # background). The call waits out its lease in workflow time, then is suspended as
     # ambiguous: never run again unless a person says it did not happen.
-    script = [calls(ScriptedCall("slow_note", {"text": "pay invoice"}, id="s1")), answer("ok")]
+    script = [
+        tool_calls_response(ScriptedCall("slow_note", {"text": "pay invoice"}, id="s1")),
+        text_response("ok"),
+    ]
     seen: list[AmbiguousCall] = []
     async with running_loop(script) as loop:
         handle = await loop.start(run_input())
@@ -186,9 +184,9 @@ async def test_an_opaque_call_lost_mid_attempt_is_suspended_until_a_person_resol
 
 async def test_a_lost_call_asked_again_after_resolution_replays() -> None:
     script = [
-        calls(ScriptedCall("slow_note", {"text": "x"}, id="s1")),
-        calls(ScriptedCall("slow_note", {"text": "x"}, id="s2")),
-        answer("done"),
+        tool_calls_response(ScriptedCall("slow_note", {"text": "x"}, id="s1")),
+        tool_calls_response(ScriptedCall("slow_note", {"text": "x"}, id="s2")),
+        text_response("done"),
     ]
     async with running_loop(script) as loop:
         handle = await loop.start(run_input())
@@ -202,7 +200,10 @@ async def test_a_lost_call_asked_again_after_resolution_replays() -> None:
 
 
 async def test_resolving_an_unknown_key_is_refused_and_changes_nothing() -> None:
-    script = [calls(ScriptedCall("slow_note", {"text": "x"}, id="s1")), answer("stopped")]
+    script = [
+        tool_calls_response(ScriptedCall("slow_note", {"text": "x"}, id="s1")),
+        text_response("stopped"),
+    ]
     async with running_loop(script) as loop:
         handle = await loop.start(run_input())
         (suspended,) = await wait_for_ambiguous(handle)
@@ -220,9 +221,9 @@ async def test_resolving_an_unknown_key_is_refused_and_changes_nothing() -> None
 
 async def test_different_arguments_are_different_calls() -> None:
     script = [
-        calls(ScriptedCall("note", {"text": "a"}, id="x")),
-        calls(ScriptedCall("note", {"text": "b"}, id="y")),
-        answer("two notes"),
+        tool_calls_response(ScriptedCall("note", {"text": "a"}, id="x")),
+        tool_calls_response(ScriptedCall("note", {"text": "b"}, id="y")),
+        text_response("two notes"),
     ]
     async with running_loop(script) as loop:
         result = await loop.run(run_input())
@@ -233,10 +234,10 @@ async def test_different_arguments_are_different_calls() -> None:
 
 async def test_receipts_transcript_and_stats_survive_continue_as_new() -> None:
     script = [
-        calls(ScriptedCall("note", {"text": "carried"}, id="n1")),
-        calls(ScriptedCall("note", {"text": "carried"}, id="n2")),
-        calls(ScriptedCall("add", {"a": 1, "b": 2}, id="a1")),
-        answer("done"),
+        tool_calls_response(ScriptedCall("note", {"text": "carried"}, id="n1")),
+        tool_calls_response(ScriptedCall("note", {"text": "carried"}, id="n2")),
+        tool_calls_response(ScriptedCall("add", {"a": 1, "b": 2}, id="a1")),
+        text_response("done"),
     ]
     async with running_loop(script) as loop:
         handle = await loop.start(run_input(continue_as_new_after_turns=1))
@@ -263,11 +264,11 @@ async def test_receipts_transcript_and_stats_survive_continue_as_new() -> None:
 
 async def test_a_suspended_call_holds_no_pool_slot_so_the_rest_of_its_batch_runs() -> None:
     script = [
-        calls(
+        tool_calls_response(
             ScriptedCall("slow_note", {"text": "unknown outcome"}, id="s1"),
             ScriptedCall("note", {"text": "runs meanwhile"}, id="n1"),
         ),
-        answer("done"),
+        text_response("done"),
     ]
     async with running_loop(script) as loop:
         handle = await loop.start(run_input(tool_concurrency=1))
@@ -298,7 +299,10 @@ async def test_a_call_the_last_execution_left_running_is_ambiguous_at_once_with_
         stats=RunStats(),
         turn=1,
     )
-    script = [calls(ScriptedCall("note", {"text": "x"}, id="n1")), answer("left alone")]
+    script = [
+        tool_calls_response(ScriptedCall("note", {"text": "x"}, id="n1")),
+        text_response("left alone"),
+    ]
     async with running_loop(script) as loop:
         handle = await loop.start(start.model_copy(update={"carried": carried}), workflow_id)
         listed = await wait_for_ambiguous(handle)

@@ -27,22 +27,16 @@ from steadyloop.routing.route_plan import Backoff, RouteCandidate, RouteConfig
 from steadyloop.run.models import RunInput, RunResult
 from steadyloop.testing import (
     Pause,
-    ScriptedResponse,
     error_response,
-    finish_chunk,
     sse_response,
     text_chunks,
+    text_response,
 )
-from steadyloop.testing.chunks import usage_chunk
 
 pytestmark = pytest.mark.slow
 
 BACKUP = "backup"
 BACKUP_MODEL = "backup-model"
-
-
-def answer(text: str) -> ScriptedResponse:
-    return sse_response([*text_chunks(text), finish_chunk("stop"), usage_chunk(1000, 10)])
 
 
 def routed_run(*, attempts: int = 2, forwarding: bool = False) -> RunInput:
@@ -88,7 +82,8 @@ def models_asked(loop: Loop, endpoint: str) -> list[str]:
 async def test_a_failing_endpoint_is_left_for_the_next_and_the_run_completes_there() -> None:
     failing = error_response(500, "boom", type="server_error")
     async with running_loop(
-        [failing, failing], more_endpoints={BACKUP: [answer("hello from backup")]}
+        [failing, failing],
+        more_endpoints={BACKUP: [text_response("hello from backup", usage=(1000, 10))]},
     ) as loop:
         result, seen = await run_and_watch(loop, routed_run(forwarding=True))
         health = await endpoint_health(loop.client, ENDPOINT)
@@ -113,7 +108,7 @@ async def test_an_attempt_that_showed_output_then_stalled_is_sent_nowhere_else()
     shown_then_stalls = sse_response([*text_chunks("The answer is"), Pause(3.0)], done=False)
     async with running_loop(
         [shown_then_stalls],
-        more_endpoints={BACKUP: [answer("a second answer")]},
+        more_endpoints={BACKUP: [text_response("a second answer", usage=(1000, 10))]},
         inter_chunk_s=0.3,
     ) as loop:
         result, seen = await run_and_watch(loop, routed_run(forwarding=True))
@@ -133,7 +128,9 @@ async def test_an_attempt_that_showed_output_then_stalled_is_sent_nowhere_else()
 
 async def test_a_rejected_request_moves_on_without_counting_against_the_endpoint() -> None:
     rejected = error_response(400, "messages[1]: unexpected field 'x'", code="invalid_value")
-    async with running_loop([rejected], more_endpoints={BACKUP: [answer("fine")]}) as loop:
+    async with running_loop(
+        [rejected], more_endpoints={BACKUP: [text_response("fine", usage=(1000, 10))]}
+    ) as loop:
         result = await loop.run(routed_run())
         health = await endpoint_health(loop.client, ENDPOINT)
 
@@ -149,7 +146,9 @@ async def test_a_context_length_error_stops_instead_of_trying_every_endpoint() -
     too_long = error_response(
         400, "This model's maximum context length is 8192 tokens", code="context_length_exceeded"
     )
-    async with running_loop([too_long], more_endpoints={BACKUP: [answer("x")]}) as loop:
+    async with running_loop(
+        [too_long], more_endpoints={BACKUP: [text_response("x", usage=(1000, 10))]}
+    ) as loop:
         result = await loop.run(routed_run())
 
     assert result.stop_reason == "failed"
@@ -158,7 +157,10 @@ async def test_a_context_length_error_stops_instead_of_trying_every_endpoint() -
 
 
 async def test_a_route_whose_breakers_are_all_open_stops_without_a_request() -> None:
-    async with running_loop([answer("x")], more_endpoints={BACKUP: [answer("y")]}) as loop:
+    async with running_loop(
+        [text_response("x", usage=(1000, 10))],
+        more_endpoints={BACKUP: [text_response("y", usage=(1000, 10))]},
+    ) as loop:
         assert loop.health is not None
         for endpoint in (ENDPOINT, BACKUP):  # other runs saw five failures within a minute
             for _ in range(5):

@@ -21,48 +21,30 @@ from steadyloop.chat import ChatMessage
 from steadyloop.cli.progress import result_lines
 from steadyloop.errors import UNKNOWN_TOOLS
 from steadyloop.run.models import RunInput, RunProgress
-from steadyloop.testing.chunks import (
+from steadyloop.testing import (
     ScriptedCall,
+    error_response,
     finish_chunk,
-    text_chunks,
+    sse_response,
+    text_response,
     tool_call_chunks,
-    usage_chunk,
+    tool_calls_response,
 )
-from steadyloop.testing.scripted_server import Pause, ScriptedResponse, error_response, sse_response
 
 pytestmark = pytest.mark.slow
 
 
-def calls(*scripted: ScriptedCall, **shape: object) -> ScriptedResponse:
-    return sse_response(
-        [*tool_call_chunks(list(scripted), **shape), finish_chunk("tool_calls")]  # type: ignore[arg-type]
-    )
-
-
-def answer(text: str, *, prompt_tokens: int = 10, completion_tokens: int = 5) -> ScriptedResponse:
-    return sse_response(
-        [*text_chunks(text), finish_chunk("stop"), usage_chunk(prompt_tokens, completion_tokens)]
-    )
-
-
-def sent_messages(body: object) -> list[dict[str, object]]:
-    assert isinstance(body, dict)
-    messages = body["messages"]
-    assert isinstance(messages, list)
-    return messages
-
-
 async def test_multi_turn_run_with_parallel_ollama_shaped_calls() -> None:
     script = [
-        calls(
+        tool_calls_response(
             ScriptedCall("add", {"a": 1, "b": 2}, id="c1"),
             ScriptedCall("note", {"text": "hello"}, id="c2"),
             ScriptedCall("add", {"a": 3, "b": 4}, id="c3"),
             index="zero",
             fragment_size=4,
         ),
-        calls(ScriptedCall("current_time", ""), index="zero"),
-        answer("All done: 3 and 7."),
+        tool_calls_response(ScriptedCall("current_time", ""), index="zero"),
+        text_response("All done: 3 and 7.", usage=(10, 5)),
     ]
     async with running_loop(script) as loop:
         result = await loop.run(run_input())
@@ -76,7 +58,7 @@ async def test_multi_turn_run_with_parallel_ollama_shaped_calls() -> None:
     assert result.stats.turns == 3 and result.stats.model_attempts == 3
     # Each request carried the whole transcript so far, with every call answered.
     assert len(requests) == 3
-    second = sent_messages(requests[1])
+    second = loop.server.requests[1].messages
     assert [m["role"] for m in second] == ["system", "user", "assistant", "tool", "tool", "tool"]
     assert [t["function"]["name"] for t in requests[0]["tools"]] == [
         "add",
@@ -93,8 +75,10 @@ async def test_multi_turn_run_with_parallel_ollama_shaped_calls() -> None:
 async def test_batch_runs_concurrently_up_to_the_pool_and_answers_in_order(pool: int) -> None:
     labels = ["a", "b", "c", "d", "e"]
     script = [
-        calls(*(ScriptedCall("hold", {"label": x}, id=f"h_{x}") for x in labels), parallel=True),
-        answer("held"),
+        tool_calls_response(
+            *(ScriptedCall("hold", {"label": x}, id=f"h_{x}") for x in labels), parallel=True
+        ),
+        text_response("held", usage=(10, 5)),
     ]
     async with running_loop(script) as loop:
         result = await loop.run(run_input(tool_concurrency=pool))
@@ -105,7 +89,10 @@ async def test_batch_runs_concurrently_up_to_the_pool_and_answers_in_order(pool:
 
 
 async def test_zero_argument_call_sent_as_empty_string_runs() -> None:
-    script = [calls(ScriptedCall("current_time", "")), answer("It is 2026.")]
+    script = [
+        tool_calls_response(ScriptedCall("current_time", "")),
+        text_response("It is 2026.", usage=(10, 5)),
+    ]
     async with running_loop(script) as loop:
         result = await loop.run(run_input())
     assert result.stop_reason == "final_answer"
@@ -115,13 +102,13 @@ async def test_zero_argument_call_sent_as_empty_string_runs() -> None:
 async def test_unparseable_arguments_are_answered_and_corrected_next_turn() -> None:
     script = [
         # Valid JSON but not an object: not a completion defect, a model mistake.
-        calls(ScriptedCall("add", "[1, 2]", id="bad")),
-        calls(ScriptedCall("add", {"a": 1, "b": 2}, id="good")),
-        answer("3"),
+        tool_calls_response(ScriptedCall("add", "[1, 2]", id="bad")),
+        tool_calls_response(ScriptedCall("add", {"a": 1, "b": 2}, id="good")),
+        text_response("3", usage=(10, 5)),
     ]
     async with running_loop(script) as loop:
         result = await loop.run(run_input())
-        second_request = sent_messages(loop.server.requests[1].json)
+        second_request = loop.server.requests[1].messages
     assert result.stop_reason == "final_answer"
     assert_every_call_answered(result.transcript)
     first, second = tool_messages(result.transcript)
@@ -134,13 +121,13 @@ async def test_unparseable_arguments_are_answered_and_corrected_next_turn() -> N
 
 async def test_schema_refusal_unknown_tool_raising_tool_and_timeout_each_get_one_answer() -> None:
     script = [
-        calls(
+        tool_calls_response(
             ScriptedCall("add", {"a": "not a number", "b": 1}, id="c_schema"),
             ScriptedCall("no_such_tool", {}, id="c_unknown"),
             ScriptedCall("boom", {"reason": "disk full"}, id="c_boom"),
             ScriptedCall("slow", "", id="c_slow"),
         ),
-        answer("I could not do it."),
+        text_response("I could not do it.", usage=(10, 5)),
     ]
     async with running_loop(script) as loop:
         result = await loop.run(run_input())
@@ -158,10 +145,14 @@ async def test_defective_completion_is_retried_fresh_and_never_appended() -> Non
     truncated = sse_response(
         [*tool_call_chunks([ScriptedCall("add", '{"a": 1, "b"')]), finish_chunk("length")]
     )
-    script = [truncated, calls(ScriptedCall("add", {"a": 1, "b": 1}, id="ok")), answer("2")]
+    script = [
+        truncated,
+        tool_calls_response(ScriptedCall("add", {"a": 1, "b": 1}, id="ok")),
+        text_response("2", usage=(10, 5)),
+    ]
     async with running_loop(script) as loop:
         result = await loop.run(run_input())
-        second_request = sent_messages(loop.server.requests[1].json)
+        second_request = loop.server.requests[1].messages
     assert result.stop_reason == "final_answer"
     assert result.stats.defect_retries == {"truncated_tool_call": 1}
     assert_every_call_answered(result.transcript)
@@ -170,7 +161,7 @@ async def test_defective_completion_is_retried_fresh_and_never_appended() -> Non
 
 
 async def test_defect_budget_spent_stops_with_valid_transcript() -> None:
-    empty = sse_response([*text_chunks(""), finish_chunk("stop")])
+    empty = text_response("")
     async with running_loop([empty, empty, empty]) as loop:
         result = await loop.run(run_input())
     assert result.stop_reason == "failed"
@@ -179,7 +170,9 @@ async def test_defect_budget_spent_stops_with_valid_transcript() -> None:
 
 
 async def test_max_turns_stops_after_answering_the_last_batch() -> None:
-    script = [calls(ScriptedCall("add", {"a": i, "b": 1}, id=f"c{i}")) for i in range(3)]
+    script = [
+        tool_calls_response(ScriptedCall("add", {"a": i, "b": 1}, id=f"c{i}")) for i in range(3)
+    ]
     async with running_loop(script) as loop:
         result = await loop.run(run_input(max_turns=2))
     assert result.stop_reason == "max_turns"
@@ -189,14 +182,10 @@ async def test_max_turns_stops_after_answering_the_last_batch() -> None:
 
 
 async def test_token_budget_stops_at_the_turn_boundary() -> None:
-    with_usage = sse_response(
-        [
-            *tool_call_chunks([ScriptedCall("add", {"a": 1, "b": 1}, id="c1")]),
-            finish_chunk("tool_calls"),
-            usage_chunk(900, 200),
-        ]
+    with_usage = tool_calls_response(
+        ScriptedCall("add", {"a": 1, "b": 1}, id="c1"), usage=(900, 200)
     )
-    async with running_loop([with_usage, answer("never sent")]) as loop:
+    async with running_loop([with_usage, text_response("never sent", usage=(10, 5))]) as loop:
         result = await loop.run(run_input(token_budget=1000))
     assert result.stop_reason == "token_budget"
     assert result.stats.total_tokens == 1100
@@ -208,7 +197,7 @@ async def test_deadline_reached_by_skipping_workflow_time() -> None:
     # is one hour away, so the run must stop at the deadline instead of waiting: the
     # test server skips workflow time while the retry backoff is pending.
     overloaded = error_response(503, "overloaded", type="server_error", retry_after=7200)
-    async with running_loop([overloaded, answer("too late")]) as loop:
+    async with running_loop([overloaded, text_response("too late", usage=(10, 5))]) as loop:
         handle = await loop.start(run_input(deadline_s=3600))
         result = await handle.result()
         assert len(loop.server.requests) == 1
@@ -217,12 +206,8 @@ async def test_deadline_reached_by_skipping_workflow_time() -> None:
 
 
 async def test_interrupt_answers_pending_calls_without_running_them() -> None:
-    first = sse_response(
-        [
-            Pause(1.0),
-            *tool_call_chunks([ScriptedCall("note", {"text": "must not run"}, id="n1")]),
-            finish_chunk("tool_calls"),
-        ]
+    first = tool_calls_response(
+        ScriptedCall("note", {"text": "must not run"}, id="n1"), pause_s=1.0
     )
     async with running_loop([first]) as loop:
         handle = await loop.start(run_input())
@@ -248,10 +233,10 @@ async def test_model_failure_stops_with_failed_and_names_the_cause() -> None:
 
 async def test_progress_and_transcript_queries() -> None:
     script = [
-        calls(ScriptedCall("add", {"a": 1, "b": 2}, id="c1")),
+        tool_calls_response(ScriptedCall("add", {"a": 1, "b": 2}, id="c1")),
         # The second turn waits, so the run is queried in it: 5 s, wide enough for
         # queries on a loaded machine, polled for at most 30 s of wall time.
-        sse_response([Pause(5), *text_chunks("done"), finish_chunk("stop")]),
+        text_response("done", pause_s=5),
     ]
     async with running_loop(script) as loop:
         handle = await loop.start(run_input())
@@ -296,8 +281,8 @@ async def test_wall_time_is_workflow_time_from_the_start_across_continue_as_new(
     in each of two executions: the wall time counts from the first execution's start."""
     script = [
         error_response(503, "busy", type="server_error", retry_after=30),
-        calls(ScriptedCall("add", {"a": 1, "b": 2})),
-        answer("3"),
+        tool_calls_response(ScriptedCall("add", {"a": 1, "b": 2})),
+        text_response("3", usage=(10, 5)),
     ]
     async with running_loop(script) as loop:
         result = await loop.run(run_input(continue_as_new_after_turns=1))

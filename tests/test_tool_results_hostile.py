@@ -50,8 +50,13 @@ from steadyloop.receipts.ledger import DEFAULT_RESULT_LIMIT_BYTES
 from steadyloop.routing.endpoints import EndpointRegistry
 from steadyloop.run.models import RunInput, RunResult
 from steadyloop.temporal_binaries import time_skipping_server_path
-from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
-from steadyloop.testing.scripted_server import ScriptedResponse, ScriptedServer, sse_response
+from steadyloop.testing import (
+    ScriptedCall,
+    ScriptedResponse,
+    ScriptedServer,
+    text_response,
+    tool_calls_response,
+)
 from steadyloop.tools import ToolRegistry, tool
 from steadyloop.tools.content import MAX_TOOL_CONTENT_BYTES
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
@@ -111,14 +116,6 @@ async def deep_progress(levels: int, dicts: bool) -> str:
 
 REGISTRY = ToolRegistry([hostile_note, deep_progress])
 TOOLS = ["hostile_note", "deep_progress"]
-
-
-def calls(*scripted: ScriptedCall) -> ScriptedResponse:
-    return sse_response([*tool_call_chunks(list(scripted)), finish_chunk("tool_calls")])
-
-
-def answer(text: str) -> ScriptedResponse:
-    return sse_response([*text_chunks(text), finish_chunk("stop")])
 
 
 class RawJson(str):
@@ -206,9 +203,9 @@ async def event_types(handle: WorkflowHandle[Any, Any]) -> Counter[int]:
 @pytest.mark.parametrize("kind", list(HOSTILE))
 async def test_an_opaque_effect_whose_result_cannot_be_encoded_runs_once(kind: str) -> None:
     script = [
-        calls(ScriptedCall("hostile_note", {"kind": kind}, id="h1")),
-        calls(ScriptedCall("hostile_note", {"kind": kind}, id="h2")),
-        answer("done"),
+        tool_calls_response(ScriptedCall("hostile_note", {"kind": kind}, id="h1")),
+        tool_calls_response(ScriptedCall("hostile_note", {"kind": kind}, id="h2")),
+        text_response("done"),
     ]
     async with loop_with(script) as loop:
         handle = await loop.start("note it twice")
@@ -262,8 +259,8 @@ async def test_deep_heartbeat_progress_never_fails_a_workflow_task(
     levels: int, dicts: bool, name: str
 ) -> None:
     script = [
-        calls(ScriptedCall(name, {"levels": levels, "dicts": dicts}, id="d1")),
-        answer("moved on"),
+        tool_calls_response(ScriptedCall(name, {"levels": levels, "dicts": dicts}, id="d1")),
+        text_response("moved on"),
     ]
     async with loop_with(script) as loop:
         handle = await loop.start("go deep")

@@ -36,14 +36,13 @@ from steadyloop.receipts.decision import Receipt
 from steadyloop.receipts.ledger import Happened
 from steadyloop.routing.endpoints import EndpointRegistry
 from steadyloop.run.models import AmbiguousCall, ResolveReceipt, RunInput, RunResult
-from steadyloop.testing.chunks import (
+from steadyloop.testing import (
     ScriptedCall,
-    finish_chunk,
-    text_chunks,
-    tool_call_chunks,
-    usage_chunk,
+    ScriptedResponse,
+    ScriptedServer,
+    text_response,
+    tool_calls_response,
 )
-from steadyloop.testing.scripted_server import ScriptedResponse, ScriptedServer, sse_response
 from steadyloop.tools import ToolRegistry, tool
 from steadyloop.tools.definition import DEFAULT_TOOL_TIMEOUT
 from steadyloop.tools.payloads import (
@@ -203,14 +202,8 @@ def _registry(notes: Path) -> ToolRegistry:
 
 def _one_call(tool_name: str) -> list[ScriptedResponse]:
     return [
-        sse_response(
-            [
-                *tool_call_chunks([ScriptedCall(tool_name, {"text": "hi"}, id="n1")]),
-                finish_chunk("tool_calls"),
-                usage_chunk(10, 5),
-            ]
-        ),
-        sse_response([*text_chunks("done"), finish_chunk("stop"), usage_chunk(12, 1)]),
+        tool_calls_response(ScriptedCall(tool_name, {"text": "hi"}, id="n1"), usage=(10, 5)),
+        text_response("done", usage=(12, 1)),
     ]
 
 

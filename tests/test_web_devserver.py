@@ -23,13 +23,17 @@ from typing import Any
 import httpx
 import pytest
 
-from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
-from steadyloop.testing.scripted_server import (
+from steadyloop.testing import (
     Pause,
     RecordedRequest,
+    ScriptedCall,
     ScriptedResponse,
     ScriptedServer,
+    finish_chunk,
     sse_response,
+    text_chunks,
+    text_response,
+    tool_calls_response,
 )
 
 pytestmark = pytest.mark.slow
@@ -40,13 +44,13 @@ ANSWER = "Refunded 500 cents on order A1."
 
 
 def model(request: RecordedRequest) -> ScriptedResponse:
-    messages = request.json["messages"]
+    messages = request.messages
     if any(m.get("role") == "tool" for m in messages):
         return sse_response([*text_chunks(ANSWER), Pause(0.05), finish_chunk("stop")])
     if "refund" in str(messages[-1].get("content")):
         call = ScriptedCall("refund", {"order_id": "A1", "cents": 500}, id="call_0")
-        return sse_response([*tool_call_chunks([call]), finish_chunk("tool_calls")])
-    return sse_response([*text_chunks("Hello there."), finish_chunk("stop")])
+        return tool_calls_response(call)
+    return text_response("Hello there.")
 
 
 @pytest.fixture

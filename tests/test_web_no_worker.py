@@ -19,12 +19,13 @@ from steadyloop.client import SteadyloopClient
 from steadyloop.history.payload_storage import steadyloop_data_converter
 from steadyloop.routing.endpoints import EndpointConfig, EndpointRegistry
 from steadyloop.temporal_binaries import dev_server_args, dev_server_path
-from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
-from steadyloop.testing.scripted_server import (
+from steadyloop.testing import (
     RecordedRequest,
+    ScriptedCall,
     ScriptedResponse,
     ScriptedServer,
-    sse_response,
+    text_response,
+    tool_calls_response,
 )
 from steadyloop.tools.examples import OUTBOX_DIR_ENV
 from steadyloop.web.app import create_app
@@ -36,10 +37,10 @@ pytestmark = pytest.mark.slow
 
 
 def model(request: RecordedRequest) -> ScriptedResponse:
-    if any(m.get("role") == "tool" for m in request.json["messages"]):
-        return sse_response([*text_chunks("Refunded."), finish_chunk("stop")])
+    if any(m.get("role") == "tool" for m in request.messages):
+        return text_response("Refunded.")
     call = ScriptedCall("refund", {"order_id": "A1", "cents": 500}, id="call_0")
-    return sse_response([*tool_call_chunks([call]), finish_chunk("tool_calls")])
+    return tool_calls_response(call)
 
 
 async def test_an_approval_without_a_worker_is_kept_and_the_tool_runs_once(

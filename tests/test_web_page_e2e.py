@@ -16,11 +16,9 @@ import httpx
 import pytest
 from browser_harness import chromium
 from playwright.async_api import Page
+from polling import eventually
 from web_harness import (
     WebStack,
-    answer,
-    calls,
-    eventually,
     paced_answer,
     run_workflow,
     start_thread_run,
@@ -31,13 +29,17 @@ from web_harness import (
 from steadyloop.events import parse_cursor
 from steadyloop.output.forwarding import ForwardingOptions
 from steadyloop.run.models import RunInput, RunResult
-from steadyloop.testing.chunks import (
+from steadyloop.testing import (
+    RecordedRequest,
     ScriptedCall,
+    ScriptedResponse,
     finish_chunk,
     reasoning_chunks,
+    sse_response,
+    text_response,
     tool_call_chunks,
+    tool_calls_response,
 )
-from steadyloop.testing.scripted_server import RecordedRequest, ScriptedResponse, sse_response
 from steadyloop.workflows.output_stream import OutputStreamSummary
 
 pytestmark = pytest.mark.slow
@@ -205,8 +207,8 @@ REFUND = ScriptedCall("refund", {"order_id": "A-17", "cents": 3450}, id="call_0"
 
 def refunding(request: RecordedRequest) -> ScriptedResponse:
     if not tool_answers(request):
-        return calls(REFUND)
-    return answer("Refunded 3450 cents on A-17.")
+        return tool_calls_response(REFUND)
+    return text_response("Refunded 3450 cents on A-17.")
 
 
 async def test_4_an_approval_sent_while_no_worker_runs_is_202_and_the_tool_runs_once(
@@ -303,10 +305,14 @@ def refunding_twice(request: RecordedRequest) -> ScriptedResponse:
     for 999 (servers that number calls per turn reuse the id)."""
     answers = tool_answers(request)
     if not answers:
-        return calls(ScriptedCall("refund", {"order_id": "A-17", "cents": 100}, id="call_0"))
+        return tool_calls_response(
+            ScriptedCall("refund", {"order_id": "A-17", "cents": 100}, id="call_0")
+        )
     if len(answers) == 1:
-        return calls(ScriptedCall("refund", {"order_id": "A-17", "cents": 999}, id="call_0"))
-    return answer("Nothing was refunded.")
+        return tool_calls_response(
+            ScriptedCall("refund", {"order_id": "A-17", "cents": 999}, id="call_0")
+        )
+    return text_response("Nothing was refunded.")
 
 
 async def test_5_an_approval_bound_to_turn_1s_call_0_is_409_naming_turn_2s_and_nothing_runs(
@@ -486,7 +492,7 @@ async def test_10_following_across_the_logs_continue_as_new_shows_no_gap_and_no_
 
 def refunding_then_streaming(request: RecordedRequest) -> ScriptedResponse:
     if not tool_answers(request):
-        return calls(REFUND)
+        return tool_calls_response(REFUND)
     return paced_answer(WORDS, 0.02)
 
 
@@ -609,7 +615,7 @@ def charging_twice(request: RecordedRequest) -> ScriptedResponse:
                 finish_chunk("tool_calls"),
             ]
         )
-    return answer("Charged B-02 once.")
+    return text_response("Charged B-02 once.")
 
 
 async def test_reasoning_streams_apart_from_the_answer_and_a_replayed_result_says_why(

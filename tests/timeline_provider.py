@@ -15,20 +15,19 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from steadyloop.testing.chunks import (
+from steadyloop.testing import (
     Chunk,
-    ScriptedCall,
-    finish_chunk,
-    role_chunk,
-    text_chunks,
-    tool_call_chunks,
-    usage_chunk,
-)
-from steadyloop.testing.scripted_server import (
     Pause,
+    ScriptedCall,
     ScriptedResponse,
     ScriptedServer,
+    finish_chunk,
+    role_chunk,
     sse_response,
+    text_chunks,
+    text_response,
+    tool_call_chunks,
+    usage_chunk,
 )
 
 FINAL_ANSWER = "2 + 3 = 5, and 1 + 1 = 2."
@@ -66,7 +65,7 @@ def retried_and_replayed(pause_s: float = 0.0) -> list[ScriptedResponse]:
                 pause_s=pause_s,
             )
         ),
-        sse_response([*text_chunks(FINAL_ANSWER), finish_chunk("stop"), usage_chunk(30, 8)]),
+        text_response(FINAL_ANSWER, usage=(30, 8)),
     ]
 
 

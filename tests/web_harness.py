@@ -14,14 +14,14 @@ import asyncio
 import json
 import os
 import sys
-import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
+from polling import eventually
 from process_signals import kill_process, stop_process
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
@@ -32,13 +32,14 @@ from steadyloop.history.payload_storage import BLOB_DIR_ENV, steadyloop_data_con
 from steadyloop.output.forwarding import ForwardingOptions
 from steadyloop.run.models import RunLimits
 from steadyloop.temporal_binaries import dev_server_args, dev_server_path
-from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
-from steadyloop.testing.scripted_server import (
+from steadyloop.testing import (
     Pause,
     RecordedRequest,
     ScriptedResponse,
     ScriptedServer,
+    finish_chunk,
     sse_response,
+    text_chunks,
 )
 from steadyloop.tools.examples import OUTBOX_DIR_ENV
 from steadyloop.web.client_backend import thread_tag
@@ -52,8 +53,6 @@ TOKENS = {"tenant-a": "token-a-7f3c9d", "tenant-b": "token-b-41e0aa"}
 START_GUARD_S = 30.0
 STOP_GUARD_S = 10.0
 
-T = TypeVar("T")
-
 
 # -- the scripted model --------------------------------------------------------------
 
@@ -66,18 +65,8 @@ def paced_answer(words: list[str], pace_s: float) -> ScriptedResponse:
     return sse_response([*parts, finish_chunk("stop")])
 
 
-def calls(*scripted: ScriptedCall) -> ScriptedResponse:
-    return sse_response([*tool_call_chunks(list(scripted)), finish_chunk("tool_calls")])
-
-
-def answer(text: str) -> ScriptedResponse:
-    return sse_response([*text_chunks(text), finish_chunk("stop")])
-
-
 def tool_answers(request: RecordedRequest) -> list[dict[str, object]]:
-    body = request.json
-    assert isinstance(body, dict), request.body[:200]
-    return [m for m in body["messages"] if m.get("role") == "tool"]
+    return [m for m in request.messages if m.get("role") == "tool"]
 
 
 # -- processes -----------------------------------------------------------------------
@@ -254,20 +243,6 @@ async def web_stack(
             finally:
                 for process in stack.processes:
                     await process.stop()
-
-
-async def eventually(
-    probe: Callable[[], Awaitable[T | None]], *, timeout_s: float, what: str, every_s: float = 0.05
-) -> T:
-    """Poll `probe` until it returns something other than None."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = await probe()
-        if value is not None:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
-        await asyncio.sleep(every_s)
 
 
 def decoded(line: str) -> object:

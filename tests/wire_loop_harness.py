@@ -27,12 +27,11 @@ from steadyloop.history.payload_storage import steadyloop_data_converter
 from steadyloop.routing.endpoints import EndpointRegistry
 from steadyloop.run.bounds import WireApi
 from steadyloop.run.models import RunInput, RunResult
-from steadyloop.testing.chunks import finish_chunk, text_chunks
-from steadyloop.testing.scripted_server import (
+from steadyloop.testing import (
     ScriptedResponse,
     ScriptedServer,
     raw_response,
-    sse_response,
+    text_response,
 )
 from steadyloop.tools import ToolRegistry
 from steadyloop.workflows.tool_loop import ToolLoopWorkflow
@@ -41,7 +40,7 @@ from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 def text_answer(api: WireApi, text: str) -> ScriptedResponse:
     """A final answer of `text` (no tool call) as `api`'s wire streams it."""
     if api == "chat":
-        return sse_response([*text_chunks(text), finish_chunk("stop")])
+        return text_response(text)
     if api == "anthropic":
         events = [
             message_start(),

@@ -5,8 +5,11 @@
   calls, a 429, a cut stream); `env.run(...)` returns an `AgentRun` to assert on. The
   pytest plugin (`steadyloop.testing.pytest_plugin`, loaded automatically) gives the
   `agent_env` fixture over your `steadyloop_tools` fixture.
-- `ScriptedServer` and the chunk builders: the scripted OpenAI-compatible provider
-  underneath, for byte-level wire shapes.
+- `ScriptedServer` and the builders of what it sends: the scripted OpenAI-compatible
+  provider underneath. `text_response` and `tool_calls_response` build the two usual
+  turns whole; the chunk builders and `sse_response` build byte-level wire shapes.
+- `time_skipping_runtime()`: the Temporal runtime `AgentEnv` gives the time-skipping
+  test server, for a `WorkflowEnvironment` of your own (its one false alarm dropped).
 
 Shipped in the package (not under `tests/`) because the no-API-key demo uses the same
 server as its provider, and because users testing their own tools and workflows need a
@@ -16,7 +19,9 @@ provider that is deterministic and needs no key.
 from steadyloop.receipts.ledger import DidNotHappen, GiveUp, Happened
 from steadyloop.testing.agent_env import AgentEnv, NothingWaits, RunningAgent
 from steadyloop.testing.agent_run import AgentRun, ReceiptRecord, ToolCallRecord
+from steadyloop.testing.answers import text_response, tool_calls_response
 from steadyloop.testing.chunks import (
+    Chunk,
     ScriptedCall,
     chunk,
     error_object,
@@ -29,6 +34,7 @@ from steadyloop.testing.chunks import (
     tool_calls_chunk,
     usage_chunk,
 )
+from steadyloop.testing.core_logs import time_skipping_runtime
 from steadyloop.testing.scripted_model import (
     Call,
     ScriptedModel,
@@ -40,6 +46,7 @@ from steadyloop.testing.scripted_server import (
     Exchange,
     Pause,
     RecordedRequest,
+    Responder,
     ScriptedResponse,
     ScriptedServer,
     disconnect,
@@ -56,6 +63,7 @@ __all__ = [
     "AgentEnv",
     "AgentRun",
     "Call",
+    "Chunk",
     "DidNotHappen",
     "Exchange",
     "GiveUp",
@@ -64,6 +72,7 @@ __all__ = [
     "Pause",
     "ReceiptRecord",
     "RecordedRequest",
+    "Responder",
     "RunningAgent",
     "ScriptExhausted",
     "ScriptedCall",
@@ -86,9 +95,12 @@ __all__ = [
     "sse_event",
     "sse_response",
     "text_chunks",
+    "text_response",
+    "time_skipping_runtime",
     "tool_call_chunks",
     "tool_call_delta",
     "tool_calls_chunk",
+    "tool_calls_response",
     "unsupported_parameter_response",
     "usage_chunk",
 ]

@@ -107,6 +107,21 @@ class RecordedRequest:
         except ValueError:
             return None
 
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        """The `messages` of a Chat Completions request, in order: the transcript a
+        responder answers from, and what a test asserts the agent sent (the tool answers,
+        a person's message).
+
+        Raises ValueError when the body is not a JSON object with a `messages` list, so
+        an assertion about what was sent cannot pass on a request that sent none.
+        """
+        body = self.json
+        messages = body.get("messages") if isinstance(body, dict) else None
+        if not isinstance(messages, list):
+            raise ValueError(f"not a chat request (no messages list): {self.body[:200]!r}")
+        return messages
+
 
 @dataclass
 class Exchange:
