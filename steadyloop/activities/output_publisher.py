@@ -105,7 +105,7 @@ async def ensure_stream_host(
                 stream_id, run_id=described.run_id, result_type=OutputStreamSummary
             )
             summary = await ended.result(follow_runs=False)
-        if summary is not None and summary.state is not None:
+        if summary is not None:
             params = params.model_copy(update={"prior": summary.state, "epoch": summary.epoch})
         else:
             params = params.model_copy(update={"epoch": epoch + 1})

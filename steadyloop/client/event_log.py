@@ -459,17 +459,9 @@ async def _read_ended(
     client: Client, host_id: str, run_id: str, epoch: int, next_offset: int, *, overlap: bool
 ) -> AsyncGenerator[RunEventItem, None]:
     """What an ended host retained, from its result (a history read, no workflow task);
-    `overlap` as for `_read_chain`.
-
-    A host from before results carried the log (no `state`) is read the usual way, by
-    the stream's query (that needs a worker)."""
+    `overlap` as for `_read_chain`."""
     ended = client.get_workflow_handle(host_id, run_id=run_id, result_type=OutputStreamSummary)
     summary = await ended.result(follow_runs=False)
-    if summary.state is None:
-        chain = _read_chain(client, host_id, epoch, next_offset, DEFAULT_POLL_S, overlap=overlap)
-        async for event in chain:
-            yield event
-        return
     converter = client.data_converter.payload_converter
     base = summary.state.base_offset
     if next_offset < base:

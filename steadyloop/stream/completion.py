@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, ConfigDict, Field
 
 from steadyloop.chat import ChatMessage, PassbackItem, ToolCall, ToolSpec
 from steadyloop.output.forwarding import ForwardTarget
@@ -62,9 +62,6 @@ class CompletionRequest(BaseModel):
     # What is left of the run's token budget: the stream is cut once this turn's output
     # tokens reach it (`steadyloop.stops.budget`; None: no budget).
     output_budget_tokens: int | None = None
-    # Events published with this attempt, present only in the older replay fixtures'
-    # inputs: they are sent as the input's second payload (`steadyloop.events.publishing`).
-    log_events: list[JsonValue] = Field(default_factory=list)
 
     def wants_json(self) -> bool:
         kind = (self.response_format or {}).get("type")

@@ -174,9 +174,6 @@ class ToolInvocation(BaseModel):
     # its lease (that attempt may still be running somewhere as a zombie).
     previous_progress: list[JsonValue] = Field(default_factory=list)
     reclaimed: bool = False
-    # Events published with this call, present only in the older replay fixtures' inputs:
-    # they are sent as the input's second payload (`steadyloop.events.publishing`).
-    log_events: list[JsonValue] = Field(default_factory=list)
 
 
 class ToolOutcome(BaseModel):

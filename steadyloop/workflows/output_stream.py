@@ -49,8 +49,9 @@ class OutputStreamSummary(BaseModel):
     offset: int
     reason: str
     epoch: int = 0
-    # What the host retained at its end (None from hosts older than carrying it).
-    state: WorkflowStreamState | None = None
+    # What the host retained at its end: a follower of an ended run reads it here, from
+    # the host's result, with no worker to answer a query.
+    state: WorkflowStreamState
 
 
 @workflow.defn(name=OUTPUT_STREAM_WORKFLOW)
