@@ -77,15 +77,17 @@ async def test_a_result_over_the_payload_limit_drops_the_timeline_before_any_rec
     from steadyloop.receipts.ledger import PackedLedger
     from steadyloop.run.models import RunResult, RunStats
     from steadyloop.run.timeline import Timeline
-    from steadyloop.workflows import tool_loop
+    from steadyloop.workflows import hand_over
+    from steadyloop.workflows.hand_over import HandOver
     from steadyloop.workflows.payload_ceiling import PayloadCeiling
+    from steadyloop.workflows.run_state import RunState
 
     def measured(result: RunResult) -> int:  # too large exactly while it has a timeline
         return MAX_INLINE_PAYLOAD_BYTES + 1 if result.timeline else 10
 
-    monkeypatch.setattr(tool_loop, "payload_bytes", measured)
-    workflow = ToolLoopWorkflow()
-    workflow._ceiling = PayloadCeiling(MAX_INLINE_PAYLOAD_BYTES)
+    monkeypatch.setattr(hand_over, "payload_bytes", measured)
+    state = RunState()
+    state.ceiling = PayloadCeiling(MAX_INLINE_PAYLOAD_BYTES)
     timeline = Timeline()
     timeline.add(1, "model", "healed", "transcript healed", at=2)
     result = RunResult(
@@ -96,6 +98,6 @@ async def test_a_result_over_the_payload_limit_drops_the_timeline_before_any_rec
         receipts=PackedLedger(),
         timeline=timeline.events,
     )
-    bounded = await workflow._bounded_result(result)
+    bounded = await HandOver(state).bounded_result(result)
     assert bounded.timeline == []
     assert bounded.receipts is not None and bounded.detail == ""
