@@ -26,15 +26,16 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, TimeoutError
 
-with workflow.unsafe.imports_passed_through():
+if TYPE_CHECKING:  # annotations only: no module-level object the sandbox test cannot vouch for
     from pydantic import JsonValue
 
+with workflow.unsafe.imports_passed_through():
     from steadyloop.chains.delegation_tool import DELEGATE_TOOL
     from steadyloop.history.budget import MAX_INLINE_PAYLOAD_BYTES
     from steadyloop.receipts.canonical_json import canonical_json
