@@ -50,7 +50,7 @@ DELIVER_ITEM_S = 0.2
 # worker lost within this long after recording an item may not have sent it, and the
 # reclaimed attempt repeats that item. The checker excuses a repeat only inside it.
 HEARTBEAT_WINDOW_S = 1.0
-# `steadyloop.workflows.tool_loop.LEASE_MARGIN`: an opaque receipt's lease outlives the
+# `steadyloop.workflows.tool_attempt.LEASE_MARGIN`: an opaque receipt's lease outlives the
 # attempt's timeout by this much.
 LEASE_MARGIN_S = 5.0
 

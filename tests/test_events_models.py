@@ -181,12 +181,19 @@ def test_where_a_log_is_reads_the_same_from_the_memo_and_from_the_input(
         log_mode_of_input,
     )
     from steadyloop.output.forwarding import ForwardingOptions
+    from steadyloop.receipts.ledger import PackedLedger
     from steadyloop.run.models import CarriedState, RunInput, RunStats
 
     carried = (
         None
         if continued is None
-        else CarriedState(transcript=[], stats=RunStats(), turn=1, log_in_history=continued)
+        else CarriedState(
+            transcript=[],
+            packed_receipts=PackedLedger(),
+            stats=RunStats(),
+            turn=1,
+            log_in_history=continued,
+        )
     )
     run = RunInput(
         endpoint="local",

@@ -32,7 +32,7 @@ from steadyloop.run.models import RunInput, RunResult
 from steadyloop.run.resume import resume_input
 from steadyloop.stops.budget import estimate_tokens
 from steadyloop.testing import Pause, sse_response, text_chunks
-from steadyloop.workflows.tool_loop import INTERRUPT_SETTLE
+from steadyloop.workflows.model_turn import INTERRUPT_SETTLE
 
 pytestmark = pytest.mark.slow
 
@@ -84,7 +84,7 @@ async def interrupt_when(
 
 
 # With a deadline the routed turn runs in a task of its own, raced against a timer
-# (`_before_deadline`); the interrupt must still wait for the activity through it.
+# (`before_deadline`); the interrupt must still wait for the activity through it.
 @pytest.mark.parametrize("deadline_s", [None, 3600.0], ids=["no_deadline", "deadline"])
 async def test_an_interrupt_mid_stream_keeps_exactly_what_the_subscriber_received(
     monkeypatch: pytest.MonkeyPatch, deadline_s: float | None

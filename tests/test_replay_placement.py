@@ -34,13 +34,13 @@ NOW_ALLOWED = {
     ("durable_time", "remaining"): (1, "an activity timeout's length"),
     ("chain_admission", "*"): (1, "the admission entity runs no local activity"),
     ("endpoint_health", "*"): (1, "the health entity runs no local activity"),
-    ("tool_loop", "_restore"): (
+    ("hand_over", "restore"): (
         2,
         "the run's first activation (start, deadline), before any await",
     ),
-    ("tool_loop", "run"): (1, "the run's wall time, a statistic in its result"),
-    ("tool_loop", "_wait_out_lease"): (1, "the lease timer's length"),
-    ("tool_loop", "_attempt"): (1, "a lease's expiry, shown to people and sizing its timer"),
+    ("tool_loop", "_stopped"): (1, "the run's wall time, a statistic in its result"),
+    ("receipt_path", "_wait_out_lease"): (1, "the lease timer's length"),
+    ("tool_attempt", "_execute"): (1, "a lease's expiry, shown to people and sizing its timer"),
     ("approvals", "ask"): (1, "when a person was asked, shown to people"),
 }
 # Workflows whose every `workflow.now()` is allowed because they run no local activity.
@@ -129,12 +129,14 @@ def test_no_patch_and_the_deadline_read_the_run_only_in_its_first_activation() -
         if isinstance(node, ast.AsyncFunctionDef) and node.name == "run"
     )
     first_await = min(node.lineno for node in ast.walk(run) if isinstance(node, ast.Await))
-    assert _first_call(run, "_events", "begin") < first_await, "EventLog.begin: before any await"
-    assert _first_call(run, "_deadline", "start") < first_await, "Deadline.start: the same"
+    assert _first_call(run, "events", "begin") < first_await, "EventLog.begin: before any await"
+    assert _first_call(run, "deadline", "start") < first_await, "Deadline.start: the same"
+    restore = _first_call(run, "_hand_over", "restore")
+    assert restore < first_await, "HandOver.restore reads the clock: the same"
 
 
 def _first_call(function: ast.AST, owner: str, method: str) -> int:
-    """The line of the first `self.<owner>.<method>(...)` in `function`."""
+    """The line of the first `<...>.<owner>.<method>(...)` in `function`."""
     return min(
         node.lineno
         for node in ast.walk(function)

@@ -17,7 +17,6 @@ from steadyloop.testing import (
     text_response,
     tool_calls_response,
 )
-from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 
 async def test_a_stall_is_recorded_with_its_phase_and_the_retry() -> None:
@@ -83,15 +82,17 @@ async def test_a_result_over_the_payload_limit_drops_its_log_events_before_any_r
     from steadyloop.history.budget import MAX_INLINE_PAYLOAD_BYTES
     from steadyloop.receipts.ledger import PackedLedger
     from steadyloop.run.models import RunResult, RunStats
-    from steadyloop.workflows import tool_loop
+    from steadyloop.workflows import hand_over
+    from steadyloop.workflows.hand_over import HandOver
     from steadyloop.workflows.payload_ceiling import PayloadCeiling
+    from steadyloop.workflows.run_state import RunState
 
     def measured(result: RunResult) -> int:  # too large exactly while it carries events
         return MAX_INLINE_PAYLOAD_BYTES + 1 if result.log_events else 10
 
-    monkeypatch.setattr(tool_loop, "payload_bytes", measured)
-    workflow = ToolLoopWorkflow()
-    workflow._ceiling = PayloadCeiling(MAX_INLINE_PAYLOAD_BYTES)
+    monkeypatch.setattr(hand_over, "payload_bytes", measured)
+    state = RunState()
+    state.ceiling = PayloadCeiling(MAX_INLINE_PAYLOAD_BYTES)
     stop = {"type": "stop", "turn": 1, "reason": "final_answer", "final_answer": "ok"}
     result = RunResult(
         final_answer="ok",
@@ -101,6 +102,6 @@ async def test_a_result_over_the_payload_limit_drops_its_log_events_before_any_r
         receipts=PackedLedger(),
         log_events=[stop],
     )
-    bounded = await workflow._bounded_result(result)
+    bounded = await HandOver(state).bounded_result(result)
     assert bounded.log_events == []
     assert bounded.receipts is not None and bounded.detail == ""

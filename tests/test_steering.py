@@ -43,7 +43,7 @@ def roles(body: object) -> list[str]:
 async def test_interrupt_while_streaming_cancels_the_stream_and_closes_the_connection(
     deadline_s: float | None,
 ) -> None:
-    # With a deadline the model activity is raced against a timer (`_before_deadline`);
+    # With a deadline the model activity is raced against a timer (`before_deadline`);
     # cancelling that race must cancel the activity as well.
     async with running_loop([trickle(400)]) as loop:
         handle = await loop.start(run_input(deadline_s=deadline_s))

@@ -54,7 +54,8 @@ from steadyloop.tools.payloads import (
 from steadyloop.worker.dev_server import DevServer, dev_server
 from steadyloop.worker.process import WorkerOptions, running_worker
 from steadyloop.workflows.late_results import LateResults, kept, lost_text
-from steadyloop.workflows.tool_loop import LEASE_MARGIN, ToolLoopWorkflow
+from steadyloop.workflows.tool_attempt import LEASE_MARGIN
+from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 GUARD_S = 60  # how long a step may hang before the test gives up: a guard, not a measure
 

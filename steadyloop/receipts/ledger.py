@@ -190,7 +190,7 @@ def abandoned_result(tool: str, note: str | None) -> str:
 def resolution_text(resolution: Happened | DidNotHappen | GiveUp, attempt: int) -> str | None:
     """What a person's resolution of ambiguous `attempt` says on the call's answer, for
     the run's timeline; None for `Happened`, whose replayed answer already says a person
-    resolved it (`ToolLoopWorkflow._replayed`). A give-up is never called a replay: the
+    resolved it (`ReceiptPath.replayed`). A give-up is never called a replay: the
     tool did not run, and no earlier result is being repeated."""
     if isinstance(resolution, Happened):
         return None

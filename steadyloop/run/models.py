@@ -27,7 +27,7 @@ from steadyloop.chat import ChatMessage
 from steadyloop.history.compaction import CompactionPolicy, CompactionRecord
 from steadyloop.history.healing import Healing
 from steadyloop.output.forwarding import ForwardingOptions, PartialOutput
-from steadyloop.receipts.ledger import AmbiguityResolution, PackedLedger, ReceiptLedger
+from steadyloop.receipts.ledger import AmbiguityResolution, PackedLedger
 from steadyloop.routing.pricing import Price, cost_of
 from steadyloop.routing.provider_profiles import ProviderProfile
 from steadyloop.routing.route_plan import Backoff, RouteCandidate, RouteConfig
@@ -659,15 +659,13 @@ class InheritedReceipts(BaseModel):
 class CarriedState(BaseModel):
     """What a run carries across continue-as-new: everything its next turn needs.
 
-    Receipts travel packed against `transcript` (`packed_receipts`, so a result is not
-    carried twice); `receipts` is the form of runs continued by earlier versions, still
-    read when `packed_receipts` is absent. `receipt_scope`: the run part of receipt keys
+    Receipts travel packed against `transcript` (`packed_receipts`), so a result the
+    transcript holds is not carried twice. `receipt_scope`: the run part of receipt keys
     when it is not the workflow id (a resumed run's; None: the workflow id).
     """
 
     transcript: list[ChatMessage]
-    receipts: ReceiptLedger = Field(default_factory=ReceiptLedger)
-    packed_receipts: PackedLedger | None = None
+    packed_receipts: PackedLedger
     receipt_scope: str | None = None
     stats: RunStats
     turn: int

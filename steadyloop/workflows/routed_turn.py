@@ -85,7 +85,12 @@ with workflow.unsafe.imports_passed_through():
         ForwardedOutput,
         ReadForwardedOutput,
     )
-    from steadyloop.routing.disposition import Action, AttemptContext, failure_disposition
+    from steadyloop.routing.disposition import (
+        Action,
+        AttemptContext,
+        Disposition,
+        failure_disposition,
+    )
     from steadyloop.routing.endpoint_health import (
         ADMIT_PROBE_ACTIVITY,
         READ_ENDPOINT_HEALTH_ACTIVITY,
@@ -112,7 +117,7 @@ with workflow.unsafe.imports_passed_through():
         AssembledTurn,
         CompletionRequest,
     )
-    from steadyloop.telemetry.workflow import attempt_trace
+    from steadyloop.telemetry.workflow import AttemptTrace, attempt_trace
 
 __all__ = [
     "HealthView",
@@ -377,17 +382,9 @@ async def _route(
     for position, planned in enumerate(plan.candidates):
         candidate = planned.candidate
         if planned.probe and not await _admit_probe(candidate.endpoint):
-            log.append(
-                RouteAttempt(
-                    endpoint=candidate.endpoint,
-                    model=candidate.model,
-                    outcome="skipped",
-                    rule="probe_taken",
-                    detail="half-open, and another run holds the probe",
-                )
-            )
+            log.append(_probe_taken(planned))
             continue
-        ended = await _run_candidate(
+        ended = await _Candidate(
             planned,
             request,
             first_attempt=first_attempt,
@@ -397,7 +394,7 @@ async def _route(
             heartbeat_timeout=heartbeat_timeout,
             timing=timing,
             log=log,
-        )
+        ).run()
         if isinstance(ended, AssembledTurn):
             return RoutedTurn(
                 turn=ended,
@@ -409,29 +406,37 @@ async def _route(
         if isinstance(ended, RouteStop):
             return RoutedTurn(plan=plan, attempts=log, stop=ended)
         last = ended
+    return RoutedTurn(plan=plan, attempts=log, stop=_no_turn(plan, log, last))
+
+
+def _no_turn(plan: RoutePlan, log: _Log, last: RouteAttempt | None) -> RouteStop:
+    """Why every candidate of the plan ended without a turn: all skipped, or all failed."""
     if last is None:
-        return RoutedTurn(
-            plan=plan,
-            attempts=log,
-            stop=RouteStop(
-                reason="no_candidate",
-                detail="every candidate was skipped: "
-                + "; ".join(
-                    [f"{s.candidate.endpoint}: {s.reason}" for s in plan.skipped]
-                    + [f"{a.endpoint}: {a.detail}" for a in log if a.outcome == "skipped"]
-                ),
-                next_open_at=plan.next_open_at,
+        return RouteStop(
+            reason="no_candidate",
+            detail="every candidate was skipped: "
+            + "; ".join(
+                [f"{s.candidate.endpoint}: {s.reason}" for s in plan.skipped]
+                + [f"{a.endpoint}: {a.detail}" for a in log if a.outcome == "skipped"]
             ),
+            next_open_at=plan.next_open_at,
         )
-    return RoutedTurn(
-        plan=plan,
-        attempts=log,
-        stop=RouteStop(
-            reason="exhausted",
-            rule=last.rule,
-            detail=f"every candidate failed; the last: {last.detail}",
-            failure=last.failure,
-        ),
+    return RouteStop(
+        reason="exhausted",
+        rule=last.rule,
+        detail=f"every candidate failed; the last: {last.detail}",
+        failure=last.failure,
+    )
+
+
+def _probe_taken(planned: PlannedCandidate) -> RouteAttempt:
+    """A half-open candidate skipped: another run holds its probe."""
+    return RouteAttempt(
+        endpoint=planned.candidate.endpoint,
+        model=planned.candidate.model,
+        outcome="skipped",
+        rule="probe_taken",
+        detail="half-open, and another run holds the probe",
     )
 
 
@@ -464,49 +469,109 @@ class _Log(list[RouteAttempt]):
         return None if self._carried is None else self._carried()
 
 
-async def _run_candidate(
-    planned: PlannedCandidate,
-    request: CompletionRequest,
-    *,
-    first_attempt: int,
-    later_candidates: bool,
-    larger_context_later: bool,
-    attempt_timeout: timedelta,
-    heartbeat_timeout: timedelta | None,
-    timing: _Timing,
-    log: _Log,
-) -> AssembledTurn | RouteStop | RouteAttempt:
-    """Attempts on one candidate: the turn, a stop, or the attempt that traversed."""
-    candidate = planned.candidate
-    omitted = list(planned.omit_parameters)
-    dropped: dict[DegradableParameter, str] = {}
-    attempt = 1
-    while True:
-        if timing.passed:
-            return RouteStop(reason="deadline", detail="the deadline passed before an attempt")
-        sequence = first_attempt + sum(1 for a in log if a.outcome != "skipped")
+class _Candidate:
+    """Attempts on one planned candidate, by the table: the turn, a stop, or the attempt
+    that traversed to the next candidate. Retries on the candidate drop a degradable
+    parameter or back off (racing the deadline's timer); each attempt's end advances the
+    durable clock, since it is an event in history."""
+
+    def __init__(
+        self,
+        planned: PlannedCandidate,
+        request: CompletionRequest,
+        *,
+        first_attempt: int,
+        later_candidates: bool,
+        larger_context_later: bool,
+        attempt_timeout: timedelta,
+        heartbeat_timeout: timedelta | None,
+        timing: _Timing,
+        log: _Log,
+    ) -> None:
+        self._planned = planned
+        self._candidate = planned.candidate
+        self._request = request
+        self._first_attempt = first_attempt
+        self._later_candidates = later_candidates
+        self._larger_context_later = larger_context_later
+        self._attempt_timeout = attempt_timeout
+        self._heartbeat_timeout = heartbeat_timeout
+        self._timing = timing
+        self._log = log
+        self._omitted = list(planned.omit_parameters)
+        self._dropped: dict[DegradableParameter, str] = {}
+        self._attempt = 1  # the attempt's number on this candidate
+
+    async def run(self) -> AssembledTurn | RouteStop | RouteAttempt:
+        candidate = self._candidate
+        while True:
+            if self._timing.passed:
+                return RouteStop(reason="deadline", detail="the deadline passed before an attempt")
+            sequence = self._first_attempt + sum(1 for a in self._log if a.outcome != "skipped")
+            sent = self._sent(sequence)
+            trace = attempt_trace(candidate.endpoint, candidate.model, sequence, self._attempt)
+            turn, failed = await self._send(sent, trace)
+            if _cancel_requested():
+                # Whatever the attempt ended with once its cancellation was asked for (a
+                # stall it was in, a timeout of a dead worker, even its answer), the caller
+                # gave up on the turn: not the endpoint's failure, nothing to retry.
+                facts = StreamFailure(
+                    kind="aborted", message="the turn was cancelled by its caller"
+                )
+            elif failed is None:
+                assert turn is not None
+                return await self._answered(sent, sequence, trace, turn)
+            else:
+                facts = facts_from_activity_error(failed)
+            disposition, entry = await self._failed(sent, sequence, trace, facts, failed)
+            if disposition.action == "stop":
+                return await self._stopped(disposition, facts, sequence, sent, failed)
+            await self._log.settled()
+            if disposition.action == "traverse":
+                return entry
+            if disposition.drop_parameter is not None:
+                self._omitted.append(disposition.drop_parameter)
+                self._dropped[disposition.drop_parameter] = facts.message
+            else:
+                self._attempt += 1
+            if disposition.delay_s > 0 and await self._backed_off_past_deadline(disposition):
+                return RouteStop(
+                    reason="deadline",
+                    rule=disposition.rule,
+                    detail=f"the deadline comes before the retry ({disposition.reason})",
+                    failure=facts,
+                )
+
+    def _sent(self, sequence: int) -> CompletionRequest:
+        """The request as this candidate's attempt `sequence` sends it."""
+        request = self._request
         forward = request.forward
-        sent = request.model_copy(
+        return request.model_copy(
             update={
-                "endpoint": candidate.endpoint,
-                "model": candidate.model,
-                "omit_parameters": sorted({*request.omit_parameters, *omitted}),
+                "endpoint": self._candidate.endpoint,
+                "model": self._candidate.model,
+                "omit_parameters": sorted({*request.omit_parameters, *self._omitted}),
                 "forward": None
                 if forward is None
                 else forward.model_copy(update={"attempt": sequence}),
             }
         )
-        riding = log.carried()
+
+    async def _send(
+        self, sent: CompletionRequest, trace: AttemptTrace
+    ) -> tuple[AssembledTurn | None, ActivityError | None]:
+        """One model activity: its turn, or the error it ended with."""
+        riding = self._log.carried()
+        turn: AssembledTurn | None = None
         failed: ActivityError | None = None
-        trace = attempt_trace(candidate.endpoint, candidate.model, sequence, attempt)
         try:
-            turn: AssembledTurn = await trace.scheduled(
+            turn = await trace.scheduled(
                 workflow.execute_activity(
                     STREAM_COMPLETION_ACTIVITY,
                     args=[sent] if riding is None else [sent, riding],
                     result_type=AssembledTurn,
-                    start_to_close_timeout=timing.bounded(attempt_timeout),
-                    heartbeat_timeout=heartbeat_timeout,
+                    start_to_close_timeout=self._timing.bounded(self._attempt_timeout),
+                    heartbeat_timeout=self._heartbeat_timeout,
                     # The table owns retries: one attempt per execution, each in history.
                     retry_policy=RetryPolicy(maximum_attempts=1),
                     cancellation_type=_cancellation_type(sent),
@@ -514,40 +579,51 @@ async def _run_candidate(
             )
         except ActivityError as error:
             failed = error
-            facts = facts_from_activity_error(error)
-        timing.clock.advance()  # the attempt's end is an event in history
-        if _cancel_requested():
-            # Whatever the attempt ended with once its cancellation was asked for (a
-            # stall it was in, a timeout of a dead worker, even its answer), the caller
-            # gave up on the turn: not the endpoint's failure, nothing to retry.
-            facts = StreamFailure(kind="aborted", message="the turn was cancelled by its caller")
-        elif failed is None:
-            log.append(
-                RouteAttempt(
-                    endpoint=candidate.endpoint,
-                    model=candidate.model,
-                    attempt=attempt,
-                    sequence=sequence,
-                    outcome="ok",
-                    omitted=sent.omit_parameters,
-                )
+        self._timing.clock.advance()  # the attempt's end is an event in history
+        return turn, failed
+
+    async def _answered(
+        self, sent: CompletionRequest, sequence: int, trace: AttemptTrace, turn: AssembledTurn
+    ) -> AssembledTurn:
+        """Log the answer, and record in the endpoint's health what it proved."""
+        candidate = self._candidate
+        self._log.append(
+            RouteAttempt(
+                endpoint=candidate.endpoint,
+                model=candidate.model,
+                attempt=self._attempt,
+                sequence=sequence,
+                outcome="ok",
+                omitted=sent.omit_parameters,
             )
-            trace.ended(log[-1], turn)
-            for parameter, evidence in dropped.items():
-                await _record(candidate.endpoint, "degraded", evidence, parameter)
-            if planned.probe:
-                await _record(candidate.endpoint, "success", "the half-open probe succeeded")
-            return turn
+        )
+        trace.ended(self._log[-1], turn)
+        for parameter, evidence in self._dropped.items():
+            await _record(candidate.endpoint, "degraded", evidence, parameter)
+        if self._planned.probe:
+            await _record(candidate.endpoint, "success", "the half-open probe succeeded")
+        return turn
+
+    async def _failed(
+        self,
+        sent: CompletionRequest,
+        sequence: int,
+        trace: AttemptTrace,
+        facts: StreamFailure,
+        failed: ActivityError | None,
+    ) -> tuple[Disposition, RouteAttempt]:
+        """What the table says of a failed attempt, recorded and logged."""
+        candidate = self._candidate
         disposition = failure_disposition(
             facts,
             AttemptContext(
-                attempt=attempt,
+                attempt=self._attempt,
                 attempts=candidate.attempts,
                 backoff=candidate.backoff,
                 max_retry_after_s=candidate.max_retry_after_s,
-                omitted=omitted,
-                later_candidates=later_candidates,
-                larger_context_available=larger_context_later,
+                omitted=self._omitted,
+                later_candidates=self._later_candidates,
+                larger_context_available=self._larger_context_later,
             ),
         )
         recorded = disposition.record_failure and await _record(
@@ -556,7 +632,7 @@ async def _run_candidate(
         entry = RouteAttempt(
             endpoint=candidate.endpoint,
             model=candidate.model,
-            attempt=attempt,
+            attempt=self._attempt,
             sequence=sequence,
             outcome="failed",
             rule=disposition.rule,
@@ -568,42 +644,41 @@ async def _run_candidate(
             breaker_recorded=recorded,
             detail=disposition.reason,
         )
-        log.append(entry)
+        self._log.append(entry)
         trace.ended(entry)
-        if disposition.action != "stop":
-            await log.settled()
-        if disposition.action == "stop":
-            stop = RouteStop(
-                reason="rule",
-                rule=disposition.rule,
-                detail=disposition.reason,
-                failure=facts,
-                sequence=sequence,
-            )
-            if disposition.rule == "produced_output" and failed is not None:
-                shown, source = await _shown_output(failed, sent)
-                stop = stop.model_copy(update={"shown": shown, "shown_source": source})
-            return stop
-        if disposition.action == "traverse":
-            return entry
-        if disposition.drop_parameter is not None:
-            omitted.append(disposition.drop_parameter)
-            dropped[disposition.drop_parameter] = facts.message
-        else:
-            attempt += 1
-        if disposition.delay_s > 0:
-            # Not "does the deadline come first?" against the clock: the backoff races
-            # the deadline's timer, and whichever fires is an event in history.
-            delay = timedelta(seconds=disposition.delay_s)
-            cut = await timing.deadline.sleep(delay) if timing.deadline else await _sleep(delay)
-            timing.clock.advance()
-            if cut:
-                return RouteStop(
-                    reason="deadline",
-                    rule=disposition.rule,
-                    detail=f"the deadline comes before the retry ({disposition.reason})",
-                    failure=facts,
-                )
+        return disposition, entry
+
+    async def _stopped(
+        self,
+        disposition: Disposition,
+        facts: StreamFailure,
+        sequence: int,
+        sent: CompletionRequest,
+        failed: ActivityError | None,
+    ) -> RouteStop:
+        """The route stops here; an attempt that showed output says what it showed."""
+        stop = RouteStop(
+            reason="rule",
+            rule=disposition.rule,
+            detail=disposition.reason,
+            failure=facts,
+            sequence=sequence,
+        )
+        if disposition.rule == "produced_output" and failed is not None:
+            shown, source = await _shown_output(failed, sent)
+            stop = stop.model_copy(update={"shown": shown, "shown_source": source})
+        return stop
+
+    async def _backed_off_past_deadline(self, disposition: Disposition) -> bool:
+        """Back off before the next attempt; True when the deadline came first.
+
+        Not "does the deadline come first?" against the clock: the backoff races the
+        deadline's timer, and whichever fires is an event in history."""
+        timing = self._timing
+        delay = timedelta(seconds=disposition.delay_s)
+        cut = await timing.deadline.sleep(delay) if timing.deadline else await _sleep(delay)
+        timing.clock.advance()
+        return cut
 
 
 def facts_from_activity_error(error: ActivityError) -> StreamFailure:

@@ -1,6 +1,6 @@
 """One model turn's answer across continuations, and the truth about a cut answer.
 
-Deterministic code only (called from `ToolLoopWorkflow._model_turn`). A text answer can
+Deterministic code only (called from `ModelTurn.complete`). A text answer can
 end before it is finished in three ways, and none of them is a final answer:
 
 - the token limit cut it (`finish_reason` `length`/`max_tokens`, the request's
