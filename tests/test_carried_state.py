@@ -25,11 +25,9 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 
 from steadyloop.history.budget import MAX_INLINE_PAYLOAD_BYTES
-from steadyloop.receipts.decision import receipt_key
 from steadyloop.receipts.ledger import GiveUp, Happened, ReceiptLedger
 from steadyloop.run.models import (
     AmbiguousCall,
-    CarriedState,
     ResolveReceipt,
     RunResult,
     RunStats,
@@ -167,47 +165,6 @@ async def test_item_9_with_external_storage_the_same_state_is_carried_under_its_
     assert result.stop_reason == "final_answer"
     assert len(histories) == 2 and result.stats.continued_as_new == {"turns": 1}
     assert result.receipts is not None and len(result.receipts) == 1
-
-
-async def test_item_9_state_carried_by_the_previous_version_still_restores() -> None:
-    # A run continued-as-new by the previous version carried its ledger whole
-    # (`receipts`, no `packed_receipts`): its completed call still replays.
-    workflow_id = "old-carried-state"
-    key = receipt_key("default", workflow_id, "note", {"text": "old"})
-    old_form: dict[str, Any] = {
-        "transcript": [
-            {"role": "system", "content": "You are a test agent."},
-            {"role": "user", "content": "help me"},
-        ],
-        "receipts": {
-            "receipts": {
-                key.text: {
-                    "status": "completed",
-                    "attempt": 1,
-                    "lease_expires_at": "2026-01-01T00:00:00Z",
-                    "result": "noted 'old'",
-                    "result_bytes": 11,
-                }
-            }
-        },
-        "stats": RunStats(turns=1).model_dump(mode="json"),
-        "turn": 1,
-    }
-    carried = CarriedState.model_validate(old_form)
-    assert carried.packed_receipts is None and len(carried.receipts) == 1
-    script = [
-        tool_calls_response(ScriptedCall("note", {"text": "old"}, id="n1")),
-        text_response("done"),
-    ]
-    async with running_loop(script) as loop:
-        run = run_input().model_copy(update={"carried": carried, "prompt": None})
-        handle = await loop.start(run, workflow_id=workflow_id)
-        result = await handle.result()
-        notes = list(loop.effects.notes)
-    assert notes == []
-    (replayed,) = tool_messages(result.transcript)
-    assert replayed.content == "noted 'old'"
-    assert result.stats.tool_replays == 1
 
 
 async def wait_for_ambiguous(handle: Any) -> list[AmbiguousCall]:
