@@ -76,18 +76,18 @@ from bench_loop import (
     versions,
 )
 
+from steadyloop._output.forwarding import ForwardingOptions, output_stream_id
+from steadyloop._routing.endpoint_health import health_workflow_id
+from steadyloop._run.models import RunInput, RunLimits, RunResult
+from steadyloop._workflows.tool_loop import ToolLoopWorkflow
 from steadyloop.client import RunHandle
-from steadyloop.output.forwarding import ForwardingOptions, output_stream_id
-from steadyloop.routing.endpoint_health import health_workflow_id
-from steadyloop.run.models import RunInput, RunLimits, RunResult
-from steadyloop.testing.chunks import Chunk, chunk, finish_chunk, role_chunk
-from steadyloop.testing.scripted_server import (
+from steadyloop.testing._chunks import Chunk, chunk, finish_chunk, role_chunk
+from steadyloop.testing._scripted_server import (
     Pause,
     RecordedRequest,
     ScriptedResponse,
     sse_response,
 )
-from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 STREAM_MODEL = "bench-stream"
 # A follower's slower poll (`RunHandle.events(poll_s=...)`): text in 1-s pieces.

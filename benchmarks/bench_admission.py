@@ -23,17 +23,17 @@ from datetime import UTC, datetime
 
 from temporalio.worker import Worker
 
-from steadyloop.activities.chain_admission import ChainAdmissionActivities
-from steadyloop.chains.admission import AdmissionRequest, ChildAsk, RunEntry
-from steadyloop.chains.limits import (
+from steadyloop._activities.chain_admission import ChainAdmissionActivities
+from steadyloop._chains.admission import AdmissionRequest, ChildAsk, RunEntry
+from steadyloop._chains.limits import (
     ChainBudgetLimit,
     ChainLimit,
     ChainPosition,
     TenantCeilingLimit,
     TenantRateLimit,
 )
-from steadyloop.worker.dev_server import dev_server
-from steadyloop.workflows.chain_admission import ChainAdmissionWorkflow
+from steadyloop._worker.dev_server import dev_server
+from steadyloop._workflows.chain_admission import ChainAdmissionWorkflow
 
 TENANT = "bench"
 LIMITS: list[ChainLimit] = [

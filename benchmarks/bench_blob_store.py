@@ -48,24 +48,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from seaweed_harness import seaweed
 from shared_nothing_harness import responder
 
-from steadyloop.activities.endpoint_health import EndpointHealthActivities
-from steadyloop.activities.model_stream import ModelActivities
-from steadyloop.activities.tool_execution import ToolActivities
-from steadyloop.chat import ChatMessage
-from steadyloop.history.object_store import ForwardingStore, ObjectStore
-from steadyloop.history.payload_storage import (
+from steadyloop._activities.endpoint_health import EndpointHealthActivities
+from steadyloop._activities.model_stream import ModelActivities
+from steadyloop._activities.tool_execution import ToolActivities
+from steadyloop._chat import ChatMessage
+from steadyloop._history.object_store import ForwardingStore, ObjectStore
+from steadyloop._history.payload_storage import (
     ChunkedStorageDriver,
     steadyloop_data_converter,
 )
-from steadyloop.routing.endpoints import EndpointRegistry
-from steadyloop.run.models import RunInput, RunResult
-from steadyloop.temporal_binaries import dev_server_args, dev_server_path
-from steadyloop.testing.scripted_server import (
+from steadyloop._routing.endpoints import EndpointRegistry
+from steadyloop._run.models import RunInput, RunResult
+from steadyloop._temporal_binaries import dev_server_args, dev_server_path
+from steadyloop._worker.process import HEARTBEAT_THROTTLE, RUN_WORKFLOWS
+from steadyloop._workflows.tool_loop import ToolLoopWorkflow
+from steadyloop.testing._scripted_server import (
     ScriptedServer,
 )
 from steadyloop.tools import ToolRegistry, tool
-from steadyloop.worker.process import HEARTBEAT_THROTTLE, RUN_WORKFLOWS
-from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 RESULT_BYTES = 4096
 TARGET = StorageDriverStoreContext(

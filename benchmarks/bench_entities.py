@@ -38,14 +38,14 @@ from datetime import UTC, datetime
 from bench_admission import LIMITS, TENANT  # the same tenant and limits, all generous
 from temporalio.worker import Worker
 
-from steadyloop.activities.chain_admission import ChainAdmissionActivities
-from steadyloop.activities.endpoint_health import EndpointHealthActivities
-from steadyloop.chains.admission import AdmissionRequest, ChildAsk, RunEntry
-from steadyloop.chains.limits import ChainPosition
-from steadyloop.routing.endpoint_health import EndpointHealth, EndpointOutcome, health_workflow_id
-from steadyloop.worker.dev_server import dev_server
-from steadyloop.workflows.chain_admission import ChainAdmissionWorkflow
-from steadyloop.workflows.endpoint_health import EndpointHealthWorkflow
+from steadyloop._activities.chain_admission import ChainAdmissionActivities
+from steadyloop._activities.endpoint_health import EndpointHealthActivities
+from steadyloop._chains.admission import AdmissionRequest, ChildAsk, RunEntry
+from steadyloop._chains.limits import ChainPosition
+from steadyloop._routing.endpoint_health import EndpointHealth, EndpointOutcome, health_workflow_id
+from steadyloop._worker.dev_server import dev_server
+from steadyloop._workflows.chain_admission import ChainAdmissionWorkflow
+from steadyloop._workflows.endpoint_health import EndpointHealthWorkflow
 
 SERIAL_SHARE = 5  # the one-at-a-time baseline sends a fifth as many
 PHASE_LIMIT_S = 120.0

@@ -49,23 +49,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_forwarding import ENDPOINT, MODEL, Received, Stream, TokenScript
 from bench_loop import bench_services, versions
 
-from steadyloop.activities.endpoint_health import EndpointHealthActivities
-from steadyloop.activities.tool_execution import ToolActivities
-from steadyloop.client.event_log import DEFAULT_POLL_S, run_events
-from steadyloop.events import TextDeltaEvent
-from steadyloop.output.forwarding import (
+from steadyloop._activities.endpoint_health import EndpointHealthActivities
+from steadyloop._activities.tool_execution import ToolActivities
+from steadyloop._output.forwarding import (
     HOST_IDLE_CLOSE_S,
     OUTPUT_TOPIC,
     OutputDelta,
     output_stream_id,
 )
-from steadyloop.run.models import RunInput, RunResult
-from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
-from steadyloop.testing.scripted_server import ScriptedServer, sse_response
+from steadyloop._run.models import RunInput, RunResult
+from steadyloop._worker.process import HEARTBEAT_THROTTLE, RUN_WORKFLOWS
+from steadyloop._workflows import event_log as workflow_event_log
+from steadyloop._workflows.tool_loop import ToolLoopWorkflow
+from steadyloop.client._event_log import DEFAULT_POLL_S, run_events
+from steadyloop.events import TextDeltaEvent
+from steadyloop.testing._chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
+from steadyloop.testing._scripted_server import ScriptedServer, sse_response
 from steadyloop.tools import ToolRegistry, tool
-from steadyloop.worker.process import HEARTBEAT_THROTTLE, RUN_WORKFLOWS
-from steadyloop.workflows import event_log as workflow_event_log
-from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 LATENCY_STREAMS = (Stream("paced", tokens=300, rate=50), Stream("fast", tokens=600, rate=200))
 QUICK_STREAMS = (Stream("paced", tokens=60, rate=50),)

@@ -13,7 +13,7 @@ updates (the event log's long polls), queries, describes and history reads. Each
 measured twice, back to back, on a run of its own:
 
 - `shared`: the N followers use one `SteadyloopClient`, so they share one reader of the
-  run's log (`steadyloop.client.fanout`): what a web server with N tabs on a run pays;
+  run's log (`steadyloop.client._fanout`): what a web server with N tabs on a run pays;
 - `private`: each follower has a reader of its own (the baseline: what N separate
   readers in the same process would cost).
 
@@ -50,16 +50,16 @@ from temporalio.client import (
     WorkflowUpdateHandle,
 )
 
+from steadyloop._history.payload_storage import steadyloop_data_converter
+from steadyloop._routing.endpoints import EndpointRegistry
+from steadyloop._worker.dev_server import dev_server
+from steadyloop._worker.process import WorkerOptions, running_worker
 from steadyloop.client import RunHandle, RunOptions, SteadyloopClient
-from steadyloop.client.fanout import EventFanout
+from steadyloop.client._fanout import EventFanout
 from steadyloop.events import RunEventItem, StopEvent, TextDeltaEvent
-from steadyloop.history.payload_storage import steadyloop_data_converter
-from steadyloop.routing.endpoints import EndpointRegistry
-from steadyloop.testing.chunks import chunk, finish_chunk, role_chunk
-from steadyloop.testing.scripted_server import Pause, ScriptedServer, sse_response
+from steadyloop.testing._chunks import chunk, finish_chunk, role_chunk
+from steadyloop.testing._scripted_server import Pause, ScriptedServer, sse_response
 from steadyloop.tools import ToolRegistry
-from steadyloop.worker.dev_server import dev_server
-from steadyloop.worker.process import WorkerOptions, running_worker
 
 WORD_GAP_S = 0.05
 

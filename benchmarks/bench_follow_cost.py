@@ -13,7 +13,7 @@ to back, each by a client that counts every request it sends (a client intercept
   file): the `progress` query about three times a second, the `transcript` and
   `timeline` queries when progress moved, a describe while an activity is in flight,
   and the run's output stream for the text;
-- `event log`: the command line's follower now (`steadyloop.cli.follow.follow`), which
+- `event log`: the command line's follower now (`steadyloop._cli.follow.follow`), which
   prints the run's ordered event log (`RunHandle.events()`): long polls (updates) on the
   run's output host and describes of the host, no query per poll.
 
@@ -46,19 +46,19 @@ from bench_fanout import Counted, answer_words
 from follow_by_queries import follow as follow_by_queries
 from temporalio.client import Client
 
-from steadyloop.cli.follow import follow as follow_the_log_by_cli
-from steadyloop.cli.progress import ProgressDisplay
+from steadyloop._cli.follow import follow as follow_the_log_by_cli
+from steadyloop._cli.progress import ProgressDisplay
+from steadyloop._history.payload_storage import steadyloop_data_converter
+from steadyloop._routing.endpoints import EndpointRegistry
+from steadyloop._run.models import RunResult
+from steadyloop._worker.dev_server import dev_server
+from steadyloop._worker.process import WorkerOptions, running_worker
+from steadyloop._workflows.tool_loop import ToolLoopWorkflow
 from steadyloop.client import RunHandle, RunOptions, SteadyloopClient
 from steadyloop.events import RunEventItem, StopEvent, TextDeltaEvent
-from steadyloop.history.payload_storage import steadyloop_data_converter
-from steadyloop.routing.endpoints import EndpointRegistry
-from steadyloop.run.models import RunResult
-from steadyloop.testing.chunks import chunk, finish_chunk, role_chunk
-from steadyloop.testing.scripted_server import Pause, ScriptedServer, sse_response
+from steadyloop.testing._chunks import chunk, finish_chunk, role_chunk
+from steadyloop.testing._scripted_server import Pause, ScriptedServer, sse_response
 from steadyloop.tools import ToolRegistry
-from steadyloop.worker.dev_server import dev_server
-from steadyloop.worker.process import WorkerOptions, running_worker
-from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 KINDS = ("queries", "updates", "describes", "history reads")
 

@@ -63,22 +63,27 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_loop import bench_services, versions
 
-from steadyloop.activities.endpoint_health import EndpointHealthActivities
-from steadyloop.activities.output_publisher import read_forwarded
-from steadyloop.client import event_log
-from steadyloop.client.event_log import DEFAULT_POLL_S, follow_output
-from steadyloop.output.forwarding import (
+from steadyloop._activities.endpoint_health import EndpointHealthActivities
+from steadyloop._activities.output_publisher import read_forwarded
+from steadyloop._output.forwarding import (
     ForwardedOutput,
     ForwardingOptions,
     OutputDelta,
     output_stream_id,
 )
-from steadyloop.run.models import RunInput, RunResult
-from steadyloop.testing.chunks import Chunk, finish_chunk, role_chunk, text_chunks, usage_chunk
-from steadyloop.testing.scripted_server import Pause, ScriptedResponse, ScriptedServer, sse_response
-from steadyloop.worker.process import HEARTBEAT_THROTTLE, RUN_WORKFLOWS
-from steadyloop.workflows.output_stream import OutputStreamSummary
-from steadyloop.workflows.tool_loop import ToolLoopWorkflow
+from steadyloop._run.models import RunInput, RunResult
+from steadyloop._worker.process import HEARTBEAT_THROTTLE, RUN_WORKFLOWS
+from steadyloop._workflows.output_stream import OutputStreamSummary
+from steadyloop._workflows.tool_loop import ToolLoopWorkflow
+from steadyloop.client import _event_log as event_log
+from steadyloop.client._event_log import DEFAULT_POLL_S, follow_output
+from steadyloop.testing._chunks import Chunk, finish_chunk, role_chunk, text_chunks, usage_chunk
+from steadyloop.testing._scripted_server import (
+    Pause,
+    ScriptedResponse,
+    ScriptedServer,
+    sse_response,
+)
 
 ENDPOINT = "bench"
 MODEL = "bench-forwarding"

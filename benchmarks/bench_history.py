@@ -11,7 +11,7 @@ queues, differing only in their data converter:
 - *unbounded* (steadyloop before bounding): the pydantic converter, every payload inline,
   so each model call records the whole transcript in history; continue-as-new only when
   Temporal suggests it.
-- *bounded*: steadyloop's converter (`steadyloop.history.payload_storage`): payloads of 32 KiB or
+- *bounded*: steadyloop's converter (`steadyloop._history.payload_storage`): payloads of 32 KiB or
   more go to a blob directory (chunked, content-addressed) and history keeps a
   reference; the run continues-as-new at its `RunLimits` thresholds (here
   `--events` history events or `--bytes` history bytes per execution) or when Temporal
@@ -66,17 +66,17 @@ from bench_loop import (
     event_bytes,
 )
 
-from steadyloop.activities.endpoint_health import EndpointHealthActivities
-from steadyloop.activities.tool_execution import ToolActivities
-from steadyloop.history.payload_storage import (
+from steadyloop._activities.endpoint_health import EndpointHealthActivities
+from steadyloop._activities.tool_execution import ToolActivities
+from steadyloop._history.payload_storage import (
     DEFAULT_THRESHOLD_BYTES,
     LocalFileStorageDriver,
     steadyloop_data_converter,
 )
-from steadyloop.run.models import RunInput, RunLimits, RunResult
-from steadyloop.tools.payloads import RUN_TOOL_ACTIVITY
-from steadyloop.worker.process import RUN_WORKFLOWS
-from steadyloop.workflows.tool_loop import ToolLoopWorkflow
+from steadyloop._run.models import RunInput, RunLimits, RunResult
+from steadyloop._worker.process import RUN_WORKFLOWS
+from steadyloop._workflows.tool_loop import ToolLoopWorkflow
+from steadyloop.tools._payloads import RUN_TOOL_ACTIVITY
 
 CALL_CHARS = 1_024
 BOUNDED_TURNS = 500

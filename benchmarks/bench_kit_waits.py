@@ -31,10 +31,10 @@ from typing import Any
 
 from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
 
+from steadyloop._workflows.tool_loop import ToolLoopWorkflow
 from steadyloop.testing import AgentEnv, ScriptedModel
-from steadyloop.testing.agent_env import RunningAgent
+from steadyloop.testing._agent_env import RunningAgent
 from steadyloop.tools import ToolRegistry, tool
-from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 COUNTED = ("query", "describe", "execute_update", "start_update")
 counts: Counter[str] = Counter()

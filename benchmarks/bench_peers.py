@@ -7,7 +7,7 @@ one unmeasured run each system gets first, its first measured run pays its impor
 connections: a quick run showed per-round figures below zero.
 
 One dev server (in memory, started as `bench_loop.py` starts it: the throttle lifted by
-`steadyloop.temporal_binaries.dev_server_args`, plus `--metrics-port`), one loopback
+`steadyloop._temporal_binaries.dev_server_args`, plus `--metrics-port`), one loopback
 scripted OpenAI-compatible provider (`bench_loop.Provider`'s answers: one call a turn to
 the one tool, `--call-chars` characters of argument, then text), and one worker process
 per system, so each worker's CPU is its own (read from `/proc/<pid>/stat`):
@@ -91,10 +91,10 @@ from bench_loop import (
 )
 from loop_floor import turn_text
 
-from steadyloop.output.forwarding import output_stream_id
-from steadyloop.routing.endpoint_health import health_workflow_id
-from steadyloop.run.models import RunInput, RunLimits, RunResult
-from steadyloop.testing.scripted_server import (
+from steadyloop._output.forwarding import output_stream_id
+from steadyloop._routing.endpoint_health import health_workflow_id
+from steadyloop._run.models import RunInput, RunLimits, RunResult
+from steadyloop.testing._scripted_server import (
     RecordedRequest,
     ScriptedResponse,
     ScriptedServer,
@@ -236,14 +236,14 @@ async def serve_worker(
     if system == "steadyloop":
         from temporalio.contrib.pydantic import pydantic_data_converter
 
-        from steadyloop.activities.endpoint_health import EndpointHealthActivities
-        from steadyloop.activities.model_stream import ModelActivities
-        from steadyloop.activities.tool_execution import ToolActivities
-        from steadyloop.routing.endpoints import EndpointConfig, EndpointRegistry
-        from steadyloop.worker.process import HEARTBEAT_THROTTLE, workflow_runner
-        from steadyloop.workflows.endpoint_health import EndpointHealthWorkflow
-        from steadyloop.workflows.output_stream import OutputStreamWorkflow
-        from steadyloop.workflows.tool_loop import ToolLoopWorkflow
+        from steadyloop._activities.endpoint_health import EndpointHealthActivities
+        from steadyloop._activities.model_stream import ModelActivities
+        from steadyloop._activities.tool_execution import ToolActivities
+        from steadyloop._routing.endpoints import EndpointConfig, EndpointRegistry
+        from steadyloop._worker.process import HEARTBEAT_THROTTLE, workflow_runner
+        from steadyloop._workflows.endpoint_health import EndpointHealthWorkflow
+        from steadyloop._workflows.output_stream import OutputStreamWorkflow
+        from steadyloop._workflows.tool_loop import ToolLoopWorkflow
 
         client = await Client.connect(target, data_converter=pydantic_data_converter)
         endpoints = EndpointRegistry([EndpointConfig(name=ENDPOINT, base_url=base_url)])

@@ -33,15 +33,15 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from steadyloop.activities.endpoint_health import EndpointHealthActivities
-from steadyloop.activities.model_stream import ModelActivities
-from steadyloop.chat import ChatMessage
-from steadyloop.routing.endpoints import EndpointRegistry
-from steadyloop.routing.route_plan import RouteCandidate, RouteConfig
-from steadyloop.stream.completion import CompletionRequest
-from steadyloop.temporal_binaries import dev_server_args, dev_server_path
+from steadyloop._activities.endpoint_health import EndpointHealthActivities
+from steadyloop._activities.model_stream import ModelActivities
+from steadyloop._chat import ChatMessage
+from steadyloop._routing.endpoints import EndpointRegistry
+from steadyloop._routing.route_plan import RouteCandidate, RouteConfig
+from steadyloop._stream.completion import CompletionRequest
+from steadyloop._temporal_binaries import dev_server_args, dev_server_path
+from steadyloop._workflows.endpoint_health import EndpointHealthWorkflow
 from steadyloop.testing import ScriptedServer, finish_chunk, sse_response, text_chunks
-from steadyloop.workflows.endpoint_health import EndpointHealthWorkflow
 
 ROUTE = RouteConfig(
     candidates=[

@@ -6,7 +6,7 @@ worker, then on two; several minutes on 2 shared cores), `--runs N` for fewer.
 One local dev server (in memory, started with `dev_server_args()`), the scripted
 provider of `bench_loop.py` in this process (a tool call of `--call-chars` characters a
 turn for 4 turns, then a final answer), and one or two worker *processes* built exactly
-as `steadyloop worker` builds them (`steadyloop.worker.process.running_worker`: the
+as `steadyloop worker` builds them (`steadyloop._worker.process.running_worker`: the
 loop, its output host, the endpoint-health entities, the sandbox and heartbeat settings),
 each on the same task queue. All runs are started at once, then awaited.
 
@@ -50,12 +50,12 @@ from bench_loop import (
     versions,
 )
 
-from steadyloop.routing.endpoints import EndpointConfig, EndpointRegistry
-from steadyloop.run.models import RunInput, RunLimits, RunResult
-from steadyloop.temporal_binaries import dev_server_args
-from steadyloop.testing.scripted_server import ScriptedServer
-from steadyloop.worker.process import WorkerOptions, running_worker
-from steadyloop.workflows.tool_loop import ToolLoopWorkflow
+from steadyloop._routing.endpoints import EndpointConfig, EndpointRegistry
+from steadyloop._run.models import RunInput, RunLimits, RunResult
+from steadyloop._temporal_binaries import dev_server_args
+from steadyloop._worker.process import WorkerOptions, running_worker
+from steadyloop._workflows.tool_loop import ToolLoopWorkflow
+from steadyloop.testing._scripted_server import ScriptedServer
 
 RUNS = 1_000
 TURNS = 4

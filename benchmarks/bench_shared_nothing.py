@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from blob_e2e_tools import page_text
 from shared_nothing_harness import answer_text, shared_nothing
 
-from steadyloop.run.models import RunResult
+from steadyloop._run.models import RunResult
 
 STARTS_AT_ONCE = 50  # start requests in flight (the runs themselves all run at once)
 

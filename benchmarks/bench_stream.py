@@ -34,7 +34,7 @@ round, which load from elsewhere moves less than a best time):
   accumulator stubbed out, to show its share, and with the runaway guard's check after
   every read (default limits), as the model activity runs it; and with every chunk
   parsed whole (`TurnAssembler(shape_cache=False)`: no learned chunk shapes, see
-  `steadyloop.stream.turn_assembly`), which is the path a stream takes when its chunks do not
+  `steadyloop._stream.turn_assembly`), which is the path a stream takes when its chunks do not
   repeat byte for byte around their text.
 - `floor/json`, `floor/orjson`: the least any reader can do: split each read into
   lines (carrying the partial line), and parse every `data: ` payload with `json.loads`
@@ -85,12 +85,12 @@ from typing import Any
 
 import orjson
 
-from steadyloop.stream import turn_assembly
-from steadyloop.stream.argument_limits import ArgumentLimits
-from steadyloop.stream.completion import AssembledTurn
-from steadyloop.stream.runaway_guard import RunawayGuard
-from steadyloop.stream.sse import ServerSentEvent, SSEDecoder
-from steadyloop.stream.turn_assembly import TurnAssembler
+from steadyloop._stream import turn_assembly
+from steadyloop._stream.argument_limits import ArgumentLimits
+from steadyloop._stream.completion import AssembledTurn
+from steadyloop._stream.runaway_guard import RunawayGuard
+from steadyloop._stream.sse import ServerSentEvent, SSEDecoder
+from steadyloop._stream.turn_assembly import TurnAssembler
 
 TEXT_TOKENS = 20_000
 TOOL_CALLS = 4
@@ -542,10 +542,10 @@ async def _httpx_steadyloop(client: Any, url: str) -> AssembledTurn:
 
 async def _activity_reader(client: Any, base_url: str) -> AssembledTurn:
     """The model activity's own path: `stream_turn`, watchdog and runaway guard included."""
-    from steadyloop.activities.model_stream import stream_turn
-    from steadyloop.chat import ChatMessage
-    from steadyloop.routing.endpoints import EndpointConfig
-    from steadyloop.stream.completion import CompletionRequest
+    from steadyloop._activities.model_stream import stream_turn
+    from steadyloop._chat import ChatMessage
+    from steadyloop._routing.endpoints import EndpointConfig
+    from steadyloop._stream.completion import CompletionRequest
 
     endpoint = EndpointConfig(name="bench", base_url=base_url, include_usage=False)
     request = CompletionRequest(

@@ -42,25 +42,25 @@ from typing import Any
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-import steadyloop.activities.model_stream as model_stream
-import steadyloop.telemetry.workflow as hooks
-from steadyloop.history.payload_storage import steadyloop_data_converter
-from steadyloop.routing.endpoints import EndpointRegistry
-from steadyloop.run.models import RunInput, RunLimits
-from steadyloop.telemetry import state
-from steadyloop.telemetry.install import Installed, install
-from steadyloop.telemetry.settings import TelemetrySettings
-from steadyloop.temporal_binaries import dev_server_path
-from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
-from steadyloop.testing.scripted_server import (
+import steadyloop._activities.model_stream as model_stream
+import steadyloop.telemetry._workflow as hooks
+from steadyloop._history.payload_storage import steadyloop_data_converter
+from steadyloop._routing.endpoints import EndpointRegistry
+from steadyloop._run.models import RunInput, RunLimits
+from steadyloop._temporal_binaries import dev_server_path
+from steadyloop._worker.process import WorkerOptions, running_worker
+from steadyloop._workflows.tool_loop import ToolLoopWorkflow
+from steadyloop.telemetry import _state as state
+from steadyloop.telemetry._install import Installed, install
+from steadyloop.telemetry._settings import TelemetrySettings
+from steadyloop.testing._chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
+from steadyloop.testing._scripted_server import (
     RecordedRequest,
     ScriptedResponse,
     ScriptedServer,
     sse_response,
 )
 from steadyloop.tools import ToolRegistry, tool
-from steadyloop.worker.process import WorkerOptions, running_worker
-from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 VARIANTS = ("no code", "off", "on")
 
@@ -138,7 +138,7 @@ _PASS = _Pass()
 @contextmanager
 def no_telemetry_code() -> Iterator[None]:
     """Replace every hook by a pass-through. The workflow modules import the hooks from
-    `steadyloop.telemetry.workflow` (passed through the sandbox, so a workflow run started
+    `steadyloop.telemetry._workflow` (passed through the sandbox, so a workflow run started
     after this reads the replacements)."""
 
     def traced_turn(number: int, stats: Any, work: Any) -> Any:

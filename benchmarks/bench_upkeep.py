@@ -24,10 +24,10 @@ from functools import partial
 
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from steadyloop.chat import ChatMessage, ToolCall
-from steadyloop.history.compaction import transcript_chars
-from steadyloop.history.healing import validate_and_heal
-from steadyloop.stream.completion import CompletionRequest
+from steadyloop._chat import ChatMessage, ToolCall
+from steadyloop._history.compaction import transcript_chars
+from steadyloop._history.healing import validate_and_heal
+from steadyloop._stream.completion import CompletionRequest
 
 TURN_COUNTS = (25, 125, 500)
 RESULT_CHARS = 1000

@@ -47,13 +47,15 @@ from pathlib import Path
 import httpx
 from temporalio.testing import WorkflowEnvironment
 
-from steadyloop.chains.search_attributes import CHAIN_SEARCH_ATTRIBUTE_KEYS
+from steadyloop._chains.search_attributes import CHAIN_SEARCH_ATTRIBUTE_KEYS
+from steadyloop._history.payload_storage import steadyloop_data_converter
+from steadyloop._routing.endpoints import EndpointConfig, EndpointRegistry
+from steadyloop._temporal_binaries import dev_server_args, dev_server_path
+from steadyloop._worker.dev_server import free_port
+from steadyloop._worker.process import WorkerOptions, running_worker
 from steadyloop.client import RunHandle, SteadyloopClient
-from steadyloop.history.payload_storage import steadyloop_data_converter
-from steadyloop.routing.endpoints import EndpointConfig, EndpointRegistry
-from steadyloop.temporal_binaries import dev_server_args, dev_server_path
-from steadyloop.testing.chunks import Chunk, finish_chunk, text_chunks
-from steadyloop.testing.scripted_server import (
+from steadyloop.testing._chunks import Chunk, finish_chunk, text_chunks
+from steadyloop.testing._scripted_server import (
     Pause,
     RecordedRequest,
     ScriptedResponse,
@@ -61,8 +63,6 @@ from steadyloop.testing.scripted_server import (
     sse_response,
 )
 from steadyloop.tools.examples import example_registry
-from steadyloop.worker.dev_server import free_port
-from steadyloop.worker.process import WorkerOptions, running_worker
 
 TOKEN = "bench-token"
 CONNECT_PAUSE_S = 2.0

@@ -73,12 +73,12 @@ from bench_stream import (
     timed_rounds,
 )
 
-from steadyloop.stream.anthropic_assembly import AnthropicAssembler
-from steadyloop.stream.anthropic_wire import ANTHROPIC_WIRE
-from steadyloop.stream.completion import AssembledTurn
-from steadyloop.stream.responses_assembly import ResponsesAssembler
-from steadyloop.stream.sse import SSEDecoder
-from steadyloop.stream.wire import RESPONSES_WIRE, StreamAssembler
+from steadyloop._stream.anthropic_assembly import AnthropicAssembler
+from steadyloop._stream.anthropic_wire import ANTHROPIC_WIRE
+from steadyloop._stream.completion import AssembledTurn
+from steadyloop._stream.responses_assembly import ResponsesAssembler
+from steadyloop._stream.sse import SSEDecoder
+from steadyloop._stream.wire import RESPONSES_WIRE, StreamAssembler
 
 Case = tuple[str, bytes, int]  # name, body, calls
 Checker = Callable[[str, AssembledTurn, bytes, int, Any], None]

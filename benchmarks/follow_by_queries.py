@@ -43,8 +43,8 @@ from temporalio.client import (
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
 
-from steadyloop.chat import ChatMessage
-from steadyloop.cli.progress import (
+from steadyloop._chat import ChatMessage
+from steadyloop._cli.progress import (
     EVENT_WIDTH,
     ActivityState,
     ProgressDisplay,
@@ -52,12 +52,12 @@ from steadyloop.cli.progress import (
     one_line,
     status_line,
 )
-from steadyloop.cli.receipts import late_lines, waiting_lines
-from steadyloop.client.event_log import first_run_id, follow_output
-from steadyloop.run.models import AmbiguousCall, RunProgress, RunResult
-from steadyloop.run.steering import PendingApproval
-from steadyloop.stream.completion import STREAM_COMPLETION_ACTIVITY
-from steadyloop.workflows.tool_loop import ToolLoopWorkflow
+from steadyloop._cli.receipts import late_lines, waiting_lines
+from steadyloop._run.models import AmbiguousCall, RunProgress, RunResult
+from steadyloop._run.steering import PendingApproval
+from steadyloop._stream.completion import STREAM_COMPLETION_ACTIVITY
+from steadyloop._workflows.tool_loop import ToolLoopWorkflow
+from steadyloop.client._event_log import first_run_id, follow_output
 
 
 class RunEvent(BaseModel):
@@ -302,7 +302,7 @@ class TranscriptReader:
     """Turns a growing transcript, and the run's timeline, into event lines in the run's order.
 
     The command line's merger before the event log, kept here with the follower it
-    served (the command line now prints the log: `steadyloop.cli.progress.EventPrinter`).
+    served (the command line now prints the log: `steadyloop._cli.progress.EventPrinter`).
 
     Each message is reported once. A timeline event is placed where it happened: a
     `model` event (a retry, a stall, a breaker, healing) before the assistant message of

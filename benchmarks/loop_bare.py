@@ -18,14 +18,14 @@ with workflow.unsafe.imports_passed_through():
     import orjson
     from pydantic import BaseModel, Field
 
-    from steadyloop.chat import ChatMessage
-    from steadyloop.run.models import RunLimits
-    from steadyloop.stream.completion import (
+    from steadyloop._chat import ChatMessage
+    from steadyloop._run.models import RunLimits
+    from steadyloop._stream.completion import (
         STREAM_COMPLETION_ACTIVITY,
         AssembledTurn,
         CompletionRequest,
     )
-    from steadyloop.tools.payloads import (
+    from steadyloop.tools._payloads import (
         DESCRIBE_TOOLS_ACTIVITY,
         RUN_TOOL_ACTIVITY,
         DescribeToolsInput,

@@ -11,13 +11,13 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from steadyloop.routing.route_plan import RouteConfig
-    from steadyloop.stream.completion import (
+    from steadyloop._routing.route_plan import RouteConfig
+    from steadyloop._stream.completion import (
         STREAM_COMPLETION_ACTIVITY,
         AssembledTurn,
         CompletionRequest,
     )
-    from steadyloop.workflows.routed_turn import routed_completion
+    from steadyloop._workflows.routed_turn import routed_completion
 
 TIMEOUT = timedelta(seconds=30)
 

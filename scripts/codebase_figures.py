@@ -189,18 +189,13 @@ def exception_classes() -> tuple[list[type[BaseException]], list[type[BaseExcept
             continue
         module = importlib.import_module(info.name)
         for _, value in inspect.getmembers(module, inspect.isclass):
-            if (
-                issubclass(value, BaseException)
-                and value.__module__ == module.__name__
-            ):
+            if issubclass(value, BaseException) and value.__module__ == module.__name__:
                 found[f"{value.__module__}.{value.__qualname__}"] = value
     classes = list(found.values())
     roots = [
         cls
         for cls in classes
-        if not any(
-            base.__module__.startswith("steadyloop") for base in cls.__mro__[1:]
-        )
+        if not any(base.__module__.startswith("steadyloop") for base in cls.__mro__[1:])
     ]
     return classes, roots
 
@@ -224,7 +219,7 @@ def gather() -> dict[str, object]:
         root_exports = [n for n in vars(steadyloop) if not n.startswith("_")]
     classes, roots = exception_classes()
     names = Counter(cls.__name__ for cls in classes)
-    workflows_module = figures.module_lines.get("steadyloop/workflows/tool_loop.py", 0)
+    workflows_module = figures.module_lines.get("steadyloop/_workflows/tool_loop.py", 0)
     return {
         "lines under steadyloop/": sum(figures.module_lines.values()),
         "modules": len(figures.modules),

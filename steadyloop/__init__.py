@@ -29,7 +29,7 @@ from temporalio import workflow
 # `CompletionRequest`. They are pure (no I/O, no state), so every workflow run can
 # share the real modules: pass them through.
 with workflow.unsafe.imports_passed_through():
-    from steadyloop.chains.limits import (
+    from steadyloop._chains.limits import (
         ChainBudgetLimit,
         DepthLimit,
         PairCooldownLimit,
@@ -37,7 +37,22 @@ with workflow.unsafe.imports_passed_through():
         TenantCeilingLimit,
         TenantRateLimit,
     )
-    from steadyloop.chat import ChatMessage, FunctionCall, ToolCall
+    from steadyloop._chat import ChatMessage, FunctionCall, ToolCall
+    from steadyloop._history.compaction import CompactionPolicy
+    from steadyloop._output.forwarding import ForwardingOptions
+    from steadyloop._routing.pricing import Price
+    from steadyloop._routing.route_plan import Backoff, RouteCandidate, RouteConfig
+    from steadyloop._run.models import (
+        AgentProfile,
+        ContinuationOptions,
+        Delegation,
+        RunInput,
+        RunLimits,
+        RunPlugins,
+        RunResult,
+        Sampling,
+    )
+    from steadyloop._run.resume import NothingToResume, resume_input
     from steadyloop.client import (
         ClientError,
         ConfigError,
@@ -62,21 +77,6 @@ with workflow.unsafe.imports_passed_through():
         connect,
     )
     from steadyloop.errors import SteadyloopError
-    from steadyloop.history.compaction import CompactionPolicy
-    from steadyloop.output.forwarding import ForwardingOptions
-    from steadyloop.routing.pricing import Price
-    from steadyloop.routing.route_plan import Backoff, RouteCandidate, RouteConfig
-    from steadyloop.run.models import (
-        AgentProfile,
-        ContinuationOptions,
-        Delegation,
-        RunInput,
-        RunLimits,
-        RunPlugins,
-        RunResult,
-        Sampling,
-    )
-    from steadyloop.run.resume import NothingToResume, resume_input
 
 __all__ = [
     "AgentProfile",

@@ -1,5 +1,5 @@
 """`python -m steadyloop`: the `steadyloop` command, for when the console script is not on PATH."""
 
-from steadyloop.cli.main import main
+from steadyloop._cli.main import main
 
 main()

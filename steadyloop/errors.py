@@ -20,7 +20,7 @@ still an `AssertionError` (pytest reports it as a failed assertion, not a crash)
     │   └── StopUnread                   a completed run's stop could not be read in time
     ├── CursorExpired                    steadyloop.events: the events after it are gone
     ├── InvalidCursor (ValueError)       a cursor this library did not write
-    ├── BackendError                     steadyloop.web: a refusal an HTTP route answers
+    ├── BackendError                     steadyloop._web: a refusal an HTTP route answers
     │   ├── ThreadNotFound               404 thread_not_found
     │   ├── UnknownRun                   404 run_not_found
     │   ├── UnknownCall                  404 call_not_found
@@ -33,20 +33,20 @@ still an `AssertionError` (pytest reports it as a failed assertion, not a crash)
     │   ├── TooManyRuns                  429 too_many_runs
     │   ├── NoWorkerToRead               503 no_worker
     │   └── WaitingForWorker             202 waiting_for_worker
-    ├── ApiError                         steadyloop.web: a refusal with its status and code
-    ├── FellBehind                       steadyloop.web: a follower too slow for its fan-out
-    ├── ConfigError                      steadyloop.worker: the worker's configuration
+    ├── ApiError                         steadyloop._web: a refusal with its status and code
+    ├── FellBehind                       steadyloop._web: a follower too slow for its fan-out
+    ├── ConfigError                      steadyloop._worker: the worker's configuration
     │   └── KeyPrefixError               a receipt key prefix the CLI cannot use
     ├── TemporalUnreachable              no Temporal server at the address
     ├── DevServerError                   the embedded dev server did not start
     ├── TemporalBinaryMissing (RuntimeError)
     ├── TelemetryUnavailable (RuntimeError)
     ├── RunCommandFailure                `steadyloop run` could not run or follow
-    ├── EndpointConfigError (ValueError) steadyloop.routing: an unusable endpoint
+    ├── EndpointConfigError (ValueError) steadyloop._routing: an unusable endpoint
     ├── UnknownEndpointError (LookupError)
     ├── MissingApiKeyError (LookupError)
     ├── UnsupportedWireError (LookupError)
-    ├── StreamFailed                     steadyloop.routing: a model attempt's failure
+    ├── StreamFailed                     steadyloop._routing: a model attempt's failure
     ├── ToolDefinitionError (ValueError) steadyloop.tools: a tool that cannot be offered
     ├── SchemaError (ValueError)
     ├── DuplicateToolError (ValueError)
@@ -54,27 +54,29 @@ still an `AssertionError` (pytest reports it as a failed assertion, not a crash)
     ├── PluginError (ValueError)
     ├── ProgressTooLarge (ValueError)
     ├── SandboxEscape (PermissionError)  a path outside an example tool's sandbox
-    ├── McpConfigError (ValueError)      steadyloop.mcp
+    ├── McpConfigError (ValueError)      steadyloop._mcp
     ├── McpServerError
     ├── McpToolError
-    ├── CanonicalJsonError (ValueError)  steadyloop.receipts: a value with no canonical JSON
+    ├── CanonicalJsonError (ValueError)  steadyloop._receipts: a value with no canonical JSON
     ├── NaiveDatetimeError (ValueError)
-    ├── NothingToResume (ValueError)     steadyloop.run
-    ├── UnquotableValue (ValueError)     steadyloop.chains
-    ├── ObjectStoreError                 steadyloop.history: the blob store
+    ├── NothingToResume (ValueError)     steadyloop._run
+    ├── UnquotableValue (ValueError)     steadyloop._chains
+    ├── ObjectStoreError                 steadyloop._history: the blob store
     │   └── ObjectStoreUnavailable
+    ├── Stop                             steadyloop._workflows: ends a run at a turn boundary
     ├── NothingWaits (AssertionError)    steadyloop.testing: the run ended first
     ├── ScriptExhausted (AssertionError) a request nobody scripted
     └── UnknownToolWarning (UserWarning) a scripted call of a tool the run lacks
 
-Private control flow (`steadyloop.stream.arguments._Refused`, the loop's `_Stop`)
-subclasses it too, so nothing the library raises falls outside the family.
+The loop's `Stop` never leaves the workflow (the run returns its stop reason), and
+private control flow (`steadyloop._stream.arguments._Refused`) subclasses the base
+too, so nothing the library raises falls outside the family.
 
 Workflow and activity code fails with Temporal's `ApplicationError` instead, whose
 `type` is a string that crosses the server: the constants below are every such type
 steadyloop writes, so a raising site and a handling site (a `.type ==` check, a test,
 a user's dashboard) read the same name. A model attempt's classified failures are typed
-by their kind (`steadyloop.routing.taxonomy.FailureKind`), which lives with that model.
+by their kind (`steadyloop._routing.taxonomy.FailureKind`), which lives with that model.
 """
 
 from __future__ import annotations
@@ -146,7 +148,7 @@ UNKNOWN_ENDPOINT: Final = "unknown_endpoint"
 MISSING_API_KEY: Final = "missing_api_key"
 # The endpoint's `api` names a wire this version does not speak.
 UNSUPPORTED_WIRE: Final = "unsupported_wire"
-# Sampling knobs the endpoint's wire refuses (`steadyloop.run.bounds.SAMPLING_RANGES`).
+# Sampling knobs the endpoint's wire refuses (`steadyloop._run.bounds.SAMPLING_RANGES`).
 SAMPLING_OUT_OF_RANGE: Final = "sampling_out_of_range"
 CONFIGURATION_ERROR_TYPES: Final = frozenset(
     {UNKNOWN_ENDPOINT, MISSING_API_KEY, UNSUPPORTED_WIRE, SAMPLING_OUT_OF_RANGE}

@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from steadyloop.stream.anthropic_assembly import AnthropicAssembler
-from steadyloop.stream.completion import AssembledTurn
-from steadyloop.stream.sse import SSEDecoder
+from steadyloop._stream.anthropic_assembly import AnthropicAssembler
+from steadyloop._stream.completion import AssembledTurn
+from steadyloop._stream.sse import SSEDecoder
 
 Event = dict[str, Any]
 

@@ -24,9 +24,9 @@ from openai.types.chat.chat_completion_chunk import (
 )
 from wire_shapes import MINTED, Chunk, ExpectedCall
 
-from steadyloop.chat import ToolCall
-from steadyloop.stream.accumulator import ToolCallAccumulator
-from steadyloop.stream.arguments import ParsedArguments, parse_tool_call_arguments
+from steadyloop._chat import ToolCall
+from steadyloop._stream.accumulator import ToolCallAccumulator
+from steadyloop._stream.arguments import ParsedArguments, parse_tool_call_arguments
 
 DEFAULT_MINT_PREFIX = "call_sl"
 

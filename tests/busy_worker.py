@@ -13,8 +13,8 @@ from typing import Any
 
 from temporalio import activity
 
-from steadyloop.activities.model_stream import publish_run_events, record_run_events
-from steadyloop.events.publishing import (
+from steadyloop._activities.model_stream import publish_run_events, record_run_events
+from steadyloop.events._publishing import (
     PUBLISH_RUN_EVENTS_ACTIVITY,
     RECORD_RUN_EVENTS_ACTIVITY,
     PublishRunEvents,

@@ -46,9 +46,9 @@ from chaos_plan import (
     ChaosPlan,
 )
 
-from steadyloop.chat import ChatMessage
-from steadyloop.output.forwarding import OUTPUT_STREAM_WORKFLOW
-from steadyloop.run.models import StopReason
+from steadyloop._chat import ChatMessage
+from steadyloop._output.forwarding import OUTPUT_STREAM_WORKFLOW
+from steadyloop._run.models import StopReason
 
 STOP_REASONS: frozenset[str] = frozenset(get_args(StopReason))
 FaultFactKind = Literal["kill", "stall", "server", "crash"]

@@ -73,12 +73,14 @@ from temporalio.api.workflowservice.v1 import GetSystemInfoRequest
 from temporalio.client import Client
 from temporalio.worker import Replayer
 
+from steadyloop._history.payload_storage import steadyloop_data_converter
+from steadyloop._output.forwarding import ForwardingOptions
+from steadyloop._receipts.ledger import DidNotHappen, Happened
+from steadyloop._run.models import AmbiguousCall, RunLimits, RunResult
+from steadyloop._temporal_binaries import dev_server_args, dev_server_path
+from steadyloop._worker.dev_server import _is_free, free_port
+from steadyloop._worker.process import RUN_WORKFLOWS, workflow_runner
 from steadyloop.client import RunHandle, RunOptions, SteadyloopClient
-from steadyloop.history.payload_storage import steadyloop_data_converter
-from steadyloop.output.forwarding import ForwardingOptions
-from steadyloop.receipts.ledger import DidNotHappen, Happened
-from steadyloop.run.models import AmbiguousCall, RunLimits, RunResult
-from steadyloop.temporal_binaries import dev_server_args, dev_server_path
 from steadyloop.testing import (
     Pause,
     RecordedRequest,
@@ -90,14 +92,12 @@ from steadyloop.testing import (
     text_chunks,
     tool_call_chunks,
 )
-from steadyloop.worker.dev_server import _is_free, free_port
-from steadyloop.worker.process import RUN_WORKFLOWS, workflow_runner
 
 T = TypeVar("T")
 
 HERE = Path(__file__).resolve().parent
 WORKER_SCRIPT = HERE / "chaos_worker_main.py"
-PARENT_WATCH = Path(sys.modules["steadyloop"].__file__ or "").parent / "worker" / "parent_watch.py"
+PARENT_WATCH = Path(sys.modules["steadyloop"].__file__ or "").parent / "_worker" / "parent_watch.py"
 ENDPOINT = "scripted"
 MODEL = "scripted-model"
 HOST = "127.0.0.1"

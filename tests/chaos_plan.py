@@ -46,11 +46,11 @@ CHARGE_DEADLINE_MARGIN_S = 0.25
 DELIVER_TIMEOUT_S = 30.0
 DELIVER_HEARTBEAT_TIMEOUT_S = 2.0
 DELIVER_ITEM_S = 0.2
-# The worker's heartbeat throttle (`steadyloop.worker.process.HEARTBEAT_THROTTLE`): a
+# The worker's heartbeat throttle (`steadyloop._worker.process.HEARTBEAT_THROTTLE`): a
 # worker lost within this long after recording an item may not have sent it, and the
 # reclaimed attempt repeats that item. The checker excuses a repeat only inside it.
 HEARTBEAT_WINDOW_S = 1.0
-# `steadyloop.workflows.tool_attempt.LEASE_MARGIN`: an opaque receipt's lease outlives the
+# `steadyloop._workflows.tool_attempt.LEASE_MARGIN`: an opaque receipt's lease outlives the
 # attempt's timeout by this much.
 LEASE_MARGIN_S = 5.0
 

@@ -56,17 +56,17 @@ from temporalio.client import Client
 from temporalio.converter import DataConverter
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkflowRunner
 
-import steadyloop.receipts.decision as decision_module
-import steadyloop.receipts.ledger as ledger_module
-from steadyloop.activities.endpoint_health import EndpointHealthActivities
-from steadyloop.activities.model_stream import ModelActivities
-from steadyloop.activities.tool_execution import ToolActivities
-from steadyloop.history.payload_storage import steadyloop_data_converter
-from steadyloop.receipts.decision import Ambiguous, Execute, Receipt, ReceiptDecision, receipt_key
-from steadyloop.receipts.ledger import ReceiptLedger
-from steadyloop.routing.endpoints import EndpointConfig, EndpointRegistry
+import steadyloop._receipts.decision as decision_module
+import steadyloop._receipts.ledger as ledger_module
+from steadyloop._activities.endpoint_health import EndpointHealthActivities
+from steadyloop._activities.model_stream import ModelActivities
+from steadyloop._activities.tool_execution import ToolActivities
+from steadyloop._history.payload_storage import steadyloop_data_converter
+from steadyloop._receipts.decision import Ambiguous, Execute, Receipt, ReceiptDecision, receipt_key
+from steadyloop._receipts.ledger import ReceiptLedger
+from steadyloop._routing.endpoints import EndpointConfig, EndpointRegistry
+from steadyloop._worker.process import HEARTBEAT_THROTTLE, RUN_WORKFLOWS, workflow_runner
 from steadyloop.tools import ToolRegistry, current_invocation, current_progress, tool
-from steadyloop.worker.process import HEARTBEAT_THROTTLE, RUN_WORKFLOWS, workflow_runner
 
 READY = "READY"
 ENDPOINT = "scripted"

@@ -24,9 +24,11 @@ from typing import Any
 
 from temporalio.worker import Worker
 
+from steadyloop._history.payload_storage import steadyloop_data_converter
+from steadyloop._routing.endpoints import EndpointRegistry
+from steadyloop._worker.dev_server import DevServer, dev_server
+from steadyloop._worker.process import WorkerOptions, running_worker
 from steadyloop.client import RunOptions, SteadyloopClient
-from steadyloop.history.payload_storage import steadyloop_data_converter
-from steadyloop.routing.endpoints import EndpointRegistry
 from steadyloop.testing import (
     RecordedRequest,
     Responder,
@@ -37,8 +39,6 @@ from steadyloop.testing import (
     tool_calls_response,
 )
 from steadyloop.tools import ToolRegistry, tool
-from steadyloop.worker.dev_server import DevServer, dev_server
-from steadyloop.worker.process import WorkerOptions, running_worker
 
 MODEL = "scripted-model"
 

@@ -28,7 +28,7 @@ from steadyloop.testing import time_skipping_runtime
 
 # Every in-process client of the suite uses the runtime `AgentEnv` uses: the time-skipping
 # test server's workers would otherwise each print core's "Temporal Server 1.16.0 or newer
-# is required" warning (a known limit of that server, see steadyloop/testing/core_logs.py)
+# is required" warning (a known limit of that server, see steadyloop/testing/_core_logs.py)
 # straight to stderr, into pytest's progress line. Other core logs go to logging, which
 # pytest captures per test.
 Runtime.set_default(time_skipping_runtime(), error_if_already_set=False)

@@ -6,7 +6,7 @@ task, its turn number and the tool results so far, so concurrent runs of a chain
 scripted without depending on which request arrives first.
 
 Admission: chain rules are decided by the tenant's admission workflow
-(`steadyloop.workflows.chain_admission`), run by the same worker with its activities
+(`steadyloop._workflows.chain_admission`), run by the same worker with its activities
 (`real_admission`; a test may pass stand-ins as `admission`).
 
 Listing a chain's runs: the time-skipping server (V1) stores custom search attributes
@@ -33,17 +33,19 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from steadyloop.activities.chain_admission import ChainAdmissionActivities
-from steadyloop.activities.child_runs import await_child_run
-from steadyloop.activities.endpoint_health import EndpointHealthActivities
-from steadyloop.activities.model_stream import ModelActivities
-from steadyloop.activities.tool_execution import ToolActivities
-from steadyloop.chains.delegation_tool import DELEGATE_TOOL
-from steadyloop.chains.limits import ChainLimit, DepthLimit
-from steadyloop.chains.queries import AGENT, CHAIN_SEARCH_ATTRIBUTES
-from steadyloop.routing.endpoints import EndpointRegistry
-from steadyloop.run.models import AgentProfile, Delegation, RunInput, RunLimits, RunResult
-from steadyloop.temporal_binaries import time_skipping_server_path
+from steadyloop._activities.chain_admission import ChainAdmissionActivities
+from steadyloop._activities.child_runs import await_child_run
+from steadyloop._activities.endpoint_health import EndpointHealthActivities
+from steadyloop._activities.model_stream import ModelActivities
+from steadyloop._activities.tool_execution import ToolActivities
+from steadyloop._chains.delegation_tool import DELEGATE_TOOL
+from steadyloop._chains.limits import ChainLimit, DepthLimit
+from steadyloop._chains.queries import AGENT, CHAIN_SEARCH_ATTRIBUTES
+from steadyloop._routing.endpoints import EndpointRegistry
+from steadyloop._run.models import AgentProfile, Delegation, RunInput, RunLimits, RunResult
+from steadyloop._temporal_binaries import time_skipping_server_path
+from steadyloop._worker.process import RUN_WORKFLOWS
+from steadyloop._workflows.tool_loop import ToolLoopWorkflow
 from steadyloop.testing import (
     RecordedRequest,
     ScriptedCall,
@@ -51,8 +53,6 @@ from steadyloop.testing import (
     ScriptedServer,
 )
 from steadyloop.tools import ToolRegistry, tool
-from steadyloop.worker.process import RUN_WORKFLOWS
-from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 ENDPOINT = "scripted"
 TENANT_ID = "acme"

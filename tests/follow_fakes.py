@@ -1,6 +1,6 @@
 """What `steadyloop run` and `show` print of a given event log, with no server.
 
-`printed(events, ...)` runs the command line's own follower (`steadyloop.cli.follow`)
+`printed(events, ...)` runs the command line's own follower (`steadyloop._cli.follow`)
 over `events` as the run's log, and over a run whose result holds the messages given:
 the lines a person sees, in the order they see them, with nothing reimplemented here.
 """
@@ -14,12 +14,12 @@ from typing import cast
 import pytest
 from temporalio.client import Client
 
-import steadyloop.cli.follow
-from steadyloop.chat import ChatMessage
-from steadyloop.cli.follow import RunHandle, follow
-from steadyloop.cli.progress import ProgressDisplay
+import steadyloop._cli.follow
+from steadyloop._chat import ChatMessage
+from steadyloop._cli.follow import RunHandle, follow
+from steadyloop._cli.progress import ProgressDisplay
+from steadyloop._run.models import RunResult, RunStats
 from steadyloop.events import RunEventItem, TextDeltaEvent, ToolCallEvent
-from steadyloop.run.models import RunResult, RunStats
 
 RUN_ID = "run-1"
 
@@ -85,7 +85,7 @@ async def printed(
     """The lines the command line prints while following `events` (an ended run's by
     default, as `show` prints it: no status lines)."""
     monkeypatch.setattr(
-        steadyloop.cli.follow, "ClientRunHandle", _log_of(_as_published(events, transcript))
+        steadyloop._cli.follow, "ClientRunHandle", _log_of(_as_published(events, transcript))
     )
     out = io.StringIO()
     run = _Run(transcript)

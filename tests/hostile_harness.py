@@ -58,14 +58,16 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from steadyloop.activities.endpoint_health import EndpointHealthActivities
-from steadyloop.activities.model_stream import ModelActivities
-from steadyloop.activities.tool_execution import ToolActivities
-from steadyloop.chat import ChatMessage
-from steadyloop.history.payload_storage import steadyloop_data_converter
-from steadyloop.routing.endpoints import EndpointRegistry
-from steadyloop.run.models import RunInput, RunProgress, RunResult, StopReason
-from steadyloop.temporal_binaries import time_skipping_server_path
+from steadyloop._activities.endpoint_health import EndpointHealthActivities
+from steadyloop._activities.model_stream import ModelActivities
+from steadyloop._activities.tool_execution import ToolActivities
+from steadyloop._chat import ChatMessage
+from steadyloop._history.payload_storage import steadyloop_data_converter
+from steadyloop._routing.endpoints import EndpointRegistry
+from steadyloop._run.models import RunInput, RunProgress, RunResult, StopReason
+from steadyloop._temporal_binaries import time_skipping_server_path
+from steadyloop._worker.process import HEARTBEAT_THROTTLE, RUN_WORKFLOWS
+from steadyloop._workflows.tool_loop import ToolLoopWorkflow
 from steadyloop.testing import (
     RecordedRequest,
     ScriptedResponse,
@@ -73,8 +75,6 @@ from steadyloop.testing import (
     text_response,
 )
 from steadyloop.tools import ToolRegistry, tool
-from steadyloop.worker.process import HEARTBEAT_THROTTLE, RUN_WORKFLOWS
-from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 T = TypeVar("T")
 

@@ -24,28 +24,28 @@ from temporalio.converter import DataConverter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from steadyloop.activities.endpoint_health import EndpointHealthActivities
-from steadyloop.activities.model_stream import ModelActivities
-from steadyloop.activities.tool_execution import ToolActivities
-from steadyloop.chat import ChatMessage
-from steadyloop.history.compaction import CompactionReply, CompactionRequest
-from steadyloop.history.payload_storage import (
+from steadyloop._activities.endpoint_health import EndpointHealthActivities
+from steadyloop._activities.model_stream import ModelActivities
+from steadyloop._activities.tool_execution import ToolActivities
+from steadyloop._chat import ChatMessage
+from steadyloop._history.compaction import CompactionReply, CompactionRequest
+from steadyloop._history.payload_storage import (
     DEFAULT_THRESHOLD_BYTES,
     MAX_STORED_PAYLOAD_BYTES,
     steadyloop_data_converter,
 )
-from steadyloop.routing.endpoints import EndpointRegistry
-from steadyloop.run.models import RunInput, RunLimits, RunPlugins, RunResult
-from steadyloop.temporal_binaries import (
+from steadyloop._routing.endpoints import EndpointRegistry
+from steadyloop._run.models import RunInput, RunLimits, RunPlugins, RunResult
+from steadyloop._temporal_binaries import (
     dev_server_args,
     dev_server_path,
     time_skipping_server_path,
 )
+from steadyloop._worker.process import HEARTBEAT_THROTTLE, RUN_WORKFLOWS
+from steadyloop._workflows.tool_loop import ToolLoopWorkflow
 from steadyloop.testing import ScriptedResponse, ScriptedServer
 from steadyloop.tools import ToolPlugin, ToolRegistry, current_progress, tool
-from steadyloop.tools.registry import AnyTool
-from steadyloop.worker.process import HEARTBEAT_THROTTLE, RUN_WORKFLOWS
-from steadyloop.workflows.tool_loop import ToolLoopWorkflow
+from steadyloop.tools._registry import AnyTool
 
 ENDPOINT = "scripted"
 MODEL = "scripted-model"

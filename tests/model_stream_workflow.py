@@ -12,7 +12,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from steadyloop.stream.completion import (
+    from steadyloop._stream.completion import (
         STREAM_COMPLETION_ACTIVITY,
         AssembledTurn,
         CompletionRequest,

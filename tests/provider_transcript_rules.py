@@ -17,7 +17,7 @@ import json
 import re
 from collections.abc import Callable, Sequence
 
-from steadyloop.chat import ChatMessage
+from steadyloop._chat import ChatMessage
 
 Checker = Callable[[Sequence[ChatMessage]], list[str]]
 

@@ -34,15 +34,15 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from steadyloop.activities.endpoint_health import EndpointHealthActivities
-from steadyloop.activities.model_stream import ModelActivities
-from steadyloop.activities.tool_execution import ToolActivities
-from steadyloop.run.models import RunResult
-from steadyloop.temporal_binaries import dev_server_args, dev_server_path
+from steadyloop._activities.endpoint_health import EndpointHealthActivities
+from steadyloop._activities.model_stream import ModelActivities
+from steadyloop._activities.tool_execution import ToolActivities
+from steadyloop._run.models import RunResult
+from steadyloop._temporal_binaries import dev_server_args, dev_server_path
+from steadyloop._worker.dev_server import dev_server
+from steadyloop._worker.process import RUN_WORKFLOWS
+from steadyloop._workflows.tool_loop import ToolLoopWorkflow
 from steadyloop.tools import ToolRegistry
-from steadyloop.worker.dev_server import dev_server
-from steadyloop.worker.process import RUN_WORKFLOWS
-from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 HERE = Path(__file__).parent
 MAIN = HERE / "real_server_main.py"

@@ -27,11 +27,11 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 from wire_capture import Exchange
 
-from steadyloop.activities.model_stream import ModelActivities
-from steadyloop.chat import ChatMessage, ToolSpec
-from steadyloop.routing.endpoints import EndpointConfig, EndpointRegistry
-from steadyloop.routing.taxonomy import StreamFailure
-from steadyloop.stream.completion import AssembledTurn, CompletionRequest
+from steadyloop._activities.model_stream import ModelActivities
+from steadyloop._chat import ChatMessage, ToolSpec
+from steadyloop._routing.endpoints import EndpointConfig, EndpointRegistry
+from steadyloop._routing.taxonomy import StreamFailure
+from steadyloop._stream.completion import AssembledTurn, CompletionRequest
 
 FIXTURES = Path(__file__).parent / "fixtures" / "realservers"
 CAPTURE_ENV = "STEADYLOOP_CAPTURE_FIXTURES"

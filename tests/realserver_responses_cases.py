@@ -23,8 +23,8 @@ from typing import Any
 from realserver_cases import FIXTURES, MODELS, PREFILL, WEATHER, Case, Outcome, turn_of
 from wire_capture import Exchange
 
-from steadyloop.chat import ChatMessage
-from steadyloop.stream.completion import CompletionRequest
+from steadyloop._chat import ChatMessage
+from steadyloop._stream.completion import CompletionRequest
 
 SERVER = "llamacpp"
 FIXTURE_DIR = FIXTURES / "llamacpp_responses"

@@ -26,17 +26,17 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer
 
-from steadyloop.output.forwarding import ForwardingOptions
-from steadyloop.run.models import RunInput, RunLimits, RunResult
-from steadyloop.temporal_binaries import dev_server_args, dev_server_path
+from steadyloop._output.forwarding import ForwardingOptions
+from steadyloop._run.models import RunInput, RunLimits, RunResult
+from steadyloop._temporal_binaries import dev_server_args, dev_server_path
+from steadyloop._worker.process import RUN_WORKFLOWS, workflow_runner
+from steadyloop._workflows.tool_loop import ToolLoopWorkflow
 from steadyloop.testing import (
     RecordedRequest,
     ScriptedResponse,
     ScriptedServer,
     text_response,
 )
-from steadyloop.worker.process import RUN_WORKFLOWS, workflow_runner
-from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 WORKER_SCRIPT = Path(__file__).with_name("receipts_worker_main.py")
 ENDPOINT = "scripted"

@@ -30,12 +30,12 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
-from steadyloop.activities.endpoint_health import EndpointHealthActivities
-from steadyloop.activities.model_stream import ModelActivities
-from steadyloop.activities.tool_execution import ToolActivities
-from steadyloop.routing.endpoints import EndpointConfig, EndpointRegistry
+from steadyloop._activities.endpoint_health import EndpointHealthActivities
+from steadyloop._activities.model_stream import ModelActivities
+from steadyloop._activities.tool_execution import ToolActivities
+from steadyloop._routing.endpoints import EndpointConfig, EndpointRegistry
+from steadyloop._worker.process import HEARTBEAT_THROTTLE, RUN_WORKFLOWS
 from steadyloop.tools import ToolRegistry, current_invocation, current_progress, tool
-from steadyloop.worker.process import HEARTBEAT_THROTTLE, RUN_WORKFLOWS
 
 READY = "READY"
 ENDPOINT = "scripted"

@@ -40,35 +40,34 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from steadyloop.activities.chain_admission import ChainAdmissionActivities
-from steadyloop.chains.admission import (
+from steadyloop._activities.chain_admission import ChainAdmissionActivities
+from steadyloop._chains.admission import (
     AdmissionRequest,
     ChildAsk,
     RunEntry,
     admission_workflow_id,
 )
-from steadyloop.chains.limits import (
+from steadyloop._chains.limits import (
     ChainBudgetLimit,
     ChainPosition,
     DepthLimit,
     TenantCeilingLimit,
 )
-from steadyloop.chat import ChatMessage, ToolCall
-from steadyloop.client.event_log import follow_output
-from steadyloop.history.compaction import CompactionPolicy
-from steadyloop.history.payload_storage import DEFAULT_THRESHOLD_BYTES
-from steadyloop.output.forwarding import ForwardingOptions, OutputDelta
-from steadyloop.receipts.decision import receipt_key
-from steadyloop.receipts.ledger import Happened, PackedLedger, ReceiptLedger
-from steadyloop.routing.endpoint_health import (
+from steadyloop._chat import ChatMessage, ToolCall
+from steadyloop._history.compaction import CompactionPolicy
+from steadyloop._history.payload_storage import DEFAULT_THRESHOLD_BYTES
+from steadyloop._output.forwarding import ForwardingOptions, OutputDelta
+from steadyloop._receipts.decision import receipt_key
+from steadyloop._receipts.ledger import Happened, PackedLedger, ReceiptLedger
+from steadyloop._routing.endpoint_health import (
     EndpointHealthInput,
     EndpointOutcome,
     ProbeRequest,
     health_workflow_id,
 )
-from steadyloop.routing.pricing import Price
-from steadyloop.routing.route_plan import RouteCandidate, RouteConfig
-from steadyloop.run.models import (
+from steadyloop._routing.pricing import Price
+from steadyloop._routing.route_plan import RouteCandidate, RouteConfig
+from steadyloop._run.models import (
     AmbiguousCall,
     ContinuationOptions,
     InheritedReceipts,
@@ -77,8 +76,11 @@ from steadyloop.run.models import (
     RunLimits,
     RunPlugins,
 )
-from steadyloop.run.steering import ApprovalDecision, UserMessage
-from steadyloop.temporal_binaries import time_skipping_server_path
+from steadyloop._run.steering import ApprovalDecision, UserMessage
+from steadyloop._temporal_binaries import time_skipping_server_path
+from steadyloop._workflows.chain_admission import ChainAdmissionWorkflow
+from steadyloop._workflows.endpoint_health import EndpointHealthWorkflow
+from steadyloop.client._event_log import follow_output
 from steadyloop.testing import (
     Pause,
     ScriptedCall,
@@ -91,8 +93,6 @@ from steadyloop.testing import (
     tool_call_chunks,
     tool_calls_response,
 )
-from steadyloop.workflows.chain_admission import ChainAdmissionWorkflow
-from steadyloop.workflows.endpoint_health import EndpointHealthWorkflow
 
 HISTORIES = Path(__file__).parent / "histories"
 

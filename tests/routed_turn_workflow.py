@@ -10,10 +10,10 @@ from pydantic import BaseModel
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from steadyloop.routing.route_plan import RouteConfig
-    from steadyloop.stream.completion import CompletionRequest
-    from steadyloop.workflows.durable_time import Deadline
-    from steadyloop.workflows.routed_turn import RoutedTurn, routed_completion
+    from steadyloop._routing.route_plan import RouteConfig
+    from steadyloop._stream.completion import CompletionRequest
+    from steadyloop._workflows.durable_time import Deadline
+    from steadyloop._workflows.routed_turn import RoutedTurn, routed_completion
 
 
 class RoutedTurnInput(BaseModel):

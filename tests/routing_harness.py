@@ -19,18 +19,18 @@ from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from steadyloop.activities.endpoint_health import EndpointHealthActivities
-from steadyloop.activities.model_stream import ModelActivities
-from steadyloop.chat import ChatMessage, ToolSpec
-from steadyloop.routing.circuit_breaker import BreakerPolicy
-from steadyloop.routing.endpoint_health import EndpointHealth, health_workflow_id
-from steadyloop.routing.endpoints import EndpointConfig, EndpointRegistry
-from steadyloop.routing.route_plan import Backoff, RouteCandidate, RouteConfig
-from steadyloop.stream.completion import CompletionRequest
-from steadyloop.temporal_binaries import time_skipping_server_path
+from steadyloop._activities.endpoint_health import EndpointHealthActivities
+from steadyloop._activities.model_stream import ModelActivities
+from steadyloop._chat import ChatMessage, ToolSpec
+from steadyloop._routing.circuit_breaker import BreakerPolicy
+from steadyloop._routing.endpoint_health import EndpointHealth, health_workflow_id
+from steadyloop._routing.endpoints import EndpointConfig, EndpointRegistry
+from steadyloop._routing.route_plan import Backoff, RouteCandidate, RouteConfig
+from steadyloop._stream.completion import CompletionRequest
+from steadyloop._temporal_binaries import time_skipping_server_path
+from steadyloop._workflows.endpoint_health import EndpointHealthWorkflow
+from steadyloop._workflows.routed_turn import RoutedTurn
 from steadyloop.testing import ScriptedServer, refused_base_url
-from steadyloop.workflows.endpoint_health import EndpointHealthWorkflow
-from steadyloop.workflows.routed_turn import RoutedTurn
 
 POLICY = BreakerPolicy(failure_threshold=3, window_s=60, cool_off_s=30, probe_lease_s=60)
 # The stall watchdog's first-token budget on `a`, in real seconds.

@@ -31,8 +31,8 @@ from pathlib import Path
 
 from process_signals import kill_process
 
-from steadyloop.history.bucket_store import S3Store
-from steadyloop.history.object_store import ObjectStoreError
+from steadyloop._history.bucket_store import S3Store
+from steadyloop._history.object_store import ObjectStoreError
 
 START_GUARD_S = 60.0
 STOP_GUARD_S = 10.0

@@ -33,9 +33,10 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
-from steadyloop.history.payload_storage import steadyloop_data_converter
-from steadyloop.run.models import RunInput, RunResult
-from steadyloop.temporal_binaries import dev_server_args, dev_server_path
+from steadyloop._history.payload_storage import steadyloop_data_converter
+from steadyloop._run.models import RunInput, RunResult
+from steadyloop._temporal_binaries import dev_server_args, dev_server_path
+from steadyloop._workflows.tool_loop import ToolLoopWorkflow
 from steadyloop.testing import (
     RecordedRequest,
     ScriptedCall,
@@ -44,7 +45,6 @@ from steadyloop.testing import (
     text_response,
     tool_calls_response,
 )
-from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 TESTS = Path(__file__).parent
 ROOT = TESTS.parent

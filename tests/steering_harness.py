@@ -11,10 +11,10 @@ from typing import Any
 from loop_harness import ALL_TOOLS, PEOPLE_TOOLS, run_input
 from temporalio.client import Client, WorkflowHandle
 
-from steadyloop.cli.follow import follow
-from steadyloop.cli.progress import ProgressDisplay
-from steadyloop.run.models import RunInput, RunProgress, RunResult
-from steadyloop.run.steering import PendingApproval
+from steadyloop._cli.follow import follow
+from steadyloop._cli.progress import ProgressDisplay
+from steadyloop._run.models import RunInput, RunProgress, RunResult
+from steadyloop._run.steering import PendingApproval
 from steadyloop.testing import (
     Pause,
     ScriptedResponse,

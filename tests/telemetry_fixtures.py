@@ -11,8 +11,8 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from steadyloop.telemetry.install import Installed, install
-from steadyloop.telemetry.settings import TelemetrySettings
+from steadyloop.telemetry._install import Installed, install
+from steadyloop.telemetry._settings import TelemetrySettings
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """Tests that pin the accumulator's alias rules, one mutant at a time.
 
-Each test kills a mutant that `mutmut run "steadyloop.stream.accumulator*"` left alive in
+Each test kills a mutant that `mutmut run "steadyloop._stream.accumulator*"` left alive in
 the alias rules (`_resolve`: an unheld alias opens a nameless call even with arguments) or
 the id/type cleaning in `assembled()`. Each asserts what a caller acts on: the
 calls dispatched (id, name, arguments, type), the dropped-delta count and the defect
@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 from wire_shapes import one
 
-from steadyloop.stream.accumulator import ToolCallAccumulator
+from steadyloop._stream.accumulator import ToolCallAccumulator
 
 
 def test_a_wire_id_with_a_lone_surrogate_is_kept_with_the_replacement_character() -> None:

@@ -12,8 +12,8 @@ import pytest
 from assembly_assertions import assert_ids_usable, run_chunks
 from wire_shapes import one
 
-from steadyloop.stream.accumulator import ToolCallAccumulator
-from steadyloop.stream.defects import detect_completion_defects
+from steadyloop._stream.accumulator import ToolCallAccumulator
+from steadyloop._stream.defects import detect_completion_defects
 
 
 def outcome(acc: ToolCallAccumulator) -> list[tuple[str, str]]:

@@ -46,8 +46,8 @@ from assembly_assertions import (
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from steadyloop.stream.accumulator import ToolCallAccumulator
-from steadyloop.stream.arguments import ParsedArguments, parse_tool_call_arguments
+from steadyloop._stream.accumulator import ToolCallAccumulator
+from steadyloop._stream.arguments import ParsedArguments, parse_tool_call_arguments
 
 JSON_SCALARS = (
     st.none()

@@ -36,9 +36,9 @@ from wire_shapes import (
     tc,
 )
 
-from steadyloop.chat import ToolCall
-from steadyloop.stream.accumulator import AssemblyDefect, ToolCallAccumulator
-from steadyloop.stream.defects import detect_completion_defects
+from steadyloop._chat import ToolCall
+from steadyloop._stream.accumulator import AssemblyDefect, ToolCallAccumulator
+from steadyloop._stream.defects import detect_completion_defects
 
 DEFECT_KINDS = {
     "dropped_delta",
@@ -333,7 +333,7 @@ def test_assembled_calls_are_the_payload_type_with_function_type() -> None:
 
 
 def test_type_is_the_wires_own_so_the_reader_can_refuse_it() -> None:
-    from steadyloop.stream.arguments import parse_tool_call_arguments
+    from steadyloop._stream.arguments import parse_tool_call_arguments
 
     acc = ToolCallAccumulator()
     acc.observe([{"index": 0, "type": "custom", "function": {"name": "f", "arguments": "{}"}}])

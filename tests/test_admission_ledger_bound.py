@@ -20,8 +20,8 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from steadyloop.activities.chain_admission import ChainAdmissionActivities
-from steadyloop.chains.admission import (
+from steadyloop._activities.chain_admission import ChainAdmissionActivities
+from steadyloop._chains.admission import (
     DEFAULT_MAX_LEDGER_BYTES,
     START_GRACE_S,
     AdmissionEntityInput,
@@ -31,10 +31,10 @@ from steadyloop.chains.admission import (
     RunEntry,
     admission_workflow_id,
 )
-from steadyloop.chains.limits import ChainBudgetLimit, ChainPosition
-from steadyloop.chains.rules import Refused
-from steadyloop.temporal_binaries import time_skipping_server_path
-from steadyloop.workflows.chain_admission import ChainAdmissionWorkflow
+from steadyloop._chains.limits import ChainBudgetLimit, ChainPosition
+from steadyloop._chains.rules import Refused
+from steadyloop._temporal_binaries import time_skipping_server_path
+from steadyloop._workflows.chain_admission import ChainAdmissionWorkflow
 
 T0 = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
 TWO_MB = 2 * 1024 * 1024

@@ -29,18 +29,18 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from steadyloop.activities.chain_admission import ChainAdmissionActivities
-from steadyloop.chains.admission import AdmissionRequest, ChildAsk, RunEntry
-from steadyloop.chains.limits import (
+from steadyloop._activities.chain_admission import ChainAdmissionActivities
+from steadyloop._chains.admission import AdmissionRequest, ChildAsk, RunEntry
+from steadyloop._chains.limits import (
     ChainBudgetLimit,
     ChainLimit,
     ChainPosition,
     TenantCeilingLimit,
     pair_key,
 )
-from steadyloop.chains.rules import Refused
-from steadyloop.temporal_binaries import time_skipping_server_path
-from steadyloop.workflows.chain_admission import ChainAdmissionWorkflow
+from steadyloop._chains.rules import Refused
+from steadyloop._temporal_binaries import time_skipping_server_path
+from steadyloop._workflows.chain_admission import ChainAdmissionWorkflow
 
 pytestmark = pytest.mark.slow
 AGENT = "worker"

@@ -18,8 +18,11 @@ import pytest
 from delegation_harness import Gate, Turn, chain_input, delegate, profile, read_turn
 from loop_harness import ENDPOINT, Effects, tool_messages
 
-from steadyloop.chains.limits import ChainBudgetLimit, ChainLimit, DepthLimit
-from steadyloop.routing.endpoints import EndpointRegistry
+from steadyloop._chains.limits import ChainBudgetLimit, ChainLimit, DepthLimit
+from steadyloop._routing.endpoints import EndpointRegistry
+from steadyloop._worker.dev_server import dev_server
+from steadyloop._worker.process import WorkerOptions, running_worker
+from steadyloop._workflows.tool_loop import ToolLoopWorkflow
 from steadyloop.testing import (
     RecordedRequest,
     ScriptedResponse,
@@ -27,9 +30,6 @@ from steadyloop.testing import (
     text_response,
     tool_calls_response,
 )
-from steadyloop.worker.dev_server import dev_server
-from steadyloop.worker.process import WorkerOptions, running_worker
-from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 pytestmark = pytest.mark.slow
 

@@ -33,16 +33,16 @@ from anthropic_streams import (
 from temporalio.exceptions import ApplicationError
 from wire_activity_harness import WireEndpoint, activity_error
 
-from steadyloop.activities.model_stream import failure_to_application_error, stream_turn
-from steadyloop.output.forwarding import ForwardedOutput, ForwardTarget, OutputDelta
-from steadyloop.routing.disposition import AttemptContext, Disposition, failure_disposition
-from steadyloop.routing.pricing import Price, cost_of
-from steadyloop.routing.route_plan import Backoff
-from steadyloop.routing.taxonomy import StreamFailed, StreamFailure
-from steadyloop.stream.argument_limits import ArgumentLimits
-from steadyloop.stream.runaway_guard import TOOL_CALL_ARGUMENTS_TOO_LARGE
+from steadyloop._activities.model_stream import failure_to_application_error, stream_turn
+from steadyloop._output.forwarding import ForwardedOutput, ForwardTarget, OutputDelta
+from steadyloop._routing.disposition import AttemptContext, Disposition, failure_disposition
+from steadyloop._routing.pricing import Price, cost_of
+from steadyloop._routing.route_plan import Backoff
+from steadyloop._routing.taxonomy import StreamFailed, StreamFailure
+from steadyloop._stream.argument_limits import ArgumentLimits
+from steadyloop._stream.runaway_guard import TOOL_CALL_ARGUMENTS_TOO_LARGE
+from steadyloop._workflows.routed_turn import facts_from_activity_error
 from steadyloop.testing import Pause, ScriptedResponse, ScriptedServer, json_response, raw_response
-from steadyloop.workflows.routed_turn import facts_from_activity_error
 
 KEY_ENV = "STEADYLOOP_TEST_ANTHROPIC_KEY"
 KEY = "sk-ant-api03-0123456789abcdefXYZ-QRSTuvw"

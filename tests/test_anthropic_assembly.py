@@ -19,9 +19,9 @@ from anthropic_streams import (
     text_delta,
 )
 
-from steadyloop.routing.taxonomy import StreamFailed, http_category
-from steadyloop.stream.anthropic_assembly import AnthropicAssembler
-from steadyloop.stream.anthropic_wire import ANTHROPIC_WIRE
+from steadyloop._routing.taxonomy import StreamFailed, http_category
+from steadyloop._stream.anthropic_assembly import AnthropicAssembler
+from steadyloop._stream.anthropic_wire import ANTHROPIC_WIRE
 
 # What llama.cpp's /v1/messages sent (xllamacpp, SmolLM2, tool_choice any, prefill):
 # the tool_use start has no `input` member at all.

@@ -21,9 +21,9 @@ from anthropic_streams import (
     text_delta,
 )
 
-from steadyloop.routing.taxonomy import StreamFailed
-from steadyloop.stream.anthropic_assembly import AnthropicAssembler
-from steadyloop.stream.sse import MessageData
+from steadyloop._routing.taxonomy import StreamFailed
+from steadyloop._stream.anthropic_assembly import AnthropicAssembler
+from steadyloop._stream.sse import MessageData
 
 TOOL = {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}}
 TEXT = {"type": "text", "text": ""}

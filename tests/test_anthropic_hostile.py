@@ -22,12 +22,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from steadyloop.activities.model_stream import stream_turn
-from steadyloop.chat import ChatMessage
-from steadyloop.routing.endpoints import EndpointConfig
-from steadyloop.routing.taxonomy import StreamFailed
-from steadyloop.stream.completion import AssembledTurn, CompletionRequest
-from steadyloop.stream.failures import TEXT_FIELDS
+from steadyloop._activities.model_stream import stream_turn
+from steadyloop._chat import ChatMessage
+from steadyloop._routing.endpoints import EndpointConfig
+from steadyloop._routing.taxonomy import StreamFailed
+from steadyloop._stream.completion import AssembledTurn, CompletionRequest
+from steadyloop._stream.failures import TEXT_FIELDS
 
 HOSTILE_TEXT = st.sampled_from(
     [

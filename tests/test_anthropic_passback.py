@@ -31,10 +31,10 @@ import pytest
 from anthropic_streams import MESSAGE_STOP, delta, message_delta, message_start, sse, start, stop
 from loop_harness import run_input, running_loop
 
-from steadyloop.chat import ChatMessage, PassbackItem, ToolCall
-from steadyloop.routing.endpoints import EndpointConfig
-from steadyloop.stream.anthropic_wire import ANTHROPIC_WIRE
-from steadyloop.stream.completion import CompletionRequest
+from steadyloop._chat import ChatMessage, PassbackItem, ToolCall
+from steadyloop._routing.endpoints import EndpointConfig
+from steadyloop._stream.anthropic_wire import ANTHROPIC_WIRE
+from steadyloop._stream.completion import CompletionRequest
 from steadyloop.testing import ScriptedResponse, raw_response
 
 Block = dict[str, Any]

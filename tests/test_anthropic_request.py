@@ -8,15 +8,15 @@ from typing import Any
 import orjson
 import pytest
 
-from steadyloop.chat import ChatMessage, PassbackItem, ToolCall, ToolSpec
-from steadyloop.routing.endpoints import EndpointConfig
-from steadyloop.stream.anthropic_request import (
+from steadyloop._chat import ChatMessage, PassbackItem, ToolCall, ToolSpec
+from steadyloop._routing.endpoints import EndpointConfig
+from steadyloop._stream.anthropic_request import (
     DEFAULT_MAX_TOKENS,
     anthropic_headers,
     anthropic_tool_choice,
 )
-from steadyloop.stream.anthropic_wire import ANTHROPIC_WIRE
-from steadyloop.stream.completion import CompletionRequest
+from steadyloop._stream.anthropic_wire import ANTHROPIC_WIRE
+from steadyloop._stream.completion import CompletionRequest
 
 ENDPOINT = EndpointConfig(
     name="claude",

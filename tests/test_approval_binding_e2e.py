@@ -21,9 +21,9 @@ from steering_harness import eventually
 from temporalio.client import WorkflowUpdateFailedError
 from test_cli_worker import cli_environment, start_worker, steadyloop
 
-from steadyloop.receipts.decision import tool_call_args_hash
+from steadyloop._receipts.decision import tool_call_args_hash
+from steadyloop._worker.dev_server import DevServer, dev_server
 from steadyloop.testing import ScriptedCall, ScriptedServer, text_response, tool_calls_response
-from steadyloop.worker.dev_server import DevServer, dev_server
 
 pytestmark = pytest.mark.slow
 TESTS = Path(__file__).parent

@@ -15,7 +15,7 @@ from loop_harness import (
 from steering_harness import people_run, progress, shown, wait_for_approvals
 from temporalio.client import WorkflowUpdateFailedError
 
-from steadyloop.run.steering import ApprovalDecision, PendingApproval
+from steadyloop._run.steering import ApprovalDecision, PendingApproval
 from steadyloop.testing import ScriptedCall, text_response, tool_calls_response
 from steadyloop.tools import tool
 

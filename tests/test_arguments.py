@@ -19,8 +19,8 @@ from openai.types.chat.chat_completion_message_function_tool_call import (
     Function,
 )
 
-from steadyloop.chat import ToolCall
-from steadyloop.stream.arguments import (
+from steadyloop._chat import ToolCall
+from steadyloop._stream.arguments import (
     EXCERPT_CHARS,
     MAX_ARGUMENT_DEPTH,
     ParsedArguments,
@@ -82,7 +82,7 @@ def test_the_one_emptiness_predicate(text: str | None, absent: bool) -> None:
 
 
 def test_reader_and_defect_detection_share_the_predicate() -> None:
-    import steadyloop.stream.defects as defects
+    import steadyloop._stream.defects as defects
 
     assert vars(defects)["tool_call_arguments_absent"] is tool_call_arguments_absent
 
@@ -525,8 +525,8 @@ def test_parsed_arguments_can_always_be_keyed_and_sent_to_a_tool(text: str) -> N
     itself be sent."""
     from temporalio.contrib.pydantic import pydantic_data_converter
 
-    from steadyloop.receipts.canonical_json import canonical_json
-    from steadyloop.tools.payloads import ToolInvocation
+    from steadyloop._receipts.canonical_json import canonical_json
+    from steadyloop.tools._payloads import ToolInvocation
 
     reading = parse_tool_call_arguments(call(text))
     if isinstance(reading, UnparseableArguments):

@@ -1,6 +1,6 @@
 """Reading arguments: what mutation testing found no test noticed.
 
-Each test was written against a mutant of `steadyloop.stream.arguments` that survived
+Each test was written against a mutant of `steadyloop._stream.arguments` that survived
 `test_arguments.py`: a bound moved by one, a detail that lost the parser's reason or its
 advice, a text made only of brackets inside a string that made the depth count raise.
 What decides the outcome downstream is that the reader never raises and that the
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from steadyloop.chat import ToolCall
-from steadyloop.stream.arguments import (
+from steadyloop._chat import ToolCall
+from steadyloop._stream.arguments import (
     MAX_ARGUMENT_DEPTH,
     UnparseableArguments,
     parse_tool_call_arguments,

@@ -12,11 +12,11 @@ from temporalio.exceptions import (
 )
 from wire_activity_harness import activity_error
 
-from steadyloop.activities.model_stream import StreamProgress, failure_to_application_error
+from steadyloop._activities.model_stream import StreamProgress, failure_to_application_error
+from steadyloop._routing.disposition import AttemptContext, failure_disposition
+from steadyloop._routing.taxonomy import StreamFailure
+from steadyloop._workflows.routed_turn import facts_from_activity_error
 from steadyloop.errors import MISSING_API_KEY
-from steadyloop.routing.disposition import AttemptContext, failure_disposition
-from steadyloop.routing.taxonomy import StreamFailure
-from steadyloop.workflows.routed_turn import facts_from_activity_error
 
 
 def test_a_classified_failure_as_the_model_activity_raises_it() -> None:

@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
 import bench_event_latency
 
-from steadyloop.workflows import event_log
+from steadyloop._workflows import event_log
 
 
 @pytest.mark.slow

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from steadyloop._run.models import RunResult, RunStats
 from steadyloop.events import RunEventItem, StopEvent, TextDeltaEvent
-from steadyloop.run.models import RunResult, RunStats
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from steadyloop.output.forwarding import OutputDelta
+from steadyloop._output.forwarding import OutputDelta
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 

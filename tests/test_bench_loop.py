@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from loop_harness import assert_every_call_answered, tool_messages
 
-from steadyloop.run.models import RunResult
+from steadyloop._run.models import RunResult
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 

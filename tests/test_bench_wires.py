@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 import bench_wires
 from bench_stream import network_reads
 
-from steadyloop.stream.wire import WIRES
+from steadyloop._stream.wire import WIRES
 
 CASES = [
     pytest.param(bench, case, id=f"{bench.wire}-{case[0]}")

@@ -21,12 +21,12 @@ from temporalio.converter import (
 )
 from temporalio.exceptions import ApplicationError
 
-from steadyloop.client import blob_gc
-from steadyloop.client.blob_gc import collect
+from steadyloop._history.blob_retention import RunState
+from steadyloop._history.object_store import LocalDirectoryStore, MemoryStore, ObjectStore
+from steadyloop._history.payload_storage import ChunkedStorageDriver
+from steadyloop.client import _blob_gc as blob_gc
+from steadyloop.client._blob_gc import collect
 from steadyloop.errors import PAYLOAD_BLOB_MISSING
-from steadyloop.history.blob_retention import RunState
-from steadyloop.history.object_store import LocalDirectoryStore, MemoryStore, ObjectStore
-from steadyloop.history.payload_storage import ChunkedStorageDriver
 
 LATER = timedelta(days=40)  # the collection runs this long after everything was written
 STATES = {"old": RunState("closed", closed_at=datetime.now(UTC)), "new": RunState("open")}

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from steadyloop.history.blob_retention import (
+from steadyloop._history.blob_retention import (
     Manifest,
     RunState,
     StoredObject,

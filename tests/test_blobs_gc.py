@@ -20,18 +20,18 @@ from loop_harness import Loop, files_run, running_loop
 from temporalio.client import WorkflowHandle
 from temporalio.worker import Replayer
 
-from steadyloop.cli.main import run_cli
-from steadyloop.client.blob_gc import collect
-from steadyloop.history.object_store import LocalDirectoryStore, ObjectStore
-from steadyloop.history.payload_storage import steadyloop_data_converter
-from steadyloop.run.models import RunInput, RunResult
+from steadyloop._cli.main import run_cli
+from steadyloop._history.object_store import LocalDirectoryStore, ObjectStore
+from steadyloop._history.payload_storage import steadyloop_data_converter
+from steadyloop._run.models import RunInput, RunResult
+from steadyloop._workflows.tool_loop import ToolLoopWorkflow
+from steadyloop.client._blob_gc import collect
 from steadyloop.testing import (
     ScriptedCall,
     ScriptedResponse,
     text_response,
     tool_calls_response,
 )
-from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 pytestmark = pytest.mark.slow
 

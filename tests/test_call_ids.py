@@ -5,9 +5,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from steadyloop.chat import ChatMessage, PassbackItem, ToolCall
-from steadyloop.history.call_ids import follow_renamed_calls, qualify_reused_call_ids
-from steadyloop.history.healing import validate_and_heal
+from steadyloop._chat import ChatMessage, PassbackItem, ToolCall
+from steadyloop._history.call_ids import follow_renamed_calls, qualify_reused_call_ids
+from steadyloop._history.healing import validate_and_heal
 
 
 def turn_of(*ids: str) -> list[ChatMessage]:

@@ -4,7 +4,7 @@ Bedrock's GPT models number the calls of every response from `call_0`. Kept as s
 the transcript held two tool messages answering `call_0`, one per turn: a late result,
 an approval or a reader pairing answers by id then reaches the wrong call, and healing
 had to rename them again on every request. The workflow qualifies a reused wire id
-where every wire's turn passes (`steadyloop.history.call_ids`), behind a patch.
+where every wire's turn passes (`steadyloop._history.call_ids`), behind a patch.
 """
 
 from __future__ import annotations

@@ -23,8 +23,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from steadyloop.receipts.canonical_json import MAX_DEPTH, CanonicalJsonError, canonical_json
-from steadyloop.receipts.decision import tool_call_args_hash
+from steadyloop._receipts.canonical_json import MAX_DEPTH, CanonicalJsonError, canonical_json
+from steadyloop._receipts.decision import tool_call_args_hash
 
 # -- helpers -------------------------------------------------------------------------
 
@@ -318,8 +318,8 @@ def test_default_depth_is_stored_by_everything_that_stores_it() -> None:
 
     from temporalio.contrib.pydantic import pydantic_data_converter
 
-    from steadyloop.receipts.decision import Receipt
-    from steadyloop.receipts.ledger import ReceiptLedger
+    from steadyloop._receipts.decision import Receipt
+    from steadyloop._receipts.ledger import ReceiptLedger
 
     for deepest in (nested_lists(MAX_DEPTH - 1), nested_dicts(MAX_DEPTH - 1)):
         trail = [deepest]

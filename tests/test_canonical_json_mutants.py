@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from steadyloop.receipts.canonical_json import MAX_DEPTH, CanonicalJsonError, canonical_json
+from steadyloop._receipts.canonical_json import MAX_DEPTH, CanonicalJsonError, canonical_json
 
 
 def nested_lists(depth: int) -> Any:

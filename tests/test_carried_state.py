@@ -24,15 +24,15 @@ from loop_harness import (
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 
-from steadyloop.history.budget import MAX_INLINE_PAYLOAD_BYTES
-from steadyloop.receipts.ledger import GiveUp, Happened, ReceiptLedger
-from steadyloop.run.models import (
+from steadyloop._history.budget import MAX_INLINE_PAYLOAD_BYTES
+from steadyloop._receipts.ledger import GiveUp, Happened, ReceiptLedger
+from steadyloop._run.models import (
     AmbiguousCall,
     ResolveReceipt,
     RunResult,
     RunStats,
 )
-from steadyloop.run.resume import resume_input
+from steadyloop._run.resume import resume_input
 from steadyloop.testing import (
     ScriptedCall,
     ScriptedResponse,
@@ -288,7 +288,7 @@ def test_resume_input_carries_the_receipts_and_their_scope() -> None:
         receipts=None,
     )
     assert resume_input(run_input(), stopped).inherited is None
-    from steadyloop.receipts.ledger import PackedLedger
+    from steadyloop._receipts.ledger import PackedLedger
 
     packed = PackedLedger.pack(ledger, [])
     carried = resume_input(run_input(), stopped.model_copy(update={"receipts": packed}))

@@ -1,10 +1,10 @@
-"""The admission ledger's counting rules, without a server (`steadyloop.chains.admission`)."""
+"""The admission ledger's counting rules, without a server (`steadyloop._chains.admission`)."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from steadyloop.chains.admission import (
+from steadyloop._chains.admission import (
     START_GRACE_S,
     AdmissionLedger,
     AdmissionRequest,
@@ -12,7 +12,7 @@ from steadyloop.chains.admission import (
     RunEntry,
     refused_by_ceiling,
 )
-from steadyloop.chains.limits import (
+from steadyloop._chains.limits import (
     ChainBudgetLimit,
     ChainLimit,
     ChainPosition,
@@ -21,7 +21,7 @@ from steadyloop.chains.limits import (
     TenantCeilingLimit,
     TenantRateLimit,
 )
-from steadyloop.chains.rules import Refused
+from steadyloop._chains.rules import Refused
 
 T0 = datetime(2026, 12, 2, 3, 0, tzinfo=UTC)
 

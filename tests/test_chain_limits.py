@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from steadyloop.chains.limits import (
+from steadyloop._chains.limits import (
     ChainBudgetLimit,
     ChainLimit,
     ChainMeasurements,
@@ -21,7 +21,7 @@ from steadyloop.chains.limits import (
     chain_rules,
     pair_key,
 )
-from steadyloop.chains.rules import (
+from steadyloop._chains.rules import (
     ChainBudgetRule,
     ChainRule,
     DepthRule,

@@ -1,11 +1,11 @@
-"""Quoting a value into a visibility query (`steadyloop.chains.queries`): a value no query
+"""Quoting a value into a visibility query (`steadyloop._chains.queries`): a value no query
 can match exactly is refused, never mangled into a query that silently matches nothing."""
 
 from __future__ import annotations
 
 import pytest
 
-from steadyloop.chains.queries import UnquotableValue, quotable, quoted
+from steadyloop._chains.queries import UnquotableValue, quotable, quoted
 
 
 @pytest.mark.parametrize("value", ["it's", 'say "hi"', "back\\slash", "line\nbreak", "nul\x00"])

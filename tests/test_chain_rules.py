@@ -9,7 +9,7 @@ import pytest
 from pydantic import TypeAdapter, ValidationError
 
 import steadyloop
-from steadyloop.chains.rules import (
+from steadyloop._chains.rules import (
     RETRYABLE_KINDS,
     Admission,
     Admitted,

@@ -49,7 +49,7 @@ from chaos_plan import (
     make_plan,
 )
 
-from steadyloop.chat import ChatMessage, ToolCall
+from steadyloop._chat import ChatMessage, ToolCall
 
 SHORT_SEED = int(os.environ.get("STEADYLOOP_CHAOS_SEED", "1"))
 # The short storm: 10 runs on 3 workers, kills every 3-6 s for 25 s, one server restart,

@@ -26,16 +26,16 @@ from temporalio.converter import (
     StorageDriverWorkflowInfo,
 )
 
-from steadyloop.client.blob_gc import collect
-from steadyloop.history.blob_retention import RunState
-from steadyloop.history.object_store import (
+from steadyloop._history.blob_retention import RunState
+from steadyloop._history.object_store import (
     MANIFEST_PREFIX,
     ForwardingStore,
     LocalDirectoryStore,
     MemoryStore,
     ObjectStore,
 )
-from steadyloop.history.payload_storage import ChunkedStorageDriver
+from steadyloop._history.payload_storage import ChunkedStorageDriver
+from steadyloop.client._blob_gc import collect
 
 SHARED = "the same bytes in both runs: system prompt, tools, the first turns. " * 4
 CHUNK = 64

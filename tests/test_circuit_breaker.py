@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given
 from hypothesis import strategies as st
 
-from steadyloop.routing.circuit_breaker import (
+from steadyloop._routing.circuit_breaker import (
     BreakerPolicy,
     BreakerState,
     admit_probe,

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from steadyloop.cli.blobs import duration_argument
-from steadyloop.cli.main import run_cli
+from steadyloop._cli.blobs import duration_argument
+from steadyloop._cli.main import run_cli
 
 
 @pytest.mark.parametrize(

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from steadyloop.cli.main import run_cli
-from steadyloop.cli.outcome import EXIT_FAILED, EXIT_USAGE
-from steadyloop.routing.endpoints import DEFAULT_ENDPOINT_NAME, OPENAI_DEFAULT_BASE_URL
-from steadyloop.worker.config import (
+from steadyloop._cli.main import run_cli
+from steadyloop._cli.outcome import EXIT_FAILED, EXIT_USAGE
+from steadyloop._routing.endpoints import DEFAULT_ENDPOINT_NAME, OPENAI_DEFAULT_BASE_URL
+from steadyloop._worker.config import (
     DEFAULT_ADDRESS,
     DEFAULT_NAMESPACE,
     DEFAULT_TASK_QUEUE,
@@ -32,7 +32,7 @@ from steadyloop.worker.config import (
     temporal_settings,
     tools_spec,
 )
-from steadyloop.worker.dev_server import free_port
+from steadyloop._worker.dev_server import free_port
 
 SECRET = "sk-test-0123456789abcdef"
 

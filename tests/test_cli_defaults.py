@@ -26,6 +26,7 @@ from temporalio.api.workflowservice.v1 import GetSystemInfoRequest
 from temporalio.client import Client
 from temporalio.service import RPCError
 
+from steadyloop._worker.dev_server import DevServer, dev_server, free_port
 from steadyloop.testing import (
     RecordedRequest,
     ScriptedCall,
@@ -34,7 +35,6 @@ from steadyloop.testing import (
     text_response,
     tool_calls_response,
 )
-from steadyloop.worker.dev_server import DevServer, dev_server, free_port
 
 pytestmark = pytest.mark.slow
 

@@ -8,8 +8,8 @@ still has to say which (the refusal lists them).
 
 from __future__ import annotations
 
-from steadyloop.cli.run_command import only_served_endpoint
-from steadyloop.serving import ServedEndpoint, WorkerDescription
+from steadyloop._cli.run_command import only_served_endpoint
+from steadyloop._serving import ServedEndpoint, WorkerDescription
 
 
 def described(*names: str) -> WorkerDescription:

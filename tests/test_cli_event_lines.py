@@ -6,7 +6,7 @@ notes whose answer never came are still printed; the status says what waits."""
 
 from __future__ import annotations
 
-from steadyloop.cli.progress import EventPrinter
+from steadyloop._cli.progress import EventPrinter
 from steadyloop.events import (
     AmbiguousReceiptEvent,
     ApprovalWaitingEvent,

@@ -24,15 +24,15 @@ from typing import cast
 import pytest
 from temporalio.client import Client
 
-import steadyloop.cli.follow
-from steadyloop.cli.follow import RunHandle, follow
-from steadyloop.cli.main import run_cli
-from steadyloop.cli.outcome import EXIT_USAGE
-from steadyloop.cli.progress import ProgressDisplay, status_line
-from steadyloop.cli.receipts import short_key, waiting_lines
+import steadyloop._cli.follow
+from steadyloop._cli.follow import RunHandle, follow
+from steadyloop._cli.main import run_cli
+from steadyloop._cli.outcome import EXIT_USAGE
+from steadyloop._cli.progress import ProgressDisplay, status_line
+from steadyloop._cli.receipts import short_key, waiting_lines
+from steadyloop._run.models import AmbiguousCall, RunProgress, RunResult, RunStats
+from steadyloop._worker.dev_server import free_port
 from steadyloop.events import AmbiguousReceiptEvent, RunEventItem, StopEvent, ToolCallEvent
-from steadyloop.run.models import AmbiguousCall, RunProgress, RunResult, RunStats
-from steadyloop.worker.dev_server import free_port
 
 NOWHERE = f"127.0.0.1:{free_port()}"  # nothing listens: connecting would exit 1
 RUN = ["run", "hi", "--model", "m", "--address", NOWHERE]
@@ -265,7 +265,7 @@ class _Log:
 async def test_run_and_show_print_the_receipts_command_once_per_ambiguous_call(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(steadyloop.cli.follow, "ClientRunHandle", _Log)
+    monkeypatch.setattr(steadyloop._cli.follow, "ClientRunHandle", _Log)
     out = io.StringIO()
     run = _WaitingRun()
     client = cast(Client, None)

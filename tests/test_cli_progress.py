@@ -10,9 +10,9 @@ from typing import cast
 import pytest
 from follow_fakes import printed
 
-from steadyloop.chat import ChatMessage, ToolCall
-from steadyloop.cli.outcome import EXIT_CODES, EXIT_OK
-from steadyloop.cli.progress import (
+from steadyloop._chat import ChatMessage, ToolCall
+from steadyloop._cli.outcome import EXIT_CODES, EXIT_OK
+from steadyloop._cli.progress import (
     ActivityState,
     EventPrinter,
     ProgressDisplay,
@@ -20,8 +20,8 @@ from steadyloop.cli.progress import (
     result_lines,
     status_line,
 )
+from steadyloop._run.models import RunProgress, RunResult, RunStats, StopReason
 from steadyloop.events import RunEventItem, StopEvent, ToolCallEvent, ToolResultEvent
-from steadyloop.run.models import RunProgress, RunResult, RunStats, StopReason
 
 
 def transcript() -> list[ChatMessage]:

@@ -15,10 +15,10 @@ import pytest
 from loop_harness import Loop, assert_every_call_answered, run_input, running_loop, tool_messages
 from steering_harness import shown as shown_by
 
-from steadyloop.cli.main import build_parser, run_cli
-from steadyloop.cli.outcome import EXIT_FAILED, EXIT_OK, EXIT_USAGE
-from steadyloop.cli.progress import arguments_text
-from steadyloop.cli.receipts import (
+from steadyloop._cli.main import build_parser, run_cli
+from steadyloop._cli.outcome import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from steadyloop._cli.progress import arguments_text
+from steadyloop._cli.receipts import (
     MIN_PREFIX,
     SHORT_KEY_LENGTH,
     KeyPrefixError,
@@ -36,16 +36,16 @@ from steadyloop.cli.receipts import (
     short_key,
     table_lines,
 )
-from steadyloop.receipts.decision import receipt_key
-from steadyloop.receipts.ledger import DidNotHappen, GiveUp, Happened
-from steadyloop.run.models import AmbiguousCall
+from steadyloop._receipts.decision import receipt_key
+from steadyloop._receipts.ledger import DidNotHappen, GiveUp, Happened
+from steadyloop._run.models import AmbiguousCall
+from steadyloop._worker.config import ConfigError
+from steadyloop._worker.dev_server import free_port
 from steadyloop.testing import (
     ScriptedCall,
     text_response,
     tool_calls_response,
 )
-from steadyloop.worker.config import ConfigError
-from steadyloop.worker.dev_server import free_port
 
 RUN = "steadyloop-0d1e"
 GUARD_S = 60  # how long a step may hang before the test gives up: a guard, not a measure

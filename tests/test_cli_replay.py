@@ -18,9 +18,9 @@ import loop_harness
 import pytest
 from loop_harness import run_input, running_loop
 
-from steadyloop.cli.main import run_cli
-from steadyloop.testing.chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
-from steadyloop.testing.scripted_server import ScriptedResponse, sse_response
+from steadyloop._cli.main import run_cli
+from steadyloop.testing._chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
+from steadyloop.testing._scripted_server import ScriptedResponse, sse_response
 
 HISTORIES = Path(__file__).parent / "histories"
 # One of each workflow a worker serves, and runs whose ids derive from the workflow id

@@ -18,13 +18,13 @@ import pytest
 from temporalio.common import WorkflowIDReusePolicy
 from test_cli_worker import cli_environment, start_worker, steadyloop, typed
 
-from steadyloop.cli.demo_conversation import ORDER_PATH, ORDER_TEXT, DemoProvider
-from steadyloop.cli.invocation import Invocation, command, from_arguments, invoked, program_name
-from steadyloop.cli.main import build_parser, run_cli
-from steadyloop.cli.outcome import EXIT_USAGE
-from steadyloop.cli.run_ids import reuse_policy
+from steadyloop._cli.demo_conversation import ORDER_PATH, ORDER_TEXT, DemoProvider
+from steadyloop._cli.invocation import Invocation, command, from_arguments, invoked, program_name
+from steadyloop._cli.main import build_parser, run_cli
+from steadyloop._cli.outcome import EXIT_USAGE
+from steadyloop._cli.run_ids import reuse_policy
+from steadyloop._worker.dev_server import DevServer, dev_server, free_port
 from steadyloop.testing import ScriptedServer
-from steadyloop.worker.dev_server import DevServer, dev_server, free_port
 
 # -- how a printed command is spelled ----------------------------------------------------
 

@@ -18,18 +18,23 @@ from steering_harness import eventually, people_run, trickle, wait_for_approvals
 from temporalio.client import Client
 from test_cli_worker import cli_environment, start_worker, steadyloop, typed
 
-from steadyloop.cli import live_run
-from steadyloop.cli.live_run import RunCommandFailure
-from steadyloop.cli.main import build_parser, run_cli
-from steadyloop.cli.outcome import EXIT_USAGE
-from steadyloop.cli.progress import approval_line, status_line
-from steadyloop.cli.steering import (
+from steadyloop._cli import live_run
+from steadyloop._cli.live_run import RunCommandFailure
+from steadyloop._cli.main import build_parser, run_cli
+from steadyloop._cli.outcome import EXIT_USAGE
+from steadyloop._cli.progress import approval_line, status_line
+from steadyloop._cli.steering import (
     SteeringRequest,
     approval_lines,
     run_steering,
     steering_request,
     waiting_call,
 )
+from steadyloop._receipts.decision import tool_call_args_hash
+from steadyloop._run.models import RunProgress
+from steadyloop._run.steering import PendingApproval
+from steadyloop._worker.config import ConfigError
+from steadyloop._worker.dev_server import DevServer, dev_server, free_port
 from steadyloop.client import (
     NotTheCallReviewed,
     NoWorkerAnswered,
@@ -37,12 +42,7 @@ from steadyloop.client import (
     RunEnded,
     RunSnapshot,
 )
-from steadyloop.receipts.decision import tool_call_args_hash
-from steadyloop.run.models import RunProgress
-from steadyloop.run.steering import PendingApproval
 from steadyloop.testing import ScriptedCall, ScriptedServer, text_response, tool_calls_response
-from steadyloop.worker.config import ConfigError
-from steadyloop.worker.dev_server import DevServer, dev_server, free_port
 
 RUN = "steadyloop-5e4d"
 TESTS = Path(__file__).parent

@@ -23,6 +23,7 @@ from test_cli_worker import (
     workspace,  # noqa: F401  (the fixture)
 )
 
+from steadyloop._worker.dev_server import DevServer
 from steadyloop.testing import (
     Pause,
     ScriptedResponse,
@@ -34,7 +35,6 @@ from steadyloop.testing import (
     text_chunks,
     text_response,
 )
-from steadyloop.worker.dev_server import DevServer
 
 pytestmark = pytest.mark.slow
 

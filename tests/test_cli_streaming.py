@@ -16,20 +16,20 @@ from follow_fakes import printed
 from loop_harness import running_loop
 from test_output_forwarding_workflow import forwarding_run, slow_answer
 
-from steadyloop.chat import ChatMessage, ToolCall
-from steadyloop.cli.follow import follow
-from steadyloop.cli.progress import (
+from steadyloop._chat import ChatMessage, ToolCall
+from steadyloop._cli.follow import follow
+from steadyloop._cli.progress import (
     ActivityState,
     ProgressDisplay,
     partial_lines,
     status_line,
 )
+from steadyloop._output.forwarding import OutputDelta, PartialOutput
+from steadyloop._run.models import RunProgress, RunResult, RunStats
+from steadyloop._run.resume import resume_input
+from steadyloop._workflows.tool_loop import ToolLoopWorkflow
 from steadyloop.events import TextDeltaEvent, ToolCallEvent
-from steadyloop.output.forwarding import OutputDelta, PartialOutput
-from steadyloop.run.models import RunProgress, RunResult, RunStats
-from steadyloop.run.resume import resume_input
 from steadyloop.testing import Pause, sse_response, text_chunks
-from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 
 def delta(text: str, turn: int = 1, attempt: int = 1, kind: str = "text") -> OutputDelta:

@@ -24,8 +24,8 @@ from test_cli_worker import (  # noqa: F401  (the fixture is used by name)
 )
 from timeline_provider import FINAL_ANSWER, retried_and_replayed
 
+from steadyloop._worker.dev_server import DevServer
 from steadyloop.testing import RecordedRequest, ScriptedResponse, ScriptedServer, error_response
-from steadyloop.worker.dev_server import DevServer
 
 pytestmark = pytest.mark.slow
 

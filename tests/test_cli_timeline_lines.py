@@ -10,14 +10,32 @@ from datetime import UTC, datetime
 import pytest
 from follow_fakes import printed
 
-from steadyloop.activities.model_stream import _url_for_people
-from steadyloop.chat import ChatMessage, ToolCall
-from steadyloop.cli.main import run_cli
-from steadyloop.cli.outcome import EXIT_USAGE
-from steadyloop.cli.progress import (
+from steadyloop._activities.model_stream import _url_for_people
+from steadyloop._chat import ChatMessage, ToolCall
+from steadyloop._cli.main import run_cli
+from steadyloop._cli.outcome import EXIT_USAGE
+from steadyloop._cli.progress import (
     ProgressDisplay,
     result_lines,
     status_line,
+)
+from steadyloop._history.healing import Healing
+from steadyloop._output.forwarding import OutputDelta
+from steadyloop._routing.endpoints import UnknownEndpointError
+from steadyloop._routing.route_plan import (
+    PlannedCandidate,
+    RouteCandidate,
+    RoutePlan,
+    SkippedCandidate,
+)
+from steadyloop._routing.taxonomy import StreamFailure
+from steadyloop._run.models import RunProgress, RunResult, RunStats
+from steadyloop._workflows.routed_turn import RouteAttempt
+from steadyloop._workflows.run_timeline import (
+    attempt_events,
+    earlier_call,
+    healing_text,
+    plan_events,
 )
 from steadyloop.events import (
     RunEventItem,
@@ -26,24 +44,6 @@ from steadyloop.events import (
     TimelineEntryEvent,
     ToolCallEvent,
     ToolResultEvent,
-)
-from steadyloop.history.healing import Healing
-from steadyloop.output.forwarding import OutputDelta
-from steadyloop.routing.endpoints import UnknownEndpointError
-from steadyloop.routing.route_plan import (
-    PlannedCandidate,
-    RouteCandidate,
-    RoutePlan,
-    SkippedCandidate,
-)
-from steadyloop.routing.taxonomy import StreamFailure
-from steadyloop.run.models import RunProgress, RunResult, RunStats
-from steadyloop.workflows.routed_turn import RouteAttempt
-from steadyloop.workflows.run_timeline import (
-    attempt_events,
-    earlier_call,
-    healing_text,
-    plan_events,
 )
 
 NOWHERE = "127.0.0.1:1"
@@ -127,7 +127,7 @@ def test_breaker_skips_probes_and_healing_are_sentences() -> None:
 
 
 def test_an_earlier_call_is_found_by_content_not_by_id() -> None:
-    from steadyloop.receipts.decision import receipt_key
+    from steadyloop._receipts.decision import receipt_key
 
     key = receipt_key("t", "run", "add", {"a": 2, "b": 3})
     transcript = [
@@ -147,8 +147,8 @@ def test_an_earlier_call_is_found_by_content_not_by_id() -> None:
 
 
 def test_timeline_events_go_on_the_log_numbered_across_the_run_and_bounded() -> None:
-    from steadyloop.workflows.event_log import EventLog
-    from steadyloop.workflows.run_events import RunEventNotes
+    from steadyloop._workflows.event_log import EventLog
+    from steadyloop._workflows.run_events import RunEventNotes
 
     log = EventLog()
     log.in_history = True  # so `carried()` hands over what was noted

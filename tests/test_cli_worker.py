@@ -21,9 +21,11 @@ import httpx
 import pytest
 from temporalio.api.enums.v1 import EventType
 
-from steadyloop.cli.demo_conversation import ORDER_PATH, ORDER_TEXT, DemoProvider
-from steadyloop.cli.invocation import program_name
-from steadyloop.run.models import RunInput
+from steadyloop._cli.demo_conversation import ORDER_PATH, ORDER_TEXT, DemoProvider
+from steadyloop._cli.invocation import program_name
+from steadyloop._run.models import RunInput
+from steadyloop._worker.dev_server import DevServer, dev_server, free_port
+from steadyloop._workflows.tool_loop import ToolLoopWorkflow
 from steadyloop.testing import (
     Chunk,
     Pause,
@@ -35,8 +37,6 @@ from steadyloop.testing import (
     text_response,
     usage_chunk,
 )
-from steadyloop.worker.dev_server import DevServer, dev_server, free_port
-from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 pytestmark = pytest.mark.slow
 

@@ -12,7 +12,8 @@ import pytest
 from web_fake_backend import FakeRun
 from web_fake_backend import cursor as web_cursor
 
-from steadyloop.client.fanout import EventFanout
+from steadyloop._web.backend import StreamEvent
+from steadyloop.client._fanout import EventFanout
 from steadyloop.events import (
     Cursor,
     CursorExpired,
@@ -21,7 +22,6 @@ from steadyloop.events import (
     TextDeltaEvent,
     format_cursor,
 )
-from steadyloop.web.backend import StreamEvent
 
 
 def delta(offset: int) -> TextDeltaEvent:

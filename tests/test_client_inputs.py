@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 import steadyloop
+from steadyloop._run.models import RunInput
 from steadyloop.client import RunOptions, SteadyloopClient
-from steadyloop.client.options import CONVERSATION_FIELDS
-from steadyloop.client.threads import _Found
-from steadyloop.run.models import RunInput
+from steadyloop.client._options import CONVERSATION_FIELDS
+from steadyloop.client._threads import _Found
 
 
 class NoTemporal:

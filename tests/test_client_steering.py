@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from client_harness import ClientEnv, client_env
 
+from steadyloop._receipts.ledger import GiveUp
 from steadyloop.client import (
     NotTheCallReviewed,
     NoWorkerAnswered,
@@ -20,7 +21,6 @@ from steadyloop.client import (
     RunNotFound,
     RunSnapshot,
 )
-from steadyloop.receipts.ledger import GiveUp
 
 pytestmark = pytest.mark.slow
 GUARD_S = 60.0

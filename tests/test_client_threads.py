@@ -18,7 +18,7 @@ from steadyloop.client import (
     ThreadCannotContinue,
     ThreadMemo,
 )
-from steadyloop.client.threads import THREAD_MEMO
+from steadyloop.client._threads import THREAD_MEMO
 from steadyloop.events import RunEventItem, StopEvent, TextDeltaEvent
 
 pytestmark = pytest.mark.slow

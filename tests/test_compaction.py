@@ -7,8 +7,8 @@ import pytest
 from loop_harness import assert_every_call_answered
 from pydantic import ValidationError
 
-from steadyloop.chat import ChatMessage, ToolCall
-from steadyloop.history.compaction import (
+from steadyloop._chat import ChatMessage, ToolCall
+from steadyloop._history.compaction import (
     ELIDED_MARK,
     CompactionPolicy,
     adopt_compacted,
@@ -17,7 +17,7 @@ from steadyloop.history.compaction import (
     needs_compaction,
     transcript_chars,
 )
-from steadyloop.history.healing import NO_RESULT
+from steadyloop._history.healing import NO_RESULT
 
 
 def turn(n: int, size: int) -> list[ChatMessage]:

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from steadyloop.chat import ToolCall
-from steadyloop.stream.defects import (
+from steadyloop._chat import ToolCall
+from steadyloop._stream.defects import (
     CUT_FINISH_REASONS,
     DEFECT_RETRY_BUDGETS,
     LENGTH_FINISH_REASONS,

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from steadyloop.chains.delegation_tool import (
+from steadyloop._chains.delegation_tool import (
     DELEGATE_TOOL,
     DelegateRequest,
     child_outcome,
@@ -17,11 +17,11 @@ from steadyloop.chains.delegation_tool import (
     delegate_tool_description,
     read_delegate_request,
 )
-from steadyloop.chains.limits import ChainBudgetLimit, DepthLimit
-from steadyloop.chains.lineage import Lineage, descend_chain
-from steadyloop.receipts.decision import receipt_key
-from steadyloop.routing.route_plan import RouteCandidate, RouteConfig
-from steadyloop.run.models import (
+from steadyloop._chains.limits import ChainBudgetLimit, DepthLimit
+from steadyloop._chains.lineage import Lineage, descend_chain
+from steadyloop._receipts.decision import receipt_key
+from steadyloop._routing.route_plan import RouteCandidate, RouteConfig
+from steadyloop._run.models import (
     AgentProfile,
     Delegation,
     RunInput,
@@ -30,8 +30,8 @@ from steadyloop.run.models import (
     RunStats,
     Sampling,
 )
-from steadyloop.tools.content import MAX_TOOL_CONTENT_BYTES
-from steadyloop.tools.schema_profiles import SCHEMA_PROFILES, SchemaProfile, sanitize_tool_schema
+from steadyloop.tools._content import MAX_TOOL_CONTENT_BYTES
+from steadyloop.tools._schema_profiles import SCHEMA_PROFILES, SchemaProfile, sanitize_tool_schema
 
 DELEGATION = Delegation(
     to=["writer", "critic"],

@@ -2,7 +2,7 @@
 real delegations, the child's answer as the tool result, and one child per call.
 
 Counting rules are decided by the tenant's admission entity
-(`steadyloop.workflows.chain_admission`), run by the same worker.
+(`steadyloop._workflows.chain_admission`), run by the same worker.
 """
 
 from __future__ import annotations
@@ -29,16 +29,16 @@ from temporalio import activity
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.exceptions import ApplicationError, CancelledError
 
-from steadyloop.activities.chain_admission import ChainAdmissionActivities
-from steadyloop.chains.admission import (
+from steadyloop._activities.chain_admission import ChainAdmissionActivities
+from steadyloop._chains.admission import (
     ADMIT_CHAIN_RUN_ACTIVITY,
     AdmissionAnswer,
     AdmissionLedger,
     AdmissionRequest,
     admission_workflow_id,
 )
-from steadyloop.chains.delegation_tool import DELEGATE_TOOL
-from steadyloop.chains.limits import (
+from steadyloop._chains.delegation_tool import DELEGATE_TOOL
+from steadyloop._chains.limits import (
     ChainBudgetLimit,
     ChainLimit,
     DepthLimit,
@@ -46,8 +46,8 @@ from steadyloop.chains.limits import (
     PairSeenLimit,
     TenantCeilingLimit,
 )
+from steadyloop._run.models import RunInput, RunLimits
 from steadyloop.errors import RESERVED_TOOL_NAME, UNUSABLE_WORKFLOW_ID
-from steadyloop.run.models import RunInput, RunLimits
 from steadyloop.testing import (
     ScriptedCall,
     ScriptedResponse,

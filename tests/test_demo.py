@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from steadyloop.cli.demo_conversation import ORDER_PATH, ORDER_TEXT, PROMPT, DemoProvider
-from steadyloop.stream.completion import AssembledTurn
-from steadyloop.stream.sse import ServerSentEvent, SSEDecoder
-from steadyloop.stream.turn_assembly import TurnAssembler
+from steadyloop._cli.demo_conversation import ORDER_PATH, ORDER_TEXT, PROMPT, DemoProvider
+from steadyloop._stream.completion import AssembledTurn
+from steadyloop._stream.sse import ServerSentEvent, SSEDecoder
+from steadyloop._stream.turn_assembly import TurnAssembler
 from steadyloop.testing import RecordedRequest, ScriptedResponse
 
 TOTAL = "121.22"  # 12 * 4.50 + 3 * 19.99 + 1 * 7.25

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from steadyloop.cli.demo_tour_conversation import (
+from steadyloop._cli.demo_tour_conversation import (
     REPORT_END,
     REPORT_PROMPT,
     TourProvider,

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from browser_harness import chromium
 
-from steadyloop.cli.demo_conversation import PROMPT
+from steadyloop._cli.demo_conversation import PROMPT
 
 SCREENSHOT = Path(__file__).resolve().parent.parent / "docs" / "screenshots" / "page.png"
 START_GUARD_S = 60.0

@@ -23,20 +23,20 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from steadyloop.history.payload_storage import steadyloop_data_converter
-from steadyloop.run.models import RunInput, RunResult
-from steadyloop.run.steering import ApprovalDecision, PendingApproval
+from steadyloop._history.payload_storage import steadyloop_data_converter
+from steadyloop._run.models import RunInput, RunResult
+from steadyloop._run.steering import ApprovalDecision, PendingApproval
+from steadyloop._worker.dev_server import free_port
+from steadyloop._workflows.tool_loop import ToolLoopWorkflow
 from steadyloop.testing import (
     ScriptedCall,
     ScriptedServer,
     text_response,
     tool_calls_response,
 )
-from steadyloop.worker.dev_server import free_port
-from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 TESTS = Path(__file__).parent
-WATCH = TESTS.parent / "steadyloop" / "worker" / "parent_watch.py"
+WATCH = TESTS.parent / "steadyloop" / "_worker" / "parent_watch.py"
 GUARD_S = 60  # how long a step may hang before the test gives up: a guard, not a measure
 
 

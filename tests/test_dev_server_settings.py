@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from steadyloop.temporal_binaries import DEV_SERVER_DYNAMIC_CONFIG, dev_server_args
-from steadyloop.worker.dev_server import dev_server
+from steadyloop._temporal_binaries import DEV_SERVER_DYNAMIC_CONFIG, dev_server_args
+from steadyloop._worker.dev_server import dev_server
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
@@ -46,9 +46,7 @@ def _children_command_lines() -> list[list[str]]:
 
 def _dev_server_argv() -> list[str]:
     servers = [
-        argv
-        for argv in _children_command_lines()
-        if "server" in argv and "start-dev" in argv
+        argv for argv in _children_command_lines() if "server" in argv and "start-dev" in argv
     ]
     assert len(servers) == 1, f"expected one `temporal server start-dev` child, got {servers}"
     return servers[0]

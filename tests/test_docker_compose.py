@@ -22,9 +22,9 @@ from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.testing import WorkflowEnvironment
 
-from steadyloop.chains.queries import CHAIN_SEARCH_ATTRIBUTES
-from steadyloop.temporal_binaries import dev_server_path
-from steadyloop.worker.process import DEFAULT_GRACEFUL_SHUTDOWN
+from steadyloop._chains.queries import CHAIN_SEARCH_ATTRIBUTES
+from steadyloop._temporal_binaries import dev_server_path
+from steadyloop._worker.process import DEFAULT_GRACEFUL_SHUTDOWN
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE: dict[str, Any] = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
@@ -203,7 +203,7 @@ def test_the_dockerfile_installs_the_package_and_runs_the_worker_unprivileged() 
 
 def test_the_command_the_image_runs_is_the_console_script_the_package_declares() -> None:
     scripts = PYPROJECT["project"].get("scripts", {})
-    assert scripts.get("steadyloop") == "steadyloop.cli.main:main"
+    assert scripts.get("steadyloop") == "steadyloop._cli.main:main"
 
 
 def test_the_build_context_leaves_out_local_state() -> None:
@@ -255,7 +255,7 @@ def test_the_temporal_service_reads_the_dynamic_config_the_dev_server_gets() -> 
     """A real cluster hands tasks out without the per-shard 20-a-second wait,
     with the value the embedded dev server is started with. The file the server is told
     to read is the one compose mounts, and it holds that value."""
-    from steadyloop.temporal_binaries import DEV_SERVER_DYNAMIC_CONFIG
+    from steadyloop._temporal_binaries import DEV_SERVER_DYNAMIC_CONFIG
 
     path = environment("temporal")["DYNAMIC_CONFIG_FILE_PATH"]
     mounts = {m["target"]: m["source"] for m in SERVICES["temporal"]["configs"]}

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 from docs_pages import ROOT, CodeBlock, code_blocks, pages
 
-from steadyloop.worker.config import load_config
+from steadyloop._worker.config import load_config
 
 RUN = frozenset({"python", "toml"})
 OUTPUT = frozenset({"", "text", "console"})

@@ -17,15 +17,15 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from steadyloop.activities.endpoint_health import (
+from steadyloop._activities.endpoint_health import (
     DEFAULT_CACHE_TTL_S,
     DEFAULT_QUIET_CACHE_TTL_S,
     EndpointHealthActivities,
     HealthCache,
 )
-from steadyloop.activities.model_stream import ModelActivities
-from steadyloop.routing.circuit_breaker import BreakerPolicy
-from steadyloop.routing.endpoint_health import (
+from steadyloop._activities.model_stream import ModelActivities
+from steadyloop._routing.circuit_breaker import BreakerPolicy
+from steadyloop._routing.endpoint_health import (
     ADMIT_PROBE_ACTIVITY,
     READ_ENDPOINT_HEALTH_ACTIVITY,
     RECORD_ENDPOINT_OUTCOME_ACTIVITY,
@@ -36,11 +36,11 @@ from steadyloop.routing.endpoint_health import (
     ReadHealthInput,
     health_workflow_id,
 )
-from steadyloop.routing.endpoints import EndpointRegistry
-from steadyloop.temporal_binaries import time_skipping_server_path
-from steadyloop.tools.registry import ToolRegistry
-from steadyloop.worker.process import WorkerOptions, build_worker
-from steadyloop.workflows.endpoint_health import EndpointHealthWorkflow
+from steadyloop._routing.endpoints import EndpointRegistry
+from steadyloop._temporal_binaries import time_skipping_server_path
+from steadyloop._worker.process import WorkerOptions, build_worker
+from steadyloop._workflows.endpoint_health import EndpointHealthWorkflow
+from steadyloop.tools._registry import ToolRegistry
 
 POLICY = BreakerPolicy(failure_threshold=2, window_s=60, cool_off_s=30, probe_lease_s=60)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from steadyloop.routing.endpoints import (
+from steadyloop._routing.endpoints import (
     DEFAULT_ENDPOINT_NAME,
     ENDPOINTS_ENV,
     OPENAI_DEFAULT_BASE_URL,

@@ -45,7 +45,7 @@ def test_every_exception_is_a_steadyloop_error_with_a_name_of_its_own() -> None:
     ("name", "builtin"),
     [
         ("steadyloop.events.InvalidCursor", ValueError),
-        ("steadyloop.tools.registry.UnknownToolError", LookupError),
+        ("steadyloop.tools._registry.UnknownToolError", LookupError),
         ("steadyloop.testing.ScriptExhausted", AssertionError),
         ("steadyloop.testing.NothingWaits", AssertionError),
     ],
@@ -105,7 +105,7 @@ def _drawn(text: str) -> set[str]:
 
 def test_the_drawn_family_is_every_public_exception_and_the_docs_draw_the_same() -> None:
     doc = errors.__doc__ or ""
-    drawing = doc[doc.index("    SteadyloopError") : doc.index("\nPrivate control flow")]
+    drawing = doc[doc.index("    SteadyloopError") : doc.index("\nThe loop's `Stop`")]
     public = {cls.__name__ for cls in defined_exceptions() if not cls.__name__.startswith("_")}
     assert _drawn(drawing) == public
     page = (PACKAGE.parent / "docs" / "client.md").read_text(encoding="utf-8")

@@ -19,7 +19,8 @@ from polling import eventually
 from receipts_e2e_harness import e2e_run
 from temporalio.client import Client, WorkflowHandle
 
-from steadyloop.client.event_log import run_events
+from steadyloop._output.forwarding import ForwardingOptions
+from steadyloop.client._event_log import run_events
 from steadyloop.events import (
     RunEventItem,
     StopEvent,
@@ -27,7 +28,6 @@ from steadyloop.events import (
     ToolCallEvent,
     ToolResultEvent,
 )
-from steadyloop.output.forwarding import ForwardingOptions
 from steadyloop.testing import (
     Pause,
     RecordedRequest,

@@ -33,8 +33,17 @@ from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from steadyloop.activities.output_publisher import ensure_stream_host, publish_events
-from steadyloop.client.event_log import host_events
+from steadyloop._activities.output_publisher import ensure_stream_host, publish_events
+from steadyloop._output.forwarding import (
+    CLOSE_OUTPUT_STREAM_SIGNAL,
+    HOST_EPOCH_MEMO,
+    OUTPUT_STREAM_WORKFLOW,
+    OUTPUT_TOPIC,
+    OutputDelta,
+)
+from steadyloop._temporal_binaries import time_skipping_server_path
+from steadyloop._workflows.output_stream import OutputStreamInput, OutputStreamWorkflow
+from steadyloop.client._event_log import host_events
 from steadyloop.events import (
     CursorExpired,
     DecisionEvent,
@@ -43,16 +52,7 @@ from steadyloop.events import (
     TextDeltaEvent,
     parse_cursor,
 )
-from steadyloop.events.publishing import PublishRunEvents
-from steadyloop.output.forwarding import (
-    CLOSE_OUTPUT_STREAM_SIGNAL,
-    HOST_EPOCH_MEMO,
-    OUTPUT_STREAM_WORKFLOW,
-    OUTPUT_TOPIC,
-    OutputDelta,
-)
-from steadyloop.temporal_binaries import time_skipping_server_path
-from steadyloop.workflows.output_stream import OutputStreamInput, OutputStreamWorkflow
+from steadyloop.events._publishing import PublishRunEvents
 
 pytestmark = pytest.mark.slow
 HOST_MAX_EVENTS = 50  # the smallest the host allows: it rolls over every few publishes

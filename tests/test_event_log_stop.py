@@ -27,17 +27,17 @@ from temporalio.common import RawValue
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.contrib.workflow_streams import WorkflowStreamItem
 
-import steadyloop.client.event_log as event_log
+import steadyloop.client._event_log as event_log
+from steadyloop._output.forwarding import OUTPUT_TOPIC, OutputDelta
+from steadyloop._workflows.output_stream import OutputStreamSummary
 from steadyloop.client import StopUnread
-from steadyloop.client.event_log import OwedStop, host_events, run_completed
+from steadyloop.client._event_log import OwedStop, host_events, run_completed
 from steadyloop.events import (
     EVENTS_TOPIC,
     RunEventItem,
     StopEvent,
     TextDeltaEvent,
 )
-from steadyloop.output.forwarding import OUTPUT_TOPIC, OutputDelta
-from steadyloop.workflows.output_stream import OutputStreamSummary
 
 HOST_ID = "support-42/1/output/r1"
 RUN = "support-42/1"

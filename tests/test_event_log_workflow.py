@@ -21,8 +21,13 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError
 
+from steadyloop._output.forwarding import ForwardingOptions, output_stream_id
+from steadyloop._receipts.decision import tool_call_args_hash
+from steadyloop._receipts.ledger import Happened
+from steadyloop._run.models import AmbiguousCall, ResolveReceipt, RunInput
+from steadyloop._run.steering import ApprovalDecision, PendingApproval
 from steadyloop.client import StopUnread
-from steadyloop.client.event_log import follow_output, latest_cursor, run_events
+from steadyloop.client._event_log import follow_output, latest_cursor, run_events
 from steadyloop.events import (
     AmbiguousReceiptEvent,
     ApprovalWaitingEvent,
@@ -35,11 +40,6 @@ from steadyloop.events import (
     ToolResultEvent,
     parse_cursor,
 )
-from steadyloop.output.forwarding import ForwardingOptions, output_stream_id
-from steadyloop.receipts.decision import tool_call_args_hash
-from steadyloop.receipts.ledger import Happened
-from steadyloop.run.models import AmbiguousCall, ResolveReceipt, RunInput
-from steadyloop.run.steering import ApprovalDecision, PendingApproval
 from steadyloop.testing import ScriptedCall, text_response, tool_calls_response
 
 pytestmark = pytest.mark.slow

@@ -16,7 +16,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from steadyloop.chat import ToolCall
+from steadyloop._chat import ToolCall
+from steadyloop._run.models import AmbiguousCall
+from steadyloop._workflows.event_log import EventLog
+from steadyloop._workflows.run_events import RunEventNotes
 from steadyloop.events import (
     AmbiguousReceiptEvent,
     ApprovalWaitingEvent,
@@ -35,11 +38,8 @@ from steadyloop.events import (
     parse_cursor,
     parse_event,
 )
-from steadyloop.events.models import MAX_RESULT_CHARS, bounded
-from steadyloop.run.models import AmbiguousCall
-from steadyloop.tools.payloads import LateToolResult, ToolOutcome
-from steadyloop.workflows.event_log import EventLog
-from steadyloop.workflows.run_events import RunEventNotes
+from steadyloop.events._models import MAX_RESULT_CHARS, bounded
+from steadyloop.tools._payloads import LateToolResult, ToolOutcome
 
 EPOCHS = st.integers(0, 999_999)
 OFFSETS = st.integers(0, 10**12 - 1)
@@ -174,15 +174,15 @@ def test_where_a_log_is_reads_the_same_from_the_memo_and_from_the_input(
 ) -> None:
     """In history unless the run forwards; a continued execution keeps its predecessor's
     mode. The starters' memo and a follower reading the input apply the loop's one rule."""
-    from steadyloop.events.publishing import (
+    from steadyloop._output.forwarding import ForwardingOptions
+    from steadyloop._receipts.ledger import PackedLedger
+    from steadyloop._run.models import CarriedState, RunInput, RunStats
+    from steadyloop.events._publishing import (
         LOG_MODE_MEMO,
         log_in_history,
         log_mode_memo,
         log_mode_of_input,
     )
-    from steadyloop.output.forwarding import ForwardingOptions
-    from steadyloop.receipts.ledger import PackedLedger
-    from steadyloop.run.models import CarriedState, RunInput, RunStats
 
     carried = (
         None

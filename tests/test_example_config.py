@@ -10,11 +10,11 @@ from typing import Any
 
 from docs_pages import section as docs_section
 
-from steadyloop.mcp.config import McpServerConfig, mcp_servers
-from steadyloop.routing.endpoints import EndpointConfig
-from steadyloop.routing.pricing import Price
-from steadyloop.stream.argument_limits import ArgumentLimits
-from steadyloop.worker.config import (
+from steadyloop._mcp.config import McpServerConfig, mcp_servers
+from steadyloop._routing.endpoints import EndpointConfig
+from steadyloop._routing.pricing import Price
+from steadyloop._stream.argument_limits import ArgumentLimits
+from steadyloop._worker.config import (
     ConfigFile,
     TemporalSection,
     endpoint_settings,
@@ -93,7 +93,7 @@ def test_the_readme_configuration_table_names_every_key() -> None:
 
 
 def test_the_example_web_table_loads_as_steadyloop_serve_reads_it() -> None:
-    from steadyloop.web.settings import web_settings
+    from steadyloop._web.settings import web_settings
 
     config = load_config(EXAMPLE, {})
     web = web_settings(config.file.web, {"ACME_WEB_TOKEN": "s3cret"})

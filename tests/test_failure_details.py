@@ -1,4 +1,4 @@
-"""Failure details the workflow cannot decode become a marker (steadyloop.failure_details)."""
+"""Failure details the workflow cannot decode become a marker (steadyloop._failure_details)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from temporalio.api.enums.v1 import TimeoutType
 from temporalio.api.failure.v1 import Failure
 from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError
 
-from steadyloop.failure_details import UNDECODABLE_DETAILS, TolerantFailureConverter
-from steadyloop.history.payload_storage import steadyloop_data_converter
+from steadyloop._failure_details import UNDECODABLE_DETAILS, TolerantFailureConverter
+from steadyloop._history.payload_storage import steadyloop_data_converter
 
 CONVERTER = steadyloop_data_converter(None)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from steadyloop.routing.disposition import (
+from steadyloop._routing.disposition import (
     RETRIED_WHEN_LAST,
     ROWS,
     RULES,
@@ -14,8 +14,8 @@ from steadyloop.routing.disposition import (
     failure_disposition,
     failure_row,
 )
-from steadyloop.routing.route_plan import Backoff
-from steadyloop.routing.taxonomy import StreamFailure
+from steadyloop._routing.route_plan import Backoff
+from steadyloop._routing.taxonomy import StreamFailure
 
 # One failure per row, as the classifier would report it.
 EXAMPLES: dict[Row, StreamFailure] = {

@@ -19,23 +19,23 @@ from typing import Any
 import httpx
 import pytest
 
-from steadyloop.activities.model_stream import stream_turn
-from steadyloop.chat import ChatMessage
-from steadyloop.routing.disposition import failure_row
-from steadyloop.routing.endpoints import EndpointConfig
-from steadyloop.routing.taxonomy import (
+from steadyloop._activities.model_stream import stream_turn
+from steadyloop._chat import ChatMessage
+from steadyloop._routing.disposition import failure_row
+from steadyloop._routing.endpoints import EndpointConfig
+from steadyloop._routing.taxonomy import (
     StreamFailed,
     StreamFailure,
     degradable_parameter,
     http_category,
     network_reason_from_message,
 )
-from steadyloop.routing.transport_errors import (
+from steadyloop._routing.transport_errors import (
     classify_http_error,
     classify_transport_error,
     network_reason,
 )
-from steadyloop.stream.completion import CompletionRequest
+from steadyloop._stream.completion import CompletionRequest
 from steadyloop.testing import (
     Pause,
     ScriptedResponse,

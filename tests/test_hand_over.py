@@ -9,24 +9,24 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from steadyloop.chat import ChatMessage
+from steadyloop._chat import ChatMessage
+from steadyloop._history.budget import MAX_INLINE_PAYLOAD_BYTES
+from steadyloop._receipts.decision import receipt_key
+from steadyloop._receipts.ledger import PackedLedger
+from steadyloop._run.models import RunInput, RunResult, RunStats
+from steadyloop._workflows import hand_over
+from steadyloop._workflows.durable_time import Deadline
+from steadyloop._workflows.hand_over import HandOver, initial_transcript
+from steadyloop._workflows.payload_ceiling import PayloadCeiling
+from steadyloop._workflows.run_state import RunState, Stop
 from steadyloop.events import TimelineEntryEvent
-from steadyloop.history.budget import MAX_INLINE_PAYLOAD_BYTES
-from steadyloop.receipts.decision import receipt_key
-from steadyloop.receipts.ledger import PackedLedger
-from steadyloop.run.models import RunInput, RunResult, RunStats
-from steadyloop.workflows import hand_over
-from steadyloop.workflows.durable_time import Deadline
-from steadyloop.workflows.hand_over import HandOver, initial_transcript
-from steadyloop.workflows.payload_ceiling import PayloadCeiling
-from steadyloop.workflows.run_state import RunState, Stop
 
 START = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+
 
 def noted_timeline(state: RunState) -> list[TimelineEntryEvent]:
     """The timeline entries the parts noted on the run's event log, not yet published."""
     return [e for e in state.events._pending if isinstance(e, TimelineEntryEvent)]
-
 
 
 def _state() -> RunState:

@@ -23,9 +23,10 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client
 
-from steadyloop.routing.circuit_breaker import BreakerState
-from steadyloop.routing.endpoint_health import READ_ENDPOINT_HEALTH_ACTIVITY, EndpointHealth
-from steadyloop.routing.route_plan import RouteCandidate, RouteConfig
+from steadyloop._routing.circuit_breaker import BreakerState
+from steadyloop._routing.endpoint_health import READ_ENDPOINT_HEALTH_ACTIVITY, EndpointHealth
+from steadyloop._routing.route_plan import RouteCandidate, RouteConfig
+from steadyloop._workflows.routed_turn import HealthView
 from steadyloop.testing import (
     ScriptedCall,
     ScriptedResponse,
@@ -33,7 +34,6 @@ from steadyloop.testing import (
     text_response,
     tool_calls_response,
 )
-from steadyloop.workflows.routed_turn import HealthView
 
 HISTORIES = Path(__file__).parent / "histories"
 NOW = datetime(2026, 12, 2, tzinfo=UTC)

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from loop_harness import assert_every_call_answered
 
-from steadyloop.history.payload_storage import DEFAULT_THRESHOLD_BYTES
-from steadyloop.run.models import RunLimits
+from steadyloop._history.payload_storage import DEFAULT_THRESHOLD_BYTES
+from steadyloop._run.models import RunLimits
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 

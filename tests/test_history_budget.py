@@ -1,10 +1,10 @@
-"""When a run continues-as-new (`steadyloop.history.budget`)."""
+"""When a run continues-as-new (`steadyloop._history.budget`)."""
 
 from __future__ import annotations
 
 import pytest
 
-from steadyloop.history.budget import (
+from steadyloop._history.budget import (
     HistoryReading,
     HistoryThresholds,
     continue_as_new_reason,

@@ -1,4 +1,4 @@
-"""How a follower reads a run's history log (`steadyloop.client.history_log`).
+"""How a follower reads a run's history log (`steadyloop.client._history_log`).
 
 What decides the cost downstream: on a server that answers history long polls (the dev
 server), a follower of a live run is sent each history event once, however long the
@@ -37,13 +37,13 @@ from temporalio.converter import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
-from steadyloop.client.event_log import run_events
-from steadyloop.client.history_log import history_events
+from steadyloop._history.payload_storage import LocalFileStorageDriver, steadyloop_data_converter
+from steadyloop._workflows.tool_loop import ToolLoopWorkflow
+from steadyloop.client._event_log import run_events
+from steadyloop.client._history_log import history_events
 from steadyloop.events import ApprovalWaitingEvent, RunEventItem, StopEvent, ToolResultEvent
-from steadyloop.events.publishing import log_mode_memo
-from steadyloop.history.payload_storage import LocalFileStorageDriver, steadyloop_data_converter
+from steadyloop.events._publishing import log_mode_memo
 from steadyloop.testing import ScriptedCall, text_response, tool_calls_response
-from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 pytestmark = pytest.mark.slow
 

@@ -48,9 +48,9 @@ from hypothesis import strategies as st
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import History, HistoryEvent
 
-from steadyloop.chat import ChatMessage, ToolCall
-from steadyloop.output.forwarding import ForwardingOptions
-from steadyloop.run.models import RunInput, RunLimits
+from steadyloop._chat import ChatMessage, ToolCall
+from steadyloop._output.forwarding import ForwardingOptions
+from steadyloop._run.models import RunInput, RunLimits
 from steadyloop.testing import (
     Pause,
     ScriptedResponse,

@@ -21,18 +21,18 @@ from steering_harness import GUARD_S, eventually, trickle
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHandle
 
-from steadyloop.activities.output_publisher import OutputPublisher
-from steadyloop.client.event_log import follow_output
-from steadyloop.output.forwarding import (
+from steadyloop._activities.output_publisher import OutputPublisher
+from steadyloop._output.forwarding import (
     READ_FORWARDED_OUTPUT_ACTIVITY,
     ForwardingOptions,
     OutputDelta,
 )
-from steadyloop.run.models import RunInput, RunResult
-from steadyloop.run.resume import resume_input
-from steadyloop.stops.budget import estimate_tokens
+from steadyloop._run.models import RunInput, RunResult
+from steadyloop._run.resume import resume_input
+from steadyloop._stops.budget import estimate_tokens
+from steadyloop._workflows.model_turn import INTERRUPT_SETTLE
+from steadyloop.client._event_log import follow_output
 from steadyloop.testing import Pause, sse_response, text_chunks
-from steadyloop.workflows.model_turn import INTERRUPT_SETTLE
 
 pytestmark = pytest.mark.slow
 
@@ -42,13 +42,9 @@ pytestmark = pytest.mark.slow
 BATCH_S = 0.5
 
 
-def forwarding_run(
-    batch_interval_s: float = BATCH_S, deadline_s: float | None = None
-) -> RunInput:
+def forwarding_run(batch_interval_s: float = BATCH_S, deadline_s: float | None = None) -> RunInput:
     return run_input("say hello", deadline_s=deadline_s).model_copy(
-        update={
-            "forwarding": ForwardingOptions(enabled=True, batch_interval_s=batch_interval_s)
-        }
+        update={"forwarding": ForwardingOptions(enabled=True, batch_interval_s=batch_interval_s)}
     )
 
 

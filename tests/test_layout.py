@@ -21,26 +21,36 @@ ROOT = Path(steadyloop.__file__).parent
 # One folder per concept the docs teach (a page each); each says in its docstring what it
 # guarantees.
 CONCEPTS = (
-    "stream",
-    "receipts",
-    "chains",
-    "routing",
-    "history",
-    "output",
-    "run",
-    "stops",
+    "_stream",
+    "_receipts",
+    "_chains",
+    "_routing",
+    "_history",
+    "_output",
+    "_run",
+    "_stops",
     "events",
-    "cli",
+    "_cli",
 )
 
 # Concepts whose code decides, and so must run without a Temporal server: no module in them
 # may reach temporalio, directly or through another steadyloop module. The exceptions are
 # the named Temporal adapters, each the one module of its concept that speaks Temporal.
-PURE = ("stream", "receipts", "chains", "routing", "history", "output", "run", "stops", "events")
+PURE = (
+    "_stream",
+    "_receipts",
+    "_chains",
+    "_routing",
+    "_history",
+    "_output",
+    "_run",
+    "_stops",
+    "events",
+)
 TEMPORAL_ADAPTERS = frozenset(
     {
-        "steadyloop.chains.search_attributes",
-        "steadyloop.history.payload_storage",
+        "steadyloop._chains.search_attributes",
+        "steadyloop._history.payload_storage",
     }
 )
 
@@ -106,6 +116,7 @@ PUBLIC_MODULES = (
     "steadyloop.tools.examples",
     "steadyloop.testing",
     "steadyloop.telemetry",
+    "steadyloop.errors",
 )
 
 
@@ -226,16 +237,16 @@ def test_the_top_level_is_no_longer_a_flat_room() -> None:
     assert top <= {
         "__init__",
         "__main__",
-        "chat",
+        "_chat",
         "errors",  # the one exception base every folder's errors derive from
-        "redaction",
-        "failure_details",
-        "temporal_binaries",
+        "_redaction",
+        "_failure_details",
+        "_temporal_binaries",
     }
 
 
 def test_the_command_line_is_apart_from_the_worker_process() -> None:
-    worker = {p.stem for p in (ROOT / "worker").glob("*.py")}
+    worker = {p.stem for p in (ROOT / "_worker").glob("*.py")}
     assert not worker & {
         "cli",
         "receipts_cli",
@@ -246,8 +257,8 @@ def test_the_command_line_is_apart_from_the_worker_process() -> None:
         "demo",
     }
     for name in MODULES:
-        if name.startswith("steadyloop.worker."):
-            assert not any(i.startswith("steadyloop.cli") for i in GRAPH[name]), name
+        if name.startswith("steadyloop._worker."):
+            assert not any(i.startswith("steadyloop._cli") for i in GRAPH[name]), name
 
 
 def test_the_root_exports_what_a_user_builds_and_catches() -> None:
@@ -263,3 +274,17 @@ def test_each_public_module_says_what_it_exports(name: str) -> None:
     assert exported, f"{name} has no __all__"
     for item in exported:
         assert hasattr(module, item), f"{name}.__all__ names {item}, which it does not have"
+
+
+def test_every_other_module_is_private_by_name() -> None:
+    # The pytest plugin is named by an entry point (installed metadata records it), not
+    # imported; `__main__` is what `python -m steadyloop` runs.
+    named_elsewhere = {"steadyloop.__main__", "steadyloop.testing.pytest_plugin"}
+    exposed = [
+        name
+        for name in MODULES
+        if name not in PUBLIC_MODULES
+        and name not in named_elsewhere
+        and not any(part.startswith("_") for part in name.split(".")[1:])
+    ]
+    assert exposed == [], "public by name but not in PUBLIC_MODULES"

@@ -18,11 +18,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from steadyloop.routing.taxonomy import StreamFailed, StreamFailure
-from steadyloop.stream import turn_assembly
-from steadyloop.stream.completion import AssembledTurn
-from steadyloop.stream.sse import MessageData
-from steadyloop.stream.turn_assembly import TurnAssembler
+from steadyloop._routing.taxonomy import StreamFailed, StreamFailure
+from steadyloop._stream import turn_assembly
+from steadyloop._stream.completion import AssembledTurn
+from steadyloop._stream.sse import MessageData
+from steadyloop._stream.turn_assembly import TurnAssembler
 
 OPENAI_TOP = {
     "id": "chatcmpl-D0q8CZXN1uEzngZGkU7FuV92lnXWq",

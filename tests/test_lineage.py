@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from steadyloop.chains.lineage import Lineage, descend_chain
+from steadyloop._chains.lineage import Lineage, descend_chain
 
 
 def test_a_root_has_no_root_and_no_parent_and_is_its_own_root() -> None:

@@ -19,14 +19,14 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
-from steadyloop.stream.completion import STREAM_COMPLETION_ACTIVITY
+from steadyloop._stream.completion import STREAM_COMPLETION_ACTIVITY
 from steadyloop.testing import (
     ScriptedCall,
     ScriptedResponse,
     text_response,
     tool_calls_response,
 )
-from steadyloop.tools.payloads import DESCRIBE_TOOLS_ACTIVITY
+from steadyloop.tools._payloads import DESCRIBE_TOOLS_ACTIVITY
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 

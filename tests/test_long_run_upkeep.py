@@ -11,16 +11,16 @@ from loop_harness import ENDPOINT, assert_every_call_answered, run_input, runnin
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from steadyloop.chat import ChatMessage, ToolCall
-from steadyloop.history.compaction import (
+from steadyloop._chat import ChatMessage, ToolCall
+from steadyloop._history.compaction import (
     ELIDED_MARK,
     CompactionPolicy,
     CompactionReply,
     CompactionRequest,
 )
-from steadyloop.history.healing import NO_RESULT
-from steadyloop.routing.pricing import Price
-from steadyloop.run.models import RunLimits
+from steadyloop._history.healing import NO_RESULT
+from steadyloop._routing.pricing import Price
+from steadyloop._run.models import RunLimits
 from steadyloop.testing import (
     ScriptedCall,
     finish_chunk,

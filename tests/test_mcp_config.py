@@ -1,5 +1,5 @@
 """MCP configuration, names, effect classes and result rendering: the pure rules
-(`steadyloop.mcp.config`, `.catalog`, `.results`), no server started."""
+(`steadyloop._mcp.config`, `.catalog`, `.results`), no server started."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from mcp import types
 
-from steadyloop.cli.main import run_cli
-from steadyloop.mcp.catalog import ListedTool, assign_names, effect_of, safe_name
-from steadyloop.mcp.config import (
+from steadyloop._cli.main import run_cli
+from steadyloop._mcp.catalog import ListedTool, assign_names, effect_of, safe_name
+from steadyloop._mcp.config import (
     McpConfigError,
     McpServerConfig,
     describe_server,
@@ -20,8 +20,8 @@ from steadyloop.mcp.config import (
     resolve_env,
     resolve_headers,
 )
-from steadyloop.mcp.results import render_result
-from steadyloop.worker.config import load_config
+from steadyloop._mcp.results import render_result
+from steadyloop._worker.config import load_config
 
 # -- config ---------------------------------------------------------------------------
 

@@ -21,11 +21,11 @@ from typing import Any
 import pytest
 from temporalio.testing import ActivityEnvironment
 
-from steadyloop.activities.tool_execution import ToolActivities
-from steadyloop.mcp.config import McpServerConfig
-from steadyloop.mcp.live import LiveToolRegistry, McpTools
-from steadyloop.tools.payloads import ToolInvocation, ToolOutcome
-from steadyloop.tools.registry import ToolRegistry
+from steadyloop._activities.tool_execution import ToolActivities
+from steadyloop._mcp.config import McpServerConfig
+from steadyloop._mcp.live import LiveToolRegistry, McpTools
+from steadyloop.tools._payloads import ToolInvocation, ToolOutcome
+from steadyloop.tools._registry import ToolRegistry
 
 pytestmark = pytest.mark.slow
 
@@ -295,9 +295,11 @@ async def test_interrupting_a_run_cancels_its_mcp_request_on_the_server(tmp_path
     from temporalio.contrib.pydantic import pydantic_data_converter
     from temporalio.testing import WorkflowEnvironment
 
-    from steadyloop.routing.endpoints import EndpointConfig, EndpointRegistry
-    from steadyloop.run.models import RunInput
-    from steadyloop.temporal_binaries import dev_server_path
+    from steadyloop._routing.endpoints import EndpointConfig, EndpointRegistry
+    from steadyloop._run.models import RunInput
+    from steadyloop._temporal_binaries import dev_server_path
+    from steadyloop._worker.process import WorkerOptions, running_worker
+    from steadyloop._workflows.tool_loop import ToolLoopWorkflow
     from steadyloop.testing import (
         RecordedRequest,
         ScriptedCall,
@@ -306,8 +308,6 @@ async def test_interrupting_a_run_cancels_its_mcp_request_on_the_server(tmp_path
         text_response,
         tool_calls_response,
     )
-    from steadyloop.worker.process import WorkerOptions, running_worker
-    from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
     effects = tmp_path / "effects.txt"
 

@@ -24,10 +24,12 @@ from receipts_e2e_harness import tool_answers
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from steadyloop.mcp.config import McpServerConfig
-from steadyloop.routing.endpoints import EndpointConfig, EndpointRegistry
-from steadyloop.run.models import RunInput
-from steadyloop.temporal_binaries import dev_server_path
+from steadyloop._mcp.config import McpServerConfig
+from steadyloop._routing.endpoints import EndpointConfig, EndpointRegistry
+from steadyloop._run.models import RunInput
+from steadyloop._temporal_binaries import dev_server_path
+from steadyloop._worker.process import WorkerOptions, running_worker
+from steadyloop._workflows.tool_loop import ToolLoopWorkflow
 from steadyloop.testing import (
     RecordedRequest,
     ScriptedCall,
@@ -36,9 +38,7 @@ from steadyloop.testing import (
     text_response,
     tool_calls_response,
 )
-from steadyloop.tools.registry import ToolRegistry
-from steadyloop.worker.process import WorkerOptions, running_worker
-from steadyloop.workflows.tool_loop import ToolLoopWorkflow
+from steadyloop.tools._registry import ToolRegistry
 
 pytestmark = [pytest.mark.slow, pytest.mark.realserver]
 

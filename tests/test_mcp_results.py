@@ -1,4 +1,4 @@
-"""Structured content that restates the text is sent once (`steadyloop.mcp.results`).
+"""Structured content that restates the text is sent once (`steadyloop._mcp.results`).
 
 The reference filesystem server answers `read_text_file` with the file as text and again
 as `structuredContent: {"content": "<the file>"}`; rendered twice, a 42.5 KB file went
@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from mcp import types
 
-from steadyloop.mcp.results import render_result
+from steadyloop._mcp.results import render_result
 
 FILE = "hello from fsroot\n"
 

@@ -37,11 +37,13 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from steadyloop.mcp.config import McpServerConfig
-from steadyloop.mcp.serving import serving_mcp
-from steadyloop.routing.endpoints import EndpointConfig, EndpointRegistry
-from steadyloop.run.models import AmbiguousCall, RunInput, RunResult
-from steadyloop.temporal_binaries import dev_server_path
+from steadyloop._mcp.config import McpServerConfig
+from steadyloop._mcp.serving import serving_mcp
+from steadyloop._routing.endpoints import EndpointConfig, EndpointRegistry
+from steadyloop._run.models import AmbiguousCall, RunInput, RunResult
+from steadyloop._temporal_binaries import dev_server_path
+from steadyloop._worker.process import WorkerOptions, running_worker
+from steadyloop._workflows.tool_loop import ToolLoopWorkflow
 from steadyloop.testing import (
     RecordedRequest,
     ScriptedCall,
@@ -50,10 +52,8 @@ from steadyloop.testing import (
     text_response,
     tool_calls_response,
 )
-from steadyloop.tools.payloads import RUN_TOOL_ACTIVITY, ToolInvocation
-from steadyloop.tools.registry import ToolRegistry
-from steadyloop.worker.process import WorkerOptions, running_worker
-from steadyloop.workflows.tool_loop import ToolLoopWorkflow
+from steadyloop.tools._payloads import RUN_TOOL_ACTIVITY, ToolInvocation
+from steadyloop.tools._registry import ToolRegistry
 
 pytestmark = pytest.mark.slow
 

@@ -1,6 +1,6 @@
 """A stdio MCP server whose command cannot be started is refused when the worker starts,
 unless it is marked optional; a command that is not an MCP server is one log line per
-try, and the tries back off (`steadyloop.mcp.startup`, `.connection`, `.live`)."""
+try, and the tries back off (`steadyloop._mcp.startup`, `.connection`, `.live`)."""
 
 from __future__ import annotations
 
@@ -11,18 +11,18 @@ from pathlib import Path
 
 import pytest
 
-from steadyloop.cli.main import run_cli
-from steadyloop.mcp.config import (
+from steadyloop._cli.main import run_cli
+from steadyloop._mcp.config import (
     McpConfigError,
     McpServerConfig,
     describe_server,
     mcp_servers,
     parse_mcp_flag,
 )
-from steadyloop.mcp.live import MAX_RETRY_S, LiveToolRegistry, McpTools, retry_delay
-from steadyloop.mcp.serving import serving_mcp
-from steadyloop.mcp.startup import refuse_unstartable, start_problem
-from steadyloop.tools.registry import ToolRegistry
+from steadyloop._mcp.live import MAX_RETRY_S, LiveToolRegistry, McpTools, retry_delay
+from steadyloop._mcp.serving import serving_mcp
+from steadyloop._mcp.startup import refuse_unstartable, start_problem
+from steadyloop.tools._registry import ToolRegistry
 
 NOSUCH = "mcp-server-nosuch"
 

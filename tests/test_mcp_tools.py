@@ -1,14 +1,14 @@
-"""An MCP tool as the `ToolDefinition` a worker serves (`steadyloop.mcp.tools`), without a
+"""An MCP tool as the `ToolDefinition` a worker serves (`steadyloop._mcp.tools`), without a
 server: what the workflow is told, what the activity validates, what is refused."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from steadyloop.mcp.catalog import ListedTool
-from steadyloop.mcp.config import McpServerConfig
-from steadyloop.mcp.connection import McpConnection
-from steadyloop.mcp.tools import McpArguments, mcp_tool_definition, schema_problem
+from steadyloop._mcp.catalog import ListedTool
+from steadyloop._mcp.config import McpServerConfig
+from steadyloop._mcp.connection import McpConnection
+from steadyloop._mcp.tools import McpArguments, mcp_tool_definition, schema_problem
 
 SCHEMA: dict[str, Any] = {
     "type": "object",

@@ -20,17 +20,17 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from steadyloop.activities import STREAM_COMPLETION_ACTIVITY, ModelActivities, StreamProgress
-from steadyloop.chat import ChatMessage, ToolSpec
-from steadyloop.errors import MISSING_API_KEY, UNKNOWN_ENDPOINT
-from steadyloop.routing.disposition import failure_row
-from steadyloop.routing.endpoints import EndpointConfig, EndpointRegistry
-from steadyloop.routing.provider_errors import (
+from steadyloop._activities import STREAM_COMPLETION_ACTIVITY, ModelActivities, StreamProgress
+from steadyloop._chat import ChatMessage, ToolSpec
+from steadyloop._routing.disposition import failure_row
+from steadyloop._routing.endpoints import EndpointConfig, EndpointRegistry
+from steadyloop._routing.provider_errors import (
     parse_retry_after,
     provider_error,
 )
-from steadyloop.routing.taxonomy import StreamFailure
-from steadyloop.stream.completion import AssembledTurn, CompletionRequest
+from steadyloop._routing.taxonomy import StreamFailure
+from steadyloop._stream.completion import AssembledTurn, CompletionRequest
+from steadyloop.errors import MISSING_API_KEY, UNKNOWN_ENDPOINT
 from steadyloop.testing import (
     Pause,
     ScriptedCall,

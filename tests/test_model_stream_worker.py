@@ -21,13 +21,13 @@ from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 from temporalio.worker import Worker
 
-from steadyloop.activities import ModelActivities
-from steadyloop.chat import ChatMessage
-from steadyloop.routing.disposition import failure_row
-from steadyloop.routing.endpoints import EndpointRegistry
-from steadyloop.routing.taxonomy import StreamFailure
-from steadyloop.stream.completion import AssembledTurn, CompletionRequest
-from steadyloop.temporal_binaries import time_skipping_server_path
+from steadyloop._activities import ModelActivities
+from steadyloop._chat import ChatMessage
+from steadyloop._routing.disposition import failure_row
+from steadyloop._routing.endpoints import EndpointRegistry
+from steadyloop._routing.taxonomy import StreamFailure
+from steadyloop._stream.completion import AssembledTurn, CompletionRequest
+from steadyloop._temporal_binaries import time_skipping_server_path
 from steadyloop.testing import (
     ScriptedCall,
     ScriptedResponse,

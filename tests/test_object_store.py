@@ -1,4 +1,4 @@
-"""The object store under the chunked payload store (`steadyloop.history.object_store`),
+"""The object store under the chunked payload store (`steadyloop._history.object_store`),
 and the driver's use of it: conditional puts, parallel chunks with the manifest last,
 retries, the bounded chunk cache, the typed errors, the local directory layout."""
 
@@ -19,8 +19,7 @@ from temporalio.converter import (
 )
 from temporalio.exceptions import ApplicationError
 
-from steadyloop.errors import PAYLOAD_BLOB_CORRUPT, PAYLOAD_BLOB_MISSING, PAYLOAD_STORE_UNAVAILABLE
-from steadyloop.history.object_store import (
+from steadyloop._history.object_store import (
     LocalDirectoryStore,
     MemoryStore,
     ObjectInfo,
@@ -30,13 +29,14 @@ from steadyloop.history.object_store import (
     RetryingStore,
     RetryPolicy,
 )
-from steadyloop.history.payload_storage import (
+from steadyloop._history.payload_storage import (
     INLINE_FALLBACK_BYTES,
     ChunkCache,
     ChunkedStorageDriver,
     LocalFileStorageDriver,
     blob_settings,
 )
+from steadyloop.errors import PAYLOAD_BLOB_CORRUPT, PAYLOAD_BLOB_MISSING, PAYLOAD_STORE_UNAVAILABLE
 
 CHUNK = 1024
 

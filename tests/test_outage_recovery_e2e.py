@@ -28,15 +28,17 @@ from temporalio.client import WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from steadyloop.activities.endpoint_health import EndpointHealthActivities
-from steadyloop.activities.model_stream import ModelActivities
-from steadyloop.activities.tool_execution import ToolActivities
-from steadyloop.history.payload_storage import steadyloop_data_converter
-from steadyloop.routing.circuit_breaker import BreakerPolicy
-from steadyloop.routing.endpoint_health import EndpointHealth, EndpointOutcome, health_workflow_id
-from steadyloop.routing.endpoints import EndpointRegistry
-from steadyloop.run.models import RunResult
-from steadyloop.temporal_binaries import dev_server_args, dev_server_path
+from steadyloop._activities.endpoint_health import EndpointHealthActivities
+from steadyloop._activities.model_stream import ModelActivities
+from steadyloop._activities.tool_execution import ToolActivities
+from steadyloop._history.payload_storage import steadyloop_data_converter
+from steadyloop._routing.circuit_breaker import BreakerPolicy
+from steadyloop._routing.endpoint_health import EndpointHealth, EndpointOutcome, health_workflow_id
+from steadyloop._routing.endpoints import EndpointRegistry
+from steadyloop._run.models import RunResult
+from steadyloop._temporal_binaries import dev_server_args, dev_server_path
+from steadyloop._worker.process import RUN_WORKFLOWS
+from steadyloop._workflows.tool_loop import ToolLoopWorkflow
 from steadyloop.testing import (
     RecordedRequest,
     ScriptedResponse,
@@ -44,8 +46,6 @@ from steadyloop.testing import (
     error_response,
     text_response,
 )
-from steadyloop.worker.process import RUN_WORKFLOWS
-from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 pytestmark = pytest.mark.slow
 

@@ -17,21 +17,21 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
-from steadyloop.activities.model_stream import (
+from steadyloop._activities.model_stream import (
     StreamProgress,
     failure_to_application_error,
     stream_turn,
 )
-from steadyloop.chat import ChatMessage
-from steadyloop.output.forwarding import (
+from steadyloop._chat import ChatMessage
+from steadyloop._output.forwarding import (
     ForwardedOutput,
     ForwardingOptions,
     ForwardTarget,
     OutputDelta,
 )
-from steadyloop.routing.disposition import AttemptContext, Disposition, failure_disposition
-from steadyloop.routing.taxonomy import StreamFailed, StreamFailure
-from steadyloop.stream.completion import AssembledTurn, CompletionRequest
+from steadyloop._routing.disposition import AttemptContext, Disposition, failure_disposition
+from steadyloop._routing.taxonomy import StreamFailed, StreamFailure
+from steadyloop._stream.completion import AssembledTurn, CompletionRequest
 from steadyloop.testing import (
     Pause,
     ScriptedCall,
@@ -293,7 +293,7 @@ async def test_each_call_repaired_for_an_empty_identity_is_logged_once(
         tool_calls_chunk([tool_call_delta(index=0, id="", name="add", arguments='{"a": 1}')]),
         tool_calls_chunk([tool_call_delta(index=1, id="call_ok", name="add", arguments="{}")]),
     ]
-    with caplog.at_level("WARNING", logger="steadyloop.activities.model_stream"):
+    with caplog.at_level("WARNING", logger="steadyloop._activities.model_stream"):
         turn = await read(server, sse_response([*calls, finish_chunk("tool_calls")]), None)
     repaired = [r.getMessage() for r in caplog.records]
     blank = turn.tool_calls[0]
@@ -305,11 +305,11 @@ async def test_each_call_repaired_for_an_empty_identity_is_logged_once(
 
 
 def test_a_call_with_no_name_is_logged_naming_the_name(caplog: pytest.LogCaptureFixture) -> None:
-    from steadyloop.activities.model_stream import _log_repaired_calls
-    from steadyloop.chat import ToolCall
+    from steadyloop._activities.model_stream import _log_repaired_calls
+    from steadyloop._chat import ToolCall
 
     turn = AssembledTurn(tool_calls=[ToolCall(id="call_x", name=" ", arguments="{}")])
-    with caplog.at_level("WARNING", logger="steadyloop.activities.model_stream"):
+    with caplog.at_level("WARNING", logger="steadyloop._activities.model_stream"):
         _log_repaired_calls(turn, lambda _call_id: False)  # the wire sent this id
     assert [r.getMessage() for r in caplog.records] == ["tool call call_x repaired: empty name"]
 

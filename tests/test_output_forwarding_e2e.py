@@ -21,9 +21,9 @@ from polling import eventually
 from receipts_e2e_harness import e2e_run
 from temporalio.client import Client, WorkflowHandle
 
-from steadyloop.client.event_log import follow_output
-from steadyloop.output.forwarding import ForwardingOptions, OutputDelta
-from steadyloop.stream.completion import STREAM_COMPLETION_ACTIVITY
+from steadyloop._output.forwarding import ForwardingOptions, OutputDelta
+from steadyloop._stream.completion import STREAM_COMPLETION_ACTIVITY
+from steadyloop.client._event_log import follow_output
 from steadyloop.testing import (
     Pause,
     RecordedRequest,

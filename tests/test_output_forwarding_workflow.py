@@ -35,21 +35,22 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import ActivityEnvironment
 
-from steadyloop.activities.model_stream import ModelActivities
-from steadyloop.activities.output_publisher import OutputPublisher, ensure_host, read_forwarded
-from steadyloop.chat import ChatMessage
-from steadyloop.client.event_log import follow_output
-from steadyloop.errors import OUTPUT_ALREADY_FORWARDED
-from steadyloop.output.forwarding import (
+from steadyloop._activities.model_stream import ModelActivities
+from steadyloop._activities.output_publisher import OutputPublisher, ensure_host, read_forwarded
+from steadyloop._chat import ChatMessage
+from steadyloop._output.forwarding import (
     OUTPUT_TOPIC,
     ForwardingOptions,
     ForwardTarget,
     OutputDelta,
     output_stream_id,
 )
-from steadyloop.routing.endpoints import EndpointRegistry
-from steadyloop.run.models import RunInput, RunResult
-from steadyloop.stream.completion import CompletionRequest
+from steadyloop._routing.endpoints import EndpointRegistry
+from steadyloop._run.models import RunInput, RunResult
+from steadyloop._stream.completion import CompletionRequest
+from steadyloop._workflows.output_stream import OutputStreamSummary
+from steadyloop.client._event_log import follow_output
+from steadyloop.errors import OUTPUT_ALREADY_FORWARDED
 from steadyloop.testing import (
     Pause,
     ScriptedCall,
@@ -59,7 +60,6 @@ from steadyloop.testing import (
     text_chunks,
     tool_call_chunks,
 )
-from steadyloop.workflows.output_stream import OutputStreamSummary
 
 PER_TOKEN_EVENTS = {
     EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED,

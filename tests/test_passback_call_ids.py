@@ -1,7 +1,7 @@
 """Pass-back items follow a call id the workflow qualified.
 
 A server that numbers every response's calls from `call_0` gets its reused id qualified
-in the transcript (`call_0` -> `call_0_t2`, `steadyloop.history.call_ids`). A reasoning
+in the transcript (`call_0` -> `call_0_t2`, `steadyloop._history.call_ids`). A reasoning
 item or thinking block names the call it preceded (`PassbackItem.before_call`); left at
 the old id it names no call of its message, and the wires send it before the text, away
 from its call: OpenAI answers 400 "function_call was provided without its required

@@ -19,18 +19,18 @@ from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Replayer
 
+from steadyloop._history.budget import MAX_INLINE_PAYLOAD_BYTES
+from steadyloop._history.payload_storage import steadyloop_data_converter
+from steadyloop._run.models import RunInput
+from steadyloop._workflows.tool_loop import ToolLoopWorkflow
 from steadyloop.errors import PAYLOAD_TOO_LARGE
-from steadyloop.history.budget import MAX_INLINE_PAYLOAD_BYTES
-from steadyloop.history.payload_storage import steadyloop_data_converter
-from steadyloop.run.models import RunInput
 from steadyloop.testing import (
     ScriptedCall,
     ScriptedResponse,
     text_response,
     tool_calls_response,
 )
-from steadyloop.tools.payloads import DESCRIBE_TOOLS_ACTIVITY
-from steadyloop.workflows.tool_loop import ToolLoopWorkflow
+from steadyloop.tools._payloads import DESCRIBE_TOOLS_ACTIVITY
 
 pytestmark = pytest.mark.slow
 

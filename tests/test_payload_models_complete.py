@@ -15,7 +15,7 @@ import sys
 CHECK = """
 import sys
 import pydantic
-import steadyloop.cli.main  # what `steadyloop worker` imports
+import steadyloop._cli.main  # what `steadyloop worker` imports
 
 incomplete = sorted(
     f"{module.__name__}.{name}"

@@ -1,4 +1,4 @@
-"""The blob store that keeps large payloads out of history (`steadyloop.history`)."""
+"""The blob store that keeps large payloads out of history (`steadyloop._history`)."""
 
 from __future__ import annotations
 
@@ -15,20 +15,20 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from steadyloop.chat import ChatMessage
-from steadyloop.errors import PAYLOAD_BLOB_CORRUPT, PAYLOAD_BLOB_MISSING
-from steadyloop.history.budget import MAX_INLINE_PAYLOAD_BYTES
-from steadyloop.history.payload_storage import (
+from steadyloop._chat import ChatMessage
+from steadyloop._history.budget import MAX_INLINE_PAYLOAD_BYTES
+from steadyloop._history.payload_storage import (
     DEFAULT_THRESHOLD_BYTES,
     LocalFileStorageDriver,
     blob_settings,
     payload_limit,
     steadyloop_data_converter,
 )
-from steadyloop.run.models import RunInput
-from steadyloop.temporal_binaries import time_skipping_server_path
-from steadyloop.worker.process import RUN_WORKFLOWS
-from steadyloop.workflows.tool_loop import ToolLoopWorkflow
+from steadyloop._run.models import RunInput
+from steadyloop._temporal_binaries import time_skipping_server_path
+from steadyloop._worker.process import RUN_WORKFLOWS
+from steadyloop._workflows.tool_loop import ToolLoopWorkflow
+from steadyloop.errors import PAYLOAD_BLOB_CORRUPT, PAYLOAD_BLOB_MISSING
 
 CHUNK = 1024
 

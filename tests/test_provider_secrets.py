@@ -26,18 +26,18 @@ from hypothesis import strategies as st
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from steadyloop.activities import ModelActivities
-from steadyloop.activities.model_stream import failure_to_application_error, stream_turn
-from steadyloop.chat import ChatMessage
-from steadyloop.redaction import MIN_FRAGMENT, Secrets, safe_text
-from steadyloop.routing.disposition import AttemptContext, failure_disposition
-from steadyloop.routing.endpoints import EndpointConfig, EndpointRegistry
-from steadyloop.routing.pricing import Price, cost_of
-from steadyloop.routing.provider_errors import RETRY_AFTER_CEILING_S, parse_retry_after
-from steadyloop.routing.taxonomy import StreamFailed, StreamFailure, redact_failure
-from steadyloop.routing.transport_errors import classify_http_error, classify_transport_error
-from steadyloop.stream.completion import AssembledTurn, CompletionRequest, Usage
-from steadyloop.stream.failures import BODY_EXCERPT_CHARS, MESSAGE_CHARS, TEXT_FIELDS
+from steadyloop._activities import ModelActivities
+from steadyloop._activities.model_stream import failure_to_application_error, stream_turn
+from steadyloop._chat import ChatMessage
+from steadyloop._redaction import MIN_FRAGMENT, Secrets, safe_text
+from steadyloop._routing.disposition import AttemptContext, failure_disposition
+from steadyloop._routing.endpoints import EndpointConfig, EndpointRegistry
+from steadyloop._routing.pricing import Price, cost_of
+from steadyloop._routing.provider_errors import RETRY_AFTER_CEILING_S, parse_retry_after
+from steadyloop._routing.taxonomy import StreamFailed, StreamFailure, redact_failure
+from steadyloop._routing.transport_errors import classify_http_error, classify_transport_error
+from steadyloop._stream.completion import AssembledTurn, CompletionRequest, Usage
+from steadyloop._stream.failures import BODY_EXCERPT_CHARS, MESSAGE_CHARS, TEXT_FIELDS
 from steadyloop.testing import (
     ScriptedServer,
     error_object,
@@ -260,7 +260,7 @@ async def test_an_unclassified_exception_is_raised_redacted(
     async def explode(*args: Any, **kwargs: Any) -> AssembledTurn:
         raise RuntimeError(f"unforeseen, while holding {KEY}")
 
-    monkeypatch.setattr("steadyloop.activities.model_stream.stream_turn", explode)
+    monkeypatch.setattr("steadyloop._activities.model_stream.stream_turn", explode)
 
     raised = await fail(model)
 

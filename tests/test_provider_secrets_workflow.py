@@ -25,14 +25,16 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from steadyloop.activities.endpoint_health import EndpointHealthActivities
-from steadyloop.activities.model_stream import ModelActivities
-from steadyloop.activities.tool_execution import ToolActivities
-from steadyloop.history.payload_storage import steadyloop_data_converter
-from steadyloop.routing.endpoint_health import health_workflow_id
-from steadyloop.routing.endpoints import EndpointRegistry
-from steadyloop.run.models import RunResult
-from steadyloop.temporal_binaries import time_skipping_server_path
+from steadyloop._activities.endpoint_health import EndpointHealthActivities
+from steadyloop._activities.model_stream import ModelActivities
+from steadyloop._activities.tool_execution import ToolActivities
+from steadyloop._history.payload_storage import steadyloop_data_converter
+from steadyloop._routing.endpoint_health import health_workflow_id
+from steadyloop._routing.endpoints import EndpointRegistry
+from steadyloop._run.models import RunResult
+from steadyloop._temporal_binaries import time_skipping_server_path
+from steadyloop._worker.process import HEARTBEAT_THROTTLE, RUN_WORKFLOWS
+from steadyloop._workflows.tool_loop import ToolLoopWorkflow
 from steadyloop.testing import (
     ScriptedResponse,
     ScriptedServer,
@@ -41,8 +43,6 @@ from steadyloop.testing import (
     sse_event,
     text_chunks,
 )
-from steadyloop.worker.process import HEARTBEAT_THROTTLE, RUN_WORKFLOWS
-from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 pytestmark = pytest.mark.slow
 

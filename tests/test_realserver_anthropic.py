@@ -37,14 +37,14 @@ from realserver_cases import Case, Outcome, run_case
 from temporalio.exceptions import ApplicationError
 from wire_capture import Exchange, RecordingTransport, ReplayTransport
 
-from steadyloop.activities.model_stream import ModelActivities
-from steadyloop.chat import ChatMessage, ToolSpec
-from steadyloop.routing.endpoints import EndpointConfig, EndpointRegistry
-from steadyloop.routing.taxonomy import StreamFailure
-from steadyloop.run.models import RunInput, RunLimits, Sampling
-from steadyloop.stream.completion import AssembledTurn, CompletionRequest
+from steadyloop._activities.model_stream import ModelActivities
+from steadyloop._chat import ChatMessage, ToolSpec
+from steadyloop._routing.endpoints import EndpointConfig, EndpointRegistry
+from steadyloop._routing.taxonomy import StreamFailure
+from steadyloop._run.models import RunInput, RunLimits, Sampling
+from steadyloop._stream.completion import AssembledTurn, CompletionRequest
+from steadyloop._workflows.tool_loop import ToolLoopWorkflow
 from steadyloop.tools import ToolRegistry, tool
-from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 FIXTURES = Path(__file__).parent / "fixtures" / "realservers" / "llamacpp_messages"
 SOURCE = "llama.cpp server (xllamacpp 2026.10.11549), SmolLM2-135M-Instruct Q4_1, /v1/messages"

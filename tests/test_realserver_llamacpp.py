@@ -38,13 +38,13 @@ from realserver_cases import (
 from temporalio.testing import ActivityEnvironment
 from wire_capture import RecordingTransport
 
-from steadyloop.activities.model_stream import ModelActivities
-from steadyloop.chat import ChatMessage, ToolCall, ToolSpec
-from steadyloop.routing.endpoints import EndpointConfig, EndpointRegistry
-from steadyloop.run.models import RunInput, RunLimits, Sampling
-from steadyloop.stream.completion import AssembledTurn, CompletionRequest
+from steadyloop._activities.model_stream import ModelActivities
+from steadyloop._chat import ChatMessage, ToolCall, ToolSpec
+from steadyloop._routing.endpoints import EndpointConfig, EndpointRegistry
+from steadyloop._run.models import RunInput, RunLimits, Sampling
+from steadyloop._stream.completion import AssembledTurn, CompletionRequest
+from steadyloop._workflows.tool_loop import ToolLoopWorkflow
 from steadyloop.tools import ToolRegistry, tool
-from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 pytestmark = [pytest.mark.realserver, pytest.mark.slow]
 

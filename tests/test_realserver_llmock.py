@@ -10,7 +10,7 @@ delay, stopped, a fresh completion, the model told) by whole runs on the dev ser
 
 These runs name a single endpoint, so their model turns take the route of that endpoint
 alone: a failure is retried there or stops the run, by the same table that sends a
-routed run to its next candidate (`steadyloop.routing.disposition`).
+routed run to its next candidate (`steadyloop._routing.disposition`).
 """
 
 from __future__ import annotations
@@ -38,12 +38,12 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHandle
 from wire_capture import RecordingTransport
 
-from steadyloop.activities.model_stream import ModelActivities
-from steadyloop.routing.endpoints import EndpointConfig, EndpointRegistry
-from steadyloop.run.models import RunInput, RunLimits, RunResult
-from steadyloop.stream.completion import STREAM_COMPLETION_ACTIVITY
+from steadyloop._activities.model_stream import ModelActivities
+from steadyloop._routing.endpoints import EndpointConfig, EndpointRegistry
+from steadyloop._run.models import RunInput, RunLimits, RunResult
+from steadyloop._stream.completion import STREAM_COMPLETION_ACTIVITY
+from steadyloop._workflows.tool_loop import ToolLoopWorkflow
 from steadyloop.tools import ToolRegistry, tool
-from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 pytestmark = [pytest.mark.realserver, pytest.mark.slow]
 

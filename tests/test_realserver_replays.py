@@ -22,10 +22,10 @@ from realserver_cases import (
 from sse_reference import read_sse
 from wire_capture import Exchange, ReplayTransport
 
-from steadyloop.routing.taxonomy import StreamFailed
-from steadyloop.stream.completion import AssembledTurn
-from steadyloop.stream.sse import SSEDecoder
-from steadyloop.stream.turn_assembly import TurnAssembler
+from steadyloop._routing.taxonomy import StreamFailed
+from steadyloop._stream.completion import AssembledTurn
+from steadyloop._stream.sse import SSEDecoder
+from steadyloop._stream.turn_assembly import TurnAssembler
 
 REPLAY_URL = "http://recorded.invalid/v1"
 cases = pytest.mark.parametrize(

@@ -14,7 +14,7 @@ from typing import Any
 import pydantic
 import pytest
 
-from steadyloop.receipts.decision import (
+from steadyloop._receipts.decision import (
     NaiveDatetimeError,
     Receipt,
     ReceiptKey,
@@ -23,7 +23,7 @@ from steadyloop.receipts.decision import (
     receipt_key,
     require_aware,
 )
-from steadyloop.receipts.ledger import (
+from steadyloop._receipts.ledger import (
     MIN_RESULT_LIMIT_BYTES,
     GiveUp,
     LedgerWrite,

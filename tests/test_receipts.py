@@ -17,8 +17,8 @@ from hypothesis import find, given, settings
 from hypothesis import strategies as st
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from steadyloop.receipts.canonical_json import MAX_DEPTH, CanonicalJsonError
-from steadyloop.receipts.decision import (
+from steadyloop._receipts.canonical_json import MAX_DEPTH, CanonicalJsonError
+from steadyloop._receipts.decision import (
     Ambiguous,
     Effect,
     Execute,
@@ -32,7 +32,7 @@ from steadyloop.receipts.decision import (
     receipt_key,
     tool_call_args_hash,
 )
-from steadyloop.receipts.ledger import (
+from steadyloop._receipts.ledger import (
     DEFAULT_RESULT_LIMIT_BYTES,
     MIN_RESULT_LIMIT_BYTES,
     AmbiguityResolution,

@@ -36,8 +36,9 @@ from temporalio.api.enums.v1 import EventType, TimeoutType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowHandle
 
-from steadyloop.receipts.ledger import Happened
-from steadyloop.run.models import AmbiguousCall, ResolveReceipt
+from steadyloop._receipts.ledger import Happened
+from steadyloop._run.models import AmbiguousCall, ResolveReceipt
+from steadyloop._workflows.tool_loop import ToolLoopWorkflow
 from steadyloop.testing import (
     RecordedRequest,
     ScriptedCall,
@@ -45,8 +46,7 @@ from steadyloop.testing import (
     text_response,
     tool_calls_response,
 )
-from steadyloop.tools.payloads import RUN_TOOL_ACTIVITY, ToolInvocation
-from steadyloop.workflows.tool_loop import ToolLoopWorkflow
+from steadyloop.tools._payloads import RUN_TOOL_ACTIVITY, ToolInvocation
 
 pytestmark = pytest.mark.slow
 

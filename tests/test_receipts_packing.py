@@ -12,17 +12,17 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given
 from hypothesis import strategies as st
 
-from steadyloop.chat import ChatMessage
-from steadyloop.history.compaction import CompactionPolicy, compact_transcript
-from steadyloop.receipts.decision import ReceiptKey, receipt_key
-from steadyloop.receipts.ledger import (
+from steadyloop._chat import ChatMessage
+from steadyloop._history.compaction import CompactionPolicy, compact_transcript
+from steadyloop._receipts.decision import ReceiptKey, receipt_key
+from steadyloop._receipts.ledger import (
     MIN_RESULT_LIMIT_BYTES,
     UNRESTORABLE_RESULT,
     PackedLedger,
     ReceiptLedger,
     ResultRef,
 )
-from steadyloop.run.models import CarriedState, RunStats
+from steadyloop._run.models import CarriedState, RunStats
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

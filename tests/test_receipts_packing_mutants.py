@@ -15,11 +15,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from steadyloop.chat import ChatMessage
-from steadyloop.receipts import ledger as receipt_ledger
-from steadyloop.receipts.canonical_json import CanonicalJsonError
-from steadyloop.receipts.decision import NaiveDatetimeError, ReceiptKey, receipt_key
-from steadyloop.receipts.ledger import (
+from steadyloop._chat import ChatMessage
+from steadyloop._receipts import ledger as receipt_ledger
+from steadyloop._receipts.canonical_json import CanonicalJsonError
+from steadyloop._receipts.decision import NaiveDatetimeError, ReceiptKey, receipt_key
+from steadyloop._receipts.ledger import (
     MIN_RESULT_LIMIT_BYTES,
     AmbiguityResolution,
     GiveUp,

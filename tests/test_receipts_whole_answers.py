@@ -20,10 +20,10 @@ from loop_harness import (
     tool_messages,
 )
 
+from steadyloop._receipts.ledger import DEFAULT_RESULT_LIMIT_BYTES
+from steadyloop._run.models import RunInput, RunResult
+from steadyloop._run.resume import resume_input
 from steadyloop.client import RunHandle
-from steadyloop.receipts.ledger import DEFAULT_RESULT_LIMIT_BYTES
-from steadyloop.run.models import RunInput, RunResult
-from steadyloop.run.resume import resume_input
 from steadyloop.testing import (
     ScriptedCall,
     ScriptedResponse,

@@ -30,13 +30,13 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
-from steadyloop.events.publishing import PUBLISH_RUN_EVENTS_ACTIVITY
-from steadyloop.history.payload_storage import steadyloop_data_converter
-from steadyloop.stream.completion import STREAM_COMPLETION_ACTIVITY
-from steadyloop.tools.payloads import LATE_TOOL_RESULT_SIGNAL
-from steadyloop.workflows.chain_admission import ChainAdmissionWorkflow
-from steadyloop.workflows.endpoint_health import EndpointHealthWorkflow
-from steadyloop.workflows.tool_loop import ToolLoopWorkflow
+from steadyloop._history.payload_storage import steadyloop_data_converter
+from steadyloop._stream.completion import STREAM_COMPLETION_ACTIVITY
+from steadyloop._workflows.chain_admission import ChainAdmissionWorkflow
+from steadyloop._workflows.endpoint_health import EndpointHealthWorkflow
+from steadyloop._workflows.tool_loop import ToolLoopWorkflow
+from steadyloop.events._publishing import PUBLISH_RUN_EVENTS_ACTIVITY
+from steadyloop.tools._payloads import LATE_TOOL_RESULT_SIGNAL
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 
@@ -79,9 +79,7 @@ async def test_recorded_history_replays(path: Path) -> None:
     assert result.replay_failure is None, result.replay_failure
 
 
-@pytest.mark.parametrize(
-    "path", release_histories(), ids=lambda p: f"{p.parent.name}-{p.stem}"
-)
+@pytest.mark.parametrize("path", release_histories(), ids=lambda p: f"{p.parent.name}-{p.stem}")
 async def test_release_history_replays(path: Path) -> None:
     """A run started on an earlier release finishes on this code (docs/versioning.md)."""
     await test_recorded_history_replays(path)
@@ -338,15 +336,15 @@ def test_a_run_not_forwarded_keeps_its_log_in_its_history_and_pays_no_publish(na
     no publish, no host and no signal; the forwarded run keeps the host. In the older
     fixtures they are a field of the input, in the newer its second payload: both read
     alike."""
-    from steadyloop.client.history_log import _carrier, _events
-    from steadyloop.events.models import (
+    from steadyloop.client._history_log import _carrier, _events
+    from steadyloop.events._models import (
         ApprovalWaitingEvent,
         DecisionEvent,
         StopEvent,
         ToolCallEvent,
         ToolResultEvent,
     )
-    from steadyloop.events.publishing import log_mode_of_input
+    from steadyloop.events._publishing import log_mode_of_input
 
     def read(history: WorkflowHistory) -> tuple[list[object], int]:
         events: list[object] = []
@@ -395,8 +393,8 @@ def test_the_events_ride_apart_so_a_follower_never_reads_the_request() -> None:
     """Every model and tool input of the run recorded since carries its events as a
     second payload, which is what the follower reads; the request (with blob storage,
     a reference to the whole transcript) is never the payload read, nor holds events."""
-    from steadyloop.client.history_log import _carrier
-    from steadyloop.events.publishing import LOG_EVENTS_FIELD
+    from steadyloop.client._history_log import _carrier
+    from steadyloop.events._publishing import LOG_EVENTS_FIELD
 
     inputs = [
         e.activity_task_scheduled_event_attributes.input.payloads

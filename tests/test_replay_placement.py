@@ -22,9 +22,9 @@ import ast
 from collections import Counter
 from pathlib import Path
 
-import steadyloop.workflows
+import steadyloop._workflows
 
-FOLDER = Path(steadyloop.workflows.__file__).parent
+FOLDER = Path(steadyloop._workflows.__file__).parent
 
 # (module, function) -> how many readings, and why none can decide a branch on replay.
 NOW_ALLOWED = {

@@ -29,28 +29,28 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, Worker
 
-from steadyloop.activities.endpoint_health import EndpointHealthActivities
-from steadyloop.activities.model_stream import ModelActivities
-from steadyloop.activities.tool_execution import ToolActivities
-from steadyloop.history.payload_storage import steadyloop_data_converter
-from steadyloop.output.forwarding import ForwardingOptions
-from steadyloop.receipts.ledger import Happened
-from steadyloop.routing.endpoints import EndpointRegistry
-from steadyloop.run.models import (
+from steadyloop._activities.endpoint_health import EndpointHealthActivities
+from steadyloop._activities.model_stream import ModelActivities
+from steadyloop._activities.tool_execution import ToolActivities
+from steadyloop._history.payload_storage import steadyloop_data_converter
+from steadyloop._output.forwarding import ForwardingOptions
+from steadyloop._receipts.ledger import Happened
+from steadyloop._routing.endpoints import EndpointRegistry
+from steadyloop._run.models import (
     AmbiguousCall,
     ResolveReceipt,
     RunInput,
     RunProgress,
     RunResult,
 )
-from steadyloop.temporal_binaries import dev_server_args, dev_server_path
+from steadyloop._temporal_binaries import dev_server_args, dev_server_path
+from steadyloop._worker.process import HEARTBEAT_THROTTLE, RUN_WORKFLOWS
 from steadyloop.testing import (
     ScriptedCall,
     ScriptedServer,
     text_response,
     tool_calls_response,
 )
-from steadyloop.worker.process import HEARTBEAT_THROTTLE, RUN_WORKFLOWS
 
 pytestmark = pytest.mark.slow
 

@@ -12,23 +12,23 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from steadyloop.activities.model_stream import ModelActivities, build_request_body
-from steadyloop.chat import ChatMessage, ToolCall, ToolSpec
-from steadyloop.errors import MISSING_API_KEY
-from steadyloop.redaction import MIN_FRAGMENT
-from steadyloop.routing.endpoints import EndpointConfig, EndpointRegistry, MissingApiKeyError
-from steadyloop.run.models import RunInput, Sampling
-from steadyloop.stream.completion import CompletionRequest
-from steadyloop.testing import (
-    ScriptedServer,
-    error_response,
-    text_response,
-)
-from steadyloop.worker.config import (
+from steadyloop._activities.model_stream import ModelActivities, build_request_body
+from steadyloop._chat import ChatMessage, ToolCall, ToolSpec
+from steadyloop._redaction import MIN_FRAGMENT
+from steadyloop._routing.endpoints import EndpointConfig, EndpointRegistry, MissingApiKeyError
+from steadyloop._run.models import RunInput, Sampling
+from steadyloop._stream.completion import CompletionRequest
+from steadyloop._worker.config import (
     ConfigError,
     LoadedConfig,
     endpoint_settings,
     parse_endpoint_flag,
+)
+from steadyloop.errors import MISSING_API_KEY
+from steadyloop.testing import (
+    ScriptedServer,
+    error_response,
+    text_response,
 )
 
 URL = "http://127.0.0.1:9/v1"
@@ -208,8 +208,8 @@ def test_sampling_a_provider_would_refuse_is_refused_here(sampling: dict[str, An
 
 
 def test_an_agent_profile_names_only_a_tool_it_has_and_its_child_is_forced_by_it() -> None:
-    from steadyloop.chains.delegation_tool import DelegateRequest, child_run_input
-    from steadyloop.run.models import AgentProfile, Delegation
+    from steadyloop._chains.delegation_tool import DelegateRequest, child_run_input
+    from steadyloop._run.models import AgentProfile, Delegation
 
     with pytest.raises(ValueError, match="not one of the profile's tools"):
         AgentProfile(description="w", tools=["note"], tool_choice="nte")

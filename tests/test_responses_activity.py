@@ -12,11 +12,11 @@ import httpx
 import pytest
 from wire_activity_harness import WireEndpoint
 
-from steadyloop.activities.model_stream import stream_turn
-from steadyloop.output.forwarding import ForwardTarget, OutputDelta
-from steadyloop.routing.disposition import failure_row
-from steadyloop.routing.taxonomy import StreamFailed, StreamFailure
-from steadyloop.stream.argument_limits import ArgumentLimits
+from steadyloop._activities.model_stream import stream_turn
+from steadyloop._output.forwarding import ForwardTarget, OutputDelta
+from steadyloop._routing.disposition import failure_row
+from steadyloop._routing.taxonomy import StreamFailed, StreamFailure
+from steadyloop._stream.argument_limits import ArgumentLimits
 from steadyloop.testing import Pause, ScriptedServer, raw_response
 
 KEY_ENV = "STEADYLOOP_TEST_RESPONSES_KEY"

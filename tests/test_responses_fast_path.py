@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from steadyloop.routing.taxonomy import StreamFailed
-from steadyloop.stream.responses_assembly import ResponsesAssembler
-from steadyloop.stream.sse import MessageData
+from steadyloop._routing.taxonomy import StreamFailed
+from steadyloop._stream.responses_assembly import ResponsesAssembler
+from steadyloop._stream.sse import MessageData
 
 ADDED = {"type": "response.output_item.added", "output_index": 0,
          "item": {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "f",

@@ -23,9 +23,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from steadyloop.stream.completion import AssembledTurn
-from steadyloop.stream.responses_assembly import ResponsesAssembler
-from steadyloop.stream.sse import SSEDecoder
+from steadyloop._stream.completion import AssembledTurn
+from steadyloop._stream.responses_assembly import ResponsesAssembler
+from steadyloop._stream.sse import SSEDecoder
 
 QUIRKS = (
     "rotate_item_ids",

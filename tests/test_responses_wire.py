@@ -17,14 +17,14 @@ import orjson
 import pytest
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from steadyloop.chat import ChatMessage, PassbackItem, ToolCall, ToolSpec
-from steadyloop.routing.endpoints import EndpointConfig
-from steadyloop.routing.taxonomy import StreamFailed
-from steadyloop.stream.completion import AssembledTurn, CompletionRequest
-from steadyloop.stream.responses_assembly import ResponsesAssembler
-from steadyloop.stream.responses_request import build_responses_body
-from steadyloop.stream.sse import SSEDecoder
-from steadyloop.stream.wire import RESPONSES_WIRE
+from steadyloop._chat import ChatMessage, PassbackItem, ToolCall, ToolSpec
+from steadyloop._routing.endpoints import EndpointConfig
+from steadyloop._routing.taxonomy import StreamFailed
+from steadyloop._stream.completion import AssembledTurn, CompletionRequest
+from steadyloop._stream.responses_assembly import ResponsesAssembler
+from steadyloop._stream.responses_request import build_responses_body
+from steadyloop._stream.sse import SSEDecoder
+from steadyloop._stream.wire import RESPONSES_WIRE
 
 ENDPOINT = EndpointConfig(name="gpt", base_url="http://h/v1", api="responses")
 WEATHER = ToolSpec(

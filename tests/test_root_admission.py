@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from steadyloop.chains.admission import AdmissionLedger, AdmissionRequest, RunEntry
-from steadyloop.chains.limits import ChainLimit, ChainPosition, TenantCeilingLimit, TenantRateLimit
-from steadyloop.chains.rules import Refused
+from steadyloop._chains.admission import AdmissionLedger, AdmissionRequest, RunEntry
+from steadyloop._chains.limits import ChainLimit, ChainPosition, TenantCeilingLimit, TenantRateLimit
+from steadyloop._chains.rules import Refused
 
 T0 = datetime(2026, 12, 2, 3, 0, tzinfo=UTC)
 

@@ -24,11 +24,11 @@ import pytest
 from anthropic_streams import MESSAGE_STOP, delta, message_delta, message_start, sse, start, stop
 from wire_loop_harness import Provider, WireLoop, text_answer, wire_loop
 
+from steadyloop._routing.route_plan import RouteCandidate, RouteConfig
+from steadyloop._run.bounds import WireApi
+from steadyloop._run.models import RunInput, RunResult
 from steadyloop.client import RunHandle
 from steadyloop.events import TimelineEntryEvent
-from steadyloop.routing.route_plan import RouteCandidate, RouteConfig
-from steadyloop.run.bounds import WireApi
-from steadyloop.run.models import RunInput, RunResult
 from steadyloop.testing import ScriptedResponse, error_response, raw_response
 
 pytestmark = pytest.mark.slow

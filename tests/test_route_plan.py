@@ -10,9 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from steadyloop.routing.circuit_breaker import BreakerState
-from steadyloop.routing.endpoint_health import DegradedParameter, EndpointHealth
-from steadyloop.routing.route_plan import (
+from steadyloop._routing.circuit_breaker import BreakerState
+from steadyloop._routing.endpoint_health import DegradedParameter, EndpointHealth
+from steadyloop._routing.route_plan import (
     Backoff,
     PlannedCandidate,
     RouteCandidate,

@@ -14,8 +14,9 @@ import pytest
 from routing_harness import FIRST_TOKEN_S, Routing, candidate, route, routing
 from temporalio.api.enums.v1 import EventType
 
-from steadyloop.routing.endpoint_health import EndpointOutcome
-from steadyloop.routing.route_plan import Backoff
+from steadyloop._routing.endpoint_health import EndpointOutcome
+from steadyloop._routing.route_plan import Backoff
+from steadyloop._workflows.routed_turn import RoutedTurn
 from steadyloop.testing import (
     Pause,
     error_response,
@@ -24,7 +25,6 @@ from steadyloop.testing import (
     text_chunks,
     text_response,
 )
-from steadyloop.workflows.routed_turn import RoutedTurn
 
 pytestmark = pytest.mark.slow
 

@@ -28,17 +28,17 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowFailureError
 from temporalio.common import RawValue
 
-from steadyloop.chains.delegation_tool import read_delegate_request
-from steadyloop.receipts.decision import receipt_key
-from steadyloop.routing.circuit_breaker import BreakerPolicy
-from steadyloop.routing.endpoints import EndpointConfig
-from steadyloop.run.bounds import (
+from steadyloop._chains.delegation_tool import read_delegate_request
+from steadyloop._receipts.decision import receipt_key
+from steadyloop._routing.circuit_breaker import BreakerPolicy
+from steadyloop._routing.endpoints import EndpointConfig
+from steadyloop._run.bounds import (
     MAX_SECONDS,
     identity_problem,
     sampling_problems,
     seconds_problem,
 )
-from steadyloop.run.models import (
+from steadyloop._run.models import (
     LOCAL_TOOL_MAX_S,
     AgentProfile,
     Delegation,
@@ -47,7 +47,7 @@ from steadyloop.run.models import (
     Sampling,
 )
 from steadyloop.testing import text_response
-from steadyloop.tools.payloads import ToolDescription, ToolOutcome
+from steadyloop.tools._payloads import ToolDescription, ToolOutcome
 
 # What the workflow is handed: the run (with everything inside it), a tool's description,
 # and the worker's own configuration that workflow code adds to its clock.
@@ -180,7 +180,7 @@ TEN_YEAR_FIELDS = [d for d in DURATIONS if d[0] not in OWN_BOUNDS]
 
 @pytest.mark.parametrize("value", [0.5, 7 * 86_400 + 1, math.inf, math.nan])
 def test_the_hosts_idle_close_is_refused_outside_its_own_bounds(value: float) -> None:
-    from steadyloop.output.forwarding import ForwardingOptions
+    from steadyloop._output.forwarding import ForwardingOptions
 
     with pytest.raises(ValidationError) as refused:
         ForwardingOptions(host_idle_close_s=value)

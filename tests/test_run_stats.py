@@ -8,11 +8,11 @@ import math
 import pytest
 from pydantic import ValidationError
 
-from steadyloop.history.compaction import CompactionRecord
-from steadyloop.history.healing import Healing
-from steadyloop.routing.pricing import Price, cost_of, price_for
-from steadyloop.run.models import CarriedState, RunInput, RunStats
-from steadyloop.stream.completion import Usage
+from steadyloop._history.compaction import CompactionRecord
+from steadyloop._history.healing import Healing
+from steadyloop._routing.pricing import Price, cost_of, price_for
+from steadyloop._run.models import CarriedState, RunInput, RunStats
+from steadyloop._stream.completion import Usage
 
 GPT = Price(input=2.0, cached_input=0.5, output=8.0)
 

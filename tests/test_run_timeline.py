@@ -79,13 +79,13 @@ async def test_a_result_over_the_payload_limit_drops_its_log_events_before_any_r
 ) -> None:
     """The events riding on the result are for people: a result that does not fit loses
     them first (its followers then raise `StopUnread` saying why)."""
-    from steadyloop.history.budget import MAX_INLINE_PAYLOAD_BYTES
-    from steadyloop.receipts.ledger import PackedLedger
-    from steadyloop.run.models import RunResult, RunStats
-    from steadyloop.workflows import hand_over
-    from steadyloop.workflows.hand_over import HandOver
-    from steadyloop.workflows.payload_ceiling import PayloadCeiling
-    from steadyloop.workflows.run_state import RunState
+    from steadyloop._history.budget import MAX_INLINE_PAYLOAD_BYTES
+    from steadyloop._receipts.ledger import PackedLedger
+    from steadyloop._run.models import RunResult, RunStats
+    from steadyloop._workflows import hand_over
+    from steadyloop._workflows.hand_over import HandOver
+    from steadyloop._workflows.payload_ceiling import PayloadCeiling
+    from steadyloop._workflows.run_state import RunState
 
     def measured(result: RunResult) -> int:  # too large exactly while it carries events
         return MAX_INLINE_PAYLOAD_BYTES + 1 if result.log_events else 10

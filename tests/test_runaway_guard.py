@@ -19,14 +19,14 @@ import pytest
 from pydantic import ValidationError
 from temporalio.testing import ActivityEnvironment
 
-from steadyloop.activities import ModelActivities
-from steadyloop.chat import ChatMessage
-from steadyloop.routing.endpoints import EndpointConfig, EndpointConfigError, EndpointRegistry
-from steadyloop.stream.argument_limits import DEFAULT_MAX_ARGS_BYTES, ArgumentLimits
-from steadyloop.stream.arguments import parse_tool_call_arguments
-from steadyloop.stream.completion import AssembledTurn, CompletionRequest
-from steadyloop.stream.defects import DEFECT_RETRY_BUDGETS
-from steadyloop.stream.runaway_guard import (
+from steadyloop._activities import ModelActivities
+from steadyloop._chat import ChatMessage
+from steadyloop._routing.endpoints import EndpointConfig, EndpointConfigError, EndpointRegistry
+from steadyloop._stream.argument_limits import DEFAULT_MAX_ARGS_BYTES, ArgumentLimits
+from steadyloop._stream.arguments import parse_tool_call_arguments
+from steadyloop._stream.completion import AssembledTurn, CompletionRequest
+from steadyloop._stream.defects import DEFECT_RETRY_BUDGETS
+from steadyloop._stream.runaway_guard import (
     TOOL_CALL_ARGUMENTS_TOO_LARGE,
     TOOL_CALL_ARGUMENTS_TOO_MANY_FRAGMENTS,
     TOOL_CALL_ARGUMENTS_TOTAL_TOO_LARGE,

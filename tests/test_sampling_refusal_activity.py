@@ -25,15 +25,15 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 from wire_loop_harness import Provider, text_answer, wire_loop
 
-from steadyloop.activities import ModelActivities
-from steadyloop.chat import ChatMessage
+from steadyloop._activities import ModelActivities
+from steadyloop._chat import ChatMessage
+from steadyloop._routing.endpoints import EndpointRegistry
+from steadyloop._routing.route_plan import RouteCandidate, RouteConfig
+from steadyloop._run.bounds import WireApi
+from steadyloop._run.models import RunInput, Sampling
+from steadyloop._stream.completion import AssembledTurn, CompletionRequest
 from steadyloop.client import RunHandle
 from steadyloop.errors import SAMPLING_OUT_OF_RANGE
-from steadyloop.routing.endpoints import EndpointRegistry
-from steadyloop.routing.route_plan import RouteCandidate, RouteConfig
-from steadyloop.run.bounds import WireApi
-from steadyloop.run.models import RunInput, Sampling
-from steadyloop.stream.completion import AssembledTurn, CompletionRequest
 from steadyloop.testing import ScriptedServer
 
 

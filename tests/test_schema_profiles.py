@@ -15,7 +15,7 @@ import pytest
 from provider_schema_rules import CHECKERS
 from pydantic import BaseModel, Field, ValidationError
 
-from steadyloop.activities.tool_execution import ToolActivities
+from steadyloop._activities.tool_execution import ToolActivities
 from steadyloop.tools import (
     SCHEMA_PROFILES,
     DescribeToolsInput,
@@ -24,7 +24,7 @@ from steadyloop.tools import (
     drop_absent_nulls,
     tool,
 )
-from steadyloop.tools.schema_profiles import sanitize_tool_schema
+from steadyloop.tools._schema_profiles import sanitize_tool_schema
 
 
 class Address(BaseModel):

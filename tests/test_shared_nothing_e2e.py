@@ -31,10 +31,10 @@ from shared_nothing_harness import (
 from temporalio.client import WorkflowHandle
 from temporalio.worker import Replayer
 
-from steadyloop.history.payload_storage import steadyloop_data_converter
-from steadyloop.run.models import RunResult
-from steadyloop.worker.process import RUN_WORKFLOWS
-from steadyloop.workflows.tool_loop import ToolLoopWorkflow
+from steadyloop._history.payload_storage import steadyloop_data_converter
+from steadyloop._run.models import RunResult
+from steadyloop._worker.process import RUN_WORKFLOWS
+from steadyloop._workflows.tool_loop import ToolLoopWorkflow
 
 pytestmark = [
     pytest.mark.slow,

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from steadyloop.stream.sse import MessageData, ServerSentEvent, SSEDecoder
+from steadyloop._stream.sse import MessageData, ServerSentEvent, SSEDecoder
 
 Event = tuple[str, str, str | None, int | None]
 

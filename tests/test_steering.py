@@ -23,9 +23,9 @@ from temporalio import activity
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 
-from steadyloop.history.compaction import CompactionPolicy, CompactionReply, CompactionRequest
-from steadyloop.routing.provider_profiles import ProviderProfile
-from steadyloop.run.steering import UserMessage
+from steadyloop._history.compaction import CompactionPolicy, CompactionReply, CompactionRequest
+from steadyloop._routing.provider_profiles import ProviderProfile
+from steadyloop._run.steering import UserMessage
 from steadyloop.testing import ScriptedCall, error_response, text_response, tool_calls_response
 
 pytestmark = pytest.mark.slow

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from steadyloop.run.steering import (
+from steadyloop._run.steering import (
     MAX_USER_MESSAGE_BYTES,
     UserMessage,
     interrupted_outcome,

@@ -21,11 +21,11 @@ import pytest
 from loop_harness import Loop, run_input, running_loop
 from steering_harness import GUARD_S, trickle
 
-from steadyloop.chat import ChatMessage
-from steadyloop.client.event_log import follow_output
-from steadyloop.output.forwarding import ForwardingOptions, OutputDelta
-from steadyloop.run.models import ContinuationOptions, RunInput, RunResult
-from steadyloop.stops.continuation import continue_prompt
+from steadyloop._chat import ChatMessage
+from steadyloop._output.forwarding import ForwardingOptions, OutputDelta
+from steadyloop._run.models import ContinuationOptions, RunInput, RunResult
+from steadyloop._stops.continuation import continue_prompt
+from steadyloop.client._event_log import follow_output
 from steadyloop.testing import (
     Pause,
     ScriptedCall,
@@ -252,7 +252,7 @@ async def test_a_second_stall_past_the_bound_keeps_every_piece_shown() -> None:
 
 def test_a_continued_transcript_is_a_valid_conversation() -> None:
     # The request for the rest never leaves two assistant messages in a row.
-    from steadyloop.stops.continuation import continuation_messages
+    from steadyloop._stops.continuation import continuation_messages
 
     cut = continuation_messages("Hal", "max_tokens", prefill=False)
     messages = [ChatMessage(role="user", content="hi"), *cut]

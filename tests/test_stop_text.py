@@ -12,14 +12,14 @@ import typing
 
 import pytest
 
-from steadyloop.chat import ChatMessage
-from steadyloop.cli.outcome import EXIT_CODES, EXIT_OK, EXIT_STOPPED
-from steadyloop.cli.progress import partial_lines
-from steadyloop.output.forwarding import PartialOutput
-from steadyloop.run.models import RunInput, RunResult, RunStats, StopReason
-from steadyloop.run.resume import NothingToResume, resume_input
-from steadyloop.stops.budget import StreamMeter, estimate_tokens, streamed_tokens
-from steadyloop.stops.stop_text import STOP_WORDS, resume_prompt, status_header, stop_reason_text
+from steadyloop._chat import ChatMessage
+from steadyloop._cli.outcome import EXIT_CODES, EXIT_OK, EXIT_STOPPED
+from steadyloop._cli.progress import partial_lines
+from steadyloop._output.forwarding import PartialOutput
+from steadyloop._run.models import RunInput, RunResult, RunStats, StopReason
+from steadyloop._run.resume import NothingToResume, resume_input
+from steadyloop._stops.budget import StreamMeter, estimate_tokens, streamed_tokens
+from steadyloop._stops.stop_text import STOP_WORDS, resume_prompt, status_header, stop_reason_text
 
 ORIGINAL = RunInput(endpoint="e", model="m", prompt="Tell me.")
 

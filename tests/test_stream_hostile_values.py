@@ -22,19 +22,19 @@ from loop_harness import run_input, running_loop
 from temporalio.contrib.pydantic import pydantic_data_converter
 from test_output_forwarding_workflow import forwarding_run, run_and_watch
 
-from steadyloop.activities.model_stream import (
+from steadyloop._activities.model_stream import (
     _TurnReader,
     failure_to_application_error,
     stream_turn,
 )
-from steadyloop.activities.output_publisher import OutputPublisher
-from steadyloop.chat import ChatMessage
-from steadyloop.output.forwarding import ForwardedOutput, ForwardTarget, OutputDelta
-from steadyloop.routing.taxonomy import StreamFailed
-from steadyloop.stream.anthropic_assembly import AnthropicAssembler
-from steadyloop.stream.completion import AssembledTurn, CompletionRequest
-from steadyloop.stream.responses_assembly import ResponsesAssembler
-from steadyloop.stream.turn_assembly import TurnAssembler
+from steadyloop._activities.output_publisher import OutputPublisher
+from steadyloop._chat import ChatMessage
+from steadyloop._output.forwarding import ForwardedOutput, ForwardTarget, OutputDelta
+from steadyloop._routing.taxonomy import StreamFailed
+from steadyloop._stream.anthropic_assembly import AnthropicAssembler
+from steadyloop._stream.completion import AssembledTurn, CompletionRequest
+from steadyloop._stream.responses_assembly import ResponsesAssembler
+from steadyloop._stream.turn_assembly import TurnAssembler
 from steadyloop.testing import (
     Chunk,
     Pause,

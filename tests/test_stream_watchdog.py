@@ -19,13 +19,13 @@ from pydantic import ValidationError
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from steadyloop.activities import ModelActivities
-from steadyloop.chat import ChatMessage
-from steadyloop.routing.disposition import failure_row
-from steadyloop.routing.endpoints import EndpointConfig, EndpointConfigError, EndpointRegistry
-from steadyloop.routing.taxonomy import StreamFailure
-from steadyloop.stream.completion import AssembledTurn, CompletionRequest
-from steadyloop.stream.watchdog import (
+from steadyloop._activities import ModelActivities
+from steadyloop._chat import ChatMessage
+from steadyloop._routing.disposition import failure_row
+from steadyloop._routing.endpoints import EndpointConfig, EndpointConfigError, EndpointRegistry
+from steadyloop._routing.taxonomy import StreamFailure
+from steadyloop._stream.completion import AssembledTurn, CompletionRequest
+from steadyloop._stream.watchdog import (
     DEFAULT_FIRST_TOKEN_S,
     DEFAULT_INTER_CHUNK_S,
     DEFAULT_REASONING_GAP_S,

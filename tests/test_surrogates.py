@@ -1,4 +1,4 @@
-"""One rule for lone surrogates (`steadyloop.stream.surrogates`), and its callers agree.
+"""One rule for lone surrogates (`steadyloop._stream.surrogates`), and its callers agree.
 
 The oracle is UTF-16's own reading (`decode("utf-16-le", "replace")` of the code units),
 independent of the implementation. Each caller keeps the behaviour its own tests pin:
@@ -13,10 +13,10 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from steadyloop.receipts.ledger import _bounded
-from steadyloop.redaction import clean_text
-from steadyloop.stream.surrogates import rejoin_surrogates
-from steadyloop.tools.content import utf8_text
+from steadyloop._receipts.ledger import _bounded
+from steadyloop._redaction import clean_text
+from steadyloop._stream.surrogates import rejoin_surrogates
+from steadyloop.tools._content import utf8_text
 
 ALPHABET = ["a", "é", "\U0001f600", "\ud83d", "\ude00", "\udbff", "\udc00", "\x00", "\ufeff"]
 TEXTS = st.lists(st.sampled_from(ALPHABET), max_size=12).map("".join)

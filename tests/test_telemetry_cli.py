@@ -16,13 +16,13 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from test_cli_worker import cli_environment, start_worker, steadyloop
 from test_telemetry_otlp import Receiver, values
 
-from steadyloop.telemetry import attributes as a
-from steadyloop.telemetry.settings import TelemetrySettings, settings_from
+from steadyloop._worker.dev_server import DevServer, dev_server
+from steadyloop.telemetry import _attributes as a
+from steadyloop.telemetry._settings import TelemetrySettings, settings_from
 from steadyloop.testing import (
     ScriptedServer,
     text_response,
 )
-from steadyloop.worker.dev_server import DevServer, dev_server
 
 
 @pytest.fixture
@@ -114,8 +114,8 @@ class Block:
             raise ImportError(f"No module named {name!r}", name=name)
         return None
 sys.meta_path.insert(0, Block())
-import steadyloop.worker.process, steadyloop.cli.main, steadyloop.workflows.tool_loop
-import steadyloop.activities.model_stream
+import steadyloop._worker.process, steadyloop._cli.main, steadyloop._workflows.tool_loop
+import steadyloop._activities.model_stream
 from steadyloop.telemetry import install_from, settings_from, worker_plugins
 assert worker_plugins() == []
 assert install_from(settings_from({})) is None

@@ -13,11 +13,11 @@ from telemetry_fixtures import recorded
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from steadyloop.activities.model_stream import ModelActivities
-from steadyloop.chat import ChatMessage
-from steadyloop.routing.endpoints import EndpointRegistry
-from steadyloop.stream.completion import CompletionRequest
-from steadyloop.telemetry import attributes as a
+from steadyloop._activities.model_stream import ModelActivities
+from steadyloop._chat import ChatMessage
+from steadyloop._routing.endpoints import EndpointRegistry
+from steadyloop._stream.completion import CompletionRequest
+from steadyloop.telemetry import _attributes as a
 from steadyloop.testing import (
     ScriptedCall,
     ScriptedServer,

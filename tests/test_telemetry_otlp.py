@@ -21,10 +21,10 @@ from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from temporalio.worker import Worker
 
-from steadyloop.telemetry import attributes as a
+from steadyloop.telemetry import _attributes as a
 from steadyloop.telemetry import worker_plugins
-from steadyloop.telemetry.install import install
-from steadyloop.telemetry.settings import TelemetrySettings
+from steadyloop.telemetry._install import install
+from steadyloop.telemetry._settings import TelemetrySettings
 from steadyloop.testing import (
     ScriptedCall,
     text_response,

@@ -1,12 +1,12 @@
 """`gen_ai.provider.name` is a provider id, never a host: the conventions' id for a known
-provider's API host, else the endpoint's configured name (`steadyloop.telemetry.model_spans`)."""
+provider's API host, else the endpoint's configured name (`steadyloop.telemetry._model_spans`)."""
 
 from __future__ import annotations
 
 import pytest
 
-from steadyloop.routing.endpoints import EndpointConfig
-from steadyloop.telemetry.model_spans import provider_name
+from steadyloop._routing.endpoints import EndpointConfig
+from steadyloop.telemetry._model_spans import provider_name
 
 
 @pytest.mark.parametrize(

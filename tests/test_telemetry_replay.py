@@ -13,12 +13,12 @@ from telemetry_fixtures import Recorded, recorded
 from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
-from steadyloop.history.payload_storage import steadyloop_data_converter
-from steadyloop.telemetry import attributes as a
+from steadyloop._history.payload_storage import steadyloop_data_converter
+from steadyloop._workflows.chain_admission import ChainAdmissionWorkflow
+from steadyloop._workflows.endpoint_health import EndpointHealthWorkflow
+from steadyloop._workflows.tool_loop import ToolLoopWorkflow
+from steadyloop.telemetry import _attributes as a
 from steadyloop.telemetry import worker_plugins
-from steadyloop.workflows.chain_admission import ChainAdmissionWorkflow
-from steadyloop.workflows.endpoint_health import EndpointHealthWorkflow
-from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 

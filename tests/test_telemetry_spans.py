@@ -21,10 +21,10 @@ from opentelemetry.sdk.trace import ReadableSpan
 from telemetry_fixtures import Recorded, recorded
 from temporalio.worker import Worker
 
-from steadyloop.mcp.config import McpServerConfig
-from steadyloop.mcp.serving import serving_mcp
-from steadyloop.run.models import RunInput
-from steadyloop.telemetry import attributes as a
+from steadyloop._mcp.config import McpServerConfig
+from steadyloop._mcp.serving import serving_mcp
+from steadyloop._run.models import RunInput
+from steadyloop.telemetry import _attributes as a
 from steadyloop.telemetry import worker_plugins
 from steadyloop.testing import (
     ScriptedCall,
@@ -36,7 +36,7 @@ from steadyloop.testing import (
     text_response,
     tool_calls_response,
 )
-from steadyloop.tools.registry import ToolRegistry
+from steadyloop.tools._registry import ToolRegistry
 
 pytestmark = pytest.mark.slow
 
@@ -48,7 +48,7 @@ PROMPT = "plan the offsite for team orchid"
 def telemetry(monkeypatch: pytest.MonkeyPatch) -> Iterator[Recorded]:
     for installed in recorded():
         # The harness builds its worker itself; give it what `build_worker` gives every
-        # worker (`steadyloop.worker.process`): the telemetry plugins.
+        # worker (`steadyloop._worker.process`): the telemetry plugins.
         monkeypatch.setattr(
             delegation_harness, "Worker", functools.partial(Worker, plugins=worker_plugins())
         )
@@ -262,7 +262,7 @@ async def test_continue_as_new_keeps_the_run_in_one_trace(
 async def test_a_breaker_opening_is_counted_once_by_endpoint(
     telemetry: Recorded, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from steadyloop.routing.endpoint_health import EndpointOutcome
+    from steadyloop._routing.endpoint_health import EndpointOutcome
 
     monkeypatch.setattr(loop_harness, "Worker", functools.partial(Worker, plugins=worker_plugins()))
     async with running_loop([]) as loop:
@@ -280,8 +280,8 @@ async def test_a_lost_opaque_call_shows_every_receipt_decision_it_went_through(
 ) -> None:
     from test_tool_loop_receipts import wait_for_ambiguous
 
-    from steadyloop.receipts.ledger import Happened
-    from steadyloop.run.models import ResolveReceipt
+    from steadyloop._receipts.ledger import Happened
+    from steadyloop._run.models import ResolveReceipt
 
     monkeypatch.setattr(loop_harness, "Worker", functools.partial(Worker, plugins=worker_plugins()))
     script = [

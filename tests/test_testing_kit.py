@@ -20,11 +20,11 @@ import pytest
 from docs_pages import page
 from docs_pages import section as docs_section
 
+from steadyloop._run.models import RunLimits
+from steadyloop._run.steering import PendingApproval
+from steadyloop._temporal_binaries import TemporalBinaryMissing
 from steadyloop.client import ThreadBusy
 from steadyloop.events import ApprovalWaitingEvent, DecisionEvent
-from steadyloop.run.models import RunLimits
-from steadyloop.run.steering import PendingApproval
-from steadyloop.temporal_binaries import TemporalBinaryMissing
 from steadyloop.testing import (
     AgentEnv,
     Happened,
@@ -137,7 +137,7 @@ def test_a_new_project_made_of_the_readmes_files_passes(tmp_path: Path) -> None:
     assert mine.returncode == 0, mine.stdout + mine.stderr
     assert "1 passed" in mine.stdout
     assert re.search(r"asyncio: mode=(Mode\.)?STRICT", mine.stdout)  # the default: unconfigured
-    # The test server's false alarm (steadyloop/testing/core_logs.py) is not printed.
+    # The test server's false alarm (steadyloop/testing/_core_logs.py) is not printed.
     assert "Temporal Server 1.16.0" not in mine.stdout + mine.stderr
 
 

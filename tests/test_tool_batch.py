@@ -16,29 +16,29 @@ from temporalio.exceptions import (
     TimeoutType,
 )
 
-from steadyloop.chat import ChatMessage, ToolCall
+from steadyloop._chat import ChatMessage, ToolCall
+from steadyloop._history.budget import MAX_INLINE_PAYLOAD_BYTES
+from steadyloop._receipts.decision import Execute, ReceiptKey, receipt_key
+from steadyloop._run.models import RunInput, RunPlugins
+from steadyloop._workflows import tool_attempt
+from steadyloop._workflows.run_state import RunState
+from steadyloop._workflows.tool_batch import ToolBatch
 from steadyloop.events import TimelineEntryEvent
-from steadyloop.history.budget import MAX_INLINE_PAYLOAD_BYTES
-from steadyloop.receipts.decision import Execute, ReceiptKey, receipt_key
-from steadyloop.run.models import RunInput, RunPlugins
-from steadyloop.tools.disclosure import PluginDisclosure
-from steadyloop.tools.payloads import (
+from steadyloop.tools._disclosure import PluginDisclosure
+from steadyloop.tools._payloads import (
     DescribeToolsResult,
     ToolDescription,
     ToolInvocation,
     ToolOutcome,
 )
-from steadyloop.workflows import tool_attempt
-from steadyloop.workflows.run_state import RunState
-from steadyloop.workflows.tool_batch import ToolBatch
 
 NOW = datetime(2026, 1, 2, tzinfo=UTC)
 RUN = RunInput(endpoint="e", model="m", prompt="go")
 
+
 def noted_timeline(state: RunState) -> list[TimelineEntryEvent]:
     """The timeline entries the parts noted on the run's event log, not yet published."""
     return [e for e in state.events._pending if isinstance(e, TimelineEntryEvent)]
-
 
 
 def _tool(name: str, effect: str = "opaque", timeout_s: float = 30) -> ToolDescription:

@@ -12,15 +12,15 @@ from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
-from steadyloop.chat import ChatMessage
+from steadyloop._chat import ChatMessage
+from steadyloop._run.models import RunInput, RunPlugins, RunProgress
 from steadyloop.errors import UNKNOWN_PLUGINS
-from steadyloop.run.models import RunInput, RunPlugins, RunProgress
 from steadyloop.testing import (
     ScriptedCall,
     text_response,
     tool_calls_response,
 )
-from steadyloop.tools.disclosure import ACTIVATE_PLUGIN_TOOL
+from steadyloop.tools._disclosure import ACTIVATE_PLUGIN_TOOL
 
 pytestmark = pytest.mark.slow
 

@@ -13,9 +13,9 @@ import pytest
 from loop_harness import Loop, assert_every_call_answered, run_input, running_loop, tool_messages
 from temporalio.api.enums.v1 import EventType
 
-from steadyloop.chat import ChatMessage
-from steadyloop.run.models import RunInput, RunResult
-from steadyloop.stream.arguments import MAX_ARGUMENT_DEPTH
+from steadyloop._chat import ChatMessage
+from steadyloop._run.models import RunInput, RunResult
+from steadyloop._stream.arguments import MAX_ARGUMENT_DEPTH
 from steadyloop.testing import (
     ScriptedCall,
     sse_response,
@@ -160,7 +160,7 @@ async def test_arguments_the_converter_cannot_encode_are_answered_not_fatal(
     """The net under the reader: should a value it lets through still be unencodable (here
     a reader that no longer refuses lone surrogates), the call is answered and the run
     goes on, where the PydanticSerializationError would fail the run."""
-    import steadyloop.stream.arguments as arguments
+    import steadyloop._stream.arguments as arguments
 
     def lenient(call: object) -> arguments.ArgumentsReading:
         return arguments.ParsedArguments(arguments={"key": "half \ud83d"})

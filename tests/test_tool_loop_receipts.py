@@ -14,11 +14,9 @@ import pytest
 from loop_harness import assert_every_call_answered, run_input, running_loop, tool_messages
 from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 
-from steadyloop.chat import ChatMessage
-from steadyloop.client import RunHandle
-from steadyloop.events import DecisionEvent, TimelineEntryEvent
-from steadyloop.receipts.decision import receipt_key
-from steadyloop.receipts.ledger import (
+from steadyloop._chat import ChatMessage
+from steadyloop._receipts.decision import receipt_key
+from steadyloop._receipts.ledger import (
     AmbiguityResolution,
     DidNotHappen,
     GiveUp,
@@ -26,13 +24,15 @@ from steadyloop.receipts.ledger import (
     PackedLedger,
     ReceiptLedger,
 )
-from steadyloop.run.models import (
+from steadyloop._run.models import (
     AmbiguousCall,
     CarriedState,
     ResolveReceipt,
     RunProgress,
     RunStats,
 )
+from steadyloop.client import RunHandle
+from steadyloop.events import DecisionEvent, TimelineEntryEvent
 from steadyloop.testing import (
     ScriptedCall,
     text_response,

@@ -19,12 +19,12 @@ import pytest
 from loop_harness import ENDPOINT, MODEL, Loop, run_input, running_loop
 from routing_harness import endpoint_health
 
-from steadyloop.client.event_log import follow_output
-from steadyloop.output.forwarding import ForwardingOptions, OutputDelta
-from steadyloop.routing.endpoint_health import EndpointOutcome
-from steadyloop.routing.pricing import Price
-from steadyloop.routing.route_plan import Backoff, RouteCandidate, RouteConfig
-from steadyloop.run.models import RunInput, RunResult
+from steadyloop._output.forwarding import ForwardingOptions, OutputDelta
+from steadyloop._routing.endpoint_health import EndpointOutcome
+from steadyloop._routing.pricing import Price
+from steadyloop._routing.route_plan import Backoff, RouteCandidate, RouteConfig
+from steadyloop._run.models import RunInput, RunResult
+from steadyloop.client._event_log import follow_output
 from steadyloop.testing import (
     Pause,
     error_response,

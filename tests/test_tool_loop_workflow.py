@@ -17,10 +17,10 @@ from loop_harness import (
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
-from steadyloop.chat import ChatMessage
-from steadyloop.cli.progress import result_lines
+from steadyloop._chat import ChatMessage
+from steadyloop._cli.progress import result_lines
+from steadyloop._run.models import RunInput, RunProgress
 from steadyloop.errors import UNKNOWN_TOOLS
-from steadyloop.run.models import RunInput, RunProgress
 from steadyloop.testing import (
     ScriptedCall,
     error_response,

@@ -9,13 +9,14 @@ from typing import Any
 import pytest
 from temporalio.testing import ActivityEnvironment
 
-from steadyloop.activities.tool_execution import ToolActivities
-from steadyloop.chat import ChatMessage
-from steadyloop.cli.progress import result_lines, status_line
-from steadyloop.cli.run_command import ServingWorker, run_tools
-from steadyloop.history.budget import MAX_INLINE_PAYLOAD_BYTES
-from steadyloop.run.models import RunInput, RunPlugins, RunProgress, RunResult, RunStats
-from steadyloop.run.resume import resume_input
+from steadyloop._activities.tool_execution import ToolActivities
+from steadyloop._chat import ChatMessage
+from steadyloop._cli.progress import result_lines, status_line
+from steadyloop._cli.run_command import ServingWorker, run_tools
+from steadyloop._history.budget import MAX_INLINE_PAYLOAD_BYTES
+from steadyloop._run.models import RunInput, RunPlugins, RunProgress, RunResult, RunStats
+from steadyloop._run.resume import resume_input
+from steadyloop._worker.config import load_config, temporal_settings
 from steadyloop.tools import (
     DescribeToolsInput,
     DescribeToolsResult,
@@ -25,8 +26,7 @@ from steadyloop.tools import (
     ToolRegistry,
     tool,
 )
-from steadyloop.tools.disclosure import ACTIVATE_PLUGIN_TOOL, PluginDisclosure
-from steadyloop.worker.config import load_config, temporal_settings
+from steadyloop.tools._disclosure import ACTIVATE_PLUGIN_TOOL, PluginDisclosure
 
 
 @tool(effect="pure")

@@ -44,12 +44,13 @@ from temporalio.converter import (
 )
 from temporalio.testing import WorkflowEnvironment
 
-from steadyloop.activities.model_stream import ModelActivities
-from steadyloop.history.payload_storage import steadyloop_data_converter
-from steadyloop.receipts.ledger import DEFAULT_RESULT_LIMIT_BYTES
-from steadyloop.routing.endpoints import EndpointRegistry
-from steadyloop.run.models import RunInput, RunResult
-from steadyloop.temporal_binaries import time_skipping_server_path
+from steadyloop._activities.model_stream import ModelActivities
+from steadyloop._history.payload_storage import steadyloop_data_converter
+from steadyloop._receipts.ledger import DEFAULT_RESULT_LIMIT_BYTES
+from steadyloop._routing.endpoints import EndpointRegistry
+from steadyloop._run.models import RunInput, RunResult
+from steadyloop._temporal_binaries import time_skipping_server_path
+from steadyloop._workflows.tool_loop import ToolLoopWorkflow
 from steadyloop.testing import (
     ScriptedCall,
     ScriptedResponse,
@@ -58,8 +59,7 @@ from steadyloop.testing import (
     tool_calls_response,
 )
 from steadyloop.tools import ToolRegistry, tool
-from steadyloop.tools.content import MAX_TOOL_CONTENT_BYTES
-from steadyloop.workflows.tool_loop import ToolLoopWorkflow
+from steadyloop.tools._content import MAX_TOOL_CONTENT_BYTES
 
 pytestmark = pytest.mark.slow
 

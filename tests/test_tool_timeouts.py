@@ -23,19 +23,24 @@ import pytest
 from temporalio.client import Client, WorkflowHandle
 from temporalio.exceptions import TimeoutType
 
-from steadyloop.cli.receipts import (
+from steadyloop._cli.receipts import (
     late_event_lines,
     late_lines,
     list_lines,
     receipt_event_lines,
     waiting_lines,
 )
+from steadyloop._receipts.decision import Receipt
+from steadyloop._receipts.ledger import Happened
+from steadyloop._routing.endpoints import EndpointRegistry
+from steadyloop._run.models import AmbiguousCall, ResolveReceipt, RunInput, RunResult
+from steadyloop._worker.dev_server import DevServer, dev_server
+from steadyloop._worker.process import WorkerOptions, running_worker
+from steadyloop._workflows.late_results import LateResults, kept, lost_text
+from steadyloop._workflows.tool_attempt import LEASE_MARGIN
+from steadyloop._workflows.tool_loop import ToolLoopWorkflow
 from steadyloop.client import RunHandle
 from steadyloop.events import AmbiguousReceiptEvent
-from steadyloop.receipts.decision import Receipt
-from steadyloop.receipts.ledger import Happened
-from steadyloop.routing.endpoints import EndpointRegistry
-from steadyloop.run.models import AmbiguousCall, ResolveReceipt, RunInput, RunResult
 from steadyloop.testing import (
     ScriptedCall,
     ScriptedResponse,
@@ -44,18 +49,13 @@ from steadyloop.testing import (
     tool_calls_response,
 )
 from steadyloop.tools import ToolRegistry, tool
-from steadyloop.tools.definition import DEFAULT_TOOL_TIMEOUT
-from steadyloop.tools.payloads import (
+from steadyloop.tools._definition import DEFAULT_TOOL_TIMEOUT
+from steadyloop.tools._payloads import (
     LATE_TOOL_RESULT_SIGNAL,
     LateToolResult,
     ToolDescription,
     ToolOutcome,
 )
-from steadyloop.worker.dev_server import DevServer, dev_server
-from steadyloop.worker.process import WorkerOptions, running_worker
-from steadyloop.workflows.late_results import LateResults, kept, lost_text
-from steadyloop.workflows.tool_attempt import LEASE_MARGIN
-from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 GUARD_S = 60  # how long a step may hang before the test gives up: a guard, not a measure
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from steadyloop.tools import TRUNCATION_MARKER, cap_content, encode_result
-from steadyloop.tools.content import utf8_text
+from steadyloop.tools._content import utf8_text
 
 
 class Item(BaseModel):

@@ -11,9 +11,9 @@ import pytest
 from pydantic import JsonValue
 from temporalio.testing import ActivityEnvironment
 
-from steadyloop.activities.tool_execution import ToolActivities
-from steadyloop.receipts.canonical_json import canonical_json
-from steadyloop.receipts.ledger import DEFAULT_PROGRESS_LIMIT_BYTES
+from steadyloop._activities.tool_execution import ToolActivities
+from steadyloop._receipts.canonical_json import canonical_json
+from steadyloop._receipts.ledger import DEFAULT_PROGRESS_LIMIT_BYTES
 from steadyloop.tools import ToolInvocation, ToolOutcome
 from steadyloop.tools.examples import (
     DEFAULT_OUTBOX_DIR,

@@ -15,9 +15,9 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from steadyloop.activities.tool_execution import ToolActivities
-from steadyloop.history.budget import MAX_INLINE_PAYLOAD_BYTES
-from steadyloop.receipts.canonical_json import MAX_DEPTH
+from steadyloop._activities.tool_execution import ToolActivities
+from steadyloop._history.budget import MAX_INLINE_PAYLOAD_BYTES
+from steadyloop._receipts.canonical_json import MAX_DEPTH
 from steadyloop.tools import (
     DESCRIBE_TOOLS_ACTIVITY,
     MAX_TOOL_CONTENT_BYTES,

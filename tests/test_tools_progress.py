@@ -18,10 +18,10 @@ from pydantic import BaseModel, JsonValue
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import ActivityEnvironment
 
-from steadyloop.activities.tool_execution import ToolActivities
-from steadyloop.receipts.canonical_json import MAX_DEPTH, CanonicalJsonError, canonical_json
-from steadyloop.receipts.decision import receipt_key
-from steadyloop.receipts.ledger import DEFAULT_PROGRESS_LIMIT_BYTES, ReceiptLedger, WriteIgnored
+from steadyloop._activities.tool_execution import ToolActivities
+from steadyloop._receipts.canonical_json import MAX_DEPTH, CanonicalJsonError, canonical_json
+from steadyloop._receipts.decision import receipt_key
+from steadyloop._receipts.ledger import DEFAULT_PROGRESS_LIMIT_BYTES, ReceiptLedger, WriteIgnored
 from steadyloop.tools import (
     ProgressTooLarge,
     ToolDescription,

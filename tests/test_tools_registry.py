@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from steadyloop.chat import ToolSpec
+from steadyloop._chat import ToolSpec
 from steadyloop.tools import DuplicateToolError, ToolRegistry, UnknownToolError, tool
 
 

@@ -2,7 +2,7 @@
 
 Proves the parts the `ActivityEnvironment` tests cannot: the activity names a workflow
 schedules resolve on a worker, the payloads cross the pydantic data converter both
-ways, and the workflow side needs only `steadyloop.tools.payloads` (no user code).
+ways, and the workflow side needs only `steadyloop.tools._payloads` (no user code).
 """
 
 from __future__ import annotations
@@ -18,12 +18,11 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from steadyloop.temporal_binaries import time_skipping_server_path
+from steadyloop._temporal_binaries import time_skipping_server_path
 
 with workflow.unsafe.imports_passed_through():
-    from steadyloop.activities.tool_execution import ToolActivities
-    from steadyloop.tools.examples import OUTBOX_DIR_ENV, example_registry
-    from steadyloop.tools.payloads import (
+    from steadyloop._activities.tool_execution import ToolActivities
+    from steadyloop.tools._payloads import (
         DESCRIBE_TOOLS_ACTIVITY,
         RUN_TOOL_ACTIVITY,
         DescribeToolsInput,
@@ -31,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
         ToolInvocation,
         ToolOutcome,
     )
+    from steadyloop.tools.examples import OUTBOX_DIR_ENV, example_registry
 
 
 @workflow.defn(sandboxed=True)

@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from provider_transcript_rules import CHECKERS, object_arguments
 
-from steadyloop.chat import ChatMessage, ToolCall
-from steadyloop.history.healing import (
+from steadyloop._chat import ChatMessage, ToolCall
+from steadyloop._history.healing import (
     ASSISTANT_TURN_PLACEHOLDER,
     EMPTY_TOOL_RESULT,
     NO_RESULT,

@@ -22,10 +22,10 @@ from hypothesis import strategies as st
 from test_accumulator_properties import JUNK, JUNK_DELTA, MODES, plans
 from wire_shapes import UNDECIDABLE_SHAPES, WIRE_SHAPES, UndecidableShape, WireShape, tc
 
-from steadyloop.routing.taxonomy import StreamFailed, StreamFailure
-from steadyloop.stream.completion import AssembledTurn, Usage
-from steadyloop.stream.sse import MessageData, ServerSentEvent, SSEDecoder
-from steadyloop.stream.turn_assembly import TurnAssembler
+from steadyloop._routing.taxonomy import StreamFailed, StreamFailure
+from steadyloop._stream.completion import AssembledTurn, Usage
+from steadyloop._stream.sse import MessageData, ServerSentEvent, SSEDecoder
+from steadyloop._stream.turn_assembly import TurnAssembler
 
 Payload = dict[str, Any] | str | bytes
 

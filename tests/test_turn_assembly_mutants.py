@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from steadyloop.stream.turn_assembly import TurnAssembler
+from steadyloop._stream.turn_assembly import TurnAssembler
 
 
 def chunk(delta: dict[str, Any], finish_reason: str | None = None, **top: Any) -> str:

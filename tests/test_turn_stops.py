@@ -9,27 +9,26 @@ import asyncio
 
 import pytest
 
-from steadyloop.events import TimelineEntryEvent
-from steadyloop.output.forwarding import ForwardedOutput, ForwardTarget
-from steadyloop.routing.route_plan import RoutePlan
-from steadyloop.run.models import ContinuationOptions, RunInput
-from steadyloop.stream.completion import AssembledTurn, CompletionRequest, StreamStats
-from steadyloop.stream.defects import CompletionDefect
-from steadyloop.workflows.routed_turn import RouteAttempt, RoutedTurn, RouteStop
-from steadyloop.workflows.run_state import RunState, Stop
-from steadyloop.workflows.turn_continuation import TurnContinuation
-from steadyloop.workflows.turn_stops import (
+from steadyloop._output.forwarding import ForwardedOutput, ForwardTarget
+from steadyloop._routing.route_plan import RoutePlan
+from steadyloop._run.models import ContinuationOptions, RunInput
+from steadyloop._stream.completion import AssembledTurn, CompletionRequest, StreamStats
+from steadyloop._stream.defects import CompletionDefect
+from steadyloop._workflows.routed_turn import RouteAttempt, RoutedTurn, RouteStop
+from steadyloop._workflows.run_state import RunState, Stop
+from steadyloop._workflows.turn_continuation import TurnContinuation
+from steadyloop._workflows.turn_stops import (
     after_defect,
     after_length_cut,
     continue_after_failure,
     stop_routed,
 )
+from steadyloop.events import TimelineEntryEvent
 
 
 def noted_timeline(state: RunState) -> list[TimelineEntryEvent]:
     """The timeline entries the parts noted on the run's event log, not yet published."""
     return [e for e in state.events._pending if isinstance(e, TimelineEntryEvent)]
-
 
 
 def _run(**continuation: int) -> RunInput:

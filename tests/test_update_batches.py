@@ -9,7 +9,7 @@ import asyncio
 import pytest
 from temporalio.service import RPCError, RPCStatusCode
 
-from steadyloop.activities.update_batches import UpdateBatcher
+from steadyloop._activities.update_batches import UpdateBatcher
 
 
 class Entity:

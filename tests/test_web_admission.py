@@ -13,14 +13,14 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, Worker
 
-from steadyloop.activities.chain_admission import ChainAdmissionActivities
-from steadyloop.chains.admission import admission_workflow_id
-from steadyloop.history.payload_storage import steadyloop_data_converter
-from steadyloop.temporal_binaries import time_skipping_server_path
-from steadyloop.web.admission import RootAdmission
-from steadyloop.web.backend import TooManyRuns
-from steadyloop.web.settings import web_settings
-from steadyloop.workflows.chain_admission import ChainAdmissionWorkflow
+from steadyloop._activities.chain_admission import ChainAdmissionActivities
+from steadyloop._chains.admission import admission_workflow_id
+from steadyloop._history.payload_storage import steadyloop_data_converter
+from steadyloop._temporal_binaries import time_skipping_server_path
+from steadyloop._web.admission import RootAdmission
+from steadyloop._web.backend import TooManyRuns
+from steadyloop._web.settings import web_settings
+from steadyloop._workflows.chain_admission import ChainAdmissionWorkflow
 
 
 @dataclass

@@ -15,8 +15,8 @@ import httpx
 import pytest
 from web_fake_backend import FakeBackend, FakeRun
 
-from steadyloop.web.app import create_app
-from steadyloop.web.settings import web_settings
+from steadyloop._web.app import create_app
+from steadyloop._web.settings import web_settings
 
 TOKEN = "acme-token"
 SHA = "c" * 64

@@ -67,7 +67,7 @@ async def served(tmp_path: Path) -> AsyncIterator[tuple[str, Path]]:
             sys.executable, "-m", "steadyloop", "serve", "--dev", "--port", "0",
             "--ready-file", str(ready), "--task-queue", "web-e2e",
             "--endpoint", f"scripted={provider.base_url},model=scripted-model",
-            "--tools", "steadyloop.cli.demo_tour_tools:registry", "--tool", "refund",
+            "--tools", "steadyloop._cli.demo_tour_tools:registry", "--tool", "refund",
         ]  # fmt: skip
         log = (tmp_path / "serve.log").open("wb")
         process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)

@@ -13,8 +13,8 @@ import httpx
 import uvicorn
 from web_fake_backend import FakeBackend
 
-from steadyloop.web.app import create_app
-from steadyloop.web.settings import web_settings
+from steadyloop._web.app import create_app
+from steadyloop._web.settings import web_settings
 
 TOKEN = "acme-token"
 EVENTS = 3000

@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from web_fake_backend import FakeBackend, FakeRun
 
-from steadyloop.web.app import create_app
-from steadyloop.web.settings import web_settings
+from steadyloop._web.app import create_app
+from steadyloop._web.settings import web_settings
 
 TOKEN = "acme-token"
 # One app for every example (building one per example costs most of the run).

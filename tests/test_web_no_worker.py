@@ -13,12 +13,16 @@ import httpx
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from steadyloop.chains.search_attributes import CHAIN_SEARCH_ATTRIBUTE_KEYS
-from steadyloop.cli.demo_tour_tools import registry
+from steadyloop._chains.search_attributes import CHAIN_SEARCH_ATTRIBUTE_KEYS
+from steadyloop._cli.demo_tour_tools import registry
+from steadyloop._history.payload_storage import steadyloop_data_converter
+from steadyloop._routing.endpoints import EndpointConfig, EndpointRegistry
+from steadyloop._temporal_binaries import dev_server_args, dev_server_path
+from steadyloop._web.app import create_app
+from steadyloop._web.client_backend import ClientBackend, RunDefaults
+from steadyloop._web.settings import web_settings
+from steadyloop._worker.process import WorkerOptions, running_worker
 from steadyloop.client import SteadyloopClient
-from steadyloop.history.payload_storage import steadyloop_data_converter
-from steadyloop.routing.endpoints import EndpointConfig, EndpointRegistry
-from steadyloop.temporal_binaries import dev_server_args, dev_server_path
 from steadyloop.testing import (
     RecordedRequest,
     ScriptedCall,
@@ -28,10 +32,6 @@ from steadyloop.testing import (
     tool_calls_response,
 )
 from steadyloop.tools.examples import OUTBOX_DIR_ENV
-from steadyloop.web.app import create_app
-from steadyloop.web.client_backend import ClientBackend, RunDefaults
-from steadyloop.web.settings import web_settings
-from steadyloop.worker.process import WorkerOptions, running_worker
 
 pytestmark = pytest.mark.slow
 

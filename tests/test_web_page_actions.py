@@ -21,10 +21,10 @@ from browser_harness import chromium
 from playwright.async_api import Page, Request
 from web_fake_backend import FakeBackend, FakeRun
 
-from steadyloop.web.app import create_app
-from steadyloop.web.backend import Decision, RunRequest
-from steadyloop.web.page_routes import PAGE_POLICY
-from steadyloop.web.settings import web_settings
+from steadyloop._web.app import create_app
+from steadyloop._web.backend import Decision, RunRequest
+from steadyloop._web.page_routes import PAGE_POLICY
+from steadyloop._web.settings import web_settings
 
 pytestmark = pytest.mark.slow
 

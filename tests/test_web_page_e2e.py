@@ -26,9 +26,10 @@ from web_harness import (
     web_stack,
 )
 
+from steadyloop._output.forwarding import ForwardingOptions
+from steadyloop._run.models import RunInput, RunResult
+from steadyloop._workflows.output_stream import OutputStreamSummary
 from steadyloop.events import parse_cursor
-from steadyloop.output.forwarding import ForwardingOptions
-from steadyloop.run.models import RunInput, RunResult
 from steadyloop.testing import (
     RecordedRequest,
     ScriptedCall,
@@ -40,7 +41,6 @@ from steadyloop.testing import (
     tool_call_chunks,
     tool_calls_response,
 )
-from steadyloop.workflows.output_stream import OutputStreamSummary
 
 pytestmark = pytest.mark.slow
 

@@ -102,7 +102,7 @@ def _after(url: str) -> str | None:
 
 
 def _page_file(name: str) -> str:
-    return (resources.files("steadyloop.web") / "page" / name).read_text(encoding="utf-8")
+    return (resources.files("steadyloop._web") / "page" / name).read_text(encoding="utf-8")
 
 
 async def _open(page: Page, script: Script) -> None:

@@ -14,12 +14,12 @@ import pytest
 from temporalio.client import WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
-from steadyloop.chains.search_attributes import CHAIN_SEARCH_ATTRIBUTE_KEYS
+from steadyloop._chains.search_attributes import CHAIN_SEARCH_ATTRIBUTE_KEYS
+from steadyloop._history.payload_storage import steadyloop_data_converter
+from steadyloop._temporal_binaries import dev_server_args, dev_server_path
+from steadyloop._web.backend import RunRequest, ThreadNotFound, UnknownRun
+from steadyloop._web.client_backend import ClientBackend, RunDefaults
 from steadyloop.client import SteadyloopClient
-from steadyloop.history.payload_storage import steadyloop_data_converter
-from steadyloop.temporal_binaries import dev_server_args, dev_server_path
-from steadyloop.web.backend import RunRequest, ThreadNotFound, UnknownRun
-from steadyloop.web.client_backend import ClientBackend, RunDefaults
 
 pytestmark = pytest.mark.slow
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from steadyloop.cli.main import run_cli
-from steadyloop.web.settings import token_sha256, web_settings
-from steadyloop.worker.config import ConfigError, load_config
+from steadyloop._cli.main import run_cli
+from steadyloop._web.settings import token_sha256, web_settings
+from steadyloop._worker.config import ConfigError, load_config
 
 
 def test_tokens_are_kept_as_hashes_and_map_to_their_tenant() -> None:

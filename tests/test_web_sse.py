@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from steadyloop.web.backend import StreamEvent
-from steadyloop.web.sse import EventStreamResponse, frame
+from steadyloop._web.backend import StreamEvent
+from steadyloop._web.sse import EventStreamResponse, frame
 
 
 def test_a_frame_carries_the_cursor_as_its_id_and_one_line_of_json() -> None:

@@ -13,17 +13,17 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from steadyloop.activities import ModelActivities
-from steadyloop.chat import ChatMessage, PassbackItem, ToolCall
+from steadyloop._activities import ModelActivities
+from steadyloop._chat import ChatMessage, PassbackItem, ToolCall
+from steadyloop._history.payload_storage import steadyloop_data_converter
+from steadyloop._routing.endpoints import EndpointConfig, EndpointConfigError, EndpointRegistry
+from steadyloop._stream.completion import AssembledTurn, CompletionRequest
+from steadyloop._stream.passback import foreign_passback, passback_for
+from steadyloop._stream.wire import CHAT_WIRE, UnsupportedWireError, wire_for
+from steadyloop._worker.config import ConfigError, LoadedConfig, endpoint_settings, load_config
+from steadyloop._workflows.run_timeline import passback_dropped_text
 from steadyloop.errors import UNSUPPORTED_WIRE
-from steadyloop.history.payload_storage import steadyloop_data_converter
-from steadyloop.routing.endpoints import EndpointConfig, EndpointConfigError, EndpointRegistry
-from steadyloop.stream.completion import AssembledTurn, CompletionRequest
-from steadyloop.stream.passback import foreign_passback, passback_for
-from steadyloop.stream.wire import CHAT_WIRE, UnsupportedWireError, wire_for
 from steadyloop.testing import ScriptedServer, sse_response, text_chunks
-from steadyloop.worker.config import ConfigError, LoadedConfig, endpoint_settings, load_config
-from steadyloop.workflows.run_timeline import passback_dropped_text
 
 
 def item(

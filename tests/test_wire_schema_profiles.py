@@ -24,9 +24,9 @@ import pytest
 from pydantic import Field
 from wire_loop_harness import Provider, text_answer, wire_loop
 
-from steadyloop.routing.provider_profiles import ProviderProfile
-from steadyloop.run.bounds import WireApi
-from steadyloop.run.models import RunInput
+from steadyloop._routing.provider_profiles import ProviderProfile
+from steadyloop._run.bounds import WireApi
+from steadyloop._run.models import RunInput
 from steadyloop.tools import ToolRegistry, sanitize_tool_schema, tool
 
 pytestmark = pytest.mark.slow

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from steadyloop.worker.dev_server import free_port
+from steadyloop._worker.dev_server import free_port
 
 TESTS = Path(__file__).parent
 GUARD_S = 60  # how long a step may hang before the test gives up: a guard, not a measure

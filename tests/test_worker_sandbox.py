@@ -2,7 +2,7 @@
 
 Temporal's sandbox re-imports a workflow's module, and every module it reaches that is
 not passed through, for every run: per run, CPU spent on imports rather than on the
-loop. `steadyloop.worker.process.workflow_runner` passes the helper modules of
+loop. `steadyloop._worker.process.workflow_runner` passes the helper modules of
 `ToolLoopWorkflow` through. That is safe only for modules without state of their own,
 so this checks what decides it: every name a passed-through module defines at module
 level is a module, function, class, type variable or an immutable constant, and a
@@ -25,16 +25,16 @@ from temporalio.client import Client
 from temporalio.common import RetryPolicy
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
-from steadyloop.routing.endpoints import EndpointRegistry
-from steadyloop.tools.registry import ToolRegistry
-from steadyloop.worker import process
-from steadyloop.worker.process import (
+from steadyloop._routing.endpoints import EndpointRegistry
+from steadyloop._worker import process
+from steadyloop._worker.process import (
     PASSED_THROUGH_WORKFLOW_HELPERS,
     PASSED_THROUGH_WORKFLOW_MODULES,
     RUN_WORKFLOWS,
     WorkerOptions,
     workflow_runner,
 )
+from steadyloop.tools._registry import ToolRegistry
 
 IMMUTABLE = (str, bytes, int, float, bool, type(None), timedelta, frozenset, tuple)
 

@@ -2,7 +2,7 @@
 
 The sandbox checks calls such as `datetime.now()` at run time, but only in modules it
 re-imports; the worker passes steadyloop's workflow helper modules through (see
-`steadyloop.worker.process`), so the rule of `steadyloop.workflows` is checked here
+`steadyloop._worker.process`), so the rule of `steadyloop._workflows` is checked here
 as well, for every module of the folder and every code path, not only those a test runs.
 Time comes from `workflow.now()`, randomness from `workflow.random()` / `workflow.uuid4()`,
 and I/O from activities.
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-import steadyloop.workflows
+import steadyloop._workflows
 
-FOLDER = Path(steadyloop.workflows.__file__).parent
+FOLDER = Path(steadyloop._workflows.__file__).parent
 MODULES = sorted(FOLDER.glob("*.py"))
 
 # Modules whose import alone means a clock, randomness, a thread or I/O.

@@ -12,7 +12,7 @@ from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from steadyloop.web.backend import (
+from steadyloop._web.backend import (
     BadCursor,
     CursorTooOld,
     Decision,

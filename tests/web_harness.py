@@ -26,12 +26,14 @@ from process_signals import kill_process, stop_process
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from steadyloop.cli.demo_tour_tools import REFUNDS_FILE
+from steadyloop._cli.demo_tour_tools import REFUNDS_FILE
+from steadyloop._history.payload_storage import BLOB_DIR_ENV, steadyloop_data_converter
+from steadyloop._output.forwarding import ForwardingOptions
+from steadyloop._run.models import RunLimits
+from steadyloop._temporal_binaries import dev_server_args, dev_server_path
+from steadyloop._web.client_backend import thread_tag
+from steadyloop._worker.dev_server import free_port
 from steadyloop.client import RunOptions, SteadyloopClient
-from steadyloop.history.payload_storage import BLOB_DIR_ENV, steadyloop_data_converter
-from steadyloop.output.forwarding import ForwardingOptions
-from steadyloop.run.models import RunLimits
-from steadyloop.temporal_binaries import dev_server_args, dev_server_path
 from steadyloop.testing import (
     Pause,
     RecordedRequest,
@@ -42,12 +44,10 @@ from steadyloop.testing import (
     text_chunks,
 )
 from steadyloop.tools.examples import OUTBOX_DIR_ENV
-from steadyloop.web.client_backend import thread_tag
-from steadyloop.worker.dev_server import free_port
 
 ENDPOINT = "scripted"
 MODEL = "scripted-model"
-TOOLS_SPEC = "steadyloop.cli.demo_tour_tools:registry"
+TOOLS_SPEC = "steadyloop._cli.demo_tour_tools:registry"
 # Two tenants, each with its bearer token (the server keeps only their hashes).
 TOKENS = {"tenant-a": "token-a-7f3c9d", "tenant-b": "token-b-41e0aa"}
 START_GUARD_S = 30.0

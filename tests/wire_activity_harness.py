@@ -15,11 +15,11 @@ import pytest
 from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from steadyloop.activities import ModelActivities
-from steadyloop.chat import ChatMessage, ToolSpec
-from steadyloop.routing.endpoints import EndpointRegistry
-from steadyloop.run.bounds import WireApi
-from steadyloop.stream.completion import (
+from steadyloop._activities import ModelActivities
+from steadyloop._chat import ChatMessage, ToolSpec
+from steadyloop._routing.endpoints import EndpointRegistry
+from steadyloop._run.bounds import WireApi
+from steadyloop._stream.completion import (
     STREAM_COMPLETION_ACTIVITY,
     AssembledTurn,
     CompletionRequest,

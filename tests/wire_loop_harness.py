@@ -22,11 +22,12 @@ from anthropic_streams import MESSAGE_STOP, delta, message_delta, message_start,
 from loop_harness import Effects, build_tools, loop_worker, time_skipping_environment
 from temporalio.client import Client, WorkflowHandle
 
-from steadyloop.activities.model_stream import ModelActivities
-from steadyloop.history.payload_storage import steadyloop_data_converter
-from steadyloop.routing.endpoints import EndpointRegistry
-from steadyloop.run.bounds import WireApi
-from steadyloop.run.models import RunInput, RunResult
+from steadyloop._activities.model_stream import ModelActivities
+from steadyloop._history.payload_storage import steadyloop_data_converter
+from steadyloop._routing.endpoints import EndpointRegistry
+from steadyloop._run.bounds import WireApi
+from steadyloop._run.models import RunInput, RunResult
+from steadyloop._workflows.tool_loop import ToolLoopWorkflow
 from steadyloop.testing import (
     ScriptedResponse,
     ScriptedServer,
@@ -34,7 +35,6 @@ from steadyloop.testing import (
     text_response,
 )
 from steadyloop.tools import ToolRegistry
-from steadyloop.workflows.tool_loop import ToolLoopWorkflow
 
 
 def text_answer(api: WireApi, text: str) -> ScriptedResponse:

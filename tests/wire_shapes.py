@@ -5,7 +5,7 @@ delivered (one entry per chunk; `None` for a chunk with no tool calls, such as A
 empty-choices prompt-filter chunk or a text chunk) and the exact calls steadyloop must
 dispatch for it. `source` names the public evidence: a provider or peer issue/PR
 (`owner/repo#N`), or the accumulator rule the shape pins ("accumulator rule N", as
-numbered in `steadyloop.stream.accumulator`; "contract ext (x)" for the extensions made
+numbered in `steadyloop._stream.accumulator`; "contract ext (x)" for the extensions made
 where those rules are silent).
 
 `id` in an expected call is the exact wire id where it must be kept, or `MINTED` where

@@ -24,8 +24,9 @@
   (`steadyloop blobs gc`; a Schedule or cron job can call it).
 """
 
-from steadyloop.client.connection import SteadyloopClient, connect
-from steadyloop.client.errors import (
+from steadyloop._worker.config import ConfigError, TemporalUnreachable
+from steadyloop.client._connection import SteadyloopClient, connect
+from steadyloop.client._errors import (
     ClientError,
     NotTheCallReviewed,
     NoWorkerAnswered,
@@ -37,11 +38,10 @@ from steadyloop.client.errors import (
     ThreadBusy,
     ThreadCannotContinue,
 )
-from steadyloop.client.options import RunOptions
-from steadyloop.client.runs import RunHandle, RunSnapshot, RunStatus, StartOrigin
-from steadyloop.client.threads import Thread, ThreadMemo, run_workflow_id
+from steadyloop.client._options import RunOptions
+from steadyloop.client._runs import RunHandle, RunSnapshot, RunStatus, StartOrigin
+from steadyloop.client._threads import Thread, ThreadMemo, run_workflow_id
 from steadyloop.events import CursorExpired, InvalidCursor, RunEventItem
-from steadyloop.worker.config import ConfigError, TemporalUnreachable
 
 __all__ = [
     "ClientError",

@@ -16,9 +16,9 @@ that events are kept forever (the host retains its newest items; the run's snaps
 holds the rest). Pure: nothing here imports temporalio.
 """
 
-from steadyloop.events.cursor import Cursor, format_cursor, parse_cursor
-from steadyloop.events.errors import CursorExpired, InvalidCursor
-from steadyloop.events.models import (
+from steadyloop.events._cursor import Cursor, format_cursor, parse_cursor
+from steadyloop.events._errors import CursorExpired, InvalidCursor
+from steadyloop.events._models import (
     EVENTS_TOPIC,
     AmbiguousReceiptEvent,
     ApprovalWaitingEvent,

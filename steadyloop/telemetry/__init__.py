@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from steadyloop.telemetry.settings import TelemetrySettings, settings_from
-from steadyloop.telemetry.state import current
+from steadyloop.telemetry._settings import TelemetrySettings, settings_from
+from steadyloop.telemetry._state import current
 
 __all__ = ["TelemetrySettings", "current", "install_from", "settings_from", "worker_plugins"]
 
@@ -36,6 +36,6 @@ def install_from(settings: TelemetrySettings) -> Any:
     """`install(settings)` when they ask for telemetry, else None (nothing imported)."""
     if not settings.enabled:
         return None
-    from steadyloop.telemetry.install import install
+    from steadyloop.telemetry._install import install
 
     return install(settings)

@@ -1,5 +1,5 @@
 """The workflow side of telemetry, when it is on: the run span (an interceptor) and the
-hooks `steadyloop.telemetry.workflow` calls. Loaded outside the sandbox (by
+hooks `steadyloop.telemetry._workflow` calls. Loaded outside the sandbox (by
 `Installed.worker_plugins`) and reached from workflow code through an extern function,
 so the sandbox never imports OpenTelemetry itself.
 
@@ -37,9 +37,9 @@ from opentelemetry.util.types import AttributeValue
 from temporalio import workflow
 from temporalio.workflow import ContinueAsNewError
 
-from steadyloop.telemetry import attributes as a
-from steadyloop.telemetry.install import Installed
-from steadyloop.telemetry.workflow import EXTERN_KEY, AttemptTrace
+from steadyloop.telemetry import _attributes as a
+from steadyloop.telemetry._install import Installed
+from steadyloop.telemetry._workflow import EXTERN_KEY, AttemptTrace
 
 T = TypeVar("T")
 
@@ -113,7 +113,7 @@ def _ended_by(span: Span, error: BaseException) -> bool:
 
 
 class WorkflowTracing:
-    """The hooks of `steadyloop.telemetry.workflow.WorkflowTracingHooks`, live."""
+    """The hooks of `steadyloop.telemetry._workflow.WorkflowTracingHooks`, live."""
 
     def __init__(self, installed: Installed) -> None:
         self.tracer = installed.tracer

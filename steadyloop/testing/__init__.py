@@ -16,11 +16,11 @@ server as its provider, and because users testing their own tools and workflows 
 provider that is deterministic and needs no key.
 """
 
-from steadyloop.receipts.ledger import DidNotHappen, GiveUp, Happened
-from steadyloop.testing.agent_env import AgentEnv, NothingWaits, RunningAgent
-from steadyloop.testing.agent_run import AgentRun, ReceiptRecord, ToolCallRecord
-from steadyloop.testing.answers import text_response, tool_calls_response
-from steadyloop.testing.chunks import (
+from steadyloop._receipts.ledger import DidNotHappen, GiveUp, Happened
+from steadyloop.testing._agent_env import AgentEnv, NothingWaits, RunningAgent
+from steadyloop.testing._agent_run import AgentRun, ReceiptRecord, ToolCallRecord
+from steadyloop.testing._answers import text_response, tool_calls_response
+from steadyloop.testing._chunks import (
     Chunk,
     ScriptedCall,
     chunk,
@@ -34,15 +34,15 @@ from steadyloop.testing.chunks import (
     tool_calls_chunk,
     usage_chunk,
 )
-from steadyloop.testing.core_logs import time_skipping_runtime
-from steadyloop.testing.scripted_model import (
+from steadyloop.testing._core_logs import time_skipping_runtime
+from steadyloop.testing._scripted_model import (
     Call,
     ScriptedModel,
     ScriptExhausted,
     UnknownToolWarning,
     call,
 )
-from steadyloop.testing.scripted_server import (
+from steadyloop.testing._scripted_server import (
     Exchange,
     Pause,
     RecordedRequest,

@@ -45,8 +45,8 @@ import pluggy
 import pytest
 
 if TYPE_CHECKING:
-    from steadyloop.testing.agent_env import AgentEnv
-    from steadyloop.tools.registry import ToolRegistry
+    from steadyloop.testing._agent_env import AgentEnv
+    from steadyloop.tools._registry import ToolRegistry
 
 
 @pytest.fixture
@@ -70,7 +70,7 @@ async def _agent_env(
 ) -> AsyncIterator[AgentEnv]:
     """A worker serving `steadyloop_tools` on Temporal's time-skipping test server, and a
     scripted model provider: `await agent_env.run(ScriptedModel()..., prompt)`."""
-    from steadyloop.testing.agent_env import AgentEnv
+    from steadyloop.testing._agent_env import AgentEnv
 
     async with AgentEnv(steadyloop_tools, system_prompt=steadyloop_system_prompt) as env:
         yield env

@@ -9,35 +9,35 @@
 
     registry = ToolRegistry([add])
 
-Tools may be grouped into plugins a run discloses on demand (`steadyloop.tools.plugins`);
-which tools a run offers each turn, and `activate_plugin`, are `steadyloop.tools.disclosure`.
+Tools may be grouped into plugins a run discloses on demand (`steadyloop.tools._plugins`);
+which tools a run offers each turn, and `activate_plugin`, are `steadyloop.tools._disclosure`.
 
-The worker runs tools through `steadyloop.activities.tool_execution.ToolActivities`;
-the workflow imports only the payloads (`steadyloop.tools.payloads`) and never user
+The worker runs tools through `steadyloop._activities.tool_execution.ToolActivities`;
+the workflow imports only the payloads (`steadyloop.tools._payloads`) and never user
 code. Example tools live in `steadyloop.tools.examples` (not imported here: they read
 and write the disk when called).
 """
 
-from steadyloop.tools.content import (
+from steadyloop.tools._content import (
     MAX_TOOL_CONTENT_BYTES,
     TRUNCATION_MARKER,
     cap_content,
     encode_result,
 )
-from steadyloop.tools.context import (
+from steadyloop.tools._context import (
     ProgressTooLarge,
     ToolProgress,
     current_invocation,
     current_progress,
 )
-from steadyloop.tools.definition import (
+from steadyloop.tools._definition import (
     DEFAULT_TOOL_TIMEOUT,
     TOOL_NAME_PATTERN,
     ToolDefinition,
     ToolDefinitionError,
     tool,
 )
-from steadyloop.tools.payloads import (
+from steadyloop.tools._payloads import (
     DESCRIBE_TOOLS_ACTIVITY,
     EFFECTS,
     RUN_TOOL_ACTIVITY,
@@ -51,10 +51,10 @@ from steadyloop.tools.payloads import (
     ToolOutcomeStatus,
     unknown_tool_outcome,
 )
-from steadyloop.tools.plugins import PluginError, ToolPlugin
-from steadyloop.tools.registry import DuplicateToolError, ToolRegistry, UnknownToolError
-from steadyloop.tools.schema import SchemaError, arguments_schema, sanitize_schema
-from steadyloop.tools.schema_profiles import (
+from steadyloop.tools._plugins import PluginError, ToolPlugin
+from steadyloop.tools._registry import DuplicateToolError, ToolRegistry, UnknownToolError
+from steadyloop.tools._schema import SchemaError, arguments_schema, sanitize_schema
+from steadyloop.tools._schema_profiles import (
     SCHEMA_PROFILES,
     SchemaProfile,
     drop_absent_nulls,

@@ -48,9 +48,9 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field
 
 from steadyloop.errors import SteadyloopError
-from steadyloop.tools.context import current_progress
-from steadyloop.tools.definition import tool
-from steadyloop.tools.registry import ToolRegistry
+from steadyloop.tools._context import current_progress
+from steadyloop.tools._definition import tool
+from steadyloop.tools._registry import ToolRegistry
 
 __all__ = [
     "EXAMPLE_TOOLS",

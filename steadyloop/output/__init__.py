@@ -1,9 +1,0 @@
-"""Output: text a person is already reading is never shown twice.
-
-Guarantees: forwarded output carries the values that say what was seen (`forwarding`), so
-a retry after text was shown stops or continues instead of re-rendering. A follower
-reads it from outside as part of the run's event log (`steadyloop.client.event_log`).
-
-Not guaranteed: that a person saw what was forwarded; only that it was sent once. Pure:
-nothing here imports temporalio.
-"""
