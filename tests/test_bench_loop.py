@@ -55,9 +55,9 @@ async def test_benchmark_loop_answers_every_call_and_the_floor_matches_its_paylo
     assert facts.model_calls == TURNS + 1
     assert facts.regular_activities == 2 * TURNS + 1  # describe_tools is a local activity
     # The tools are described and the route's health is read once (one endpoint, healthy),
-    # each a local activity; the log-in-history patch is one marker; its events ride on
-    # the activities' inputs and the result (no publish).
-    assert facts.local_activity_markers == 2 + 1
+    # each a local activity; the log's events ride on the activities' inputs and the
+    # result (no publish, and no patch marker: its mode is a rule of the run's input).
+    assert facts.local_activity_markers == 2
     assert facts.sizes.describe_out > 0  # the floor's describe returns as much
     assert facts.workflow_task_failures == 0
     # The transcript really grows: each model call carries the last one's and a turn more.
