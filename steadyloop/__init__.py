@@ -1,9 +1,9 @@
 """steadyloop: an LLM agent's tool loop as a Temporal workflow.
 
 What a user builds and catches is exported here: a run's input and the options it is
-made of (`RunInput`, `RunOptions`, `RunLimits`, `RouteConfig`, `Delegation` and its
-limits, ...), the messages of a transcript, the client entry points (`connect`,
-`Thread`, `RunHandle`) and the errors they raise.
+made of (`RunInput`, `RunOptions`, `RunLimits`, `RouteConfig`, `Delegation`, ...), the
+messages of a transcript, the client entry points (`connect`, `Thread`, `RunHandle`)
+and the errors they raise.
 
 The public modules, each with its own `__all__`:
 
@@ -13,6 +13,7 @@ The public modules, each with its own `__all__`:
 - `steadyloop.tools`: define tools (`@tool`, `ToolRegistry`, `ToolPlugin`).
 - `steadyloop.testing`: run your agent against a scripted model, without a cluster.
 - `steadyloop.telemetry`: install OpenTelemetry in your own worker.
+- `steadyloop.delegation`: the agents a run may delegate to, and the chain limits.
 - `steadyloop.errors`: every exception steadyloop raises is a `SteadyloopError`; the
   module draws the family and names the `ApplicationError` types a run fails with.
 
@@ -29,14 +30,6 @@ from temporalio import workflow
 # `CompletionRequest`. They are pure (no I/O, no state), so every workflow run can
 # share the real modules: pass them through.
 with workflow.unsafe.imports_passed_through():
-    from steadyloop._chains.limits import (
-        ChainBudgetLimit,
-        DepthLimit,
-        PairCooldownLimit,
-        PairSeenLimit,
-        TenantCeilingLimit,
-        TenantRateLimit,
-    )
     from steadyloop._chat import ChatMessage, FunctionCall, ToolCall
     from steadyloop._history.compaction import CompactionPolicy
     from steadyloop._output.forwarding import ForwardingOptions
@@ -81,7 +74,6 @@ with workflow.unsafe.imports_passed_through():
 __all__ = [
     "AgentProfile",
     "Backoff",
-    "ChainBudgetLimit",
     "ChatMessage",
     "ClientError",
     "CompactionPolicy",
@@ -89,15 +81,12 @@ __all__ = [
     "ContinuationOptions",
     "CursorExpired",
     "Delegation",
-    "DepthLimit",
     "ForwardingOptions",
     "FunctionCall",
     "InvalidCursor",
     "NoWorkerAnswered",
     "NotTheCallReviewed",
     "NothingToResume",
-    "PairCooldownLimit",
-    "PairSeenLimit",
     "Price",
     "RequestRefused",
     "RouteCandidate",
@@ -118,8 +107,6 @@ __all__ = [
     "SteadyloopError",
     "StopUnread",
     "TemporalUnreachable",
-    "TenantCeilingLimit",
-    "TenantRateLimit",
     "Thread",
     "ThreadBusy",
     "ThreadCannotContinue",
