@@ -16,15 +16,9 @@ from provider_schema_rules import CHECKERS
 from pydantic import BaseModel, Field, ValidationError
 
 from steadyloop._activities.tool_execution import ToolActivities
-from steadyloop.tools import (
-    SCHEMA_PROFILES,
-    DescribeToolsInput,
-    SchemaError,
-    ToolRegistry,
-    drop_absent_nulls,
-    tool,
-)
-from steadyloop.tools._schema_profiles import sanitize_tool_schema
+from steadyloop.tools import SCHEMA_PROFILES, SchemaError, ToolRegistry, tool
+from steadyloop.tools._payloads import DescribeToolsInput
+from steadyloop.tools._schema_profiles import drop_absent_nulls, sanitize_tool_schema
 
 
 class Address(BaseModel):

@@ -17,16 +17,9 @@ from steadyloop._history.budget import MAX_INLINE_PAYLOAD_BYTES
 from steadyloop._run.models import RunInput, RunPlugins, RunProgress, RunResult, RunStats
 from steadyloop._run.resume import resume_input
 from steadyloop._worker.config import load_config, temporal_settings
-from steadyloop.tools import (
-    DescribeToolsInput,
-    DescribeToolsResult,
-    PluginError,
-    ToolDefinitionError,
-    ToolPlugin,
-    ToolRegistry,
-    tool,
-)
+from steadyloop.tools import PluginError, ToolDefinitionError, ToolPlugin, ToolRegistry, tool
 from steadyloop.tools._disclosure import ACTIVATE_PLUGIN_TOOL, PluginDisclosure
+from steadyloop.tools._payloads import DescribeToolsInput, DescribeToolsResult
 
 
 @tool(effect="pure")

@@ -13,8 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from steadyloop.tools import TRUNCATION_MARKER, cap_content, encode_result
-from steadyloop.tools._content import utf8_text
+from steadyloop.tools import TRUNCATION_MARKER
+from steadyloop.tools._content import cap_content, encode_result, utf8_text
 
 
 class Item(BaseModel):

@@ -14,7 +14,8 @@ from temporalio.testing import ActivityEnvironment
 from steadyloop._activities.tool_execution import ToolActivities
 from steadyloop._receipts.canonical_json import canonical_json
 from steadyloop._receipts.ledger import DEFAULT_PROGRESS_LIMIT_BYTES
-from steadyloop.tools import ToolInvocation, ToolOutcome
+from steadyloop.tools import ToolInvocation
+from steadyloop.tools._payloads import ToolOutcome
 from steadyloop.tools.examples import (
     DEFAULT_OUTBOX_DIR,
     DEFAULT_SANDBOX_DIR,

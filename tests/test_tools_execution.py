@@ -19,17 +19,19 @@ from steadyloop._activities.tool_execution import ToolActivities
 from steadyloop._history.budget import MAX_INLINE_PAYLOAD_BYTES
 from steadyloop._receipts.canonical_json import MAX_DEPTH
 from steadyloop.tools import (
-    DESCRIBE_TOOLS_ACTIVITY,
     MAX_TOOL_CONTENT_BYTES,
+    ToolInvocation,
+    ToolRegistry,
+    current_invocation,
+    tool,
+)
+from steadyloop.tools._payloads import (
+    DESCRIBE_TOOLS_ACTIVITY,
     RUN_TOOL_ACTIVITY,
     DescribeToolsInput,
     DescribeToolsResult,
     ToolDescription,
-    ToolInvocation,
     ToolOutcome,
-    ToolRegistry,
-    current_invocation,
-    tool,
 )
 
 calls: list[str] = []

@@ -24,14 +24,13 @@ from steadyloop._receipts.decision import receipt_key
 from steadyloop._receipts.ledger import DEFAULT_PROGRESS_LIMIT_BYTES, ReceiptLedger, WriteIgnored
 from steadyloop.tools import (
     ProgressTooLarge,
-    ToolDescription,
     ToolInvocation,
-    ToolOutcome,
     ToolProgress,
     ToolRegistry,
     current_progress,
     tool,
 )
+from steadyloop.tools._payloads import ToolDescription, ToolOutcome
 
 performed: list[str] = []
 

@@ -9,7 +9,8 @@ from typing import Annotated, Any, Literal
 import pytest
 from pydantic import BaseModel, Field
 
-from steadyloop.tools import SchemaError, arguments_schema, sanitize_schema, tool
+from steadyloop.tools import SchemaError, arguments_schema, tool
+from steadyloop.tools._schema import sanitize_schema
 
 
 class Address(BaseModel):
