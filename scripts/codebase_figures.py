@@ -2,8 +2,12 @@
 
 Run from the project's root: `python scripts/codebase_figures.py`. Every figure is
 measured afresh from the source (an AST walk, plus an import of the package for its
-exception classes and root exports), so the development page can show before-and-after
-tables that anyone can reproduce with `git stash` or a checkout of an older commit.
+exception classes and root exports). To compare with an older commit, measure a
+checkout of it and print both side by side:
+
+    git worktree add /tmp/before OLD_COMMIT
+    python scripts/codebase_figures.py --root /tmp/before --json > before.json
+    python scripts/codebase_figures.py --compare before.json
 
 Branch complexity counts decision points as radon does: `if`/`elif`, conditional
 expressions, loops, `except` clauses, `with`, `assert`, comprehensions and their
@@ -25,7 +29,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGE = ROOT / "steadyloop"
 LONG_FUNCTION_LINES = 60
 COMPLEX_FUNCTION = 15
 FUNCTION_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -200,10 +203,10 @@ def exception_classes() -> tuple[list[type[BaseException]], list[type[BaseExcept
     return classes, roots
 
 
-def gather() -> dict[str, object]:
-    """All figures as one flat mapping, in the order they print."""
-    sys.path.insert(0, str(ROOT))
-    figures = walk_source(PACKAGE)
+def gather(root: Path = ROOT) -> dict[str, object]:
+    """All figures of the checkout at `root`, as one flat mapping in the order they print."""
+    sys.path.insert(0, str(root))
+    figures = walk_source(root / "steadyloop")
     largest_class = max(figures.classes, key=lambda c: c.lines)
     largest_module = max(figures.module_lines.items(), key=lambda item: item[1])
     long_by_folder = Counter(
@@ -219,7 +222,10 @@ def gather() -> dict[str, object]:
         root_exports = [n for n in vars(steadyloop) if not n.startswith("_")]
     classes, roots = exception_classes()
     names = Counter(cls.__name__ for cls in classes)
-    workflows_module = figures.module_lines.get("steadyloop/_workflows/tool_loop.py", 0)
+    workflows_module = max(
+        figures.module_lines.get("steadyloop/workflows/tool_loop.py", 0),
+        figures.module_lines.get("steadyloop/_workflows/tool_loop.py", 0),
+    )
     return {
         "lines under steadyloop/": sum(figures.module_lines.values()),
         "modules": len(figures.modules),
@@ -228,12 +234,16 @@ def gather() -> dict[str, object]:
             f"{largest_class.methods} methods, {largest_class.attributes} attributes"
         ),
         "largest module": f"{largest_module[0]}: {largest_module[1]} lines",
-        "workflows/tool_loop.py lines": workflows_module,
+        "the loop's module (tool_loop.py) lines": workflows_module,
         f"functions over {LONG_FUNCTION_LINES} lines": sum(long_by_folder.values()),
         f"  by folder (over {LONG_FUNCTION_LINES} lines)": dict(sorted(long_by_folder.items())),
         f"functions with complexity over {COMPLEX_FUNCTION}": sum(complex_by_folder.values()),
         f"  by folder (complexity over {COMPLEX_FUNCTION})": dict(
             sorted(complex_by_folder.items())
+        ),
+        "in the workflows folder: over 60 lines / complexity over 15": (
+            f"{sum(n for f, n in long_by_folder.items() if 'workflows' in f)} / "
+            f"{sum(n for f, n in complex_by_folder.items() if 'workflows' in f)}"
         ),
         "most complex function": f"{worst.module}:{worst.name} ({worst.complexity})",
         "names exported by the package root": len(root_exports),
@@ -246,11 +256,35 @@ def gather() -> dict[str, object]:
     }
 
 
+def _cell(value: object) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{key.removeprefix('steadyloop/')} {n}" for key, n in value.items())
+    if isinstance(value, list):
+        return ", ".join(map(str, value)) or "none"
+    return str(value)
+
+
+def compare(before: dict[str, object], after: dict[str, object]) -> str:
+    """A markdown table of two measurements, one row per figure."""
+    rows = ["| figure | before | after |", "|---|---|---|"]
+    for name in after:
+        label = name.strip()
+        rows.append(f"| {label} | {_cell(before.get(name, '-'))} | {_cell(after[name])} |")
+    return "\n".join(rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--root", type=Path, default=ROOT, help="the checkout to measure")
+    parser.add_argument(
+        "--compare", type=Path, metavar="BEFORE_JSON", help="print a table against this"
+    )
     args = parser.parse_args()
-    figures = gather()
+    figures = gather(args.root.resolve())
+    if args.compare is not None:
+        print(compare(json.loads(args.compare.read_text(encoding="utf-8")), figures))
+        return
     if args.json:
         print(json.dumps(figures, indent=2))
         return

@@ -32,7 +32,7 @@ RUN = frozenset({"python", "toml"})
 OUTPUT = frozenset({"", "text", "console"})
 ABOVE = "printed by the block above"
 SET_UP_LINE = 3  # the README's first block, kept as it was: no marker above it
-FILE = re.compile(r"\b(?:tests|benchmarks|examples|steadyloop)/[\w./-]+\.\w+")
+FILE = re.compile(r"\b(?:tests|benchmarks|examples|scripts|steadyloop)/[\w./-]+\.\w+")
 
 
 def all_blocks() -> list[CodeBlock]:
