@@ -19,7 +19,7 @@ with the run workflows, a scripted OpenAI-compatible provider on loopback HTTP.
    in order.
 2. History per turn: a run of T tool turns then an answer, with the event log on (this
    code) and off (the same code with the log's one decision, `EventLog.begin`, made
-   "off", which is exactly how a run of the older replay fixtures replays), workflows run
+   "off"), workflows run
    unsandboxed in both so the switch reaches them. It prints the loop's history events
    and bytes per turn, and the difference.
 

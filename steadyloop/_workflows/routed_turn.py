@@ -37,15 +37,13 @@ What it does that a loop of `try/except` would get wrong:
   (its publisher's final send done) and what the host retained is then what was shown;
   the caller bounds that wait (`ToolLoopWorkflow`, `INTERRUPT_SETTLE`).
 
-Health is read only when it can have changed (`HealthView`, issue 19): a run whose
+Health is read only when it can have changed (`HealthView`): a run whose
 route has one endpoint, healthy when last read, less workflow time ago than the reading
 worker's cache TTL (`EndpointHealth.view_ttl_s`, recorded with the read), with no failure
 or recorded outcome since, plans from that view and schedules no read (each read is a
 local-activity marker in history, about 700 bytes, and 1-3 ms of worker CPU, every
-turn). The gate is the recorded result itself, not a patch marker (which would add a
-marker and a search-attribute update to every execution): a read recorded before the
-field existed decodes to `view_ttl_s=None`, which means read every turn, so histories
-recorded then replay as they ran.
+turn). The gate is the recorded result itself, so a replay takes the same path as the
+live run did; a read that carries no TTL (`view_ttl_s=None`) means read every turn.
 
 Health is advice: if a health activity fails, the turn goes on as if every endpoint
 were healthy. The health activities run as local activities, so every worker that runs

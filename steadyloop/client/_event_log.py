@@ -6,7 +6,7 @@ its text alone.
 
 A run that does not forward its output keeps its log in its own history
 (`steadyloop.client._history_log`); what follows is the host, where a run that forwards
-keeps it (and every run of the older replay fixtures).
+keeps it.
 
 The log is the run's output host (`steadyloop._workflows.output_stream`): the model
 activity publishes its text deltas there (`OUTPUT_TOPIC`) and the loop everything else
