@@ -8,7 +8,6 @@ from typing import Any, ClassVar, Literal
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
-import steadyloop
 from steadyloop._chains.rules import (
     RETRYABLE_KINDS,
     Admission,
@@ -303,10 +302,14 @@ def test_admissions_round_trip_as_json() -> None:
 
 
 def test_the_package_exports_what_a_delegation_is_built_from_not_the_rules() -> None:
-    for name in ("Delegation", "AgentProfile", "DepthLimit", "TenantCeilingLimit"):
-        assert name in steadyloop.__all__
+    import steadyloop.delegation
+
+    for name in ("Delegation", "AgentProfile"):
+        assert name in steadyloop.__all__ and name in steadyloop.delegation.__all__
+    for name in ("DepthLimit", "TenantCeilingLimit"):
+        assert name in steadyloop.delegation.__all__ and name not in steadyloop.__all__
     for name in ("admit_child_run", "Refused", "DepthRule", "descend_chain", "Lineage"):
-        assert name not in steadyloop.__all__
+        assert name not in steadyloop.__all__ and name not in steadyloop.delegation.__all__
 
 
 # ---------------------------------------------------------------- what the model reads

@@ -22,7 +22,6 @@ from steadyloop._receipts.ledger import (
     ReceiptLedger,
     ResultRef,
 )
-from steadyloop._run.models import CarriedState, RunStats
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -129,16 +128,3 @@ def test_release_leases_ends_live_leases_only() -> None:
     assert ledger.release_leases(NOW + timedelta(minutes=1)) == 1
     assert ledger.decide(key_of(0), "opaque", NOW + timedelta(minutes=1)).kind == "ambiguous"
     assert ledger.decide(key_of(1), "opaque", NOW + timedelta(minutes=1)).kind == "replay"
-
-
-def test_a_carried_state_from_the_previous_version_still_decodes() -> None:
-    ledger = ledger_of(["old result"])
-    old = {
-        "transcript": [m.model_dump(mode="json") for m in conversation(["old result"])],
-        "receipts": ledger.model_dump(mode="json"),
-        "stats": RunStats().model_dump(mode="json"),
-        "turn": 2,
-    }
-    carried = CarriedState.model_validate(old)
-    assert carried.packed_receipts is None and carried.receipt_scope is None
-    assert carried.receipts == ledger

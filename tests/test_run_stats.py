@@ -130,7 +130,7 @@ def test_folding_a_childs_stats_adds_every_number_and_keeps_the_run_s_own_apart(
     assert child.retries == {"a": 2, "b": 1}  # the child's own numbers are untouched
 
 
-def test_stats_and_runs_recorded_before_these_fields_existed_still_load() -> None:
+def test_stats_and_runs_that_leave_out_the_optional_fields_load_with_their_defaults() -> None:
     old_stats = {
         "turns": 2,
         "model_attempts": 2,
@@ -144,7 +144,7 @@ def test_stats_and_runs_recorded_before_these_fields_existed_still_load() -> Non
     stats = RunStats.model_validate(old_stats)
     assert (stats.cost_usd, stats.retries, stats.healed, stats.children) == (0.0, {}, {}, None)
     carried = CarriedState.model_validate(
-        {"transcript": [], "receipts": {}, "stats": old_stats, "turn": 2}
+        {"transcript": [], "packed_receipts": {}, "stats": old_stats, "turn": 2}
     )
     assert carried.stats == stats
     run = RunInput.model_validate({"endpoint": "e", "model": "m", "prompt": "p"})

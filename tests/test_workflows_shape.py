@@ -12,7 +12,7 @@ from types import ModuleType
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS = ROOT / "steadyloop" / "_workflows"
-LOOP_MODULE = "workflows/tool_loop.py"  # as named when the folder alone is measured
+LOOP_MODULE = "_workflows/tool_loop.py"  # as named when the folder alone is measured
 LOOP_MODULE_LINES = 500
 
 
