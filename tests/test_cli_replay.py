@@ -19,6 +19,7 @@ import pytest
 from loop_harness import run_input, running_loop
 
 from steadyloop._cli.main import run_cli
+from steadyloop._cli.replay import report
 from steadyloop.testing._chunks import ScriptedCall, finish_chunk, text_chunks, tool_call_chunks
 from steadyloop.testing._scripted_server import ScriptedResponse, sse_response
 
@@ -127,3 +128,11 @@ async def test_the_runs_in_flight_are_read_from_the_server_and_replay(
     assert f"ok        {held.id}" in running
     assert code_closed == 0, closed
     assert f"ok        {held.id}" in closed
+
+
+def test_no_history_to_check_is_said_in_words() -> None:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = report([], nothing="no steadyloop run is open on this server")
+    assert code == 0
+    assert out.getvalue() == "no steadyloop run is open on this server: nothing to check\n"

@@ -204,15 +204,20 @@ def add_replay_parser(
     return replay
 
 
-def _report(verdicts: list[ReplayVerdict]) -> int:
+def report(verdicts: list[ReplayVerdict], *, nothing: str) -> int:
+    """Print one line per history and a summary; the exit code. `nothing` is what an
+    empty list means (no open runs, no files), said rather than "0 of 0"."""
     for verdict in verdicts:
         print(verdict.line(), file=sys.stdout)
     diverged = sum(verdict.failure is not None for verdict in verdicts)
-    print(
-        f"{len(verdicts) - diverged} of {len(verdicts)} replay on this version"
-        + (f"; {diverged} would fail on it: keep them on the old workers" if diverged else ""),
-        file=sys.stdout,
-    )
+    if not verdicts:
+        print(f"{nothing}: nothing to check", file=sys.stdout)
+    else:
+        print(
+            f"{len(verdicts) - diverged} of {len(verdicts)} replay on this version"
+            + (f"; {diverged} would fail on it: keep them on the old workers" if diverged else ""),
+            file=sys.stdout,
+        )
     sys.stdout.flush()
     return EXIT_DIVERGED if diverged else EXIT_OK
 
@@ -226,11 +231,13 @@ def replay_command(args: argparse.Namespace) -> int:
             raise ConfigError("--closed reads the server; it cannot be given with files")
         histories = file_histories(args.files)
         converter = live_run.connection_settings(args).data_converter
-        return _report(asyncio.run(replay_histories(histories, converter)))
+        return report(asyncio.run(replay_histories(histories, converter)), nothing="no files")
 
     async def replay(client: Client) -> int:
         found = server_histories(client, closed=args.closed, limit=args.limit)
-        return _report(await replay_histories(found, client.data_converter))
+        verdicts = await replay_histories(found, client.data_converter)
+        kept = "open or closed" if args.closed else "open"
+        return report(verdicts, nothing=f"no steadyloop run is {kept} on this server")
 
     return live_run.run_with_client(args, replay)
 
@@ -242,4 +249,5 @@ __all__ = [
     "history_query",
     "replay_command",
     "replay_histories",
+    "report",
 ]
