@@ -1,4 +1,4 @@
-"""The chaos suite (issue section 3): seeded, bounded faults against real processes, and
+"""The chaos suite: seeded, bounded faults against real processes, and
 invariants that must hold whatever struck.
 
 Two parts. The checker (`chaos_checker.check`) is a pure function over collected facts,
