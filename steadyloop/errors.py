@@ -51,6 +51,7 @@ still an `AssertionError` (pytest reports it as a failed assertion, not a crash)
     ├── SchemaError (ValueError)
     ├── DuplicateToolError (ValueError)
     ├── UnknownToolError (LookupError)
+    ├── ToolWithoutDescription (UserWarning) a tool the model would see undescribed
     ├── PluginError (ValueError)
     ├── ProgressTooLarge (ValueError)
     ├── SandboxEscape (PermissionError)  a path outside an example tool's sandbox

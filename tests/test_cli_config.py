@@ -462,3 +462,18 @@ def test_a_route_is_given_instead_of_an_endpoint_and_model(
 ) -> None:
     assert run_cli(["run", "hi", "--route", "a=m", "--endpoint", "b"]) == EXIT_USAGE
     assert "leave out --endpoint and --model" in capsys.readouterr().err
+
+
+def test_an_endpoint_problem_names_the_table_as_written_and_the_key_meant(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "steadyloop.toml"
+    path.write_text('[endpoints.default]\nbase_url = "http://127.0.0.1:9/v1"\nmodle = "m"\n')
+    with pytest.raises(ConfigError) as refused:
+        endpoint_settings(flags=[], config=load_config(path, {}), environ={})
+    assert str(refused.value) == (
+        f"{path}: endpoints.default: modle: not an endpoint setting (did you mean 'model'?)"
+    )
+    path.write_text("[endpoints.default]\nbase_url = 3\n")
+    with pytest.raises(ConfigError, match=r": endpoints\.default: base_url: Input should be"):
+        endpoint_settings(flags=[], config=load_config(path, {}), environ={})

@@ -361,3 +361,29 @@ def test_description_is_a_copy_the_workflow_side_cannot_corrupt() -> None:
     described.parameters["properties"]["a"]["type"] = "string"
     assert one.parameters["properties"]["a"]["type"] == "integer"
     assert one.describe().parameters["properties"]["a"]["type"] == "integer"
+
+
+def test_a_tool_the_model_would_see_undescribed_is_warned_about_where_it_is_declared() -> None:
+    import warnings as warnings_module
+
+    from steadyloop.tools import ToolWithoutDescription
+
+    with pytest.warns(ToolWithoutDescription, match="'lookup' has no description") as seen:
+
+        @tool(effect="pure")
+        async def lookup(order_id: str) -> str:
+            return order_id
+
+    assert seen[0].filename == __file__  # points at the declaration, not the library
+    assert lookup.description == ""
+    with warnings_module.catch_warnings():
+        warnings_module.simplefilter("error")
+
+        @tool(effect="pure")
+        async def described(order_id: str) -> str:
+            """Look an order up."""
+            return order_id
+
+        @tool(effect="pure", description="Look an order up.")
+        async def given(order_id: str) -> str:
+            return order_id

@@ -45,6 +45,7 @@ What goes wrong without the checks here:
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
@@ -527,7 +528,14 @@ class EndpointRegistry:
         return cls.from_data(data, source=source)
 
     @classmethod
-    def from_data(cls, data: Any, *, source: str = "endpoint configuration") -> EndpointRegistry:
+    def from_data(
+        cls, data: Any, *, source: str = "endpoint configuration", table: str | None = None
+    ) -> EndpointRegistry:
+        """Endpoints from parsed data: a list of endpoint objects, or name -> endpoint.
+
+        `table`: the key the mapping sits under in a config file (`endpoints`), so a
+        problem is named as the user wrote it (`c.toml: endpoints.default: ...`), and a
+        misspelt key gets the one it most looks like."""
         items: list[tuple[str, Any]]
         if isinstance(data, list):
             items = [(f"{source}[{i}]", entry) for i, entry in enumerate(data)]
@@ -540,7 +548,8 @@ class EndpointRegistry:
                             f"{source}[{name!r}] has a different name inside: {entry['name']!r}"
                         )
                     entry = {**entry, "name": name}
-                items.append((f"{source}[{name!r}]", entry))
+                where = f"{source}: {table}.{name}" if table else f"{source}[{name!r}]"
+                items.append((where, entry))
         else:
             raise EndpointConfigError(
                 f"{source} must be a JSON list of endpoints or an object of name -> endpoint, "
@@ -553,11 +562,7 @@ class EndpointRegistry:
             try:
                 endpoint = EndpointConfig.model_validate(entry)
             except ValidationError as exc:
-                problems = "; ".join(
-                    f"{'.'.join(str(p) for p in err['loc']) or 'endpoint'}: "
-                    + str(err["msg"]).removeprefix("Value error, ")
-                    for err in exc.errors()
-                )
+                problems = "; ".join(map(_endpoint_problem, exc.errors()))
                 raise EndpointConfigError(f"{where}: {problems}") from None
             registry.add(endpoint)
         return registry
@@ -610,3 +615,20 @@ def _shown_api(value: Any) -> str:
     except (ValueError, RecursionError):
         return type(value).__name__
     return text if isinstance(value, str) else f"{text} ({type(value).__name__})"
+
+
+def _endpoint_problem(error: Any) -> str:
+    """One validation error of an endpoint, with the key it names; an unknown key also
+    names the endpoint key it most looks like (`modle` -> `model`)."""
+    where = ".".join(str(part) for part in error["loc"]) or "endpoint"
+    message = str(error["msg"]).removeprefix("Value error, ")
+    if error.get("type") == "extra_forbidden" and error["loc"]:
+        close = difflib.get_close_matches(str(error["loc"][-1]), _ENDPOINT_KEYS, n=1)
+        message = "not an endpoint setting" + (f" (did you mean {close[0]!r}?)" if close else "")
+    return f"{where}: {message}"
+
+
+_ENDPOINT_KEYS = sorted(
+    {alias for field in EndpointConfig.model_fields.values() if (alias := field.alias)}
+    | set(EndpointConfig.model_fields)
+)

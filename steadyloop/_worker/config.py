@@ -326,9 +326,9 @@ def endpoint_settings(
     endpoints: dict[str, EndpointConfig] = {}
     sources: dict[str, str] = {}
 
-    def merge(data: Any, source: str) -> None:
+    def merge(data: Any, source: str, table: str | None = None) -> None:
         try:
-            registry = EndpointRegistry.from_data(data, source=source)
+            registry = EndpointRegistry.from_data(data, source=source, table=table)
         except EndpointConfigError as exc:
             message = str(exc)
             if source.startswith("--endpoint "):  # a flag is one entry: no `[0]` to point at
@@ -339,7 +339,7 @@ def endpoint_settings(
             sources[endpoint.name] = source
 
     if config.source is not None and config.file.endpoints:
-        merge(config.file.endpoints, config.source)
+        merge(config.file.endpoints, config.source, table="endpoints")
     raw = environ.get(ENDPOINTS_ENV, "").strip()
     if raw:
         try:

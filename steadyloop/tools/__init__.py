@@ -32,6 +32,7 @@ from steadyloop.tools._definition import (
     DEFAULT_TOOL_TIMEOUT,
     ToolDefinition,
     ToolDefinitionError,
+    ToolWithoutDescription,
     tool,
 )
 from steadyloop.tools._payloads import (
@@ -66,6 +67,7 @@ __all__ = [
     "ToolPlugin",
     "ToolProgress",
     "ToolRegistry",
+    "ToolWithoutDescription",
     "UnknownToolError",
     "arguments_schema",
     "current_invocation",

@@ -31,6 +31,7 @@ import copy
 import inspect
 import re
 import sys
+import warnings
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -53,6 +54,13 @@ TOOL_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 DEFAULT_TOOL_TIMEOUT = timedelta(seconds=30)
 
 _PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
+
+
+class ToolWithoutDescription(SteadyloopError, UserWarning):
+    """A tool the model would see with an empty description (no docstring, none given).
+
+    A warning, not a refusal: the tool works, but a model picks tools by their
+    descriptions, so one without is rarely called when it should be."""
 
 
 class ToolDefinitionError(SteadyloopError, ValueError):
@@ -289,6 +297,13 @@ def _define(
         description = _first_paragraph(inspect.getdoc(fn))
     elif not isinstance(description, str):
         raise ToolDefinitionError(f"tool {tool_name!r}: description must be a string")
+    if not description.strip():
+        warnings.warn(
+            f"tool {tool_name!r} has no description: the model reads an empty one and cannot "
+            "tell when to call it; give the function a docstring, or pass description=",
+            ToolWithoutDescription,
+            stacklevel=3,
+        )
 
     model, model_parameter, fields = _arguments_model(fn, tool_name, scope)
     try:
