@@ -115,3 +115,13 @@ async def test_the_example_prints_the_events_and_decides_the_call(
     else:
         assert desk.refunds == []
         assert result.final_answer is not None and "rejected" in result.final_answer
+
+
+def test_the_page_shows_the_example_exactly_as_the_file_holds_it() -> None:
+    """The client page copies `examples/helpdesk/follow.py` rather than including it (an
+    include line shows as itself on GitHub): the copy must stay the file."""
+    root = Path(__file__).resolve().parent.parent
+    page = (root / "docs" / "client.md").read_text(encoding="utf-8")
+    code = (root / "examples" / "helpdesk" / "follow.py").read_text(encoding="utf-8")
+    assert f"```python\n{code.rstrip()}\n```" in page
+    assert "--8<--" not in page
