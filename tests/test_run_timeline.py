@@ -68,8 +68,8 @@ async def test_a_lost_tool_attempt_run_again_is_said_on_its_call() -> None:
     retried = [e for e in timeline if e.kind == "tool_retry"]
     assert [(e.call_id, e.phase) for e in retried] == [("s1", "tools"), ("s1", "tools")]
     assert retried[0].text.startswith(
-        "attempt 1 lost (Tool 'slow' timed out: it ran past its 0.5 s timeout; the worker "
-        "may still finish it.)"
+        "attempt 1 lost (Tool 'slow' timed out: it gave no answer within its 0.5 s timeout: "
+        "its worker may have stopped, or may still be running it.)"
     )
     assert result.stats.retries == {"tool_lost": 2}
 

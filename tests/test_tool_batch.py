@@ -162,7 +162,8 @@ async def test_an_opaque_attempt_that_timed_out_stays_running_with_its_recorded_
     )
     assert (
         lost
-        == "Tool 'pay' timed out: it ran past its 30 s timeout; the worker may still finish it."
+        == "Tool 'pay' timed out: it gave no answer within its 30 s timeout: its worker may "
+        "have stopped, or may still be running it."
     )
     receipt = state.receipts.get(key)
     assert receipt is not None and receipt.status == "running"

@@ -87,7 +87,8 @@ def _late(key: str = "k", attempt: int = 1, content: str = "sent: 42") -> LateTo
 def test_the_default_timeout_is_the_30_s_the_words_name() -> None:
     assert timedelta(seconds=30) == DEFAULT_TOOL_TIMEOUT
     assert lost_text(_description(), TimeoutType.START_TO_CLOSE) == (
-        "ran past its 30 s timeout; the worker may still finish it"
+        "gave no answer within its 30 s timeout: "
+        "its worker may have stopped, or may still be running it"
     )
 
 
@@ -95,7 +96,7 @@ def test_a_heartbeat_timeout_reads_as_a_silent_attempt_not_a_slow_one() -> None:
     resumable = _description(effect="resumable", heartbeat_timeout_s=10.0)
     words = lost_text(resumable, TimeoutType.HEARTBEAT)
     assert words == "sent no heartbeat for 10 s (its worker was lost, or the tool stalled)"
-    assert "timeout; the worker may still finish it" not in words
+    assert "may still be running it" not in words
     assert "worker may have been lost" in lost_text(_description(), None)
 
 
@@ -151,7 +152,10 @@ def _call(**fields: object) -> AmbiguousCall:
 
 
 def test_the_bang_line_says_the_tool_ran_past_its_timeout() -> None:
-    lost = "ran past its 30 s timeout; the worker may still finish it"
+    lost = (
+        "gave no answer within its 30 s timeout: "
+        "its worker may have stopped, or may still be running it"
+    )
     (line, _) = waiting_lines("r", _call(lost=lost))
     assert f"(attempt 1 {lost})" in line
     (line, _) = waiting_lines("r", _call())  # how it ended is not known: said as before
@@ -249,7 +253,10 @@ async def test_a_tool_past_its_timeout_on_a_live_worker_keeps_its_late_result(
                 task_queue=options.task_queue,
             )
             waiting = await _until_ambiguous(handle, late=False)
-            said = "ran past its 1 s timeout; the worker may still finish it"
+            said = (
+                "gave no answer within its 1 s timeout: "
+                "its worker may have stopped, or may still be running it"
+            )
             assert waiting.lost == said
             assert waiting.late_result is None
             assert said in waiting.reason and "opaque" in waiting.reason

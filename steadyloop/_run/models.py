@@ -472,8 +472,8 @@ class RunInput(RunSettings):
 class AmbiguousCall(BaseModel):
     """A call suspended because an earlier attempt may have taken effect (query view).
 
-    `lost`: how the attempt ended when it timed out ("ran past its 30 s timeout; the
-    worker may still finish it"), None when that is not known (a run it resumes).
+    `lost`: how the attempt ended when it timed out ("gave no answer within its 30 s
+    timeout ..."), None when that is not known (a run it resumes).
     `late_result`: what the tool returned after its timeout, when the worker sent it
     (`steadyloop._workflows.late_results`): for the person who resolves the call.
     """

@@ -6,7 +6,8 @@ without recording an outcome"), and when its function does return, Temporal refu
 completion and the result is gone, while a person is asked whether the call happened.
 
 - What Temporal says ended the attempt decides the words (`lost_text`): a start-to-close
-  timeout is a tool that "ran past its 30 s timeout; the worker may still finish it"; a
+  timeout is an attempt that "gave no answer within its 30 s timeout" (Temporal cannot
+  tell a stopped worker from one still running it, so the words say both); a
   heartbeat timeout is an attempt that went silent (its worker lost, or the tool stalled).
   The same words go to the receipt's reason, the timeline, the trace and the CLI.
 - The worker sends what a late opaque call returned (`LateToolResult`, a signal). It is
@@ -47,7 +48,10 @@ def lost_text(description: ToolDescription, kind: TimeoutType | None) -> str:
             "(its worker was lost, or the tool stalled)"
         )
     if kind == TimeoutType.START_TO_CLOSE:
-        return f"ran past its {description.timeout_s:g} s timeout; the worker may still finish it"
+        return (
+            f"gave no answer within its {description.timeout_s:g} s timeout: "
+            "its worker may have stopped, or may still be running it"
+        )
     return "timed out without an outcome (its worker may have been lost)"
 
 
