@@ -23,7 +23,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Sequence
+from datetime import UTC
 
+from temporalio.api.enums.v1 import PendingActivityState
+from temporalio.api.workflow.v1 import PendingActivityInfo
 from temporalio.client import (
     Client,
     WorkflowHandle,
@@ -34,6 +38,7 @@ from temporalio.service import RPCError
 from steadyloop._cli.progress import EventPrinter, ProgressDisplay, one_line, status_line
 from steadyloop._cli.receipts import late_event_lines, receipt_event_lines
 from steadyloop._run.models import RunResult
+from steadyloop._stream.completion import STREAM_COMPLETION_ACTIVITY
 from steadyloop._workflows.tool_loop import ToolLoopWorkflow
 from steadyloop.client import RunHandle as ClientRunHandle
 from steadyloop.client import StopUnread
@@ -46,8 +51,10 @@ from steadyloop.events import (
     ToolCallEvent,
 )
 
-# Seconds without a first event before the status asks whether a worker is running.
+# Seconds without a first event before the status says what the run is doing (then
+# again every QUIET_REFRESH_S until the first event).
 WORKER_HINT_S = 2.0
+QUIET_REFRESH_S = 2.0
 _LOG_ERRORS = (
     RPCError,
     WorkflowUpdateRPCTimeoutOrCancelledError,
@@ -75,10 +82,9 @@ async def follow(
     """
     printer = EventPrinter(handle.id, steering=not ended)
     result = asyncio.ensure_future(handle.result())
-    # Until the log says anything, the reason may be that no worker runs the run.
-    quiet = asyncio.get_running_loop().call_later(
-        WORKER_HINT_S, display.status, status_line(None, task_queue=task_queue)
-    )
+    # Until the log says anything, say what the run is doing: a model turn of a run that
+    # forwards nothing says nothing until it ends, and no worker says nothing at all.
+    quiet = asyncio.ensure_future(_while_quiet(handle, display, task_queue))
     spoken: set[int] = set()  # turns whose text was printed (or looked for)
     receipts_shown: set[str] = set()
     late_shown: set[str] = set()
@@ -120,6 +126,8 @@ async def follow(
         return outcome
     finally:
         quiet.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await quiet
         if not result.done():
             result.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -139,3 +147,34 @@ def _receipt_lines(
         late.add(event.key)
         lines.extend(late_event_lines(workflow_id, event))
     return lines
+
+
+async def _while_quiet(handle: RunHandle, display: ProgressDisplay, task_queue: str | None) -> None:
+    """Until the first event, what the run's pending activities say it is doing; a run
+    that cannot be described keeps the question whether a worker runs it."""
+    await asyncio.sleep(WORKER_HINT_S)
+    while True:
+        try:
+            described = await handle.describe()
+            pending = list(described.raw_description.pending_activities)
+        except RPCError:
+            pending = []
+        display.status(quiet_line(pending, task_queue))
+        await asyncio.sleep(QUIET_REFRESH_S)
+
+
+def quiet_line(pending: Sequence[PendingActivityInfo], task_queue: str | None) -> str:
+    """The status before a run's first event: the model asked (since when, which
+    attempt), a tool running, an activity no worker has taken, or no worker at all.
+    Times are the server's (UTC), so the line stays the same while nothing changes."""
+    for activity in pending:
+        name = activity.activity_type.name
+        what = "asking the model" if name == STREAM_COMPLETION_ACTIVITY else f"running {name}"
+        if activity.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED:
+            started = activity.last_started_time.ToDatetime(tzinfo=UTC)
+            attempt = f", attempt {activity.attempt}" if activity.attempt > 1 else ""
+            return f"{what} (since {started:%H:%M:%S} UTC{attempt})"
+    if pending:
+        where = f" on task queue {task_queue!r}" if task_queue else ""
+        return f"waiting for a worker{where} to take the run's next step"
+    return status_line(None, task_queue=task_queue)
