@@ -1,9 +1,9 @@
 """Before a run's first event, the follower says what the run is doing.
 
-A run that forwards nothing says nothing during a slow model turn; the follower used to
-guess that no worker ran it. It now reads the run's pending activities: the model being
-asked (since when, which attempt), a tool running, a step no worker has taken, or no
-step at all (then it asks whether a worker runs)."""
+A run that forwards nothing says nothing during a slow model turn, which looks exactly
+like a run no worker runs. So the follower reads the run's pending activities: the
+model being asked (since when, which attempt), a tool running, a step no worker has
+taken, or no step at all (only then does it ask whether a worker runs)."""
 
 from __future__ import annotations
 
