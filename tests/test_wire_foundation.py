@@ -140,7 +140,7 @@ def test_an_unknown_api_in_the_config_file_is_refused_naming_it(
     def run() -> object:
         return endpoint_settings(flags=[], config=load_config(file, {}), environ={})
 
-    refused_naming(value, run, str(file), "'gpt'")
+    refused_naming(value, run, str(file), "endpoints.gpt")
 
 
 def test_an_unknown_api_in_a_toml_config_file_is_refused_naming_it(tmp_path: Path) -> None:
@@ -150,7 +150,7 @@ def test_an_unknown_api_in_a_toml_config_file_is_refused_naming_it(tmp_path: Pat
     def run() -> object:
         return endpoint_settings(flags=[], config=load_config(file, {}), environ={})
 
-    refused_naming("respones", run, str(file), "'gpt'")
+    refused_naming("respones", run, str(file), "endpoints.gpt")
 
 
 @pytest.mark.parametrize("value", BAD_APIS, ids=repr)
