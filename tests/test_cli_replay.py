@@ -90,14 +90,27 @@ def test_a_history_this_version_would_not_replay_is_named_with_the_reason(
     assert "WARN" not in terminal.err + terminal.out
 
 
-def test_a_file_that_is_not_a_history_is_refused_by_name(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"not json at all",
+        b"",
+        b"\xff\xfe\x00bad",  # invalid UTF-8, a NUL
+        b'{"events": []}',
+        b'{"events": [{"eventId": "1e300"}]}',
+        b'{"events": "\\ud800"}',
+    ],
+    ids=["text", "empty", "invalid-utf8", "no-events", "1e300", "lone-surrogate"],
+)
+def test_a_file_that_is_not_a_history_is_refused_by_name(tmp_path: Path, content: bytes) -> None:
     notes = tmp_path / "notes.json"
-    notes.write_text("not json at all")
+    notes.write_bytes(content)
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
         code, _ = cli(str(notes))
     assert code == 2
     assert str(notes) in err.getvalue() and "not a workflow history" in err.getvalue()
+    assert len(err.getvalue()) < 600  # one line, not a protobuf value quoted whole
 
 
 def call(name: str, arguments: dict[str, str], call_id: str) -> ScriptedResponse:

@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from google.protobuf import json_format
 from temporalio.client import Client, WorkflowHistory
 from temporalio.converter import DataConverter
 from temporalio.runtime import (
@@ -44,6 +45,7 @@ EXIT_DIVERGED = 1
 DEFAULT_LIMIT = 200
 _ACTIVATION_LOGGER = "temporalio.worker._workflow"
 _CORE_LOGGER = "steadyloop.replay.core"
+_REASON_CHARS = 200
 _CORE_MESSAGE = re.compile(r'message: "((?:[^"\\]|\\.)*)"')
 # The workflow types a steadyloop worker serves, by their Temporal names.
 _TYPES = tuple(getattr(cls, "__temporal_workflow_definition").name for cls in RUN_WORKFLOWS)
@@ -155,10 +157,14 @@ def file_histories(paths: Sequence[Path]) -> list[WorkflowHistory]:
         try:
             text = path.read_text(encoding="utf-8")
             history = WorkflowHistory.from_json(path.stem, text)
-        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+            if not history.events:
+                raise ValueError("it holds no events")
+        except (OSError, ValueError, KeyError, TypeError, json_format.Error) as exc:
+            # A protobuf parse error quotes the offending value whole (1e300 as 300 digits).
+            reason = str(exc) if len(str(exc)) <= _REASON_CHARS else str(exc)[:_REASON_CHARS]
             raise ConfigError(
                 f"{path}: not a workflow history in JSON (write one with "
-                f"`temporal workflow show --workflow-id ID --output json`): {exc}"
+                f"`temporal workflow show --workflow-id ID --output json`): {reason}"
             ) from None
         # Ids derived from the workflow id (children's, for one) must match on replay:
         # the start event names it where the server recorded it, else the file does.
