@@ -14,6 +14,9 @@ The public modules, each with its own `__all__`:
 - `steadyloop.testing`: run your agent against a scripted model, without a cluster.
 - `steadyloop.telemetry`: install OpenTelemetry in your own worker.
 - `steadyloop.delegation`: the agents a run may delegate to, and the chain limits.
+- `steadyloop.plugin`: `SteadyloopPlugin`, steadyloop on your own Temporal client and
+  worker.
+- `steadyloop.workflow`: `Agent`, run an agent from your own workflow as a child run.
 - `steadyloop.errors`: every exception steadyloop raises is a `SteadyloopError`; the
   module draws the family and names the `ApplicationError` types a run fails with.
 

