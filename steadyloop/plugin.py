@@ -69,7 +69,7 @@ from steadyloop._worker.sandbox import (
     SERVING_WORKFLOWS,
     workflow_runner,
 )
-from steadyloop.tools._registry import ToolRegistry
+from steadyloop.tools._registry import AnyTool, ToolRegistry
 
 __all__ = ["ConverterRefused", "EndpointConfig", "SteadyloopPlugin"]
 
@@ -104,21 +104,24 @@ class _Served:
 class SteadyloopPlugin(SimplePlugin):
     """steadyloop on your Temporal client and worker (see the module's docstring).
 
-    `tools`: the tools runs may call (a `ToolRegistry`; `steadyloop.tools.activity_as_tool`
-    makes your activities tools). `endpoints`: the model endpoints (`EndpointConfig`s, or
-    a registry); None reads them as `steadyloop worker` does (`STEADYLOOP_CONFIG`,
-    `STEADYLOOP_ENDPOINTS`, `OPENAI_BASE_URL`). Provider keys are read by the model
-    activity from the worker's environment, never passed here. `mcp`: MCP servers whose
-    tools are served beside `tools`. `blobs`: where payloads too large for history go (a
-    directory, `s3://bucket/prefix`, an `ObjectStore`, or `"off"`); None reads
-    `STEADYLOOP_BLOB_DIR` as `steadyloop worker` does. `graceful_shutdown`: the least grace
-    running activities get when the worker shuts down (a longer one of yours is kept).
+    `tools`: the tools runs may call (a `ToolRegistry`, or the tools themselves;
+    `steadyloop.tools.activity_as_tool` makes your activities tools, and the plugin
+    registers those of them that run on the worker's own queue). `endpoints`: the model
+    endpoints (`EndpointConfig`s, or a registry); None reads them as `steadyloop worker`
+    does (`STEADYLOOP_CONFIG`, `STEADYLOOP_ENDPOINTS`, `OPENAI_BASE_URL`). Provider keys
+    are read by the model activity from the worker's environment, never passed here.
+    `mcp`: MCP servers whose tools are served beside `tools`. `blobs`: where payloads
+    too large for history go (a directory, `s3://bucket/prefix`, an `ObjectStore`, or
+    `"off"`); None reads `STEADYLOOP_BLOB_DIR` as `steadyloop worker` does.
+    `graceful_shutdown`: the least grace running activities get when the worker shuts
+    down (a longer one of yours is kept). `on_tools` and `model_activities` are for
+    `steadyloop worker` and the test kit.
     """
 
     def __init__(
         self,
         *,
-        tools: ToolRegistry | None = None,
+        tools: ToolRegistry | Sequence[AnyTool] | None = None,
         endpoints: EndpointRegistry | Iterable[EndpointConfig] | None = None,
         mcp: Sequence[McpServerConfig] = (),
         blobs: str | os.PathLike[str] | ObjectStore | None = None,
@@ -136,7 +139,7 @@ class SteadyloopPlugin(SimplePlugin):
             workflows=[*RUN_WORKFLOWS, *SERVING_WORKFLOWS],
             workflow_runner=_with_passthrough,
         )
-        self.tools = tools if tools is not None else ToolRegistry()
+        self.tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(list(tools or ()))
         self._environ = environ
         self.endpoints = _registry(endpoints, environ)
         self._mcp = tuple(mcp)

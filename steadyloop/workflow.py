@@ -25,11 +25,13 @@ A stop other than a final answer raises `AgentStopped`, an `ApplicationError`: u
 it fails the calling workflow (never a workflow task retried forever); caught, the
 workflow decides (`stopped.stop_reason`, `stopped.result`).
 
-The child's id is deterministic: `<your workflow id>/<agent name>/<key>`. `key` defaults
-to an id from `workflow.uuid4()` (replay gives the same); pass your own to find the same
-child again: a workflow that continued as new and asks with the same key gets the
-child's result (finished, or still running with `ParentClosePolicy.ABANDON`) instead of
-running the agent twice. Cancelling the calling workflow cancels the child.
+The child's id is deterministic: it is run 1 of thread `<your workflow id>.<agent
+name>.<key>` (workflow id `<thread>/1`), so the CLI, `steadyloop.client` threads and the
+web page find it as they find any thread's run. `key` defaults to an id from
+`workflow.uuid4()` (replay gives the same); pass your own to find the same child again:
+a workflow that continued as new and asks with the same key gets the child's result
+(finished, or still running with `ParentClosePolicy.ABANDON`) instead of running the
+agent twice. Cancelling the calling workflow cancels the child.
 
 Importable in workflow code: it holds definitions over steadyloop's payload models, and
 a worker with the plugin passes it through the sandbox.
@@ -55,6 +57,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from steadyloop._routing.route_plan import RouteConfig
     from steadyloop._run.models import RunInput, RunLimits, RunResult, Sampling
+    from steadyloop.client._threads import THREAD_MEMO, ThreadMemo, run_workflow_id
     from steadyloop.errors import AGENT_STOPPED, SteadyloopError
     from steadyloop.events._publishing import log_mode_memo
 
@@ -170,15 +173,30 @@ class Agent(Generic[OutputT]):
         """Run the agent as `run` does; the whole `RunResult`, however it stopped."""
         return (await self._child(prompt, key, parent_close_policy))[1]
 
+    def thread_id(self, key: str) -> str:
+        """The thread of this agent's run under `key` in the calling workflow."""
+        return self.thread_id_for(workflow.info().workflow_id, key)
+
     def child_id(self, key: str) -> str:
-        """The workflow id of this agent's run under `key` in the calling workflow."""
-        return f"{workflow.info().workflow_id}/{self.name}/{key}"
+        """The workflow id of this agent's run under `key`: its thread's run 1."""
+        return self.child_id_for(workflow.info().workflow_id, key)
+
+    def thread_id_for(self, parent_workflow_id: str, key: str) -> str:
+        """The thread of this agent's run under `key` in workflow `parent_workflow_id`
+        (outside workflow code: a test, a script approving its calls)."""
+        return f"{parent_workflow_id}.{self.name}.{key}"
+
+    def child_id_for(self, parent_workflow_id: str, key: str) -> str:
+        """The workflow id of this agent's run under `key` in `parent_workflow_id`."""
+        return run_workflow_id(self.thread_id_for(parent_workflow_id, key), 1)
 
     async def _child(
         self, prompt: str, key: str | None, policy: workflow.ParentClosePolicy
     ) -> tuple[str, RunResult]:
-        child_id = self.child_id(key if key is not None else str(workflow.uuid4()))
+        key = key if key is not None else str(workflow.uuid4())
+        child_id = self.child_id(key)
         run = self.run_input(prompt)
+        thread = ThreadMemo(thread=self.thread_id(key), run=1, key=f"agent:{key}")
         try:
             handle = await workflow.start_child_workflow(
                 LOOP_WORKFLOW,
@@ -188,7 +206,8 @@ class Agent(Generic[OutputT]):
                 result_type=RunResult,
                 parent_close_policy=policy,
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-                memo=log_mode_memo(run),  # where its followers find its log
+                # A thread's first run, to every reader; where its followers find its log.
+                memo={THREAD_MEMO: thread.model_dump(mode="json"), **log_mode_memo(run)},
                 static_summary=f"agent {self.name}: {prompt[:120]}",
             )
         except WorkflowAlreadyStartedError:

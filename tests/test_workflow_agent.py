@@ -72,7 +72,8 @@ async def test_the_parent_gets_the_agents_answer_and_the_child_is_a_run_of_its_o
             if event.HasField("start_child_workflow_execution_initiated_event_attributes")
         ]
         assert [c.workflow_type.name for c in children] == ["ToolLoopWorkflow"]
-        assert children[0].workflow_id.startswith(f"{parent}/helper/")
+        assert children[0].workflow_id.startswith(f"{parent}.helper.")
+        assert children[0].workflow_id.endswith("/1")  # its thread's first run
         assert children[0].task_queue.name == e.task_queue
         result = await e.steadyloop.run(children[0].workflow_id).result()
         assert result.final_answer == "forty-two"
@@ -108,7 +109,9 @@ async def test_a_person_approves_the_childs_call_by_the_childs_id() -> None:
         handle = await e.client.start_workflow(
             WaitingWorkflow.run, "refund A-1", id=parent, task_queue=e.task_queue
         )
-        child = e.steadyloop.run(f"{parent}/waiter/waiter")
+        # The child is its thread's run 1: found as the web page and the CLI find runs.
+        child = await _latest(e, f"{parent}.waiter.waiter")
+        assert child.workflow_id == f"{parent}.waiter.waiter/1"
         pending = await _pending(child)
         assert [p.tool for p in pending] == ["refund"] and REFUNDS == []
         await child.approve(pending[0])
@@ -125,7 +128,7 @@ async def test_cancelling_the_parent_cancels_the_child() -> None:
         handle = await e.client.start_workflow(
             WaitingWorkflow.run, "refund B-2", id=parent, task_queue=e.task_queue
         )
-        child = e.steadyloop.run(f"{parent}/waiter/waiter")
+        child = e.steadyloop.run(f"{parent}.waiter.waiter/1")
         await _pending(child)
         await handle.cancel()
         async with e.skipping_time():
@@ -145,6 +148,15 @@ async def test_a_parent_that_continued_as_new_gets_the_childs_answer_again() -> 
         )
         assert answer == "first and only / first and only"
         assert len(script.requests) == 1  # the agent ran once
+
+
+async def _latest(e: AgentEnv, thread: str) -> RunHandle:
+    for _ in range(400):
+        latest = await e.steadyloop.thread(thread).latest()
+        if latest is not None:
+            return latest
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"thread {thread} never had a run")
 
 
 async def _pending(child: RunHandle) -> list[PendingApproval]:

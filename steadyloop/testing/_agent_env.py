@@ -57,6 +57,7 @@ from typing import Any, TypeVar
 from temporalio.api.testservice.v1 import LockTimeSkippingRequest, UnlockTimeSkippingRequest
 from temporalio.client import Client, WorkflowHandle
 from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
@@ -85,7 +86,7 @@ from steadyloop.testing._core_logs import time_skipping_runtime
 from steadyloop.testing._scripted_model import UNSCRIPTED, ScriptedModel, UnknownToolWarning
 from steadyloop.testing._scripted_server import RecordedRequest, ScriptedResponse, ScriptedServer
 from steadyloop.tools._disclosure import ACTIVATE_PLUGIN_TOOL
-from steadyloop.tools._registry import ToolRegistry
+from steadyloop.tools._registry import AnyTool, ToolRegistry
 
 ENDPOINT = "scripted"
 # The endpoint a run (or an `Agent`) names when it names none.
@@ -115,7 +116,7 @@ class AgentEnv:
 
     def __init__(
         self,
-        tools: ToolRegistry | None = None,
+        tools: ToolRegistry | Sequence[AnyTool] | None = None,
         *,
         system_prompt: str | None = None,
         endpoint_config: Mapping[str, Any] | None = None,
@@ -123,7 +124,7 @@ class AgentEnv:
         activities: Sequence[Callable[..., Any]] = (),
         endpoints: Sequence[str] = (),
     ) -> None:
-        self.tools = tools if tools is not None else ToolRegistry()
+        self.tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(list(tools or ()))
         self._workflows = list(workflows)
         self._activities = list(activities)
         self._endpoint_names = list(dict.fromkeys([ENDPOINT, DEFAULT_ENDPOINT, *endpoints]))
@@ -335,6 +336,35 @@ class AgentEnv:
         model.name = model_name
         self._register(model)
         return model
+
+    async def agent(self, workflow_id: str, model: ScriptedModel | None = None) -> RunningAgent:
+        """The run your workflow started (an `Agent`'s child: `Agent.child_id(key)`), once
+        it exists, to steer and assert on as a run `start` started. `model`: the script
+        answering it (the `script` fallback when None)."""
+        scripted = model or self._fallback
+        if scripted is None:
+            raise ValueError("no ScriptedModel answers this run: pass model=, or env.script(...)")
+        handle = self.client.get_workflow_handle(workflow_id)
+        deadline = asyncio.get_running_loop().time() + WAIT_GUARD_S
+        while True:
+            try:
+                started = await handle.fetch_history_events().__anext__()
+                break
+            except RPCError:  # not started yet
+                if asyncio.get_running_loop().time() > deadline:
+                    raise AssertionError(
+                        f"timed out after {WAIT_GUARD_S:g}s waiting for run {workflow_id}"
+                    ) from None
+                await asyncio.sleep(STEP_S)
+        attributes = started.workflow_execution_started_event_attributes
+        (run,) = await self.client.data_converter.decode(attributes.input.payloads, [RunInput])
+        return RunningAgent(
+            handle=handle,
+            model=scripted,
+            run=run,
+            env=self,
+            run_handle=self.steadyloop.run(workflow_id),
+        )
 
     def _register(self, model: ScriptedModel) -> None:
         if model.name in self._models and self._models[model.name] is not model:
