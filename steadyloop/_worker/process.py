@@ -95,6 +95,7 @@ HEARTBEAT_THROTTLE = timedelta(seconds=1)
 # (`endpoint_health`, `chain_admission`) are created rarely and stay re-imported, as
 # the SDK intends.
 PASSED_THROUGH_WORKFLOW_HELPERS = (
+    "steadyloop._workflows.activity_tools",
     "steadyloop._workflows.approvals",
     "steadyloop._workflows.compaction_step",
     "steadyloop._workflows.delegation",
@@ -171,6 +172,7 @@ def build_worker(client: Client, options: WorkerOptions, model: ModelActivities)
             await_child_run,
             *health.activities(),
             *ChainAdmissionActivities(client, task_queue=options.task_queue).activities(),
+            *options.tools.activity_functions(),  # the user's activities offered as tools
         ],
         graceful_shutdown_timeout=options.graceful_shutdown,
         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,

@@ -94,6 +94,16 @@ class ToolRegistry:
             self._plugin_of[definition.name] = member_of
         return definition
 
+    def activity_functions(self) -> list[Any]:
+        """The functions of the activity tools (`activity_as_tool`) that run on the run's
+        own task queue, for the worker that serves the runs to register; one given a
+        `task_queue` runs on that queue's worker, which registers it itself."""
+        return [
+            definition.fn
+            for definition in self._tools.values()
+            if definition.activity is not None and definition.activity.task_queue is None
+        ]
+
     def get(self, name: str) -> AnyTool:
         """The tool called `name`; raises `UnknownToolError` listing the registered ones."""
         try:
