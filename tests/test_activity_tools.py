@@ -20,11 +20,13 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 from temporalio import activity
+from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import EventType
-from temporalio.common import RetryPolicy
+from temporalio.common import RawValue, RetryPolicy
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
+from steadyloop._workflows.activity_tools import call_arguments
 from steadyloop.testing import AgentEnv, AgentRun, Happened, ScriptedModel, call
 from steadyloop.tools import (
     ToolDefinitionError,
@@ -34,6 +36,7 @@ from steadyloop.tools import (
     tool,
 )
 from steadyloop.tools._content import encode_result
+from steadyloop.tools._payloads import ActivityParameter, ActivityTarget
 
 RUN_TOOL = "steadyloop.run_tool"
 
@@ -101,6 +104,8 @@ async def hostile(kind: str) -> Any:
         "nul": "a\x00b",
         "big": "x" * (3 * 1024 * 1024),
         "bytes": b"\xff\x00",
+        # An encoding the run's converter does not know (a worker with its own converter).
+        "foreign": RawValue(Payload(metadata={"encoding": b"x-custom"}, data=b"\x00")),
     }
     return values[kind]
 
@@ -217,6 +222,35 @@ def test_the_registry_lists_the_activities_its_worker_must_register() -> None:
 async def _balance() -> int:
     """The balance."""
     return 100
+
+
+def target(*parameters: ActivityParameter) -> ActivityTarget:
+    return ActivityTarget(activity_type="t", start_to_close_s=1, parameters=list(parameters))
+
+
+def test_a_calls_arguments_go_by_position_with_defaults_and_nulls_read_as_absent() -> None:
+    order = ActivityParameter(name="order", required=True, types=["object"])
+    amount = ActivityParameter(name="amount", has_default=True, default=5, types=["integer"])
+    note = ActivityParameter(name="note", null_is_absent=True, types=["string"])
+    tip = ActivityParameter(name="tip", has_default=True, default=0, types=["number"])
+    three = target(order, amount, note)
+    assert call_arguments(three, {"order": {}}) == [{}, 5]  # note left to the function
+    assert call_arguments(three, {"order": {}, "note": None}) == [{}, 5]  # null: absent
+    assert call_arguments(three, {"order": {}, "note": "n", "amount": 2}) == [{}, 2, "n"]
+    assert call_arguments(target(order, note, tip), {"order": {}, "tip": 1}) == (
+        "argument 'note' must be given when 'tip' is"  # positions cannot skip it
+    )
+    assert call_arguments(target(order, tip), {"order": {}, "tip": 1}) == [{}, 1]  # int: number
+    assert call_arguments(three, {"order": {}, "amount": True}) == (
+        "argument 'amount' must be integer, not a boolean"
+    )
+    assert call_arguments(three, {}) == "missing required argument 'order'"
+    one_model = ActivityTarget(
+        activity_type="t",
+        start_to_close_s=1,
+        fields=[ActivityParameter(name="memo", null_is_absent=True)],
+    )
+    assert call_arguments(one_model, {"memo": None, "id": 1}) == [{"id": 1}]
 
 
 # -- running -----------------------------------------------------------------------------
@@ -359,7 +393,7 @@ async def test_a_given_task_queue_reaches_the_worker_that_serves_it() -> None:
 
 @pytest.mark.slow
 async def test_results_nobody_can_read_whole_become_markers_not_a_failed_task() -> None:
-    kinds = ["nan", "huge_float", "surrogate", "nul", "big", "bytes"]
+    kinds = ["nan", "huge_float", "surrogate", "nul", "big", "bytes", "foreign"]
     async with AgentEnv(ToolRegistry([activity_as_tool(hostile, effect="pure")])) as env:
         model = ScriptedModel().turn(*(call("hostile", kind=k) for k in kinds)).says("read")
         run = await env.run(model, "read them")
@@ -375,6 +409,9 @@ async def test_results_nobody_can_read_whole_become_markers_not_a_failed_task() 
     assert results["nul"] == "a\x00b"
     assert results["big"].endswith("bytes shown]") and len(results["big"]) < 70_000
     assert results["bytes"] == encode_result(b"\xff\x00")  # bytes that are not UTF-8: repr
+    assert results["foreign"].startswith(
+        "[steadyloop: the activity's result (x-custom) could not be decoded: "
+    )
     statuses = {receipt.status for receipt in run.receipts}
     assert statuses == {"completed"}  # each an answer: a repeat would not run it again
 

@@ -31,7 +31,12 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from steadyloop.tools._content import cap_content, encode_result, marker
-    from steadyloop.tools._payloads import ActivityTarget, ToolDescription, ToolOutcome
+    from steadyloop.tools._payloads import (
+        ActivityParameter,
+        ActivityTarget,
+        ToolDescription,
+        ToolOutcome,
+    )
 
 # The error type the activity's worker reports when the pydantic converter could not
 # encode the activity's result (`pydantic_core.PydanticSerializationError`).
@@ -41,12 +46,8 @@ UNENCODABLE_RESULT = "PydanticSerializationError"
 def call_arguments(target: ActivityTarget, arguments: dict[str, Any]) -> list[Any] | str:
     """The activity's positional arguments for a call, or why the call cannot be made."""
     if target.parameters is None:  # one pydantic model: the arguments are the model
-        present = {
-            name: value
-            for name, value in arguments.items()
-            if not (value is None and name in _null_absent(target))
-        }
-        return [present]
+        absent = {field.name for field in target.fields if field.null_is_absent}
+        return [{k: v for k, v in arguments.items() if not (v is None and k in absent)}]
     known = [parameter.name for parameter in target.parameters]
     unknown = [name for name in arguments if name not in known]
     if unknown:
@@ -54,25 +55,37 @@ def call_arguments(target: ActivityTarget, arguments: dict[str, Any]) -> list[An
             f"unknown argument(s) {', '.join(map(repr, unknown))}; "
             f"the arguments are {', '.join(map(repr, known)) or 'none'}"
         )
+    return _positional(target.parameters, arguments)
+
+
+def _positional(parameters: list[ActivityParameter], arguments: dict[str, Any]) -> list[Any] | str:
+    """Each parameter's value in order: given, else its JSON default, else left to the
+    function (only a trailing one can be: arguments go by position)."""
     values: list[Any] = []
     omitted: str | None = None  # an argument left to the function's own default
-    for parameter in target.parameters:
-        value = arguments.get(parameter.name)
-        given = parameter.name in arguments and not (value is None and parameter.null_is_absent)
+    for parameter in parameters:
+        given = _given(parameter, arguments)
         if given and omitted is not None:
             return f"argument {omitted!r} must be given when {parameter.name!r} is"
         if given:
-            wrong = _wrong_type(parameter.types, value)
+            wrong = _wrong_type(parameter.types, arguments[parameter.name])
             if wrong is not None:
                 return f"argument {parameter.name!r} must be {wrong}"
-            values.append(value)
+            values.append(arguments[parameter.name])
         elif parameter.required:
             return f"missing required argument {parameter.name!r}"
         elif parameter.has_default and omitted is None:
             values.append(parameter.default)
-        else:
-            omitted = omitted or parameter.name
+        elif omitted is None:
+            omitted = parameter.name
     return values
+
+
+def _given(parameter: ActivityParameter, arguments: dict[str, Any]) -> bool:
+    """Whether the call gives the argument (a `null` that means "not given" does not)."""
+    if parameter.name not in arguments:
+        return False
+    return not (arguments[parameter.name] is None and parameter.null_is_absent)
 
 
 def retry_policy(effect: str, target: ActivityTarget) -> RetryPolicy:
@@ -183,7 +196,3 @@ def json_kind(value: Any) -> str:
     names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}
     names.update({list: "an array", dict: "an object", type(None): "null"})
     return names.get(type(value), type(value).__name__)
-
-
-def _null_absent(target: ActivityTarget) -> set[str]:
-    return {field.name for field in target.fields if field.null_is_absent}
