@@ -188,6 +188,14 @@ def test_other_declarations_that_cannot_work_are_refused() -> None:
         activity_as_tool(flaky_lookup, effect="pure", retry_policy=RetryPolicy(maximum_attempts=3))
     with pytest.raises(ToolDefinitionError, match=r"heartbeat_timeout.*shorter"):
         charge_tool(heartbeat_timeout=timedelta(seconds=30))
+    bouncing = RetryPolicy(maximum_attempts=2, backoff_coefficient=0.5)
+    with pytest.raises(ToolDefinitionError, match="backoff_coefficient"):
+        activity_as_tool(
+            flaky_lookup,
+            effect="pure",
+            retry_policy=bouncing,
+            schedule_to_close_timeout=timedelta(minutes=1),
+        )
     with pytest.raises(ToolDefinitionError, match="effect 'risky'"):
         charge_tool(effect="risky")
 

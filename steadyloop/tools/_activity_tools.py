@@ -36,6 +36,7 @@ from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any
 
+from pydantic import ValidationError
 from temporalio import activity
 from temporalio.common import RetryPolicy
 
@@ -122,14 +123,17 @@ def activity_as_tool(
             f"tool {tool_name!r}: cannot derive a JSON schema for its arguments: {error}"
         ) from error
     described = _parameters(parameters)
-    target = ActivityTarget(
-        activity_type=found.name,
-        task_queue=task_queue,
-        **timeouts,
-        **retry,
-        parameters=None if model_parameter is not None else described,
-        fields=described if model_parameter is not None else [],
-    )
+    try:
+        target = ActivityTarget(
+            activity_type=found.name,
+            task_queue=task_queue,
+            **timeouts,
+            **retry,
+            parameters=None if model_parameter is not None else described,
+            fields=described if model_parameter is not None else [],
+        )
+    except ValidationError as error:  # a backoff below 1, negative attempts...
+        raise ToolDefinitionError(f"tool {tool_name!r}: {error}") from error
     return ToolDefinition(
         fn=fn,
         name=tool_name,
