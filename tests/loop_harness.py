@@ -176,7 +176,7 @@ def build_tools(effects: Effects) -> ToolRegistry:
         return {"order_id": order_id, "amount_cents": amount_cents}
 
     tools: list[AnyTool] = [add, current_time, note, boom, slow, hold, slow_note]
-    people = [transfer, long_hold, long_note, ticker]
+    people: list[AnyTool] = [transfer, long_hold, long_note, ticker]
     return ToolRegistry(
         [*tools, read_scratch, write_scratch, *people, activity_as_tool(record_payment)],
         plugins=[
