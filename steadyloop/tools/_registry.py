@@ -75,7 +75,8 @@ class ToolRegistry:
         `DuplicateToolError` if the name is taken, `PluginError` if it names two plugins."""
         if not isinstance(definition, ToolDefinition):
             raise TypeError(
-                f"{definition!r} is not a tool; decorate it with @steadyloop.tools.tool first"
+                f"{definition!r} is not a tool; decorate it with @steadyloop.tools.tool first "
+                "(a Temporal activity: steadyloop.tools.activity_as_tool(fn))"
             )
         if definition.name in self._tools:
             raise DuplicateToolError(
