@@ -192,7 +192,9 @@ class SteadyloopPlugin(SimplePlugin):
         ]
         theirs = list(config.get("activities") or [])
         known = set(map(_activity_name, theirs))
-        extra = [fn for fn in _activity_functions(self.tools) if _activity_name(fn) not in known]
+        # The user's activities offered as tools on this queue, unless registered already.
+        offered = self.tools.activity_functions()
+        extra = [fn for fn in offered if _activity_name(fn) not in known]
         config["activities"] = [*theirs, *ours, *extra]
         throttle = config.get("max_heartbeat_throttle_interval") or HEARTBEAT_THROTTLE
         config["max_heartbeat_throttle_interval"] = min(throttle, HEARTBEAT_THROTTLE)
@@ -312,12 +314,6 @@ def _registry(
     env = os.environ if environ is None else environ
     config = load_config(None, env)
     return endpoint_settings(flags=[], config=config, environ=env).registry
-
-
-def _activity_functions(tools: ToolRegistry) -> list[Callable[..., Any]]:
-    """The activity functions of `tools`' activity tools served on the worker's queue."""
-    functions = getattr(tools, "activity_functions", None)
-    return list(functions()) if callable(functions) else []
 
 
 def _activity_name(fn: Callable[..., Any]) -> str:

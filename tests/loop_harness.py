@@ -44,7 +44,7 @@ from steadyloop._temporal_binaries import (
 from steadyloop._worker.process import HEARTBEAT_THROTTLE, RUN_WORKFLOWS
 from steadyloop._workflows.tool_loop import ToolLoopWorkflow
 from steadyloop.testing import ScriptedResponse, ScriptedServer
-from steadyloop.tools import ToolPlugin, ToolRegistry, current_progress, tool
+from steadyloop.tools import ToolPlugin, ToolRegistry, activity_as_tool, current_progress, tool
 from steadyloop.tools._registry import AnyTool
 
 ENDPOINT = "scripted"
@@ -169,9 +169,16 @@ def build_tools(effects: Effects) -> ToolRegistry:
         """Notes containing a word."""
         return [n for n in effects.notes if word in n]
 
+    @activity.defn(name="record_payment")
+    async def record_payment(order_id: str, amount_cents: int) -> dict[str, Any]:
+        """Record a payment: the user's own activity, scheduled by its own type."""
+        effects.notes.append(f"payment {order_id} {amount_cents}")
+        return {"order_id": order_id, "amount_cents": amount_cents}
+
     tools: list[AnyTool] = [add, current_time, note, boom, slow, hold, slow_note]
+    people: list[AnyTool] = [transfer, long_hold, long_note, ticker]
     return ToolRegistry(
-        [*tools, read_scratch, write_scratch, transfer, long_hold, long_note, ticker],
+        [*tools, read_scratch, write_scratch, *people, activity_as_tool(record_payment)],
         plugins=[
             ToolPlugin("files", "Read and write scratch files."),
             ToolPlugin("search", "Look things up in the notes.", [find_note]),
@@ -364,6 +371,7 @@ async def _loop_on(
                             *model.activities(),
                             *([] if tools_apart else tools),
                             *health.activities(),
+                            *registry.activity_functions(),
                             *extra_activities,
                         ],
                         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,

@@ -139,6 +139,16 @@ SCENARIOS: dict[str, list[ScriptedResponse]] = {
         ),
         _answer("done"),
     ],
+    # The user's own activity as a tool: scheduled by its type, a repeat of the same
+    # call answered from its receipt, a wrongly typed argument refused unscheduled.
+    "activity_tool_calls": [
+        _calls(
+            ScriptedCall("record_payment", {"order_id": "o1", "amount_cents": 500}, id="p1"),
+            ScriptedCall("record_payment", {"order_id": "o2", "amount_cents": "x"}, id="p2"),
+        ),
+        _calls(ScriptedCall("record_payment", {"order_id": "o1", "amount_cents": 500}, id="p3")),
+        _answer("done"),
+    ],
     # The opaque `slow_note` runs past its timeout on a live worker; the worker
     # signals what it returned late, and a person resolves the call with it.
     "opaque_timeout_late_result": [
@@ -343,6 +353,7 @@ RUN_UPDATES: dict[str, dict[str, Any]] = {
         ],
     },
     "pure_tools_as_local_activities": {"local_pure_tools_s": 30.0},
+    "activity_tool_calls": {"tools": ["add", "record_payment"]},
     "progressive_tool_disclosure": {
         "tools": ["add"],
         "plugins": RunPlugins(on_demand=["files", "search"]),

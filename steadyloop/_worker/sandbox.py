@@ -42,6 +42,7 @@ RUN_WORKFLOWS = [
 # (`endpoint_health`, `chain_admission`) are created rarely and stay re-imported, as
 # the SDK intends.
 PASSED_THROUGH_WORKFLOW_HELPERS = (
+    "steadyloop._workflows.activity_tools",
     "steadyloop._workflows.approvals",
     "steadyloop._workflows.compaction_step",
     "steadyloop._workflows.delegation",

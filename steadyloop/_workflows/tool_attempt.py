@@ -51,6 +51,7 @@ with workflow.unsafe.imports_passed_through():
         ToolOutcome,
     )
 
+from steadyloop._workflows.activity_tools import run_activity_tool
 from steadyloop._workflows.delegation import innermost_message
 from steadyloop._workflows.late_results import late_reason, late_text, lost_text
 from steadyloop._workflows.run_state import RunState
@@ -81,6 +82,7 @@ class ToolAttempt:
         bound = self._local_bound
         return (
             bound is not None
+            and description.activity is None  # the user's activity runs where it is served
             and description.effect == "pure"
             and description.timeout.total_seconds() <= bound
         )
@@ -144,7 +146,9 @@ class ToolAttempt:
             local = self.runs_locally(description)
             # A local activity's input is not recorded: nothing rides on it. A regular
             # one's events are its second payload, so a follower never reads the first.
-            riding = None if local else state.events.carried()
+            # The user's own activity takes its own arguments only: events wait for the
+            # next activity of the run's.
+            riding = None if local or description.activity else state.events.carried()
             ended: ToolOutcome | ActivityError
             try:
                 ended = await _start(description, sent, timeout, local=local, riding=riding)
@@ -256,7 +260,9 @@ async def _start(
     riding: list[JsonValue] | None,
 ) -> ToolOutcome:
     """The tool activity, local or regular, one attempt: the receipt table owns retries
-    of side effects."""
+    of side effects. An activity tool schedules the user's own activity instead."""
+    if description.activity is not None:
+        return await run_activity_tool(description, description.activity, sent.arguments, timeout)
     once = RetryPolicy(maximum_attempts=1)
     outcome: ToolOutcome
     if local:

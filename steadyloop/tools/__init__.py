@@ -9,6 +9,9 @@
 
     registry = ToolRegistry([add])
 
+Your own Temporal activities become tools with `activity_as_tool(charge_card)`: the run
+schedules `charge_card` itself, under the receipt path (`steadyloop.tools._activity_tools`).
+
 Tools may be grouped into plugins a run discloses on demand (`steadyloop.tools._plugins`);
 which tools a run offers each turn, and `activate_plugin`, are `steadyloop.tools._disclosure`.
 
@@ -18,6 +21,7 @@ code. Example tools live in `steadyloop.tools.examples` (not imported here: they
 and write the disk when called).
 """
 
+from steadyloop.tools._activity_tools import DEFAULT_ACTIVITY_TIMEOUT, activity_as_tool
 from steadyloop.tools._content import (
     MAX_TOOL_CONTENT_BYTES,
     TRUNCATION_MARKER,
@@ -50,6 +54,7 @@ from steadyloop.tools._schema_profiles import (
 )
 
 __all__ = [
+    "DEFAULT_ACTIVITY_TIMEOUT",
     "DEFAULT_TOOL_TIMEOUT",
     "EFFECTS",
     "MAX_TOOL_CONTENT_BYTES",
@@ -69,6 +74,7 @@ __all__ = [
     "ToolRegistry",
     "ToolWithoutDescription",
     "UnknownToolError",
+    "activity_as_tool",
     "arguments_schema",
     "current_invocation",
     "current_progress",

@@ -43,7 +43,7 @@ from pydantic.fields import FieldInfo
 from steadyloop._chat import ToolSpec
 from steadyloop._run.bounds import seconds_problem
 from steadyloop.errors import SteadyloopError
-from steadyloop.tools._payloads import EFFECTS, Effect, ToolDescription
+from steadyloop.tools._payloads import EFFECTS, ActivityTarget, Effect, ToolDescription
 from steadyloop.tools._schema import SchemaError, arguments_schema
 from steadyloop.tools._schema_profiles import SchemaProfile, drop_absent_nulls, sanitize_tool_schema
 
@@ -93,6 +93,14 @@ class ToolDefinition(Generic[P, R]):
     plugin: str | None = None
     # The MCP server it is served from (`steadyloop._mcp.tools`); None: a Python tool.
     mcp_server: str | None = None
+    # The user's own activity the workflow schedules for a call (`activity_as_tool`);
+    # None: the tool runs inside `steadyloop.run_tool`.
+    activity: ActivityTarget | None = None
+
+    @property
+    def function(self) -> Callable[P, Awaitable[R]]:
+        """The declared function: for an activity tool, the activity a worker registers."""
+        return self.fn
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Awaitable[R]:
         return self.fn(*args, **kwargs)
@@ -147,6 +155,7 @@ class ToolDefinition(Generic[P, R]):
             approval=self.approval,
             plugin=self.plugin,
             mcp_server=self.mcp_server,
+            activity=self.activity,
         )
 
     def to_spec(self) -> ToolSpec:

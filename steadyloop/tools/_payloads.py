@@ -52,6 +52,56 @@ EFFECTS: tuple[Effect, ...] = ("pure", "resumable", "opaque")
 ToolOutcomeStatus = Literal["ok", "tool_error", "invalid_arguments", "unknown_tool"]
 
 
+class ActivityParameter(BaseModel):
+    """One argument of an activity tool, as the workflow needs it to build the call.
+
+    `required`: the schema requires it. `default`: its default when it has one JSON can
+    carry (`has_default`); a missing argument with a default JSON cannot carry is left
+    for the function to fill, which only a trailing argument can be. `null_is_absent`: it
+    is optional and its type does not admit `null`, so a `null` (what a model answering a
+    strict schema sends for an omission) means "not given". `types`: the JSON types the
+    schema names for it (empty: not a plain type, nothing checked before the call), so a
+    wrong one is told to the model by name instead of as the activity's decoding error.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    required: bool = False
+    has_default: bool = False
+    default: JsonValue = None
+    null_is_absent: bool = False
+    types: list[str] = Field(default_factory=list)
+
+
+class ActivityTarget(BaseModel):
+    """Where and how an activity tool runs: the user's own activity, scheduled by the
+    workflow under its own type name (`steadyloop.tools.activity_as_tool`).
+
+    `task_queue` None: the run's own task queue. Timeouts are Temporal's, in seconds.
+    The retry fields are the activity's `RetryPolicy` as plain values (`maximum_attempts`
+    0: unlimited, bounded by `schedule_to_close_s`); an opaque tool always has 1.
+    `parameters`: the function's arguments in signature order, sent positionally; None
+    when the function takes one pydantic model (the call's arguments are that model),
+    and then `fields` lists the model's fields for the same null rule.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    activity_type: str
+    task_queue: str | None = None
+    start_to_close_s: Seconds
+    schedule_to_close_s: Seconds | None = None
+    heartbeat_timeout_s: Seconds | None = None
+    maximum_attempts: int = Field(default=1, ge=0)
+    initial_interval_s: Seconds = 1.0
+    backoff_coefficient: float = Field(default=2.0, ge=1.0, le=1e6, allow_inf_nan=False)
+    maximum_interval_s: Seconds | None = None
+    non_retryable_error_types: list[str] = Field(default_factory=list)
+    parameters: list[ActivityParameter] | None = None
+    fields: list[ActivityParameter] = Field(default_factory=list)
+
+
 class ToolDescription(BaseModel):
     """One tool as the workflow sees it: enough to offer it to a model and schedule it.
 
@@ -65,7 +115,9 @@ class ToolDescription(BaseModel):
     the spec asks for it. `plugin`: the plugin the tool belongs to (None: no plugin),
     see `steadyloop.tools._plugins`. `approval`: each call waits for a person's approval
     before it runs (`@tool(approval=True)`). `mcp_server`: the configured MCP server the
-    tool is served from (None: a Python tool), so a trace can name it.
+    tool is served from (None: a Python tool), so a trace can name it. `activity`: the
+    user's own activity the workflow schedules for a call (None: `steadyloop.run_tool`);
+    its `timeout_s` is the whole call's bound (schedule-to-close, else start-to-close).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -80,6 +132,7 @@ class ToolDescription(BaseModel):
     approval: bool = False
     plugin: str | None = None
     mcp_server: str | None = None
+    activity: ActivityTarget | None = None
 
     @property
     def timeout(self) -> timedelta:

@@ -75,7 +75,8 @@ class ToolRegistry:
         `DuplicateToolError` if the name is taken, `PluginError` if it names two plugins."""
         if not isinstance(definition, ToolDefinition):
             raise TypeError(
-                f"{definition!r} is not a tool; decorate it with @steadyloop.tools.tool first"
+                f"{definition!r} is not a tool; decorate it with @steadyloop.tools.tool first "
+                "(a Temporal activity: steadyloop.tools.activity_as_tool(fn))"
             )
         if definition.name in self._tools:
             raise DuplicateToolError(
@@ -93,6 +94,16 @@ class ToolRegistry:
             self._plugins.setdefault(member_of, "")
             self._plugin_of[definition.name] = member_of
         return definition
+
+    def activity_functions(self) -> list[Any]:
+        """The functions of the activity tools (`activity_as_tool`) that run on the run's
+        own task queue, for the worker that serves the runs to register; one given a
+        `task_queue` runs on that queue's worker, which registers it itself."""
+        return [
+            definition.fn
+            for definition in self._tools.values()
+            if definition.activity is not None and definition.activity.task_queue is None
+        ]
 
     def get(self, name: str) -> AnyTool:
         """The tool called `name`; raises `UnknownToolError` listing the registered ones."""

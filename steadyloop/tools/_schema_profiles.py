@@ -183,6 +183,11 @@ def _walk_children(node: dict[str, Any], child: Callable[[Any, str], Any], path:
             node[key] = child(node[key], f"{path}.{key}")
 
 
+def admits_null(schema: Any) -> bool:
+    """Whether a value of `schema` may be `null` (an untyped schema admits anything)."""
+    return _admits_null(schema)
+
+
 def _admits_null(schema: Any) -> bool:
     if not isinstance(schema, Mapping):
         return schema is True
