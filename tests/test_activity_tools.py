@@ -221,7 +221,7 @@ def test_an_activity_without_a_docstring_warns_as_a_tool_does() -> None:
 
 def test_an_activity_registered_as_it_is_names_activity_as_tool() -> None:
     with pytest.raises(TypeError, match=r"activity_as_tool\(fn\)"):
-        ToolRegistry([charge_card])
+        ToolRegistry([charge_card])  # type: ignore[list-item]
 
 
 def test_the_registry_lists_the_activities_its_worker_must_register() -> None:

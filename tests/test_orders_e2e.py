@@ -36,9 +36,9 @@ from examples.orders.payments import HOLD_ENV, LEDGER_ENV
 from examples.orders.worker import TASK_QUEUE
 from examples.orders.workflows import OrderWorkflow, refund_agent
 from steadyloop._temporal_binaries import dev_server_args, dev_server_path
+from steadyloop.client import SteadyloopClient
 from steadyloop.plugin import SteadyloopPlugin
 from steadyloop.testing import (
-    DidNotHappen,
     Happened,
     RecordedRequest,
     ScriptedCall,
@@ -74,8 +74,9 @@ async def dev_server() -> AsyncIterator[Client]:
         yield env.client
 
 
-async def start_worker(client: Client, provider: ScriptedServer, ledger: Path, hold_s: float,
-                       log: Path) -> asyncio.subprocess.Process:
+async def start_worker(
+    client: Client, provider: ScriptedServer, ledger: Path, hold_s: float, log: Path
+) -> asyncio.subprocess.Process:
     """`python -m examples.orders.worker`, configured as an operator would: environment."""
     endpoint = {"default": {"base_url": provider.base_url, "model": "scripted-model"}}
     env = {
@@ -121,8 +122,6 @@ async def test_a_worker_killed_mid_charge_card_charges_once(tmp_path: Path) -> N
             order = await client.start_workflow(
                 OrderWorkflow.run, ORDER, id=parent, task_queue=TASK_QUEUE
             )
-            from steadyloop.client import SteadyloopClient
-
             agent = SteadyloopClient(client, task_queue=TASK_QUEUE).run(
                 refund_agent.child_id_for(parent, "refund")
             )
@@ -154,10 +153,8 @@ async def test_a_worker_killed_mid_charge_card_charges_once(tmp_path: Path) -> N
             result = await order.result()
             assert result == "order K-9: refunded 2500 cents (lost in the post)"
             assert charges(ledger) == [{"order": "K-9", "amount_cents": -2500}]
-            lines = [
-                event_line(event)
-                async for event in client.get_workflow_handle(agent.workflow_id).fetch_history_events()
-            ]
+            child = client.get_workflow_handle(agent.workflow_id)
+            lines = [event_line(event) async for event in child.fetch_history_events()]
             scheduled = [line for line in lines if "ACTIVITY_TASK_SCHEDULED" in line]
             assert sum("charge_card" in line for line in scheduled) == 1, lines
             assert not any("steadyloop.run_tool" in line for line in scheduled), lines
@@ -171,4 +168,3 @@ async def test_a_worker_killed_mid_charge_card_charges_once(tmp_path: Path) -> N
         finally:
             for worker in workers:
                 await stop_process(worker, 10)
-    assert DidNotHappen  # imported for the docs of the resolution kinds
