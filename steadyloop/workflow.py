@@ -57,6 +57,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from steadyloop._routing.route_plan import RouteConfig
     from steadyloop._run.models import RunInput, RunLimits, RunResult, Sampling
+    from steadyloop._web.thread_ids import client_thread, web_thread_id
     from steadyloop.client._threads import THREAD_MEMO, ThreadMemo, run_workflow_id
     from steadyloop.errors import AGENT_STOPPED, SteadyloopError
     from steadyloop.events._publishing import log_mode_memo
@@ -125,11 +126,14 @@ class Agent(Generic[OutputT]):
     sampling: Sampling | None = None
     output_type: type[OutputT] | None = None
     task_queue: str | None = None
+    tenant: str | None = None
     settings: Mapping[str, Any] = field(default_factory=dict)
 
     def run_input(self, prompt: str, *, messages: Sequence[Any] = ()) -> RunInput:
         """The loop's input for one run of this agent with `prompt`."""
         fields: dict[str, Any] = dict(self.settings)
+        if self.tenant is not None:
+            fields["tenant_id"] = self.tenant
         if self.sampling is not None:
             fields["sampling"] = self.sampling
         if self.output_type is not None:
@@ -184,7 +188,15 @@ class Agent(Generic[OutputT]):
     def thread_id_for(self, parent_workflow_id: str, key: str) -> str:
         """The thread of this agent's run under `key` in workflow `parent_workflow_id`
         (outside workflow code: a test, a script approving its calls)."""
-        return f"{parent_workflow_id}.{self.name}.{key}"
+        name = f"{parent_workflow_id}.{self.name}.{key}"
+        return name if self.tenant is None else client_thread(self.tenant, name)
+
+    def web_thread_id_for(self, parent_workflow_id: str, key: str) -> str:
+        """The id the web page and routes give this run's thread, for an agent with a
+        `tenant` (its people open `/threads/<id>`)."""
+        if self.tenant is None:
+            raise ValueError(f"agent {self.name!r} has no tenant: no web page lists its runs")
+        return web_thread_id(self.tenant, f"{parent_workflow_id}.{self.name}.{key}")
 
     def child_id_for(self, parent_workflow_id: str, key: str) -> str:
         """The workflow id of this agent's run under `key` in `parent_workflow_id`."""

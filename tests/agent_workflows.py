@@ -67,3 +67,13 @@ class WaitingWorkflow:
         return await Agent(name="waiter", model="waiting-model", tools=["refund"]).run(
             question, key="waiter"
         )
+
+
+@workflow.defn
+class TenantWorkflow:
+    """Runs an agent in tenant acme's space, so acme's people approve it on the web."""
+
+    @workflow.run
+    async def run(self, question: str) -> str:
+        agent = Agent(name="desk", model="desk-model", tools=["refund"], tenant="acme")
+        return await agent.run(question, key="desk")

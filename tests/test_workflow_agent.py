@@ -12,24 +12,37 @@ from __future__ import annotations
 import asyncio
 import uuid
 
+import httpx
 import pytest
 from agent_workflows import (
     AskWorkflow,
     CatchingWorkflow,
     FailingWorkflow,
     KeyedWorkflow,
+    TenantWorkflow,
     WaitingWorkflow,
 )
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
+from steadyloop._web.app import create_app
+from steadyloop._web.client_backend import ClientBackend
+from steadyloop._web.settings import web_settings
 from steadyloop.client import PendingApproval, RunHandle
 from steadyloop.errors import AGENT_STOPPED
 from steadyloop.testing import AgentEnv, ScriptedModel
 from steadyloop.tools import ToolRegistry, tool
+from steadyloop.workflow import Agent
 
 pytestmark = pytest.mark.slow
-WORKFLOWS = [AskWorkflow, CatchingWorkflow, FailingWorkflow, KeyedWorkflow, WaitingWorkflow]
+WORKFLOWS = [
+    AskWorkflow,
+    CatchingWorkflow,
+    FailingWorkflow,
+    KeyedWorkflow,
+    WaitingWorkflow,
+    TenantWorkflow,
+]
 
 
 @tool(effect="pure")
@@ -118,6 +131,35 @@ async def test_a_person_approves_the_childs_call_by_the_childs_id() -> None:
         async with e.skipping_time():
             assert await handle.result() == "done"
         assert REFUNDS == ["A-1"]
+
+
+async def test_the_tenants_people_approve_the_childs_call_on_the_web_and_others_cannot() -> None:
+    REFUNDS.clear()
+    async with env() as e:
+        e.script(ScriptedModel().calls("refund", order="W-3").says("done"))
+        parent = wid()
+        handle = await e.client.start_workflow(
+            TenantWorkflow.run, "refund W-3", id=parent, task_queue=e.task_queue
+        )
+        agent = Agent(name="desk", tenant="acme")
+        thread = agent.web_thread_id_for(parent, "desk")
+        (waiting,) = await _pending(e.steadyloop.run(agent.child_id_for(parent, "desk")))
+        backend = ClientBackend(e.steadyloop)
+        tokens = {"STEADYLOOP_WEB_TOKENS": "acme=a,globex=g"}
+        app = create_app(backend, web_settings({}, tokens))
+        url = f"/v1/threads/{thread}/runs/1/approvals/{waiting.call_id}"
+        body = {"approve": True, "sha256": waiting.arguments_sha256}
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://test", timeout=60
+        ) as http:
+            other = await http.post(url, json=body, headers={"Authorization": "Bearer g"})
+            assert other.status_code == 404, other.text  # another tenant names nothing
+            assert REFUNDS == []
+            approved = await http.post(url, json=body, headers={"Authorization": "Bearer a"})
+            assert approved.status_code == 200, approved.text
+        async with e.skipping_time():
+            assert await handle.result() == "done"
+        assert REFUNDS == ["W-3"]
 
 
 async def test_cancelling_the_parent_cancels_the_child() -> None:

@@ -22,7 +22,6 @@ start; a refusal is 429 with the rule's retry time.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -53,6 +52,7 @@ from steadyloop._web.backend import (
     UnknownRun,
     WaitingForWorker,
 )
+from steadyloop._web.thread_ids import THREAD_PREFIX, thread_tag, web_thread_id
 from steadyloop.client import (
     NotTheCallReviewed,
     NoWorkerAnswered,
@@ -71,18 +71,12 @@ from steadyloop.events import ApprovalWaitingEvent, CursorExpired, InvalidCursor
 
 __all__ = ["ClientBackend", "RunDefaults", "thread_tag"]
 
-THREAD_PREFIX = "web"
 # How long an approval waits for the run's log to answer, per event, when it looks the
 # call up there.
 LOG_READ_S = 2.0
-TAG_CHARS = 12
 # Runs whose first execution this process remembers (`ClientBackend._handle`).
 KNOWN_RUNS = 4_096
 _RESOLUTION: TypeAdapter[Any] = TypeAdapter(AmbiguityResolution)
-
-
-def thread_tag(tenant: str, name: str) -> str:
-    return hashlib.sha256(f"{tenant}\0{name}".encode()).hexdigest()[:TAG_CHARS]
 
 
 @dataclass
@@ -165,7 +159,7 @@ class ClientBackend:
         name = thread_id or self.client.thread().id
         if "~" in name:
             raise BadName(f"a thread name must not contain '~': {name!r}")
-        return f"{name}~{thread_tag(tenant, name)}"
+        return web_thread_id(tenant, name)
 
     async def thread(self, tenant: str, thread_id: str) -> dict[str, Any]:
         latest = await self._thread(tenant, thread_id).latest()
