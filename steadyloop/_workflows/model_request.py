@@ -43,6 +43,8 @@ async def model_request(
         messages=messages if prefill is None else [*messages, prefill],
         tools=[tool.to_spec() for tool in tools.values()],
         tool_choice=None if continuing else run.turn_tool_choice(state.transcript),
+        # A typed run asks for its schema natively (each wire spells it its own way).
+        response_format=None if run.output_type is None else run.output_type.response_format(),
         temperature=run.sampling.temperature,
         top_p=run.sampling.top_p,
         max_tokens=run.sampling.max_tokens,
