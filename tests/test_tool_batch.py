@@ -161,7 +161,8 @@ async def test_an_opaque_attempt_that_timed_out_stays_running_with_its_recorded_
         _tool("pay"), _invocation(key), key, Execute(attempt=1, reclaimed=False), _ended(timeout)
     )
     assert (
-        lost == "Tool 'pay' timed out: it gave no answer within its 30 s timeout: its worker may "
+        lost
+        == "Tool 'pay' timed out: it gave no answer within its 30 s timeout: its worker may "
         "have stopped, or may still be running it."
     )
     receipt = state.receipts.get(key)
