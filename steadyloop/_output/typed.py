@@ -76,7 +76,8 @@ class OutputType(BaseModel):
     @classmethod
     def _from_model_or_schema(cls, value: Any) -> Any:
         if isinstance(value, type) and issubclass(value, BaseModel):
-            return {"name": value.__name__, "json_schema": value.model_json_schema()}
+            schema = _root_inlined(value.model_json_schema())
+            return {"name": value.__name__, "json_schema": schema}
         if isinstance(value, type):
             raise ValueError(
                 f"{value.__name__} is not a pydantic model: give a BaseModel subclass "
@@ -86,7 +87,7 @@ class OutputType(BaseModel):
             title = value.get("title")
             named = isinstance(title, str) and re.fullmatch(_NAME_PATTERN, title)
             name = title if named else "output"
-            return {"name": name, "json_schema": value}
+            return {"name": name, "json_schema": _root_inlined(value)}
         return value
 
     @model_validator(mode="after")
@@ -193,6 +194,21 @@ def _checked(output: OutputType, text: str) -> AnswerCheck:
         more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
         return AnswerCheck(problem=_short(f"the JSON does not match the schema: {said}{more}"))
     return AnswerCheck(value=value)
+
+
+def _root_inlined(schema: dict[str, Any]) -> dict[str, Any]:
+    """A schema whose root is only a `$ref` into its `$defs` (pydantic writes a recursive
+    model so) with that definition at the root instead, `$defs` kept for the references
+    inside it: every structured-output API wants an object at the root."""
+    ref = schema.get("$ref")
+    defs = schema.get("$defs")
+    if not isinstance(ref, str) or not ref.startswith("#/$defs/") or not isinstance(defs, dict):
+        return schema
+    target = defs.get(ref.removeprefix("#/$defs/"))
+    if not isinstance(target, dict):
+        return schema
+    rest = {key: value for key, value in schema.items() if key != "$ref"}
+    return {**target, **rest}
 
 
 def _unfenced(text: str) -> str:
