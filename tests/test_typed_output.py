@@ -282,7 +282,7 @@ def test_a_valid_answer_is_its_value(answer: str, value: Any) -> None:
         ('{"approve": true, "amount_cents": ' + "1" * 10_000 + "}", "digits"),
         ('{"approve": true}', "$: 'amount_cents' is a required property"),
         ('{"approve": 1, "amount_cents": "x"}', "at $.amount_cents"),
-        ('{"approve": true, "amount_cents": 1}{"again": 1}', "Extra data"),
+        ('{"approve": true, "amount_cents": 1}{"again": 1}', "extra data at line 1, column 37"),
         ('[{"approve": true, "amount_cents": 1}]', "is not of type 'object'"),
         ('{"approve": true, "amount_cents": 1, "reason": "' + "x" * 5_000_000 + '"', "not JSON"),
     ],

@@ -175,8 +175,11 @@ def _checked(output: OutputType, text: str) -> AnswerCheck:
         value = json.loads(body, parse_constant=_no_constant, parse_float=_finite)
     except RecursionError:
         return AnswerCheck(problem="the JSON is nested too deeply to read")
-    except ValueError as error:  # JSONDecodeError, NaN, too many digits
-        return AnswerCheck(problem=_short(f"the answer is not JSON ({error})"))
+    except json.JSONDecodeError as error:
+        where = f"line {error.lineno}, column {error.colno}"
+        return AnswerCheck(problem=f"the answer is not JSON: {error.msg.lower()} at {where}")
+    except ValueError as error:  # NaN, past a float's range, too many digits
+        return AnswerCheck(problem=_short(f"the answer is not JSON: {error}"))
     try:
         json.dumps(value, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError:
