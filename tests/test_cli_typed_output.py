@@ -4,6 +4,7 @@ separate processes against a Temporal dev server and a scripted provider.
 What a user relies on: a valid answer is printed as the run's output (JSON) and exits 0;
 prose every time stops `invalid_output` (exit 3) with what failed and the last answer's
 text; a schema file that cannot be used is refused before anything starts, naming it.
+The lines docs/typed-output.md shows are the lines the command printed.
 """
 
 from __future__ import annotations
@@ -25,6 +26,16 @@ from steadyloop._worker.dev_server import DevServer
 from steadyloop.testing import ScriptedServer, text_response
 
 pytestmark = pytest.mark.slow
+
+PAGE = Path(__file__).resolve().parent.parent / "docs" / "typed-output.md"
+
+
+def documented_lines() -> list[str]:
+    """The lines of the page's `steadyloop run` output block."""
+    text = PAGE.read_text(encoding="utf-8")
+    start = text.index("```text", text.index("tests/test_cli_typed_output.py")) + len("```text\n")
+    return text[start : text.index("```", start)].splitlines()
+
 
 SCHEMA = {
     "title": "RefundDecision",
@@ -77,6 +88,8 @@ async def test_a_typed_run_prints_its_output_or_stops_invalid_output(
                 "at line 1, column 1\n" in out
             )
             assert "retries: invalid_output 2" in out
+            printed = out.splitlines()
+            assert [line for line in documented_lines() if line not in printed] == []
         finally:
             assert await worker.stop() == 0, worker.output
         requests = provider.requests
