@@ -33,7 +33,9 @@ PAGE = Path(__file__).resolve().parent.parent / "docs" / "typed-output.md"
 def documented_lines() -> list[str]:
     """The lines of the page's `steadyloop run` output block."""
     text = PAGE.read_text(encoding="utf-8")
-    start = text.index("```text", text.index("tests/test_cli_typed_output.py")) + len("```text\n")
+    start = text.index("```text", text.index("as tests/test_cli_typed_output.py pins it")) + len(
+        "```text\n"
+    )
     return text[start : text.index("```", start)].splitlines()
 
 
