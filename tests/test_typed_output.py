@@ -353,3 +353,30 @@ def test_the_flag_is_on_the_run_command() -> None:
     assert isinstance(parser, argparse.ArgumentParser)
     args = parser.parse_args(["run", "hi", "--output-schema", "refund.json"])
     assert args.output_schema == "refund.json"
+
+
+def test_the_outcome_prints_the_output_as_json_or_the_raw_text_cut_short() -> None:
+    from steadyloop._cli.progress import RAW_OUTPUT_CHARS, typed_output_lines
+    from steadyloop._run.models import RunResult, RunStats
+
+    def result(**fields: Any) -> RunResult:
+        return RunResult(transcript=[], stats=RunStats(), **fields)
+
+    valid = result(final_answer="{}", stop_reason="final_answer", output={"a": [1, "é"]})
+    assert typed_output_lines(valid) == [
+        "output:",
+        "  {",
+        '    "a": [',
+        "      1,",
+        '      "é"',
+        "    ]",
+        "  }",
+    ]
+    huge = result(final_answer=None, stop_reason="invalid_output", raw_output="x" * 5_000)
+    lines = typed_output_lines(huge)
+    assert lines[0] == "raw output (not valid):"
+    assert lines[1] == "  " + "x" * RAW_OUTPUT_CHARS
+    assert lines[-1] == f"  ... ({5_000 - RAW_OUTPUT_CHARS} more characters)"
+    empty = result(final_answer=None, stop_reason="invalid_output", raw_output="  ")
+    assert typed_output_lines(empty) == ["raw output (not valid):", "  (empty)"]
+    assert typed_output_lines(result(final_answer="hi", stop_reason="final_answer")) == []

@@ -387,17 +387,11 @@ def typed_output_lines(result: RunResult) -> list[str]:
         return ["output:", *(f"  {line}" for line in text.splitlines())]
     if result.stop_reason == "invalid_output" and result.raw_output is not None:
         raw = result.raw_output.strip()
-        cut = (
-            f" ... ({len(raw) - RAW_OUTPUT_CHARS} more characters)"
-            if len(raw) > RAW_OUTPUT_CHARS
-            else ""
-        )
-        shown = raw[:RAW_OUTPUT_CHARS] or "(empty)"
-        return [
-            "raw output (not valid):",
-            *(f"  {line}" for line in shown.splitlines()),
-            *([f"  {cut.strip()}"] if cut else []),
-        ]
+        lines = ["raw output (not valid):"]
+        lines += [f"  {line}" for line in (raw[:RAW_OUTPUT_CHARS] or "(empty)").splitlines()]
+        if len(raw) > RAW_OUTPUT_CHARS:
+            lines.append(f"  ... ({len(raw) - RAW_OUTPUT_CHARS} more characters)")
+        return lines
     return []
 
 
