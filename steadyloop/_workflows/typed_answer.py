@@ -53,10 +53,17 @@ def settle_answer(state: RunState, output: OutputType | None, text: str) -> None
     state.event(
         "model",
         "output_retry",
-        f"the answer is not valid {output.name} output ({problem}); asking again "
-        f"({used + 1} of {output.retries})",
+        f"the answer {_quoted(text)} is not valid {output.name} output ({problem}); asking "
+        f"again ({used + 1} of {output.retries})",
     )
     state.transcript.append(ChatMessage(role="user", content=correction(output, problem)))
+
+
+def _quoted(text: str, limit: int = 60) -> str:
+    """The answer's opening, for people following the run (its text is not forwarded
+    while JSON is asked for, so this note is where they read it)."""
+    one_line = " ".join(text.split())
+    return repr(one_line if len(one_line) <= limit else one_line[: limit - 3] + "...")
 
 
 def told_by_the_run(output: OutputType | None, turn: AssembledTurn) -> AssembledTurn:
