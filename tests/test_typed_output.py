@@ -94,6 +94,7 @@ def test_run_options_take_it_and_give_it_to_the_run() -> None:
         ({"type": "object", "properties": {"a": {"type": "nope"}}}, "not a valid JSON schema"),
         ({"type": "object", "minProperties": -1}, "not a valid JSON schema"),
         ({"type": "object", "default": float("nan")}, "not JSON"),
+        ({"type": "object", "description": "\ud800"}, "lone surrogate"),
         ({"type": "object", "description": "x" * 70_000}, "larger than"),
         (int, "int is not a pydantic model"),
         ({"name": "bad name!", "json_schema": {"type": "object"}}, "String should match"),

@@ -32,7 +32,7 @@ from typing import Any, Self
 import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
-from steadyloop.tools._schema import SchemaError, sanitize_schema
+from steadyloop.tools._schema import sanitize_schema
 from steadyloop.tools._schema_profiles import drop_absent_nulls, sanitize_tool_schema
 
 __all__ = [
@@ -101,10 +101,12 @@ class OutputType(BaseModel):
                 "a list or a single value in an object property"
             )
         try:
-            text = json.dumps(schema, allow_nan=False)
-        except ValueError as error:
-            raise ValueError(f"the schema is not JSON: {error}") from None
-        if len(text.encode("utf-8", "surrogatepass")) > MAX_SCHEMA_BYTES:
+            size = len(json.dumps(schema, allow_nan=False, ensure_ascii=False).encode("utf-8"))
+        except UnicodeEncodeError:
+            raise ValueError("the schema holds a lone surrogate (\\udXXX)") from None
+        except (ValueError, RecursionError) as error:
+            raise ValueError(f"the schema is not JSON: {error!r}") from None
+        if size > MAX_SCHEMA_BYTES:
             raise ValueError(f"the schema is larger than {MAX_SCHEMA_BYTES} bytes")
         try:
             jsonschema.Draft202012Validator.check_schema(schema)
@@ -116,14 +118,15 @@ class OutputType(BaseModel):
         """The schema sent to the provider, and whether it is sent `strict`: shaped for
         strict mode when asked and possible, else portable (`$ref`s inlined), else as
         given (a recursive schema cannot be inlined)."""
+        # Workflow code calls this for every request: nothing it raises may escape.
         if self.strict:
             try:
                 return sanitize_tool_schema(self.json_schema, "openai_strict"), True
-            except SchemaError:
+            except Exception:  # SchemaError: not expressible; anything else: not shaped
                 pass
         try:
             return sanitize_schema(self.json_schema), False
-        except SchemaError:
+        except Exception:  # SchemaError: a recursive schema cannot be inlined
             return dict(self.json_schema), False
 
     def response_format(self) -> dict[str, Any]:
