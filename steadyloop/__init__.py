@@ -36,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
     from steadyloop._chat import ChatMessage, FunctionCall, ToolCall
     from steadyloop._history.compaction import CompactionPolicy
     from steadyloop._output.forwarding import ForwardingOptions
+    from steadyloop._output.typed import OutputType
     from steadyloop._routing.pricing import Price
     from steadyloop._routing.route_plan import Backoff, RouteCandidate, RouteConfig
     from steadyloop._run.models import (
@@ -90,6 +91,7 @@ __all__ = [
     "NoWorkerAnswered",
     "NotTheCallReviewed",
     "NothingToResume",
+    "OutputType",
     "Price",
     "RequestRefused",
     "RouteCandidate",

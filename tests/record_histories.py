@@ -284,6 +284,12 @@ SCENARIOS["pure_tools_as_local_activities"] = [
     _calls(ScriptedCall("add", {"a": 1, "b": 2}, id="l4")),
     _answer("done"),
 ]
+# A typed run: a tool call, a prose answer corrected with what failed, a valid answer.
+SCENARIOS["typed_output_corrected"] = [
+    _calls(ScriptedCall("add", {"a": 1, "b": 2}, id="y1")),
+    _answer("The sum is 3."),
+    _answer('{"sum": 3}'),
+]
 DEADLINES = {"deadline_during_backoff": 3600.0, "deadline_keeps_shown_output": 1.5}
 # Scenarios whose endpoint needs more than the defaults (watchdog budgets).
 ENDPOINT_CONFIG: dict[str, dict[str, Any]] = {
@@ -354,6 +360,16 @@ RUN_UPDATES: dict[str, dict[str, Any]] = {
     },
     "pure_tools_as_local_activities": {"local_pure_tools_s": 30.0},
     "activity_tool_calls": {"tools": ["add", "record_payment"]},
+    "typed_output_corrected": {
+        "output_type": {
+            "name": "Sum",
+            "json_schema": {
+                "type": "object",
+                "properties": {"sum": {"type": "integer"}},
+                "required": ["sum"],
+            },
+        }
+    },
     "progressive_tool_disclosure": {
         "tools": ["add"],
         "plugins": RunPlugins(on_demand=["files", "search"]),

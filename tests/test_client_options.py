@@ -13,6 +13,7 @@ import steadyloop.delegation
 from steadyloop import (
     ContinuationOptions,
     ForwardingOptions,
+    OutputType,
     RunLimits,
     RunOptions,
     RunPlugins,
@@ -41,6 +42,7 @@ def test_every_field_of_every_run_model_is_documented() -> None:
         ContinuationOptions,
         ForwardingOptions,
         RunPlugins,
+        OutputType,
     ]
     missing = {
         f"{model.__name__}.{field}"

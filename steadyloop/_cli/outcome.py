@@ -49,6 +49,7 @@ EXIT_CODES: dict[StopReason, int] = {
     "interrupted": EXIT_STOPPED,
     "output_interrupted": EXIT_STOPPED,
     "state_too_large": EXIT_STOPPED,
+    "invalid_output": EXIT_STOPPED,
 }
 UI_URL_ENV = "TEMPORAL_UI_URL"
 

@@ -361,6 +361,7 @@ def result_lines(result: RunResult, *, answer_shown: bool = False) -> list[str]:
         lines.extend(f"  {line}" for line in result.final_answer.strip().splitlines())
     else:
         lines.append("answer: (none)")
+    lines.extend(typed_output_lines(result))
     lines.append(f"stop reason: {stop_reason_text(result)}")
     stats = result.stats
     failed = f", {stats.tool_errors} answered with an error" if stats.tool_errors else ""
@@ -371,6 +372,27 @@ def result_lines(result: RunResult, *, answer_shown: bool = False) -> list[str]:
         f"{stats.completion_tokens} completion)"
     )
     return lines + stats_lines(stats) + plugin_lines(result)
+
+
+# How much of an answer that did not validate the outcome prints (all of it is in the
+# result's `raw_output` and the transcript).
+RAW_OUTPUT_CHARS = 2_000
+
+
+def typed_output_lines(result: RunResult) -> list[str]:
+    """A typed run's validated value as JSON; or the text of its last answer, which did
+    not validate (`invalid_output`)."""
+    if result.output is not None:
+        text = json.dumps(result.output, indent=2, ensure_ascii=False)
+        return ["output:", *(f"  {line}" for line in text.splitlines())]
+    if result.stop_reason == "invalid_output" and result.raw_output is not None:
+        raw = result.raw_output.strip()
+        lines = ["raw output (not valid):"]
+        lines += [f"  {line}" for line in (raw[:RAW_OUTPUT_CHARS] or "(empty)").splitlines()]
+        if len(raw) > RAW_OUTPUT_CHARS:
+            lines.append(f"  ... ({len(raw) - RAW_OUTPUT_CHARS} more characters)")
+        return lines
+    return []
 
 
 def replays_part(replays: int) -> str:

@@ -12,10 +12,12 @@ import argparse
 import asyncio
 import contextlib
 import difflib
+import json
 import os
 import typing
 import uuid
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from pydantic import ValidationError
 from temporalio.client import (
@@ -31,6 +33,7 @@ from steadyloop._cli.run_flags import run_not_valid
 from steadyloop._cli.run_ids import add_reuse_flag, check_reuse, start_run
 from steadyloop._cli.wire_bounds import sampling_some_wire_refuses, wire_refusal
 from steadyloop._output.forwarding import ForwardingOptions
+from steadyloop._output.typed import OutputType
 from steadyloop._routing.provider_profiles import ProviderProfile
 from steadyloop._run.bounds import WireApi
 from steadyloop._run.models import (
@@ -133,6 +136,14 @@ def add_run_parser(
         action="append",
         metavar="TEXT",
         help="end the model's reply where TEXT appears (repeatable)",
+    )
+    knobs.add_argument(
+        "--output-schema",
+        metavar="FILE",
+        help="a JSON schema file (its root an object): the answer must be JSON it accepts, "
+        "asked of the provider as structured output, checked, and printed as the run's "
+        "output; an invalid answer is answered with what failed and asked again (twice), "
+        "then the run stops invalid_output",
     )
     knobs.add_argument(
         "--prefill",
@@ -240,6 +251,7 @@ async def _run(args: argparse.Namespace) -> int:
     check_reuse(args)
     sampling = _sampling(args)
     limits = _limits(args)
+    output_type = output_type_of(args.output_schema)
     _refuse_what_no_run_could_carry(args, config, settings, environ)
     serving = ServingWorker(temporal)
     models = dict(settings.models)
@@ -292,6 +304,7 @@ async def _run(args: argparse.Namespace) -> int:
             tool_choice=args.tool_choice,
             prefill=_unescaped(args.prefill),
             tenant_id=args.tenant,
+            output_type=output_type,
             provider_profile=args.profile,
             prices=run_prices(route.endpoints if route else endpoint, config),
             route=route,
@@ -482,6 +495,33 @@ def _refuse_what_no_run_could_carry(
         )
     except ValidationError as exc:
         raise run_not_valid(exc) from None
+
+
+def output_type_of(path: str | None) -> OutputType | None:
+    """`--output-schema FILE` read and checked as a run would, refused naming the file."""
+    if path is None:
+        return None
+    where = f"--output-schema {path}"
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{where}: cannot be read ({exc})") from None
+    try:
+        schema = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise ConfigError(f"{where}: not JSON ({exc})") from None
+    if not isinstance(schema, dict):
+        raise ConfigError(f"{where}: a JSON schema is an object, got {type(schema).__name__}")
+    try:
+        return OutputType.model_validate(schema)
+    except ValidationError as exc:
+        problems = "; ".join(
+            ".".join(str(p) for p in error["loc"]) + ": " + error["msg"]
+            if error["loc"]
+            else error["msg"]
+            for error in exc.errors(include_url=False)
+        )
+        raise ConfigError(f"{where}: {problems}") from None
 
 
 def _limits(args: argparse.Namespace) -> RunLimits:

@@ -33,6 +33,7 @@ RUN_FIELD_FLAGS: dict[str, str] = {
     "provider_profile": "--profile",
     "tool_choice": "--tool-choice",
     "prefill": "--prefill",
+    "output_type": "--output-schema",
     "temperature": "--temperature",
     "top_p": "--top-p",
     "max_tokens": "--max-tokens",

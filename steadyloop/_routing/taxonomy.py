@@ -33,6 +33,9 @@ What the obvious classification gets wrong, and where this module prevents it:
   do without (`DEGRADABLE_PARAMETERS`), and only when the provider blamed that
   parameter as unsupported or unknown, by `param`/`loc` or in its message; an
   *invalid* `response_format` schema is the caller's error, not a missing feature.
+  Other wires carry a parameter in a field of their own (`_WIRE_FIELDS`: Responses'
+  `text.format`, Anthropic's `output_config.format`): blamed by that name, it is the
+  same parameter.
 - A network failure is not one thing: a refused connection, a failed DNS lookup or a
   TLS error means nothing is there to retry against, while a reset or a body cut
   mid-message may well succeed again (`NetworkReason`).
@@ -368,11 +371,24 @@ _UNSUPPORTED_WORDS = re.compile(
     r"cannot find field|not allowed|not permitted|is not available|requires --enable",
     re.IGNORECASE,
 )
+# The body field another wire sends a parameter in -> its chat name (what
+# `omit_parameters` holds): a structured-output request is Responses' `text.format` and
+# Anthropic's `output_config.format` (or the beta's `output_format`).
+_WIRE_FIELDS: dict[str, DegradableParameter] = {
+    "text": "response_format",
+    "output_config": "response_format",
+    "output_format": "response_format",
+    "reasoning": "reasoning_effort",
+}
 # How each parameter is written in messages (`tool_choice`, "tool choice", `tool-choice`).
 _PARAMETER_NAMES: dict[DegradableParameter, re.Pattern[str]] = {
     name: re.compile(r"\b" + name.replace("_", "[ _-]") + r"\b", re.IGNORECASE)
     for name in DEGRADABLE_PARAMETERS
 }
+_PARAMETER_NAMES["response_format"] = re.compile(
+    r"\bresponse[ _-]format\b|\boutput_config\b|\boutput_format\b|\btext\.format\b",
+    re.IGNORECASE,
+)
 
 
 def degradable_parameter(
@@ -395,7 +411,7 @@ def degradable_parameter(
         for name in DEGRADABLE_PARAMETERS:
             if blamed == name:
                 return name
-        return None
+        return _WIRE_FIELDS.get(blamed)
     named = [name for name, pattern in _PARAMETER_NAMES.items() if pattern.search(text)]
     return named[0] if len(named) == 1 else None
 

@@ -27,6 +27,7 @@ from steadyloop._chat import ChatMessage
 from steadyloop._history.compaction import CompactionPolicy, CompactionRecord
 from steadyloop._history.healing import Healing
 from steadyloop._output.forwarding import ForwardingOptions, PartialOutput
+from steadyloop._output.typed import OutputType
 from steadyloop._receipts.ledger import AmbiguityResolution, PackedLedger
 from steadyloop._routing.pricing import Price, cost_of
 from steadyloop._routing.provider_profiles import ProviderProfile
@@ -81,6 +82,10 @@ StopReason = Literal[
     # The state the run must carry to its next execution (transcript and receipts) does
     # not fit one payload, even with the receipts' own results cut short.
     "state_too_large",
+    # A typed run's final answer did not match its `output_type` after the extra turns
+    # it may spend asking again (`OutputType.retries`): the last answer's text is
+    # `RunResult.raw_output`.
+    "invalid_output",
 ]
 
 
@@ -363,14 +368,22 @@ class RunSettings(BaseModel):
     prices: dict[str, Price] = Field(default_factory=dict)
     agent: AgentName = "main"
     delegation: Delegation | None = None
+    # What the final answer must be (a pydantic model class, or a JSON object schema):
+    # asked of the provider as its structured output, checked in the workflow, and
+    # returned as `RunResult.output`. An invalid answer is answered with what failed
+    # and asked again, `retries` times, then the run stops `invalid_output`.
+    output_type: OutputType | None = None
 
 
 class RunInput(RunSettings):
     """Start a run from a prompt, a conversation so far, or both (the prompt is appended).
 
     Its configuration is `RunSettings`'. `lineage` and `parent_agent` are set by the run
-    that starts a child, never by hand.
+    that starts a child, never by hand. An unknown field is refused by name: one
+    silently dropped (`response_format=...`) would start a run that ignores it.
     """
+
+    model_config = ConfigDict(extra="forbid")
 
     prompt: Text | None = None
     messages: list[ChatMessage] = Field(default_factory=list)
@@ -451,6 +464,15 @@ class RunInput(RunSettings):
             raise ValueError(
                 f"tool_choice names {choice!r}, which is not one of the run's tools "
                 f"({', '.join(self.tools) or 'none'})"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _prefill_not_typed(self) -> RunInput:
+        if self.prefill is not None and self.output_type is not None:
+            raise ValueError(
+                "prefill opens the reply with text, and a typed answer (output_type) is "
+                "a JSON value alone; leave one of them out"
             )
         return self
 
@@ -691,6 +713,11 @@ class RunResult(BaseModel):
     final_answer: str | None
     stop_reason: StopReason
     detail: str = ""
+    # A typed run's answer (`RunSettings.output_type`), validated: set only for
+    # `final_answer`. `raw_output`: the text of the last answer that did not validate,
+    # set for `invalid_output`.
+    output: JsonValue = None
+    raw_output: str | None = None
     transcript: list[ChatMessage]
     stats: RunStats
     partial: PartialOutput | None = None

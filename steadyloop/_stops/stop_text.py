@@ -87,6 +87,13 @@ STOP_WORDS: dict[StopReason, StopWords] = {
         resume=None,
         hint=None,
     ),
+    "invalid_output": StopWords(
+        summary="the answer did not match the run's output schema",
+        partial="",
+        resume="Your previous answer did not match the required JSON schema. Answer again "
+        "with only a JSON value that matches it.",
+        hint="ask again: {resume} (the last answer's text is the result's raw_output)",
+    ),
 }
 
 

@@ -38,9 +38,18 @@ what prevents each here:
   sent without tools.
 - The final assistant message is a prefill, and "final assistant content cannot end
   with trailing whitespace": its trailing whitespace is removed.
-- `stop` is `stop_sequences`. `seed`, `response_format`, `reasoning_effort` have no
-  Messages counterpart and are not sent (an endpoint that takes one sets it in
-  `extra_body`). `extra_body` comes first, so a field the run sets wins.
+- `stop` is `stop_sequences`. `seed` and `reasoning_effort` have no Messages
+  counterpart and are not sent (an endpoint that takes one sets it in `extra_body`).
+  `extra_body` comes first, so a field the run sets wins.
+- A JSON schema `response_format` is Anthropic's structured output,
+  `output_config: {"format": {"type": "json_schema", "schema": ...}}` (generally
+  available, no beta header; the beta spelling was a top-level `output_format` under
+  `anthropic-beta: structured-outputs-2025-11-13`). Not a forced tool: forcing one
+  (`tool_choice: {"type": "tool"}`) would stop the model calling the run's own tools,
+  and is refused with extended thinking; and its answer would be a `tool_use` the loop
+  must answer with a result. `json_object` has no counterpart and is not sent. An
+  endpoint that refuses `output_config` has it dropped (`omit_parameters`), and the run
+  checks the answer all the same.
 - Authentication is `x-api-key` plus `anthropic-version`, never `Authorization: Bearer`
   (which Anthropic ignores, answering 401).
 """
@@ -112,9 +121,27 @@ def anthropic_body(request: CompletionRequest, endpoint: EndpointConfig) -> dict
         body["top_p"] = request.top_p
     if request.stop:
         body["stop_sequences"] = request.stop
+    output_format = _output_format(request.response_format)
+    if output_format is not None:
+        body["output_config"] = {**body.get("output_config", {}), "format": output_format}
     for parameter in request.omit_parameters:  # what this endpoint is known to refuse
-        body.pop(parameter, None)
+        body.pop(_OMITTED_AS.get(parameter, parameter), None)
     return body
+
+
+# The chat name of a parameter an endpoint refused (`omit_parameters`) -> the body
+# field that carries it on this wire.
+_OMITTED_AS = {"response_format": "output_config"}
+
+
+def _output_format(response_format: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Chat's JSON schema `response_format` as Anthropic's `output_config.format`."""
+    if response_format is None or response_format.get("type") != "json_schema":
+        return None
+    spec = response_format.get("json_schema")
+    if not isinstance(spec, dict) or not isinstance(spec.get("schema"), dict):
+        return None
+    return {"type": "json_schema", "schema": spec["schema"]}
 
 
 def anthropic_tool_choice(

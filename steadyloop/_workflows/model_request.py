@@ -43,6 +43,8 @@ async def model_request(
         messages=messages if prefill is None else [*messages, prefill],
         tools=[tool.to_spec() for tool in tools.values()],
         tool_choice=None if continuing else run.turn_tool_choice(state.transcript),
+        # A typed run asks for its schema natively (each wire spells it its own way).
+        response_format=None if run.output_type is None else run.output_type.response_format(),
         temperature=run.sampling.temperature,
         top_p=run.sampling.top_p,
         max_tokens=run.sampling.max_tokens,
@@ -54,7 +56,8 @@ async def model_request(
         if budget is None
         else max(budget - state.stats.tokens_with_children, 1),
     )
-    if _text_bound(state.transcript) + _tools_bound(tools) > MAX_INLINE_PAYLOAD_BYTES:
+    bound = _text_bound(state.transcript) + _tools_bound(tools) + _schema_bound(run)
+    if bound > MAX_INLINE_PAYLOAD_BYTES:
         await state.ceiling.check(request, "the model request (the transcript so far)")
     return request
 
@@ -88,6 +91,11 @@ def _text_bound(messages: list[ChatMessage]) -> int:
         for call in message.tool_calls:
             chars += len(call.arguments) + len(call.name) + len(call.id)
     return 6 * chars + 512 * len(messages) + 64 * 1024
+
+
+def _schema_bound(run: RunInput) -> int:
+    """The same bound for a typed run's schema (sent with every request; at most 64 KB)."""
+    return 0 if run.output_type is None else 6 * len(repr(run.output_type.json_schema)) + 512
 
 
 def _tools_bound(tools: dict[str, ToolDescription]) -> int:

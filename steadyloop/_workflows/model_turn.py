@@ -67,6 +67,7 @@ from steadyloop._workflows.turn_stops import (
     stop_cut_by_budget,
     stop_routed,
 )
+from steadyloop._workflows.typed_answer import told_by_the_run
 
 # How long an interrupt waits for a forwarding model activity to confirm its cancel
 # (a live worker hears of it at its next heartbeat, about a second, then sends its last
@@ -108,7 +109,7 @@ class ModelTurn:
             # Priced as the candidate that answered, not the run's first choice.
             answered = price_for(run.prices, routed.endpoint or run.endpoint, routed.model)
             state.stats.count_cost(routed.turn.usage, answered)
-            turn = going_on.whole(routed.turn)
+            turn = told_by_the_run(run.output_type, going_on.whole(routed.turn))
             sequence = routed.sent[-1].sequence
             if turn.stats.cut_by_budget is not None:
                 stop_cut_by_budget(state, run, turn, sequence, going_on)

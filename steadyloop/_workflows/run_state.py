@@ -14,6 +14,8 @@ from datetime import datetime
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from pydantic import JsonValue
+
     from steadyloop._chat import ChatMessage
     from steadyloop._output.forwarding import PartialOutput
     from steadyloop._receipts.ledger import ReceiptLedger
@@ -35,13 +37,23 @@ from steadyloop._workflows.steering import Steering
 
 class Stop(SteadyloopError):
     """Ends the loop at a turn boundary with a named stop reason (and, for a final
-    answer, the answer)."""
+    answer, the answer; for a typed run, its validated value, or the text that was not)."""
 
-    def __init__(self, reason: StopReason, detail: str, *, answer: str | None = None) -> None:
+    def __init__(
+        self,
+        reason: StopReason,
+        detail: str,
+        *,
+        answer: str | None = None,
+        output: JsonValue = None,
+        raw_output: str | None = None,
+    ) -> None:
         super().__init__(detail)
         self.reason = reason
         self.detail = detail
         self.answer = answer
+        self.output = output
+        self.raw_output = raw_output
 
 
 class RunState:

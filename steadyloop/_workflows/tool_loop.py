@@ -68,6 +68,7 @@ from steadyloop._workflows.steering import Cut
 from steadyloop._workflows.tool_attempt import note_late
 from steadyloop._workflows.tool_batch import ToolBatch
 from steadyloop._workflows.tool_disclosure import describes_locally, disclose_tools
+from steadyloop._workflows.typed_answer import settle_answer
 
 
 @workflow.defn(
@@ -307,7 +308,8 @@ class ToolLoopWorkflow:
         if not turn.tool_calls:
             if state.steering.messages_waiting:
                 return  # a person spoke while the model answered: answer that too
-            raise Stop("final_answer", "the model answered without tool calls", answer=turn.text)
+            settle_answer(state, run.output_type, turn.text)
+            return  # an invalid typed answer: the model is told why and asked again
         state.phase = "tools"
         said = None if run.forwarding.enabled else (message.content or "").strip()
         await self._tools.answer(run, tools, turn.tool_calls, said=said)
@@ -331,6 +333,8 @@ class ToolLoopWorkflow:
                 final_answer=stop.answer,
                 stop_reason=stop.reason,
                 detail=stop.detail,
+                output=stop.output,
+                raw_output=stop.raw_output,
                 transcript=state.transcript,
                 stats=state.stats,
                 partial=state.partial,

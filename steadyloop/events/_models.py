@@ -202,6 +202,8 @@ EventKind = Literal[
     "breaker",
     # A usable-looking completion was defective and replaced by a fresh one.
     "defect_retry",
+    # A typed run's answer did not match its schema: the model was told why and asked again.
+    "output_retry",
     # The transcript was changed before a request so the provider accepts it.
     "healed",
 ]
