@@ -72,7 +72,7 @@ def agent_lines() -> tuple[int, int, list[str]]:
                 counted.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
                 agents.update(t.id for t in node.targets if isinstance(t, ast.Name))
         if isinstance(node, ast.Assign) and any(
-            isinstance(t, ast.Name) and t.id == "INSTRUCTIONS" for t in node.targets
+            isinstance(t, ast.Name) and t.id == "RULES" for t in node.targets
         ):
             instructions = (node.end_lineno or node.lineno) - node.lineno + 1
     for node in ast.walk(tree):

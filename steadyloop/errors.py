@@ -67,6 +67,7 @@ still an `AssertionError` (pytest reports it as a failed assertion, not a crash)
     │   └── ObjectStoreUnavailable
     ├── Stop                             steadyloop._workflows: ends a run at a turn boundary
     ├── AgentStopped (ApplicationError)  steadyloop.workflow: an agent run without an answer
+    ├── AgentDefinitionError (ValueError) an agent the loop could not run
     ├── NothingWaits (AssertionError)    steadyloop.testing: the run ended first
     ├── ScriptExhausted (AssertionError) a request nobody scripted
     └── UnknownToolWarning (UserWarning) a scripted call of a tool the run lacks
@@ -87,11 +88,11 @@ from __future__ import annotations
 from typing import Final
 
 __all__ = [
+    "AGENT_INPUT_REFUSED",
     "AGENT_STOPPED",
     "CHILD_RUN_FAILED",
     "CONFIGURATION_ERROR_TYPES",
     "MISSING_API_KEY",
-    "MISSING_MODEL",
     "OUTPUT_ALREADY_FORWARDED",
     "OUTPUT_HOST_UNAVAILABLE",
     "PAYLOAD_BLOB_CORRUPT",
@@ -139,6 +140,9 @@ CHILD_RUN_FAILED: Final = "ChildRunFailed"
 # An agent a user's workflow ran (`steadyloop.workflow.Agent.run`) stopped without a
 # final answer: the calling workflow fails with it unless it catches `AgentStopped`.
 AGENT_STOPPED: Final = "AgentStopped"
+# An agent's run could not be started from what the workflow gave it (its prompt): the
+# calling workflow fails with it, naming the problem.
+AGENT_INPUT_REFUSED: Final = "AgentInputRefused"
 
 # -- the payload codec's blob store (unavailable and error are retried: configuration or
 # the store coming back fixes them; a missing or altered blob is not) --------------------
@@ -154,14 +158,12 @@ PAYLOAD_BLOB_CORRUPT: Final = "PayloadBlobCorrupt"
 # traverses to a candidate another worker's configuration may serve.
 UNKNOWN_ENDPOINT: Final = "unknown_endpoint"
 MISSING_API_KEY: Final = "missing_api_key"
-# A run that names no model on an endpoint with no default model.
-MISSING_MODEL: Final = "missing_model"
 # The endpoint's `api` names a wire this version does not speak.
 UNSUPPORTED_WIRE: Final = "unsupported_wire"
 # Sampling knobs the endpoint's wire refuses (`steadyloop._run.bounds.SAMPLING_RANGES`).
 SAMPLING_OUT_OF_RANGE: Final = "sampling_out_of_range"
 CONFIGURATION_ERROR_TYPES: Final = frozenset(
-    {UNKNOWN_ENDPOINT, MISSING_API_KEY, MISSING_MODEL, UNSUPPORTED_WIRE, SAMPLING_OUT_OF_RANGE}
+    {UNKNOWN_ENDPOINT, MISSING_API_KEY, UNSUPPORTED_WIRE, SAMPLING_OUT_OF_RANGE}
 )
 # An attempt refused because an earlier attempt of the same turn already forwarded
 # output (found on the run's output host before streaming again).

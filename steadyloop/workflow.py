@@ -59,10 +59,16 @@ with workflow.unsafe.imports_passed_through():
     from steadyloop._run.models import RunInput, RunLimits, RunResult, Sampling
     from steadyloop._web.thread_ids import client_thread, web_thread_id
     from steadyloop.client._threads import THREAD_MEMO, ThreadMemo, run_workflow_id
-    from steadyloop.errors import AGENT_STOPPED, SteadyloopError
+    from steadyloop.errors import AGENT_INPUT_REFUSED, AGENT_STOPPED, SteadyloopError
     from steadyloop.events._publishing import log_mode_memo
 
-__all__ = ["AGENT_STOPPED", "Agent", "AgentStopped"]
+__all__ = [
+    "AGENT_INPUT_REFUSED",
+    "AGENT_STOPPED",
+    "Agent",
+    "AgentDefinitionError",
+    "AgentStopped",
+]
 
 OutputT = TypeVar("OutputT", default=str)
 
@@ -70,6 +76,11 @@ LOOP_WORKFLOW = "ToolLoopWorkflow"
 # How long re-attaching to a child started before a continue-as-new may wait for it.
 DEFAULT_ATTACH_HORIZON = timedelta(days=7)
 ATTACH_HEARTBEAT_TIMEOUT = timedelta(seconds=30)
+
+
+class AgentDefinitionError(SteadyloopError, ValueError):
+    """An `Agent` the loop could not run (no model, an unknown field in `settings`, a
+    bad `output_type`...): raised where it is defined, naming the field."""
 
 
 class AgentStopped(ApplicationError, SteadyloopError):
@@ -82,6 +93,7 @@ class AgentStopped(ApplicationError, SteadyloopError):
     def __init__(self, agent: str, run_id: str, result: RunResult) -> None:
         detail = result.detail or ""
         partial = result.partial.text if result.partial is not None else ""
+        raw = result.raw_output or ""  # an `invalid_output` stop's last answer
         super().__init__(
             f"agent {agent!r} (run {run_id}) stopped {result.stop_reason}"
             + (f": {detail}" if detail else ""),
@@ -91,6 +103,7 @@ class AgentStopped(ApplicationError, SteadyloopError):
                 "stop_reason": result.stop_reason,
                 "detail": detail,
                 "partial": partial,
+                "raw_output": raw,
             },
             type=AGENT_STOPPED,
             non_retryable=True,
@@ -108,8 +121,8 @@ class Agent(Generic[OutputT]):
     limits and the type of its answer. Immutable, so one definition at module level
     serves every workflow run.
 
-    `endpoint` and `model` name one of the worker's endpoints and a model on it (the
-    endpoint's default model when empty); `route` a list of candidates instead.
+    `model` and `endpoint` name a model on one of the worker's endpoints; `route` a list
+    of candidates instead (then leave both out).
     `tools` are tool names (or tools, read by `.name`) the worker serves. `output_type`
     a pydantic model: the answer is asked for in that shape, validated, and returned as
     an instance. `task_queue`: where its workers poll (the calling workflow's queue when
@@ -118,8 +131,8 @@ class Agent(Generic[OutputT]):
 
     name: str
     instructions: str | None = None
-    endpoint: str = "default"
     model: str = ""
+    endpoint: str = "default"
     route: RouteConfig | None = None
     tools: Sequence[Any] = ()
     limits: RunLimits = field(default_factory=RunLimits)
@@ -128,6 +141,14 @@ class Agent(Generic[OutputT]):
     task_queue: str | None = None
     tenant: str | None = None
     settings: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # A definition the loop would refuse fails where it is written (at import, so a
+        # worker with it does not start), never as a workflow task retried forever.
+        try:
+            self.run_input("(checking the definition)")
+        except ValidationError as exc:
+            raise AgentDefinitionError(f"agent {self.name!r}: {_problems(exc)}") from None
 
     def run_input(self, prompt: str, *, messages: Sequence[Any] = ()) -> RunInput:
         """The loop's input for one run of this agent with `prompt`."""
@@ -207,7 +228,14 @@ class Agent(Generic[OutputT]):
     ) -> tuple[str, RunResult]:
         key = key if key is not None else str(workflow.uuid4())
         child_id = self.child_id(key)
-        run = self.run_input(prompt)
+        try:
+            run = self.run_input(prompt)
+        except ValidationError as exc:  # the prompt (its size, a lone surrogate...)
+            raise ApplicationError(
+                f"agent {self.name!r} cannot run this prompt: {_problems(exc)}",
+                type=AGENT_INPUT_REFUSED,
+                non_retryable=True,
+            ) from None
         thread = ThreadMemo(thread=self.thread_id(key), run=1, key=f"agent:{key}")
         try:
             handle = await workflow.start_child_workflow(
@@ -248,6 +276,14 @@ class Agent(Generic[OutputT]):
                 update={
                     "stop_reason": "invalid_output",
                     "detail": f"{output_type.__name__} refused the answer: {exc}",
+                    "raw_output": result.final_answer,
                 }
             )
             raise AgentStopped(self.name, child_id, refused) from None
+
+
+def _problems(exc: ValidationError) -> str:
+    return "; ".join(
+        f"{'.'.join(str(p) for p in err['loc']) or 'input'}: {err['msg']}"
+        for err in exc.errors(include_url=False)
+    )

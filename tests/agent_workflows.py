@@ -77,3 +77,12 @@ class TenantWorkflow:
     async def run(self, question: str) -> str:
         agent = Agent(name="desk", model="desk-model", tools=["refund"], tenant="acme")
         return await agent.run(question, key="desk")
+
+
+@workflow.defn
+class SurrogateWorkflow:
+    """Asks the helper with a prompt the loop refuses (a lone surrogate made in here)."""
+
+    @workflow.run
+    async def run(self, question: str) -> str:
+        return await helper.run(question + chr(0xD800))

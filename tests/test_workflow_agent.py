@@ -19,6 +19,7 @@ from agent_workflows import (
     CatchingWorkflow,
     FailingWorkflow,
     KeyedWorkflow,
+    SurrogateWorkflow,
     TenantWorkflow,
     WaitingWorkflow,
 )
@@ -29,10 +30,10 @@ from steadyloop._web.app import create_app
 from steadyloop._web.client_backend import ClientBackend
 from steadyloop._web.settings import web_settings
 from steadyloop.client import PendingApproval, RunHandle
-from steadyloop.errors import AGENT_STOPPED
+from steadyloop.errors import AGENT_INPUT_REFUSED, AGENT_STOPPED
 from steadyloop.testing import AgentEnv, ScriptedModel
 from steadyloop.tools import ToolRegistry, tool
-from steadyloop.workflow import Agent
+from steadyloop.workflow import Agent, AgentDefinitionError
 
 pytestmark = pytest.mark.slow
 WORKFLOWS = [
@@ -42,6 +43,7 @@ WORKFLOWS = [
     KeyedWorkflow,
     WaitingWorkflow,
     TenantWorkflow,
+    SurrogateWorkflow,
 ]
 
 
@@ -141,7 +143,7 @@ async def test_the_tenants_people_approve_the_childs_call_on_the_web_and_others_
         handle = await e.client.start_workflow(
             TenantWorkflow.run, "refund W-3", id=parent, task_queue=e.task_queue
         )
-        agent = Agent(name="desk", tenant="acme")
+        agent = Agent(name="desk", model="desk-model", tenant="acme")
         thread = agent.web_thread_id_for(parent, "desk")
         (waiting,) = await _pending(e.steadyloop.run(agent.child_id_for(parent, "desk")))
         backend = ClientBackend(e.steadyloop)
@@ -211,3 +213,24 @@ async def _pending(child: RunHandle) -> list[PendingApproval]:
             return pending
         await asyncio.sleep(0.05)
     raise AssertionError("the child's call never waited for approval")
+
+
+def test_an_agent_the_loop_could_not_run_is_refused_where_it_is_defined() -> None:
+    with pytest.raises(AgentDefinitionError, match="endpoint and a model"):
+        Agent(name="nameless")  # no model: refused at import, not as a task failing forever
+    with pytest.raises(AgentDefinitionError, match="response_format"):
+        Agent(name="x", model="m", settings={"response_format": {"type": "json_object"}})
+
+
+async def test_a_prompt_the_loop_refuses_fails_the_parent_once_naming_it() -> None:
+    async with env() as e:
+        handle = await e.client.start_workflow(
+            SurrogateWorkflow.run, "hi", id=wid(), task_queue=e.task_queue
+        )
+        with pytest.raises(WorkflowFailureError) as failed:
+            await handle.result()
+        cause = failed.value.cause
+        assert isinstance(cause, ApplicationError) and cause.type == AGENT_INPUT_REFUSED
+        assert "prompt" in cause.message and "surrogate" in cause.message
+        description = await handle.describe()
+        assert description.status == WorkflowExecutionStatus.FAILED

@@ -8,11 +8,11 @@ with workflow.unsafe.imports_passed_through():
     from examples.orders.models import Order, RefundDecision
     from steadyloop.workflow import Agent
 
-INSTRUCTIONS = """Decide whether the order gets a refund. To refund, call charge_card with
+RULES = """Decide whether the order gets a refund. To refund, call charge_card with
 the negative amount, then answer with your decision."""
 
 refund_agent = Agent(
-    name="refund", instructions=INSTRUCTIONS, tools=["charge_card"], output_type=RefundDecision
+    "refund", model="gpt-4.1", instructions=RULES, tools=["charge_card"], output_type=RefundDecision
 )
 
 

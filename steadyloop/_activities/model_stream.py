@@ -159,7 +159,6 @@ from steadyloop._stream.wire import (
     wire_for,
 )
 from steadyloop.errors import (
-    MISSING_MODEL,
     OUTPUT_ALREADY_FORWARDED,
     OUTPUT_HOST_UNAVAILABLE,
     SAMPLING_OUT_OF_RANGE,
@@ -928,17 +927,6 @@ class ModelActivities:
                 type=exc.error_type,
                 non_retryable=True,
             ) from None
-        if not request.model:  # a run (an `Agent`) that names no model: the endpoint's
-            if not endpoint.model:
-                raise ApplicationError(
-                    f"the run names no model, and model endpoint {endpoint.name!r} has no "
-                    "default model: name one on the run (Agent(model=...), --model), or "
-                    "give the endpoint `model=`",
-                    {"endpoint": endpoint.name},
-                    type=MISSING_MODEL,
-                    non_retryable=True,
-                )
-            request = request.model_copy(update={"model": endpoint.model})
         # The run held its knobs to what some wire takes; this endpoint's may take less.
         refused = sampling_problems(
             {"temperature": request.temperature, "top_p": request.top_p}, endpoint.api
