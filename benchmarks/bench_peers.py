@@ -2,7 +2,8 @@
 
 Run: `.venv/bin/pip install -e '.[bench]'` once (the peers, pinned), then
 `.venv/bin/python benchmarks/bench_peers.py` (about ten minutes on a busy 2-core machine;
-`--quick`: one repetition, 3 rounds, a smoke test of two to four minutes). Without the
+`--quick`: one repetition, 3 rounds, a smoke test of two to four minutes;
+`--systems steadyloop,steadyloop-plugin` needs none of the peers' packages). Without the
 one unmeasured run each system gets first, its first measured run pays its imports and
 connections: a quick run showed per-round figures below zero.
 
@@ -12,9 +13,21 @@ scripted OpenAI-compatible provider (`bench_loop.Provider`'s answers: one call a
 the one tool, `--call-chars` characters of argument, then text), and one worker process
 per system, so each worker's CPU is its own (read from `/proc/<pid>/stat`):
 
-- `steadyloop`: `ToolLoopWorkflow`, as `steadyloop worker` runs it;
+- `steadyloop`: `ToolLoopWorkflow` started directly, as `steadyloop run` starts it, on
+  a worker built as `steadyloop worker` builds one: `Worker(client, task_queue=...,
+  plugins=[SteadyloopPlugin(...)])` on a client with the pydantic converter (the plugin
+  registers the loop, its output host, the health and admission entities, the model,
+  tool, health and chain activities, and sets the heartbeat throttle and the sandbox
+  runner);
 - `steadyloop-local`: the same worker, the run started with `local_pure_tools_s=30`
   (its pure tool runs as a local activity);
+- `steadyloop-plugin`: the same agent as a Temporal user adds it, on a worker of its own:
+  `Client.connect(target, plugins=[SteadyloopPlugin(...)])`, then
+  `Worker(client, task_queue=..., workflows=[BenchAgentWorkflow])` and nothing else;
+  the run starts that workflow (`plugin_workflows`), which runs `Agent.run`, the loop
+  as its child. Its figures count both workflows' histories. Per round the child's
+  start cancels out (both the N-round and the 0-round run pay it once); a run of one
+  model turn includes it, with the parent's start and workflow tasks;
 - `oai-chat` / `oai-responses`: `temporalio.openai_agents.OpenAIAgentsPlugin`
   (`Runner.run`, the plugin's model activity, the tool by `activity_as_tool`) on Chat
   Completions and on the Responses API (the plugin's model activity asks for a whole
@@ -24,18 +37,18 @@ per system, so each worker's CPU is its own (read from `/proc/<pid>/stat`):
 
 Runs are interleaved by repetition (each repetition runs every system's N-round run and
 its 0-round run, one model turn that answers, the order rotated), one at a time, after
-one unmeasured run per system. Per run: wall (start to result, from the
-client), the worker's CPU, history events and bytes (every execution of the run's own
-workflow), and actions counted twice: by Temporal Cloud's rules from the histories of
-every workflow the run touched (`bench_actions.history_kinds`, shared with
-`bench_actions.py`: a workflow task's markers are one action, `TemporalChangeVersion`
-upserts none) plus the
-heartbeats and queries the server's frontend answered, and by the server's own `action`
-counter. Per round is (N-round run - 0-round run) / N within one repetition;
-ratios are to steadyloop's figure of the same repetition, printed as their range over
-the repetitions. Nothing asserts a figure: `tests/test_bench_peers.py` runs `--quick`
-(skipped without the extra) and checks that every run of every system ended with the
-final answer.
+one unmeasured run per system. Per run: wall (start to result, from the client), the
+worker's CPU, history events and bytes (every execution of the run's own workflow; for
+`steadyloop-plugin`, the parent's and the child's), and actions counted twice: by
+Temporal Cloud's rules from the histories of every workflow the run touched
+(`bench_actions.history_kinds`, shared with `bench_actions.py`: a workflow task's markers
+are one action, `TemporalChangeVersion` upserts none) plus the heartbeats and queries the
+server's frontend answered, and by the server's own `action` counter. Per round is
+(N-round run - 0-round run) / N within one repetition; ratios are to steadyloop's figure
+of the same repetition, printed as their range over the repetitions. Nothing asserts a
+figure: `tests/test_bench_peers.py` runs `--quick` (skipped without the extra), and
+`--quick` of steadyloop's systems alone, and checks that every run of every system ended
+with the final answer.
 
 What would make the comparison unfair, and what prevents it:
 - workers in one process would share one CPU clock: each system has its own process;
@@ -43,7 +56,9 @@ What would make the comparison unfair, and what prevents it:
 - a peer doing work steadyloop does not (OpenAI's tracing export, a turn limit):
   `peer_workflows` turns tracing off and sets each peer's turn limit to N + 1;
 - counting heartbeats from the worker's calls would overcount (the SDK throttles them):
-  the server's counters are read.
+  the server's counters are read;
+- the plugin and the direct start served by differently built workers: both workers take
+  `SteadyloopPlugin`, so they register and configure the same things.
 """
 
 from __future__ import annotations
@@ -66,8 +81,9 @@ from typing import Any
 
 import httpx
 import orjson
+from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowFailureError
 from temporalio.service import RPCError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -90,6 +106,7 @@ from bench_loop import (
     versions,
 )
 from loop_floor import turn_text
+from plugin_workflows import AGENT, KEY
 
 from steadyloop._output.forwarding import output_stream_id
 from steadyloop._routing.endpoint_health import health_workflow_id
@@ -100,8 +117,16 @@ from steadyloop.testing._scripted_server import (
     ScriptedServer,
     json_response,
 )
+from steadyloop.workflow import Agent
 
-SYSTEMS = ("steadyloop", "steadyloop-local", "oai-chat", "oai-responses", "pydantic-ai")
+SYSTEMS = (
+    "steadyloop",
+    "steadyloop-local",
+    "steadyloop-plugin",
+    "oai-chat",
+    "oai-responses",
+    "pydantic-ai",
+)
 # Which worker process serves each system (the local-tools runs use steadyloop's).
 WORKERS = {"steadyloop-local": "steadyloop"}
 PEER_PACKAGES = ("temporalio-openai-agents", "openai-agents", "pydantic-ai-slim")
@@ -233,34 +258,25 @@ async def serve_worker(
     from temporalio.worker import Worker
 
     worker: Worker
-    if system == "steadyloop":
-        from temporalio.contrib.pydantic import pydantic_data_converter
+    if system.startswith("steadyloop"):
+        from steadyloop.plugin import EndpointConfig, SteadyloopPlugin
 
-        from steadyloop._activities.endpoint_health import EndpointHealthActivities
-        from steadyloop._activities.model_stream import ModelActivities
-        from steadyloop._activities.tool_execution import ToolActivities
-        from steadyloop._routing.endpoints import EndpointConfig, EndpointRegistry
-        from steadyloop._worker.process import HEARTBEAT_THROTTLE, workflow_runner
-        from steadyloop._workflows.endpoint_health import EndpointHealthWorkflow
-        from steadyloop._workflows.output_stream import OutputStreamWorkflow
-        from steadyloop._workflows.tool_loop import ToolLoopWorkflow
+        plugin = SteadyloopPlugin(
+            tools=build_tools(),
+            endpoints=[EndpointConfig(name=ENDPOINT, base_url=base_url)],
+            blobs="off",
+        )
+        if system == "steadyloop-plugin":  # what a Temporal user writes
+            from plugin_workflows import BenchAgentWorkflow
 
-        client = await Client.connect(target, data_converter=pydantic_data_converter)
-        endpoints = EndpointRegistry([EndpointConfig(name=ENDPOINT, base_url=base_url)])
-        async with ModelActivities(endpoints, environ={}) as model:
-            worker = Worker(
-                client,
-                task_queue=queue,
-                workflows=[ToolLoopWorkflow, OutputStreamWorkflow, EndpointHealthWorkflow],
-                activities=[
-                    *model.activities(),
-                    *ToolActivities(build_tools()).activities(),
-                    *EndpointHealthActivities(client, task_queue=queue).activities(),
-                ],
-                workflow_runner=workflow_runner(),
-                max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
-            )
-            await _serve(worker)
+            client = await Client.connect(target, plugins=[plugin])
+            worker = Worker(client, task_queue=queue, workflows=[BenchAgentWorkflow])
+        else:  # as `steadyloop worker` builds it: the plugin on the worker alone
+            from temporalio.contrib.pydantic import pydantic_data_converter
+
+            client = await Client.connect(target, data_converter=pydantic_data_converter)
+            worker = Worker(client, task_queue=queue, plugins=[plugin])
+        await _serve(worker)
         return
     if system.startswith("oai-"):
         from agents import set_tracing_disabled
@@ -384,7 +400,19 @@ class PeerBench:
         started = time.perf_counter()
         workflow_id = f"bench-peers-{system}-{uuid.uuid4().hex[:8]}"
         answer: str
-        if system.startswith("steadyloop"):
+        if system == "steadyloop-plugin":
+            handle = await self.client.start_workflow(
+                "BenchSteadyloopAgent",
+                args=[script.model, script.turns + 1],
+                id=workflow_id,
+                task_queue=worker.queue,
+                result_type=str,
+            )
+            try:
+                answer = await asyncio.wait_for(handle.result(), 300)
+            except WorkflowFailureError as failed:  # `AgentStopped`: no final answer
+                answer = f"(failed: {failed.cause})"
+        elif system.startswith("steadyloop"):
             run = RunInput(
                 endpoint=ENDPOINT,
                 model=script.model,
@@ -416,8 +444,13 @@ class PeerBench:
         wall = time.perf_counter() - started
         cpu = worker.cpu_s - cpu
         events = await chain_events(self.client, workflow_id, handle.result_run_id)
+        loop_id, loop_run_id = workflow_id, handle.result_run_id or ""
+        if system == "steadyloop-plugin":  # the agent's loop is a child: its history too
+            loop_id, loop_run_id = _child_run(workflow_id, events)
+            events += await chain_events(self.client, loop_id, loop_run_id)
         kinds: Counter[str] = Counter()
-        for touched in [events, *await self._others(system, workflow_id, handle, since)]:
+        others = await self._others(system, loop_id, loop_run_id, since)
+        for touched in [events, *others]:
             kinds += history_kinds(touched)
         await asyncio.sleep(1.0)  # the server's counters, and a host closing after the run
         after_actions, after_requests = await scrape(self.http, self.metrics)
@@ -436,14 +469,15 @@ class PeerBench:
         )
 
     async def _others(
-        self, system: str, workflow_id: str, handle: Any, since: float
+        self, system: str, loop_id: str, loop_run_id: str, since: float
     ) -> list[list[HistoryEvent]]:
-        """steadyloop's output host and endpoint-health entity, from the run's start."""
+        """steadyloop's output host (of the loop's run: `loop_id`) and endpoint-health
+        entity, from the run's start."""
         if not system.startswith("steadyloop"):
             return []
         found = []
         for other in (
-            output_stream_id(workflow_id, handle.result_run_id or ""),
+            output_stream_id(loop_id, loop_run_id),
             health_workflow_id(ENDPOINT),
         ):
             try:
@@ -452,6 +486,19 @@ class PeerBench:
                 continue
             found.append([e for e in events if e.event_time.ToNanoseconds() / 1e9 >= since])
         return found
+
+
+def _child_run(parent_id: str, events: Sequence[HistoryEvent]) -> tuple[str, str]:
+    """The workflow and run id of the agent's loop that the `BenchSteadyloopAgent` run
+    `parent_id` started: `Agent.child_id_for(parent_id, KEY)`, its run id read from the
+    parent's history."""
+    child_id = Agent(name=AGENT).child_id_for(parent_id, KEY)
+    for event in events:
+        if event.event_type == EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_STARTED:
+            started = event.child_workflow_execution_started_event_attributes.workflow_execution
+            if started.workflow_id == child_id:
+                return child_id, started.run_id
+    raise RuntimeError(f"{parent_id} started no child {child_id}")
 
 
 # -- the table ------------------------------------------------------------------------
@@ -509,7 +556,8 @@ def _ratio(values: Sequence[float], base: Sequence[float]) -> str:
 
 def table(title: str, figures: dict[str, list[dict[str, float]]]) -> list[str]:
     """One markdown table: each system's median, and its ratio to steadyloop paired by
-    repetition (median, and the range over the repetitions) for wall and CPU."""
+    repetition (median, and the range over the repetitions) for wall, CPU and actions
+    (Cloud's rules)."""
     base = figures["steadyloop"]
     shown = [
         f
@@ -519,14 +567,14 @@ def table(title: str, figures: dict[str, list[dict[str, float]]]) -> list[str]:
     lines = [
         f"| {title} | "
         + " | ".join(HEADS[f] for f in shown)
-        + " | wall / steadyloop | CPU / steadyloop |",
-        "|---" * (len(shown) + 3) + "|",
+        + " | wall / steadyloop | CPU / steadyloop | actions / steadyloop |",
+        "|---" * (len(shown) + 4) + "|",
     ]
     for system, reps in figures.items():
         cells = [_fmt(statistics.median(rep[f] for rep in reps)) for f in shown]
         ratios = [
             _ratio([rep[f] for rep in reps], [rep[f] for rep in base])
-            for f in ("wall_ms", "cpu_ms")
+            for f in ("wall_ms", "cpu_ms", "billed")
         ]
         lines.append(f"| {system} | " + " | ".join(cells + ratios) + " |")
     return lines
@@ -560,9 +608,6 @@ async def main(argv: Sequence[str] | None = None) -> int:
             args.worker, args.target, args.queue, args.base_url, args.models.split(",")
         )
         return 0
-    if not peers_installed():
-        print("the peers are not installed: .venv/bin/pip install -e '.[bench]'", file=sys.stderr)
-        return 2
     reps = 1 if args.quick else args.reps
     turns = QUICK_TURNS if args.quick else args.turns
     systems = [s for s in args.systems.split(",") if s]
@@ -571,6 +616,14 @@ async def main(argv: Sequence[str] | None = None) -> int:
         parser.error(
             f"--systems: steadyloop and any of {', '.join(SYSTEMS)} (not {sorted(unknown)})"
         )
+    peers = [s for s in systems if not s.startswith("steadyloop")]
+    if peers and not peers_installed():
+        print(
+            f"the peers are not installed ({', '.join(peers)}): .venv/bin/pip install -e "
+            "'.[bench]', or --systems with steadyloop's systems only",
+            file=sys.stderr,
+        )
+        return 2
     long, short = Script(turns, args.call_chars), Script(0, args.call_chars)
     provider = PeerProvider(fragment_chars=64)
     provider.prepare(long)
@@ -578,7 +631,8 @@ async def main(argv: Sequence[str] | None = None) -> int:
     metrics_port = free_port()
     before_load = _load()
     print(versions())
-    print(peer_versions())
+    if peers:
+        print(peer_versions())
     print(
         f"{reps} repetitions of a {turns}-round run and a 0-round run (one model turn) per "
         "system, interleaved; "
@@ -619,6 +673,13 @@ async def main(argv: Sequence[str] | None = None) -> int:
     print()
     print("\n".join(table("a run of one model turn (it answers)", fixed)))
     print()
+    if "steadyloop-plugin" in systems:
+        print(
+            "steadyloop-plugin: a workflow of the user's runs `Agent.run` (the loop as its "
+            "child); its figures count both histories. Per round the child's start cancels "
+            "out; a run of one model turn includes it (the parent's start, its workflow "
+            "tasks, the child's start)."
+        )
     print(
         "actions (histories): workflow starts, activities and their retries, signals, "
         "updates, timers, children in every workflow the run touched, plus the heartbeats "

@@ -1,7 +1,9 @@
 """`benchmarks/bench_peers.py`: it imports without the peers (the `bench` extra), its
 provider answers every wire shape the peers speak with the turn the request is at, its
-ratios are paired by repetition, and (only with the extra installed) its quick run ends
-every run of every system with the final answer."""
+ratios are paired by repetition, its quick run of steadyloop's systems alone (a run
+started directly, and one through the plugin and `Agent.run`) needs none of the peers,
+and (only with the extra installed) its quick run ends every run of every system with
+the final answer."""
 
 from __future__ import annotations
 
@@ -78,3 +80,16 @@ async def test_the_quick_run_ends_every_run_with_the_answer(
     assert status == 0 and "PROBLEM" not in out, out
     rows = {line.split(" | ")[0].strip("| ") for line in out.splitlines() if line.startswith("| ")}
     assert set(bench_peers.SYSTEMS) <= rows, out
+
+
+@pytest.mark.slow
+async def test_steadyloops_systems_run_without_the_peers(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    systems = ["steadyloop", "steadyloop-plugin"]
+    status = await bench_peers.main(["--quick", "--systems", ",".join(systems)])
+    out = capsys.readouterr().out
+    assert status == 0 and "PROBLEM" not in out, out
+    rows = [line.split(" | ")[0].strip("| ") for line in out.splitlines() if line.startswith("| ")]
+    assert rows.count("steadyloop-plugin") == 2, out  # per round and a run of one turn
+    assert "temporalio-openai-agents" not in out, out
