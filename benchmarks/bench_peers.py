@@ -492,7 +492,7 @@ def _child_run(parent_id: str, events: Sequence[HistoryEvent]) -> tuple[str, str
     """The workflow and run id of the agent's loop that the `BenchSteadyloopAgent` run
     `parent_id` started: `Agent.child_id_for(parent_id, KEY)`, its run id read from the
     parent's history."""
-    child_id = Agent(name=AGENT).child_id_for(parent_id, KEY)
+    child_id = Agent(name=AGENT, endpoint=ENDPOINT, model="bench").child_id_for(parent_id, KEY)
     for event in events:
         if event.event_type == EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_STARTED:
             started = event.child_workflow_execution_started_event_attributes.workflow_execution

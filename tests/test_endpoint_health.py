@@ -291,7 +291,7 @@ async def test_the_worker_registers_the_entity_and_the_health_activities(
     options = WorkerOptions(task_queue="q", endpoints=EndpointRegistry(), tools=ToolRegistry([]))
     async with ModelActivities(EndpointRegistry()) as model:
         worker = build_worker(health.env.client, options, model)
-    config = worker.config()
+    config = worker.config(active_config=True)  # as the plugin left it
     assert EndpointHealthWorkflow in list(config.get("workflows") or [])
     names = {
         getattr(fn, "__temporal_activity_definition").name for fn in config["activities"] or []

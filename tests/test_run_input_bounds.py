@@ -91,6 +91,7 @@ SAMPLES: dict[str, dict[str, Any]] = {
     "EndpointConfig": {"name": "e", "base_url": "http://127.0.0.1:1/v1"},
     "BreakerPolicy": {},
     "RunInput": {"endpoint": "e", "model": "m", "prompt": "hi"},
+    "ActivityTarget": {"activity_type": "charge_card", "start_to_close_s": 30},
 }
 
 

@@ -10,12 +10,14 @@ Workflow state only: nothing here makes a command.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from temporalio import workflow
 
-with workflow.unsafe.imports_passed_through():
+if TYPE_CHECKING:  # annotations only: no module-level object the sandbox test cannot vouch for
     from pydantic import JsonValue
 
+with workflow.unsafe.imports_passed_through():
     from steadyloop._chat import ChatMessage
     from steadyloop._output.forwarding import PartialOutput
     from steadyloop._receipts.ledger import ReceiptLedger

@@ -29,9 +29,7 @@ heartbeat period, as a resumable `@tool`'s does.
 
 from __future__ import annotations
 
-import inspect
 import sys
-import warnings
 from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any
@@ -45,9 +43,8 @@ from steadyloop.tools._definition import (
     TOOL_NAME_PATTERN,
     ToolDefinition,
     ToolDefinitionError,
-    ToolWithoutDescription,
     _arguments_model,
-    _first_paragraph,
+    tool_description,
 )
 from steadyloop.tools._payloads import EFFECTS, ActivityParameter, ActivityTarget, Effect
 from steadyloop.tools._schema import arguments_schema
@@ -108,7 +105,7 @@ def activity_as_tool(
         raise ToolDefinitionError(f"tool {tool_name!r}: approval must be True or False")
     if task_queue is not None and (not isinstance(task_queue, str) or not task_queue.strip()):
         raise ToolDefinitionError(f"tool {tool_name!r}: task_queue must be a non-blank string")
-    text = _description(tool_name, fn, description)
+    text = tool_description(tool_name, fn, description, "activity", stacklevel=3).strip()
     timeouts = _timeouts(
         tool_name, start_to_close_timeout, schedule_to_close_timeout, heartbeat_timeout
     )
@@ -148,21 +145,6 @@ def activity_as_tool(
         argument_fields=fields,
         activity=target,
     )
-
-
-def _description(tool_name: str, fn: Callable[..., Any], given: Any) -> str:
-    if given is None:
-        given = _first_paragraph(inspect.getdoc(fn))
-    elif not isinstance(given, str):
-        raise ToolDefinitionError(f"tool {tool_name!r}: description must be a string")
-    if not given.strip():
-        warnings.warn(
-            f"tool {tool_name!r} has no description: the model reads an empty one and cannot "
-            "tell when to call it; give the activity a docstring, or pass description=",
-            ToolWithoutDescription,
-            stacklevel=3,
-        )
-    return str(given).strip()
 
 
 def _seconds(tool_name: str, label: str, value: Any) -> float:

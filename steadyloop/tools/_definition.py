@@ -302,17 +302,7 @@ def _define(
             f"tool {tool_name!r}: plugin {plugin!r} is not a valid plugin name; it must match "
             f"{TOOL_NAME_PATTERN.pattern}"
         )
-    if description is None:
-        description = _first_paragraph(inspect.getdoc(fn))
-    elif not isinstance(description, str):
-        raise ToolDefinitionError(f"tool {tool_name!r}: description must be a string")
-    if not description.strip():
-        warnings.warn(
-            f"tool {tool_name!r} has no description: the model reads an empty one and cannot "
-            "tell when to call it; give the function a docstring, or pass description=",
-            ToolWithoutDescription,
-            stacklevel=3,
-        )
+    description = tool_description(tool_name, fn, description, "function", stacklevel=4)
 
     model, model_parameter, fields = _arguments_model(fn, tool_name, scope)
     try:
@@ -381,6 +371,26 @@ def _has_async_call(fn: object) -> bool:
     return not inspect.isroutine(fn) and inspect.iscoroutinefunction(
         getattr(fn, "__call__", None)  # noqa: B004 - a callable object with `async def __call__`
     )
+
+
+def tool_description(
+    tool_name: str, fn: Callable[..., Any], given: Any, what: str, *, stacklevel: int
+) -> str:
+    """`given`, else the first paragraph of `fn`'s docstring; `ToolWithoutDescription`
+    (raised `stacklevel` frames up: the user's own declaration) when that is empty, since
+    the model cannot tell when to call a tool it sees undescribed."""
+    if given is None:
+        given = _first_paragraph(inspect.getdoc(fn))
+    elif not isinstance(given, str):
+        raise ToolDefinitionError(f"tool {tool_name!r}: description must be a string")
+    if not given.strip():
+        warnings.warn(
+            f"tool {tool_name!r} has no description: the model reads an empty one and cannot "
+            f"tell when to call it; give the {what} a docstring, or pass description=",
+            ToolWithoutDescription,
+            stacklevel=stacklevel,
+        )
+    return str(given)
 
 
 def _first_paragraph(doc: str | None) -> str:
