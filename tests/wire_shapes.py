@@ -1770,6 +1770,13 @@ CONTENT_SHAPES: tuple[ContentShape, ...] = (
         reasoning="Check the units.",
     ),
     CS(
+        case="thinking_as_one_string",
+        source="contract ext: a `thinking` part whose `thinking` is one string is reasoning",
+        deltas=({"content": [{"type": "thinking", "thinking": "Flat."}, text_part("Yes.")]},),
+        text="Yes.",
+        reasoning="Flat.",
+    ),
+    CS(
         case="mistral_reference_parts_are_noted",
         source="mistralai client models: ReferenceChunk {type: reference, reference_ids}",
         deltas=(
