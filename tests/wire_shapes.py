@@ -1759,7 +1759,7 @@ CONTENT_SHAPES: tuple[ContentShape, ...] = (
         case="magistral_thinking_closed_then_text_parts",
         source=(
             "mistralai/client-ts docs/models/components/thinkchunk.md (`closed`); "
-            "mistralai client models: content as a list of TextChunk"
+            "text parts beside thinking as braintrust-proxy's mistral.ts reads them"
         ),
         deltas=(
             {"content": [thinking("Check the units.", closed=False)]},
@@ -1778,7 +1778,10 @@ CONTENT_SHAPES: tuple[ContentShape, ...] = (
     ),
     CS(
         case="mistral_reference_parts_are_noted",
-        source="mistralai client models: ReferenceChunk {type: reference, reference_ids}",
+        source=(
+            "Mistral's chunk models as public client code declares them: ReferenceChunk "
+            "{type: reference, reference_ids}, ToolReferenceChunk inside ThinkChunk"
+        ),
         deltas=(
             {"content": [text_part("Paris"), {"type": "reference", "reference_ids": [1, 2]}]},
             {
