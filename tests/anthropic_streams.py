@@ -83,6 +83,18 @@ def message_delta(stop_reason: str | None, output_tokens: int = 5, **more: Any) 
 MESSAGE_STOP: Event = {"type": "message_stop"}
 PING: Event = {"type": "ping"}
 
+# MiniMax-M3 behind an Anthropic-compatible endpoint (MadAppGang/claudish#200, two
+# production captures; the shape as that report gives it): a `signature_delta` and a
+# `content_block_stop` for an index 0 no block was started at, then a normal block.
+MINIMAX_M3_ORPHANS: list[Event] = [
+    {
+        "type": "content_block_delta",
+        "index": 0,
+        "delta": {"type": "signature_delta", "signature": "c2lnbmF0dXJlLW9mLW5vLWJsb2Nr"},
+    },
+    {"type": "content_block_stop", "index": 0},
+]
+
 
 @dataclass
 class IntendedCall:

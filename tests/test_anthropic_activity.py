@@ -19,6 +19,7 @@ import httpx
 import pytest
 from anthropic_streams import (
     MESSAGE_STOP,
+    MINIMAX_M3_ORPHANS,
     PING,
     Event,
     delta,
@@ -396,6 +397,22 @@ async def test_a_key_or_quota_the_endpoint_refuses_is_not_retried(
     disposition = decided(facts)
     assert (disposition.action, disposition.record_failure) == ("traverse", True)
     assert decided(facts, later_candidates=False).action == "traverse"  # not even when last
+
+
+# -- (4b) frames for a block never started --------------------------------------------------
+
+
+async def test_minimax_orphan_frames_are_read_through_the_activity(
+    server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """MiniMax-M3's stream (MadAppGang/claudish#200) is a whole turn, every attempt: the
+    frames for an index 0 never started carry nothing, so no defect spends a retry."""
+    events = text_turn("Hello", " there")
+    server.enqueue(raw_response(sse([events[0], *MINIMAX_M3_ORPHANS, *events[1:]])))
+    turn = await activity(server, monkeypatch)
+    assert (turn.text, turn.finish_reason, turn.defects) == ("Hello there", "stop", [])
+    assert len(server.requests) == 1
+    assert any("never started" in note for note in turn.stats.notes)
 
 
 # -- (5) usage with the prompt cache, and its cost ------------------------------------------

@@ -7,6 +7,7 @@ import json
 import pytest
 from anthropic_streams import (
     MESSAGE_STOP,
+    MINIMAX_M3_ORPHANS,
     PING,
     assemble,
     delta,
@@ -295,6 +296,86 @@ def test_a_frame_for_a_block_never_started_is_a_defect_and_a_gap_is_not() -> Non
         ]
     )
     assert assemble(gap)[1].defects == []
+
+
+@pytest.mark.parametrize("reads", [1, 3, 50])
+def test_minimax_frames_for_a_block_never_started_that_carry_nothing_are_noted(
+    reads: int,
+) -> None:
+    """MINIMAX_M3_ORPHANS (MadAppGang/claudish#200): a signature and a stop for an index 0
+    never started, then normal blocks. Nothing the turn could hold is lost, so the turn
+    is whole: the text and the call dispatched, the frames named in a note."""
+    events = [
+        message_start(),
+        *MINIMAX_M3_ORPHANS,
+        start(0, {"type": "text", "text": ""}),
+        text_delta(0, "Reading it."),
+        stop(0),
+        start(1, {"type": "tool_use", "id": "call_m3", "name": "read", "input": {}}),
+        json_delta(1, '{"path":"a"}'),
+        stop(1),
+        message_delta("tool_use"),
+        MESSAGE_STOP,
+    ]
+    for event_lines in (True, False):
+        _, turn = assemble(sse(events, event_lines=event_lines), reads=reads)
+        assert turn.defects == []
+        assert turn.stats.dropped_deltas == 0
+        assert turn.text == "Reading it."
+        assert [(c.id, c.arguments) for c in turn.tool_calls] == [("call_m3", '{"path":"a"}')]
+        assert turn.passback == []  # no thinking block: the signature has nowhere to go
+        [note] = turn.stats.notes
+        assert "content_block_stop x1" in note and "signature_delta x1" in note
+
+
+@pytest.mark.parametrize(
+    ("frames", "dropped"),
+    [
+        # Content for a block never started: lost, a defect.
+        ([text_delta(0, "lost")], 1),
+        ([json_delta(0, '{"a":1}')], 1),
+        ([delta(0, type="thinking_delta", thinking="lost")], 1),
+        # A signature after its thinking block stopped: that block would go back unsigned.
+        (
+            [
+                start(0, {"type": "thinking", "thinking": "", "signature": ""}),
+                delta(0, type="thinking_delta", thinking="hm"),
+                stop(0),
+                delta(0, type="signature_delta", signature="late"),
+            ],
+            1,
+        ),
+        # Carrying nothing: noted, not lost (hostile index and signature values too).
+        ([{"type": "content_block_stop", "index": 7}], 0),
+        ([{"type": "content_block_stop", "index": -1}], 0),
+        ([{"type": "content_block_stop", "index": "0"}], 0),
+        ([{"type": "content_block_stop"}], 0),
+        ([stop(0), stop(0), stop(0)], 0),
+        ([delta(5, type="signature_delta", signature=float("nan"))], 0),
+        ([delta(5, type="signature_delta", signature="\ud800")], 0),
+        ([delta(5, type="signature_delta")], 0),
+        ([{"type": "content_block_delta", "delta": {"type": "signature_delta"}}], 0),
+    ],
+)
+def test_a_frame_for_no_block_is_a_defect_only_when_it_carries_content(
+    frames: list[dict[str, object]], dropped: int
+) -> None:
+    events = [
+        message_start(),
+        *frames,
+        start(1, {"type": "text", "text": ""}),
+        text_delta(1, "ok"),
+        stop(1),
+        message_delta("end_turn"),
+        MESSAGE_STOP,
+    ]
+    _, turn = assemble(sse(events))
+    assert turn.stats.dropped_deltas == dropped
+    assert [d.kind for d in turn.defects] == (["dropped_deltas"] if dropped else [])
+    assert turn.text == "ok"
+    if not dropped:
+        assert turn.stats.notes and "carrying nothing" in turn.stats.notes[0]
+    turn.model_dump_json()  # always serializes
 
 
 def test_a_second_start_on_an_open_index_is_a_defect_a_start_after_its_stop_is_not() -> None:

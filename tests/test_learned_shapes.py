@@ -17,6 +17,7 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from wire_shapes import CONTENT_SHAPES, ContentShape
 
 from steadyloop._routing.taxonomy import StreamFailed, StreamFailure
 from steadyloop._stream import turn_assembly
@@ -420,3 +421,26 @@ def test_text_equal_to_the_learning_sentinel_does_not_move_the_hole() -> None:
     odd = compact({**text_chunk(sentinel), "id": "chatcmpl-other"})
     _, (turn, _, _) = assert_cache_changes_nothing([*head, odd], batches=(1,))
     assert turn.text == sentinel * 4
+
+
+@pytest.mark.parametrize("shape", CONTENT_SHAPES, ids=[s.case for s in CONTENT_SHAPES])
+def test_content_given_as_typed_parts_inside_a_learned_shape_is_parsed_whole(
+    shape: ContentShape,
+) -> None:
+    """Mistral's list content (`wire_shapes.CONTENT_SHAPES`) in the very frame a text
+    chunk taught: the hole then holds a list, never taken for text; the parts are read as
+    the full reading reads them, cache on or off."""
+
+    def payload(delta: dict[str, Any]) -> bytes:
+        body = text_chunk("")
+        body["choices"][0]["delta"] = dict(delta)
+        # The stdlib writer: NaN and lone surrogates as the escapes providers send.
+        return json.dumps(body, separators=(",", ":")).encode()
+
+    lead = [compact(text_chunk(f"w{n} ")) for n in range(10)]
+    payloads = [*lead, *(payload(d) for d in shape.deltas), compact(text_chunk(" end"))]
+    for batches in ((1,), (3, 7), (64,)):
+        kind, (turn, _, _) = assert_cache_changes_nothing(payloads, batches)
+        assert kind == "turn"
+        lead_text = "".join(f"w{n} " for n in range(10))
+        assert (turn.text, turn.reasoning) == (lead_text + shape.text + " end", shape.reasoning)

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
+from wire_shapes import CONTENT_SHAPES
 
 from steadyloop._activities import STREAM_COMPLETION_ACTIVITY, ModelActivities, StreamProgress
 from steadyloop._chat import ChatMessage, ToolSpec
@@ -330,6 +331,25 @@ async def test_reasoning_content_is_kept_apart_from_the_answer(
     assert turn.reasoning == "Think about it. Then answer."
     assert turn.text == "42"
     assert turn.usage is not None and turn.usage.reasoning_tokens == 6
+
+
+async def test_a_magistral_stream_is_read_through_the_activity(
+    server: ScriptedServer, model: ModelActivities
+) -> None:
+    """Mistral's reasoning models stream their thinking as `delta.content` given as typed
+    parts, then plain string content (`wire_shapes.CONTENT_SHAPES`, the recorded chunk
+    from braintrustdata/braintrust-proxy): one attempt, the thinking as reasoning, the
+    answer as text, nothing refused; the raw bytes learned and read as the worker does."""
+    [shape] = [s for s in CONTENT_SHAPES if s.case == "magistral_thinking_then_string_content"]
+    chunks = [chunk(dict(d), model="magistral-medium-latest") for d in shape.deltas]
+    server.enqueue(sse_response([*chunks, finish_chunk("stop"), usage_chunk(20, 30)]))
+
+    turn = await complete(model, request())
+
+    assert (turn.text, turn.reasoning) == (shape.text, shape.reasoning)
+    assert (turn.finish_reason, turn.defects, turn.stats.notes) == ("stop", [], [])
+    assert turn.model == "magistral-medium-latest"
+    assert len(server.requests) == 1
 
 
 async def test_usage_chunk_with_empty_choices_and_finish_in_its_own_chunk(

@@ -34,6 +34,7 @@ from steadyloop.testing import (
     sse_response,
     text_chunks,
     text_response,
+    tool_call_chunks,
     tool_calls_response,
 )
 from steadyloop.tools._registry import ToolRegistry
@@ -341,3 +342,30 @@ async def test_an_mcp_tools_span_names_the_server_it_is_served_from(
     assert attr(span, a.MCP_SERVER) == "clock"
     assert attr(span, a.MCP_METHOD) == "tools/call"
     assert attr(span, a.TOOL_STATUS) == "ok"
+
+
+async def test_a_turn_of_calls_ended_with_stop_is_traced_as_tool_calls(
+    telemetry: Recorded, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ollama's chat stream ends a turn of tool calls with `finish_reason: stop`
+    (BerriAI/litellm#34718): the calls run, so every span that shows the turn's finish
+    reason (the turn, its attempt, the model activity's stream) says `tool_calls`."""
+    monkeypatch.setattr(loop_harness, "Worker", functools.partial(Worker, plugins=worker_plugins()))
+    calls = tool_call_chunks([ScriptedCall("add", {"a": 1, "b": 2}, id="c1")], index="zero")
+    script = [
+        sse_response([*calls, finish_chunk("stop")]),
+        sse_response([*text_chunks("3"), finish_chunk("stop")]),
+    ]
+    async with running_loop(script) as loop:
+        result = await loop.run(run_input())
+    assert result.final_answer == "3"
+    spans = telemetry.finished()
+    turns = sorted(by_name(spans, a.TURN_SPAN), key=lambda s: attr(s, a.TURN))
+    labels = []
+    for turn in turns:
+        attempts = [s for s in spans if s.parent and s.parent.span_id == turn.context.span_id]
+        streams = [
+            s for s in spans for t in attempts if s.parent and s.parent.span_id == t.context.span_id
+        ]
+        labels.append({attr(s, a.FINISH_REASONS) for s in [turn, *attempts, *streams]} - {None})
+    assert labels == [{("tool_calls",)}, {("stop",)}]

@@ -20,7 +20,15 @@ from assembly_assertions import run_chunks
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_accumulator_properties import JUNK, JUNK_DELTA, MODES, plans
-from wire_shapes import UNDECIDABLE_SHAPES, WIRE_SHAPES, UndecidableShape, WireShape, tc
+from wire_shapes import (
+    CONTENT_SHAPES,
+    UNDECIDABLE_SHAPES,
+    WIRE_SHAPES,
+    ContentShape,
+    UndecidableShape,
+    WireShape,
+    tc,
+)
 
 from steadyloop._routing.taxonomy import StreamFailed, StreamFailure
 from steadyloop._stream.completion import AssembledTurn, Usage
@@ -314,6 +322,25 @@ def test_reasoning_is_kept_apart_from_the_answer(feeder: Feeder) -> None:
 
 
 @parametrize_feeders
+@pytest.mark.parametrize("shape", CONTENT_SHAPES, ids=[s.case for s in CONTENT_SHAPES])
+def test_mistral_content_parts_are_text_and_reasoning(feeder: Feeder, shape: ContentShape) -> None:
+    """`delta.content` as typed parts (Mistral's reasoning models): text parts are the
+    answer, thinking parts reasoning, anything else a note; never a refused chunk."""
+    payloads: list[Payload] = [chunk(dict(d)) for d in shape.deltas]
+    turn = assemble(feeder, [*payloads, chunk({}, "stop")])
+    assert (turn.text, turn.reasoning) == (shape.text, shape.reasoning)
+    assert turn.finish_reason == "stop"
+    empty = not shape.text.strip()
+    assert [d.kind for d in turn.defects] == (["empty_completion"] if empty else [])
+    if shape.noted:
+        [note] = turn.stats.notes
+        assert all(word in note for word in shape.noted), note
+    else:
+        assert turn.stats.notes == []
+    turn.model_dump_json()  # always serializes
+
+
+@parametrize_feeders
 def test_ollama_repeats_role_on_every_chunk(feeder: Feeder) -> None:
     payloads = [chunk({"role": "assistant", "content": t}) for t in ("a", "b", "c")]
     turn = assemble(feeder, [*payloads, chunk({"role": "assistant", "content": ""}, "stop")])
@@ -579,7 +606,7 @@ def test_payload_that_is_not_a_json_object_is_an_invalid_chunk(
         lambda c: c["choices"].__setitem__(0, "x"),
         lambda c: c["choices"][0].__setitem__("delta", 5),
         lambda c: c["choices"][0].__setitem__("delta", ["content"]),
-        lambda c: c["choices"][0]["delta"].__setitem__("content", ["a"]),
+        lambda c: c["choices"][0]["delta"].__setitem__("content", {"type": "text"}),
         lambda c: c["choices"][0]["delta"].__setitem__("content", 7),
         lambda c: c["choices"][0]["delta"].__setitem__("reasoning_content", {"t": 1}),
     ],

@@ -16,6 +16,10 @@ calls and a continuation carrying only that alias, or a gateway that reuses ever
 of a call for the next one). For those the suite asserts only what must still hold:
 no call is lost silently and no two calls share an id.
 
+`CONTENT_SHAPES` are streams whose `delta.content` is a list of typed parts (Mistral's
+reasoning models), with the text and reasoning steadyloop must read from them and the
+words its note must hold; hostile values in that shape among them.
+
 This module is data plus tiny builders; it imports nothing from steadyloop so it can be
 read as evidence on its own.
 """
@@ -1701,5 +1705,175 @@ UNDECIDABLE_SHAPES: tuple[UndecidableShape, ...] = (
             C("shell", '{"command":"ls /home/opc"}', "tool_1"),
             C("read_file", '{"path":"/home/opc/README.md"}', "tool_2"),
         ),
+    ),
+)
+
+
+# ---------------------------------------------------------------- content as typed parts
+
+
+@dataclass(frozen=True)
+class ContentShape:
+    """The `choices[0].delta` values of one stream whose `content` is not (only) a plain
+    string, and what steadyloop must read from them: the answer text, the reasoning, and
+    words the turn's note must hold (empty: no note). Never a refused chunk."""
+
+    case: str
+    source: str
+    deltas: tuple[Delta, ...]
+    text: str
+    reasoning: str
+    noted: tuple[str, ...] = ()
+
+
+def thinking(*texts: str, **more: Any) -> Delta:
+    """Mistral's `ThinkChunk`: a `thinking` part holding text parts."""
+    return {"type": "thinking", "thinking": [{"type": "text", "text": t} for t in texts], **more}
+
+
+def text_part(text: Any) -> Delta:
+    return {"type": "text", "text": text}
+
+
+CS = ContentShape
+
+CONTENT_SHAPES: tuple[ContentShape, ...] = (
+    CS(
+        case="magistral_thinking_then_string_content",
+        source=(
+            "braintrustdata/braintrust-proxy packages/proxy/src/providers/mistral.ts "
+            "(recorded magistral-medium-latest chunk on api.mistral.ai)"
+        ),
+        deltas=(
+            {"role": "assistant", "content": ""},
+            {"content": [thinking("Okay, 4 divided")]},
+            {"content": [thinking(" by 2 is")]},
+            {"content": [thinking(" equal to", " 2.")]},
+            {"content": "The answer"},
+            {"content": " is 2."},
+        ),
+        text="The answer is 2.",
+        reasoning="Okay, 4 divided by 2 is equal to 2.",
+    ),
+    CS(
+        case="magistral_thinking_closed_then_text_parts",
+        source=(
+            "mistralai/client-ts docs/models/components/thinkchunk.md (`closed`); "
+            "text parts beside thinking as braintrust-proxy's mistral.ts reads them"
+        ),
+        deltas=(
+            {"content": [thinking("Check the units.", closed=False)]},
+            {"content": [thinking("", closed=True), text_part("Metres.")]},
+            {"content": [text_part(" Both.")]},
+        ),
+        text="Metres. Both.",
+        reasoning="Check the units.",
+    ),
+    CS(
+        case="thinking_as_one_string",
+        source="contract ext: a `thinking` part whose `thinking` is one string is reasoning",
+        deltas=({"content": [{"type": "thinking", "thinking": "Flat."}, text_part("Yes.")]},),
+        text="Yes.",
+        reasoning="Flat.",
+    ),
+    CS(
+        case="mistral_reference_parts_are_noted",
+        source=(
+            "Mistral's chunk models as public client code declares them: ReferenceChunk "
+            "{type: reference, reference_ids}, ToolReferenceChunk inside ThinkChunk"
+        ),
+        deltas=(
+            {"content": [text_part("Paris"), {"type": "reference", "reference_ids": [1, 2]}]},
+            {
+                "content": [
+                    {
+                        "type": "thinking",
+                        "thinking": [
+                            {"type": "tool_reference", "tool": "web_search", "title": "Paris"},
+                            {"type": "text", "text": "cited"},
+                        ],
+                    }
+                ]
+            },
+            {"content": [text_part(" is the capital.")]},
+        ),
+        text="Paris is the capital.",
+        reasoning="cited",
+        noted=("reference x1", "thinking/tool_reference x1"),
+    ),
+    # Hostile values in the new shape: text, a note, never a refused turn.
+    CS(
+        case="hostile_empty_list_and_empty_parts",
+        source="hostile values: an empty list, empty thinking, empty text",
+        deltas=(
+            {"content": []},
+            {"content": [thinking(), {"type": "thinking", "thinking": []}, text_part("")]},
+            {"content": "ok"},
+        ),
+        text="ok",
+        reasoning="",
+    ),
+    CS(
+        case="hostile_unknown_part_types",
+        source="hostile values: part types not known here (an image, a made-up type)",
+        deltas=(
+            {"content": [{"type": "image_url", "image_url": {"url": "data:,"}}]},
+            {"content": [{"type": "x" * 500, "text": "not read"}, text_part("kept")]},
+        ),
+        text="kept",
+        reasoning="",
+        noted=("image_url x1", "x" * 40 + " x1"),
+    ),
+    CS(
+        case="hostile_nested_garbage",
+        source="hostile values: parts that are not objects, nested lists, types not strings",
+        deltas=(
+            {"content": ["a", 1, None, True, [[["deep"]]], {"no": "type"}]},
+            {"content": [{"type": {"a": 1}}, {"type": ["text"]}, {"type": ""}]},
+            {"content": [{"type": "thinking", "thinking": [[{"type": "text", "text": "x"}], 7]}]},
+            {"content": [{"type": "thinking", "thinking": {"type": "text", "text": "x"}}]},
+            {"content": [text_part({"nested": "object"}), text_part(["list"])]},
+            {"content": "survived"},
+        ),
+        text="survived",
+        reasoning="",
+        noted=(
+            "not an object x5",
+            "without a type x4",
+            "thinking/not an object x2",
+            "thinking (malformed) x1",
+            "text (malformed) x2",
+        ),
+    ),
+    CS(
+        case="hostile_nan_and_huge_numbers_in_parts",
+        source="hostile values: NaN, Infinity and 1e300 where text belongs",
+        deltas=(
+            {"content": [text_part(float("nan")), thinking("fine")]},
+            {"content": [text_part(float("inf")), text_part(1e300), text_part("ok")]},
+        ),
+        text="ok",
+        reasoning="fine",
+        noted=("text (malformed) x3",),
+    ),
+    CS(
+        case="hostile_lone_surrogates_in_parts",
+        source="hostile values: lone UTF-16 surrogates (a pair split across parts and chunks)",
+        deltas=(
+            {"content": [text_part("smile \ud83d")]},
+            {"content": [text_part("\ude00 and a lone \udc00"), thinking("\ud800?")]},
+            {"content": [{"type": "\udfff"}]},
+        ),
+        text="smile \U0001f600 and a lone \ufffd",
+        reasoning="\ufffd?",
+        noted=("\ufffd x1",),
+    ),
+    CS(
+        case="hostile_many_distinct_types_are_bounded",
+        source="hostile values: a note stays bounded however many part types arrive",
+        deltas=tuple({"content": [{"type": f"kind{n}"}]} for n in range(40)),
+        text="",
+        reasoning="",
+        noted=("kind0 x1", "other x34"),
     ),
 )

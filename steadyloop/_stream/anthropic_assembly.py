@@ -14,14 +14,23 @@ What the obvious implementation gets wrong, and what prevents each here:
   openclaw/openclaw#37571). Only the payload's own `type` decides; the event name is
   never read, not even `event: error` (its data says `"type": "error"`).
 - Keying a dict by `index` and trusting it: the index is an *alias*. A block's index
-  is valid only between its start and its stop; a delta or stop for an index with no
-  open block (a frame for a block never started, or after it stopped) cannot be
-  attributed and is counted as a dropped delta, a defect, so the turn is retried
-  instead of dispatching a partial batch. A gap in the numbering (0, 2) is only a
-  label a gateway chose and is accepted; a second start for an index whose block is
-  still open is a dropped frame too. Blocks at different indices may be open at once
-  (the protocol allows a block to start before the one before it stops), and are
-  accepted; llama.cpp's recorded streams close each block before the next starts.
+  is valid only between its start and its stop; a delta for an index with no open
+  block (a frame for a block never started, or after it stopped) cannot be attributed.
+  What decides is whether it carries something the turn would lose: text, thinking or
+  argument fragments for no block are counted as a dropped delta, a defect, so the
+  turn is retried instead of dispatching a partial batch. A frame that carries nothing
+  the turn could hold is noted (`stats.notes`) and ignored: a `content_block_stop` for
+  no open block (it closes nothing), and a `signature_delta` for an index no block ever
+  started at (a signature only goes back inside its thinking block, and there is none
+  to send back; one arriving after its block stopped would be lost from that block, and
+  is a dropped delta). MiniMax-M3 behind an Anthropic-compatible endpoint sends both,
+  for an index 0 never started, before a normal first block (MadAppGang/claudish#200);
+  refusing them refused every such turn. An empty delta is ignored silently. A gap in
+  the numbering (0, 2) is only a label a gateway chose and is accepted; a second start
+  for an index whose block is still open is a dropped frame too. Blocks at different
+  indices may be open at once (the protocol allows a block to start before the one
+  before it stops), and are accepted; llama.cpp's recorded streams close each block
+  before the next starts.
 - `tool_use` starts with `input: {}` (llama.cpp leaves `input` out) and the arguments
   arrive as `input_json_delta.partial_json` fragments, concatenated verbatim, where
   `""` adds nothing. A start whose `input` is a non-empty object and no fragment after
@@ -56,6 +65,10 @@ What the obvious implementation gets wrong, and what prevents each here:
   whose block finished with a `tool_use` stop reason and whose arguments do not parse
   is not a defect: the argument reader answers the model with the parse error
   (`steadyloop._stream.defects`).
+- `stop_reason: end_turn` with a closed `tool_use` block (gateways translating from
+  chat, BerriAI/litellm#34692): the call is dispatched, and the turn reports
+  `tool_calls`, the provider's label kept as a note
+  (`completion.reported_finish_reason`).
 - Progress: `ping`, an empty `text_delta` or `partial_json` and a delta for a block
   never started leave `content_mark` where it was, so a stream that only pings looks
   stalled; thinking deltas are reasoning (the watchdog's reasoning budget), not an
@@ -81,7 +94,7 @@ import orjson
 from steadyloop._chat import PassbackItem, ToolCall
 from steadyloop._routing.taxonomy import StreamFailed, StreamFailure
 from steadyloop._stream.accumulator import ToolCallAccumulator
-from steadyloop._stream.completion import AssembledTurn
+from steadyloop._stream.completion import AssembledTurn, add_note, reported_finish_reason
 from steadyloop._stream.defects import (
     DEFECT_RETRY_BUDGETS,
     CompletionDefect,
@@ -203,6 +216,8 @@ class AnthropicAssembler(TurnProgress):
         self._chunks = 0
         self._signals = 0  # signature deltas, usage, a stop reason: content, not text
         self._dropped = 0
+        self._orphans: dict[str, int] = {}  # frames for no open block that carried nothing
+        self._started: set[int] = set()  # every index a block started at
         self._stdlib_parsed = False
         self._counted_chars = 0
         self._counted_text = 0
@@ -387,8 +402,14 @@ class AnthropicAssembler(TurnProgress):
         block = self._open.get(index) if index is not None else None
         delta = event["delta"]
         if block is None:
-            if _carries_content(delta):
-                self._dropped += 1  # a frame for a block never started (or stopped)
+            if (
+                delta.__class__ is dict
+                and delta.get("type") == "signature_delta"
+                and index not in self._started
+            ):
+                self._orphan("signature_delta")  # no block to sign: nothing lost
+            elif _carries_content(delta):
+                self._dropped += 1  # content for a block never started (or stopped)
             return
         kind = delta["type"]
         if kind == "text_delta":
@@ -472,6 +493,7 @@ class AnthropicAssembler(TurnProgress):
             opened.passback = passback
         self._last_kind = kind
         self._open[index] = opened
+        self._started.add(index)
         fast = _fast_head(index, opened, self._text)
         if fast is not None:
             self._fast = fast
@@ -479,9 +501,13 @@ class AnthropicAssembler(TurnProgress):
     def _stop(self, event: dict[str, Any]) -> None:
         index = self._index(event)
         if index is None or self._open.pop(index, None) is None:
-            self._dropped += 1  # a stop for a block never started
+            self._orphan("content_block_stop")  # closes nothing: the turn loses nothing
         elif index == self._fast[3]:
             self._fast = _NO_FAST  # its deltas are dropped now: the reading below counts them
+
+    def _orphan(self, kind: str) -> None:
+        """Count a frame for no open block that carries nothing (see the docstring)."""
+        self._orphans[kind] = self._orphans.get(kind, 0) + 1
 
     def _message_start(self, event: dict[str, Any]) -> None:
         message = event["message"]
@@ -546,6 +572,10 @@ class AnthropicAssembler(TurnProgress):
                     tool_calls[position] = tool_calls[position].model_copy(
                         update={"arguments": arguments}
                     )
+        notes: list[str] = []
+        if self._orphans:
+            counted = ", ".join(f"{kind} x{n}" for kind, n in self._orphans.items())
+            add_note(notes, f"frames for a block never started, carrying nothing: {counted}")
         dropped = self._dropped + calls.dropped_deltas
         defects = detect_completion_defects(
             text=text,
@@ -572,6 +602,9 @@ class AnthropicAssembler(TurnProgress):
                     retry_budget=DEFECT_RETRY_BUDGETS["truncated_tool_call"],
                 )
             )
+        finish_reason = reported_finish_reason(
+            finish_reason, bool(tool_calls), notes, said=stop_reason
+        )
         passback = (
             [
                 PassbackItem(
@@ -603,6 +636,7 @@ class AnthropicAssembler(TurnProgress):
                     "saw_done": self.saw_done,
                     "dropped_deltas": dropped,
                     "malformed_aliases": calls.malformed_aliases,
+                    "notes": notes,
                 },
             }
         )

@@ -15,6 +15,7 @@ from steadyloop._output.forwarding import ForwardTarget
 from steadyloop._routing.taxonomy import DegradableParameter
 from steadyloop._stream.argument_limits import ArgumentLimits
 from steadyloop._stream.defects import CompletionDefect
+from steadyloop._stream.surrogates import rejoin_surrogates
 
 # The model activity's name, here so the scheduling side (workflow) and the registering
 # side (worker) cannot drift apart, and workflow code need not import httpx to know it.
@@ -23,7 +24,44 @@ STREAM_COMPLETION_ACTIVITY = "steadyloop.stream_completion"
 MAX_STREAM_NOTES = 8
 STREAM_NOTE_CHARS = 200
 
+# Finish reasons that say only "the model ended its turn": `stop` (Chat Completions, and
+# Anthropic's `end_turn` / `stop_sequence` once read), and Anthropic's own labels where a
+# chat gateway passes them through. With tool calls in the turn they are relabelled.
+_PLAIN_ENDS = frozenset({"stop", "end_turn", "stop_sequence"})
+
 ToolChoice = Literal["auto", "none", "required"] | dict[str, Any]
+
+
+def add_note(notes: list[str], text: str) -> None:
+    """Append a stream note (`StreamStats.notes`): at most `MAX_STREAM_NOTES`, each cut to
+    `STREAM_NOTE_CHARS`, lone surrogates replaced so it always serializes."""
+    if len(notes) < MAX_STREAM_NOTES:
+        notes.append(rejoin_surrogates(text[:STREAM_NOTE_CHARS], json_escape=False))
+
+
+def reported_finish_reason(
+    finish_reason: str | None, has_tool_calls: bool, notes: list[str], said: str | None = None
+) -> str | None:
+    """The finish reason a turn reports: what it did, on every wire.
+
+    A turn that holds tool calls reports `tool_calls` when the provider's label only said
+    the model ended its turn (`stop`, `end_turn`, `stop_sequence`): gateways that
+    translate between wires send `end_turn` with a closed `tool_use` block
+    (BerriAI/litellm#34692), and the calls are dispatched, so `stop` would contradict
+    what the run did in every place the label is shown (traces, the turn's record). The
+    provider's own label (`said`, when the wire's reader renamed it) is kept as a note.
+    A label that says more (`length`, `content_filter`, `max_tokens`) is kept as sent: it
+    is what the defects read, and a cut is not a plain end. No label stays none (a
+    stream accepted on `[DONE]` without one).
+    """
+    if has_tool_calls and finish_reason in _PLAIN_ENDS:
+        add_note(
+            notes,
+            f"the provider ended the turn with {said or finish_reason!r} while it holds tool "
+            "calls; reported as 'tool_calls'",
+        )
+        return "tool_calls"
+    return finish_reason
 
 
 class CompletionRequest(BaseModel):
@@ -104,10 +142,12 @@ class StreamStats(BaseModel):
     # and whether the provider reported them (else they were estimated).
     cut_by_budget: int | None = None
     budget_count_reported: bool = False
-    # Disagreements the stream showed that did not make the turn unusable (a terminal
-    # event whose `output` is empty or names another call id than the stream did): the
-    # stream is the truth, these say where the rest of the answer differed. At most
-    # `MAX_STREAM_NOTES`, each cut to `STREAM_NOTE_CHARS`.
+    # What the stream showed that did not make the turn unusable: a terminal event whose
+    # `output` is empty or names another call id than the stream did (the stream is the
+    # truth), content parts neither text nor reasoning, frames for a block never started
+    # that carried nothing, a provider's plain-end label on a turn of tool calls
+    # (`reported_finish_reason`). At most `MAX_STREAM_NOTES`, each cut to
+    # `STREAM_NOTE_CHARS` (`add_note`).
     notes: list[str] = Field(default_factory=list, exclude_if=lambda notes: not notes)
 
 

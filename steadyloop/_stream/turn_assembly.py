@@ -21,6 +21,17 @@ and what prevents each here:
 - Reasoning arrives as `delta.reasoning_content` (DeepSeek, vLLM, llama.cpp) or
   `delta.reasoning` (OpenRouter, Ollama, newer vLLM), some gateways sending both with
   the same text: it is kept apart from the answer, and counted once per delta.
+- Mistral's reasoning models (Magistral on Mistral's own API) send `delta.content` as a
+  list of typed parts, the thinking first, then plain string content:
+  `[{"type": "thinking", "thinking": [{"type": "text", "text": "Hm"}]}]`. A `text`
+  part is answer text, a `thinking` part's text parts (or a string) are reasoning; any
+  other part (Mistral's `reference` citations, a type not known here, a part that is
+  not an object or whose text is not a string) carries nothing the turn can hold and is
+  counted by type in a note (`stats.notes`). An empty list is no content. Such a chunk
+  is never refused: refusing it made every attempt `invalid_chunk`, and those models
+  unusable.
+- A turn that holds tool calls reports `tool_calls` when the provider only said `stop`
+  (`completion.reported_finish_reason`, the rule every wire shares).
 - A provider reports a failure *inside* the stream as a JSON object with an `error`
   member (an object with `message`/`type`/`code`, or a bare string), or vLLM's
   `{"object": "error", ...}`. Read as a chunk it has no choices and the turn would
@@ -68,7 +79,13 @@ import orjson
 
 from steadyloop._routing.taxonomy import StreamFailed, StreamFailure
 from steadyloop._stream.accumulator import ToolCallAccumulator
-from steadyloop._stream.completion import AssembledTurn, StreamStats, Usage
+from steadyloop._stream.completion import (
+    AssembledTurn,
+    StreamStats,
+    Usage,
+    add_note,
+    reported_finish_reason,
+)
 from steadyloop._stream.defects import detect_completion_defects
 from steadyloop._stream.failures import excerpt
 from steadyloop._stream.sse import MessageData, ServerSentEvent
@@ -91,6 +108,8 @@ _PAD_SENTINEL_JSON = orjson.dumps(_PAD_SENTINEL)
 # key of the list the text is appended to.
 _Template = tuple[bytes, bytes, int, int, bytes | None, Mapping[int, list[str]], int]
 _BLANK: Any = object()  # `_parse_refused` found an empty payload (a keep-alive)
+# Distinct kinds of content part a turn's note names (`_part_not_read`); more are "other".
+_UNREAD_PART_KINDS = 6
 
 
 class CallCounts(Protocol):
@@ -186,6 +205,7 @@ class TurnAssembler(TurnProgress):
         "_template",
         "_text",
         "_text_sink",
+        "_unread_parts",
         "_usage",
         "_wants_json",
         "saw_done",
@@ -212,6 +232,7 @@ class TurnAssembler(TurnProgress):
         self._meta_pending = True
         self._chunks = 0
         self._ignored_choices = 0
+        self._unread_parts: dict[str, int] = {}  # content parts neither text nor reasoning
         self._stdlib_parsed = False
         self._signals = 0  # chunks that carried usage or a finish reason
         self._counted_chars = 0
@@ -597,9 +618,12 @@ class TurnAssembler(TurnProgress):
                 raise TypeError(f"delta is {type(delta).__name__}, not an object")
             content = delta.get("content")
             if content:
-                if content.__class__ is not str:
+                if content.__class__ is str:
+                    self._text.append(content)
+                elif content.__class__ is list:
+                    self._content_parts(content)
+                else:
                     raise TypeError(f"delta.content is {type(content).__name__}, not a string")
-                self._text.append(content)
             tool_calls = delta.get("tool_calls")
             if tool_calls:
                 self._calls.observe(tool_calls)
@@ -615,6 +639,53 @@ class TurnAssembler(TurnProgress):
             groq = chunk.get("x_groq")
             if groq.__class__ is dict and groq.get("usage"):
                 self._usage = groq["usage"]  # Groq reports usage beside the final chunk
+
+    def _content_parts(self, parts: list[Any]) -> None:
+        """`delta.content` given as typed parts (see the module docstring): `text` parts
+        are answer text, `thinking` parts reasoning; any other part is counted by its type
+        for a note, never a refused chunk."""
+        for part in parts:
+            kind = part.get("type") if part.__class__ is dict else None
+            if kind == "text":
+                text = part.get("text")
+                if text.__class__ is str:
+                    if text:
+                        self._text.append(text)
+                    continue
+            elif kind == "thinking":
+                thinking = part.get("thinking")
+                if thinking.__class__ is str:
+                    if thinking:
+                        self._reasoning.append(thinking)
+                    continue
+                if thinking.__class__ is list:
+                    for inner in thinking:
+                        text = inner.get("text") if inner.__class__ is dict else None
+                        if text.__class__ is str and inner.get("type") == "text":
+                            if text:
+                                self._reasoning.append(text)
+                        else:
+                            self._part_not_read(inner, "thinking/")
+                    continue
+            self._part_not_read(part, "")
+
+    def _part_not_read(self, part: Any, within: str) -> None:
+        """Count a content part that is neither text nor reasoning, by its type (a few
+        distinct types are named, the rest counted together) for the turn's note."""
+        if part.__class__ is not dict:
+            label = within + "not an object"
+        else:
+            kind = part.get("type")
+            if kind.__class__ is not str or not kind:
+                label = within + "without a type"
+            elif kind in ("text", "thinking"):
+                label = f"{within}{kind} (malformed)"
+            else:
+                label = within + kind[:40]
+        counts = self._unread_parts
+        if label not in counts and len(counts) >= _UNREAD_PART_KINDS:
+            label = "other"
+        counts[label] = counts.get(label, 0) + 1
 
     def _read_meta(self, chunk: dict[str, Any]) -> None:
         if self._response_id is None:
@@ -673,27 +744,33 @@ class TurnAssembler(TurnProgress):
                 finish_reason = rejoin_surrogates(finish_reason, json_escape=False)
         calls = self._calls
         tool_calls = calls.assembled()
+        defects = detect_completion_defects(
+            text=text,
+            tool_calls=tool_calls,
+            finish_reason=finish_reason,
+            dropped_deltas=calls.dropped_deltas,
+            wants_json=self._wants_json,
+        )
+        notes: list[str] = []
+        if self._unread_parts:
+            counted = ", ".join(f"{kind} x{n}" for kind, n in self._unread_parts.items())
+            add_note(notes, f"content parts not read as text or reasoning: {counted}")
         return AssembledTurn(
             text=text,
             reasoning=reasoning,
             tool_calls=tool_calls,
-            finish_reason=finish_reason,
+            finish_reason=reported_finish_reason(finish_reason, bool(tool_calls), notes),
             usage=_usage(self._usage),
             model=model,
             response_id=response_id,
-            defects=detect_completion_defects(
-                text=text,
-                tool_calls=tool_calls,
-                finish_reason=finish_reason,
-                dropped_deltas=calls.dropped_deltas,
-                wants_json=self._wants_json,
-            ),
+            defects=defects,
             stats=StreamStats(
                 chunks=self._chunks,
                 saw_done=self.saw_done,
                 dropped_deltas=calls.dropped_deltas,
                 malformed_aliases=calls.malformed_aliases,
                 ignored_choices=self._ignored_choices,
+                notes=notes,
             ),
         )
 
