@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import difflib
 import json
 import os
 import typing
@@ -43,7 +42,7 @@ from steadyloop._run.models import (
     RunPlugins,
     Sampling,
 )
-from steadyloop._serving import WorkerDescription
+from steadyloop._serving import WorkerDescription, suggestion, unserved
 from steadyloop._worker.config import (
     ENDPOINT_ENV,
     MODEL_ENV,
@@ -366,11 +365,14 @@ async def run_tools(
         )
         available, unplugged, plugins = served.tools, served.unplugged_tools, served.plugins
         where = f"the worker on task queue {serving.temporal.task_queue!r}"
-    for flag, names, known in (
-        ("--tool", named_tools, available),
-        ("--plugin", named_plugins, plugins),
+    # The rule every starter holds a run to (`steadyloop._serving.unserved`), worded by flag.
+    missing = unserved(
+        WorkerDescription(tools=list(available), plugins=list(plugins)), named_tools, named_plugins
+    )
+    for flag, unknown, known in (
+        ("--tool", missing.tools if missing else [], available),
+        ("--plugin", missing.plugins if missing else [], plugins),
     ):
-        unknown = [name for name in names if name not in known]
         if unknown:
             what = "tools" if flag == "--tool" else "plugins"
             raise ConfigError(
@@ -400,8 +402,7 @@ def _check_tool_choice(choice: str | None, tools: Sequence[str], plugins: Sequen
 
 
 def _suggestion(name: str, known: Sequence[str]) -> str:
-    close = difflib.get_close_matches(name, known, n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    return suggestion(name, known)
 
 
 def _served_model(endpoint: str, served: WorkerDescription) -> str:
