@@ -61,7 +61,7 @@ from steadyloop._worker.config import (
 from steadyloop._worker.dev_server import (
     workflow_url,
 )
-from steadyloop._worker.serving import describe_serving_worker
+from steadyloop._worker.serving import ServedTools, describe_serving_worker
 from steadyloop._workflows.tool_loop import ToolLoopWorkflow
 
 
@@ -290,6 +290,8 @@ async def _run(args: argparse.Namespace) -> int:
             endpoint = only_served_endpoint(endpoint, serving.description)
         _check_served_endpoint(endpoint, serving.description)
     _check_tool_choice(args.tool_choice, tools, plugins)
+    if args.tools:
+        await _check_worker_serves(args.tools, tools, plugins, serving)
     try:
         run = RunInput(
             endpoint=endpoint,
@@ -382,6 +384,27 @@ async def run_tools(
     if named_tools or named_plugins:
         return named_tools, named_plugins
     return list(unplugged), list(plugins)
+
+
+async def _check_worker_serves(
+    registry: str, tools: list[str], plugins: list[str], serving: ServingWorker
+) -> None:
+    """A registry loaded here (`--tools`) names the run's tools, but the worker runs them:
+    held to what it serves by the check every starter shares (`ServedTools`), so a
+    worker without them is named now, not by the run's first task. No worker to ask (none
+    polls the queue, or it cannot say): not checked here; the run's first task is."""
+    checked = ServedTools(await serving.client(), serving.temporal.task_queue)
+    checked.description = serving.description
+    found = await checked.unserved(tools, plugins)
+    if found is None:
+        return
+    missing, served = found
+    where = f"the worker on task queue {serving.temporal.task_queue!r}"
+    raise ConfigError(
+        f"--tools {registry}: {missing.text(served, where)}; start the worker with the same "
+        f"registry (`steadyloop worker --tools {registry}`), or leave --tools out to offer "
+        "the worker's own"
+    )
 
 
 def _check_tool_choice(choice: str | None, tools: Sequence[str], plugins: Sequence[str]) -> None:
