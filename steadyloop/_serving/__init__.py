@@ -1,4 +1,5 @@
-"""What a worker serves, as `steadyloop run` asks for it before a run starts.
+"""What a worker serves, as a starter asks for it before a run starts (`steadyloop run`,
+the client API's `Thread.start`, the web server through it).
 
 A run that names no model or no tools takes the serving worker's: the model an endpoint
 was configured with (`EndpointConfig.model`, from `--endpoint NAME=URL,model=M` or the
@@ -7,7 +8,8 @@ know them (the worker may run elsewhere, with another config file, `--tools` or
 environment), so it asks: a short `DescribeWorkerWorkflow` on the run's task queue runs
 the `steadyloop.describe_worker` activity on a worker that serves runs there, and the
 answer decides the defaults and refuses a `--tool`, `--plugin` or endpoint typo before
-the run starts, listing what the worker has.
+the run starts, listing what the worker has. `unserved` is that rule for tools and
+plugins, the one every starter holds a run to.
 
 Nothing secret is described: endpoint names, default models and wires only, never a
 base URL, a key variable or a header.
