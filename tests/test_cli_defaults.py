@@ -166,6 +166,23 @@ class Served:
         return await steadyloop("run", *args, *self.connection, environ=self.environ, cwd=self.cwd)
 
 
+MORE_TOOLS_MODULE = '''
+from steadyloop.tools import ToolRegistry, tool
+
+@tool(effect="pure")
+async def shout(text: str) -> str:
+    """Say it louder."""
+    return text.upper() + "!"
+
+@tool(effect="opaque")
+async def refund(order: str) -> str:
+    """Refund an order."""
+    return order
+
+registry = ToolRegistry([shout, refund])
+'''
+
+
 @pytest.fixture
 async def served(tmp_path: Path) -> AsyncIterator[Served]:
     """A worker with the user's own tools (`--tools tools_here:registry`, a module in its
@@ -278,6 +295,13 @@ async def test_what_a_run_names_is_checked_against_the_worker_before_it_starts(
     code, out = await served.run("Shout hello", "--tool-choice", "shuot", "--id", run_id)
     assert code == 2, out
     assert "--tool-choice shuot: not one of the run's tools (shout, whisper)" in out
+    # A registry loaded here with a tool the worker lacks: the worker is asked, by the
+    # check the client API's starts share.
+    (served.cwd / "more_tools.py").write_text(MORE_TOOLS_MODULE, encoding="utf-8")
+    code, out = await served.run("Shout hello", "--tools", "more_tools:registry", "--id", run_id)
+    assert code == 2, out
+    assert "--tools more_tools:registry: tools refund: not among the tools of the worker" in out
+    assert "it has: shout, whisper" in out
     assert served.provider.requests == []
     assert not await workflow_exists(served.temporal.client, run_id)
 

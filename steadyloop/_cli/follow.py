@@ -40,8 +40,8 @@ from steadyloop._cli.receipts import late_event_lines, receipt_event_lines
 from steadyloop._run.models import RunResult
 from steadyloop._stream.completion import STREAM_COMPLETION_ACTIVITY
 from steadyloop._workflows.tool_loop import ToolLoopWorkflow
+from steadyloop.client import RunFailed, StopUnread
 from steadyloop.client import RunHandle as ClientRunHandle
-from steadyloop.client import StopUnread
 from steadyloop.events import (
     AmbiguousReceiptEvent,
     CursorExpired,
@@ -115,6 +115,8 @@ async def follow(
                     break
                 if not ended:  # an ended run's log is read at once: no status to follow
                     display.status(printer.status())
+        except RunFailed:
+            pass  # the log ended without a stop: the run's outcome, next, says why
         except _LOG_ERRORS as error:
             display.event(
                 f"(live view unavailable: {error}; the outcome follows when the run ends)"

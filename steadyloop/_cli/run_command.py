@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import difflib
 import json
 import os
 import typing
@@ -43,7 +42,7 @@ from steadyloop._run.models import (
     RunPlugins,
     Sampling,
 )
-from steadyloop._serving import WorkerDescription
+from steadyloop._serving import WorkerDescription, suggestion, unserved
 from steadyloop._worker.config import (
     ENDPOINT_ENV,
     MODEL_ENV,
@@ -62,7 +61,7 @@ from steadyloop._worker.config import (
 from steadyloop._worker.dev_server import (
     workflow_url,
 )
-from steadyloop._worker.serving import describe_serving_worker
+from steadyloop._worker.serving import ServedTools, describe_serving_worker
 from steadyloop._workflows.tool_loop import ToolLoopWorkflow
 
 
@@ -291,6 +290,8 @@ async def _run(args: argparse.Namespace) -> int:
             endpoint = only_served_endpoint(endpoint, serving.description)
         _check_served_endpoint(endpoint, serving.description)
     _check_tool_choice(args.tool_choice, tools, plugins)
+    if args.tools:
+        await _check_worker_serves(args.tools, tools, plugins, serving)
     try:
         run = RunInput(
             endpoint=endpoint,
@@ -366,11 +367,14 @@ async def run_tools(
         )
         available, unplugged, plugins = served.tools, served.unplugged_tools, served.plugins
         where = f"the worker on task queue {serving.temporal.task_queue!r}"
-    for flag, names, known in (
-        ("--tool", named_tools, available),
-        ("--plugin", named_plugins, plugins),
+    # The rule every starter holds a run to (`steadyloop._serving.unserved`), worded by flag.
+    missing = unserved(
+        WorkerDescription(tools=list(available), plugins=list(plugins)), named_tools, named_plugins
+    )
+    for flag, unknown, known in (
+        ("--tool", missing.tools if missing else [], available),
+        ("--plugin", missing.plugins if missing else [], plugins),
     ):
-        unknown = [name for name in names if name not in known]
         if unknown:
             what = "tools" if flag == "--tool" else "plugins"
             raise ConfigError(
@@ -380,6 +384,27 @@ async def run_tools(
     if named_tools or named_plugins:
         return named_tools, named_plugins
     return list(unplugged), list(plugins)
+
+
+async def _check_worker_serves(
+    registry: str, tools: list[str], plugins: list[str], serving: ServingWorker
+) -> None:
+    """A registry loaded here (`--tools`) names the run's tools, but the worker runs them:
+    held to what it serves by the check every starter shares (`ServedTools`), so a
+    worker without them is named now, not by the run's first task. No worker to ask (none
+    polls the queue, or it cannot say): not checked here; the run's first task is."""
+    checked = ServedTools(await serving.client(), serving.temporal.task_queue)
+    checked.description = serving.description
+    found = await checked.unserved(tools, plugins)
+    if found is None:
+        return
+    missing, served = found
+    where = f"the worker on task queue {serving.temporal.task_queue!r}"
+    raise ConfigError(
+        f"--tools {registry}: {missing.text(served, where)}; start the worker with the same "
+        f"registry (`steadyloop worker --tools {registry}`), or leave --tools out to offer "
+        "the worker's own"
+    )
 
 
 def _check_tool_choice(choice: str | None, tools: Sequence[str], plugins: Sequence[str]) -> None:
@@ -400,8 +425,7 @@ def _check_tool_choice(choice: str | None, tools: Sequence[str], plugins: Sequen
 
 
 def _suggestion(name: str, known: Sequence[str]) -> str:
-    close = difflib.get_close_matches(name, known, n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    return suggestion(name, known)
 
 
 def _served_model(endpoint: str, served: WorkerDescription) -> str:

@@ -58,6 +58,7 @@ from steadyloop.client import (
     NoWorkerAnswered,
     RequestRefused,
     RunEnded,
+    RunFailed,
     RunHandle,
     RunOptions,
     SteadyloopClient,
@@ -65,6 +66,7 @@ from steadyloop.client import (
     Thread,
     ThreadBusy,
     ThreadCannotContinue,
+    ToolsNotServed,
 )
 from steadyloop.client._event_log import run_events
 from steadyloop.events import ApprovalWaitingEvent, CursorExpired, InvalidCursor
@@ -192,6 +194,8 @@ class ClientBackend:
             raise RunClosed(str(stuck)) from None
         except NoWorkerAnswered as waiting:
             raise WaitingForWorker(str(waiting)) from None
+        except ToolsNotServed as unserved:
+            raise BadName(str(unserved)) from None
         except ValueError as exc:
             raise BadName(str(exc)) from None
         assert handle.number is not None
@@ -244,6 +248,8 @@ class ClientBackend:
             raise CursorTooOld(str(exc), exc.oldest) from None
         except StopUnread as exc:  # a cut: the client reconnects after its last cursor
             raise NoWorkerToRead(str(exc)) from None
+        except RunFailed as exc:  # its log ends without a stop: say why it ended
+            raise RunClosed(str(exc)) from None
 
     async def snapshot(self, tenant: str, thread_id: str, run_id: str) -> dict[str, Any]:
         handle, _ = await self._handle(tenant, thread_id, run_id)

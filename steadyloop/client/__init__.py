@@ -17,8 +17,9 @@
 - `RunOptions` (`options`): a run's configuration, apart from its conversation.
 - Typed errors (`errors`): `ThreadBusy`, `ThreadCannotContinue`, `RunEnded`,
   `NotTheCallReviewed`, `NoWorkerAnswered`, `RequestRefused`, `RunFailed`,
-  `RunNotFound`, `StopUnread` (a completed run's stop could not be read in time); and the
-  event log's `CursorExpired` and `InvalidCursor` (`steadyloop.events`).
+  `RunNotFound`, `StopUnread` (a completed run's stop could not be read in time),
+  `ToolsNotServed` (a run naming tools its worker does not serve, refused before it
+  starts); and the event log's `CursorExpired` and `InvalidCursor` (`steadyloop.events`).
 - `EventFanout` (`fanout`): the followers of a run in one process share one reader.
 - `collect` (`blob_gc`): delete the blobs of runs closed longer than a retention period
   (`steadyloop blobs gc`; a Schedule or cron job can call it).
@@ -38,6 +39,7 @@ from steadyloop.client._errors import (
     StopUnread,
     ThreadBusy,
     ThreadCannotContinue,
+    ToolsNotServed,
 )
 from steadyloop.client._options import RunOptions
 from steadyloop.client._runs import RunHandle, RunSnapshot, RunStatus, StartOrigin
@@ -69,6 +71,7 @@ __all__ = [
     "ThreadBusy",
     "ThreadCannotContinue",
     "ThreadMemo",
+    "ToolsNotServed",
     "connect",
     "run_workflow_id",
 ]

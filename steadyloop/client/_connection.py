@@ -23,6 +23,7 @@ from pathlib import Path
 from temporalio.client import Client
 
 from steadyloop._worker.config import DEFAULT_TASK_QUEUE, load_config, temporal_settings
+from steadyloop._worker.serving import ServedTools
 from steadyloop.client._fanout import DEFAULT_BUFFER, EventFanout
 from steadyloop.client._runs import DEFAULT_WORKER_BOUND, RunHandle
 from steadyloop.client._threads import Thread, check_id
@@ -53,6 +54,9 @@ class SteadyloopClient:
         # Followers of one run through this client (a web server's clients among them)
         # share one reader of its event log, which keeps `fanout_buffer` events for them.
         self.fanout = EventFanout(buffer=fanout_buffer)
+        # What the task queue's worker serves: asked at this client's first start, so a
+        # run naming a tool it lacks is refused before it starts (`Thread.start`).
+        self.served = ServedTools(temporal, task_queue)
 
     def thread(self, thread_id: str | None = None) -> Thread:
         """The thread named `thread_id`, or a new one with a minted id (`thread.id`).
@@ -64,6 +68,7 @@ class SteadyloopClient:
             task_queue=self.task_queue,
             worker_bound=self.worker_bound,
             fanout=self.fanout,
+            served=self.served,
         )
 
     def run(self, workflow_id: str) -> RunHandle:

@@ -15,7 +15,11 @@ next. A caller branches on the type, never on the text:
   the bound. A decision is not lost: it waits on the server for a worker, and a retry
   under the same key is applied at most once.
 - `RequestRefused`: the run refused the request for another reason it states.
-- `RunFailed`: the run's workflow did not complete (failed, terminated, timed out).
+- `RunFailed`: the run's workflow did not complete (failed, terminated, timed out);
+  `handle.result()` raises it, and so does `handle.events()` at the end of the log of
+  such a run, with the same cause (e.g. `UnknownTools: ...`).
+- `ToolsNotServed`: the run names tools or plugins the worker of its task queue does
+  not serve; nothing was started. Name tools it serves, or give the worker the tools.
 - `RunNotFound`: no run has that workflow id (a typo, another namespace, or retention
   has deleted it).
 - `StopUnread`: the run completed, so its event log holds a stop, but a follower could
@@ -40,6 +44,7 @@ __all__ = [
     "StopUnread",
     "ThreadBusy",
     "ThreadCannotContinue",
+    "ToolsNotServed",
 ]
 
 
@@ -145,6 +150,34 @@ class RunFailed(ClientError):
         )
         self.status = status
         self.cause = cause
+
+
+class ToolsNotServed(ClientError):
+    """The run names tools or plugins the worker of its task queue does not serve, so it
+    was not started (it would fail at its first task). `tools` and `plugins` are the
+    missing names; `served_tools` and `served_plugins` what the worker serves."""
+
+    def __init__(
+        self,
+        workflow_id: str,
+        task_queue: str,
+        text: str,
+        *,
+        tools: Sequence[str],
+        plugins: Sequence[str],
+        served_tools: Sequence[str],
+        served_plugins: Sequence[str],
+    ) -> None:
+        super().__init__(
+            f"run {workflow_id} was not started: {text}. Name tools the worker serves "
+            f"(RunOptions.tools), or start the worker of task queue {task_queue!r} with them",
+            workflow_id=workflow_id,
+        )
+        self.task_queue = task_queue
+        self.tools = list(tools)
+        self.plugins = list(plugins)
+        self.served_tools = list(served_tools)
+        self.served_plugins = list(served_plugins)
 
 
 class RunNotFound(ClientError):

@@ -53,7 +53,7 @@ import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, TypeVar, cast
+from typing import Any, Literal, TypeVar, cast
 
 from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import EventType
@@ -86,6 +86,8 @@ from steadyloop.events._cursor import Cursor, format_cursor, parse_cursor
 from steadyloop.events._errors import CursorExpired, InvalidCursor
 from steadyloop.events._models import (
     EVENTS_TOPIC,
+    ApprovalWaitingEvent,
+    DecisionEvent,
     ReasoningDeltaEvent,
     RunEventItem,
     StopEvent,
@@ -95,6 +97,7 @@ from steadyloop.events._models import (
 
 __all__ = [
     "DEFAULT_POLL_S",
+    "HOST_MISSING",
     "MAX_POLL_FAILURES",
     "STOP_PATIENCE_S",
     "OwedStop",
@@ -127,6 +130,10 @@ RESULT_LEFT_EVENTS_OUT = (
 # worker of its task queue picks it up again (Temporal retries a killed worker's task
 # after its timeouts, a few seconds).
 STOP_PATIENCE_S = 30.0
+# Why a run over has no log to read (`CursorExpired.detail`): a run whose workflow failed
+# before it published anything never started its host (`RunHandle.events` then says how
+# the run failed instead).
+HOST_MISSING = "the run's output host was never started or is gone"
 
 
 @dataclass(frozen=True)
@@ -161,7 +168,60 @@ async def run_events(
     the cursor to follow again after) when the run completed but its stop could not be
     read within `stop_patience_s` of the follower finding it over, or a log kept in
     history ends short of it (the run's result left its last events out to fit).
+
+    A run already over when reading begins is read whole from `after` (its log is
+    bounded: what its host retained, or its history) before the first event is given,
+    so each `approval_waiting` says how its call was `decided` (paired with the call's
+    `decision` event later in the log): code that approves on it does not approve again.
     """
+    if not await run_over(client, workflow_id, run_id):
+        async for event in _log_events(
+            client, workflow_id, run_id, after, poll_s=poll_s, stop_patience_s=stop_patience_s
+        ):
+            yield event
+        return
+    held: list[RunEventItem] = []
+    try:
+        async for event in _log_events(
+            client, workflow_id, run_id, after, poll_s=poll_s, stop_patience_s=stop_patience_s
+        ):
+            held.append(event)
+    except Exception:
+        for event in with_decisions(held):
+            yield event
+        raise
+    for event in with_decisions(held):
+        yield event
+
+
+def with_decisions(events: list[RunEventItem]) -> list[RunEventItem]:
+    """`events` with each `approval_waiting` marked `decided` when a later `decision`
+    event of the same turn and call id approved or rejected it."""
+    later: dict[tuple[int, str], Literal["approved", "rejected"]] = {}
+    paired: list[RunEventItem] = []
+    for event in reversed(events):
+        if isinstance(event, DecisionEvent) and event.call_id is not None:
+            if event.decision in ("approved", "rejected"):
+                later[(event.turn, event.call_id)] = event.decision
+        elif isinstance(event, ApprovalWaitingEvent):
+            decided = later.get((event.turn, event.call_id))
+            if decided is not None:
+                event = event.model_copy(update={"decided": decided})
+        paired.append(event)
+    paired.reverse()
+    return paired
+
+
+async def _log_events(
+    client: Client,
+    workflow_id: str,
+    run_id: str,
+    after: str | None,
+    *,
+    poll_s: float,
+    stop_patience_s: float,
+) -> AsyncGenerator[RunEventItem, None]:
+    """`run_events` as the log gives them (no pairing)."""
 
     async def over() -> bool:
         return await run_over(client, workflow_id, run_id)
@@ -229,9 +289,7 @@ async def host_events(
         described = await _describe(host)
         if described is None:
             if await run_over():
-                raise CursorExpired(
-                    after, None, "the run's output host was never started or is gone"
-                )
+                raise CursorExpired(after, None, HOST_MISSING)
             await asyncio.sleep(poll_s)
             continue
         if described.run_id == drained:

@@ -59,9 +59,9 @@ from steadyloop.client._errors import (
     RunFailed,
     RunNotFound,
 )
-from steadyloop.client._event_log import latest_cursor, run_events
+from steadyloop.client._event_log import HOST_MISSING, latest_cursor, run_events
 from steadyloop.client._fanout import EventFanout
-from steadyloop.events import RunEventItem, TimelineEntryEvent
+from steadyloop.events import CursorExpired, RunEventItem, StopEvent, TimelineEntryEvent
 
 __all__ = ["DEFAULT_WORKER_BOUND", "RunHandle", "RunSnapshot", "RunStatus", "StartOrigin"]
 
@@ -176,7 +176,8 @@ class RunHandle:
         write, `StopUnread` when the run completed but its stop could not be read within
         `stop_patience_s` (default `event_log.STOP_PATIENCE_S`) of finding the run over:
         it names the cursor to follow again after. A run that failed or was terminated
-        published no stop: its events end without one. Followers of one run through one
+        published no stop: its events end with `RunFailed`, naming how and why (e.g.
+        `UnknownTools: ...`), as `result()` does. Followers of one run through one
         client share one reader (`fanout`), with the first one's `poll_s` and patience."""
         run_id = await self.first_execution_run_id()
         extra: dict[str, Any] = {} if poll_s is None else {"poll_s": poll_s}
@@ -186,8 +187,24 @@ class RunHandle:
         def source(start: str | None) -> AsyncIterator[RunEventItem]:
             return run_events(self._client, self.workflow_id, run_id, start, **extra)
 
-        async for event in self._fanout.follow(self.workflow_id, run_id, after, source):
-            yield event
+        stopped = False
+        try:
+            async for event in self._fanout.follow(self.workflow_id, run_id, after, source):
+                stopped = isinstance(event, StopEvent)
+                yield event
+        except CursorExpired as expired:
+            if expired.detail != HOST_MISSING:
+                raise
+            await self._raise_failure()
+            raise
+        if not stopped:
+            await self._raise_failure()
+
+    async def _raise_failure(self) -> None:
+        """`RunFailed` with its cause when the run's workflow did not complete: a log that
+        ends without a stop (or was never written) says why through its follower."""
+        if await self.status() not in ("running", "completed", "continued_as_new"):
+            await self.result()  # raises `RunFailed`, with the cause
 
     async def timeline(self) -> list[TimelineEntryEvent]:
         """What the guarantees did in the run (replays and why, retries, stalls, breakers,

@@ -47,11 +47,13 @@ from steadyloop._chat import ChatMessage
 from steadyloop._run.bounds import identity_problem, text_problem
 from steadyloop._run.models import RunInput, RunResult
 from steadyloop._run.resume import resume_input
+from steadyloop._worker.serving import ServedTools
 from steadyloop.client._errors import (
     ClientError,
     RequestRefused,
     ThreadBusy,
     ThreadCannotContinue,
+    ToolsNotServed,
 )
 from steadyloop.client._fanout import EventFanout
 from steadyloop.client._options import RunOptions
@@ -120,11 +122,14 @@ class Thread:
         task_queue: str,
         worker_bound: timedelta = DEFAULT_WORKER_BOUND,
         fanout: EventFanout | None = None,
+        served: ServedTools | None = None,
     ) -> None:
         self.id = check_id(thread_id, "a thread id")
         self._fanout = fanout if fanout is not None else EventFanout()
         self._client = client
         self._task_queue = task_queue
+        # What the task queue's worker serves, asked once per client (`ServedTools`).
+        self._served = served if served is not None else ServedTools(client, task_queue)
         self._worker_bound = worker_bound
         self._known = 0  # the highest run number seen to exist (a hint for the lookup)
 
@@ -167,6 +172,10 @@ class Thread:
         under the same key attaches to the run it started (`origin` "attached"). While a
         run is in flight another start is `ThreadBusy`, or with `steer=True` `prompt`
         goes to that run as a message at its next turn boundary (`origin` "steered").
+
+        Before a run starts, its tools and plugins are checked against what the worker of
+        the task queue serves (asked once per client): `ToolsNotServed` names what is
+        missing and what the worker has, and nothing is started.
         """
         if prompt is None and not messages:
             raise ValueError("a run needs a prompt or messages")
@@ -298,6 +307,7 @@ class Thread:
     async def _start(self, number: int, run: RunInput, memo: ThreadMemo) -> RunHandle | None:
         """Start run `number`; None when another start took that id first."""
         workflow_id = run_workflow_id(self.id, number)
+        await self._check_served(workflow_id, run)
         try:
             started = await self._client.start_workflow(
                 LOOP_WORKFLOW,
@@ -316,6 +326,23 @@ class Thread:
         handle = self.run(number, first_execution_run_id=started.first_execution_run_id)
         handle.origin = "started"
         return handle
+
+    async def _check_served(self, workflow_id: str, run: RunInput) -> None:
+        """`ToolsNotServed` when the run names tools or plugins its worker lacks."""
+        found = await self._served.unserved(list(run.tools), run.plugins.named)
+        if found is None:
+            return
+        missing, served = found
+        where = f"the worker on task queue {self._task_queue!r}"
+        raise ToolsNotServed(
+            workflow_id,
+            self._task_queue,
+            missing.text(served, where),
+            tools=missing.tools,
+            plugins=missing.plugins,
+            served_tools=served.tools,
+            served_plugins=served.plugins,
+        )
 
     # -- finding the latest run ----------------------------------------------------
 

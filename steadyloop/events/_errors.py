@@ -39,3 +39,4 @@ class CursorExpired(SteadyloopError):
         )
         self.cursor = cursor
         self.oldest = oldest
+        self.detail = detail

@@ -14,7 +14,8 @@ What a follower can rely on, kind by kind:
   forwarded as deltas.
 - `tool_result`: the one answer to that call id; `replayed` says it came from its
   receipt without running again, and `replay_reason` why.
-- `approval_waiting` / `ambiguous_receipt`: the run waits for a person about this call;
+- `approval_waiting` / `ambiguous_receipt`: the run waits for a person about this call
+  (an `approval_waiting` read after the run ended says how the call was `decided`);
   an ambiguous receipt carries the call's arguments, how its attempt was lost and, once
   it arrives, the late result (the receipt is published again then).
 - `timeline`: what a guarantee did (a replay, a retry, a stall, a breaker, healing),
@@ -145,11 +146,20 @@ class ToolResultEvent(_Event):
 
 
 class ApprovalWaitingEvent(_Event):
+    """The run waits for a person to approve or reject this call (`sha` is what they
+    review). `decided` is how the call was decided, when the reader already holds that
+    decision (the run's log is read after the run ended: its `decision` event for the
+    call is paired with this one): code that approves on this event must skip a call
+    whose `decided` is set, as nothing waits for it. None while it waits, or when it
+    was never decided (the run ended first); a live follower reads the `decision` event
+    for the call (same `turn` and `call_id`) once a person decides."""
+
     type: Literal["approval_waiting"] = "approval_waiting"
     turn: int = Field(ge=0)
     call_id: str
     tool: str
     sha: str
+    decided: Literal["approved", "rejected"] | None = None
 
 
 class LateResult(BaseModel):
