@@ -17,7 +17,8 @@ still an `AssertionError` (pytest reports it as a failed assertion, not a crash)
     │   ├── RequestRefused               the run refused, for the reason it gave
     │   ├── RunFailed                    the run's workflow did not complete
     │   ├── RunNotFound                  no run has that workflow id
-    │   └── StopUnread                   a completed run's stop could not be read in time
+    │   ├── StopUnread                   a completed run's stop could not be read in time
+    │   └── TemporalLost                 Temporal stopped answering a follower for too long
     ├── CursorExpired                    steadyloop.events: the events after it are gone
     ├── InvalidCursor (ValueError)       a cursor this library did not write
     ├── BackendError                     steadyloop._web: a refusal an HTTP route answers

@@ -62,6 +62,7 @@ from steadyloop.client import (
     RunOptions,
     SteadyloopClient,
     StopUnread,
+    TemporalLost,
     Thread,
     ThreadBusy,
     ThreadCannotContinue,
@@ -243,6 +244,8 @@ class ClientBackend:
         except CursorExpired as exc:
             raise CursorTooOld(str(exc), exc.oldest) from None
         except StopUnread as exc:  # a cut: the client reconnects after its last cursor
+            raise NoWorkerToRead(str(exc)) from None
+        except TemporalLost as exc:  # a cut too (503): the message says Temporal is gone
             raise NoWorkerToRead(str(exc)) from None
 
     async def snapshot(self, tenant: str, thread_id: str, run_id: str) -> dict[str, Any]:

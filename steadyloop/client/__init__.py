@@ -17,7 +17,8 @@
 - `RunOptions` (`options`): a run's configuration, apart from its conversation.
 - Typed errors (`errors`): `ThreadBusy`, `ThreadCannotContinue`, `RunEnded`,
   `NotTheCallReviewed`, `NoWorkerAnswered`, `RequestRefused`, `RunFailed`,
-  `RunNotFound`, `StopUnread` (a completed run's stop could not be read in time); and the
+  `RunNotFound`, `StopUnread` (a completed run's stop could not be read in time),
+  `TemporalLost` (Temporal stopped answering a follower for longer than its bound); and the
   event log's `CursorExpired` and `InvalidCursor` (`steadyloop.events`).
 - `EventFanout` (`fanout`): the followers of a run in one process share one reader.
 - `collect` (`blob_gc`): delete the blobs of runs closed longer than a retention period
@@ -36,6 +37,7 @@ from steadyloop.client._errors import (
     RunFailed,
     RunNotFound,
     StopUnread,
+    TemporalLost,
     ThreadBusy,
     ThreadCannotContinue,
 )
@@ -64,6 +66,7 @@ __all__ = [
     "StartOrigin",
     "SteadyloopClient",
     "StopUnread",
+    "TemporalLost",
     "TemporalUnreachable",
     "Thread",
     "ThreadBusy",
