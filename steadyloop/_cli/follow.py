@@ -88,7 +88,7 @@ async def follow(
     `TemporalLost` when it does not within `reconnect_bound`.
     """
     printer = EventPrinter(handle.id, steering=not ended)
-    lost = _LostLine(display, client.service_client.config.target_host, reconnect_bound)
+    lost = _LostLine(display, client, reconnect_bound)
     waiting = Reconnect(handle.id, reconnect_bound.total_seconds(), lost.say)
     result = asyncio.ensure_future(waiting.call(handle.result))
     # Until the log says anything, say what the run is doing: a model turn of a run that
@@ -152,9 +152,9 @@ class _LostLine:
     """The one line a follower prints when Temporal stops answering (the events and the
     result are read apart, and each notices: said once until an event arrives)."""
 
-    def __init__(self, display: ProgressDisplay, address: str, bound: timedelta) -> None:
+    def __init__(self, display: ProgressDisplay, client: Client, bound: timedelta) -> None:
         self.display = display
-        self.address = address
+        self.client = client
         self.bound_s = bound.total_seconds()
         self.said = False
 
@@ -163,8 +163,9 @@ class _LostLine:
             return
         self.said = True
         cause = one_line(str(error) or type(error).__name__, 60)
+        address = self.client.service_client.config.target_host
         self.display.event(
-            f"(lost Temporal at {self.address}: {cause}; retrying for up to "
+            f"(lost Temporal at {address}: {cause}; retrying for up to "
             f"{self.bound_s:.0f}s, the run goes on meanwhile)"
         )
 
