@@ -18,6 +18,7 @@ still an `AssertionError` (pytest reports it as a failed assertion, not a crash)
     │   ├── RunFailed                    the run's workflow did not complete
     │   ├── RunNotFound                  no run has that workflow id
     │   ├── StopUnread                   a completed run's stop could not be read in time
+    │   ├── TemporalLost                 Temporal stopped answering a follower for too long
     │   └── ToolsNotServed               the run names tools its worker does not serve
     ├── CursorExpired                    steadyloop.events: the events after it are gone
     ├── InvalidCursor (ValueError)       a cursor this library did not write

@@ -68,7 +68,7 @@ def _log_of(events: Sequence[RunEventItem]) -> type:
         def __init__(self, _client: object, _workflow_id: str) -> None:
             pass
 
-        async def events(self) -> AsyncIterator[RunEventItem]:
+        async def events(self, **_: object) -> AsyncIterator[RunEventItem]:
             for number, event in enumerate(events):
                 yield event.model_copy(update={"cursor": f"000000-{number:012d}"})
 

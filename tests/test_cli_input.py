@@ -233,7 +233,7 @@ class _Log:
     def __init__(self, _client: object, _workflow_id: str) -> None:
         pass
 
-    async def events(self) -> AsyncIterator[RunEventItem]:
+    async def events(self, **_: object) -> AsyncIterator[RunEventItem]:
         call = _ambiguous()
         found: list[RunEventItem] = [
             ToolCallEvent(

@@ -16,7 +16,9 @@ refuses a reused `--id`; `invocation` spells printed next steps as the user type
 command; `outcome` is the exit-code table and the follow-and-report a run's commands
 end with, `follow` reading the run's event log through `steadyloop.client` and
 `progress` printing it; `failure_text` says why a run or a command failed in one line;
-`wire_bounds` holds `run`'s sampling flags to each endpoint's wire before it starts.
+`wire_bounds` holds `run`'s sampling flags to each endpoint's wire before it starts;
+`core_logs` is the Temporal runtime of the commands' clients, which keeps the SDK core's
+raw log lines off the terminal.
 
 Guarantees: bad flags and values get one line that names them; no secret is printed.
 """

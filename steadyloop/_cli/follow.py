@@ -14,6 +14,9 @@ arrives, the late result, for the commands that resolve it
 (`receipts.receipt_event_lines`, `late_event_lines`); and a retried attempt's timeline
 events are published before that attempt runs, so the retry is said before its text.
 
+Temporal going away (a restart; `worker --dev` runs it in the worker's process) is said in
+one line and ridden out, from the follower's cursor, for the reconnect bound
+(`steadyloop.client._reconnect`); after it, `TemporalLost` (exit 4 in `outcome`).
 A log that cannot be read (no such host, the reader gave up) does not end following:
 that is said once, and the outcome follows from the workflow's result (its failure is
 raised as `WorkflowFailureError`).
@@ -24,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Sequence
-from datetime import UTC
+from datetime import UTC, timedelta
 
 from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.api.workflow.v1 import PendingActivityInfo
@@ -42,6 +45,7 @@ from steadyloop._stream.completion import STREAM_COMPLETION_ACTIVITY
 from steadyloop._workflows.tool_loop import ToolLoopWorkflow
 from steadyloop.client import RunFailed, StopUnread
 from steadyloop.client import RunHandle as ClientRunHandle
+from steadyloop.client._reconnect import DEFAULT_RECONNECT_BOUND, Reconnect
 from steadyloop.events import (
     AmbiguousReceiptEvent,
     CursorExpired,
@@ -73,15 +77,20 @@ async def follow(
     *,
     task_queue: str | None = None,
     ended: bool = False,
+    reconnect_bound: timedelta = DEFAULT_RECONNECT_BOUND,
 ) -> RunResult:
     """Print the run's events on `display` until it stops; return its result.
 
     `ended`: the run had ended when following began, so the calls that waited for a
     person are not offered commands (nothing waits any more). `display.answer_shown`
-    then says whether the final answer was printed.
+    then says whether the final answer was printed. Temporal going away is said in one
+    line per outage, and following goes on from its cursor when it answers again;
+    `TemporalLost` when it does not within `reconnect_bound`.
     """
     printer = EventPrinter(handle.id, steering=not ended)
-    result = asyncio.ensure_future(handle.result())
+    lost = _LostLine(display, client, reconnect_bound)
+    waiting = Reconnect(handle.id, reconnect_bound.total_seconds(), lost.say)
+    result = asyncio.ensure_future(waiting.call(handle.result))
     # Until the log says anything, say what the run is doing: a model turn of a run that
     # forwards nothing says nothing until it ends, and no worker says nothing at all.
     quiet = asyncio.ensure_future(_while_quiet(handle, display, task_queue))
@@ -90,8 +99,12 @@ async def follow(
     late_shown: set[str] = set()
     try:
         try:
-            async for event in ClientRunHandle(client, handle.id).events():
+            events = ClientRunHandle(client, handle.id).events(
+                reconnect_bound=reconnect_bound, on_lost=lost.say
+            )
+            async for event in events:
                 quiet.cancel()
+                lost.said = False  # the server answered: a later outage is said again
                 if isinstance(event, TextDeltaEvent):
                     # A retry's timeline events come before the attempt's text (the loop
                     # publishes them before it runs); an attempt that continues shown
@@ -135,6 +148,28 @@ async def follow(
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await result
         display.close()
+
+
+class _LostLine:
+    """The one line a follower prints when Temporal stops answering (the events and the
+    result are read apart, and each notices: said once until an event arrives)."""
+
+    def __init__(self, display: ProgressDisplay, client: Client, bound: timedelta) -> None:
+        self.display = display
+        self.client = client
+        self.bound_s = bound.total_seconds()
+        self.said = False
+
+    def say(self, error: BaseException) -> None:
+        if self.said:
+            return
+        self.said = True
+        cause = one_line(str(error) or type(error).__name__, 60)
+        address = self.client.service_client.config.target_host
+        self.display.event(
+            f"(lost Temporal at {address}: {cause}; retrying for up to "
+            f"{self.bound_s:.0f}s, the run goes on meanwhile)"
+        )
 
 
 def _receipt_lines(

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import os
 import sys
 from collections.abc import Awaitable, Callable
@@ -32,6 +33,7 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
+from steadyloop._cli.core_logs import cli_runtime
 from steadyloop._cli.invocation import command
 from steadyloop._run.models import RunResult
 from steadyloop._stops.stop_text import status_header
@@ -68,13 +70,14 @@ class RunCommandFailure(SteadyloopError):
 def connection_settings(args: argparse.Namespace) -> TemporalSettings:
     """What the connection flags, the environment and the config file say (Temporal, and
     the blob store every client shares with the workers)."""
-    return temporal_settings(
+    settings = temporal_settings(
         address=args.address,
         namespace=args.namespace,
         task_queue=args.task_queue,
         config=load_config(args.config, os.environ),
         environ=os.environ,
     )
+    return dataclasses.replace(settings, runtime=cli_runtime())
 
 
 def run_with_client(args: argparse.Namespace, command: Callable[[Client], Awaitable[int]]) -> int:

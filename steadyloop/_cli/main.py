@@ -19,6 +19,11 @@ one table so scripts can branch on them:
   an unknown or ambiguous key; `approve`: a call that does not wait for approval).
 - 3: the run stopped at a limit or was interrupted (`max_turns`, `token_budget`,
   `deadline`, `interrupted`): it ended cleanly, but without an answer.
+- 4: following gave up: Temporal stopped answering while `run`, `show` or `resume`
+  followed the run, and did not answer again within `STEADYLOOP_RECONNECT_S` (default
+  300 s). The run's fate is unknown, not failed (it lives on the server); `steadyloop
+  show ID` looks again once Temporal is back. A shorter outage is said in one line and
+  ridden out.
 - 130: Ctrl-C while following a run. The run goes on; `steadyloop show ID` attaches again.
 """
 
@@ -96,7 +101,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = ArgumentParser(
         prog="steadyloop",
         description="An LLM agent's tool loop as a durable Temporal workflow.",
-        epilog="Exit codes: 0 answer, 1 failed, 2 usage, 3 stopped at a limit, 130 Ctrl-C.",
+        epilog=(
+            "Exit codes: 0 answer, 1 failed, 2 usage, 3 stopped at a limit, 4 Temporal "
+            "unreachable while following (the run's fate unknown), 130 Ctrl-C."
+        ),
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 

@@ -153,7 +153,7 @@ def worker_command(args: argparse.Namespace) -> int:
 async def _worker(args: argparse.Namespace) -> int:
     environ = os.environ
     config = load_config(args.config, environ)
-    temporal = temporal_of(args, config)
+    temporal = temporal_of(args, config, worded_core_logs=False)
     endpoints = endpoint_settings(flags=args.endpoint, config=config, environ=environ)
     spec = tools_spec(args.tools, config, environ)
     tools = load_tool_registry(spec)

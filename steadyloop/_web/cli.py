@@ -151,7 +151,9 @@ async def _serve(args: argparse.Namespace) -> int:
                     stop.set()
                     await worker
         else:
-            client = await temporal.connect()
+            from steadyloop._cli.core_logs import cli_runtime
+
+            client = await dataclasses.replace(temporal, runtime=cli_runtime()).connect()
             await _serve_http(args, client, temporal, config, web, listener, stop)
     finally:
         remove()

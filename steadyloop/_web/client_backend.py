@@ -63,6 +63,7 @@ from steadyloop.client import (
     RunOptions,
     SteadyloopClient,
     StopUnread,
+    TemporalLost,
     Thread,
     ThreadBusy,
     ThreadCannotContinue,
@@ -250,6 +251,8 @@ class ClientBackend:
             raise NoWorkerToRead(str(exc)) from None
         except RunFailed as exc:  # its log ends without a stop: say why it ended
             raise RunClosed(str(exc)) from None
+        except TemporalLost as exc:  # a cut too (503): the message says Temporal is gone
+            raise NoWorkerToRead(str(exc)) from None
 
     async def snapshot(self, tenant: str, thread_id: str, run_id: str) -> dict[str, Any]:
         handle, _ = await self._handle(tenant, thread_id, run_id)

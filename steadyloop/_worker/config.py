@@ -53,6 +53,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from temporalio.client import Client
 from temporalio.converter import DataConverter
 from temporalio.envconfig import ClientConfig
+from temporalio.runtime import Runtime
 
 from steadyloop._history.payload_storage import (
     BlobSettings,
@@ -228,6 +229,9 @@ class TemporalSettings:
     task_queue: str = DEFAULT_TASK_QUEUE
     extra: Mapping[str, Any] = field(default_factory=dict, repr=False)
     blobs: BlobSettings = field(default_factory=lambda: blob_settings({}))
+    # The SDK runtime the client runs on (None: the SDK's default, which prints its core's
+    # log lines raw); the command line gives its clients one that words them.
+    runtime: Runtime | None = field(default=None, repr=False, compare=False)
 
     @property
     def data_converter(self) -> DataConverter:
@@ -243,6 +247,7 @@ class TemporalSettings:
                 self.address,
                 namespace=self.namespace,
                 data_converter=self.data_converter,
+                runtime=self.runtime,
                 **self.extra,
             )
         except RuntimeError as exc:  # the SDK reports connection failures as RuntimeError

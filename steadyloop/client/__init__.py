@@ -18,6 +18,7 @@
 - Typed errors (`errors`): `ThreadBusy`, `ThreadCannotContinue`, `RunEnded`,
   `NotTheCallReviewed`, `NoWorkerAnswered`, `RequestRefused`, `RunFailed`,
   `RunNotFound`, `StopUnread` (a completed run's stop could not be read in time),
+  `TemporalLost` (Temporal stopped answering a follower for longer than its bound),
   `ToolsNotServed` (a run naming tools its worker does not serve, refused before it
   starts); and the event log's `CursorExpired` and `InvalidCursor` (`steadyloop.events`).
 - `EventFanout` (`fanout`): the followers of a run in one process share one reader.
@@ -37,6 +38,7 @@ from steadyloop.client._errors import (
     RunFailed,
     RunNotFound,
     StopUnread,
+    TemporalLost,
     ThreadBusy,
     ThreadCannotContinue,
     ToolsNotServed,
@@ -66,6 +68,7 @@ __all__ = [
     "StartOrigin",
     "SteadyloopClient",
     "StopUnread",
+    "TemporalLost",
     "TemporalUnreachable",
     "Thread",
     "ThreadBusy",

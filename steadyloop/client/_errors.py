@@ -42,6 +42,7 @@ __all__ = [
     "RunFailed",
     "RunNotFound",
     "StopUnread",
+    "TemporalLost",
     "ThreadBusy",
     "ThreadCannotContinue",
     "ToolsNotServed",
@@ -217,3 +218,22 @@ class StopUnread(ClientError):
         )
         self.cursor = cursor
         self.waited_s = waited_s
+
+
+class TemporalLost(ClientError):
+    """Temporal did not answer for `waited_s` while the run was followed (`cause`: the
+    transport's words). Nothing is known of the run since: it lives on the server, not in
+    the follower, and may have gone on or ended. Following again after `cursor` (None:
+    from the start) once the server answers misses nothing."""
+
+    def __init__(self, workflow_id: str, cursor: str | None, waited_s: float, cause: str) -> None:
+        again = "events()" if cursor is None else f"events(after={cursor!r})"
+        super().__init__(
+            f"run {workflow_id}: Temporal did not answer for {waited_s:.0f}s ({cause}); how "
+            f"the run is doing is unknown, not failed. Once Temporal is back, follow again "
+            f"with {again}: nothing is skipped",
+            workflow_id=workflow_id,
+        )
+        self.cursor = cursor
+        self.waited_s = waited_s
+        self.cause = cause

@@ -82,6 +82,7 @@ from steadyloop.client._history_log import (
     history_latest_cursor,
     keeps_log_in_history,
 )
+from steadyloop.client._reconnect import unreachable
 from steadyloop.events._cursor import Cursor, format_cursor, parse_cursor
 from steadyloop.events._errors import CursorExpired, InvalidCursor
 from steadyloop.events._models import (
@@ -467,6 +468,8 @@ async def _read_chain(
                     yield event
             return
         except (RPCError, WorkflowUpdateRPCTimeoutOrCancelledError) as error:
+            if unreachable(error):
+                raise  # no server: the follower retries from its cursor (`_reconnect`)
             failures += 1
             if failures >= MAX_POLL_FAILURES:
                 raise

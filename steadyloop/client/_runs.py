@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import re
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import timedelta
 from typing import Any, Literal
 
@@ -61,6 +61,7 @@ from steadyloop.client._errors import (
 )
 from steadyloop.client._event_log import HOST_MISSING, latest_cursor, run_events
 from steadyloop.client._fanout import EventFanout
+from steadyloop.client._reconnect import DEFAULT_RECONNECT_BOUND, Reconnect, unreachable
 from steadyloop.events import CursorExpired, RunEventItem, StopEvent, TimelineEntryEvent
 
 __all__ = ["DEFAULT_WORKER_BOUND", "RunHandle", "RunSnapshot", "RunStatus", "StartOrigin"]
@@ -167,6 +168,8 @@ class RunHandle:
         *,
         poll_s: float | None = None,
         stop_patience_s: float | None = None,
+        reconnect_bound: timedelta = DEFAULT_RECONNECT_BOUND,
+        on_lost: Callable[[BaseException], None] | None = None,
     ) -> AsyncIterator[RunEventItem]:
         """The run's events after cursor `after` (None: from the first), in run order,
         each once, ending with its stop: text and reasoning deltas, tool calls and their
@@ -178,8 +181,16 @@ class RunHandle:
         it names the cursor to follow again after. A run that failed or was terminated
         published no stop: its events end with `RunFailed`, naming how and why (e.g.
         `UnknownTools: ...`), as `result()` does. Followers of one run through one
-        client share one reader (`fanout`), with the first one's `poll_s` and patience."""
-        run_id = await self.first_execution_run_id()
+        client share one reader (`fanout`), with the first one's `poll_s` and patience.
+
+        Temporal going away (a restart, a killed `worker --dev` that ran it) does not end
+        the iteration: it retries, calling `on_lost(error)` once per outage, and reads on
+        from the last event's cursor when the server answers again, skipping and
+        repeating nothing. After `reconnect_bound` (default 5 minutes) without an answer
+        it raises `TemporalLost`, naming the cursor to follow again after: the run's fate
+        is unknown then, not failed."""
+        reconnect = Reconnect(self.workflow_id, reconnect_bound.total_seconds(), on_lost)
+        run_id = await reconnect.call(self.first_execution_run_id, after)
         extra: dict[str, Any] = {} if poll_s is None else {"poll_s": poll_s}
         if stop_patience_s is not None:
             extra["stop_patience_s"] = stop_patience_s
@@ -187,16 +198,25 @@ class RunHandle:
         def source(start: str | None) -> AsyncIterator[RunEventItem]:
             return run_events(self._client, self.workflow_id, run_id, start, **extra)
 
+        cursor = after
         stopped = False
-        try:
-            async for event in self._fanout.follow(self.workflow_id, run_id, after, source):
-                stopped = isinstance(event, StopEvent)
-                yield event
-        except CursorExpired as expired:
-            if expired.detail != HOST_MISSING:
+        while True:
+            try:
+                async for event in self._fanout.follow(self.workflow_id, run_id, cursor, source):
+                    reconnect.up()
+                    cursor = event.cursor
+                    stopped = isinstance(event, StopEvent)
+                    yield event
+                break
+            except CursorExpired as expired:
+                if expired.detail != HOST_MISSING:
+                    raise
+                await self._raise_failure()
                 raise
-            await self._raise_failure()
-            raise
+            except RPCError as error:
+                if not unreachable(error):
+                    raise
+                await reconnect.down(error, cursor)
         if not stopped:
             await self._raise_failure()
 
