@@ -73,7 +73,11 @@ def log(monkeypatch: pytest.MonkeyPatch) -> ScriptedLog:
     def run_events(_client: Any, _wid: str, _rid: str, after: str | None, **_: Any) -> Any:
         return scripted.read(after)
 
+    async def completed(_self: RunHandle) -> str:
+        return "completed"  # this log has no stop event: the follower asks how it ended
+
     monkeypatch.setattr(runs, "run_events", run_events)
+    monkeypatch.setattr(RunHandle, "status", completed)
     return scripted
 
 
