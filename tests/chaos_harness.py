@@ -80,6 +80,7 @@ from steadyloop._run.models import AmbiguousCall, RunLimits, RunResult
 from steadyloop._temporal_binaries import dev_server_args, dev_server_path
 from steadyloop._worker.dev_server import _is_free, free_port
 from steadyloop._worker.process import RUN_WORKFLOWS, workflow_runner
+from steadyloop._worker.sandbox import SERVING_WORKFLOWS
 from steadyloop.client import RunHandle, RunOptions, SteadyloopClient
 from steadyloop.testing import (
     Pause,
@@ -694,7 +695,7 @@ class Chaos:
     async def histories(self) -> list[HistoryFacts]:
         assert self.client is not None
         replayer = Replayer(
-            workflows=RUN_WORKFLOWS,
+            workflows=[*RUN_WORKFLOWS, *SERVING_WORKFLOWS],
             data_converter=steadyloop_data_converter(self.blobs),
             workflow_runner=workflow_runner(),
         )

@@ -61,11 +61,13 @@ import steadyloop._receipts.ledger as ledger_module
 from steadyloop._activities.endpoint_health import EndpointHealthActivities
 from steadyloop._activities.model_stream import ModelActivities
 from steadyloop._activities.tool_execution import ToolActivities
+from steadyloop._activities.worker_description import WorkerDescriptionActivities
 from steadyloop._history.payload_storage import steadyloop_data_converter
 from steadyloop._receipts.decision import Ambiguous, Execute, Receipt, ReceiptDecision, receipt_key
 from steadyloop._receipts.ledger import ReceiptLedger
 from steadyloop._routing.endpoints import EndpointConfig, EndpointRegistry
 from steadyloop._worker.process import HEARTBEAT_THROTTLE, RUN_WORKFLOWS, workflow_runner
+from steadyloop._worker.sandbox import SERVING_WORKFLOWS
 from steadyloop.tools import ToolRegistry, current_invocation, current_progress, tool
 
 READY = "READY"
@@ -231,10 +233,13 @@ async def serve(args: argparse.Namespace, runner: WorkflowRunner) -> None:
         worker = Worker(
             client,
             task_queue=args.task_queue,
-            workflows=RUN_WORKFLOWS,
+            # What `steadyloop worker` serves a run, and what a start asks it first
+            # (`DescribeWorkerWorkflow`: the tools it serves).
+            workflows=[*RUN_WORKFLOWS, *SERVING_WORKFLOWS],
             activities=[
                 *slowed_event_log(model.activities(), _log_delay_s),
                 *ToolActivities(TOOLS).activities(),
+                *WorkerDescriptionActivities(endpoints, TOOLS).activities(),
                 *EndpointHealthActivities(client, task_queue=args.task_queue).activities(),
             ],
             max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
