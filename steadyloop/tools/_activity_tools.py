@@ -38,12 +38,12 @@ from pydantic import ValidationError
 from temporalio import activity
 from temporalio.common import RetryPolicy
 
-from steadyloop._run.bounds import seconds_problem
 from steadyloop.tools._definition import (
     TOOL_NAME_PATTERN,
     ToolDefinition,
     ToolDefinitionError,
     _arguments_model,
+    checked_seconds,
     tool_description,
 )
 from steadyloop.tools._payloads import EFFECTS, ActivityParameter, ActivityTarget, Effect
@@ -147,23 +147,12 @@ def activity_as_tool(
     )
 
 
-def _seconds(tool_name: str, label: str, value: Any) -> float:
-    if not isinstance(value, timedelta):
-        raise ToolDefinitionError(
-            f"tool {tool_name!r}: {label} must be a datetime.timedelta, got {value!r}"
-        )
-    problem = seconds_problem(value.total_seconds())
-    if problem is not None:
-        raise ToolDefinitionError(f"tool {tool_name!r}: {label} {problem} (got {value})")
-    return value.total_seconds()
-
-
 def _optional_seconds(tool_name: str, label: str, value: Any) -> float | None:
-    return None if value is None else _seconds(tool_name, label, value)
+    return None if value is None else checked_seconds(tool_name, label, value)
 
 
 def _timeouts(tool_name: str, start: Any, schedule: Any, heartbeat: Any) -> dict[str, float | None]:
-    start_s = _seconds(tool_name, "start_to_close_timeout", start)
+    start_s = checked_seconds(tool_name, "start_to_close_timeout", start)
     schedule_s = _optional_seconds(tool_name, "schedule_to_close_timeout", schedule)
     heartbeat_s = _optional_seconds(tool_name, "heartbeat_timeout", heartbeat)
     if heartbeat_s is not None and heartbeat_s >= start_s:
@@ -204,7 +193,9 @@ def _retry_fields(
         )
     return {
         "maximum_attempts": attempts,
-        "initial_interval_s": _seconds(tool_name, "initial_interval", policy.initial_interval),
+        "initial_interval_s": checked_seconds(
+            tool_name, "initial_interval", policy.initial_interval
+        ),
         "backoff_coefficient": policy.backoff_coefficient,
         "maximum_interval_s": _optional_seconds(
             tool_name, "maximum_interval", policy.maximum_interval

@@ -283,15 +283,7 @@ def _define(
         raise ToolDefinitionError(
             f"tool {tool_name!r}: effect {effect!r} is not one of {', '.join(EFFECTS)}"
         )
-    if not isinstance(timeout, timedelta):
-        raise ToolDefinitionError(
-            f"tool {tool_name!r}: timeout must be a datetime.timedelta, got {timeout!r}"
-        )
-    # Bounded like every duration that reaches the workflow (`steadyloop._run.bounds`):
-    # a timeout of 50 years would pass `> 0` and overflow Temporal's timeout arithmetic.
-    problem = seconds_problem(timeout.total_seconds())
-    if problem is not None:
-        raise ToolDefinitionError(f"tool {tool_name!r}: timeout {problem} (got {timeout})")
+    checked_seconds(tool_name, "timeout", timeout)
     _check_heartbeat_timeout(tool_name, effect, timeout, heartbeat_timeout)
     if not isinstance(approval, bool):
         raise ToolDefinitionError(f"tool {tool_name!r}: approval must be True or False")
@@ -371,6 +363,20 @@ def _has_async_call(fn: object) -> bool:
     return not inspect.isroutine(fn) and inspect.iscoroutinefunction(
         getattr(fn, "__call__", None)  # noqa: B004 - a callable object with `async def __call__`
     )
+
+
+def checked_seconds(tool_name: str, label: str, value: Any) -> float:
+    """`value` (a `timedelta`) in seconds, bounded like every duration that reaches the
+    workflow (`steadyloop._run.bounds`): 50 years would pass `> 0` and overflow Temporal's
+    timeout arithmetic. `ToolDefinitionError` naming `label` otherwise."""
+    if not isinstance(value, timedelta):
+        raise ToolDefinitionError(
+            f"tool {tool_name!r}: {label} must be a datetime.timedelta, got {value!r}"
+        )
+    problem = seconds_problem(value.total_seconds())
+    if problem is not None:
+        raise ToolDefinitionError(f"tool {tool_name!r}: {label} {problem} (got {value})")
+    return value.total_seconds()
 
 
 def tool_description(
